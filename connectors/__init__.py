@@ -1,0 +1,1 @@
+"""Connectors: each reads one source and returns DataFrames at the audit grain."""

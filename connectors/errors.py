@@ -1,0 +1,50 @@
+"""Errors a connector raises; the CLI turns them into one message and an exit code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """Root of every connector error."""
+
+
+class InputError(SourceError):
+    """Bad input: names the file, the row or column, and what was expected."""
+
+    def __init__(self, path: str | Path, message: str, *, row: int | None = None,
+                 column: str | None = None, expected: str | None = None):
+        self.path = str(path)
+        self.message = message
+        self.row = row
+        self.column = column
+        self.expected = expected
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = [self.path]
+        loc = []
+        if self.row is not None:
+            loc.append(f"row {self.row}")
+        if self.column is not None:
+            loc.append(f"column {self.column}")
+        head = f"{self.path}: {', '.join(loc)}" if loc else where[0]
+        text = f"{head}: {self.message}"
+        if self.expected:
+            text += f" (expected {self.expected})"
+        return text
+
+
+class InputErrors(SourceError):
+    """Several input errors found in one pass, reported together."""
+
+    def __init__(self, errors: list[InputError]):
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+class RetriableSourceError(SourceError):
+    """A transient fault (timeout, 5xx, throttling): the base class retries it."""
+
+
+class FatalSourceError(SourceError):
+    """A fault that retrying cannot fix (access denied, missing object)."""

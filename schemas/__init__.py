@@ -1,0 +1,1 @@
+"""Table schemas (pandera): one model per table, named for one row."""
