@@ -1,0 +1,45 @@
+# The two commands of the README: `make demo` and `make test`. Both set everything up themselves.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip -q --disable-pip-version-check
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
+
+.PHONY: demo test system-deps demo-data bench clean
+
+demo: system-deps $(VENV)/.demo demo-data
+	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
+	  if [ $$rc -eq 2 ]; then echo "(exit 2: the audit ran but does not reconcile; the report says why)"; fi; \
+	  [ $$rc -eq 0 ] || [ $$rc -eq 2 ]
+
+test: system-deps $(VENV)/.test demo-data
+	$(PY) -m pytest -q -p no:cacheprovider
+
+# System packages the report and its tests need (pdftotext/pdftoppm, pango for weasyprint, fonts).
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+
+$(VENV)/.demo: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[pdf]'
+	@touch $@
+
+$(VENV)/.test: pyproject.toml $(VENV)/.demo
+	$(PIP) install -e '.[pdf,test,profile]'
+	@touch $@
+
+# The demo case is committed; regenerate it when it is missing.
+demo-data: | $(VENV)/bin/python
+	@[ -f fixtures/demo/case.toml ] || $(PY) fixtures/make_demo.py
+
+bench: $(VENV)/.test
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf out .pytest_cache

@@ -1,0 +1,4 @@
+"""python -m audit → the costaudit CLI."""
+from audit.cli import main
+
+main()

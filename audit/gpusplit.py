@@ -1,0 +1,217 @@
+"""GPU-intervals: the cost of each paid GPU per telemetry interval, with its holder and activity.
+
+A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
+line bills (METHOD §3). Each GPU-interval goes to one holder: a declared service, no workload
+(unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import pandas as pd
+
+from audit.classify import gpu_hours_of
+from audit.money import ZERO
+
+UNALLOCATED = "__unallocated__"
+UNKNOWN = "__allocation_unknown__"
+UNDECLARED = "__undeclared__"
+NO_SAMPLE = "__no_sample__"
+NOT_IN_TELEMETRY = "__not_in_telemetry__"
+
+
+@dataclass
+class Group:
+    """Sums over the GPU-intervals of one holder in one interval."""
+
+    holder: str
+    ts: datetime
+    gpus: int = 0
+    paid: Decimal = ZERO          # net cost (after tax, credits, commitments)
+    gross: Decimal = ZERO         # cost-basis cost before tax and credits
+    priced: Decimal = ZERO        # quantity × unit price
+    busy: Decimal = ZERO          # Σ b × net cost
+    paid_seconds: Decimal = ZERO
+    busy_seconds: Decimal = ZERO
+    sources: set = field(default_factory=set)
+    nodes: set = field(default_factory=set)
+    pods: set = field(default_factory=set)
+
+
+@dataclass
+class NodeCoverage:
+    """Paid vs observed GPU-hours of one billed resource."""
+
+    resource_id: str
+    node: str
+    instance_type: str
+    paid_seconds: Decimal = ZERO
+    observed_seconds: Decimal = ZERO
+
+
+def service_of(labels: dict, services, pod_models: dict) -> str | None:
+    """The declared service whose matchers all hold for a pod's labels."""
+    values = dict(labels)
+    values.setdefault("model_name", pod_models.get((labels.get("namespace", ""), labels.get("pod", "")), ""))
+    for name, service in services.items():
+        if all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
+            return name
+    return None
+
+
+def _match(pattern: str, value: str) -> bool:
+    if pattern.startswith("re:"):
+        return re.search(pattern[3:], value) is not None
+    return pattern == value
+
+
+def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: datetime):
+    """(interval start, overlap seconds) of [lo, hi) on the grid aligned to the window start."""
+    lo, hi = max(lo, start), min(hi, end)
+    if hi <= lo:
+        return []
+    k = int((lo - start).total_seconds() // step)
+    out = []
+    t = start + timedelta(seconds=k * step)
+    while t < hi:
+        u = t + timedelta(seconds=step)
+        overlap = (min(u, hi) - max(t, lo)).total_seconds()
+        if overlap > 0:
+            out.append((t, Decimal(int(overlap)) if float(overlap).is_integer() else Decimal(repr(overlap))))
+        t = u
+    return out
+
+
+class GpuSplitter:
+    """Walks the gpu_compute lines and fills Groups and NodeCoverage."""
+
+    def __init__(self, case, services, activity: pd.DataFrame, node_of_resource: dict[str, str],
+                 requests: pd.DataFrame, pod_models: dict, step: int):
+        self.case, self.services, self.step = case, services, step
+        self.node_of_resource = node_of_resource
+        self.pod_models = pod_models
+        self.samples = self._index_activity(activity)
+        self.nodes_seen = set(activity["node"]) if len(activity) else set()
+        self.labelled_nodes = set(activity.loc[activity["pod"] != "", "node"]) if len(activity) else set()
+        self.requests = self._index_requests(requests)
+        self.groups: dict[tuple[str, datetime], Group] = {}
+        self.coverage: dict[str, NodeCoverage] = {}
+        self.extra_gpus: set[str] = set()
+
+    @staticmethod
+    def _index_activity(activity: pd.DataFrame) -> dict:
+        index = defaultdict(list)
+        for row in activity.itertuples(index=False):
+            index[(row.node, row.ts.to_pydatetime())].append(row)
+        for rows in index.values():
+            rows.sort(key=lambda r: (_gpu_key(r.gpu), r.uuid))
+        return index
+
+    @staticmethod
+    def _index_requests(requests: pd.DataFrame) -> dict:
+        index = defaultdict(list)
+        for row in requests.itertuples(index=False):
+            if row.gpus > 0:
+                index[(row.node, row.ts.to_pydatetime())].append(row)
+        return index
+
+    def add_line(self, line: dict, gpus: int, counts_time: bool = True) -> None:
+        """Spread one gpu_compute line over its GPUs and intervals.
+
+        ``counts_time`` is False for the vCPU / RAM parts of a machine billed in parts: they add
+        money to the GPU-intervals but no GPU time (the GPU meter line counts that).
+        """
+        resource = line["resource_id"]
+        node = self.node_of_resource.get(resource, "")
+        cover = self.coverage.setdefault(resource or line["line_id"],
+                                         NodeCoverage(resource, node, line["instance_type"]))
+        grid = interval_grid(self.case.start, self.case.end, self.step,
+                             line["start"].to_pydatetime(), line["end"].to_pydatetime())
+        seconds = sum((o for _, o in grid), ZERO)
+        if not grid or gpus <= 0 or seconds == 0:
+            return
+        for ts, overlap in grid:
+            part = overlap / seconds
+            per_gpu = {k: line[k] * part / gpus for k in ("net", "pretax", "priced")}
+            self._add_interval(node, ts, overlap if counts_time else ZERO, gpus, per_gpu, cover)
+
+    def _add_interval(self, node, ts, overlap, gpus, per_gpu, cover) -> None:
+        cover.paid_seconds += overlap * gpus
+        rows = self.samples.get((node, ts), []) if node else []
+        if len(rows) > gpus:
+            self.extra_gpus.add(node)
+            rows = rows[:gpus]
+        cover.observed_seconds += overlap * len(rows)
+        missing = gpus - len(rows)
+        if missing:
+            holder = NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY
+            self._accumulate(holder, ts, missing, per_gpu, overlap, ZERO, "", node, "")
+        assigned = self._holders(node, ts, rows)
+        for row, holder in zip(rows, assigned):
+            busy = Decimal(repr(float(row.busy_fraction)))
+            self._accumulate(holder, ts, 1, per_gpu, overlap, busy, row.source, node, row.pod)
+
+    def _holders(self, node, ts, rows) -> list[str]:
+        """The holder of each observed GPU: pod labels first, else the scheduler's GPU requests."""
+        labelled = {(r.namespace, r.pod) for r in rows if r.pod}
+        pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
+        has_scheduler = (node, ts) in self.requests
+        out = []
+        for row in rows:
+            if row.pod:
+                out.append(self._service_or_undeclared(row.namespace, row.pod, row.container))
+            elif pending:
+                req = pending[0]
+                out.append(self._service_or_undeclared(req.namespace, req.pod, ""))
+                pending[0] = req._replace(gpus=req.gpus - 1)
+                if pending[0].gpus <= 0:
+                    pending.pop(0)
+            elif has_scheduler or node in self.labelled_nodes:
+                out.append(UNALLOCATED)
+            else:
+                out.append(UNKNOWN)
+        return out
+
+    def _service_or_undeclared(self, namespace, pod, container) -> str:
+        labels = {"namespace": namespace, "pod": pod, "container": container}
+        return service_of(labels, self.services, self.pod_models) or f"{UNDECLARED}"
+
+    def _accumulate(self, holder, ts, n, per_gpu, overlap, busy, source, node, pod) -> None:
+        group = self.groups.get((holder, ts))
+        if group is None:
+            group = self.groups[(holder, ts)] = Group(holder, ts)
+        group.gpus += n
+        group.paid += per_gpu["net"] * n
+        group.gross += per_gpu["pretax"] * n
+        group.priced += per_gpu["priced"] * n
+        group.busy += per_gpu["net"] * busy * n
+        group.paid_seconds += overlap * n
+        group.busy_seconds += overlap * busy * n
+        if source:
+            group.sources.add(source)
+        if node:
+            group.nodes.add(node)
+        if pod:
+            group.pods.add(pod)
+
+
+def _gpu_key(gpu: str):
+    return (0, int(gpu)) if str(gpu).isdigit() else (1, str(gpu))
+
+
+def gpus_of_resources(gpu_lines: pd.DataFrame) -> dict[str, int]:
+    """GPUs per billed resource: the instance table, or GPU-meter hours ÷ line hours (GCP)."""
+    out: dict[str, int] = {}
+    for line in gpu_lines.to_dict("records"):
+        key = line["resource_id"] or line["line_id"]
+        count = int(line["gpus_per_instance"] or 0)
+        if not count:
+            hours = Decimal(int((line["end"] - line["start"]).total_seconds())) / 3600
+            gpu_hours = gpu_hours_of(line)
+            count = int((gpu_hours / hours).to_integral_value()) if hours and gpu_hours else 0
+        out[key] = max(out.get(key, 0), count)
+    return out

@@ -1,0 +1,128 @@
+"""Stage 4: top-down (lines) vs bottom-up (measurements × unit prices), with drivers (METHOD §5)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from audit.attribute import ServiceInterval
+from audit.gpusplit import Group, NodeCoverage
+from audit.money import ZERO
+
+
+@dataclass
+class Driver:
+    """One check behind the verdict, with its own gap."""
+
+    name: str
+    subject: str
+    gap: Decimal | None
+    detail: str
+
+
+@dataclass
+class Reconciliation:
+    """The verdict and how it was reached."""
+
+    top_down: Decimal
+    bottom_up: Decimal | None
+    gap: Decimal | None
+    tolerance: Decimal
+    verdict: str
+    reason: str
+    covered_seconds: Decimal
+    drivers: list[Driver] = field(default_factory=list)
+
+
+def _gap(top: Decimal, bottom: Decimal) -> Decimal | None:
+    return None if top == 0 else (top - bottom) / top
+
+
+def reconcile(charges, groups: dict, intervals: list[ServiceInterval], coverage: dict[str, NodeCoverage],
+              profiles: dict, traffic: dict, tolerance: Decimal) -> Reconciliation:
+    """Compare both estimates over the covered GPU-intervals and the non-GPU classes."""
+    drivers: list[Driver] = []
+    td_gpu, bu_gpu, net_gpu, covered = _gpu_sides(groups, intervals, profiles, traffic, drivers)
+    non_gpu = charges[charges["resource_class"] != "gpu_compute"]
+    td_lines = sum(non_gpu["pretax"], ZERO)
+    bu_lines = sum(non_gpu["priced"], ZERO)
+    net_lines = sum(non_gpu["net"], ZERO)
+    drivers.extend(_price_drivers(charges))
+    drivers.extend(_coverage_drivers(coverage))
+    if covered == 0:
+        return Reconciliation(net_lines, None, None, tolerance, "not_measured",
+                              "no GPU-interval is covered by kernel-activity telemetry", covered, drivers)
+    # tax and credits pass through both sides unchanged
+    passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
+    top = td_gpu + td_lines + passthrough
+    bottom = bu_gpu + bu_lines + passthrough
+    gap = _gap(top, bottom)
+    verdict = "reconciles" if gap is not None and abs(gap) <= tolerance else "does_not_reconcile"
+    reason = (f"|gap| {abs(gap):.4f} {'≤' if verdict == 'reconciles' else '>'} tolerance {tolerance}"
+              if gap is not None else "top-down is zero")
+    return Reconciliation(top, bottom, gap, tolerance, verdict, reason, covered, drivers)
+
+
+def _gpu_sides(groups, intervals, profiles, traffic, drivers):
+    """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits)."""
+    top = bottom = net = covered = ZERO
+    kernel_est, kernel_seen = defaultdict(lambda: ZERO), defaultdict(lambda: ZERO)
+    for iv in intervals:
+        if iv.paid_seconds == 0:
+            continue
+        price = iv.priced / iv.paid_seconds
+        profile = profiles.get(iv.service)
+        kps = profile.kernel_seconds_per_request if profile else None
+        t = traffic.get(iv.service)
+        if kps is not None and t is not None:
+            kernel = t.by_ts.get(iv.ts, ZERO) * kps
+            kernel_est[iv.service] += kernel
+        else:
+            kernel = iv.busy_seconds  # no profile traffic: telemetry's kernel-active seconds
+        kernel_seen[iv.service] += iv.busy_seconds
+        top += iv.gross
+        net += iv.paid
+        bottom += (kernel + iv.paid_seconds - iv.busy_seconds) * price
+        covered += iv.paid_seconds
+    for (holder, _), group in groups.items():
+        if holder.startswith("__") and holder not in ("__no_sample__", "__not_in_telemetry__") and group.paid_seconds:
+            top += group.gross
+            net += group.paid
+            bottom += group.priced  # measured whole-GPU time (idle or undeclared) × unit price
+            covered += group.paid_seconds
+    for service, estimate in sorted(kernel_est.items()):
+        seen = kernel_seen[service]
+        drivers.append(Driver("representativeness", service, _gap(seen, estimate) if seen else None,
+                              f"profile kernel-seconds per request × requests = {estimate:.0f} s vs "
+                              f"telemetry kernel-active {seen:.0f} s"))
+    for service in sorted(set(kernel_seen) - set(kernel_est)):
+        drivers.append(Driver("representativeness", service, None,
+                              "no profile with stated traffic: telemetry kernel-active seconds used on both sides"))
+    return top, bottom, net, covered
+
+
+def _price_drivers(charges) -> list[Driver]:
+    out = []
+    for klass, frame in sorted(charges.groupby("resource_class"), key=lambda kv: kv[0]):
+        top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
+        unpriced = int((~frame["has_price"]).sum())
+        detail = f"cost {top:.2f} vs quantity × unit price {priced:.2f}"
+        if unpriced:
+            detail += f"; {unpriced} line(s) without quantity or unit price taken at cost"
+        fallback = int(frame["list_price_fallback"].sum())
+        if fallback:
+            detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"
+        out.append(Driver("price", klass, _gap(top, priced), detail))
+    return out
+
+
+def _coverage_drivers(coverage: dict[str, NodeCoverage]) -> list[Driver]:
+    out = []
+    for key, c in sorted(coverage.items()):
+        if c.paid_seconds == 0:
+            continue
+        share = (c.paid_seconds - c.observed_seconds) / c.paid_seconds
+        out.append(Driver("coverage", c.node or c.resource_id or key, share,
+                          f"paid {c.paid_seconds / 3600:.1f} GPU-h, seen in telemetry "
+                          f"{c.observed_seconds / 3600:.1f} GPU-h (uncovered share is unattributed, outside the gap)"))
+    return out

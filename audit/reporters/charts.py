@@ -1,0 +1,194 @@
+"""Charts for the HTML/PDF report: matplotlib → SVG → ``data:`` URI, deterministic bytes.
+
+matplotlib is imported inside :func:`build_charts` (STYLE habit 12). Figures are made with the
+object API (``matplotlib.figure.Figure``), never pyplot, so no GUI backend or global figure state
+is touched; the SVG canvas is rendered the same way under the Agg backend. ``svg.hashsalt`` fixes
+the element ids and ``metadata={'Date': None}`` drops the timestamp, so the same audit gives the
+same SVG bytes. Labels are plain text (``text.parse_math`` off: a '$' is never mathtext).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from datetime import date, timedelta
+from decimal import Decimal
+
+from audit.reporters.view import BUCKET_LABELS, BUCKETS, money, percent
+
+COLOURS = {
+    "model_compute": "#1f4e79",
+    "serving_path": "#4a90c2",
+    "platform_overhead": "#d08c2c",
+    "unattributed": "#8c8c8c",
+}
+NEUTRAL, ADJUST, LINE_COLOURS = "#3b3b3b", "#b0b7bf", ("#1f4e79", "#d08c2c", "#4a9b6e", "#a23b72",
+                                                       "#6b6b6b", "#4a90c2")
+WATERFALL_LABELS = {"model_compute": "Model\ncompute", "serving_path": "Serving\npath",
+                    "platform_overhead": "Platform\nover-\nhead", "unattributed": "Unattri-\nbuted"}
+RC = {
+    "svg.hashsalt": "costaudit",
+    "svg.fonttype": "path",
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "text.parse_math": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#555555",
+    "axes.titlesize": 9.5,
+    "axes.titleweight": "bold",
+    "axes.titlelocation": "left",
+}
+
+
+def _f(value) -> float:
+    """Plot position only: display strings are formatted from the exact decimals."""
+    return float(Decimal(str(value))) if value is not None else 0.0
+
+
+def _svg(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def bucket_chart(audit: dict) -> str:
+    from matplotlib.figure import Figure
+
+    cur = audit.get("currency") or ""
+    buckets = audit.get("buckets") or {}
+    keys = list(reversed(BUCKETS))
+    values = [_f((buckets.get(k) or {}).get("amount")) for k in keys]
+    fig = Figure(figsize=(7.0, 2.3))
+    ax = fig.add_subplot()
+    bars = ax.barh([BUCKET_LABELS[k] for k in keys], values, color=[COLOURS[k] for k in keys],
+                   height=0.62)
+    top = max(values + [1.0])
+    for bar, k in zip(bars, keys):
+        b = buckets.get(k) or {}
+        ax.text(bar.get_width() + top * 0.01, bar.get_y() + bar.get_height() / 2,
+                f"{money(b.get('amount'), cur)}  ({percent(b.get('share'))})",
+                va="center", fontsize=8.5, color=NEUTRAL)
+    ax.set_xlim(0, top * 1.38)
+    ax.xaxis.set_major_formatter(_axis_money(cur))
+    ax.tick_params(axis="y", length=0)
+    ax.set_title(f"Spend in scope by bucket ({cur}, total {money(audit.get('total'), cur)})")
+    return _svg(fig)
+
+
+def _whole(value: float, cur: str) -> str:
+    """A bar label in whole currency units (the exact figures are in the tables)."""
+    return money(Decimal(round(value)), cur).rsplit(".", 1)[0]
+
+
+def _axis_money(cur: str):
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(x, _pos):
+        return _whole(x, cur) if x >= 0 else ""
+    return FuncFormatter(fmt)
+
+
+def _waterfall_steps(audit: dict) -> list[tuple[str, float, float, str]]:
+    """(label, bottom, height, colour) from invoice total down to the four buckets."""
+    invoice, total = _f(audit.get("invoice_total")), _f(audit.get("total"))
+    outside = _f((audit.get("outside_scope") or {}).get("amount"))
+    steps = [("Invoice\ntotal\n(billed)", 0.0, invoice, NEUTRAL)]
+    level = invoice
+    if outside:
+        steps.append(("Outside\nscope", level - outside, outside, ADJUST))
+        level -= outside
+    adjust = total - level
+    if abs(adjust) >= 0.005:
+        name = "Billed\n→ effec-\ntive" if audit.get("cost_basis") == "effective" else "Basis\nadjustment"
+        steps.append((name, min(level, total), abs(adjust), ADJUST))
+    steps.append(("In\nscope", 0.0, total, NEUTRAL))
+    level = total
+    for k in BUCKETS:
+        amount = _f(((audit.get("buckets") or {}).get(k) or {}).get("amount"))
+        steps.append((WATERFALL_LABELS[k], level - amount, amount, COLOURS[k]))
+        level -= amount
+    return steps
+
+
+def waterfall_chart(audit: dict) -> str:
+    from matplotlib.figure import Figure
+
+    cur = audit.get("currency") or ""
+    services = audit.get("services") or {}
+    fig = Figure(figsize=(7.0, 3.0))
+    grid = fig.add_gridspec(1, 2, width_ratios=(3.1, 1.0), wspace=0.35)
+    ax = fig.add_subplot(grid[0])
+    steps = _waterfall_steps(audit)
+    xs = range(len(steps))
+    ax.bar(xs, [s[2] for s in steps], bottom=[s[1] for s in steps], color=[s[3] for s in steps],
+           width=0.66)
+    top = max([s[1] + s[2] for s in steps] + [1.0])
+    for x, (_, bottom, height, _) in zip(xs, steps):
+        ax.text(x, bottom + height + top * 0.012, _whole(height, cur), ha="center", va="bottom",
+                fontsize=6.3, color=NEUTRAL)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_xticks(list(xs), [s[0] for s in steps], fontsize=7)
+    ax.yaxis.set_major_formatter(_axis_money(cur))
+    ax.tick_params(axis="x", length=0)
+    ax.set_title("From invoice to buckets")
+    side = fig.add_subplot(grid[1])
+    names = list(services)
+    values = [services[n].get("cost_per_1k_requests") for n in names]
+    side.bar(range(len(names)), [_f(v) for v in values], color=COLOURS["model_compute"], width=0.6)
+    side.set_xticks(range(len(names)), [_short(n) for n in names], fontsize=7.5)
+    top = max([_f(v) for v in values] + [0.0]) or 1.0
+    for i, v in enumerate(values):
+        side.text(i, _f(v) + top * 0.02, money(v, cur) if v is not None else "not\nmeasured",
+                  ha="center", va="bottom", fontsize=7)
+    side.set_ylim(0, top * 1.25)
+    side.tick_params(axis="x", length=0)
+    side.set_yticks([])
+    side.spines["left"].set_visible(False)
+    side.set_title("Cost per 1,000 requests", fontsize=8.5)
+    return _svg(fig)
+
+
+def _short(name: str, limit: int = 14) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def utilisation_chart(audit: dict) -> str | None:
+    from matplotlib.dates import MO, DateFormatter, DayLocator, WeekdayLocator
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
+
+    series: dict[str, list[tuple[date, float]]] = {}
+    for row in audit.get("utilisation") or []:
+        if row.get("busy_fraction") is None:
+            continue
+        series.setdefault(str(row.get("service") or ""), []).append(
+            (date.fromisoformat(row["date"][:10]), _f(row["busy_fraction"]) * 100))
+    if not series:
+        return None
+    fig = Figure(figsize=(7.0, 2.5))
+    ax = fig.add_subplot()
+    for i, (name, points) in enumerate(sorted(series.items())):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=2.5,
+                linewidth=1.4, color=LINE_COLOURS[i % len(LINE_COLOURS)], label=_short(name, 30))
+    ax.set_ylim(0, 100)
+    ax.yaxis.set_major_formatter(PercentFormatter(decimals=0))
+    days = sorted({p[0] for points in series.values() for p in points})
+    span = (days[-1] - days[0]).days
+    ax.xaxis.set_major_locator(WeekdayLocator(MO) if span > 14 else DayLocator(interval=max(1, span // 7)))
+    ax.xaxis.set_major_formatter(DateFormatter("%a %d %b" if span > 14 else "%d %b"))
+    ax.set_xlim(days[0] - timedelta(days=0.5), days[-1] + timedelta(days=0.5))
+    ax.grid(axis="y", color="#e2e2e2", linewidth=0.6)
+    ax.legend(frameon=False, loc="upper right", ncols=min(4, len(series)))
+    ax.set_title("Daily kernel-busy fraction per service")
+    return _svg(fig)
+
+
+def build_charts(audit: dict) -> dict[str, str | None]:
+    """name → ``data:image/svg+xml`` URI (None where there is nothing to draw)."""
+    import matplotlib
+
+    with matplotlib.rc_context(RC):
+        return {"buckets": bucket_chart(audit), "waterfall": waterfall_chart(audit),
+                "utilisation": utilisation_chart(audit)}

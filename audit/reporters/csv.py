@@ -1,0 +1,123 @@
+"""CsvReporter: the report's tables as CSV files in ``tables/``, numbers as exact decimal strings.
+
+:func:`build_tables` is shared with the spreadsheet reporter: one declaration per table.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from audit.reporters.view import BUCKETS
+
+Table = tuple[list[str], list[list[Any]]]
+CSV_TABLES = ("buckets", "services", "options", "reconciliation", "coverage", "gpu_split", "sources")
+BANDS = ("low", "expected", "high")
+
+
+def _band(values: dict | None) -> list[Any]:
+    return [(values or {}).get(k) for k in BANDS]
+
+
+def buckets_table(a: dict) -> Table:
+    head = ["bucket", "bucket_amount", "bucket_share", "part", "service", "amount", "gpu_hours",
+            "source", "reason"]
+    rows = []
+    for key in BUCKETS:
+        b = (a.get("buckets") or {}).get(key) or {}
+        for p in b.get("parts") or []:
+            rows.append([key, b.get("amount"), b.get("share"), p.get("name"), p.get("service"),
+                         p.get("amount"), p.get("gpu_hours"), p.get("source"), p.get("reason")])
+    return head, rows
+
+
+def services_table(a: dict) -> Table:
+    cols = ["requests", "prompt_tokens", "generated_tokens", "gpu_hours", "cost", "shared_cost",
+            "unattributed", "cost_per_request", "cost_per_1k_requests", "cost_per_1m_tokens"]
+    head = ["service", *cols, *BUCKETS[:3], "traffic_source", "reason"]
+    rows = [[name, *(s.get(c) for c in cols), *((s.get("by_bucket") or {}).get(k) for k in BUCKETS[:3]),
+             s.get("traffic_source"), s.get("reason")]
+            for name, s in (a.get("services") or {}).items()]
+    return head, rows
+
+
+def options_table(a: dict) -> Table:
+    groups = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours")
+    head = ["rank", "id", "title", "bucket", "acts_on", "status",
+            *(f"{g}_{k}" for g in groups for k in BANDS), "overridden", "reason", "assumptions"]
+    rows = [[o.get("rank"), o.get("id"), o.get("title"), o.get("bucket"), o.get("acts_on"),
+             o.get("status"), *(v for g in groups for v in _band(o.get(g))),
+             str(bool(o.get("overridden"))).lower(), o.get("reason"),
+             " | ".join(o.get("assumptions") or [])] for o in a.get("options") or []]
+    return head, rows
+
+
+def reconciliation_table(a: dict) -> Table:
+    r = a.get("reconciliation") or {}
+    head = ["row", "name", "subject", "top_down", "bottom_up", "gap", "tolerance", "verdict",
+            "covered_hours", "detail"]
+    rows = [["verdict", "", "", r.get("top_down"), r.get("bottom_up"), r.get("gap"),
+             r.get("tolerance"), r.get("verdict"), r.get("covered_hours"), r.get("reason")]]
+    rows += [["driver", d.get("name"), d.get("subject"), None, None, d.get("gap"), None, None, None,
+              d.get("detail")] for d in r.get("drivers") or []]
+    return head, rows
+
+
+def coverage_table(a: dict) -> Table:
+    cols = ["node", "resource_id", "instance_type", "paid_gpu_hours", "observed_gpu_hours"]
+    return cols, [[n.get(c) for c in cols] for n in (a.get("coverage") or {}).get("by_node") or []]
+
+
+def gpu_split_table(a: dict) -> Table:
+    cols = ["service", "gpus", "paid_gpu_hours", "kernel_active_gpu_hours", "in_flight_idle_gpu_hours",
+            "overhead_gpu_hours", "mean_busy_fraction", "gap_ratio", "busy_source"]
+    return cols, [[g.get(c) for c in cols] for g in a.get("gpu_split") or []]
+
+
+def sources_table(a: dict) -> Table:
+    head = ["name", "kind", "format", "path", "rows", "covered_start", "covered_end", "sha256",
+            "status", "reason"]
+    rows = [[s.get("name"), s.get("kind"), s.get("format"), s.get("path"), s.get("rows"),
+             (s.get("covered") or {}).get("start"), (s.get("covered") or {}).get("end"),
+             s.get("sha256"), s.get("status"), s.get("reason")] for s in a.get("sources") or []]
+    return head, rows
+
+
+def classes_table(a: dict) -> Table:
+    cols = ["class", "gross", "tax", "credits", "net", "lines"]
+    return cols, [[c.get(k) for k in cols] for c in a.get("classes") or []]
+
+
+TABLES = {
+    "buckets": buckets_table, "services": services_table, "options": options_table,
+    "reconciliation": reconciliation_table, "coverage": coverage_table,
+    "gpu_split": gpu_split_table, "sources": sources_table, "classes": classes_table,
+}
+
+
+def build_tables(audit: dict) -> dict[str, Table]:
+    """Every table of the report as (header, rows) of raw audit.json values (None = unmeasured)."""
+    return {name: build(audit) for name, build in TABLES.items()}
+
+
+def cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class CsvReporter:
+    """Writes ``tables/<name>.csv`` for each table in CSV_TABLES; empty cell = not measured."""
+
+    report_type = "csv"
+    output = "tables"
+    takes = "audit"
+    is_dir = True
+
+    def report(self, audit: dict, path: Path) -> None:
+        tables = build_tables(audit)
+        for name in CSV_TABLES:
+            head, rows = tables[name]
+            with open(Path(path) / f"{name}.csv", "w", newline="", encoding="utf-8") as fh:
+                writer = csv.writer(fh, lineterminator="\n")
+                writer.writerow(head)
+                writer.writerows([[cell(v) for v in row] for row in rows])

@@ -1,0 +1,90 @@
+"""PdfReporter: the HTML report printed by weasyprint, which may load nothing but templates/.
+
+weasyprint's default fetcher reads any local file and the network. :func:`make_fetcher` returns
+one that serves only regular files inside ``templates/`` (after resolving symlinks and ``..``)
+and ``data:image/svg+xml`` URIs (the charts); every other URL (http, https, ftp, file outside
+templates/, other data: types) raises :class:`RefusedURL`, and weasyprint skips the resource.
+weasyprint is imported inside the functions that need it (STYLE habit 12).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import mimetypes
+from pathlib import Path
+from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.request import url2pathname
+
+from audit.reporters.html import TEMPLATES, render_html
+from audit.reporters.view import ReportModel
+
+DATA_TYPES = ("image/svg+xml",)
+
+
+class RefusedURL(ValueError):
+    """The PDF renderer asked for a resource outside what the report may load."""
+
+
+def resolve_url(url: str, root: Path = TEMPLATES) -> tuple[bytes, str]:
+    """(body, mime type) of an allowed URL; RefusedURL for anything else."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "data":
+        header, comma, payload = url[5:].partition(",")
+        params = [p.strip().lower() for p in header.split(";")]
+        if not comma or params[0] not in DATA_TYPES:
+            raise RefusedURL(f"refused data: URL of type {params[0] or 'unknown'!r}")
+        try:
+            body = base64.b64decode(payload, validate=True) if "base64" in params[1:] \
+                else unquote_to_bytes(payload)
+        except ValueError as error:
+            raise RefusedURL(f"refused malformed data: URL ({error})") from None
+        return body, params[0]
+    if scheme != "file" or parts.netloc not in ("", "localhost"):
+        raise RefusedURL(f"refused {url[:80]!r}: only files inside {root} may be loaded")
+    base = Path(root).resolve()
+    path = Path(url2pathname(parts.path)).resolve()
+    if not path.is_relative_to(base) or not path.is_file():
+        raise RefusedURL(f"refused {url[:80]!r}: not a file inside {base}")
+    return path.read_bytes(), mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+@functools.cache
+def fetcher_class() -> type:
+    """A weasyprint URLFetcher subclass whose fetch() goes through :func:`resolve_url`."""
+    from weasyprint.urls import URLFetcher, URLFetcherResponse
+
+    class TemplateFetcher(URLFetcher):
+        def __init__(self, root: Path = TEMPLATES, **kwargs):
+            super().__init__(allowed_protocols=("file", "data"), allow_redirects=False, **kwargs)
+            self.root = Path(root)
+
+        def fetch(self, url, headers=None):
+            body, mime = resolve_url(url, self.root)
+            return URLFetcherResponse(url, body, {"Content-Type": mime})
+
+    return TemplateFetcher
+
+
+def make_fetcher(root: Path = TEMPLATES):
+    return fetcher_class()(root)
+
+
+def write_pdf(html: str, path: Path, fetcher=None) -> None:
+    """Print ``html`` to ``path``; relative URLs resolve inside templates/."""
+    import weasyprint
+
+    fetcher = fetcher if fetcher is not None else make_fetcher()
+    document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
+    document.write_pdf(str(path))
+
+
+class PdfReporter:
+    report_type = "pdf"
+    output = "report.pdf"
+    takes = "model"
+    is_dir = False
+
+    def report(self, model: ReportModel, path: Path) -> None:
+        write_pdf(render_html(model), path)

@@ -1,0 +1,447 @@
+"""ReportModel: the audit.json dict, pre-formatted for display (STYLE habit 10).
+
+The HTML/PDF template only lays this model out; every figure it shows is formatted here, from
+the exact decimal strings of audit.json (never through float). An unmeasured figure (``None`` in
+audit.json) is shown as "not measured", with the reason next to it where audit.json gives one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+NOT_MEASURED = "not measured"
+SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
+BUCKET_LABELS = {
+    "model_compute": "Model compute",
+    "serving_path": "Serving path",
+    "platform_overhead": "Platform overhead",
+    "unattributed": "Unattributed",
+}
+PART_LABELS = {
+    "kernel_active": "Kernel-active time",
+    "in_flight_idle": "In-flight idle",
+    "serving_compute": "Serving compute (CPU)",
+    "serving_network": "Serving network",
+    "capacity_above_demand": "Capacity above demand",
+    "idle_not_separated": "Idle, serving share not separated",
+    "unallocated": "Unallocated GPUs",
+    "commitment_unused": "Unused commitment",
+    "unmatched_line": "Unmatched invoice lines",
+    "no_activity_sample": "No kernel-activity sample",
+    "gpu_not_in_telemetry": "GPU not in telemetry",
+    "allocation_unknown": "Allocation unknown",
+    "no_kernel_profile": "No kernel profile",
+    "undeclared_workload": "Undeclared workload",
+}
+VERDICTS = {
+    "reconciles": ("Reconciles", "top-down and bottom-up estimates agree within the tolerance"),
+    "does_not_reconcile": ("Does not reconcile", "the gap exceeds the tolerance; see its drivers"),
+    "not_measured": ("Not measured", "one side of the reconciliation could not be measured"),
+}
+BASIS = {
+    "effective": "effective (FOCUS EffectiveCost, commitments amortised)",
+    "billed": "billed (FOCUS BilledCost, as invoiced)",
+}
+
+
+# ---- formatting --------------------------------------------------------------------------
+
+def _dec(value: Any) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None
+
+
+def money(value: Any, currency: str) -> str:
+    """'123456.78' → '$123,456.78'; keeps more than two places when the string has them."""
+    d = _dec(value)
+    if d is None:
+        return NOT_MEASURED if value is None else str(value)
+    if not d.is_finite():
+        return str(value)
+    places = max(2, -d.as_tuple().exponent)
+    body = f"{abs(d):,.{places}f}"
+    symbol = SYMBOLS.get(currency)
+    body = f"{symbol}{body}" if symbol else f"{currency} {body}"
+    return f"-{body}" if d < 0 else body
+
+
+def percent(value: Any, places: int = 1) -> str:
+    """A fraction as a percentage: '0.412345' → '41.2 %'."""
+    d = _dec(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    pct = (d * 100).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    return f"{pct:,.{places}f} %"
+
+
+def number(value: Any, places: int | None = None) -> str:
+    """Counts and quantities with thousands separators; None → 'not measured'."""
+    d = _dec(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    if places is None:
+        places = max(0, -d.as_tuple().exponent)
+    else:
+        d = d.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    return f"{d:,.{places}f}"
+
+
+def ratio(value: Any) -> str:
+    """A dimensionless ratio (the serving gap ratio g may exceed 1): '0.380000' → '0.38'."""
+    return number(value, 2)
+
+
+def label(name: str | None) -> str:
+    if not name:
+        return ""
+    return PART_LABELS.get(name) or BUCKET_LABELS.get(name) or name.replace("_", " ").capitalize()
+
+
+def band(values: dict | None, fmt) -> "Band":
+    if not values:
+        return Band(NOT_MEASURED, "", "", False)
+    low, exp, high = (fmt(values.get(k)) for k in ("low", "expected", "high"))
+    return Band(exp, low, high, True)
+
+
+def short_hash(sha: str | None) -> str:
+    return f"{sha[:12]}…" if sha else "—"
+
+
+def _date(ts: str | None) -> str:
+    return ts[:10] if ts else "—"
+
+
+# ---- view dataclasses ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Band:
+    expected: str
+    low: str
+    high: str
+    measured: bool
+
+    @property
+    def range(self) -> str:
+        return f"{self.low} – {self.high}" if self.measured else ""
+
+
+@dataclass(frozen=True)
+class PartView:
+    name: str
+    label: str
+    service: str
+    amount: str
+    gpu_hours: str
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BucketView:
+    key: str
+    label: str
+    amount: str
+    share: str
+    share_width: str  # CSS width of the stacked bar, e.g. "41.23%"
+    sources: list[str]
+    parts: list[PartView]
+
+
+@dataclass(frozen=True)
+class OptionView:
+    rank: str
+    id: str
+    title: str
+    bucket: str
+    acts_on: str
+    priced: bool
+    status: str
+    saving: Band
+    one_off: Band
+    payback: Band
+    effort: Band
+    assumptions: list[str]
+    overridden: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    name: str
+    requests: str
+    prompt_tokens: str
+    generated_tokens: str
+    gpu_hours: str
+    cost: str
+    shared_cost: str
+    full_cost: str  # own + shared: the numerator of the unit costs
+    unattributed: str
+    cost_per_request: str
+    cost_per_1k_requests: str
+    cost_per_1m_tokens: str
+    reason: str
+    by_bucket: list[tuple[str, str]]
+    traffic_source: str
+
+
+@dataclass(frozen=True)
+class ReconciliationView:
+    top_down: str
+    bottom_up: str
+    gap: str
+    tolerance: str
+    verdict: str  # the raw token, e.g. "reconciles"
+    verdict_title: str
+    verdict_words: str
+    reason: str
+    covered_hours: str
+    drivers: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ProfileView:
+    name: str
+    service: str
+    trace: str
+    kernel_active_ms: str
+    gpu_window_ms: str
+    gap_ratio: str
+    gap_basis: str
+    kernel_seconds_per_request: str
+    categories: list[dict[str, str]]
+    top_kernels: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    audit: dict = field(repr=False)
+    case: str
+    window: str
+    window_start: str
+    window_end: str
+    days: str
+    currency: str
+    cost_basis: str
+    cost_basis_words: str
+    total: str
+    invoice_total: str
+    outside_scope: dict[str, Any]
+    bridge: list[tuple[str, str]]
+    buckets: list[BucketView]
+    classes: list[dict[str, str]]
+    services: list[ServiceView]
+    reconciliation: ReconciliationView
+    coverage: dict[str, Any]
+    gpu_split: list[dict[str, str]]
+    queue: list[dict[str, str]]
+    profiles: list[ProfileView]
+    options: list[OptionView]
+    sources: list[dict[str, str]]
+    notes: list[str]
+    findings_count: int
+
+    @cached_property
+    def charts(self) -> dict[str, str | None]:
+        """Chart name → SVG data URI, drawn once per model (matplotlib imported only here)."""
+        from audit.reporters.charts import build_charts
+
+        return build_charts(self.audit)
+
+    @property
+    def top_options(self) -> list[OptionView]:
+        return [o for o in self.options if o.priced][:3]
+
+    @property
+    def unattributed(self) -> BucketView:
+        return next(b for b in self.buckets if b.key == "unattributed")
+
+
+# ---- building -----------------------------------------------------------------------------
+
+def build_model(audit: dict) -> ReportModel:
+    """Format every figure of an audit.json dict for display."""
+    cur = audit.get("currency") or ""
+    m = lambda v: money(v, cur)  # noqa: E731
+    window = audit.get("window") or {}
+    start, end = window.get("start"), window.get("end")
+    outside = audit.get("outside_scope") or {}
+    bridge = audit.get("bridge") or {}
+    basis = audit.get("cost_basis") or ""
+    return ReportModel(
+        audit=audit,
+        case=str(audit.get("case") or ""),
+        window=f"{_date(start)} to {_date(end)} (end exclusive)",
+        window_start=start or "—",
+        window_end=end or "—",
+        days=number(window.get("days")),
+        currency=cur,
+        cost_basis=basis,
+        cost_basis_words=BASIS.get(basis, basis),
+        total=m(audit.get("total")),
+        invoice_total=m(audit.get("invoice_total")),
+        outside_scope={
+            "amount": m(outside.get("amount", "0.00")),
+            "lines": number(outside.get("lines", 0)),
+            "reason": outside.get("reason") or "",
+            "by_account": [(a.get("account", ""), m(a.get("amount")))
+                           for a in outside.get("by_account") or []],
+        },
+        bridge=[(label, m(bridge[key])) for key, label in (
+            ("billed", "Billed"), ("commitment_purchases", "Commitment purchases"),
+            ("amortised_commitment", "Amortised commitment"),
+            ("unused_commitment", "Unused commitment"), ("effective", "Effective"))
+            if key in bridge],
+        buckets=[_bucket(k, (audit.get("buckets") or {}).get(k) or {}, m) for k in BUCKETS],
+        classes=[{"class": c.get("class", ""), "gross": m(c.get("gross")), "tax": m(c.get("tax")),
+                  "credits": m(c.get("credits")), "net": m(c.get("net")),
+                  "lines": number(c.get("lines"))} for c in audit.get("classes") or []],
+        services=[_service(n, s, m) for n, s in (audit.get("services") or {}).items()],
+        reconciliation=_reconciliation(audit.get("reconciliation") or {}, m),
+        coverage=_coverage(audit.get("coverage") or {}),
+        gpu_split=[_gpu_split(g) for g in audit.get("gpu_split") or []],
+        queue=[{"service": q.get("service") or "", "mean_waiting": number(q.get("mean_waiting")),
+                "mean_running": number(q.get("mean_running"))} for q in audit.get("queue") or []],
+        profiles=[_profile(p) for p in audit.get("profiles") or []],
+        options=[_option(o, m) for o in audit.get("options") or []],
+        sources=[_source(s) for s in audit.get("sources") or []],
+        notes=[str(n) for n in audit.get("notes") or []],
+        findings_count=len(audit.get("findings") or []),
+    )
+
+
+def _bucket(key: str, bucket: dict, m) -> BucketView:
+    parts = [PartView(
+        name=p.get("name") or "", label=label(p.get("name")), service=p.get("service") or "shared",
+        amount=m(p.get("amount")),
+        gpu_hours=number(p.get("gpu_hours"), 2) if p.get("gpu_hours") is not None else "—",
+        source=p.get("source") or "", reason=p.get("reason") or "")
+        for p in bucket.get("parts") or []]
+    sources = list(dict.fromkeys(p.source for p in parts if p.source))
+    share = _dec(bucket.get("share")) or Decimal(0)
+    width = max(Decimal(0), min(Decimal(100), share * 100)).quantize(Decimal("0.01"))
+    return BucketView(key, BUCKET_LABELS[key], m(bucket.get("amount", "0.00")),
+                      percent(bucket.get("share", "0")), f"{width}%", sources, parts)
+
+
+def _service(name: str, s: dict, m) -> ServiceView:
+    by_bucket = s.get("by_bucket") or {}
+    return ServiceView(
+        name=str(name), requests=number(s.get("requests")),
+        prompt_tokens=number(s.get("prompt_tokens")),
+        generated_tokens=number(s.get("generated_tokens")),
+        gpu_hours=number(s.get("gpu_hours"), 2) if s.get("gpu_hours") is not None else NOT_MEASURED,
+        cost=m(s.get("cost")), shared_cost=m(s.get("shared_cost")),
+        full_cost=m(_sum(s.get("cost"), s.get("shared_cost"))),
+        unattributed=m(s.get("unattributed")),
+        cost_per_request=m(s.get("cost_per_request")),
+        cost_per_1k_requests=m(s.get("cost_per_1k_requests")),
+        cost_per_1m_tokens=m(s.get("cost_per_1m_tokens")),
+        reason=s.get("reason") or "",
+        by_bucket=[(BUCKET_LABELS[k], m(by_bucket[k]) if by_bucket.get(k) is not None else "—")
+                   for k in BUCKETS[:3]],
+        traffic_source=s.get("traffic_source") or "—",
+    )
+
+
+def _sum(*values: Any) -> Decimal | None:
+    decimals = [_dec(v) for v in values]
+    return None if any(d is None for d in decimals) else sum(decimals, Decimal(0))
+
+
+def _reconciliation(r: dict, m) -> ReconciliationView:
+    token = r.get("verdict") or "not_measured"
+    title, words = VERDICTS.get(token, (label(token), ""))
+    return ReconciliationView(
+        top_down=m(r.get("top_down")), bottom_up=m(r.get("bottom_up")),
+        gap=percent(r.get("gap"), 2), tolerance=percent(r.get("tolerance"), 1),
+        verdict=token, verdict_title=title, verdict_words=words, reason=r.get("reason") or "",
+        covered_hours=number(r.get("covered_hours"), 2) if r.get("covered_hours") else "—",
+        drivers=[{"name": d.get("name") or "", "subject": d.get("subject") or "",
+                  "gap": percent(d.get("gap"), 2), "detail": d.get("detail") or ""}
+                 for d in r.get("drivers") or []],
+    )
+
+
+def _hours(v: Any) -> str:
+    return number(v, 2) if v is not None else NOT_MEASURED
+
+
+def _coverage(c: dict) -> dict[str, Any]:
+    rows = []
+    for n in c.get("by_node") or []:
+        paid, seen = _dec(n.get("paid_gpu_hours")), _dec(n.get("observed_gpu_hours"))
+        rows.append({"node": n.get("node") or "", "resource_id": n.get("resource_id") or "",
+                     "instance_type": n.get("instance_type") or "",
+                     "paid": _hours(n.get("paid_gpu_hours")),
+                     "observed": _hours(n.get("observed_gpu_hours")),
+                     "share": percent(seen / paid) if paid and seen is not None else "—"})
+    return {"paid": _hours(c.get("paid_gpu_hours")), "observed": _hours(c.get("observed_gpu_hours")),
+            "unmeasured": _hours(c.get("unmeasured_gpu_hours")), "by_node": rows}
+
+
+def _gpu_split(g: dict) -> dict[str, str]:
+    return {"service": g.get("service") or "", "gpus": number(g.get("gpus")),
+            "paid": _hours(g.get("paid_gpu_hours")),
+            "kernel_active": _hours(g.get("kernel_active_gpu_hours")),
+            "in_flight_idle": _hours(g.get("in_flight_idle_gpu_hours")),
+            "overhead": _hours(g.get("overhead_gpu_hours")),
+            "busy": percent(g.get("mean_busy_fraction")),
+            "gap_ratio": ratio(g.get("gap_ratio")), "busy_source": g.get("busy_source") or ""}
+
+
+def _profile(p: dict) -> ProfileView:
+    return ProfileView(
+        name=p.get("name") or "", service=p.get("service") or "", trace=p.get("trace") or "",
+        kernel_active_ms=number(p.get("kernel_active_ms"), 1),
+        gpu_window_ms=number(p.get("gpu_window_ms"), 1), gap_ratio=ratio(p.get("gap_ratio")),
+        gap_basis=(p.get("gap_basis") or "").replace("_", " "),
+        kernel_seconds_per_request=number(p.get("kernel_seconds_per_request")),
+        categories=[{"category": c.get("category") or "", "ms": number(c.get("ms"), 1),
+                     "share": percent(c.get("share"))} for c in p.get("categories") or []],
+        top_kernels=[{"name": _clip(k.get("name") or ""), "category": k.get("category") or "",
+                      "count": number(k.get("count")), "ms": number(k.get("ms"), 1),
+                      "share": percent(k.get("share"))} for k in p.get("top_kernels") or []],
+    )
+
+
+def _clip(text: str, limit: int = 220) -> str:
+    """Long kernel names shortened for display; audit.json keeps them whole."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _months(v: Any) -> str:
+    return number(v, 1) if v is not None else NOT_MEASURED
+
+
+def _option(o: dict, m) -> OptionView:
+    priced = o.get("status") == "priced" and o.get("monthly_saving") is not None
+    return OptionView(
+        rank=str(o["rank"]) if o.get("rank") is not None else "—",
+        id=o.get("id") or "", title=o.get("title") or "", bucket=label(o.get("bucket")),
+        acts_on=o.get("acts_on") or "", priced=priced,
+        status="priced" if priced else NOT_MEASURED,
+        saving=band(o.get("monthly_saving") if priced else None, m),
+        one_off=band(o.get("one_off_cost") if priced else None, m),
+        payback=band(o.get("payback_months") if priced else None, _months),
+        effort=band(o.get("effort_hours"), number),
+        assumptions=[str(a) for a in o.get("assumptions") or []],
+        overridden=bool(o.get("overridden")), reason=o.get("reason") or "",
+    )
+
+
+def _source(s: dict) -> dict[str, str]:
+    covered = s.get("covered") or {}
+    period = f"{_date(covered.get('start'))} to {_date(covered.get('end'))}" if covered else "—"
+    return {"name": s.get("name") or "", "kind": s.get("kind") or "", "format": s.get("format") or "",
+            "path": s.get("path") or "", "rows": number(s.get("rows")) if s.get("rows") is not None else "—",
+            "covered": period, "sha256": short_hash(s.get("sha256")), "status": s.get("status") or "",
+            "reason": s.get("reason") or ""}

@@ -1,0 +1,562 @@
+"""FOCUS 1.0–1.2 billing data (CSV, gzipped CSV or Parquet) → table ``lines`` (``BillingLine``).
+
+DuckDB reads every column as text (CSV: all VARCHAR; Parquet: each column CAST to VARCHAR), so
+no amount ever passes through a float: money becomes ``decimal.Decimal`` in Python, from the text.
+Checks, timestamp parsing and the window filter run in SQL over a numbered copy of the file.
+
+Conventions (see docs/architecture.md, "focus → table lines"):
+
+* ``row`` is the 1-based data row: the header is not counted, and neither are blank lines (DuckDB
+  skips them), so in a file with blank lines it is the n-th record, not the n-th text line.
+* Column names are matched to the FOCUS names case-insensitively (the FOCUS 1.2 spec examples
+  spell ``SkuPriceid``); two headers that differ only in case are an error.
+* Mandatory: BilledCost, EffectiveCost, ChargeCategory, ChargePeriodStart, ChargePeriodEnd.
+  ServiceName is optional ("" when absent): the FOCUS 1.2 spec example files have no ServiceName
+  column, and they must load. Every spec example has the ChargePeriod columns, so there is no
+  BillingPeriod fallback: a charge period is never guessed from the billing period.
+* Timestamps without an offset are UTC (FOCUS defines UTC); with an offset or ``Z`` they are
+  converted to UTC. Hours past 24:00 (the spec examples' ``T30:00:00Z``) are an error.
+* Lines whose charge period overlaps [ctx.start, ctx.end) are kept; a zero-length period counts
+  when its instant lies in the window. Every data row is still checked (numbers, timestamps,
+  categories, currency, duplicates); Tags and ``x_*`` columns are parsed for kept lines only.
+* A null BillingCurrency cell takes the file's one currency (the case currency if the column is
+  all null or absent); two currencies in one file are an error. A currency that differs from
+  the case's is left for the audit to report.
+* ``extra`` holds every ``x_*`` column and SkuPriceDetails that is not null, as text (sorted
+  keys); SkuPriceDetails is embedded as an object when it parses as a JSON object.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from connectors.base import Connector
+from connectors.errors import InputError, InputErrors
+from schemas.billing import CHARGE_CATEGORIES, BillingLine
+
+MAX_ERRORS = 20
+NULL_TEXT = ("", "NULL", "null", "\\N")
+NUMBER_PATTERN = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
+SUFFIXES = {".csv": "csv", ".csv.gz": "csv.gz", ".parquet": "parquet"}
+MANDATORY = ("BilledCost", "EffectiveCost", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd")
+# Parsed timestamps must fit pandas' datetime64[ns] range.
+TIMESTAMP_RANGE = ("1678-01-01", "2262-01-01")
+
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    # ServiceProviderName is the FOCUS 1.3 name of ProviderName; accepting it costs nothing.
+    "provider": ("ProviderName", "ServiceProviderName", "PublisherName", "InvoiceIssuerName"),
+    "billing_account_id": ("BillingAccountId",),
+    "sub_account_id": ("SubAccountId",),
+    "service_name": ("ServiceName",),
+    "service_category": ("ServiceCategory",),
+    "charge_category": ("ChargeCategory",),
+    "charge_class": ("ChargeClass",),
+    "charge_description": ("ChargeDescription",),
+    "charge_frequency": ("ChargeFrequency",),
+    "pricing_unit": ("PricingUnit",),
+    "consumed_unit": ("ConsumedUnit",),
+    "pricing_category": ("PricingCategory",),
+    "commitment_discount_id": ("CommitmentDiscountId",),
+    "commitment_discount_status": ("CommitmentDiscountStatus",),
+    "commitment_discount_type": ("CommitmentDiscountType",),
+    "resource_id": ("ResourceId",),
+    "resource_name": ("ResourceName",),
+    "resource_type": ("ResourceType",),
+    "region": ("RegionId",),
+    "sku_id": ("SkuId",),
+    "sku_price_id": ("SkuPriceId",),
+}
+MONEY_FIELDS = {"billed_cost": "BilledCost", "effective_cost": "EffectiveCost"}
+DECIMAL_FIELDS = {
+    "list_cost": "ListCost",
+    "contracted_cost": "ContractedCost",
+    "list_unit_price": "ListUnitPrice",
+    "contracted_unit_price": "ContractedUnitPrice",
+    "pricing_quantity": "PricingQuantity",
+    "consumed_quantity": "ConsumedQuantity",
+}
+PERIOD = ("ChargePeriodStart", "ChargePeriodEnd")
+# Line-id columns: a repeated value is a duplicated line even when other columns differ.
+ID_COLUMNS = ("Id", "x_Id")
+OTHER_COLUMNS = ("BillingCurrency", "Tags", "SkuPriceDetails")
+KNOWN_COLUMNS = tuple(dict.fromkeys(
+    [n for names in TEXT_FIELDS.values() for n in names]
+    + list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values())
+    + list(PERIOD) + list(ID_COLUMNS) + list(OTHER_COLUMNS)))
+TEXT_COLUMNS = list(TEXT_FIELDS) + ["currency", "tags", "extra", "line_id"]
+OUTPUT_COLUMNS = list(BillingLine.to_schema().columns)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The file's header, resolved: FOCUS name or ``x_*`` name → internal column ``cN``."""
+
+    header: list[str]
+    focus: dict[str, str]
+    extras: dict[str, str]
+
+    def has(self, name: str) -> bool:
+        """Whether the file has the FOCUS column ``name``."""
+        return name in self.focus
+
+
+class FocusConnector(Connector):
+    """Reads one FOCUS export into the ``lines`` table."""
+
+    format_name = "focus"
+    kind = "billing"
+    schemas = {"lines": BillingLine}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Load, check every row, keep the lines in the window and normalise them."""
+        fmt = file_format(self.path)
+        with duckdb.connect(":memory:") as con:
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET preserve_insertion_order = true")
+            columns = load(con, self.path, fmt)
+            require(columns, self.path)
+            create_view(con, columns)
+            raise_all(check_rows(con, columns, self.path))
+            rows = con.execute("SELECT count(*) FROM src").fetchone()[0]
+            currency = file_currency(con, columns, self.ctx.currency)
+            kept = select_window(con, columns, self.ctx.start, self.ctx.end)
+        lines = build_lines(kept, columns, self.path, currency)
+        return {"lines": lines}, int(rows), covered(lines)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+def file_format(path: Path) -> str:
+    """``csv``, ``csv.gz`` or ``parquet`` from the file name; anything else is an InputError."""
+    name = path.name.lower()
+    for suffix, fmt in sorted(SUFFIXES.items(), key=lambda item: -len(item[0])):
+        if name.endswith(suffix):
+            return fmt
+    raise InputError(path, f"unknown file extension {''.join(path.suffixes) or '(none)'!r}",
+                     expected="a .csv, .csv.gz or .parquet file")
+
+
+def load(con, path: Path, fmt: str) -> Columns:
+    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order)."""
+    header = csv_header(path, fmt) if fmt != "parquet" else parquet_header(con, path)
+    columns = resolve_columns(header, path)
+    try:
+        if fmt == "parquet":
+            con.execute(parquet_sql(con, path))
+        else:
+            con.execute(csv_sql(len(header), fmt), [str(path)])
+    except duckdb.Error as exc:
+        raise read_error(path, fmt, exc) from None
+    return columns
+
+
+def csv_header(path: Path, fmt: str) -> list[str]:
+    """The header record (BOM stripped); an empty file or a broken gzip is an InputError."""
+    opener = gzip.open if fmt == "csv.gz" else open
+    try:
+        with opener(path, "rb") as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+            for record in csv.reader(text):
+                if any(field.strip() for field in record):
+                    return [field.strip() for field in record]
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise gzip_error(path, exc) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(path, f"unreadable header: {exc}", row=0,
+                         expected="a UTF-8 CSV header of FOCUS column names") from None
+    raise InputError(path, "file is empty (no header)", expected="a FOCUS CSV header and data rows")
+
+
+def parquet_header(con, path: Path) -> list[str]:
+    """Column names of a Parquet file."""
+    try:
+        described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    except duckdb.Error as exc:
+        raise InputError(path, f"not a readable Parquet file: {first_line(exc)}",
+                         expected="a Parquet file") from None
+    return [name for name, *_ in described]
+
+
+def csv_sql(width: int, fmt: str) -> str:
+    """CREATE TABLE src from a CSV read with no type sniffing: every column VARCHAR."""
+    names = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
+    compression = "gzip" if fmt == "csv.gz" else "none"
+    return ("CREATE TABLE src AS SELECT * FROM read_csv(?, auto_detect=false, header=true, "
+            f"columns={{{names}}}, delim=',', quote='\"', escape='\"', strict_mode=true, "
+            f"compression='{compression}', encoding='utf-8')")
+
+
+def parquet_sql(con, path: Path) -> str:
+    """CREATE TABLE src from a Parquet file, each column cast to VARCHAR in file order.
+
+    Nested columns (a Tags MAP or STRUCT) become JSON text; DECIMAL becomes its exact text; a
+    DOUBLE column (a file that already stored money as float) becomes its shortest round-trip text.
+    """
+    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    parts = []
+    for i, (name, dtype, *_) in enumerate(described):
+        ident = quote_ident(name)
+        nested = dtype.startswith(("MAP", "STRUCT")) or dtype.endswith("]") or dtype == "JSON"
+        expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
+        parts.append(f"{expr} AS c{i}")
+    source = f"read_parquet({quote_text(str(path))}, file_row_number=true)"
+    return f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {source} ORDER BY file_row_number"
+
+
+def resolve_columns(header: list[str], path: Path) -> Columns:
+    """Match header names to FOCUS names (case-insensitive); collect ``x_*`` and SkuPriceDetails."""
+    known = {name.lower(): name for name in KNOWN_COLUMNS}
+    focus: dict[str, str] = {}
+    extras: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for i, name in enumerate(header):
+        key = name.lower()
+        if key and key in seen:
+            raise InputError(path, f"duplicate column {name!r} (also {seen[key]!r})", row=0,
+                             column=name, expected="each column once")
+        seen[key] = name
+        if key.startswith("x_") or key == "skupricedetails":
+            extras[name] = f"c{i}"
+        if key in known:
+            focus[known[key]] = f"c{i}"
+    return Columns(list(header), focus, extras)
+
+
+def require(columns: Columns, path: Path) -> None:
+    """Raise one InputError naming every missing mandatory column."""
+    missing = [name for name in MANDATORY if not columns.has(name)]
+    if missing:
+        raise InputError(path, f"missing mandatory column(s): {', '.join(missing)}",
+                         column=", ".join(missing),
+                         expected="the mandatory FOCUS columns " + ", ".join(MANDATORY))
+
+
+def create_view(con, columns: Columns) -> None:
+    """View ``n``: row number plus every FOCUS column by name, nulls normalised (absent → NULL)."""
+    parts = ["rowid + 1 AS rn"]
+    for name in KNOWN_COLUMNS:
+        internal = columns.focus.get(name)
+        parts.append(f"{null_expr(internal) if internal else 'NULL::VARCHAR'} AS {name}")
+    for i, internal in enumerate(columns.extras.values()):
+        parts.append(f"{null_expr(internal)} AS e{i}")
+    con.execute(f"CREATE TEMP VIEW n AS SELECT {', '.join(parts)} FROM src")
+
+
+def null_expr(column: str) -> str:
+    """SQL that turns the null literals (empty, NULL, null, \\N, blank) into NULL."""
+    literals = ", ".join(quote_text(text) for text in NULL_TEXT)
+    return f"CASE WHEN trim({column}) IN ({literals}) THEN NULL ELSE {column} END"
+
+
+# --- row checks -------------------------------------------------------------------------------
+
+def check_rows(con, columns: Columns, path: Path) -> list[InputError]:
+    """Every problem found in the data rows, at most MAX_ERRORS of each kind."""
+    errors = []
+    errors += check_numbers(con, path)
+    errors += check_timestamps(con, path)
+    errors += check_period_order(con, path)
+    errors += check_categories(con, path)
+    errors += check_currency(con, path)
+    errors += check_duplicate_lines(con, columns, path)
+    errors += check_duplicate_ids(con, columns, path)
+    return errors
+
+
+def check_numbers(con, path: Path) -> list[InputError]:
+    """Money and quantity cells that are not decimal numbers; required money that is null."""
+    errors: list[InputError] = []
+    required = set(MONEY_FIELDS.values())
+    for name in list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values()):
+        null_bad = "TRUE" if name in required else "FALSE"
+        sql = (f"SELECT rn, {name} FROM n WHERE ({name} IS NULL AND {null_bad}) OR "
+               f"NOT regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)}) "
+               f"ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}")
+        for rn, value in con.execute(sql).fetchall():
+            message = "missing value" if value is None else f"unparseable number {value!r}"
+            errors.append(InputError(path, message, row=rn, column=name,
+                                     expected="a decimal number"))
+        if len(errors) >= MAX_ERRORS:
+            break
+    return errors
+
+
+def check_timestamps(con, path: Path) -> list[InputError]:
+    """ChargePeriodStart / End cells that are null or not timestamps (or out of range)."""
+    errors: list[InputError] = []
+    low, high = TIMESTAMP_RANGE
+    for name in PERIOD:
+        sql = (f"SELECT rn, {name} FROM (SELECT rn, {name}, TRY_CAST({name} AS TIMESTAMPTZ) AS t "
+               f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}' "
+               f"ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}")
+        for rn, value in con.execute(sql).fetchall():
+            message = "missing value" if value is None else f"unparseable timestamp {value!r}"
+            errors.append(InputError(path, message, row=rn, column=name,
+                                     expected="an ISO 8601 timestamp (no offset = UTC)"))
+        if len(errors) >= MAX_ERRORS:
+            break
+    return errors
+
+
+def check_period_order(con, path: Path) -> list[InputError]:
+    """Lines whose ChargePeriodEnd lies before their ChargePeriodStart."""
+    sql = ("SELECT rn, ChargePeriodStart, ChargePeriodEnd FROM n "
+           "WHERE TRY_CAST(ChargePeriodEnd AS TIMESTAMPTZ) < TRY_CAST(ChargePeriodStart AS TIMESTAMPTZ) "
+           f"ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"period ends ({end!r}) before it starts ({start!r})", row=rn,
+                       column="ChargePeriodEnd", expected="an end at or after ChargePeriodStart")
+            for rn, start, end in con.execute(sql).fetchall()]
+
+
+def check_categories(con, path: Path) -> list[InputError]:
+    """ChargeCategory cells outside the FOCUS set."""
+    allowed = ", ".join(quote_text(c) for c in CHARGE_CATEGORIES)
+    sql = (f"SELECT rn, ChargeCategory FROM n WHERE ChargeCategory IS NULL OR "
+           f"ChargeCategory NOT IN ({allowed}) ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"unknown charge category {value!r}" if value else "missing value",
+                       row=rn, column="ChargeCategory", expected="one of " + ", ".join(CHARGE_CATEGORIES))
+            for rn, value in con.execute(sql).fetchall()]
+
+
+def check_currency(con, path: Path) -> list[InputError]:
+    """One InputError when the file bills in more than one currency."""
+    sql = ("SELECT BillingCurrency, min(rn) FROM n WHERE BillingCurrency IS NOT NULL "
+           "GROUP BY BillingCurrency ORDER BY min(rn)")
+    found = con.execute(sql).fetchall()
+    if len(found) <= 1:
+        return []
+    listed = ", ".join(f"{value!r} (first on row {rn})" for value, rn in found[:10])
+    return [InputError(path, f"mixed currencies in one file: {listed}", column="BillingCurrency",
+                       expected="one billing currency per file")]
+
+
+def check_duplicate_lines(con, columns: Columns, path: Path) -> list[InputError]:
+    """Lines identical in every column to an earlier line."""
+    keys = ", ".join(f"c{i}" for i in range(len(columns.header)))
+    sql = (f"SELECT rn, first FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
+           f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src) WHERE rn <> first "
+           f"ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"duplicate line: identical in every column to row {first}", row=rn,
+                       expected="each line once")
+            for rn, first in con.execute(sql).fetchall()]
+
+
+def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
+    """Repeated values of a line-id column (Id, x_Id)."""
+    errors: list[InputError] = []
+    for name in ID_COLUMNS:
+        if not columns.has(name):
+            continue
+        sql = (f"SELECT rn, {name}, first FROM (SELECT rn, {name}, first_value(rn) OVER "
+               f"(PARTITION BY {name} ORDER BY rn) AS first FROM n WHERE {name} IS NOT NULL) "
+               f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
+        errors += [InputError(path, f"duplicate line id {value!r} (also on row {first})", row=rn,
+                              column=columns.header[int(columns.focus[name][1:])],
+                              expected="a unique id per line")
+                   for rn, value, first in con.execute(sql).fetchall()]
+    return errors[:MAX_ERRORS]
+
+
+# --- selection and normalisation --------------------------------------------------------------
+
+def file_currency(con, columns: Columns, case_currency: str) -> str:
+    """The file's one BillingCurrency (checked already), else the case currency."""
+    if not columns.has("BillingCurrency"):
+        return case_currency
+    found = con.execute("SELECT min(BillingCurrency) FROM n").fetchone()[0]
+    return found if found is not None else case_currency
+
+
+def select_window(con, columns: Columns, start: datetime, end: datetime) -> pd.DataFrame:
+    """Text of every kept line (period overlaps [start, end)), parsed period, in file order."""
+    parts = ["rn"]
+    parts += [f"coalesce({', '.join(names)}) AS {out}" for out, names in TEXT_FIELDS.items()]
+    parts += [f"trim({name}) AS {out}" for out, name in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
+    parts += ["BillingCurrency AS currency", "Tags AS tags"]
+    parts += [f"e{i}" for i in range(len(columns.extras))]
+    parts += ["CAST(ChargePeriodStart AS TIMESTAMPTZ) AS p_start",
+              "CAST(ChargePeriodEnd AS TIMESTAMPTZ) AS p_end"]
+    sql = (f"SELECT * FROM (SELECT {', '.join(parts)} FROM n) WHERE p_start < CAST(? AS TIMESTAMPTZ) "
+           "AND (p_start >= CAST(? AS TIMESTAMPTZ) OR p_end > CAST(? AS TIMESTAMPTZ)) ORDER BY rn")
+    lo, hi = utc_text(start), utc_text(end)
+    return con.execute(sql, [hi, lo, lo]).df()
+
+
+def build_lines(kept: pd.DataFrame, columns: Columns, path: Path, currency: str) -> pd.DataFrame:
+    """The ``lines`` table from the kept text: Decimals, UTC datetimes, canonical JSON."""
+    rows = [int(rn) for rn in kept["rn"]]
+    out: dict[str, object] = {
+        "line_id": [f"{path.name}:{rn}" for rn in rows],
+        "row": pd.Series(rows, dtype="int64"),
+    }
+    for name in TEXT_FIELDS:
+        out[name] = [text(v) for v in kept[name]]
+    for name in MONEY_FIELDS:
+        out[name] = [Decimal(v) for v in kept[name]]
+    for name in DECIMAL_FIELDS:
+        out[name] = [None if is_null(v) else Decimal(v) for v in kept[name]]
+    out["start"] = utc_series(kept["p_start"])
+    out["end"] = utc_series(kept["p_end"])
+    out["currency"] = [currency if is_null(v) else v for v in kept["currency"]]
+    out["tags"] = canonical_tags(kept["tags"], rows, path)
+    out["extra"] = extra_json(kept, columns, rows)
+    return assemble(out)
+
+
+def assemble(out: dict[str, object]) -> pd.DataFrame:
+    """A frame in schema column order with schema dtypes (text as ``str``, money as object)."""
+    frame = {}
+    for name in OUTPUT_COLUMNS:
+        values = out[name]
+        if name in TEXT_COLUMNS:
+            frame[name] = pd.Series(values, dtype="str")
+        elif name in MONEY_FIELDS or name in DECIMAL_FIELDS:
+            frame[name] = pd.Series(values, dtype="object")
+        else:
+            frame[name] = values
+    return pd.DataFrame(frame).reset_index(drop=True)
+
+
+def canonical_tags(values: pd.Series, rows: list[int], path: Path) -> list[str]:
+    """Tags as canonical JSON object text; null → ``{}``; a cell that is no JSON object is an error."""
+    result: list[str] = []
+    errors: list[InputError] = []
+    for rn, value in zip(rows, values):
+        if is_null(value):
+            result.append("{}")
+            continue
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            if len(errors) < MAX_ERRORS:
+                errors.append(InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn,
+                                         column="Tags", expected="a JSON object"))
+            continue
+        result.append(canonical_json(parsed))
+    raise_all(errors)
+    return result
+
+
+def extra_json(kept: pd.DataFrame, columns: Columns, rows: list[int]) -> list[str]:
+    """Per line, a JSON object of its non-null ``x_*`` and SkuPriceDetails cells (sorted keys)."""
+    if not columns.extras:
+        return ["{}"] * len(rows)
+    names = list(columns.extras)
+    cells = [kept[f"e{i}"].tolist() for i in range(len(names))]
+    result = []
+    for values in zip(*cells) if rows else []:
+        entry = {name: embed(name, v) for name, v in zip(names, values) if not is_null(v)}
+        result.append(canonical_json(entry))
+    return result
+
+
+def embed(name: str, value: str):
+    """SkuPriceDetails as an object when it parses as one; every other value as its text."""
+    if name.lower() == "skupricedetails":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    return value
+
+
+def covered(lines: pd.DataFrame) -> tuple[datetime | None, datetime | None]:
+    """(earliest start, latest end) of the kept lines, or (None, None)."""
+    if lines.empty:
+        return (None, None)
+    return (lines["start"].min().to_pydatetime(), lines["end"].max().to_pydatetime())
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+def utc_series(values: pd.Series) -> pd.Series:
+    """DuckDB TIMESTAMPTZ values as datetime64[ns, UTC]."""
+    series = pd.Series(values)
+    if series.empty:
+        return pd.Series([], dtype="datetime64[ns, UTC]")
+    return pd.to_datetime(series, utc=True).dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+
+
+def utc_text(moment: datetime) -> str:
+    """ISO text of a window bound in UTC (a naive bound is read as UTC)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.isoformat(sep=" ")
+
+
+def is_null(value) -> bool:
+    """Whether a fetched cell is null (DuckDB gives None; pandas may give NaN)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def text(value) -> str:
+    """A fetched text cell, "" for null."""
+    return "" if is_null(value) else str(value)
+
+
+def canonical_json(value: dict) -> str:
+    """Canonical JSON object text: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def shorten(value: str, limit: int = 60) -> str:
+    """A cell value cut to ``limit`` characters for a message."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+def quote_ident(name: str) -> str:
+    """A SQL identifier in double quotes."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_text(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def first_line(exc: Exception) -> str:
+    """The first line of an exception message."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def gzip_error(path: Path, exc: Exception) -> InputError:
+    """The InputError for a gzip stream that ends early or is not gzip at all."""
+    return InputError(path, f"truncated or corrupt gzip ({first_line(exc)})",
+                      expected="a complete gzip stream")
+
+
+def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
+    """Turn a DuckDB read failure into an InputError naming the file and, if known, the line."""
+    message = str(exc)
+    if fmt == "csv.gz" and "gzip" in message.lower():
+        return gzip_error(path, exc)
+    if fmt == "parquet":
+        return InputError(path, f"not a readable Parquet file: {first_line(exc)}",
+                          expected="a Parquet file")
+    line = re.search(r"CSV Error on Line: (\d+)", message)
+    reason = next((ln.strip() for ln in message.splitlines()[1:]
+                   if ln.strip() and not ln.startswith("Original Line")), first_line(exc))
+    where = f"malformed CSV at file line {line.group(1)}: " if line else "unreadable CSV: "
+    return InputError(path, where + reason, expected="RFC 4180 CSV, one value per header column")
+
+
+def raise_all(errors: list[InputError]) -> None:
+    """Raise nothing, the one error, or every error together."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise InputErrors(errors)

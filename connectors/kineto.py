@@ -1,0 +1,192 @@
+"""PyTorch profiler (Kineto) Chrome traces → kernel profile tables (METHOD §3, §6).
+
+Tables (schemas/profile.py):
+
+- ``profile`` (one row): GPU window, kernel-active, busy and idle time, the serving gap ratio, the
+  kernel count and host synchronisation time. Every time figure is measured over the window named
+  by ``gap_basis``: the GPU window (first start to last end of kernel, memcpy and memset events,
+  per device) or, when the trace carries ``costaudit.request*`` annotations, the union of those
+  request spans. Multi-device traces are measured per device and summed; ``device`` names the
+  device with the most kernel-active time.
+- ``kernels``: GPU time per kernel name with its category, largest first.
+- ``categories``: GPU time per category (kernels by name, memcpy by direction, memset), as sums of
+  durations (not unions), largest first.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from connectors.base import Connector
+from connectors.errors import InputError
+from connectors.trace_events import (KERNEL, MEMCPY, MEMSET, TraceData, length, load_trace,
+                                     merge, overlap)
+from schemas.profile import CategoryTime, KernelEvent, KernelSummary
+
+NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
+EXPECTED_CUDA = "a trace recorded with ProfilerActivity.CUDA"
+
+# Ordered: the first pattern that matches a lower-cased kernel name wins. Communication comes
+# first (NCCL names contain "reduce"), attention before GEMM (flash kernels name cutlass types),
+# normalisation before convolution (cuDNN batch-norm kernels) and convolution before GEMM
+# (implicit-GEMM convolutions).
+KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (category, re.compile(pattern)) for category, pattern in (
+        ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|send_?recv"
+                          r"|all_?to_?all|multimem|cross_device_reduce"),
+        ("attention", r"flash|fmha|attention|attn|sdpa|\bmha|xformers"),
+        ("normalisation_softmax", r"layer_?norm|rms_?norm|softmax|batch_?norm|group_?norm"
+                                  r"|instance_?norm|\bbn_(?:fw|bw)|welford|gammabeta|rowwisemoments"),
+        ("convolution", r"conv(?!ert|ersion)|cudnn|fprop|dgrad|wgrad|winograd|implicit_?gemm"
+                        r"|im2col|col2im|fft2d"),
+        ("gemm", r"(?<!fb)gemm|gemv|cutlass(?:_|::kernel|::gemm)|cublas|matmul|wgmma|xmma|bmm|nvjet|cijk_|splitkreduce"
+                 r"|triton_(?:mm|tem|bmm)"),
+        ("elementwise_reduction", r"elementwise|vectorized|unrolled|reduce|copy|fill|index"
+                                  r"|gather|scatter|catarray|triton_(?:poi|red|per)|pointwise"
+                                  r"|where|masked|dropout|distribution|multi_tensor_apply"
+                                  r"|embedding|pool|sort|scan|cub::|transpose|permute|functor"),
+    )
+)
+MEMCPY_KINDS: tuple[tuple[str, str], ...] = (
+    ("htod", "memcpy_htod"), ("dtoh", "memcpy_dtoh"), ("dtod", "memcpy_dtod"), ("ptop", "memcpy_dtod"),
+)
+
+
+@lru_cache(maxsize=65536)
+def kernel_category(name: str) -> str:
+    """The category of a kernel name (gemm, attention, ..., other).
+
+    Only the name and its template arguments are read: a parameter list names argument types
+    (``flashinfer::QuantizationSFLayout``, ``cutlass::bfloat16_t``) that say nothing of the kernel.
+    """
+    lowered = without_parameters(name).lower()
+    for category, pattern in KERNEL_CATEGORIES:
+        if pattern.search(lowered):
+            return category
+    return "other"
+
+
+def without_parameters(name: str) -> str:
+    """``name`` less a trailing parenthesised parameter list, when it has one."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for position in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[position], 0)
+        if depth == 0:
+            return name[:position] if position > 0 else name
+    return name
+
+
+@lru_cache(maxsize=1024)
+def memcpy_category(name: str) -> str:
+    """memcpy_htod / memcpy_dtoh / memcpy_dtod from a name such as 'Memcpy HtoD (Pinned -> Device)'."""
+    lowered = name.lower()
+    for token, category in MEMCPY_KINDS:
+        if token in lowered:
+            return category
+    return "memcpy_other"
+
+
+class KinetoConnector(Connector):
+    """Reads one PyTorch profiler Chrome trace (.json or .json.gz)."""
+
+    format_name = "kineto"
+    kind = "profiles"
+    schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Parse the trace and build the three tables; a profile covers no fixed time."""
+        trace = load_trace(self.path)
+        if trace.kind.size == 0:
+            raise InputError(self.path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+        events = event_frame(trace)
+        tables = {
+            "profile": profile_table(trace, self.path.name),
+            "kernels": kernel_table(events),
+            "categories": category_table(events),
+        }
+        return tables, trace.rows, (None, None)
+
+
+def profile_table(trace: TraceData, name: str) -> pd.DataFrame:
+    """The one-row ``profile`` table."""
+    basis = "request_spans" if trace.spans[0].size else "gpu_window"
+    totals = np.zeros(4)          # window, kernel-active, busy, kernel-active over the whole trace
+    per_device = []
+    for device in range(len(trace.device_keys)):
+        figures = device_figures(trace, device, basis)
+        totals += figures
+        per_device.append(figures[3])
+    window, active, busy, _ = (float(x) for x in totals)
+    primary = trace.device_keys[int(np.argmax(per_device))]
+    return pd.DataFrame({
+        "trace": [name],
+        "device": [trace.device_names.get(primary, "")],
+        "gpu_window_us": [window],
+        "kernel_active_us": [active],
+        "busy_us": [busy],
+        "idle_us": [max(window - busy, 0.0)],
+        "gap_ratio": [(window - active) / active if active > 0 else np.nan],
+        "gap_basis": [basis],
+        "kernels": [int(np.count_nonzero(trace.kind == KERNEL))],
+        "sync_us": [trace.sync_us],
+    })
+
+
+def device_figures(trace: TraceData, device: int, basis: str) -> np.ndarray:
+    """[window, kernel-active in window, busy in window, kernel-active overall] of one device."""
+    mine = trace.device == device
+    kernels = mine & (trace.kind == KERNEL)
+    kernel_set = merge(trace.start[kernels], trace.end[kernels])
+    busy_set = merge(trace.start[mine], trace.end[mine])
+    if basis == "request_spans":
+        window_set = merge(*trace.spans)
+    else:
+        window_set = (np.array([trace.start[mine].min()]), np.array([trace.end[mine].max()]))
+    return np.array([
+        length(*window_set),
+        overlap(kernel_set, window_set),
+        overlap(busy_set, window_set),
+        length(*kernel_set),
+    ])
+
+
+def event_frame(trace: TraceData) -> pd.DataFrame:
+    """One row per GPU event: name, category, duration."""
+    frame = pd.DataFrame({"name": trace.names, "kind": trace.kind, "dur": trace.dur})
+    categories = {}
+    for (name, kind) in frame[["name", "kind"]].drop_duplicates().itertuples(index=False):
+        categories[(name, kind)] = _event_category(name, kind)
+    frame["category"] = [categories[key] for key in zip(frame["name"], frame["kind"])]
+    return frame
+
+
+def _event_category(name: str, kind: int) -> str:
+    """Category of one GPU event by its kind and name."""
+    if kind == MEMCPY:
+        return memcpy_category(name)
+    if kind == MEMSET:
+        return "memset"
+    return kernel_category(name)
+
+
+def kernel_table(events: pd.DataFrame) -> pd.DataFrame:
+    """GPU time and launches per kernel name, largest total first."""
+    frame = events[events["kind"] == KERNEL]
+    grouped = frame.groupby(["name", "category"], sort=False)["dur"].agg(["count", "sum"])
+    table = grouped.reset_index().rename(columns={"sum": "total_us"})
+    table["count"] = table["count"].astype("int64")
+    table["total_us"] = table["total_us"].astype("float64")
+    return table.sort_values(["total_us", "name"], ascending=[False, True], ignore_index=True)
+
+
+def category_table(events: pd.DataFrame) -> pd.DataFrame:
+    """GPU time per category (sum of durations), largest first."""
+    table = events.groupby("category", sort=False)["dur"].sum().reset_index()
+    table = table.rename(columns={"dur": "total_us"})
+    table["total_us"] = table["total_us"].astype("float64")
+    return table.sort_values(["total_us", "category"], ascending=[False, True], ignore_index=True)

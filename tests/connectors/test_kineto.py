@@ -1,0 +1,363 @@
+"""KinetoConnector: exact figures on small synthetic traces, then every shared real trace."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import InputError
+from connectors.kineto import KinetoConnector, kernel_category, memcpy_category
+from connectors.registry import resolve
+from connectors.trace_events import KERNEL, MEMSET, length, load_trace, merge, overlap
+
+TRACES = Path("/work/shared/data/traces")
+CTX = ReadContext(datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2025, 2, 1, tzinfo=timezone.utc), "USD")
+T0 = 1_700_000_000_000.0          # epoch-scale base, as in real traces; offsets are binary fractions
+GEMM = "ampere_sgemm_128x64_nn"
+ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+       "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+
+CURRENT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "runtime": "cuda_runtime"}
+SCHEMA_2021 = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "runtime": "Runtime"}
+
+
+def reader(path: Path) -> KinetoConnector:
+    """A connector for ``path``."""
+    return KinetoConnector(SourceSpec(path.stem, "profiles", "kineto", path), CTX)
+
+
+def x(cat, name, offset, dur, **args):
+    """A complete (ph X) event ``offset`` us after T0."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": args.get("stream", 1),
+            "ts": T0 + offset, "dur": dur, "args": {"device": 0, **args}}
+
+
+def gpu_events(cats, device=0, shift=0.0):
+    """Two streams of overlapping kernels, a HtoD and a DtoH memcpy and a memset on one device."""
+    events = [
+        x(cats["kernel"], GEMM, shift + 0.5, 10.25, stream=7, correlation=1),
+        x(cats["kernel"], ADD, shift + 5.25, 10.0, stream=8, correlation=2),
+        x(cats["memcpy"], "Memcpy HtoD (Pageable -> Device)", shift + 16.0, 2.5, stream=7),
+        x(cats["memset"], "Memset (Device)", shift + 20.125, 1.875, stream=7),
+        x(cats["kernel"], GEMM, shift + 30.0, 4.5, stream=7, correlation=3),
+        x(cats["memcpy"], "Memcpy DtoH (Device -> Pinned)", shift + 33.0, 3.0, stream=7),
+    ]
+    for event in events:
+        event["args"]["device"] = device
+        event["pid"] = device
+    return events
+
+
+def host_events(cats, current=True):
+    """CPU-side noise plus synchronisation: one runtime sync call, and (current schema) its
+    cuda_sync twin, an uncorrelated context sync and a GPU-side stream wait."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python", "labels": [1, 2]}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": T0, "pid": 1, "tid": 1,
+         "s": "t", "args": {"Bytes": 512}},
+        {"ph": "X", "cat": "python_function", "name": "model.py(12): forward", "pid": 1, "tid": 1,
+         "ts": T0 - 3, "dur": 60, "args": {"Python id": 3, "Python parent id": None, "device": "cpu"}},
+        {"ph": "X", "cat": "cpu_op" if current else "Operator", "name": "aten::mm", "pid": 1,
+         "tid": 1, "ts": T0, "dur": 50, "args": {"External id": 4, "Input Dims": [[2, 2]]}},
+        {"ph": "s", "cat": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": T0, "name": "flow"},
+        x(cats["runtime"], "cudaLaunchKernel", 0.1, 0.3, correlation=1),
+        x(cats["runtime"], "cudaStreamSynchronize", 40.0, 2.5, correlation=99),
+    ]
+    if current:
+        events += [x("cuda_sync", "Stream Sync", 40.25, 2.0, correlation=99),
+                   x("cuda_sync", "Context Sync", 45.0, 1.25, correlation=100),
+                   x("cuda_sync", "Stream Wait Event", 46.0, 0.5, correlation=101)]
+    return events
+
+
+def trace_doc(events, devices=("NVIDIA H100 80GB HBM3",)):
+    """A Kineto-style top-level object."""
+    return {"schemaVersion": 1, "traceName": "synthetic", "displayTimeUnit": "ms",
+            "deviceProperties": [{"id": i, "name": name, "totalGlobalMem": 1} for i, name in enumerate(devices)],
+            "traceEvents": events}
+
+
+def write(tmp_path: Path, doc, name="trace.json") -> Path:
+    """Write ``doc`` (dict or bytes) as JSON, gzipped when ``name`` ends in .gz."""
+    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    return path
+
+
+# ---------------------------------------------------------------- synthetic: exact figures
+
+@pytest.mark.parametrize("cats, sync", [(CURRENT, 3.75), (SCHEMA_2021, 2.5)], ids=["current", "2021"])
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
+def test_synthetic_profile_exact(tmp_path, cats, sync, name):
+    current = cats is CURRENT
+    path = write(tmp_path, trace_doc(gpu_events(cats) + host_events(cats, current)), name)
+    frame = reader(path).read()
+    row = frame.tables["profile"].iloc[0]
+    assert row["trace"] == name and row["device"] == "NVIDIA H100 80GB HBM3"
+    assert row["gpu_window_us"] == 35.5                 # 0.5 .. 36.0
+    assert row["kernel_active_us"] == 19.25             # [0.5, 15.25] + [30, 34.5]
+    assert row["busy_us"] == 25.125                     # + [16, 18.5] + [20.125, 22] + [34.5, 36]
+    assert row["idle_us"] == 10.375
+    assert row["gap_ratio"] == pytest.approx(16.25 / 19.25, abs=1e-15)
+    assert row["gap_basis"] == "gpu_window"
+    assert row["kernels"] == 3
+    assert row["sync_us"] == sync                       # 2.5 runtime (+ its twin once) + 1.25 ctx
+    assert frame.rows == len(gpu_events(cats) + host_events(cats, current))
+    assert frame.covered == (None, None) and len(frame.sha256) == 64
+
+
+def test_synthetic_kernel_and_category_tables(tmp_path):
+    frame = reader(write(tmp_path, trace_doc(gpu_events(CURRENT) + host_events(CURRENT)))).read()
+    kernels = frame.tables["kernels"]
+    assert kernels.to_dict("records") == [
+        {"name": GEMM, "category": "gemm", "count": 2, "total_us": 14.75},
+        {"name": ADD, "category": "elementwise_reduction", "count": 1, "total_us": 10.0},
+    ]
+    categories = dict(zip(frame.tables["categories"]["category"], frame.tables["categories"]["total_us"]))
+    assert categories == {"gemm": 14.75, "elementwise_reduction": 10.0, "memcpy_dtoh": 3.0,
+                          "memcpy_htod": 2.5, "memset": 1.875}
+    assert list(frame.tables["categories"]["category"])[0] == "gemm"
+
+
+def test_request_spans_set_the_window(tmp_path):
+    spans = [
+        {"ph": "X", "cat": "user_annotation", "name": "costaudit.request#1", "pid": 1, "tid": 1,
+         "ts": T0, "dur": 12.0, "args": {}},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "costaudit.request#2", "pid": 0, "tid": 7,
+         "ts": T0 + 29.0, "dur": 6.0, "args": {"device": 0}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": T0 - 100, "dur": 500.0},
+    ]
+    row = reader(write(tmp_path, trace_doc(gpu_events(CURRENT) + spans))).read().tables["profile"].iloc[0]
+    assert row["gap_basis"] == "request_spans"
+    assert row["gpu_window_us"] == 18.0                 # [0, 12] + [29, 35]
+    assert row["kernel_active_us"] == 16.0              # [0.5, 12] + [30, 34.5]
+    assert row["busy_us"] == 16.5                       # + [34.5, 35] of the DtoH copy
+    assert row["idle_us"] == 1.5
+    assert row["gap_ratio"] == 0.125
+    assert row["kernels"] == 3                          # all kernels are counted
+
+
+def test_multi_device_sums_and_names_the_busiest(tmp_path):
+    events = gpu_events(CURRENT, device=0) + gpu_events(CURRENT, device=1, shift=100.0)
+    events.append(x("kernel", GEMM, 200.0, 50.0, stream=7))
+    events[-1]["args"]["device"] = 1
+    doc = trace_doc(events, devices=("GPU-A", "GPU-B"))
+    row = reader(write(tmp_path, doc)).read().tables["profile"].iloc[0]
+    assert row["device"] == "GPU-B"
+    assert row["kernel_active_us"] == 19.25 * 2 + 50.0
+    assert row["gpu_window_us"] == 35.5 + (250.0 - 100.5)
+    assert row["busy_us"] == 25.125 * 2 + 50.0
+    assert row["kernels"] == 7
+
+
+def test_no_device_properties_and_string_timestamps(tmp_path):
+    events = gpu_events(CURRENT)
+    for event in events:
+        event["ts"] = repr(event["ts"])                 # some exporters write numbers as strings
+        del event["args"]["device"]                     # fall back to pid
+    doc = {"traceEvents": events}
+    row = reader(write(tmp_path, doc)).read().tables["profile"].iloc[0]
+    assert row["device"] == "" and row["kernel_active_us"] == 19.25
+
+
+def test_no_kernels_gives_null_gap_ratio(tmp_path):
+    events = [e for e in gpu_events(CURRENT) if e["cat"] != "kernel"]
+    row = reader(write(tmp_path, trace_doc(events))).read().tables["profile"].iloc[0]
+    assert row["kernel_active_us"] == 0.0 and row["busy_us"] == 7.375 and math.isnan(row["gap_ratio"])
+
+
+def test_interval_helpers():
+    starts, ends = np.array([5.0, 0.0, 1.0, 10.0]), np.array([6.0, 2.0, 3.0, 10.0])
+    merged = merge(starts, ends)
+    assert merged[0].tolist() == [0.0, 5.0, 10.0] and merged[1].tolist() == [3.0, 6.0, 10.0]
+    assert length(*merged) == 4.0
+    window = (np.array([-1.0, 2.5, 5.5]), np.array([1.0, 5.25, 20.0]))
+    assert overlap(merged, window) == 1.0 + (0.5 + 0.25) + 0.5
+    assert overlap(merged, (np.array([]), np.array([]))) == 0.0
+
+
+@pytest.mark.parametrize("name, category", [
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
+    ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)", "communication"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, cutlass::bfloat16_t> >(Params)", "attention"),
+    ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausal", "attention"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", "gemm"),
+    ("nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", "gemm"),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT32x32x256", "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_256x64_16x4_tn_align1>(Params)", "gemm"),
+    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>(cudnnTensorStruct)", "normalisation_softmax"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>(float*)", "normalisation_softmax"),
+    ("void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*)", "normalisation_softmax"),
+    ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", "convolution"),
+    ("void implicit_convolve_sgemm<float, float, 1024, 6, 7>(int, int)", "convolution"),
+    ("volta_scudnn_128x64_relu_interior_nn_v1", "convolution"),
+    ("void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>(int)", "elementwise_reduction"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(ReduceOp)", "elementwise_reduction"),
+    ("void fbgemm_gpu::permute_2D_data_kernel<false, int>(int, int)", "elementwise_reduction"),
+    ("triton_poi_fused_add_mul_0", "elementwise_reduction"),
+    ("void fp8_convert_kernel<float>(float*)", "other"),
+    ("void tensorrt_llm::quantize_with_block_size<2>(int, flashinfer::QuantizationSFLayout)", "other"),
+])
+def test_kernel_category(name, category):
+    assert kernel_category(name) == category
+
+
+def test_memcpy_category():
+    assert memcpy_category("Memcpy HtoD (Pinned -> Device)") == "memcpy_htod"
+    assert memcpy_category("Memcpy DtoH (Device -> Pageable)") == "memcpy_dtoh"
+    assert memcpy_category("Memcpy DtoD (Device -> Device)") == "memcpy_dtod"
+    assert memcpy_category("Memcpy PtoP (Device -> Device)") == "memcpy_dtod"
+    assert memcpy_category("Memcpy HtoH (Pinned -> Pinned)") == "memcpy_other"
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("name, data, message", [
+    ("bad.json", b'{"traceEvents": [', "not valid JSON"),
+    ("bad.json", b"<html>nope</html>", "not valid JSON"),
+    ("list.json", b"[]", "unexpected trace structure"),
+    ("nokey.json", b'{"schemaVersion": 1, "deviceProperties": []}', "no traceEvents list"),
+    ("cpu.json", json.dumps(trace_doc(host_events(CURRENT)[:5])).encode(), "no GPU kernel, memcpy or memset"),
+    ("badts.json", json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon",
+                                                 "dur": 1}]}).encode(), "ts is 'soon'"),
+    ("badargs.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "args": [1]}]}',
+     "unexpected trace structure"),
+])
+def test_bad_input_raises_input_error(tmp_path, name, data, message):
+    path = write(tmp_path, data, name)
+    with pytest.raises(InputError, match=re.escape(message)) as caught:
+        reader(path).read()
+    assert str(caught.value).startswith(str(path))
+
+
+def test_no_gpu_events_says_what_was_expected(tmp_path):
+    path = write(tmp_path, trace_doc(host_events(CURRENT)))
+    with pytest.raises(InputError, match="expected a trace recorded with ProfilerActivity.CUDA"):
+        reader(path).read()
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(json.dumps(trace_doc(gpu_events(CURRENT))).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="cannot decompress gzip"):
+        reader(path).read()
+    assert len(reader(path).check()) == 1
+
+
+def test_registry_and_check(tmp_path):
+    assert resolve("kineto") is KinetoConnector
+    assert reader(write(tmp_path, trace_doc(gpu_events(CURRENT)))).check() == []
+
+
+# ---------------------------------------------------------------- shared real traces
+
+def provenance_kernels() -> dict[str, int]:
+    """file -> kernels column of PROVENANCE.md, for the Chrome traces."""
+    counts = {}
+    for line in (TRACES / "PROVENANCE.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) > 10 and cells[0].startswith("`") and cells[0].endswith(".json.gz`"):
+            counts[cells[0].strip("`")] = int(cells[10])
+    return counts
+
+
+REAL = sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz")) if TRACES.exists() else []
+needs_traces = pytest.mark.skipif(not REAL, reason="shared traces not present")
+
+
+@lru_cache(maxsize=None)
+def real(relative: str):
+    """The SourceFrame of a shared trace, read once per test session."""
+    return reader(TRACES / relative).read()
+
+
+@needs_traces
+def test_provenance_lists_every_trace():
+    assert set(provenance_kernels()) == set(REAL) and len(REAL) == 15
+
+
+@needs_traces
+@pytest.mark.parametrize("relative", REAL)
+def test_real_trace_loads_and_counts_kernels(relative):
+    frame = real(relative)
+    row = frame.tables["profile"].iloc[0]
+    assert row["kernels"] == provenance_kernels()[relative]
+    assert frame.tables["kernels"]["count"].sum() == row["kernels"]
+    assert 0 < row["kernel_active_us"] <= row["busy_us"] <= row["gpu_window_us"]
+    assert row["idle_us"] == pytest.approx(row["gpu_window_us"] - row["busy_us"])
+    assert row["gap_basis"] == "gpu_window" and frame.rows > row["kernels"]
+
+
+@needs_traces
+def test_qwen_matches_naive_reference():
+    row = real("tracelens/h100_qwen1.5-0.5b-chat.json.gz").tables["profile"].iloc[0]
+    assert row["device"] == "NVIDIA H100 80GB HBM3"
+    assert row["kernel_active_us"] == pytest.approx(45432.706, abs=0.02)
+    assert row["gpu_window_us"] == pytest.approx(49652.832, abs=0.01)
+    assert row["gap_ratio"] == pytest.approx(0.092887, abs=2e-6)
+
+
+@needs_traces
+@pytest.mark.parametrize("relative, device", [
+    ("hta/multirank_sampled/sampled_rank-0.json.gz", ""),
+    ("tracelens/mi300x_vllm_decode_cudagraph_graph_execution.json.gz", ""),
+    ("kineto/resnet50_v100_num_workers_0.pt.trace.json.gz", "Tesla V100-DGXS-32GB"),
+    ("hta/trace_diff_control_a100_rank3.json.gz", "NVIDIA A100-PG509-200"),
+])
+def test_real_device_names(relative, device):
+    assert real(relative).tables["profile"].iloc[0]["device"] == device
+
+
+@needs_traces
+def test_alexnet_sync_time():
+    relative = "hta/alexnet_a100_cuda_sync.json.gz"
+    events = json.loads(gzip.decompress((TRACES / relative).read_bytes()))["traceEvents"]
+    host = sum(e["dur"] for e in events if e.get("cat") == "cuda_runtime" and e["name"] in
+               ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize"))
+    assert host > 0
+    assert real(relative).tables["profile"].iloc[0]["sync_us"] == host   # cuda_sync twins not re-counted
+
+
+def tracelens_reference(short: str) -> dict[str, float]:
+    """TraceLens gpu_timeline.csv of ``short`` as {type: microseconds}."""
+    text = (TRACES / "tracelens" / "reference" / f"{short}.gpu_timeline.csv").read_text()
+    rows = [line.split(",") for line in text.splitlines()[1:]]
+    return {kind: float(ms) * 1000.0 for kind, ms, _ in rows}
+
+
+@needs_traces
+@pytest.mark.parametrize("short", ["h100_bert-small-uncased", "h100_owlv2-large-patch14-ensemble"])
+def test_tracelens_busy_and_window(short):
+    reference = tracelens_reference(short)
+    row = real(f"tracelens/{short}.json.gz").tables["profile"].iloc[0]
+    assert row["busy_us"] == pytest.approx(reference["busy_time"], rel=1e-5)
+    assert row["gpu_window_us"] == pytest.approx(reference["total_time"], rel=1e-5)
+    assert row["idle_us"] == pytest.approx(reference["idle_time"], rel=1e-5)
+
+
+@needs_traces
+def test_tracelens_qwen_over_its_profiler_step():
+    """TraceLens measures over the GPU ProfilerStep annotation (qwen ran 509 GPU events before it)
+    and rounds through float32, hence rel=1e-5."""
+    path = TRACES / "tracelens" / "h100_qwen1.5-0.5b-chat.json.gz"
+    reference = tracelens_reference("h100_qwen1.5-0.5b-chat")
+    step = next(e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+                if e.get("cat") == "gpu_user_annotation")
+    trace = load_trace(path)
+    window = (np.array([step["ts"] - trace.base]), np.array([step["ts"] + step["dur"] - trace.base]))
+    computing = (trace.kind == KERNEL) | (trace.kind == MEMSET)     # TraceLens counts memsets as computation
+    assert length(*window) == pytest.approx(reference["total_time"], rel=1e-5)
+    assert overlap(merge(trace.start, trace.end), window) == pytest.approx(reference["busy_time"], rel=1e-5)
+    assert overlap(merge(trace.start[computing], trace.end[computing]), window) == pytest.approx(
+        reference["computation_time"], rel=1e-5)

@@ -1,0 +1,374 @@
+"""OpenMetrics connector: binning, source choice, counters, scheduler joins, real files, errors."""
+from __future__ import annotations
+
+import gzip
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connectors import registry
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import InputError
+from connectors.openmetrics import OpenMetricsConnector, resource_id
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = Path("/work/shared/data/metrics/datadog-integrations-core")
+SMALL = ROOT / "fixtures" / "telemetry_small" / "cluster.om"
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = int(START.timestamp())
+GR = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def line(name: str, labels: dict[str, str], value, t: float | None = None) -> str:
+    """One exposition sample line; ``t`` is seconds after the window start."""
+    body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    stamp = "" if t is None else f" {T0 + t}"
+    return f"{name}{{{body}}} {value}{stamp}"
+
+
+def gpu(n: int = 0, host: str = "node-a", **extra: str) -> dict[str, str]:
+    """DCGM labels of one GPU."""
+    return {"gpu": str(n), "UUID": f"GPU-{host}-{n}", "modelName": "NVIDIA H100 80GB HBM3",
+            "Hostname": host, **extra}
+
+
+def connector(path: Path, step: int | None = 60, hours: float = 1) -> OpenMetricsConnector:
+    """A connector over a one-hour UTC window."""
+    ctx = ReadContext(START, START + timedelta(hours=hours), "USD", step)
+    return OpenMetricsConnector(SourceSpec("telemetry", "telemetry", "openmetrics", path), ctx)
+
+
+def read(tmp_path: Path, lines: list[str], step: int | None = 60, gz: bool = False,
+         hours: float = 1):
+    """Write ``lines`` (plus # EOF) to a file and read it."""
+    text = "\n".join(lines + ["# EOF"]) + "\n"
+    path = tmp_path / ("m.om.gz" if gz else "m.om")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return connector(path, step, hours).read()
+
+
+def at(frame: pd.DataFrame, seconds: int) -> pd.DataFrame:
+    """Rows whose interval starts ``seconds`` after the window start."""
+    return frame.loc[frame["ts"] == pd.Timestamp(START) + pd.Timedelta(seconds=seconds)]
+
+
+# ------------------------------------------------------------------------------ GPU activity
+
+def test_binning_means_and_window(tmp_path):
+    lines = ["# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge",
+             line(GR, gpu(), 0.9, -10),  # before the window: dropped
+             line(GR, gpu(), 0.2, 0), line(GR, gpu(), 0.4, 30),
+             line(GR, gpu(), 0.6, 60), line(GR, gpu(), 1.0, 150.5),
+             line(GR, gpu(), 0.7, 3600)]  # at the window end: dropped (gauges end-exclusive)
+    frame = read(tmp_path, lines).tables["gpu_activity"]
+    assert list(frame.columns) == ["node", "gpu", "uuid", "model_name", "pod", "namespace",
+                                   "container", "ts", "step_seconds", "busy_fraction", "source"]
+    assert str(frame["ts"].dtype) == "datetime64[ns, UTC]"
+    assert frame["ts"].tolist() == [pd.Timestamp(START) + pd.Timedelta(seconds=s)
+                                    for s in (0, 60, 120)]  # no row for the empty intervals
+    assert frame["busy_fraction"].tolist() == pytest.approx([0.3, 0.6, 1.0])
+    assert set(frame["step_seconds"]) == {60} and set(frame["source"]) == {GR}
+    row = frame.iloc[0]
+    assert (row["node"], row["gpu"], row["uuid"], row["model_name"], row["pod"]) == (
+        "node-a", "0", "GPU-node-a-0", "NVIDIA H100 80GB HBM3", "")
+
+
+def test_engine_active_preferred_util_fallback_and_clip(tmp_path):
+    lines = [line(GR, gpu(0), 0.5, 0), line(UTIL, gpu(0), 90, 0),
+             line(UTIL, gpu(1), 45, 0), line(UTIL, gpu(1), 150, 60),
+             line(GR, gpu(2), -0.1, 0)]
+    frame = read(tmp_path, lines).tables["gpu_activity"].set_index(["gpu", "ts"])
+    start = pd.Timestamp(START)
+    assert frame.loc[("0", start), ["busy_fraction", "source"]].tolist() == [0.5, GR]
+    assert frame.loc[("1", start), ["busy_fraction", "source"]].tolist() == [0.45, UTIL]
+    assert frame.loc[("1", start + pd.Timedelta(seconds=60)), "busy_fraction"] == 1.0
+    assert frame.loc[("2", start), "busy_fraction"] == 0.0
+    assert len(frame) == 4
+
+
+def test_pod_label_follows_the_gpu_not_the_series(tmp_path):
+    pod_a = gpu(pod="vllm-a", namespace="serving", container="vllm")
+    pod_b = gpu(pod="vllm-b", namespace="batch", container="worker")
+    renamed = gpu(pod="dcgm-exporter-x", exported_pod="vllm-c", exported_namespace="prod")
+    lines = [line(GR, pod_a, 0.2, 0), line(GR, pod_a, 0.4, 10), line(GR, pod_b, 0.9, 20),
+             line(GR, gpu(), 0.1, 30), line(GR, gpu(), 0.1, 40),  # unlabelled: never chosen
+             line(GR, pod_b, 0.5, 60), line(GR, pod_b, 0.5, 70), line(GR, pod_a, 0.5, 80),
+             line(GR, gpu(), 0.0, 120),
+             line(GR, renamed, 0.3, 180)]
+    frame = read(tmp_path, lines).tables["gpu_activity"]
+    assert len(frame) == 4  # one GPU: series of the same UUID are grouped
+    first, second = at(frame, 0).iloc[0], at(frame, 60).iloc[0]
+    assert (first["pod"], first["namespace"], first["container"]) == ("vllm-a", "serving", "vllm")
+    assert first["busy_fraction"] == pytest.approx((0.2 + 0.4 + 0.9 + 0.1 + 0.1) / 5)
+    assert (second["pod"], second["namespace"], second["container"]) == (
+        "vllm-b", "batch", "worker")
+    assert at(frame, 120).iloc[0][["pod", "namespace", "container"]].tolist() == ["", "", ""]
+    assert at(frame, 180).iloc[0][["pod", "namespace"]].tolist() == ["vllm-c", "prod"]
+
+
+def test_gpus_are_keyed_by_host_gpu_and_uuid(tmp_path):
+    lines = [line(GR, gpu(0, "node-a"), 0.2, 0), line(GR, gpu(0, "node-b"), 0.8, 0),
+             "DCGM_FI_PROF_GR_ENGINE_ACTIVE 0.5 " + str(T0)]  # no GPU identity: dropped
+    frame = read(tmp_path, lines).tables["gpu_activity"]
+    assert sorted(zip(frame["node"], frame["busy_fraction"])) == [("node-a", 0.2),
+                                                                   ("node-b", 0.8)]
+
+
+def test_step_from_median_spacing_when_case_has_none(tmp_path):
+    lines = [line(GR, gpu(), 0.1 * i, 30 * i) for i in range(6)] + [line(GR, gpu(), 1.0, 400)]
+    source = read(tmp_path, lines, step=None)
+    frame = source.tables["gpu_activity"]
+    assert set(frame["step_seconds"]) == {30}
+    assert len(frame) == 7
+    assert source.covered == (START, START + timedelta(seconds=400))
+
+
+def test_label_escapes_and_openmetrics_extras(tmp_path):
+    lines = ["# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio \\n of time",
+             "# UNIT DCGM_FI_PROF_GR_ENGINE_ACTIVE ratio",
+             f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="0",UUID="u",Hostname="h",pod="a\\"b\\\\c\\nd",}}'
+             f" 0.25 {T0}.5 # {{trace_id=\"x\"}} 1",
+             "", f"{GR}{{ gpu = \"1\" , UUID=\"v\" }} 1e0 {T0}", f"{GR}{{gpu=\"2\"}} NaN {T0}",
+             f"{GR}{{gpu=\"3\"}} +Inf {T0}"]
+    frame = read(tmp_path, lines).tables["gpu_activity"].set_index("gpu")
+    assert frame.loc["0", "pod"] == 'a"b\\c\nd'
+    assert frame.loc["0", "busy_fraction"] == 0.25
+    assert frame.loc["1", "busy_fraction"] == 1.0
+    assert "2" not in frame.index and "3" not in frame.index  # NaN, +Inf: no measurement
+
+
+# ------------------------------------------------------------------------------ serving
+
+def vllm(extra: dict[str, str] | None = None, pod: str = "vllm-0") -> dict[str, str]:
+    """Labels of a vLLM series scraped by Prometheus."""
+    return {"model_name": "llama", "namespace": "serving", "pod": pod, **(extra or {})}
+
+
+def test_counter_reset_is_a_restart_from_zero(tmp_path):
+    name = "vllm:request_success_total"
+    lines = [line(name, vllm({"finished_reason": "stop"}), v, t)
+             for v, t in ((100, 0), (150, 60), (20, 120), (70, 180))]
+    frame = read(tmp_path, lines).tables["traffic"]
+    assert frame["requests"].tolist() == [50.0, 20.0, 50.0]
+    assert frame["ts"].tolist() == [pd.Timestamp(START) + pd.Timedelta(seconds=s)
+                                    for s in (0, 60, 120)]
+    hourly = read(tmp_path, lines, step=3600).tables["traffic"]
+    assert hourly["requests"].tolist() == [120.0]
+
+
+def test_counters_summed_over_finished_reason_and_engine(tmp_path):
+    lines = ["# TYPE vllm:request_success counter"]
+    for reason, engine, values in (("stop", "0", (10, 30, 60)), ("length", "0", (1, 2, 3)),
+                                   ("stop", "1", (5, 5, 9))):
+        labels = vllm({"finished_reason": reason, "engine": engine})
+        lines += [line("vllm:request_success_total", labels, v, 60 * i)
+                  for i, v in enumerate(values)]
+        lines.append(line("vllm:request_success_created", labels, T0 - 999, 0))
+    lines += [line("vllm:prompt_tokens_total", vllm(), v, t) for v, t in ((0, 60), (400, 3600))]
+    lines += [line("vllm:generation_tokens_total", vllm(pod="vllm-1"), v, t)
+              for v, t in ((7, 0), (9, 30))]
+    frame = read(tmp_path, lines).tables["traffic"].set_index(["pod", "ts"])
+    start = pd.Timestamp(START)
+    first = frame.loc[("vllm-0", start)]
+    assert first[["requests", "prompt_tokens", "generated_tokens"]].tolist() == [21.0, 0.0, 0.0]
+    second = frame.loc[("vllm-0", start + pd.Timedelta(seconds=60))]
+    assert second[["requests", "prompt_tokens"]].tolist() == [35.0, 400.0]  # end is inclusive
+    assert frame.loc[("vllm-1", start), "generated_tokens"] == 2.0
+    assert frame.loc[("vllm-1", start), "requests"] == 0.0
+    assert len(frame) == 3
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.booleans()), min_size=2, max_size=30))
+def test_counter_total_does_not_depend_on_step(tmp_path_factory, steps):
+    """Whatever the step, the increases add up to the same total, resets included."""
+    values, expected = [], 0
+    for delta, reset in steps:
+        if values and reset and values[-1] > 0:  # a visible restart: the new value is lower
+            values.append(delta % values[-1])
+            expected += values[-1]
+        else:
+            expected += delta if values else 0
+            values.append((values[-1] if values else 0) + delta)
+    lines = [line("vllm:prompt_tokens_total", vllm(), v, 97 * i) for i, v in enumerate(values)]
+    tmp_path = tmp_path_factory.mktemp("counter")
+    for step in (60, 300, 3600):
+        frame = read(tmp_path, lines, step=step).tables["traffic"]
+        assert frame["prompt_tokens"].sum() == pytest.approx(expected)
+
+
+def test_queue_interval_means_summed_over_engines(tmp_path):
+    running, waiting = "vllm:num_requests_running", "vllm:num_requests_waiting"
+    lines = [line(running, vllm({"engine": "0"}), 2, 0), line(running, vllm({"engine": "0"}), 4, 30),
+             line(running, vllm({"engine": "1"}), 1, 10), line(waiting, vllm(), 3, 0),
+             line(running, vllm(), 5, 60)]
+    frame = read(tmp_path, lines).tables["queue"]
+    assert at(frame, 0)[["running", "waiting"]].values.tolist() == [[4.0, 3.0]]
+    assert at(frame, 60)[["running", "waiting"]].values.tolist() == [[5.0, 0.0]]
+
+
+# ------------------------------------------------------------------------------ scheduler
+
+@pytest.mark.parametrize(("provider_id", "expected"), [
+    ("aws:///us-east-1a/i-0abc", "i-0abc"),
+    ("gce://my-project/us-central1-a/gke-pool-1-abcd", "gke-pool-1-abcd"),
+    ("azure:///subscriptions/S1/resourceGroups/MC_rg/providers/Microsoft.Compute/"
+     "virtualMachineScaleSets/aks-gpu-123/virtualMachines/3",
+     "/subscriptions/s1/resourcegroups/mc_rg/providers/microsoft.compute/"
+     "virtualmachinescalesets/aks-gpu-123"),
+    ("azure:///subscriptions/S1/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/VM1",
+     "/subscriptions/s1/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1"),
+    ("kind://docker/kind/kind-control-plane", "kind://docker/kind/kind-control-plane"),
+    ("", ""),
+])
+def test_resource_id_from_provider_id(provider_id, expected):
+    assert resource_id(provider_id) == expected
+
+
+def test_node_info_one_row_per_node(tmp_path):
+    lines = [line("kube_node_info", {"node": "n1", "provider_id": "aws:///us-east-1a/i-1",
+                                     "kubelet_version": "v1.29"}, 1, 0),
+             line("kube_node_info", {"node": "n1", "provider_id": "aws:///us-east-1a/i-1",
+                                     "kubelet_version": "v1.30"}, 1, 60),
+             line("kube_node_info", {"node": "n2", "provider_id": "gce://p/z/n2",
+                                     "label_node_kubernetes_io_instance_type": "a2-highgpu-1g"}, 1),
+             line("kube_node_labels", {"node": "n1",
+                                       "label_beta_kubernetes_io_instance_type": "p4d.24xlarge"}, 1)]
+    frame = read(tmp_path, lines).tables["node_info"]
+    assert frame.values.tolist() == [["n1", "aws:///us-east-1a/i-1", "i-1", "p4d.24xlarge"],
+                                     ["n2", "gce://p/z/n2", "n2", "a2-highgpu-1g"]]
+
+
+def test_gpu_requests_joined_to_node_via_pod_info(tmp_path):
+    req = "kube_pod_container_resource_requests"
+    base = {"namespace": "serving", "pod": "vllm-0"}
+    lines = [line("kube_pod_info", {**base, "node": "n1", "host_ip": "10.0.0.1"}, 1, 0),
+             line(req, {**base, "container": "a", "resource": "nvidia_com_gpu"}, 1, 0),
+             line(req, {**base, "container": "a", "resource": "nvidia_com_gpu"}, 1, 30),
+             line(req, {**base, "container": "b", "resource": "nvidia.com/gpu"}, 2, 10),
+             line(req, {**base, "container": "a", "resource": "cpu"}, 16, 0),
+             line(req, {"namespace": "x", "pod": "p", "container": "c", "node": "n9",
+                        "resource": "nvidia_com_gpu"}, 4, 70)]
+    frame = read(tmp_path, lines).tables["gpu_requests"]
+    assert list(frame.columns) == ["ts", "namespace", "pod", "node", "gpus"]
+    assert at(frame, 0)[["pod", "node", "gpus"]].values.tolist() == [["vllm-0", "n1", 3.0]]
+    assert at(frame, 60)[["pod", "node", "gpus"]].values.tolist() == [["p", "n9", 4.0]]
+    assert len(frame) == 2
+
+
+# ------------------------------------------------------------------------------ files
+
+def test_gzip_input_reads_like_plain(tmp_path):
+    lines = [line(GR, gpu(), 0.5, 0), line("vllm:prompt_tokens_total", vllm(), 1, 0),
+             line("vllm:prompt_tokens_total", vllm(), 11, 60)]
+    plain = read(tmp_path, lines).tables
+    zipped = read(tmp_path, lines, gz=True).tables
+    for name, table in plain.items():
+        pd.testing.assert_frame_equal(table, zipped[name])
+    assert len(zipped["gpu_activity"]) == 1 and zipped["traffic"]["prompt_tokens"].sum() == 10
+
+
+@pytest.mark.parametrize("name", ["dcgm_exporter_excerpt.prom", "tgi_metrics_excerpt.prom",
+                                  "triton_metrics_excerpt.prom", "vllm_metrics_excerpt.prom"])
+def test_real_snapshot_files_load(name):
+    path = REAL / name
+    if not path.exists():
+        pytest.skip("shared metrics samples not present")
+    samples = sum(1 for text in path.read_text().splitlines() if text and text[0] != "#")
+    reader = connector(path)
+    source = reader.read()
+    assert source.rows == samples > 0
+    assert reader.untimestamped == samples  # a single scrape: no timestamps
+    assert source.covered == (None, None)
+    assert all(table.empty for table in source.tables.values())
+    assert len(source.sha256) == 64
+
+
+def test_real_dcgm_scrape_with_timestamps_added(tmp_path):
+    """The real dcgm-exporter label sets, given two scrape times, make GPU_UTIL rows."""
+    path = REAL / "dcgm_exporter_excerpt.prom"
+    if not path.exists():
+        pytest.skip("shared metrics samples not present")
+    scrape = [text for text in path.read_text().splitlines() if text and text[0] != "#"]
+    stamped = [f"{text} {T0 + t}" for t in (0, 60) for text in scrape]
+    frame = read(tmp_path, stamped).tables["gpu_activity"]
+    assert len(frame) == 2
+    assert set(frame["uuid"]) == {"GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"}
+    assert set(frame["source"]) == {UTIL} and set(frame["model_name"]) == {"Tesla T4"}
+
+
+def test_small_cluster_fixture():
+    source = connector(SMALL, step=None).read()
+    tables = source.tables
+    assert source.covered == (START, START + timedelta(hours=1))
+    activity = tables["gpu_activity"]
+    assert len(activity) == 48 and set(activity["step_seconds"]) == {300}
+    held = activity.groupby("gpu")["pod"].agg(set).to_dict()
+    assert held == {"0": {"vllm-0"}, "1": {"vllm-0"}, "2": {"vllm-1"}, "3": {""}}
+    assert tables["node_info"].values.tolist() == [
+        ["gpu-node-1", "aws:///us-east-1a/i-0123456789abcdef0", "i-0123456789abcdef0",
+         "g5.12xlarge"]]
+    requests = tables["gpu_requests"].groupby("pod").agg(gpus=("gpus", "max"), node=("node", "first"))
+    assert requests.values.tolist() == [[2.0, "gpu-node-1"], [1.0, "gpu-node-1"]]
+    totals = tables["traffic"].groupby("pod")[["requests", "prompt_tokens"]].sum()
+    assert totals.loc["vllm-0"].tolist() == [144.0, 72000.0]
+    assert totals.loc["vllm-1", "requests"] == 58.0
+    assert tables["queue"][["running", "waiting"]].drop_duplicates().values.tolist() == [[4.0, 1.0]]
+
+
+def test_registry_resolves_the_connector():
+    assert registry.resolve("openmetrics") is OpenMetricsConnector
+
+
+# ------------------------------------------------------------------------------ bad input
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ('vllm:prompt_tokens_total{model_name="m" 1', r"row 3.*bad label set"),
+    ('vllm:prompt_tokens_total{model_name=m} 1', r"row 3.*bad label set"),
+    ("vllm:prompt_tokens_total{} abc", r"row 3.*sample value 'abc' is not a number"),
+    ("other_metric 1 12:00", r"row 3.*timestamp '12:00' is not a number"),
+    ("3bad 1", r"row 3.*no metric name"),
+    (f"vllm:prompt_tokens_total 1 {T0 * 1000}",
+     r"row 3: timestamp in milliseconds; expected seconds \(the form promtool reads\)"),
+    ("x 1 2 3", r"row 3.*3 fields after the name"),
+    ("x", r"row 3.*no value after the metric name"),
+])
+def test_bad_lines_name_file_and_row(tmp_path, text, pattern):
+    path = tmp_path / "bad.om"
+    path.write_text(f"# TYPE x gauge\nx 1 {T0}\n{text}\n# EOF\n")
+    with pytest.raises(InputError, match=pattern) as caught:
+        connector(path).read()
+    assert caught.value.row == 3 and caught.value.path == str(path)
+    assert str(caught.value).startswith(f"{path}: row 3")
+
+
+def test_truncated_gzip(tmp_path):
+    text = "".join(line(GR, gpu(), 0.5, i) + "\n" for i in range(5000)).encode()
+    path = tmp_path / "cut.om.gz"
+    path.write_bytes(gzip.compress(text)[:-200])
+    with pytest.raises(InputError, match=r"cut\.om\.gz: row \d+: gzip stream is truncated"):
+        connector(path).read()
+
+
+def test_empty_and_sample_free_files(tmp_path):
+    empty = tmp_path / "empty.om"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match=r"empty\.om: file is empty"):
+        connector(empty).read()
+    comments = tmp_path / "comments.om"
+    comments.write_text("# TYPE x gauge\n# EOF\n")
+    with pytest.raises(InputError, match=r"comments\.om: no samples"):
+        connector(comments).read()
+
+
+def test_content_after_eof_and_check_collects(tmp_path):
+    path = tmp_path / "late.om"
+    path.write_text(f"x 1 {T0}\n# EOF\n\nx 2 {T0}\n")
+    problems = connector(path).check()
+    assert len(problems) == 1 and problems[0].row == 4
+    assert "content after '# EOF'" in str(problems[0])

@@ -1,0 +1,97 @@
+"""Property: buckets + unattributed = the cost-basis total in scope, to the cent, for any line set."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from audit.case import Case, Service
+from audit.collect import Collected
+from audit.pipeline import audit_collected
+from audit.result import to_dict
+from tests.builders import activity, frame, line, lines_frame, window
+
+START, END = window("2026-09-01", "2026-09-02")
+KINDS = ["gpu", "cpu_node", "lb", "logs", "unknown", "tax", "credit", "other_account", "unused"]
+money = st.decimals(min_value=Decimal("0.000001"), max_value=Decimal("5000"), places=6)
+
+
+def make_case(accounts=("111",)) -> Case:
+    return Case(path=__import__("pathlib").Path("/nonexistent/case.toml"), name="prop", start=START, end=END,
+                currency="USD", cost_basis="effective", tolerance=Decimal("0.02"), step_seconds=3600,
+                target_utilisation=Decimal("0.8"), loaded_rate=Decimal("100"), sources=(),
+                services={"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)},
+                scope={"accounts": list(accounts), "services": [], "tags": {}}, rules=(), nodes={},
+                option_overrides={})
+
+
+def build_line(i: int, kind: str, amount: Decimal, hour: int) -> dict:
+    start = pd.Timestamp("2026-09-01T00:00:00Z") + pd.Timedelta(hours=hour)
+    common = dict(start=start, end=start + pd.Timedelta(hours=1), billed_cost=amount, effective_cost=amount)
+    if kind == "gpu":
+        return line(i, resource_id=f"i-gpu{i % 2}", charge_description="$98 per On Demand Linux p5.48xlarge Instance Hour",
+                    pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=amount, **common)
+    if kind == "cpu_node":
+        return line(i, resource_id="i-cpu", charge_description="On Demand Linux c7i.2xlarge Instance Hour",
+                    pricing_unit="Hours", pricing_quantity=Decimal(1), **common)
+    if kind == "lb":
+        return line(i, service_name="Elastic Load Balancing", **common)
+    if kind == "logs":
+        return line(i, service_name="AmazonCloudWatch", **common)
+    if kind == "unknown":
+        return line(i, service_name="Acme Marketplace", **common)
+    if kind == "tax":
+        return line(i, charge_category="Tax", service_name="Tax", **common)
+    if kind == "credit":
+        return line(i, charge_category="Credit", billed_cost=-amount, effective_cost=-amount,
+                    start=common["start"], end=common["end"])
+    if kind == "unused":
+        return line(i, commitment_discount_status="Unused", billed_cost=Decimal(0), effective_cost=amount,
+                    start=common["start"], end=common["end"])
+    return line(i, sub_account_id="222", **common)
+
+
+def telemetry_frame() -> pd.DataFrame:
+    rows = []
+    for hour in range(24):
+        ts = pd.Timestamp("2026-09-01T00:00:00Z") + pd.Timedelta(hours=hour)
+        for gpu in range(8):
+            if hour % 7 == 3 and gpu == 2:
+                continue  # a missing sample
+            pod = f"chat-{gpu}" if gpu < 5 else ("" if gpu < 7 else "rogue-1")
+            rows.append({"node": "n0", "gpu": str(gpu), "ts": ts, "busy_fraction": (gpu * 0.11 + hour * 0.01) % 1,
+                         "pod": pod, "namespace": "llm" if pod.startswith("chat") else ("x" if pod else "")})
+    return activity(rows)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(KINDS), money, st.integers(0, 23)), min_size=1, max_size=25),
+       st.booleans())
+def test_buckets_sum_to_total_to_the_cent(items, with_profile):
+    rows = [build_line(i + 1, k, a, h) for i, (k, a, h) in enumerate(items)]
+    if all(r["sub_account_id"] == "222" for r in rows):
+        rows.append(build_line(len(rows) + 1, "lb", Decimal("1"), 0))
+    collected = Collected()
+    collected.frames.append(frame("billing", "focus", {"lines": lines_frame(rows)}))
+    nodes = pd.DataFrame([{"node": "n0", "provider_id": "aws:///z/i-gpu0", "resource_id": "i-gpu0", "instance_type": ""},
+                          {"node": "c0", "provider_id": "aws:///z/i-cpu", "resource_id": "i-cpu", "instance_type": ""}])
+    collected.frames.append(frame("telemetry", "openmetrics", {"gpu_activity": telemetry_frame(), "node_info": nodes}))
+    if with_profile:
+        profile = pd.DataFrame([{"trace": "t", "device": "H100", "gpu_window_us": 110.0, "kernel_active_us": 100.0,
+                                 "busy_us": 100.0, "idle_us": 10.0, "gap_ratio": 0.1, "gap_basis": "gpu_window",
+                                 "kernels": 3, "sync_us": 0.0}])
+        collected.frames.append(frame("profiles", "kineto", {"profile": profile, "kernels": pd.DataFrame(),
+                                                             "categories": pd.DataFrame()},
+                                      service="chat", requests=10))
+    document = to_dict(audit_collected(make_case(), collected))
+    buckets = document["buckets"]
+    total = Decimal(document["total"])
+    in_scope = sum((r["effective_cost"] for r in rows if r["sub_account_id"] != "222"), Decimal(0))
+    assert total == in_scope.quantize(Decimal("0.01"))
+    assert sum(Decimal(b["amount"]) for b in buckets.values()) == total
+    for b in buckets.values():
+        assert sum((Decimal(p["amount"]) for p in b["parts"]), Decimal(0)) == Decimal(b["amount"])
+    outside = sum((r["effective_cost"] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
+    assert Decimal(document["outside_scope"]["amount"]) == outside.quantize(Decimal("0.01"))
