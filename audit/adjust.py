@@ -60,27 +60,34 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     for column in ("commitment", "credits", "tax"):
         charges[column] = [ZERO] * len(charges)
     leftovers: list[Leftover] = []
-    _spread_purchases(charges, lines[is_purchase], amount, leftovers)
+    spent = _spread_purchases(charges, lines[is_purchase], amount)
     for idx in lines[is_credit].index:
         _spread_one(charges, lines.loc[idx], amount[idx], "credits", _credit_targets, leftovers)
     for idx in lines[is_tax].index:
         _spread_one(charges, lines.loc[idx], amount[idx], "tax", _tax_targets, leftovers)
+    charges.drop(index=[i for i in spent if i in charges.index], inplace=True)
     charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"],
                                                           charges["credits"], charges["tax"])]
     return charges, leftovers
 
 
-def _spread_purchases(charges, purchases, amount, leftovers) -> None:
-    """A commitment purchase moves onto the lines that used (or left unused) that commitment."""
+def _spread_purchases(charges, purchases, amount) -> list:
+    """A commitment purchase moves onto the lines that used (or left unused) that commitment.
+
+    Returns the purchase lines whose amount moved; they leave the charges (their money is in the
+    ``commitment`` column of the lines they paid for).
+    """
+    spent = []
     for idx, line in purchases.iterrows():
         targets = charges[(charges["commitment_discount_id"] == line["commitment_discount_id"])
                           & (charges.index != idx)]
         weights = list(targets["effective_cost"])
         if not len(targets) or dsum(weights) == 0:
             continue  # stays a charge of its own, classified by the rules
-        charges.loc[idx, "gross"] = ZERO
+        spent.append(idx)
         for t, share in zip(targets.index, split_evenly(amount[idx], weights)):
             charges.at[t, "commitment"] = charges.at[t, "commitment"] + share
+    return spent
 
 
 def _spread_one(charges, line, value: Decimal, column: str, targets_of, leftovers) -> None:

@@ -60,6 +60,7 @@ class ServiceInterval:
     paid_seconds: Decimal
     busy_seconds: Decimal
     serving_seconds: Decimal | None
+    pods: frozenset = frozenset()
 
 
 class Ledger:
@@ -124,7 +125,7 @@ def _split_service(ledger, group: Group, gap, target, describe) -> ServiceInterv
                    "idle GPU time; serving-path share not separated (no profile)",
                    group.paid_seconds - group.busy_seconds)
         return ServiceInterval(service, group.ts, group.gpus, P, group.gross, group.priced, B, None, P - B,
-                               None, group.paid_seconds, group.busy_seconds, None)
+                               None, group.paid_seconds, group.busy_seconds, None, frozenset(group.pods))
     S = min(gap * B, P - B)
     S_sec = min(gap * group.busy_seconds, group.paid_seconds - group.busy_seconds)
     O = P - B - S
@@ -138,7 +139,7 @@ def _split_service(ledger, group: Group, gap, target, describe) -> ServiceInterv
     ledger.add("platform_overhead", "capacity_above_demand", service, O - headroom, src,
                "paid GPU time the served work did not need, beyond headroom")
     return ServiceInterval(service, group.ts, group.gpus, P, group.gross, group.priced, B, S, O, headroom,
-                           group.paid_seconds, group.busy_seconds, S_sec)
+                           group.paid_seconds, group.busy_seconds, S_sec, frozenset(group.pods))
 
 
 def bucket_totals(ledger: Ledger) -> dict[str, Decimal]:

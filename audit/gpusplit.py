@@ -151,29 +151,29 @@ class GpuSplitter:
             holder = NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY
             self._accumulate(holder, ts, missing, per_gpu, overlap, ZERO, "", node, "")
         assigned = self._holders(node, ts, rows)
-        for row, holder in zip(rows, assigned):
+        for row, (holder, pod) in zip(rows, assigned):
             busy = Decimal(repr(float(row.busy_fraction)))
-            self._accumulate(holder, ts, 1, per_gpu, overlap, busy, row.source, node, row.pod)
+            self._accumulate(holder, ts, 1, per_gpu, overlap, busy, row.source, node, pod)
 
-    def _holders(self, node, ts, rows) -> list[str]:
-        """The holder of each observed GPU: pod labels first, else the scheduler's GPU requests."""
+    def _holders(self, node, ts, rows) -> list[tuple[str, str]]:
+        """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests."""
         labelled = {(r.namespace, r.pod) for r in rows if r.pod}
         pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
         has_scheduler = (node, ts) in self.requests
         out = []
         for row in rows:
             if row.pod:
-                out.append(self._service_or_undeclared(row.namespace, row.pod, row.container))
+                out.append((self._service_or_undeclared(row.namespace, row.pod, row.container), row.pod))
             elif pending:
                 req = pending[0]
-                out.append(self._service_or_undeclared(req.namespace, req.pod, ""))
+                out.append((self._service_or_undeclared(req.namespace, req.pod, ""), req.pod))
                 pending[0] = req._replace(gpus=req.gpus - 1)
                 if pending[0].gpus <= 0:
                     pending.pop(0)
             elif has_scheduler or node in self.labelled_nodes:
-                out.append(UNALLOCATED)
+                out.append((UNALLOCATED, ""))
             else:
-                out.append(UNKNOWN)
+                out.append((UNKNOWN, ""))
         return out
 
     def _service_or_undeclared(self, namespace, pod, container) -> str:

@@ -90,7 +90,7 @@ def _add_prices(charges: pd.DataFrame) -> None:
         used_list = False
         if unit is None and line["list_unit_price"] is not None:
             unit, used_list = line["list_unit_price"], True
-        ok = quantity is not None and unit is not None
+        ok = quantity is not None and unit is not None and line["charge_category"] != "Purchase"
         priced.append(quantity * unit if ok else line["gross"] + line["commitment"])
         has_price.append(ok)
         fallback.append(ok and used_list)

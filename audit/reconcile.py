@@ -75,7 +75,7 @@ def _gpu_sides(groups, intervals, profiles, traffic, drivers):
         kps = profile.kernel_seconds_per_request if profile else None
         t = traffic.get(iv.service)
         if kps is not None and t is not None:
-            kernel = t.by_ts.get(iv.ts, ZERO) * kps
+            kernel = t.requests_of(iv.ts, iv.pods) * kps
             kernel_est[iv.service] += kernel
         else:
             kernel = iv.busy_seconds  # no profile traffic: telemetry's kernel-active seconds

@@ -25,7 +25,14 @@ class ServiceTraffic:
     prompt_tokens: Decimal = ZERO
     generated_tokens: Decimal = ZERO
     by_ts: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
+    by_pod_ts: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
     pods: set = field(default_factory=set)
+
+    def requests_of(self, ts, pods) -> Decimal:
+        """Requests served in an interval by the given pods (all pods when none of them has counters)."""
+        if pods and self.pods & set(pods):
+            return sum((self.by_pod_ts.get((p, ts), ZERO) for p in pods), ZERO)
+        return self.by_ts.get(ts, ZERO)
 
 
 @dataclass
@@ -59,6 +66,7 @@ def traffic_by_service(traffic: pd.DataFrame, services) -> dict[str, ServiceTraf
         t.prompt_tokens += Decimal(repr(float(row.prompt_tokens)))
         t.generated_tokens += Decimal(repr(float(row.generated_tokens)))
         t.by_ts[row.ts.to_pydatetime()] += requests
+        t.by_pod_ts[(row.pod, row.ts.to_pydatetime())] += requests
         t.pods.add(row.pod)
     return out
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from connectors.base import Connector
 from connectors.errors import InputError, InputErrors
@@ -94,7 +95,6 @@ KNOWN_COLUMNS = tuple(dict.fromkeys(
     [n for names in TEXT_FIELDS.values() for n in names]
     + list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values())
     + list(PERIOD) + list(ID_COLUMNS) + list(OTHER_COLUMNS)))
-TEXT_COLUMNS = list(TEXT_FIELDS) + ["currency", "tags", "extra", "line_id"]
 OUTPUT_COLUMNS = list(BillingLine.to_schema().columns)
 
 
@@ -128,10 +128,11 @@ class FocusConnector(Connector):
             require(columns, self.path)
             create_view(con, columns)
             raise_all(check_rows(con, columns, self.path))
-            rows = con.execute("SELECT count(*) FROM src").fetchone()[0]
+            rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
             currency = file_currency(con, columns, self.ctx.currency)
-            kept = select_window(con, columns, self.ctx.start, self.ctx.end)
-        lines = build_lines(kept, columns, self.path, currency)
+            window = (self.ctx.start, self.ctx.end)
+            kept = select_window(con, columns, window, self.path.name, currency)
+        lines = build_lines(kept, columns, self.path)
         return {"lines": lines}, int(rows), covered(lines)
 
 
@@ -342,11 +343,17 @@ def check_currency(con, path: Path) -> list[InputError]:
 
 
 def check_duplicate_lines(con, columns: Columns, path: Path) -> list[InputError]:
-    """Lines identical in every column to an earlier line."""
+    """Lines identical in every column to an earlier line.
+
+    A hash of every column finds the candidates cheaply; the exact comparison runs on them only.
+    """
     keys = ", ".join(f"c{i}" for i in range(len(columns.header)))
-    sql = (f"SELECT rn, first FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
-           f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src) WHERE rn <> first "
-           f"ORDER BY rn LIMIT {MAX_ERRORS}")
+    sql = (f"WITH h AS (SELECT rowid AS r, hash({keys}) AS k FROM src), "
+           "twice AS (SELECT k FROM h GROUP BY k HAVING count(*) > 1) "
+           f"SELECT rn, first FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
+           f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src "
+           "WHERE rowid IN (SELECT r FROM h WHERE k IN (SELECT k FROM twice))) "
+           f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
     return [InputError(path, f"duplicate line: identical in every column to row {first}", row=rn,
                        expected="each line once")
             for rn, first in con.execute(sql).fetchall()]
@@ -374,92 +381,94 @@ def file_currency(con, columns: Columns, case_currency: str) -> str:
     """The file's one BillingCurrency (checked already), else the case currency."""
     if not columns.has("BillingCurrency"):
         return case_currency
-    found = con.execute("SELECT min(BillingCurrency) FROM n").fetchone()[0]
+    found = con.execute("SELECT min(BillingCurrency) FROM n").fetchall()[0][0]
     return found if found is not None else case_currency
 
 
-def select_window(con, columns: Columns, start: datetime, end: datetime) -> pd.DataFrame:
-    """Text of every kept line (period overlaps [start, end)), parsed period, in file order."""
-    parts = ["rn"]
-    parts += [f"coalesce({', '.join(names)}) AS {out}" for out, names in TEXT_FIELDS.items()]
-    parts += [f"trim({name}) AS {out}" for out, name in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
-    parts += ["BillingCurrency AS currency", "Tags AS tags"]
+def select_window(con, columns: Columns, window: tuple[datetime, datetime], name: str,
+                  currency: str) -> pa.Table:
+    """Every kept line (period overlaps the window), in file order, as an Arrow table.
+
+    Text columns come out with nulls as ""; money and quantities as their trimmed text; the
+    period as TIMESTAMPTZ (UTC); ``line_id`` built in SQL.
+    """
+    parts = ["rn", "? || ':' || rn AS line_id"]
+    parts += [f"coalesce({', '.join(names)}, '') AS {out}" for out, names in TEXT_FIELDS.items()]
+    parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
+    parts += ["coalesce(BillingCurrency, ?) AS currency", "Tags AS tags"]
     parts += [f"e{i}" for i in range(len(columns.extras))]
     parts += ["CAST(ChargePeriodStart AS TIMESTAMPTZ) AS p_start",
               "CAST(ChargePeriodEnd AS TIMESTAMPTZ) AS p_end"]
     sql = (f"SELECT * FROM (SELECT {', '.join(parts)} FROM n) WHERE p_start < CAST(? AS TIMESTAMPTZ) "
            "AND (p_start >= CAST(? AS TIMESTAMPTZ) OR p_end > CAST(? AS TIMESTAMPTZ)) ORDER BY rn")
-    lo, hi = utc_text(start), utc_text(end)
-    return con.execute(sql, [hi, lo, lo]).df()
+    lo, hi = (utc_text(moment) for moment in window)
+    return con.sql(sql, params=[name, currency, hi, lo, lo]).to_arrow_table()
 
 
-def build_lines(kept: pd.DataFrame, columns: Columns, path: Path, currency: str) -> pd.DataFrame:
-    """The ``lines`` table from the kept text: Decimals, UTC datetimes, canonical JSON."""
-    rows = [int(rn) for rn in kept["rn"]]
-    out: dict[str, object] = {
-        "line_id": [f"{path.name}:{rn}" for rn in rows],
-        "row": pd.Series(rows, dtype="int64"),
-    }
-    for name in TEXT_FIELDS:
-        out[name] = [text(v) for v in kept[name]]
+def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
+    """The ``lines`` table from the kept lines: Decimals, UTC datetimes, canonical JSON."""
+    rows = kept.column("rn").to_pylist()
+    out: dict[str, pd.Series] = {"row": kept.column("rn").to_pandas().astype("int64")}
+    for name in TEXT_FIELDS.keys() | {"line_id", "currency"}:
+        out[name] = kept.column(name).to_pandas()
     for name in MONEY_FIELDS:
-        out[name] = [Decimal(v) for v in kept[name]]
+        out[name] = object_series([Decimal(v) for v in kept.column(name).to_pylist()])
     for name in DECIMAL_FIELDS:
-        out[name] = [None if is_null(v) else Decimal(v) for v in kept[name]]
-    out["start"] = utc_series(kept["p_start"])
-    out["end"] = utc_series(kept["p_end"])
-    out["currency"] = [currency if is_null(v) else v for v in kept["currency"]]
-    out["tags"] = canonical_tags(kept["tags"], rows, path)
-    out["extra"] = extra_json(kept, columns, rows)
-    return assemble(out)
+        out[name] = object_series([None if v is None else Decimal(v)
+                                   for v in kept.column(name).to_pylist()])
+    out["start"] = utc_series(kept.column("p_start").to_pandas())
+    out["end"] = utc_series(kept.column("p_end").to_pandas())
+    out["tags"] = pd.Series(canonical_tags(kept.column("tags").to_pylist(), rows, path), dtype="str")
+    out["extra"] = pd.Series(extra_json(kept, columns), dtype="str")
+    return pd.DataFrame({name: out[name] for name in OUTPUT_COLUMNS})
 
 
-def assemble(out: dict[str, object]) -> pd.DataFrame:
-    """A frame in schema column order with schema dtypes (text as ``str``, money as object)."""
-    frame = {}
-    for name in OUTPUT_COLUMNS:
-        values = out[name]
-        if name in TEXT_COLUMNS:
-            frame[name] = pd.Series(values, dtype="str")
-        elif name in MONEY_FIELDS or name in DECIMAL_FIELDS:
-            frame[name] = pd.Series(values, dtype="object")
-        else:
-            frame[name] = values
-    return pd.DataFrame(frame).reset_index(drop=True)
+def canonical_tags(values: list, rows: list[int], path: Path) -> list[str]:
+    """Tags as canonical JSON object text; null → ``{}``; a cell that is no JSON object is an error.
 
-
-def canonical_tags(values: pd.Series, rows: list[int], path: Path) -> list[str]:
-    """Tags as canonical JSON object text; null → ``{}``; a cell that is no JSON object is an error."""
+    Exports repeat a handful of tag sets over millions of lines, so each distinct text is parsed once.
+    """
+    seen: dict[str, str | None] = {}
     result: list[str] = []
     errors: list[InputError] = []
     for rn, value in zip(rows, values):
-        if is_null(value):
+        if value is None:
             result.append("{}")
             continue
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
+        if value not in seen:
+            seen[value] = canonical_object(value)
+        if seen[value] is None:
             if len(errors) < MAX_ERRORS:
                 errors.append(InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn,
                                          column="Tags", expected="a JSON object"))
             continue
-        result.append(canonical_json(parsed))
+        result.append(seen[value])
     raise_all(errors)
     return result
 
 
-def extra_json(kept: pd.DataFrame, columns: Columns, rows: list[int]) -> list[str]:
+def canonical_object(value: str) -> str | None:
+    """Canonical text of a JSON object, or None when ``value`` is not one."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return canonical_json(parsed) if isinstance(parsed, dict) else None
+
+
+def extra_json(kept: pa.Table, columns: Columns) -> list[str]:
     """Per line, a JSON object of its non-null ``x_*`` and SkuPriceDetails cells (sorted keys)."""
     if not columns.extras:
-        return ["{}"] * len(rows)
+        return ["{}"] * kept.num_rows
     names = list(columns.extras)
-    cells = [kept[f"e{i}"].tolist() for i in range(len(names))]
+    cells = [kept.column(f"e{i}").to_pylist() for i in range(len(names))]
+    seen: dict[tuple, str] = {}
     result = []
-    for values in zip(*cells) if rows else []:
-        entry = {name: embed(name, v) for name, v in zip(names, values) if not is_null(v)}
-        result.append(canonical_json(entry))
+    for values in zip(*cells):
+        if values not in seen:
+            entry = {name: embed(name, v) for name, v in zip(names, values) if v is not None}
+            seen[values] = canonical_json(entry)
+        result.append(seen[values])
     return result
 
 
@@ -484,11 +493,15 @@ def covered(lines: pd.DataFrame) -> tuple[datetime | None, datetime | None]:
 # --- small helpers ----------------------------------------------------------------------------
 
 def utc_series(values: pd.Series) -> pd.Series:
-    """DuckDB TIMESTAMPTZ values as datetime64[ns, UTC]."""
-    series = pd.Series(values)
-    if series.empty:
+    """Fetched TIMESTAMPTZ values (UTC session) as datetime64[ns, UTC]."""
+    if values.empty:
         return pd.Series([], dtype="datetime64[ns, UTC]")
-    return pd.to_datetime(series, utc=True).dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    return values.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+
+
+def object_series(values: list) -> pd.Series:
+    """Python objects (Decimal, None) in an object column, never coerced to float."""
+    return pd.Series(values, dtype="object")
 
 
 def utc_text(moment: datetime) -> str:
@@ -496,16 +509,6 @@ def utc_text(moment: datetime) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
     return moment.isoformat(sep=" ")
-
-
-def is_null(value) -> bool:
-    """Whether a fetched cell is null (DuckDB gives None; pandas may give NaN)."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
-def text(value) -> str:
-    """A fetched text cell, "" for null."""
-    return "" if is_null(value) else str(value)
 
 
 def canonical_json(value: dict) -> str:

@@ -89,24 +89,25 @@ def _axis_money(cur: str):
     return FuncFormatter(fmt)
 
 
-def _waterfall_steps(audit: dict) -> list[tuple[str, float, float, str]]:
-    """(label, bottom, height, colour) from invoice total down to the four buckets."""
+def _waterfall_steps(audit: dict) -> list[tuple[str, float, float, str, str]]:
+    """(label, bottom, height, colour, sign) from invoice total down to the four buckets."""
     invoice, total = _f(audit.get("invoice_total")), _f(audit.get("total"))
     outside = _f((audit.get("outside_scope") or {}).get("amount"))
-    steps = [("Invoice\ntotal\n(billed)", 0.0, invoice, NEUTRAL)]
+    steps = [("Invoice\ntotal\n(billed)", 0.0, invoice, NEUTRAL, "")]
     level = invoice
     if outside:
-        steps.append(("Outside\nscope", level - outside, outside, ADJUST))
+        steps.append(("Outside\nscope", min(level, level - outside), abs(outside), ADJUST,
+                      "−" if outside > 0 else "+"))
         level -= outside
     adjust = total - level
     if abs(adjust) >= 0.005:
         name = "Billed\n→ effec-\ntive" if audit.get("cost_basis") == "effective" else "Basis\nadjustment"
-        steps.append((name, min(level, total), abs(adjust), ADJUST))
-    steps.append(("In\nscope", 0.0, total, NEUTRAL))
+        steps.append((name, min(level, total), abs(adjust), ADJUST, "+" if adjust > 0 else "−"))
+    steps.append(("In\nscope", 0.0, total, NEUTRAL, ""))
     level = total
     for k in BUCKETS:
         amount = _f(((audit.get("buckets") or {}).get(k) or {}).get("amount"))
-        steps.append((WATERFALL_LABELS[k], level - amount, amount, COLOURS[k]))
+        steps.append((WATERFALL_LABELS[k], level - amount, amount, COLOURS[k], ""))
         level -= amount
     return steps
 
@@ -124,9 +125,9 @@ def waterfall_chart(audit: dict) -> str:
     ax.bar(xs, [s[2] for s in steps], bottom=[s[1] for s in steps], color=[s[3] for s in steps],
            width=0.66)
     top = max([s[1] + s[2] for s in steps] + [1.0])
-    for x, (_, bottom, height, _) in zip(xs, steps):
-        ax.text(x, bottom + height + top * 0.012, _whole(height, cur), ha="center", va="bottom",
-                fontsize=6.3, color=NEUTRAL)
+    for x, (_, bottom, height, _, sign) in zip(xs, steps):
+        ax.text(x, bottom + height + top * 0.012, sign + _whole(height, cur), ha="center",
+                va="bottom", fontsize=6, color=NEUTRAL)
     ax.set_ylim(0, top * 1.1)
     ax.set_xticks(list(xs), [s[0] for s in steps], fontsize=7)
     ax.yaxis.set_major_formatter(_axis_money(cur))

@@ -1,0 +1,88 @@
+"""The demo case: the engine recovers the generator's hidden truth."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from audit.case import load_case
+from audit.pipeline import run_audit
+from audit.result import to_dict
+
+DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+
+
+@pytest.fixture(scope="module")
+def audit() -> dict:
+    return to_dict(run_audit(load_case(DEMO)))
+
+
+@pytest.fixture(scope="module")
+def truth() -> dict:
+    return json.loads((DEMO / "truth.json").read_text())
+
+
+@pytest.mark.parametrize("bucket", ["model_compute", "serving_path", "platform_overhead", "unattributed"])
+def test_bucket_amounts_match_truth_within_half_a_percent(audit, truth, bucket):
+    got, want = Decimal(audit["buckets"][bucket]["amount"]), Decimal(truth["buckets"][bucket]["amount"])
+    assert abs(got - want) <= Decimal("0.005") * abs(want), (bucket, got, want)
+
+
+def test_parts_match_truth(audit, truth):
+    for bucket, spec in truth["buckets"].items():
+        got = {}
+        for part in audit["buckets"][bucket]["parts"]:
+            got[part["name"]] = got.get(part["name"], Decimal(0)) + Decimal(part["amount"])
+        for name, amount in spec["parts"].items():
+            assert abs(got.get(name, Decimal(0)) - Decimal(amount)) <= Decimal("0.005") * abs(Decimal(amount)) + Decimal("0.01"), (bucket, name)
+
+
+def test_totals_and_scope_match_truth(audit, truth):
+    assert audit["total"] == truth["total"]
+    assert audit["invoice_total"] == truth["invoice_total"]
+    assert audit["outside_scope"]["amount"] == truth["outside_scope"]["amount"]
+    assert audit["outside_scope"]["lines"] == truth["outside_scope"]["lines"]
+
+
+def test_requests_and_tokens_exact(audit, truth):
+    for name, spec in truth["services"].items():
+        for key in ("requests", "prompt_tokens", "generated_tokens"):
+            assert audit["services"][name][key] == spec[key], (name, key)
+
+
+def test_verdict_matches_truth(audit, truth):
+    assert audit["reconciliation"]["verdict"] == truth["reconciliation"]["verdict"]
+
+
+def test_conservation_to_the_cent(audit):
+    total = Decimal(audit["total"])
+    assert sum(Decimal(b["amount"]) for b in audit["buckets"].values()) == total
+
+
+def test_every_part_has_source_and_reason(audit):
+    for bucket in audit["buckets"].values():
+        for part in bucket["parts"]:
+            assert part["source"] and part["reason"], part
+
+
+def test_same_case_same_bytes(tmp_path):
+    from audit.render import render
+    first = render(to_dict(run_audit(load_case(DEMO))), tmp_path / "a", ["json"])
+    second = render(to_dict(run_audit(load_case(DEMO))), tmp_path / "b", ["json"])
+    assert first[0].read_bytes() == second[0].read_bytes()
+
+
+def test_unprofiled_service_busy_time_is_unattributed(audit):
+    parts = audit["buckets"]["unattributed"]["parts"]
+    assert any(p["name"] == "no_kernel_profile" and p["service"] == "embed" for p in parts)
+
+
+def test_options_ranked_by_expected_payback(audit):
+    priced = [o for o in audit["options"] if o["status"] == "priced"]
+    paybacks = [Decimal(o["payback_months"]["expected"]) for o in priced]
+    assert paybacks == sorted(paybacks)
+    assert [o["rank"] for o in audit["options"]] == list(range(1, len(audit["options"]) + 1))
+    for o in priced:
+        assert Decimal(o["payback_months"]["low"]) <= Decimal(o["payback_months"]["expected"]) <= Decimal(o["payback_months"]["high"])
