@@ -89,14 +89,16 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
 class GpuSplitter:
     """Walks the gpu_compute lines and fills Groups and NodeCoverage."""
 
-    def __init__(self, case, services, activity: pd.DataFrame, node_of_resource: dict[str, str],
+    def __init__(self, case, services, activity: pd.DataFrame, nodes_of_resource: dict[str, list[str]],
                  requests: pd.DataFrame, pod_models: dict, step: int):
         self.case, self.services, self.step = case, services, step
-        self.node_of_resource = node_of_resource
+        self.nodes_of_resource = nodes_of_resource
         self.pod_models = pod_models
         self.samples = self._index_activity(activity)
         self.nodes_seen = set(activity["node"]) if len(activity) else set()
-        self.labelled_nodes = set(activity.loc[activity["pod"] != "", "node"]) if len(activity) else set()
+        # dcgm-exporter maps GPUs to pods cluster-wide: once any GPU carries a pod label, an empty
+        # label means no pod held that GPU.
+        self.pod_mapping = bool(len(activity)) and bool((activity["pod"] != "").any())
         self.requests = self._index_requests(requests)
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
@@ -122,13 +124,15 @@ class GpuSplitter:
     def add_line(self, line: dict, gpus: int, counts_time: bool = True) -> None:
         """Spread one gpu_compute line over its GPUs and intervals.
 
-        ``counts_time`` is False for the vCPU / RAM parts of a machine billed in parts: they add
-        money to the GPU-intervals but no GPU time (the GPU meter line counts that).
+        A line may bill several instances (an Azure scale set): its cost is spread evenly over the
+        nodes it covers. ``counts_time`` is False for the vCPU / RAM parts of a machine billed in
+        parts: they add money to the GPU-intervals but no GPU time (the GPU meter line counts that).
         """
         resource = line["resource_id"]
-        node = self.node_of_resource.get(resource, "")
-        cover = self.coverage.setdefault(resource or line["line_id"],
-                                         NodeCoverage(resource, node, line["instance_type"]))
+        instances = instances_billed(line)
+        nodes = (self.nodes_of_resource.get(resource, []) + [""] * instances)[:instances]
+        cover = self.coverage.setdefault(resource or line["line_id"], NodeCoverage(
+            resource, ", ".join(n for n in nodes if n), line["instance_type"]))
         grid = interval_grid(self.case.start, self.case.end, self.step,
                              line["start"].to_pydatetime(), line["end"].to_pydatetime())
         seconds = sum((o for _, o in grid), ZERO)
@@ -136,8 +140,9 @@ class GpuSplitter:
             return
         for ts, overlap in grid:
             part = overlap / seconds
-            per_gpu = {k: line[k] * part / gpus for k in ("net", "pretax", "priced")}
-            self._add_interval(node, ts, overlap if counts_time else ZERO, gpus, per_gpu, cover)
+            per_gpu = {k: line[k] * part / (gpus * instances) for k in ("net", "pretax", "priced")}
+            for node in nodes:
+                self._add_interval(node, ts, overlap if counts_time else ZERO, gpus, per_gpu, cover)
 
     def _add_interval(self, node, ts, overlap, gpus, per_gpu, cover) -> None:
         cover.paid_seconds += overlap * gpus
@@ -170,7 +175,7 @@ class GpuSplitter:
                 pending[0] = req._replace(gpus=req.gpus - 1)
                 if pending[0].gpus <= 0:
                     pending.pop(0)
-            elif has_scheduler or node in self.labelled_nodes:
+            elif has_scheduler or self.pod_mapping:
                 out.append((UNALLOCATED, ""))
             else:
                 out.append((UNKNOWN, ""))
@@ -197,6 +202,15 @@ class GpuSplitter:
             group.nodes.add(node)
         if pod:
             group.pods.add(pod)
+
+
+def instances_billed(line: dict) -> int:
+    """Instances an instance-hour line bills: usage hours ÷ line hours (1 for per-instance lines)."""
+    quantity = line.get("pricing_quantity") or line.get("consumed_quantity")
+    hours = Decimal(int((line["end"] - line["start"]).total_seconds())) / 3600
+    if not line.get("gpus_per_instance") or not quantity or not hours:
+        return 1
+    return max(1, int((quantity / hours).to_integral_value()))
 
 
 def _gpu_key(gpu: str):

@@ -1,6 +1,7 @@
 """The only module that knows the order of the stages: collect → normalise → attribute → reconcile → rank."""
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -49,12 +50,13 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
     tele = normalise.telemetry(case, collected)
     profiles = normalise.profiles(collected)
     mask, reasons = adjust.in_scope(lines, case.scope)
-    node_of_resource, cluster = _node_maps(case, tele)
-    gpu_resources = {r for r, n in node_of_resource.items() if n in set(tele.activity["node"])}
+    nodes_of_resource, cluster = _node_maps(case, tele)
+    seen = set(tele.activity["node"])
+    gpu_resources = {r for r, nodes in nodes_of_resource.items() if seen & set(nodes)}
     classified = classify.classify(lines[mask], case.rules, cluster, gpu_resources)
     charges, leftovers = adjust.spread(classified, case.cost_basis)
     _add_prices(charges)
-    splitter = _split_gpus(case, charges, tele, node_of_resource)
+    splitter = _split_gpus(case, charges, tele, nodes_of_resource)
     ledger = attribute.Ledger()
     billing_names = ", ".join(f.spec.name for f in collected.of("billing"))
     attribute.attribute_lines(ledger, charges, billing_names)
@@ -73,12 +75,15 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
                        splitter.coverage, tele, profiles, traffic, costs, recon, options, splitter.extra_gpus)
 
 
-def _node_maps(case: Case, tele) -> tuple[dict[str, str], set[str]]:
-    """Billing resource id -> telemetry node, and the resource ids of the cluster's nodes."""
-    node_of_resource = {r.resource_id: r.node for r in tele.nodes.itertuples(index=False) if r.resource_id}
+def _node_maps(case: Case, tele) -> tuple[dict[str, list[str]], set[str]]:
+    """Billing resource id -> telemetry nodes (several for a scale set), and the cluster's resource ids."""
+    nodes_of = defaultdict(set)
+    for r in tele.nodes.itertuples(index=False):
+        if r.resource_id:
+            nodes_of[r.resource_id].add(r.node)
     for node, resource in case.nodes.items():
-        node_of_resource[resource] = node
-    return node_of_resource, set(node_of_resource)
+        nodes_of[resource].add(node)
+    return {k: sorted(v) for k, v in nodes_of.items()}, set(nodes_of)
 
 
 def _add_prices(charges: pd.DataFrame) -> None:
@@ -100,10 +105,10 @@ def _add_prices(charges: pd.DataFrame) -> None:
     charges["pretax"] = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
 
 
-def _split_gpus(case, charges, tele, node_of_resource) -> GpuSplitter:
+def _split_gpus(case, charges, tele, nodes_of_resource) -> GpuSplitter:
     gpu_lines = charges[charges["resource_class"] == "gpu_compute"]
     gpus = gpus_of_resources(gpu_lines)
-    splitter = GpuSplitter(case, case.services, tele.activity, node_of_resource, tele.requests,
+    splitter = GpuSplitter(case, case.services, tele.activity, nodes_of_resource, tele.requests,
                            units.pod_models(tele.traffic), tele.step)
     for line in gpu_lines.to_dict("records"):
         counts_time = bool(line["gpus_per_instance"]) or bool(classify.gpu_sku_model(line))

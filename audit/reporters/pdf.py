@@ -73,7 +73,11 @@ def make_fetcher(root: Path = TEMPLATES):
 
 def write_pdf(html: str, path: Path, fetcher=None) -> None:
     """Print ``html`` to ``path``; relative URLs resolve inside templates/."""
-    import weasyprint
+    try:
+        import weasyprint
+    except ImportError as error:
+        raise ImportError(f"the pdf report needs weasyprint: pip install 'costaudit[pdf]' ({error})") \
+            from error
 
     fetcher = fetcher if fetcher is not None else make_fetcher()
     document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)

@@ -94,6 +94,15 @@ def number(value: Any, places: int | None = None) -> str:
     return f"{d:,.{places}f}"
 
 
+def plain(value: Any) -> str:
+    """A quantity without trailing zeros: '30.00' → '30', '12.50' → '12.5'."""
+    d = _dec(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    d = d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
+    return number(d)
+
+
 def ratio(value: Any) -> str:
     """A dimensionless ratio (the serving gap ratio g may exceed 1): '0.380000' → '0.38'."""
     return number(value, 2)
@@ -282,7 +291,7 @@ def build_model(audit: dict) -> ReportModel:
         window=f"{_date(start)} to {_date(end)} (end exclusive)",
         window_start=start or "—",
         window_end=end or "—",
-        days=number(window.get("days")),
+        days=plain(window.get("days")),
         currency=cur,
         cost_basis=basis,
         cost_basis_words=BASIS.get(basis, basis),
@@ -432,7 +441,7 @@ def _option(o: dict, m) -> OptionView:
         saving=band(o.get("monthly_saving") if priced else None, m),
         one_off=band(o.get("one_off_cost") if priced else None, m),
         payback=band(o.get("payback_months") if priced else None, _months),
-        effort=band(o.get("effort_hours"), number),
+        effort=band(o.get("effort_hours"), plain),
         assumptions=[str(a) for a in o.get("assumptions") or []],
         overridden=bool(o.get("overridden")), reason=o.get("reason") or "",
     )
@@ -440,7 +449,8 @@ def _option(o: dict, m) -> OptionView:
 
 def _source(s: dict) -> dict[str, str]:
     covered = s.get("covered") or {}
-    period = f"{_date(covered.get('start'))} to {_date(covered.get('end'))}" if covered else "—"
+    start, end = covered.get("start"), covered.get("end")
+    period = f"{_date(start)} to {_date(end)}" if start or end else "—"
     return {"name": s.get("name") or "", "kind": s.get("kind") or "", "format": s.get("format") or "",
             "path": s.get("path") or "", "rows": number(s.get("rows")) if s.get("rows") is not None else "—",
             "covered": period, "sha256": short_hash(s.get("sha256")), "status": s.get("status") or "",

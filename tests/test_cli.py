@@ -1,0 +1,113 @@
+"""The command line: start-up imports, exit codes, bad input leaves no output."""
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "fixtures" / "demo"
+HEAVY = ("torch", "weasyprint", "boto3", "google", "matplotlib", "duckdb", "pandas")
+
+
+def costaudit(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "audit", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=600)
+
+
+def test_help_imports_nothing_heavy():
+    code = ("import sys\nfrom audit.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_init_writes_a_template_that_loads(tmp_path):
+    from audit.case import load_case
+    result = costaudit("init", tmp_path / "new")
+    assert result.returncode == 0, result.stderr
+    case = load_case(tmp_path / "new")
+    assert case.cost_basis == "effective" and "chat" in case.services
+    assert costaudit("init", tmp_path / "new").returncode == 1  # never overwrites
+
+
+@pytest.fixture()
+def demo_copy(tmp_path) -> Path:
+    target = tmp_path / "case"
+    shutil.copytree(DEMO, target)
+    return target
+
+
+def test_unknown_key_suggests_the_nearest(demo_copy, tmp_path):
+    text = (demo_copy / "case.toml").read_text().replace("tolerance", "tolerence", 1)
+    (demo_copy / "case.toml").write_text(text)
+    result = costaudit("run", demo_copy, "--out", tmp_path / "out", "--format", "json")
+    assert result.returncode == 1
+    assert "did you mean 'tolerance'" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _corrupt_billing(case: Path, transform) -> None:
+    path = case / "billing" / "focus_2026-09.csv.gz"
+    text = gzip.decompress(path.read_bytes()).decode()
+    path.write_bytes(gzip.compress(transform(text).encode(), mtime=0))
+
+
+@pytest.mark.parametrize("transform, expected", [
+    (lambda t: t.replace('"BilledCost"', '"BilledKost"', 1), "BilledCost"),
+    (lambda t: t.replace('"USD"', '"EUR"', 1), "EUR"),
+])
+def test_bad_billing_exits_1_and_writes_nothing(demo_copy, tmp_path, transform, expected):
+    _corrupt_billing(demo_copy, transform)
+    out = tmp_path / "out"
+    result = costaudit("run", demo_copy, "--out", out, "--format", "json,html")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "focus_2026-09.csv.gz" in result.stderr and expected in result.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_truncated_gzip_is_an_input_error(demo_copy, tmp_path):
+    path = demo_copy / "billing" / "focus_2026-09.csv.gz"
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    result = costaudit("run", demo_copy, "--out", tmp_path / "out", "--format", "json")
+    assert result.returncode == 1
+    assert "gzip" in result.stderr.lower() and "focus_2026-09.csv.gz" in result.stderr
+
+
+def test_window_without_billing_lines(demo_copy, tmp_path):
+    text = (demo_copy / "case.toml").read_text()
+    import re
+    text = re.sub(r'window = \[[^\]]*\]', 'window = ["2025-01-01", "2025-02-01"]', text)
+    (demo_copy / "case.toml").write_text(text)
+    result = costaudit("run", demo_copy, "--out", tmp_path / "out", "--format", "json")
+    assert result.returncode == 1
+    assert "no billing line" in result.stderr
+
+
+def test_unknown_format_lists_the_valid_ones(demo_copy, tmp_path):
+    text = (demo_copy / "case.toml").read_text().replace('format = "openmetrics"', 'format = "openmetricz"')
+    (demo_copy / "case.toml").write_text(text)
+    result = costaudit("validate", demo_copy)
+    assert result.returncode == 1
+    assert "openmetricz" in result.stderr and "openmetrics" in result.stderr
+
+
+def test_validate_accepts_the_demo():
+    result = costaudit("validate", DEMO)
+    assert result.returncode == 0, result.stderr
+
+
+def test_does_not_reconcile_exits_2_and_still_writes(demo_copy, tmp_path):
+    text = (demo_copy / "case.toml").read_text()
+    text = text.replace("requests = 16", "requests = 12")  # profile now overstates kernel-seconds per request
+    (demo_copy / "case.toml").write_text(text)
+    out = tmp_path / "out"
+    result = costaudit("run", demo_copy, "--out", out, "--format", "json")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (out / "audit.json").exists()
+    assert "does_not_reconcile" in result.stdout
