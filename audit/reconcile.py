@@ -49,6 +49,9 @@ def reconcile(charges, groups: dict, intervals: list[ServiceInterval], coverage:
     net_lines = sum(non_gpu["net"], ZERO)
     drivers.extend(_price_drivers(charges))
     drivers.extend(_coverage_drivers(coverage))
+    drivers.extend(Driver("denominator", name, None, "requests from one source only (serving counters): "
+                          "no second count (traces, load-balancer logs) to compare")
+                   for name in sorted(traffic))
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
                               "no GPU-interval is covered by kernel-activity telemetry", covered, drivers)

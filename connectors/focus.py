@@ -271,8 +271,10 @@ def check_rows(con, columns: Columns, path: Path) -> list[InputError]:
     errors += check_period_order(con, path)
     errors += check_categories(con, path)
     errors += check_currency(con, path)
-    errors += check_duplicate_lines(con, columns, path)
-    errors += check_duplicate_ids(con, columns, path)
+    duplicates = check_duplicate_lines(con, columns, path)
+    flagged = {error.row for error in duplicates}
+    errors += duplicates
+    errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in flagged]
     return errors
 
 

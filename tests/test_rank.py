@@ -1,0 +1,42 @@
+"""Options: payback bands and ranking (METHOD §7)."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from audit.rank import _price, catalogue
+from tests.test_conservation import make_case
+
+CASE = make_case()
+SPEC = dict(catalogue()[0])
+
+
+def price(base):
+    return _price(SPEC, False, SPEC["acts_on"], base, Decimal(1), CASE, {SPEC["acts_on"]}, None)
+
+
+@given(st.decimals(min_value=Decimal("1"), max_value=Decimal("1e7"), places=2),
+       st.decimals(min_value=Decimal("0.01"), max_value=Decimal("1e6"), places=2))
+def test_payback_never_rises_as_saving_grows(base, more):
+    small, large = price(base), price(base + more)
+    for band in ("low", "expected", "high"):
+        assert large.payback[band] <= small.payback[band]
+    assert small.payback["low"] <= small.payback["expected"] <= small.payback["high"]
+
+
+def test_payback_formula():
+    option = price(Decimal("1000"))
+    recover = SPEC["recoverable"]
+    hours = SPEC["effort_hours"]
+    rate = CASE.loaded_rate
+    assert option.saving["expected"] == Decimal("1000") * Decimal(str(recover["expected"]))
+    assert option.payback["low"] == Decimal(str(hours["low"])) * rate / option.saving["high"]
+    assert option.payback["high"] == Decimal(str(hours["high"])) * rate / option.saving["low"]
+
+
+def test_unmeasured_part_is_never_priced():
+    spec = dict(SPEC, acts_on="model_compute.prefill")
+    option = _price(spec, False, "model_compute.prefill", None, Decimal(1), CASE, set(), None)
+    assert option.status == "not_measured" and option.saving is None and option.payback is None
