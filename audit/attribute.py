@@ -104,7 +104,10 @@ def attribute_leftovers(ledger: Ledger, leftovers, billing_names: str) -> None:
 
 
 def split_groups(ledger: Ledger, groups: dict, gap_of: dict, target: Decimal, describe) -> list[ServiceInterval]:
-    """Apply METHOD §3 to every (holder, interval) group; return the per-service intervals."""
+    """Apply METHOD §3 to every (holder, interval) group; return the per-service intervals.
+
+    ``gap_of`` maps a profiled service to (gap ratio, the profile source that measured it).
+    """
     intervals = []
     for (holder, ts), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if holder in HOLDER_PARTS:
@@ -115,8 +118,9 @@ def split_groups(ledger: Ledger, groups: dict, gap_of: dict, target: Decimal, de
     return intervals
 
 
-def _split_service(ledger, group: Group, gap, target, describe) -> ServiceInterval:
+def _split_service(ledger, group: Group, profiled, target, describe) -> ServiceInterval:
     service, P, B = group.holder, group.paid, group.busy
+    gap, profile_name = profiled if profiled else (None, None)
     src = describe(group, service)
     if gap is None:
         ledger.add("unattributed", "no_kernel_profile", service, B, src,
@@ -132,7 +136,7 @@ def _split_service(ledger, group: Group, gap, target, describe) -> ServiceInterv
     headroom = min(O, max(ZERO, (B + S) / target - B - S))
     ledger.add("model_compute", "kernel_active", service, B, src,
                "forward-pass kernel time; includes padding not separated", group.busy_seconds)
-    ledger.add("serving_path", "in_flight_idle", service, S, src + f"; gap ratio {gap:.4f} from its kernel profile",
+    ledger.add("serving_path", "in_flight_idle", service, S, src + f"; gap ratio g = {gap:.4f} from kernel profile {profile_name}",
                "GPU idle the serving path causes while it serves: min(g × B, P − B)", S_sec)
     ledger.add("platform_overhead", "headroom", service, headroom, src,
                f"idle kept as headroom at target utilisation {target}")

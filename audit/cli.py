@@ -48,7 +48,7 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
         written = render(document, target, formats)
     except _known_errors() as exc:
         _fail(str(exc))
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:
         _fail(str(exc))
     _summary(document, written)
     verdict = document["reconciliation"]["verdict"]

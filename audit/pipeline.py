@@ -61,7 +61,8 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
     billing_names = ", ".join(f.spec.name for f in collected.of("billing"))
     attribute.attribute_lines(ledger, charges, billing_names)
     attribute.attribute_leftovers(ledger, leftovers, billing_names)
-    gaps = {s: p.gap_ratio for s, p in profiles.items()}
+    gaps = {s: (p.gap_ratio, f"{p.name} ({p.path.rsplit('/', 1)[-1]})")
+            for s, p in profiles.items() if p.gap_ratio is not None}
     intervals = attribute.split_groups(ledger, splitter.groups, gaps, case.target_utilisation,
                                        _describer(collected, billing_names))
     traffic = units.traffic_by_service(tele.traffic, case.services)

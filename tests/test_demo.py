@@ -86,3 +86,16 @@ def test_options_ranked_by_expected_payback(audit):
     assert [o["rank"] for o in audit["options"]] == list(range(1, len(audit["options"]) + 1))
     for o in priced:
         assert Decimal(o["payback_months"]["low"]) <= Decimal(o["payback_months"]["expected"]) <= Decimal(o["payback_months"]["high"])
+
+
+def test_demo_pdf_page_one_shows_audit_figures(audit, tmp_path):
+    import subprocess
+
+    from audit.render import render
+    render(audit, tmp_path, ["pdf"])
+    page1 = subprocess.run(["pdftotext", "-f", "1", "-l", "1", "-layout", str(tmp_path / "report.pdf"), "-"],
+                           capture_output=True, text=True, check=True).stdout
+    assert f"${Decimal(audit['total']):,.2f}" in page1
+    for bucket in ("model_compute", "serving_path", "platform_overhead", "unattributed"):
+        assert f"${Decimal(audit['buckets'][bucket]['amount']):,.2f}" in page1, bucket
+    assert audit["reconciliation"]["verdict"] in page1

@@ -21,7 +21,6 @@ SAMPLE = Path(__file__).parent / "data" / "sample_audit.json"
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
-needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext not installed")
 
 
 def load_sample() -> dict:
@@ -124,7 +123,6 @@ def test_audit_json_is_byte_identical_across_renders(rendered, sample, tmp_path)
     assert first == expected.encode("utf-8")
 
 
-@needs_poppler
 def test_pdf_page_one_carries_total_buckets_and_verdict(rendered, sample):
     out, _ = rendered
     page1 = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(out / "report.pdf"), "-"],

@@ -1,0 +1,390 @@
+"""FocusConnector: the real FOCUS sample, the spec examples, file variants, the window, bad input."""
+from __future__ import annotations
+
+import csv
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import InputError, InputErrors
+from connectors.focus import FocusConnector
+from connectors.registry import resolve
+
+DATA = Path("/work/shared/data/billing")
+SAMPLE = DATA / "focus_sample_data" / "focus_sample_1000.csv"
+SPEC = DATA / "focus_spec_examples"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+BAD = FIXTURES / "bad_focus"
+DIALECTS = FIXTURES / "focus_dialects"
+MONEY = ["billed_cost", "effective_cost"]
+OPTIONAL_DECIMALS = ["list_cost", "contracted_cost", "list_unit_price", "contracted_unit_price",
+                     "pricing_quantity", "consumed_quantity"]
+SIX = Decimal("0.000001")
+
+needs_data = pytest.mark.skipif(not SAMPLE.exists(), reason="shared billing data not mounted")
+
+
+def utc(*parts: int) -> datetime:
+    """A tz-aware UTC datetime."""
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def connector(path: Path, start=utc(2000, 1, 1), end=utc(2100, 1, 1), currency="USD"):
+    """A FocusConnector over ``path`` with the given window and case currency."""
+    spec = SourceSpec(name="bill", kind="billing", format="focus", path=Path(path))
+    return FocusConnector(spec, ReadContext(start=start, end=end, currency=currency))
+
+
+def read(path: Path, **kwargs):
+    """Read ``path`` through the base read() (validation included)."""
+    return connector(path, **kwargs).read()
+
+
+def total(values) -> Decimal:
+    """Exact Decimal sum."""
+    return sum(values, Decimal(0))
+
+
+# --- the real FOCUS 1.0 sample ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sample():
+    """The 1000-line FOCUS sample read over all of 2024."""
+    return read(SAMPLE, start=utc(2024, 1, 1), end=utc(2025, 1, 1))
+
+
+@needs_data
+def test_sample_loads_every_line_with_the_published_sums(sample):
+    lines = sample.tables["lines"]
+    assert sample.rows == 1000 and len(lines) == 1000
+    assert total(lines.billed_cost).quantize(SIX) == Decimal("20.520227")
+    assert total(lines.effective_cost).quantize(SIX) == Decimal("14.976514")
+    by_provider = {name: total(group.billed_cost).quantize(SIX)
+                   for name, group in lines.groupby("provider")}
+    assert by_provider == {"AWS": Decimal("18.006639"), "Microsoft": Decimal("1.976514"),
+                           "Oracle": Decimal("0.537074")}
+    assert lines.charge_category.value_counts().to_dict() == {"Usage": 997, "Adjustment": 2,
+                                                              "Credit": 1}
+
+
+@needs_data
+def test_sample_timestamps_are_utc_and_cover_september(sample):
+    lines = sample.tables["lines"]
+    for column in ("start", "end"):
+        assert str(lines[column].dtype) == "datetime64[ns, UTC]"
+    assert sample.covered == (utc(2024, 9, 1), utc(2024, 10, 1))
+    first = lines.iloc[0]
+    assert (first.start, first.end) == (pd.Timestamp("2024-09-18 22:00", tz="UTC"),
+                                        pd.Timestamp("2024-09-18 23:00", tz="UTC"))
+
+
+@needs_data
+def test_sample_money_is_decimal_never_float(sample):
+    lines = sample.tables["lines"]
+    for column in MONEY:
+        assert lines[column].dtype == object
+        assert all(type(v) is Decimal for v in lines[column])
+    for column in OPTIONAL_DECIMALS:
+        assert all(v is None or type(v) is Decimal for v in lines[column])
+    assert lines.billed_cost.iloc[0] == Decimal("0.00000080000")
+
+
+@needs_data
+def test_sample_text_nulls_tags_and_ids(sample):
+    lines = sample.tables["lines"]
+    second = lines.iloc[1]
+    assert second.line_id == "focus_sample_1000.csv:2" and second.row == 2
+    assert second.charge_class == "" and second.resource_name == ""  # the NULL literal
+    assert second.tags == '{"application":"BrightLensMatrix","business_unit":"ViennaAI","environment":"dev"}'
+    assert lines.iloc[0].tags == "{}"
+    assert set(lines.currency) == {"USD"} and set(lines.extra) == {"{}"}
+    assert lines.row.tolist() == list(range(1, 1001))
+    assert len(sample.sha256) == 64
+
+
+# --- FOCUS 1.2 spec examples ------------------------------------------------------------------
+
+SPEC_SUMS = {
+    "commitment_discount_purchase_scenario_1.csv": "8760.00",
+    "commitment_discount_usage_scenario_1.csv": "0.00",
+    "commitment_discount_usage_scenario_2.csv": "0.00",
+    "commitment_discount_usage_scenario_3.csv": "0.00",
+    "commitment_discount_usage_scenario_4.csv": "0.50",
+    "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_1_resource.csv": "2.75",
+    "one_hundred_percent_utilization_without_commitment_discount_flexibility.csv": "1.5",
+    "zero_percent_utilization_without_commitment_discount_flexibility.csv": "3.5",
+}
+# Spec files that are not valid as published, and the corrected copies in fixtures/focus_dialects.
+SPEC_BROKEN = {
+    "commitment_discount_purchase_scenario_2.csv":
+        (r"row 3, column ChargePeriodEnd: unparseable timestamp '2023-02-01T30:00:00Z'",
+         "spec_purchase_scenario_2_hour_fixed.csv", "3.00"),
+    "commitment_discount_purchase_scenario_3.csv":
+        (r"row 4, column ChargePeriodEnd: unparseable timestamp '2023-02-01T30:00:00Z'",
+         "spec_purchase_scenario_3_hour_fixed.csv", "4381.50"),
+    "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_2_resources.csv":
+        (r"row 3: duplicate line: identical in every column to row 2",
+         "spec_flexibility_2_resources_distinct_ids.csv", "2.0"),
+}
+
+
+@needs_data
+def test_every_spec_example_is_accounted_for():
+    assert {p.name for p in SPEC.glob("*.csv")} == set(SPEC_SUMS) | set(SPEC_BROKEN)
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(SPEC_SUMS))
+def test_spec_example_loads_with_case_currency(name):
+    frame = read(SPEC / name, currency="USD")
+    lines = frame.tables["lines"]
+    assert total(lines.billed_cost) == Decimal(SPEC_SUMS[name])
+    assert len(lines) == frame.rows > 0
+    assert set(lines.currency) == {"USD"}
+    assert set(lines.service_name) == {""}  # the spec examples have no ServiceName column
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(SPEC_BROKEN))
+def test_broken_spec_example_is_rejected_and_its_fixed_copy_loads(name):
+    pattern, fixed, expected = SPEC_BROKEN[name]
+    with pytest.raises(InputError, match=re.escape(name) + ": " + pattern):
+        read(SPEC / name)
+    assert total(read(DIALECTS / fixed).tables["lines"].billed_cost) == Decimal(expected)
+
+
+@needs_data
+def test_spec_example_takes_the_case_currency_whatever_it_is():
+    lines = read(SPEC / "commitment_discount_usage_scenario_4.csv", currency="EUR").tables["lines"]
+    assert set(lines.currency) == {"EUR"}
+    assert total(lines.effective_cost) == Decimal("1.50")
+
+
+@needs_data
+def test_spec_x_column_goes_to_extra_and_lower_case_header_is_matched():
+    name = "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_1_resource.csv"
+    lines = read(SPEC / name).tables["lines"]
+    assert lines.extra.iloc[1] == '{"x_CommitmentDiscountUnitPrice":"1.50"}'
+    assert lines.sku_price_id.iloc[1] == "VM_LARGE_COMMITTED_HOUR"  # header spells SkuPriceid
+    assert lines.pricing_quantity.iloc[1] == Decimal("0.333")
+
+
+# --- Parquet and gzip variants ----------------------------------------------------------------
+
+def copy_sample(tmp_path: Path, select: str, target: str, options: str) -> Path:
+    """Write the first 50 sample rows through DuckDB COPY into ``tmp_path / target``."""
+    out = tmp_path / target
+    with duckdb.connect() as con:
+        con.execute(f"CREATE TABLE s AS SELECT * FROM read_csv('{SAMPLE}', all_varchar=true, "
+                    "header=true) LIMIT 50")
+        con.execute(f"COPY (SELECT {select} FROM s) TO '{out}' ({options})")
+    return out
+
+
+def without_line_id(frame) -> pd.DataFrame:
+    """The lines table minus the column that names the file."""
+    return frame.tables["lines"].drop(columns=["line_id"])
+
+
+@needs_data
+def test_parquet_and_gzip_variants_load_identically(tmp_path):
+    plain = read(copy_sample(tmp_path, "*", "cut.csv", "HEADER, DELIMITER ','"))
+    gz = read(copy_sample(tmp_path, "*", "cut.csv.gz", "HEADER, COMPRESSION gzip"))
+    parquet = read(copy_sample(tmp_path, "*", "cut.parquet", "FORMAT parquet"))
+    assert plain.rows == gz.rows == parquet.rows == 50
+    pd.testing.assert_frame_equal(without_line_id(plain), without_line_id(gz))
+    pd.testing.assert_frame_equal(without_line_id(plain), without_line_id(parquet))
+    assert gz.tables["lines"].line_id.iloc[0] == "cut.csv.gz:1"
+
+
+@needs_data
+def test_typed_parquet_decimal_timestamp_and_map_columns(tmp_path):
+    select = ("* REPLACE (CAST(BilledCost AS DECIMAL(38,12)) AS BilledCost, "
+              "CAST(ChargePeriodStart AS TIMESTAMP) AS ChargePeriodStart, "
+              "CAST(ChargePeriodEnd AS TIMESTAMPTZ) AS ChargePeriodEnd, "
+              "CAST(CAST(nullif(Tags, 'NULL') AS JSON) AS MAP(VARCHAR, VARCHAR)) AS Tags)")
+    typed = read(copy_sample(tmp_path, select, "typed.parquet", "FORMAT parquet"))
+    plain = read(copy_sample(tmp_path, "*", "cut.csv", "HEADER"))
+    a, b = typed.tables["lines"], plain.tables["lines"]
+    assert a.billed_cost.tolist() == b.billed_cost.tolist()  # numerically equal Decimals
+    assert all(type(v) is Decimal for v in a.billed_cost)
+    pd.testing.assert_series_equal(a.start, b.start)
+    pd.testing.assert_series_equal(a.end, b.end)
+    assert a.tags.tolist() == b.tags.tolist()
+
+
+# --- the window -------------------------------------------------------------------------------
+
+def raw_periods(path: Path) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """(start, end) of every record, parsed independently of the connector."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [(pd.Timestamp(r["ChargePeriodStart"], tz="UTC"), pd.Timestamp(r["ChargePeriodEnd"], tz="UTC"))
+                for r in csv.DictReader(handle)]
+
+
+@needs_data
+def test_window_keeps_only_overlapping_lines():
+    start, end = utc(2024, 9, 10), utc(2024, 9, 11, 12)
+    frame = read(SAMPLE, start=start, end=end)
+    lines = frame.tables["lines"]
+    expected = [i + 1 for i, (s, e) in enumerate(raw_periods(SAMPLE)) if s < end and e > start]
+    assert 0 < len(lines) < 1000 and frame.rows == 1000
+    assert lines.row.tolist() == expected
+    assert (lines.start < end).all() and (lines.end > start).all()
+    assert frame.covered == (lines.start.min().to_pydatetime(), lines.end.max().to_pydatetime())
+
+
+@needs_data
+def test_window_outside_the_data_keeps_nothing():
+    frame = read(SAMPLE, start=utc(2025, 1, 1), end=utc(2025, 2, 1))
+    assert frame.rows == 1000 and frame.tables["lines"].empty
+    assert frame.covered == (None, None)
+
+
+def test_zero_length_period_counts_at_window_start_not_at_window_end():
+    path = DIALECTS / "focus12_dialect.csv"  # row 2 is the instant 2024-09-01 00:00 UTC
+    starts_there = read(path, start=utc(2024, 9, 1), end=utc(2024, 9, 2)).tables["lines"]
+    ends_there = read(path, start=utc(2024, 8, 1), end=utc(2024, 9, 1)).tables["lines"]
+    assert 2 in starts_there.row.tolist()
+    assert 2 not in ends_there.row.tolist()
+
+
+# --- dialects ---------------------------------------------------------------------------------
+
+def test_focus12_dialect_offsets_nulls_extras_and_fallbacks():
+    lines = read(DIALECTS / "focus12_dialect.csv", currency="USD").tables["lines"]
+    assert lines.start.tolist() == [pd.Timestamp("2024-09-01 00:00", tz="UTC")] * 3
+    assert lines.end.tolist() == [pd.Timestamp("2024-09-01 01:00", tz="UTC"),
+                                  pd.Timestamp("2024-09-01 00:00", tz="UTC"),
+                                  pd.Timestamp("2024-10-01 00:00", tz="UTC")]
+    assert lines.billed_cost.tolist() == [Decimal("12.5"), Decimal("-0.25"), Decimal("3")]
+    assert lines.list_cost.tolist()[:2] == [None, None] and lines.contracted_cost.iloc[0] is None
+    assert set(lines.provider) == {"Microsoft"}  # PublisherName fallback
+    assert lines.currency.tolist() == ["EUR"] * 3  # the null cell takes the file's currency
+    assert lines.charge_description.tolist()[:2] == ["GPU VM, hourly", "credit\nspanning two lines"]
+    assert lines.tags.tolist() == ['{"env":"prod","team":"ml"}', "{}", "{}"]
+    assert lines.extra.iloc[0] == ('{"SkuPriceDetails":{"CoreCount":96,"InstanceType":"ND96isr_H100_v5"},'
+                                   '"x_InvoiceSection":"Section A","x_SkuMeterName":"ND96isr H100 v5"}')
+    assert lines.extra.iloc[1] == "{}"
+    assert lines.extra.iloc[2] == '{"SkuPriceDetails":"not json","x_InvoiceSection":"Section B"}'
+
+
+def test_header_only_file_gives_no_lines():
+    frame = read(DIALECTS / "header_only.csv")
+    assert frame.rows == 0 and frame.tables["lines"].empty
+    assert frame.covered == (None, None)
+    assert str(frame.tables["lines"].start.dtype) == "datetime64[ns, UTC]"
+
+
+def test_registry_resolves_focus():
+    assert resolve("focus") is FocusConnector
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+BAD_CASES = {
+    "missing_mandatory.csv": r"column EffectiveCost: missing mandatory column\(s\): EffectiveCost "
+                             r"\(expected the mandatory FOCUS columns BilledCost, EffectiveCost",
+    "bad_number.csv": r"row 2, column BilledCost: unparseable number '1\.2\.5' \(expected a decimal number\)",
+    "null_money.csv": r"row 3, column EffectiveCost: missing value \(expected a decimal number\)",
+    "bad_timestamp.csv": r"row 3, column ChargePeriodStart: unparseable timestamp '2024-09-31 02:00:00'",
+    "period_reversed.csv": r"row 2, column ChargePeriodEnd: period ends",
+    "bad_category.csv": r"row 2, column ChargeCategory: unknown charge category 'usage'",
+    "mixed_currency.csv": r"column BillingCurrency: mixed currencies in one file: 'USD' .*'EUR'",
+    "duplicate_line.csv": r"row 3: duplicate line: identical in every column to row 1",
+    "duplicate_id.csv": r"row 3, column Id: duplicate line id '2' \(also on row 2\)",
+    "bad_tags.csv": r"row 2, column Tags: unparseable Tags 'team=ml' \(expected a JSON object\)",
+    "ragged.csv": r"malformed CSV at file line 3",
+    "focus.tsv": r"unknown file extension '\.tsv' \(expected a \.csv, \.csv\.gz or \.parquet file\)",
+    "empty.csv": r"file is empty",
+    "empty.csv.gz": r"file is empty",
+    "truncated.csv.gz": r"truncated or corrupt gzip",
+    "not_gzip.csv.gz": r"truncated or corrupt gzip",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CASES))
+def test_bad_input_names_file_row_and_column(name):
+    path = BAD / name
+    with pytest.raises(InputError, match=re.escape(str(path)) + ": " + BAD_CASES[name]):
+        read(path)
+
+
+@pytest.mark.parametrize("name", ["bad_number.csv", "mixed_currency.csv", "truncated.csv.gz"])
+def test_check_reports_instead_of_raising(name):
+    problems = connector(BAD / name).check()
+    assert len(problems) == 1 and isinstance(problems[0], InputError)
+    assert problems[0].path == str(BAD / name)
+
+
+def write_csv(path: Path, header: str, rows: list[str]) -> Path:
+    """A small CSV file."""
+    path.write_text(header + "\n" + "".join(row + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+HEADER = "BilledCost,EffectiveCost,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,Tags"
+
+
+def test_bad_cells_are_collected_and_capped(tmp_path):
+    rows = [f"x{i},1,Usage,2024-09-01,2024-09-02," for i in range(30)]
+    with pytest.raises(InputErrors) as caught:
+        read(write_csv(tmp_path / "many.csv", HEADER, rows))
+    assert len(caught.value.errors) == 20
+    assert [e.row for e in caught.value.errors] == list(range(1, 21))
+    assert all(e.column == "BilledCost" and e.expected == "a decimal number" for e in caught.value.errors)
+
+
+def test_errors_of_different_kinds_are_raised_together(tmp_path):
+    rows = ["abc,1,Usage,2024-09-01,2024-09-02,", "1,1,Usage,yesterday,2024-09-02,"]
+    with pytest.raises(InputErrors) as caught:
+        read(write_csv(tmp_path / "two.csv", HEADER, rows))
+    assert [(e.row, e.column) for e in caught.value.errors] == [(1, "BilledCost"),
+                                                                (2, "ChargePeriodStart")]
+
+
+def test_header_names_differing_only_in_case_are_an_error(tmp_path):
+    path = write_csv(tmp_path / "twice.csv", HEADER + ",billedcost", ["1,1,Usage,2024-09-01,2024-09-02,,2"])
+    with pytest.raises(InputError, match=r"column billedcost: duplicate column 'billedcost'"):
+        read(path)
+
+
+@pytest.mark.parametrize("tags", ['"[1, 2]"', '"""text"""', "{"])
+def test_tags_that_are_not_a_json_object_are_an_error(tmp_path, tags):
+    path = write_csv(tmp_path / "tags.csv", HEADER, [f"1,1,Usage,2024-09-01,2024-09-02,{tags}"])
+    with pytest.raises(InputError, match=r"tags\.csv: row 1, column Tags"):
+        read(path)
+
+
+def test_unparseable_number_forms_are_rejected(tmp_path):
+    rows = [f"{value},1,Usage,2024-09-01,2024-09-02," for value in ("NaN", "Infinity", "1_000", "1,5")]
+    path = tmp_path / "forms.csv"
+    path.write_text(HEADER + "\n" + "\n".join(r if "1,5" not in r else r.replace("1,5", '"1,5"')
+                                              for r in rows) + "\n")
+    with pytest.raises(InputErrors) as caught:
+        read(path)
+    assert [e.row for e in caught.value.errors] == [1, 2, 3, 4]
+
+
+# --- money round trip -------------------------------------------------------------------------
+
+amounts = st.decimals(min_value=Decimal("-1e9"), max_value=Decimal("1e9"), places=12,
+                      allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(amounts, min_size=1, max_size=8))
+def test_money_text_round_trips_exactly(tmp_path, values):
+    rows = [f"{v},{-v},Usage,2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,"
+            f"\"{{\"\"n\"\": {i}}}\"" for i, v in enumerate(values)]
+    lines = read(write_csv(tmp_path / "money.csv", HEADER, rows)).tables["lines"]
+    assert lines.billed_cost.tolist() == values
+    assert total(lines.billed_cost) + total(lines.effective_cost) == 0
