@@ -9,8 +9,9 @@ import pytest
 from audit.case import load_case
 from audit.pipeline import run_audit
 from audit.result import to_dict
+from tests.paths import DATA
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
+SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
 
 
 def write_case(folder: Path, basis: str) -> Path:

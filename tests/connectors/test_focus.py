@@ -17,8 +17,9 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
 from connectors.focus import FocusConnector
 from connectors.registry import resolve
+from tests.paths import DATA as SHARED_DATA
 
-DATA = Path("/work/shared/data/billing")
+DATA = SHARED_DATA / "billing"
 SAMPLE = DATA / "focus_sample_data" / "focus_sample_1000.csv"
 SPEC = DATA / "focus_spec_examples"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -29,7 +30,6 @@ OPTIONAL_DECIMALS = ["list_cost", "contracted_cost", "list_unit_price", "contrac
                      "pricing_quantity", "consumed_quantity"]
 SIX = Decimal("0.000001")
 
-needs_data = pytest.mark.skipif(not SAMPLE.exists(), reason="shared billing data not mounted")
 
 
 def utc(*parts: int) -> datetime:
@@ -61,7 +61,6 @@ def sample():
     return read(SAMPLE, start=utc(2024, 1, 1), end=utc(2025, 1, 1))
 
 
-@needs_data
 def test_sample_loads_every_line_with_the_published_sums(sample):
     lines = sample.tables["lines"]
     assert sample.rows == 1000 and len(lines) == 1000
@@ -75,7 +74,6 @@ def test_sample_loads_every_line_with_the_published_sums(sample):
                                                               "Credit": 1}
 
 
-@needs_data
 def test_sample_timestamps_are_utc_and_cover_september(sample):
     lines = sample.tables["lines"]
     for column in ("start", "end"):
@@ -86,7 +84,6 @@ def test_sample_timestamps_are_utc_and_cover_september(sample):
                                         pd.Timestamp("2024-09-18 23:00", tz="UTC"))
 
 
-@needs_data
 def test_sample_money_is_decimal_never_float(sample):
     lines = sample.tables["lines"]
     for column in MONEY:
@@ -97,7 +94,6 @@ def test_sample_money_is_decimal_never_float(sample):
     assert lines.billed_cost.iloc[0] == Decimal("0.00000080000")
 
 
-@needs_data
 def test_sample_text_nulls_tags_and_ids(sample):
     lines = sample.tables["lines"]
     second = lines.iloc[1]
@@ -136,12 +132,10 @@ SPEC_BROKEN = {
 }
 
 
-@needs_data
 def test_every_spec_example_is_accounted_for():
     assert {p.name for p in SPEC.glob("*.csv")} == set(SPEC_SUMS) | set(SPEC_BROKEN)
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(SPEC_SUMS))
 def test_spec_example_loads_with_case_currency(name):
     frame = read(SPEC / name, currency="USD")
@@ -152,7 +146,6 @@ def test_spec_example_loads_with_case_currency(name):
     assert set(lines.service_name) == {""}  # the spec examples have no ServiceName column
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(SPEC_BROKEN))
 def test_broken_spec_example_is_rejected_and_its_fixed_copy_loads(name):
     pattern, fixed, expected = SPEC_BROKEN[name]
@@ -161,14 +154,12 @@ def test_broken_spec_example_is_rejected_and_its_fixed_copy_loads(name):
     assert total(read(DIALECTS / fixed).tables["lines"].billed_cost) == Decimal(expected)
 
 
-@needs_data
 def test_spec_example_takes_the_case_currency_whatever_it_is():
     lines = read(SPEC / "commitment_discount_usage_scenario_4.csv", currency="EUR").tables["lines"]
     assert set(lines.currency) == {"EUR"}
     assert total(lines.effective_cost) == Decimal("1.50")
 
 
-@needs_data
 def test_spec_x_column_goes_to_extra_and_lower_case_header_is_matched():
     name = "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_1_resource.csv"
     lines = read(SPEC / name).tables["lines"]
@@ -194,7 +185,6 @@ def without_line_id(frame) -> pd.DataFrame:
     return frame.tables["lines"].drop(columns=["line_id"])
 
 
-@needs_data
 def test_parquet_and_gzip_variants_load_identically(tmp_path):
     plain = read(copy_sample(tmp_path, "*", "cut.csv", "HEADER, DELIMITER ','"))
     gz = read(copy_sample(tmp_path, "*", "cut.csv.gz", "HEADER, COMPRESSION gzip"))
@@ -205,7 +195,6 @@ def test_parquet_and_gzip_variants_load_identically(tmp_path):
     assert gz.tables["lines"].line_id.iloc[0] == "cut.csv.gz:1"
 
 
-@needs_data
 def test_typed_parquet_decimal_timestamp_and_map_columns(tmp_path):
     select = ("* REPLACE (CAST(BilledCost AS DECIMAL(38,12)) AS BilledCost, "
               "CAST(ChargePeriodStart AS TIMESTAMP) AS ChargePeriodStart, "
@@ -230,7 +219,6 @@ def raw_periods(path: Path) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
                 for r in csv.DictReader(handle)]
 
 
-@needs_data
 def test_window_keeps_only_overlapping_lines():
     start, end = utc(2024, 9, 10), utc(2024, 9, 11, 12)
     frame = read(SAMPLE, start=start, end=end)
@@ -242,7 +230,6 @@ def test_window_keeps_only_overlapping_lines():
     assert frame.covered == (lines.start.min().to_pydatetime(), lines.end.max().to_pydatetime())
 
 
-@needs_data
 def test_window_outside_the_data_keeps_nothing():
     frame = read(SAMPLE, start=utc(2025, 1, 1), end=utc(2025, 2, 1))
     assert frame.rows == 1000 and frame.tables["lines"].empty

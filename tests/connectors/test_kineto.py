@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.paths import DATA
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
 from connectors.kineto import KinetoConnector, kernel_category, memcpy_category
 from connectors.registry import resolve
 from connectors.trace_events import KERNEL, MEMSET, length, load_trace, merge, overlap
 
-TRACES = Path("/work/shared/data/traces")
+TRACES = DATA / "traces"
 CTX = ReadContext(datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2025, 2, 1, tzinfo=timezone.utc), "USD")
 T0 = 1_700_000_000_000.0          # epoch-scale base, as in real traces; offsets are binary fractions
 GEMM = "ampere_sgemm_128x64_nn"
@@ -272,8 +273,8 @@ def provenance_kernels() -> dict[str, int]:
     return counts
 
 
-REAL = sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz")) if TRACES.exists() else []
-needs_traces = pytest.mark.skipif(not REAL, reason="shared traces not present")
+REAL = sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz"))
+assert REAL, f"no shared traces under {TRACES}"
 
 
 @lru_cache(maxsize=None)
@@ -282,12 +283,10 @@ def real(relative: str):
     return reader(TRACES / relative).read()
 
 
-@needs_traces
 def test_provenance_lists_every_trace():
     assert set(provenance_kernels()) == set(REAL) and len(REAL) == 15
 
 
-@needs_traces
 @pytest.mark.parametrize("relative", REAL)
 def test_real_trace_loads_and_counts_kernels(relative):
     frame = real(relative)
@@ -299,7 +298,6 @@ def test_real_trace_loads_and_counts_kernels(relative):
     assert row["gap_basis"] == "gpu_window" and frame.rows > row["kernels"]
 
 
-@needs_traces
 def test_qwen_matches_naive_reference():
     row = real("tracelens/h100_qwen1.5-0.5b-chat.json.gz").tables["profile"].iloc[0]
     assert row["device"] == "NVIDIA H100 80GB HBM3"
@@ -308,7 +306,6 @@ def test_qwen_matches_naive_reference():
     assert row["gap_ratio"] == pytest.approx(0.092887, abs=2e-6)
 
 
-@needs_traces
 @pytest.mark.parametrize("relative, device", [
     ("hta/multirank_sampled/sampled_rank-0.json.gz", ""),
     ("tracelens/mi300x_vllm_decode_cudagraph_graph_execution.json.gz", ""),
@@ -319,7 +316,6 @@ def test_real_device_names(relative, device):
     assert real(relative).tables["profile"].iloc[0]["device"] == device
 
 
-@needs_traces
 def test_alexnet_sync_time():
     relative = "hta/alexnet_a100_cuda_sync.json.gz"
     events = json.loads(gzip.decompress((TRACES / relative).read_bytes()))["traceEvents"]
@@ -336,7 +332,6 @@ def tracelens_reference(short: str) -> dict[str, float]:
     return {kind: float(ms) * 1000.0 for kind, ms, _ in rows}
 
 
-@needs_traces
 @pytest.mark.parametrize("short", ["h100_bert-small-uncased", "h100_owlv2-large-patch14-ensemble"])
 def test_tracelens_busy_and_window(short):
     reference = tracelens_reference(short)
@@ -346,7 +341,6 @@ def test_tracelens_busy_and_window(short):
     assert row["idle_us"] == pytest.approx(reference["idle_time"], rel=1e-5)
 
 
-@needs_traces
 def test_tracelens_qwen_over_its_profiler_step():
     """TraceLens measures over the GPU ProfilerStep annotation (qwen ran 509 GPU events before it)
     and rounds through float32, hence rel=1e-5."""

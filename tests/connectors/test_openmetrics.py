@@ -10,13 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.paths import DATA
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
 from connectors.openmetrics import OpenMetricsConnector, resource_id
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = Path("/work/shared/data/metrics/datadog-integrations-core")
+REAL = DATA / "metrics" / "datadog-integrations-core"
 SMALL = ROOT / "fixtures" / "telemetry_small" / "cluster.om"
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 T0 = int(START.timestamp())
@@ -277,8 +278,6 @@ def test_gzip_input_reads_like_plain(tmp_path):
                                   "triton_metrics_excerpt.prom", "vllm_metrics_excerpt.prom"])
 def test_real_snapshot_files_load(name):
     path = REAL / name
-    if not path.exists():
-        pytest.skip("shared metrics samples not present")
     samples = sum(1 for text in path.read_text().splitlines() if text and text[0] != "#")
     reader = connector(path)
     source = reader.read()
@@ -292,8 +291,6 @@ def test_real_snapshot_files_load(name):
 def test_real_dcgm_scrape_with_timestamps_added(tmp_path):
     """The real dcgm-exporter label sets, given two scrape times, make GPU_UTIL rows."""
     path = REAL / "dcgm_exporter_excerpt.prom"
-    if not path.exists():
-        pytest.skip("shared metrics samples not present")
     scrape = [text for text in path.read_text().splitlines() if text and text[0] != "#"]
     stamped = [f"{text} {T0 + t}" for t in (0, 60) for text in scrape]
     frame = read(tmp_path, stamped).tables["gpu_activity"]
