@@ -61,11 +61,11 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
         charges[column] = [ZERO] * len(charges)
     leftovers: list[Leftover] = []
     spent = _spread_purchases(charges, lines[is_purchase], amount)
+    charges = charges.drop(index=spent)
     for idx in lines[is_credit].index:
         _spread_one(charges, lines.loc[idx], amount[idx], "credits", _credit_targets, leftovers)
     for idx in lines[is_tax].index:
         _spread_one(charges, lines.loc[idx], amount[idx], "tax", _tax_targets, leftovers)
-    charges.drop(index=[i for i in spent if i in charges.index], inplace=True)
     charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"],
                                                           charges["credits"], charges["tax"])]
     return charges, leftovers

@@ -65,6 +65,22 @@ def shipped_rules() -> tuple[Rule, ...]:
     return tuple(Rule(r["when"], r["class"], r["reason"], origin="shipped") for r in raw["rules"])
 
 
+def resource_key(resource_id: str) -> str:
+    """A billing resource id and a scheduler provider id reduced to the same key.
+
+    AWS ARNs of instances -> the instance id; GCP full resource names -> the instance name; Azure ARM
+    ids are case-insensitive -> lower case.
+    """
+    rid = (resource_id or "").strip()
+    if rid.startswith("arn:aws:ec2:") and ":instance/" in rid:
+        return rid.rsplit("/", 1)[-1]
+    if "/instances/" in rid and ("compute.googleapis.com" in rid or rid.startswith("projects/")):
+        return rid.rsplit("/", 1)[-1]
+    if rid.lower().startswith("/subscriptions/"):
+        return rid.lower()
+    return rid
+
+
 def normalise_instance(name: str) -> str:
     """Lower case without the SageMaker / Azure prefixes."""
     name = name.strip().lower()
@@ -114,7 +130,7 @@ def derived_fields(line: Mapping, extra: Mapping, cluster_resources: set[str],
     itype = instance_type_of(line, extra)
     hourly = is_hourly_usage(line)
     gpu_type = gpu_instances().get(itype)
-    resource = line.get("resource_id", "")
+    resource = resource_key(line.get("resource_id", ""))
     gpu_part = (line.get("charge_category") == "Usage" and (
         bool(gpu_sku_model(line)) or (resource in gpu_resources and bool(PART_RE.search(
             str(line.get("charge_description", "")))) and hourly)))

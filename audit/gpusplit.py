@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from audit.classify import gpu_hours_of
+from audit.classify import gpu_hours_of, resource_key
 from audit.money import ZERO
 
 UNALLOCATED = "__unallocated__"
@@ -128,7 +128,7 @@ class GpuSplitter:
         nodes it covers. ``counts_time`` is False for the vCPU / RAM parts of a machine billed in
         parts: they add money to the GPU-intervals but no GPU time (the GPU meter line counts that).
         """
-        resource = line["resource_id"]
+        resource = resource_key(line["resource_id"])
         instances = instances_billed(line)
         nodes = (self.nodes_of_resource.get(resource, []) + [""] * instances)[:instances]
         cover = self.coverage.setdefault(resource or line["line_id"], NodeCoverage(
@@ -221,7 +221,7 @@ def gpus_of_resources(gpu_lines: pd.DataFrame) -> dict[str, int]:
     """GPUs per billed resource: the instance table, or GPU-meter hours ÷ line hours (GCP)."""
     out: dict[str, int] = {}
     for line in gpu_lines.to_dict("records"):
-        key = line["resource_id"] or line["line_id"]
+        key = resource_key(line["resource_id"]) or line["line_id"]
         count = int(line["gpus_per_instance"] or 0)
         if not count:
             hours = Decimal(int((line["end"] - line["start"]).total_seconds())) / 3600

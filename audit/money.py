@@ -63,7 +63,8 @@ def fmt(value: Decimal | None, places: int = 2) -> str | None:
     if value is None:
         return None
     q = Decimal(1).scaleb(-places)
-    return str(value.quantize(q, rounding=ROUND_HALF_EVEN))
+    context = decimal.Context(prec=max(50, value.adjusted() + places + 2))
+    return str(value.quantize(q, rounding=ROUND_HALF_EVEN, context=context))
 
 
 def share(part: Decimal, whole: Decimal, places: int = 6) -> str | None:

@@ -81,9 +81,9 @@ def _node_maps(case: Case, tele) -> tuple[dict[str, list[str]], set[str]]:
     nodes_of = defaultdict(set)
     for r in tele.nodes.itertuples(index=False):
         if r.resource_id:
-            nodes_of[r.resource_id].add(r.node)
+            nodes_of[classify.resource_key(r.resource_id)].add(r.node)
     for node, resource in case.nodes.items():
-        nodes_of[resource].add(node)
+        nodes_of[classify.resource_key(resource)].add(node)
     return {k: sorted(v) for k, v in nodes_of.items()}, set(nodes_of)
 
 
@@ -113,7 +113,8 @@ def _split_gpus(case, charges, tele, nodes_of_resource) -> GpuSplitter:
                            units.pod_models(tele.traffic), tele.step)
     for line in gpu_lines.to_dict("records"):
         counts_time = bool(line["gpus_per_instance"]) or bool(classify.gpu_sku_model(line))
-        splitter.add_line(line, gpus.get(line["resource_id"] or line["line_id"], 0), counts_time)
+        key = classify.resource_key(line["resource_id"]) or line["line_id"]
+        splitter.add_line(line, gpus.get(key, 0), counts_time)
     return splitter
 
 

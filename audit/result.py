@@ -7,6 +7,7 @@ from decimal import Decimal
 from audit import __version__
 from audit.adjust import basis_amount
 from audit.attribute import BUCKETS
+from audit.errors import AuditError
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
 
 FORMAT_VERSION = 1  # 1: first published layout
@@ -26,7 +27,8 @@ def to_dict(result) -> dict:
     total = dsum(p.amount for p in result.ledger.parts.values())
     all_amounts = basis_amount(result.lines, case.cost_basis)
     in_scope_total = dsum(all_amounts[result.scope_mask])
-    assert abs(total - in_scope_total) < Decimal("1e-20"), (total, in_scope_total)
+    if abs(total - in_scope_total) > Decimal("1e-20"):
+        raise AuditError(f"conservation broken: parts sum to {total}, lines in scope to {in_scope_total}")
     buckets = _buckets(result, total)
     return {
         "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__},

@@ -14,13 +14,14 @@ from audit.result import to_dict
 from tests.builders import activity, frame, line, lines_frame, window
 
 START, END = window("2026-09-01", "2026-09-02")
-KINDS = ["gpu", "cpu_node", "lb", "logs", "unknown", "tax", "credit", "other_account", "unused"]
+KINDS = ["gpu", "cpu_node", "lb", "logs", "unknown", "tax", "credit", "other_account", "unused", "purchase",
+         "committed_gpu"]
 money = st.decimals(min_value=Decimal("0.000001"), max_value=Decimal("5000"), places=6)
 
 
-def make_case(accounts=("111",)) -> Case:
+def make_case(accounts=("111",), basis="effective") -> Case:
     return Case(path=__import__("pathlib").Path("/nonexistent/case.toml"), name="prop", start=START, end=END,
-                currency="USD", cost_basis="effective", tolerance=Decimal("0.02"), step_seconds=3600,
+                currency="USD", cost_basis=basis, tolerance=Decimal("0.02"), step_seconds=3600,
                 target_utilisation=Decimal("0.8"), loaded_rate=Decimal("100"), sources=(),
                 services={"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)},
                 scope={"accounts": list(accounts), "services": [], "tags": {}}, rules=(), nodes={},
@@ -49,7 +50,16 @@ def build_line(i: int, kind: str, amount: Decimal, hour: int) -> dict:
                     start=common["start"], end=common["end"])
     if kind == "unused":
         return line(i, commitment_discount_status="Unused", billed_cost=Decimal(0), effective_cost=amount,
-                    start=common["start"], end=common["end"])
+                    commitment_discount_id="sp-1", start=common["start"], end=common["end"])
+    if kind == "purchase":
+        return line(i, charge_category="Purchase", charge_frequency="Recurring", commitment_discount_id="sp-1",
+                    service_name="Savings Plans for AWS Compute usage", billed_cost=amount,
+                    effective_cost=Decimal(0), start=common["start"], end=common["end"])
+    if kind == "committed_gpu":
+        return line(i, resource_id="i-gpu0", charge_description="Savings Plan covered p5.48xlarge Instance Hour",
+                    pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=amount,
+                    commitment_discount_id="sp-1", commitment_discount_status="Used", billed_cost=Decimal(0),
+                    effective_cost=amount, start=common["start"], end=common["end"])
     return line(i, sub_account_id="222", **common)
 
 
@@ -66,10 +76,10 @@ def telemetry_frame() -> pd.DataFrame:
     return activity(rows)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(KINDS), money, st.integers(0, 23)), min_size=1, max_size=25),
-       st.booleans())
-def test_buckets_sum_to_total_to_the_cent(items, with_profile):
+       st.booleans(), st.sampled_from(["effective", "billed"]))
+def test_buckets_sum_to_total_to_the_cent(items, with_profile, basis):
     rows = [build_line(i + 1, k, a, h) for i, (k, a, h) in enumerate(items)]
     if all(r["sub_account_id"] == "222" for r in rows):
         rows.append(build_line(len(rows) + 1, "lb", Decimal("1"), 0))
@@ -85,13 +95,14 @@ def test_buckets_sum_to_total_to_the_cent(items, with_profile):
         collected.frames.append(frame("profiles", "kineto", {"profile": profile, "kernels": pd.DataFrame(),
                                                              "categories": pd.DataFrame()},
                                       service="chat", requests=10))
-    document = to_dict(audit_collected(make_case(), collected))
+    document = to_dict(audit_collected(make_case(basis=basis), collected))
     buckets = document["buckets"]
     total = Decimal(document["total"])
-    in_scope = sum((r["effective_cost"] for r in rows if r["sub_account_id"] != "222"), Decimal(0))
+    key = "effective_cost" if basis == "effective" else "billed_cost"
+    in_scope = sum((r[key] for r in rows if r["sub_account_id"] != "222"), Decimal(0))
     assert total == in_scope.quantize(Decimal("0.01"))
     assert sum(Decimal(b["amount"]) for b in buckets.values()) == total
     for b in buckets.values():
         assert sum((Decimal(p["amount"]) for p in b["parts"]), Decimal(0)) == Decimal(b["amount"])
-    outside = sum((r["effective_cost"] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
+    outside = sum((r[key] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
     assert Decimal(document["outside_scope"]["amount"]) == outside.quantize(Decimal("0.01"))

@@ -28,7 +28,8 @@ def parts(doc, bucket):
 
 def test_azure_scale_set_line_is_spread_over_its_nodes():
     vmss = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/gpu"
-    billed = line(1, provider="Microsoft", service_name="Virtual Machines", resource_id=vmss,
+    arm_case = "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Compute/virtualMachineScaleSets/GPU"
+    billed = line(1, provider="Microsoft", service_name="Virtual Machines", resource_id=arm_case,
                   charge_description="NC24ads A100 v4", pricing_unit="1 Hour", pricing_quantity=Decimal(3),
                   billed_cost=Decimal("300"), effective_cost=Decimal("300"), start=HOUR, end=HOUR + pd.Timedelta(hours=1),
                   extra='{"x_SkuMeterName":"NC24ads A100 v4"}')
@@ -78,3 +79,16 @@ def test_data_transfer_of_a_gpu_node_is_not_gpu_compute():
     classes = {c["class"]: c["lines"] for c in doc["classes"]}
     assert classes == {"gpu_compute": 1, "egress": 1}
     assert parts(doc, "unattributed")[("no_activity_sample", None)] == Decimal("86.03")
+
+
+def test_aws_instance_arn_matches_the_provider_id():
+    arn = "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc"
+    lines = [line(1, resource_id=arn, charge_description="$98.32 per On Demand Linux p5.48xlarge Instance Hour",
+                  pricing_unit="Hours", pricing_quantity=Decimal(1), billed_cost=Decimal("80"),
+                  effective_cost=Decimal("80"))]
+    nodes = [{"node": "n", "provider_id": "aws:///us-east-1a/i-0abc", "resource_id": "i-0abc", "instance_type": ""}]
+    acts = [{"node": "n", "gpu": str(g), "ts": HOUR, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for g in range(8)]
+    doc = run(lines, acts, nodes)
+    assert doc["coverage"]["observed_gpu_hours"] == "8.00"
+    assert parts(doc, "unattributed")[("no_kernel_profile", "chat")] == Decimal("40.00")
