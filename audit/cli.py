@@ -89,12 +89,13 @@ def validate(case: Path = typer.Argument(..., help="case folder or case file")) 
     """Check the case file and every source; print every problem at once."""
     from audit.case import load_case
     from audit.collect import check
+    from audit.normalise import billing_lines
 
     try:
         loaded = load_case(case)
     except _known_errors() as exc:
         _fail(str(exc))
-    problems = check(loaded)
+    problems = check(loaded, case_checks=billing_lines)
     for problem in problems:
         typer.echo(f"costaudit: error: {problem}", err=True)
     if problems:

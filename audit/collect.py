@@ -71,14 +71,28 @@ def collect(case: Case, progress=None) -> Collected:
     return out
 
 
-def check(case: Case) -> list[InputError]:
-    """Every problem of every source, none raised (for `costaudit validate`)."""
-    ctx, problems = context_of(case), []
+def check(case: Case, case_checks=None) -> list[InputError]:
+    """Every problem of every source, none raised (for `costaudit validate`).
+
+    ``case_checks(case, collected)`` runs the checks that need every source together (currency,
+    lines in the window) once each source reads cleanly.
+    """
+    ctx, problems, collected = context_of(case), [], Collected()
     for spec in specs_of(case):
         try:
             connector = resolve(spec.format, where=str(case.path))(spec, ctx)
+            collected.frames.append(connector.read())
+        except InputErrors as exc:
+            problems.extend(exc.errors)
         except InputError as exc:
             problems.append(exc)
-            continue
-        problems.extend(connector.check())
+        except SourceError as exc:
+            problems.append(InputError(spec.path, f"could not be read: {exc}"))
+    if not problems and case_checks is not None:
+        try:
+            case_checks(case, collected)
+        except InputErrors as exc:
+            problems.extend(exc.errors)
+        except InputError as exc:
+            problems.append(exc)
     return problems

@@ -71,7 +71,8 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
                                 case.tolerance)
     measured = {f"{p.bucket}.{p.name}" for p in ledger.parts.values()}
     measured |= _measurable_parts(profiles, charges)
-    options = rank.rank_options(ledger, intervals, case.services, case, tele.step, measured)
+    options = rank.rank_options(ledger, intervals, case.services, case, tele.step, measured,
+                                _committed_share(charges))
     return AuditResult(case, collected, lines, mask, reasons, charges, ledger, intervals, splitter.groups,
                        splitter.coverage, tele, profiles, traffic, costs, recon, options, splitter.extra_gpus)
 
@@ -125,6 +126,14 @@ def _describer(collected: Collected, billing_names: str):
         metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
         return f"{metrics} ({telemetry_names}) × GPU-interval cost of FOCUS lines ({billing_names})"
     return describe
+
+
+def _committed_share(charges: pd.DataFrame) -> Decimal:
+    """Share of GPU compute (pre tax) billed under a commitment discount."""
+    gpu = charges[charges["resource_class"] == "gpu_compute"]
+    total = sum(gpu["pretax"], ZERO)
+    committed = sum(gpu.loc[gpu["commitment_discount_id"] != "", "pretax"], ZERO)
+    return committed / total if total else ZERO
 
 
 def _measurable_parts(profiles, charges) -> set[str]:

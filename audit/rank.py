@@ -109,8 +109,17 @@ def _replicas_needed(iv: ServiceInterval, target: Decimal, step: int, per_replic
     return math.ceil(demand_gpus / per_replica)
 
 
-def rank_options(ledger, intervals, services, case, step: int, measured_parts: set[str]) -> list[Option]:
-    """Price every catalogue option on its part and rank by expected payback."""
+GPU_CAPACITY_PARTS = {"platform_overhead.capacity_above_demand", "platform_overhead.unallocated",
+                      "platform_overhead.headroom"}
+
+
+def rank_options(ledger, intervals, services, case, step: int, measured_parts: set[str],
+                 committed_share: Decimal = ZERO) -> list[Option]:
+    """Price every catalogue option on its part and rank by expected payback.
+
+    ``committed_share`` is the share of GPU compute billed under a commitment: releasing that
+    capacity saves nothing until the commitment ends, which the options say.
+    """
     amounts = part_amounts(ledger)
     per_month = MONTH_DAYS / case.days
     options = []
@@ -121,7 +130,11 @@ def rank_options(ledger, intervals, services, case, step: int, measured_parts: s
             note = "priced on whole replicas above smoothed demand, not on the whole part"
         else:
             base, note = amounts.get(part), None
-        options.append(_price(spec, overridden, part, base, per_month, case, measured_parts, note))
+        option = _price(spec, overridden, part, base, per_month, case, measured_parts, note)
+        if part in GPU_CAPACITY_PARTS and committed_share > 0:
+            option.assumptions.append(f"{committed_share:.0%} of GPU compute is under a commitment: the saving "
+                                      "on that capacity starts when the commitment ends")
+        options.append(option)
     return _ranked(options)
 
 

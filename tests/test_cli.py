@@ -111,3 +111,29 @@ def test_does_not_reconcile_exits_2_and_still_writes(demo_copy, tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     assert (out / "audit.json").exists()
     assert "does_not_reconcile" in result.stdout
+
+
+def test_validate_reports_every_problem_at_once(demo_copy):
+    text = (demo_copy / "case.toml").read_text().replace('format = "openmetrics"', 'format = "openmetricz"')
+    (demo_copy / "case.toml").write_text(text)
+    profile = demo_copy / "profiles" / "h100_qwen1.5-0.5b-chat.json.gz"
+    profile.write_bytes(b"not a trace")
+    result = costaudit("validate", demo_copy)
+    assert result.returncode == 1
+    assert "openmetricz" in result.stderr and "h100_qwen1.5-0.5b-chat.json.gz" in result.stderr
+
+
+def test_validate_checks_the_case_currency(demo_copy):
+    (demo_copy / "case.toml").write_text((demo_copy / "case.toml").read_text().replace('"USD"', '"EUR"', 1))
+    result = costaudit("validate", demo_copy)
+    assert result.returncode == 1
+    assert "BillingCurrency" in result.stderr and "EUR" in result.stderr
+
+
+def test_demo_output_passes_the_contract_checker(tmp_path):
+    from tests.paths import SHARED
+    out = tmp_path / "out"
+    assert costaudit("run", DEMO, "--out", out, "--format", "json").returncode == 0
+    checker = subprocess.run([sys.executable, str(SHARED / "tools" / "check_audit_json.py"), str(out / "audit.json")],
+                             capture_output=True, text=True)
+    assert checker.returncode == 0, checker.stdout
