@@ -123,18 +123,49 @@ class FocusConnector(Connector):
         """Load, check every row, keep the lines in the window and normalise them."""
         fmt = file_format(self.path)
         with duckdb.connect(":memory:") as con:
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute("SET preserve_insertion_order = true")
+            prepare(con)
             columns = load(con, self.path, fmt)
-            require(columns, self.path)
-            create_view(con, columns)
-            raise_all(check_rows(con, columns, self.path))
-            rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
-            currency = file_currency(con, columns, self.ctx.currency)
-            window = (self.ctx.start, self.ctx.end)
-            kept = select_window(con, columns, window, self.path.name, currency)
-        lines = build_lines(kept, columns, self.path)
-        return {"lines": lines}, int(rows), covered(lines)
+            return read_focus_table(con, columns, self.path, self.ctx)
+
+
+def prepare(con) -> None:
+    """Session settings every FOCUS read relies on (UTC, file order kept)."""
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET preserve_insertion_order = true")
+
+
+def read_focus_table(con, columns: "Columns", path: Path, ctx) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+    """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
+
+    Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
+    calls :func:`adopt` and then this, so checks, window and normalisation are written once.
+    """
+    require(columns, path)
+    create_view(con, columns)
+    raise_all(check_rows(con, columns, path))
+    rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
+    currency = file_currency(con, columns, ctx.currency)
+    kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency)
+    lines = build_lines(kept, columns, path)
+    return {"lines": lines}, int(rows), covered(lines)
+
+
+def adopt(con, table: str, path: Path) -> "Columns":
+    """Turn ``table`` (columns named with FOCUS / ``x_*`` names, any type) into ``src``, all VARCHAR.
+
+    The table's row order is the row numbering of error messages, so dialects should build it in
+    file order.
+    """
+    described = con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()
+    header = [name for name, *_ in described]
+    parts = []
+    for i, (name, dtype, *_) in enumerate(described):
+        ident = quote_ident(name)
+        nested = dtype.startswith(("MAP", "STRUCT")) or dtype.endswith("]") or dtype == "JSON"
+        expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
+        parts.append(f"{expr} AS c{i}")
+    con.execute(f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {quote_ident(table)}")
+    return resolve_columns(header, path)
 
 
 # --- loading ----------------------------------------------------------------------------------
