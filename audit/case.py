@@ -35,7 +35,7 @@ class Source:
     kind: str
     name: str
     format: str
-    path: Path
+    path: Path | None
     options: Mapping[str, Any]
 
 
@@ -226,16 +226,17 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
         for i, entry in enumerate(entries, 1):
             where = f"[[{kind}]] #{i}"
             _unknown(entry, PROFILE_KEYS if kind == "profiles" else SOURCE_KEYS, where, problems)
-            if "format" not in entry or "path" not in entry:
-                problems.append(f"{where}: needs 'format' and 'path'")
+            locations = [k for k in ("path", "uri", "table", "url") if entry.get(k)]
+            if "format" not in entry or len(locations) != 1:
+                problems.append(f"{where}: needs 'format' and exactly one of 'path', 'uri', 'table', 'url'")
                 continue
             name = str(entry.get("name", f"{kind}-{i}"))
             if name in names:
                 problems.append(f"{where}: duplicate source name {name!r}")
             names.add(name)
             options = {k: v for k, v in entry.items() if k not in ("name", "format", "path")}
-            out.append(Source(kind, name, str(entry["format"]), (folder / entry["path"]).resolve(),
-                              MappingProxyType(options)))
+            path = (folder / entry["path"]).resolve() if "path" in entry else None
+            out.append(Source(kind, name, str(entry["format"]), path, MappingProxyType(options)))
     if not any(s.kind == "billing" for s in out):
         problems.append("no [[billing]] source: an audit needs an invoice")
     return out

@@ -61,12 +61,12 @@ def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
     for frame in collected.of("billing"):
         lines = frame.tables["lines"].copy()
         lines["source"] = frame.spec.name
-        lines["source_path"] = str(frame.spec.path)
+        lines["source_path"] = frame.spec.where
         frames.append(lines)
     lines = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     _check_currency(case, lines)
     if lines.empty:
-        paths = ", ".join(str(f.spec.path) for f in collected.of("billing")) or str(case.path)
+        paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
         raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}",
                          column="ChargePeriodStart", expected="lines whose charge period overlaps the window")
     return lines
@@ -103,7 +103,7 @@ def profiles(collected: Collected) -> dict[str, ProfileSummary]:
         opts = frame.spec.options
         gap = row.get("gap_ratio")
         summary = ProfileSummary(
-            name=frame.spec.name, service=str(opts.get("service")), path=str(frame.spec.path),
+            name=frame.spec.name, service=str(opts.get("service")), path=frame.spec.where,
             gap_ratio=None if gap is None or pd.isna(gap) else Decimal(repr(float(gap))),
             gap_basis=str(row.get("gap_basis", "gpu_window")),
             kernel_active_us=Decimal(repr(float(row["kernel_active_us"]))),

@@ -246,21 +246,24 @@ def _sources(result) -> list[dict]:
     out = []
     for f in result.collected.frames:
         out.append({"name": f.spec.name, "kind": f.spec.kind, "format": f.spec.format,
-                    "path": _relative(f.spec.path, folder), "rows": f.rows,
+                    "path": _relative(f.spec, folder), "rows": f.rows,
                     "covered": {"start": _iso(f.covered[0]), "end": _iso(f.covered[1])},
                     "sha256": f.sha256, "status": "read", "reason": None})
     for m in result.collected.missing:
         out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
-                    "path": _relative(m.spec.path, folder), "rows": None, "covered": None, "sha256": None,
+                    "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,
                     "status": "missing", "reason": m.reason})
     return out
 
 
-def _relative(path, folder) -> str:
+def _relative(spec, folder) -> str:
+    """A source's path relative to the case folder (its uri / table / url when remote)."""
+    if spec.path is None:
+        return spec.where
     try:
-        return str(path.relative_to(folder))
+        return str(spec.path.relative_to(folder))
     except ValueError:
-        return path.name
+        return spec.path.name
 
 
 def _notes(result) -> list[str]:

@@ -30,8 +30,18 @@ class SourceSpec:
     name: str
     kind: str
     format: str
-    path: Path
+    path: Path | None
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """How error messages name the source: its path, or its uri / table / url."""
+        if self.path is not None:
+            return str(self.path)
+        for key in ("uri", "table", "url"):
+            if self.options.get(key):
+                return str(self.options[key])
+        return self.name
 
 
 @dataclass(frozen=True)
@@ -66,9 +76,24 @@ class Connector:
     def __init__(self, spec: SourceSpec, ctx: ReadContext):
         self.spec = spec
         self.ctx = ctx
+        self._local: Path | None = None
 
     @property
     def path(self) -> Path:
+        """The local file or folder read: the case's path, or the cached copy of a remote uri."""
+        if self._local is not None:
+            return self._local
+        return self.spec.path if self.spec.path is not None else Path(self.spec.where)
+
+    def locate(self) -> Path | None:
+        """Where the data lies locally; a ``uri`` (s3://…) is downloaded into the cache first.
+
+        Returns None for sources that are queried in place (a BigQuery table, a Prometheus url).
+        """
+        uri = self.spec.options.get("uri")
+        if uri:
+            from connectors.objectstore import materialise  # boto3 only when a case uses it
+            return materialise(str(uri), self.spec.options)
         return self.spec.path
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
@@ -91,16 +116,42 @@ class Connector:
     @final
     def read(self) -> SourceFrame:
         """Fetch with retries on transient faults, validate each table, record provenance."""
-        if not self.path.exists():
-            raise InputError(self.path, "file not found", expected=f"a {self.format_name} file")
-        if self.path.is_file() and self.path.stat().st_size == 0:
-            raise InputError(self.path, "file is empty", expected=f"a {self.format_name} file")
+        local = self._locate_with_retries()
+        if local is not None:
+            self._local = local
+            if not local.exists():
+                raise InputError(local, "file not found", expected=f"a {self.format_name} file")
+            if local.is_file() and local.stat().st_size == 0:
+                raise InputError(local, "file is empty", expected=f"a {self.format_name} file")
         tables, rows, covered = self._fetch_with_retries()
         for name, schema in self.schemas.items():
             if name in tables:
                 tables[name] = validate(schema, tables[name], self.path, name)
-        sha = file_sha256(self.path) if self.path.is_file() else ""
-        return SourceFrame(self.spec, tables, rows, covered, sha)
+        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint())
+
+    def fingerprint(self) -> str:
+        """sha256 of what was read: the file, or every file of a folder (sorted by name)."""
+        path = self.path
+        if path.is_file():
+            return file_sha256(path)
+        if path.is_dir():
+            digest = hashlib.sha256()
+            for item in sorted(p for p in path.rglob("*") if p.is_file()):
+                digest.update(str(item.relative_to(path)).encode() + b"\0" + file_sha256(item).encode())
+            return digest.hexdigest()
+        return ""
+
+    def _locate_with_retries(self) -> Path | None:
+        delay = self.backoff_seconds
+        for attempt in range(self.retries + 1):
+            try:
+                return self.locate()
+            except RetriableSourceError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
 
     def _fetch_with_retries(self):
         delay = self.backoff_seconds

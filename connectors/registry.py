@@ -9,6 +9,10 @@ CONNECTORS: dict[str, str] = {
     "focus": "connectors.focus:FocusConnector",
     "openmetrics": "connectors.openmetrics:OpenMetricsConnector",
     "kineto": "connectors.kineto:KinetoConnector",
+    "cur": "connectors.cur:CurConnector",
+    "azure": "connectors.azure:AzureExportConnector",
+    "access_log": "connectors.access_log:AccessLogConnector",
+    "gcp_billing": "connectors.gcp_billing:GcpBillingConnector",
 }
 
 
