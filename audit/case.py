@@ -16,7 +16,10 @@ from audit.errors import ConfigError
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"}
 TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options"}
-SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url"}
+SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
+               # connector options: object stores, warehouses, export views, request logs
+               "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
+               "workgroup", "database", "output_location", "view", "service", "health_path"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}
