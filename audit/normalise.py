@@ -91,8 +91,20 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
     nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
-    return Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), table("traffic", TRAFFIC_COLUMNS),
+    return Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), _traffic(collected),
                      table("queue", QUEUE_COLUMNS), step)
+
+
+def _traffic(collected: Collected) -> pd.DataFrame:
+    """Request counts of every telemetry source, each row naming the source that counted it."""
+    parts = []
+    for frame in collected.of("telemetry"):
+        table = frame.tables.get("traffic")
+        if table is not None and len(table):
+            parts.append(table.assign(source=f"{frame.spec.name} ({frame.spec.format})"))
+    if not parts:
+        return pd.DataFrame({c: [] for c in TRAFFIC_COLUMNS + ["source"]})
+    return pd.concat(parts, ignore_index=True)
 
 
 def profiles(collected: Collected) -> dict[str, ProfileSummary]:

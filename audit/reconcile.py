@@ -49,9 +49,7 @@ def reconcile(charges, groups: dict, intervals: list[ServiceInterval], coverage:
     net_lines = sum(non_gpu["net"], ZERO)
     drivers.extend(_price_drivers(charges))
     drivers.extend(_coverage_drivers(coverage))
-    drivers.extend(Driver("denominator", name, None, "requests from one source only (serving counters): "
-                          "no second count (traces, load-balancer logs) to compare")
-                   for name in sorted(traffic))
+    drivers.extend(_denominator_drivers(traffic, tolerance))
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
                               "no GPU-interval is covered by kernel-activity telemetry", covered, drivers)
@@ -128,4 +126,22 @@ def _coverage_drivers(coverage: dict[str, NodeCoverage]) -> list[Driver]:
         out.append(Driver("coverage", c.node or c.resource_id or key, share,
                           f"paid {c.paid_seconds / 3600:.1f} GPU-h, seen in telemetry "
                           f"{c.observed_seconds / 3600:.1f} GPU-h (uncovered share is unattributed, outside the gap)"))
+    return out
+
+
+def _denominator_drivers(traffic: dict, tolerance: Decimal) -> list[Driver]:
+    """Requests counted two ways (server counters vs request logs): flagged beyond the tolerance."""
+    out = []
+    for name, t in sorted(traffic.items()):
+        counts = sorted(t.by_source.items())
+        if len(counts) < 2:
+            out.append(Driver("denominator", name, None, f"requests from one source only ({counts[0][0] if counts else 'none'}): "
+                              "no second count to compare"))
+            continue
+        primary = sorted(t.sources)[0]
+        (first, a) = (primary, t.by_source[primary])
+        (second, b) = next((k, v) for k, v in counts if k != primary)
+        gap = _gap(a, b) if a else None
+        flag = " — differs by more than the tolerance" if gap is not None and abs(gap) > tolerance else ""
+        out.append(Driver("denominator", name, gap, f"{first}: {a:.0f} requests vs {second}: {b:.0f}{flag}"))
     return out

@@ -123,7 +123,7 @@ def _services(result) -> dict:
                  "gpu_hours": _hours(paid), "cost": str(cents(uc.own)), "shared_cost": str(cents(uc.shared)),
                  "unattributed": str(cents(uc.unattributed)),
                  "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS[:3]},
-                 "traffic_source": "vllm:request_success_total" if t else None,
+                 "traffic_source": ", ".join(sorted(t.sources)) if t else None,
                  "cost_per_request": fmt(full / requests, 8) if requests else None,
                  "cost_per_1k_requests": fmt(full * 1000 / requests, 6) if requests else None,
                  "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, 6) if tokens else None,

@@ -27,6 +27,8 @@ class ServiceTraffic:
     by_ts: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
     by_pod_ts: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
     pods: set = field(default_factory=set)
+    sources: set = field(default_factory=set)
+    by_source: dict = field(default_factory=lambda: defaultdict(lambda: ZERO))
 
     def requests_of(self, ts, pods) -> Decimal:
         """Requests served in an interval by the given pods (all pods when none of them has counters)."""
@@ -53,22 +55,36 @@ def pod_models(traffic: pd.DataFrame) -> dict:
 
 
 def traffic_by_service(traffic: pd.DataFrame, services) -> dict[str, ServiceTraffic]:
-    """Counter increases summed per service (pods matched by the services' matchers)."""
-    out: dict[str, ServiceTraffic] = {}
+    """Counter increases per service (pods matched by the services' matchers).
+
+    When two sources count one service (server counters and request logs), the one that also
+    counts tokens is the denominator; every source's total is kept for the denominator check.
+    """
+    per_source: dict[tuple[str, str], ServiceTraffic] = {}
     for row in traffic.itertuples(index=False):
         labels = {"namespace": row.namespace, "pod": row.pod, "model_name": row.model_name, "container": ""}
         name = service_of(labels, services, {})
         if name is None:
             continue
-        t = out.setdefault(name, ServiceTraffic())
-        requests = Decimal(repr(float(row.requests)))
-        t.requests += requests
-        t.prompt_tokens += Decimal(repr(float(row.prompt_tokens)))
-        t.generated_tokens += Decimal(repr(float(row.generated_tokens)))
-        t.by_ts[row.ts.to_pydatetime()] += requests
-        t.by_pod_ts[(row.pod, row.ts.to_pydatetime())] += requests
-        t.pods.add(row.pod)
+        source = getattr(row, "source", "") or "traffic table"
+        _add_row(per_source.setdefault((name, source), ServiceTraffic()), row, source)
+    out: dict[str, ServiceTraffic] = {}
+    for (name, source), t in sorted(per_source.items(), key=lambda kv: (-(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
+        primary = out.setdefault(name, t)
+        primary.by_source[source] = t.requests
     return out
+
+
+def _add_row(t: ServiceTraffic, row, source: str) -> None:
+    requests = Decimal(repr(float(row.requests)))
+    t.requests += requests
+    t.prompt_tokens += Decimal(repr(float(row.prompt_tokens)))
+    t.generated_tokens += Decimal(repr(float(row.generated_tokens)))
+    ts = row.ts.to_pydatetime()
+    t.by_ts[ts] += requests
+    t.by_pod_ts[(row.pod, ts)] += requests
+    t.pods.add(row.pod)
+    t.sources.add(source)
 
 
 def unit_costs(ledger: Ledger, intervals: list[ServiceInterval], services,

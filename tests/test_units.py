@@ -1,0 +1,38 @@
+"""Unit costs and the denominator check: requests counted two ways."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+
+from audit.case import Service
+from audit.reconcile import _denominator_drivers
+from audit.units import traffic_by_service
+
+SERVICES = {"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)}
+TS = pd.Timestamp("2026-09-01T00:00:00Z")
+
+
+def traffic(rows):
+    return pd.DataFrame([{"ts": TS, "model_name": "m", "namespace": "llm", "pod": "chat-0", "prompt_tokens": 0.0,
+                          "generated_tokens": 0.0, **r} for r in rows])
+
+
+def test_counters_are_the_denominator_and_logs_are_compared():
+    frame = traffic([{"requests": 1000.0, "prompt_tokens": 5000.0, "source": "prom (openmetrics)"},
+                     {"requests": 900.0, "source": "alb (access_log)"}])
+    found = traffic_by_service(frame, SERVICES)["chat"]
+    assert found.requests == Decimal(1000) and found.prompt_tokens == Decimal(5000)
+    driver = _denominator_drivers({"chat": found}, Decimal("0.02"))[0]
+    assert driver.gap == Decimal("0.1") and "more than the tolerance" in driver.detail
+
+
+def test_one_source_is_said_so():
+    found = traffic_by_service(traffic([{"requests": 10.0, "source": "prom (openmetrics)"}]), SERVICES)
+    driver = _denominator_drivers(found, Decimal("0.02"))[0]
+    assert driver.gap is None and "one source only" in driver.detail
+
+
+def test_counts_from_other_namespaces_are_not_the_service():
+    frame = traffic([{"requests": 10.0, "namespace": "other", "source": "p"}])
+    assert traffic_by_service(frame, SERVICES) == {}
