@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 
@@ -114,6 +114,32 @@ def init(folder: Path = typer.Argument(..., help="folder to create the case in")
     folder.mkdir(parents=True, exist_ok=True)
     target.write_text(resources.files("audit").joinpath("data/case_template.toml").read_text())
     typer.echo(f"wrote {target}: fill in the window, sources and services, then `costaudit validate {folder}`")
+
+
+@app.command()
+def billing(sources: List[str] = typer.Argument(..., help="billing files, folders or s3:// uris"),
+            format: Optional[str] = typer.Option(None, "--format", help="focus, cur, azure, gcp_billing (default: sniffed)"),
+            window: Optional[Tuple[str, str]] = typer.Option(None, "--window", help="START END (UTC), end exclusive"),
+            currency: str = typer.Option("USD", "--currency", help="currency of files without one"),
+            as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Totals by charge category, service and currency, and GPU-hours by instance type."""
+    import json as jsonlib
+
+    from audit.billing_cli import parse_day, render_text, summarise
+
+    span = None
+    if window and window[0]:
+        try:
+            span = (parse_day(window[0]), parse_day(window[1]))
+        except ValueError:
+            _fail(f"--window {window[0]} {window[1]}: expected two ISO dates, START END")
+    try:
+        summary = summarise(sources, format, span, currency.upper())
+    except _known_errors() as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(str(exc))
+    typer.echo(jsonlib.dumps(summary, indent=2) if as_json else render_text(summary))
 
 
 @app.command()

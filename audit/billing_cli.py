@@ -1,0 +1,124 @@
+"""`costaudit billing`: the quick look at invoices a user takes before an audit.
+
+Totals by ChargeCategory, ServiceName and currency (billed and effective), and GPU-hours by
+instance type, for each source named on the command line. The format is sniffed from the file's
+header unless given.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+from audit.money import ZERO, cents, fmt
+
+SNIFF = (
+    ("cur", ("lineitem/unblendedcost", "line_item_unblended_cost")),
+    ("azure", ("costinbillingcurrency", "metercategory", "costinbillingcurrencycode")),
+    ("focus", ("billedcost",)),
+    ("gcp_billing", ("billing_account_id",)),
+)
+
+
+def sniff_format(path: Path) -> str:
+    """The billing format of a file, from its header (or first JSON record)."""
+    names = {n.lower() for n in _header(path)}
+    for fmt_name, markers in SNIFF:
+        if names & set(markers):
+            return fmt_name
+    raise ValueError(f"{path}: cannot tell the billing format from its columns; pass --format "
+                     "(focus, cur, azure, gcp_billing)")
+
+
+def _header(path: Path) -> list[str]:
+    name = path.name.lower()
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(".json"))
+        return _header(files[0]) if files else []
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        return pq.read_schema(path).names
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
+        first = handle.readline()
+    if first.lstrip().startswith("{"):
+        return list(json.loads(first))
+    import csv
+    return next(csv.reader([first]), [])
+
+
+def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, datetime] | None,
+              currency: str = "USD") -> dict:
+    """Read every source and total it; returns a JSON-able dict."""
+    from audit.classify import classify
+    from connectors.base import ReadContext, SourceSpec
+    from connectors.registry import resolve
+
+    start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
+    ctx = ReadContext(start, end, currency)
+    out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
+           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
+    for source in sources:
+        remote = source.startswith("s3://")
+        path = None if remote else Path(source).resolve()
+        kind = fmt_name or (sniff_format(path) if path else "focus")
+        options = {"uri": source} if remote else {}
+        spec = SourceSpec(Path(source).name, "billing", kind, path, options)
+        frame = resolve(kind)(spec, ctx).read()
+        lines = classify(frame.tables["lines"], (), set(), set())
+        _accumulate(out, lines)
+        out["sources"].append({"source": source, "format": kind, "rows": frame.rows, "lines": int(len(lines))})
+    return _finish(out)
+
+
+def _pair():
+    return [ZERO, ZERO]
+
+
+def _accumulate(out: dict, lines) -> None:
+    from audit.classify import gpu_hours_of
+    for line in lines.to_dict("records"):
+        for key, value in (("by_category", line["charge_category"]), ("by_service", line["service_name"] or "(none)"),
+                           ("by_currency", line["currency"])):
+            out[key][value][0] += line["billed_cost"]
+            out[key][value][1] += line["effective_cost"]
+        if line["resource_class"] == "gpu_compute":
+            out["gpu_hours"][line["instance_type"] or line["gpu_model"] or "(unknown)"] += gpu_hours_of(line)
+
+
+def _finish(out: dict) -> dict:
+    def table(rows):
+        return [{"name": k, "billed": str(cents(v[0])), "effective": str(cents(v[1]))}
+                for k, v in sorted(rows.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    return {"sources": out["sources"], "by_charge_category": table(out["by_category"]),
+            "by_service": table(out["by_service"]), "by_currency": table(out["by_currency"]),
+            "gpu_hours_by_instance_type": [{"instance_type": k, "gpu_hours": fmt(v, 2)}
+                                           for k, v in sorted(out["gpu_hours"].items())]}
+
+
+def render_text(summary: dict) -> str:
+    """A plain-text rendering of the summary."""
+    lines = []
+    for s in summary["sources"]:
+        lines.append(f"{s['source']}: {s['format']}, {s['rows']} rows, {s['lines']} lines in the window")
+    for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service"),
+                       ("By currency", "by_currency")):
+        lines.append(f"\n{title + ':':<48}{'billed':>16}{'effective':>16}")
+        for row in summary[key]:
+            lines.append(f"  {row['name'][:46]:<46}{row['billed']:>16}{row['effective']:>16}")
+    lines.append("\nGPU-hours by instance type:")
+    for row in summary["gpu_hours_by_instance_type"] or [{"instance_type": "(no GPU instance lines)", "gpu_hours": ""}]:
+        lines.append(f"  {row['instance_type']:<46}{row['gpu_hours']:>16}")
+    return "\n".join(lines)
+
+
+def parse_day(text: str) -> datetime:
+    """A UTC date or datetime from the command line."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+__all__ = ["sniff_format", "summarise", "render_text", "parse_day", "Decimal"]

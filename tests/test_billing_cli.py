@@ -1,0 +1,46 @@
+"""`costaudit billing`: the quick look at invoices."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from decimal import Decimal
+
+from audit.billing_cli import sniff_format
+from tests.paths import DATA, ROOT
+
+SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
+
+
+def billing(*args):
+    return subprocess.run([sys.executable, "-m", "audit", "billing", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+
+
+def test_real_focus_sample_totals_and_gpu_hours():
+    result = billing(SAMPLE, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    currency = {row["name"]: row for row in summary["by_currency"]}
+    assert currency["USD"]["billed"] == "20.52" and currency["USD"]["effective"] == "14.98"
+    categories = {row["name"] for row in summary["by_charge_category"]}
+    assert categories == {"Usage", "Adjustment", "Credit"}
+    hours = {row["instance_type"] for row in summary["gpu_hours_by_instance_type"]}
+    assert hours == {"g5.4xlarge", "g3.4xlarge"}
+
+
+def test_window_limits_the_lines():
+    result = billing(ROOT / "fixtures/demo/billing/focus_2026-09.csv.gz", "--window", "2026-09-01", "2026-09-02", "--json")
+    summary = json.loads(result.stdout)
+    hours = {row["instance_type"]: Decimal(row["gpu_hours"]) for row in summary["gpu_hours_by_instance_type"]}
+    assert hours == {"p5.48xlarge": Decimal(2 * 8 * 24), "g6e.12xlarge": Decimal(2 * 4 * 24)}
+
+
+def test_text_output_and_format_sniffing(tmp_path):
+    assert sniff_format(SAMPLE) == "focus"
+    result = billing(SAMPLE)
+    assert result.returncode == 0 and "By charge category" in result.stdout
+    unknown = tmp_path / "x.csv"
+    unknown.write_text("a,b\n1,2\n")
+    bad = billing(unknown)
+    assert bad.returncode == 1 and "--format" in bad.stderr
