@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import csv
 import decimal
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -125,7 +126,8 @@ class AzureExportConnector(Connector):
             raise_all(check_azure_rows(con, roles, self.path))
             view, source = cost_view(con, self.path, self.spec.options.get("view"))
             create_units(con)
-            con.execute(mapped_sql(view, source))
+            for statement in mapped_sql(view, source):
+                con.execute(statement)
             con.execute("DROP VIEW az")
             con.execute("DROP TABLE raw")
             columns = adopt(con, "mapped", self.path)
@@ -137,32 +139,38 @@ class AzureExportConnector(Connector):
 
 # --- loading and column roles -----------------------------------------------------------------
 
-def load_raw(con, path: Path, fmt: str) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class Roles:
+    """Which internal column (``cN``) of table ``raw`` plays each role, and the file's header."""
+
+    columns: dict[str, str | None]
+    header: list[str]
+
+    def name(self, role: str) -> str:
+        """The file's own spelling of the column playing ``role``."""
+        return self.header[int(self.columns[role][1:])]
+
+
+def load_raw(con, path: Path, fmt: str) -> Roles:
     """Copy the file into table ``raw`` (VARCHAR c0..cN) and resolve each role to its column."""
     columns = load(con, path, fmt)
     con.execute("ALTER TABLE src RENAME TO raw")
     by_name = {name.lower(): f"c{i}" for i, name in enumerate(columns.header)}
-    roles = {role: next((by_name[n.lower()] for n in names if n.lower() in by_name), None)
+    found = {role: next((by_name[n.lower()] for n in names if n.lower() in by_name), None)
              for role, names in AZURE_NAMES.items()}
-    missing = [AZURE_NAMES[role][0] for role in REQUIRED if roles[role] is None]
+    missing = [AZURE_NAMES[role][0] for role in REQUIRED if found[role] is None]
     if missing:
         wanted = "; ".join(" or ".join(AZURE_NAMES[r]) for r in REQUIRED)
         raise InputError(path, f"missing column(s): {', '.join(missing)}", row=0, column=", ".join(missing),
                          expected=f"an Azure cost details export with {wanted}")
-    roles["_header"] = columns.header  # type: ignore[assignment]
-    return roles
+    return Roles(found, list(columns.header))
 
 
-def header_name(roles: dict, role: str) -> str:
-    """The file's own spelling of the column playing ``role``."""
-    return roles["_header"][int(roles[role][1:])]
-
-
-def create_azure_view(con, roles: dict) -> None:
+def create_azure_view(con, roles: Roles) -> None:
     """View ``az``: row number plus every role by name (nulls normalised, absent → NULL)."""
     parts = ["rowid + 1 AS rn"]
     for role in AZURE_NAMES:
-        column = roles.get(role)
+        column = roles.columns[role]
         parts.append(f"{null_expr(column) if column else 'NULL::VARCHAR'} AS {role}")
     con.execute(f"CREATE TEMP VIEW az0 AS SELECT {', '.join(parts)} FROM raw")
     commitment = "pm IN ('reservation', 'savingsplan')"
@@ -185,26 +193,26 @@ def date_expr(column: str) -> str:
 
 # --- checks in Azure's terms ------------------------------------------------------------------
 
-def check_azure_rows(con, roles: dict, path: Path) -> list[InputError]:
+def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
     """Unparseable dates and numbers, unknown charge types, named by the file's own column names."""
     errors = []
     sql = f"SELECT rn, date FROM az WHERE day IS NULL ORDER BY rn LIMIT {MAX_ERRORS}"
     errors += [InputError(path, "missing value" if value is None else f"unparseable date {value!r}",
-                          row=rn, column=header_name(roles, "date"),
+                          row=rn, column=roles.name("date"),
                           expected="a date as MM/DD/YYYY, YYYY-MM-DD or ISO 8601")
                for rn, value in con.execute(sql).fetchall()]
     for role in NUMERIC:
-        if roles.get(role) is None:
+        if roles.columns[role] is None:
             continue
         null_bad = "TRUE" if role == "cost" else "FALSE"
         sql = (f"SELECT rn, {role} FROM az WHERE ({role} IS NULL AND {null_bad}) OR NOT "
                f"regexp_full_match(trim({role}), {quote_text(NUMBER_PATTERN)}) ORDER BY rn LIMIT {MAX_ERRORS}")
         errors += [InputError(path, "missing value" if value is None else f"unparseable number {value!r}",
-                              row=rn, column=header_name(roles, role), expected="a decimal number")
+                              row=rn, column=roles.name(role), expected="a decimal number")
                    for rn, value in con.execute(sql).fetchall()]
     known = ", ".join(quote_text(k) for k in CHARGE_TYPES)
     sql = f"SELECT rn, charge_type FROM az WHERE ct NOT IN ({known}) ORDER BY rn LIMIT {MAX_ERRORS}"
-    errors += [InputError(path, f"unknown charge type {value!r}", row=rn, column=header_name(roles, "charge_type"),
+    errors += [InputError(path, f"unknown charge type {value!r}", row=rn, column=roles.name("charge_type") if roles.columns["charge_type"] else "ChargeType",
                           expected="Usage, Purchase, Refund, Tax, Credit, Adjustment, RoundingAdjustment, "
                                    "UnusedReservation or UnusedSavingsPlan")
                for rn, value in con.execute(sql).fetchall()]
@@ -222,45 +230,44 @@ def cost_view(con, path: Path, stated) -> tuple[str, str]:
             raise InputError(path, f"unknown view {stated!r}", column="view", expected='"actual" or "amortized"')
         against = amortised if view == "actual" else actual
         if against:
-            raise InputError(path, f"view {stated!r} stated, but {against}", row=first_row(against),
+            raise InputError(path, f"view {stated!r} stated, but {against[0]}", row=against[1],
                              column="view", expected="the view the export was made with")
         return view, "case"
     if amortised and actual:
-        raise InputError(path, f"mixed cost views: {amortised}; {actual}", column="ChargeType",
+        raise InputError(path, f"mixed cost views: {amortised[0]}; {actual[0]}", column="ChargeType",
                          expected="one export view (ActualCost or AmortizedCost) per file")
     if amortised:
-        return "amortized", f"detected: {amortised}"
+        return "amortized", f"detected: {amortised[0]}"
     if actual:
-        return "actual", f"detected: {actual}"
+        return "actual", f"detected: {actual[0]}"
     return "actual", "not detectable (no commitment lines): read as actual"
 
 
-def view_evidence(con) -> tuple[str, str]:
-    """Text naming the first line that proves each view ("" when none does)."""
+def view_evidence(con) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
+    """(what proves the amortised view, row), (what proves the actual view, row); None where nothing.
+
+    Only zero tests are made on the cost text, so a DOUBLE cast cannot change an amount.
+    """
+    nonzero = "TRY_CAST({} AS DOUBLE) <> 0"
     sql = ("SELECT "
            "min(rn) FILTER (WHERE unused), "
-           "min(rn) FILTER (WHERE covered AND TRY_CAST(cost AS DOUBLE) <> 0), "
-           "min(rn) FILTER (WHERE commitment_charge AND ct = 'purchase' AND TRY_CAST(cost AS DOUBLE) <> 0), "
-           "min(rn) FILTER (WHERE covered AND TRY_CAST(quantity AS DOUBLE) <> 0), "
-           "bool_and(TRY_CAST(cost AS DOUBLE) = 0) FILTER (WHERE covered AND TRY_CAST(quantity AS DOUBLE) <> 0) "
+           f"min(rn) FILTER (WHERE covered AND {nonzero.format('cost')}), "
+           f"min(rn) FILTER (WHERE commitment_charge AND ct = 'purchase' AND {nonzero.format('cost')}), "
+           f"min(rn) FILTER (WHERE covered AND {nonzero.format('quantity')}), "
+           f"bool_and(NOT {nonzero.format('cost')}) FILTER (WHERE covered AND {nonzero.format('quantity')}) "
            "FROM az")
     unused, costed_cover, purchase, free_cover, all_free = con.execute(sql).fetchall()[0]
-    amortised = (f"row {unused} is an unused-commitment line (amortised exports only)" if unused else
-                 f"row {costed_cover} is commitment-covered usage with a cost (amortised exports only)"
-                 if costed_cover else "")
-    actual = (f"row {purchase} is a costed commitment purchase (actual exports only)" if purchase else
-              f"commitment-covered usage costs 0 (from row {free_cover}; actual exports only)"
-              if all_free else "")
+    amortised = actual = None
+    if unused:
+        amortised = (f"row {unused} is an unused-commitment line (amortised exports only)", unused)
+    elif costed_cover:
+        amortised = (f"row {costed_cover} is commitment-covered usage with a cost (amortised exports only)",
+                     costed_cover)
+    if purchase:
+        actual = (f"row {purchase} is a costed commitment purchase (actual exports only)", purchase)
+    elif all_free:
+        actual = (f"commitment-covered usage costs 0 (from row {free_cover}; actual exports only)", free_cover)
     return amortised, actual
-
-
-def first_row(text: str) -> int | None:
-    """The row number a piece of evidence names."""
-    words = text.replace(")", " ").split()
-    for before, word in zip(words, words[1:]):
-        if before == "row" and word.isdigit():
-            return int(word)
-    return None
 
 
 # --- mapping to FOCUS names -------------------------------------------------------------------
@@ -275,7 +282,7 @@ def create_units(con) -> None:
     con.executemany("INSERT INTO units VALUES (?, ?, ?)", [(k, b, u) for k, (b, u) in units.items()])
 
 
-def mapped_sql(view: str, source: str) -> str:
+def mapped_sql(view: str, source: str) -> list[str]:
     """CREATE TABLE ``mapped`` (FOCUS and x_ names, file order) plus ``mapped_blocks`` (rn → block)."""
     zero_effective = "commitment_charge"
     zero_billed = "covered OR unused" if view == "amortized" else "FALSE"
@@ -327,8 +334,8 @@ def mapped_sql(view: str, source: str) -> str:
     }
     select = ", ".join(f"{expr} AS {name}" for name, expr in fields.items())
     joined = "FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit))"
-    return (f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY rn; "
-            f"CREATE TEMP TABLE mapped_blocks AS SELECT rn, coalesce(u.block, '1') AS block {joined}")
+    return [f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY rn",
+            f"CREATE TEMP TABLE mapped_blocks AS SELECT rn, coalesce(u.block, '1') AS block {joined}"]
 
 
 def charge_category_sql() -> str:
