@@ -31,7 +31,7 @@ $(VENV)/.demo: pyproject.toml | $(VENV)/bin/python
 	@touch $@
 
 $(VENV)/.test: pyproject.toml $(VENV)/.demo
-	$(PIP) install -e '.[pdf,test,profile]'
+	$(PIP) install -e '.[pdf,aws,gcp,test,profile]'
 	@touch $@
 
 # The demo case is committed; regenerate it when it is missing.
