@@ -7,7 +7,7 @@ import pandas as pd
 
 from audit.case import Case
 from connectors.base import ReadContext, SourceFrame, SourceSpec
-from connectors.errors import InputError, InputErrors, SourceError
+from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
 from connectors.registry import resolve
 
 
@@ -64,7 +64,9 @@ def collect(case: Case, progress=None) -> Collected:
             errors.extend(exc.errors)
         except InputError as exc:
             errors.append(exc)
-        except SourceError as exc:
+        except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
+            errors.append(InputError(spec.where, str(exc)))
+        except SourceError as exc:  # still failing after retries: reported as missing
             out.missing.append(MissingSource(spec, str(exc)))
     if errors:
         raise InputErrors(errors)
@@ -87,7 +89,7 @@ def check(case: Case, case_checks=None) -> list[InputError]:
         except InputError as exc:
             problems.append(exc)
         except SourceError as exc:
-            problems.append(InputError(spec.path, f"could not be read: {exc}"))
+            problems.append(InputError(spec.where, f"could not be read: {exc}"))
     if not problems and case_checks is not None:
         try:
             case_checks(case, collected)

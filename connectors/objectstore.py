@@ -52,7 +52,7 @@ from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5            # botocore attempts per request (standard mode: the first one included)
+MAX_RETRIES = 4             # botocore retries per request after the first try (standard mode)
 PAGE_SIZE = 1000            # keys per ListObjectsV2 page
 CHUNK_BYTES = 1 << 20       # streamed download block
 CONNECT_TIMEOUT = 10        # seconds
@@ -72,6 +72,8 @@ REJECTED_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredT
 WRONG_REGION = {"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException",
                 "301", "400"}
 LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3")
+USERINFO = re.compile(r"^([a-z0-9]+://)[^/@:]+:[^@]*@", re.I)   # scheme://user:secret@...
+BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,254}")
 
 
 @dataclass(frozen=True)
@@ -131,22 +133,17 @@ def materialise_prefix(client, store: "Cache", location: Location) -> Path:
 
 
 def parse_uri(uri: str) -> Location:
-    """Split ``s3://bucket/key``; anything else is an InputError."""
+    """Split ``s3://bucket/key``; anything else is an InputError (credentials in it masked)."""
     text = str(uri).strip()
-    if not text.startswith("s3://"):
-        raise InputError(_safe_uri(text), "not an s3:// uri", expected="s3://bucket/key or s3://bucket/prefix/")
-    bucket, _, key = text[len("s3://"):].partition("/")
-    if "@" in bucket:
-        raise InputError(_safe_uri(text), "credentials may not be written into the uri",
+    if USERINFO.match(text):
+        raise InputError(USERINFO.sub(r"\1***@", text), "credentials may not be written into the uri",
                          expected="s3://bucket/key; credentials come from the AWS credential chain")
-    if not bucket:
-        raise InputError(text, "no bucket named", expected="s3://bucket/key or s3://bucket/prefix/")
+    if not text.startswith("s3://"):
+        raise InputError(text, "not an s3:// uri", expected="s3://bucket/key or s3://bucket/prefix/")
+    bucket, _, key = text[len("s3://"):].partition("/")
+    if not BUCKET.fullmatch(bucket):
+        raise InputError(text, f"{bucket!r} is not a bucket name", expected="s3://bucket/key or s3://bucket/prefix/")
     return Location(bucket, key)
-
-
-def _safe_uri(text: str) -> str:
-    """The uri with anything before an ``@`` in its host masked."""
-    return re.sub(r"^([a-z0-9]+://)[^/@]*@", r"\1***@", text)
 
 
 def refuse_credentials(uri: str, options: Mapping[str, Any]) -> None:
@@ -175,7 +172,7 @@ def make_client(uri: str, options: Mapping[str, Any]):
     except ProfileNotFound:
         raise InputError(uri, f"AWS profile {profile!r} not found", column="profile",
                          expected="a profile in ~/.aws/config or ~/.aws/credentials") from None
-    config = Config(retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+    config = Config(retries={"max_attempts": MAX_RETRIES, "mode": "standard"},  # retries, not tries
                     connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
                     s3={"addressing_style": "path"} if endpoint else None,
                     user_agent_extra="costaudit")
@@ -252,7 +249,8 @@ def manifest_keys(path: Path, location: Location, manifest: S3Object) -> list[st
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(where, f"manifest is not valid JSON: {exc}") from None
-    names = doc.get("dataFiles") or doc.get("reportKeys") if isinstance(doc, dict) else None
+    listed_in = next((f for f in ("dataFiles", "reportKeys") if isinstance(doc, dict) and f in doc), None)
+    names = doc[listed_in] if listed_in else None  # an empty list: a period without charges
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InputError(where, "manifest names no files", expected="a list in 'reportKeys' or 'dataFiles'")
     return [_manifest_key(name, location, where) for name in names]
@@ -421,6 +419,11 @@ def translated(location: Location, action: str, target: str, passthrough: tuple[
                                f"{exc.strerror or type(exc).__name__}") from None
 
 
+def attempts() -> int:
+    """Requests botocore makes before it gives up: the first one and its retries."""
+    return MAX_RETRIES + 1
+
+
 def _code(exc) -> str:
     """The S3 error code of a ClientError (HEAD replies carry only the status, e.g. "403")."""
     return str(exc.response.get("Error", {}).get("Code", ""))
@@ -435,7 +438,7 @@ def client_fault(exc, location: Location, action: str, target: str) -> SourceErr
     code, status = _code(exc), _status(exc)
     where = f"s3://{location.bucket}/{target}"
     if code in THROTTLING or status == 429 or status >= 500:
-        return RetriableSourceError(f"{where}: S3 answered {code or status} after {MAX_ATTEMPTS} attempts "
+        return RetriableSourceError(f"{where}: S3 answered {code or status} after {attempts()} attempts "
                                     "(throttled or unavailable)")
     if code in ("NoSuchKey", "PreconditionFailed", "412"):
         return RetriableSourceError(f"{where}: the object changed or vanished since it was listed")
@@ -481,7 +484,7 @@ def core_fault(exc, location: Location, action: str, target: str) -> SourceError
     if isinstance(exc, bx.NoRegionError):
         return InputError(location.uri, "no AWS region configured", column="region",
                           expected="region in the source table, AWS_REGION or a profile with one")
-    return RetriableSourceError(f"{where}: {action} failed after {MAX_ATTEMPTS} attempts: "
+    return RetriableSourceError(f"{where}: {action} failed after {attempts()} attempts: "
                                 f"{type(exc).__name__}: {scrub(str(exc))}")
 
 
@@ -532,3 +535,6 @@ def guard_logs() -> None:
         if isinstance(logger, logging.Logger) and (name.split(".")[0] in LOGGERS or name == __name__):
             if _REDACT not in logger.filters:
                 logger.addFilter(_REDACT)
+
+
+guard_logs()  # at import too: any boto3 client made in this process logs masked from now on
