@@ -63,7 +63,7 @@ def traffic_by_service(traffic: pd.DataFrame, services) -> dict[str, ServiceTraf
     per_source: dict[tuple[str, str], ServiceTraffic] = {}
     for row in traffic.itertuples(index=False):
         labels = {"namespace": row.namespace, "pod": row.pod, "model_name": row.model_name, "container": ""}
-        name = service_of(labels, services, {})
+        name = service_of(labels, services, {}) or _named_service(row, services)
         if name is None:
             continue
         source = getattr(row, "source", "") or "traffic table"
@@ -73,6 +73,13 @@ def traffic_by_service(traffic: pd.DataFrame, services) -> dict[str, ServiceTraf
         primary = out.setdefault(name, t)
         primary.by_source[source] = t.requests
     return out
+
+
+def _named_service(row, services) -> str | None:
+    """Request logs carry no pod labels: their rows name the service the case gave the source."""
+    if not row.namespace and not row.model_name and row.pod in services:
+        return row.pod
+    return None
 
 
 def _add_row(t: ServiceTraffic, row, source: str) -> None:

@@ -13,9 +13,10 @@ Cost view (case option ``view = "actual" | "amortized"``; default: detected)
     UnusedSavingsPlan lines carry the unused share, and purchases are not costed. Detection:
     amortised evidence is an Unused* line or covered usage (PricingModel Reservation / SavingsPlan)
     with a nonzero cost; actual evidence is a commitment purchase with a nonzero cost, or covered
-    usage that all costs 0. Both kinds of evidence in one file, or evidence against the view the
-    case states, is an InputError. With no evidence the file is read as actual, and the note column
-    ``x_CostViewSource`` says so (as it says "case" or what was detected).
+    usage that all costs 0. Both kinds in one file is read as amortised: Microsoft's FOCUS recipe
+    is the amortised rows plus the commitment purchases of the actual data, and the rules below give
+    that combination both bases. Amortised evidence against a stated "actual" is an InputError.
+    With no evidence the file is read as actual; ``x_CostViewSource`` notes how it was known.
 
 Billed and effective cost (Microsoft's FOCUS conversion rules, and METHOD §1's bridge)
     * actual view: BilledCost = cost. EffectiveCost = cost, except commitment purchases and
@@ -128,12 +129,11 @@ class AzureExportConnector(Connector):
             create_units(con)
             for statement in mapped_sql(view, source):
                 con.execute(statement)
-            con.execute("DROP VIEW az")
-            con.execute("DROP TABLE raw")
+            con.execute("DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
             columns = adopt(con, "mapped", self.path)
             tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx)
-            blocks = dict(con.execute("SELECT rn, block FROM mapped_blocks WHERE block <> 1").fetchall())
-        tables["lines"] = scale_to_distinct_units(tables["lines"], blocks)
+            factors = {rn: (block, rate) for rn, block, rate in con.execute("SELECT * FROM rescale").fetchall()}
+        tables["lines"] = rescale(tables["lines"], factors)
         return tables, rows, covered
 
 
@@ -212,9 +212,9 @@ def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
                    for rn, value in con.execute(sql).fetchall()]
     known = ", ".join(quote_text(k) for k in CHARGE_TYPES)
     sql = f"SELECT rn, charge_type FROM az WHERE ct NOT IN ({known}) ORDER BY rn LIMIT {MAX_ERRORS}"
-    errors += [InputError(path, f"unknown charge type {value!r}", row=rn, column=roles.name("charge_type") if roles.columns["charge_type"] else "ChargeType",
-                          expected="Usage, Purchase, Refund, Tax, Credit, Adjustment, RoundingAdjustment, "
-                                   "UnusedReservation or UnusedSavingsPlan")
+    errors += [InputError(path, f"unknown charge type {value!r}", row=rn, column=roles.name("charge_type"),
+                          expected="an Azure ChargeType: Usage, Purchase, Refund, Tax, RoundingAdjustment, "
+                                   "UnusedReservation, UnusedSavingsPlan (or Credit, Adjustment)")
                for rn, value in con.execute(sql).fetchall()]
     return errors
 
@@ -228,14 +228,12 @@ def cost_view(con, path: Path, stated) -> tuple[str, str]:
         view = VIEWS.get(str(stated).strip().lower())
         if view is None:
             raise InputError(path, f"unknown view {stated!r}", column="view", expected='"actual" or "amortized"')
-        against = amortised if view == "actual" else actual
-        if against:
-            raise InputError(path, f"view {stated!r} stated, but {against[0]}", row=against[1],
+        if view == "actual" and amortised:
+            raise InputError(path, f"view {stated!r} stated, but {amortised[0]}", row=amortised[1],
                              column="view", expected="the view the export was made with")
         return view, "case"
     if amortised and actual:
-        raise InputError(path, f"mixed cost views: {amortised[0]}; {actual[0]}", column="ChargeType",
-                         expected="one export view (ActualCost or AmortizedCost) per file")
+        return "amortized", f"detected: {amortised[0]}, with commitment purchases ({actual[0]})"
     if amortised:
         return "amortized", f"detected: {amortised[0]}"
     if actual:
@@ -283,7 +281,7 @@ def create_units(con) -> None:
 
 
 def mapped_sql(view: str, source: str) -> list[str]:
-    """CREATE TABLE ``mapped`` (FOCUS and x_ names, file order) plus ``mapped_blocks`` (rn → block)."""
+    """CREATE TABLE ``mapped`` (FOCUS and x_ names, file order) and ``rescale`` (row → block, rate)."""
     zero_effective = "commitment_charge"
     zero_billed = "covered OR unused" if view == "amortized" else "FALSE"
     cost = "trim(cost)"
@@ -296,7 +294,7 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "ChargePeriodEnd": "strftime(day + INTERVAL 1 DAY, '%Y-%m-%dT%H:%M:%SZ')",
         "ChargeFrequency": ("CASE lower(frequency) WHEN 'onetime' THEN 'One-Time' WHEN 'recurring' THEN "
                             "'Recurring' WHEN 'usagebased' THEN 'Usage-Based' ELSE frequency END"),
-        "ChargeDescription": "coalesce(concat_ws(' - ', meter_name, meter_subcategory), product)",
+        "ChargeDescription": "coalesce(nullif(concat_ws(' - ', meter_name, meter_subcategory), ''), product)",
         "ProviderName": "'Microsoft'",
         "PublisherName": "publisher",
         "BillingAccountId": "billing_account",
@@ -313,7 +311,7 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "PricingUnit": "coalesce(u.unit, trim(az.unit))",
         "ConsumedUnit": "coalesce(u.unit, trim(az.unit))",
         "ContractedUnitPrice": "trim(effective_price)",
-        "ListUnitPrice": list_price_sql(),
+        "ListUnitPrice": "coalesce(trim(payg_price), trim(unit_price))",
         "ListCost": "trim(payg_cost)",
         "PricingCategory": ("CASE WHEN pm = 'ondemand' THEN 'Standard' WHEN pm = 'spot' THEN 'Dynamic' "
                             "WHEN pm IN ('reservation', 'savingsplan') THEN 'Committed' "
@@ -334,22 +332,16 @@ def mapped_sql(view: str, source: str) -> list[str]:
     }
     select = ", ".join(f"{expr} AS {name}" for name, expr in fields.items())
     joined = "FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit))"
+    rate = "CASE WHEN payg_price IS NOT NULL THEN trim(exchange_rate) END"
     return [f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY rn",
-            f"CREATE TEMP TABLE mapped_blocks AS SELECT rn, coalesce(u.block, '1') AS block {joined}"]
+            f"CREATE TEMP TABLE rescale AS SELECT * FROM (SELECT rn, coalesce(u.block, '1') AS block, {rate} AS rate "
+            f"{joined}) WHERE block <> '1' OR coalesce(rate, '1') <> '1'"]
 
 
 def charge_category_sql() -> str:
     """SQL: ChargeType → FOCUS ChargeCategory (values checked already)."""
     cases = " ".join(f"WHEN {quote_text(k)} THEN {quote_text(v)}" for k, v in CHARGE_TYPES.items())
     return f"CASE ct {cases} END"
-
-
-def list_price_sql() -> str:
-    """SQL: PayGPrice (× the MCA exchange rate when present, exact DECIMAL text), else UnitPrice."""
-    scaled = ("CASE WHEN exchange_rate IS NULL OR payg_price IS NULL THEN trim(payg_price) ELSE "
-              "CAST(CAST(trim(payg_price) AS DECIMAL(38, 18)) * CAST(trim(exchange_rate) AS DECIMAL(38, 18)) "
-              "AS VARCHAR) END")
-    return f"coalesce({scaled}, trim(unit_price))"
 
 
 def commitment_id_sql() -> str:
@@ -383,28 +375,37 @@ def instance_type_sql() -> str:
     return f"CASE WHEN lower(trim(meter_category)) = 'virtual machines' THEN coalesce({arm}, {meter}) END"
 
 
-# --- blocks → distinct units ------------------------------------------------------------------
+# --- blocks → distinct units, pricing → billing currency --------------------------------------
 
-def scale_to_distinct_units(lines: pd.DataFrame, blocks: dict[int, str]) -> pd.DataFrame:
-    """Quantities × block and unit prices ÷ block on the lines whose UnitOfMeasure is a block."""
-    if not blocks or lines.empty:
+def rescale(lines: pd.DataFrame, factors: dict[int, tuple[str, str | None]]) -> pd.DataFrame:
+    """Exact Decimal rescaling of the few lines that need it (``factors``: row → (block, rate)).
+
+    Quantities × block; unit prices ÷ block; a PayGPrice-based list price × the MCA exchange rate
+    (PayGPrice is in the pricing currency there). DuckDB has no exact decimal division, hence Python.
+    """
+    if not factors or lines.empty:
         return lines
-    factors = lines["row"].map(lambda rn: blocks.get(int(rn)))
-    todo = factors.notna()
+    todo = lines["row"].isin(list(factors))
     if not todo.any():
         return lines
     lines = lines.copy()
+    rows = lines.loc[todo, "row"].tolist()
+    blocks = [Decimal(factors[rn][0]) for rn in rows]
+    rates = [Decimal(factors[rn][1] or 1) for rn in rows]
     with decimal.localcontext() as context:
         context.prec = 40
-        for column, op in (("pricing_quantity", "mul"), ("consumed_quantity", "mul"),
-                           ("contracted_unit_price", "div"), ("list_unit_price", "div")):
-            lines.loc[todo, column] = [scaled(value, Decimal(block), op) for value, block
-                                       in zip(lines.loc[todo, column], factors[todo])]
+        changes = {"pricing_quantity": (blocks, None), "consumed_quantity": (blocks, None),
+                   "contracted_unit_price": (None, blocks), "list_unit_price": (rates, blocks)}
+        for column, (factor, divisor) in changes.items():
+            values = [scaled(v, factor and factor[i], divisor and divisor[i])
+                      for i, v in enumerate(lines.loc[todo, column])]
+            lines.loc[todo, column] = pd.Series(values, index=lines.index[todo], dtype="object")
     return lines
 
 
-def scaled(value, block: Decimal, op: str):
-    """``value`` × or ÷ ``block``; None stays None."""
+def scaled(value, factor: Decimal | None, divisor: Decimal | None):
+    """``value`` × ``factor`` ÷ ``divisor`` (either may be None); a None value stays None."""
     if value is None:
         return None
-    return value * block if op == "mul" else value / block
+    value = value * factor if factor is not None else value
+    return value / divisor if divisor is not None else value

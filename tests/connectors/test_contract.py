@@ -23,6 +23,10 @@ SAMPLES = {
     "openmetrics": ("telemetry", ROOT / "fixtures" / "telemetry_small" / "cluster.om", None, {}),
     "kineto": ("profiles", DATA / "traces" / "tracelens" / "h100_bert-small-uncased.json.gz", None,
                {"service": "x"}),
+    "azure": ("billing", DATA / "billing" / "msft_finops_toolkit" / "EA_AmortizedCost_Small.csv",
+              (datetime(2023, 9, 4, tzinfo=UTC), datetime(2023, 9, 10, tzinfo=UTC)), {}),
+    "access_log": ("telemetry", DATA / "billing" / "aws_wa_labs" / "workload_efficiency_step1_accesslog_2019-11-26.parquet",
+                   (datetime(2019, 11, 26, 1, tzinfo=UTC), datetime(2019, 11, 26, 5, tzinfo=UTC)), {"service": "web"}),
 }
 WIDE = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
 

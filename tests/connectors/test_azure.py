@@ -1,0 +1,349 @@
+"""AzureExportConnector: the real EA exports (actual, amortised, CAD), a synthetic MCA amortised GPU
+export, views, units, tags, GPU recognition, bad input; Microsoft's FocusCost through the focus connector."""
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from audit.classify import classify
+from connectors.azure import AzureExportConnector
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import InputError, InputErrors
+from connectors.focus import FocusConnector
+from connectors.registry import resolve
+from tests.paths import DATA
+
+BILLING = DATA / "billing"
+TOOLKIT = BILLING / "msft_finops_toolkit"
+ACTUAL = TOOLKIT / "EA_ActualCost_Small.csv"
+AMORTISED = TOOLKIT / "EA_AmortizedCost_Small.csv"
+CAD = BILLING / "focus_converters" / "azure_ea_anonymized_cad.csv"
+MCA = Path(__file__).resolve().parents[2] / "fixtures" / "azure_synthetic" / "mca_amortized_gpu.csv"
+SIX = Decimal("0.000001")
+
+
+def utc(*parts: int) -> datetime:
+    """A tz-aware UTC datetime."""
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def read(path: Path, currency: str = "USD", start=utc(2000, 1, 1), end=utc(2100, 1, 1), **options):
+    """Read ``path`` through the base read() (validation included)."""
+    spec = SourceSpec(name="azure", kind="billing", format="azure", path=Path(path), options=options)
+    return AzureExportConnector(spec, ReadContext(start=start, end=end, currency=currency)).read()
+
+
+def total(values) -> Decimal:
+    """Exact Decimal sum."""
+    return sum(values, Decimal(0))
+
+
+def extra(line) -> dict:
+    """The line's ``extra`` JSON."""
+    return json.loads(line["extra"])
+
+
+def rewrite(source: Path, target: Path, change) -> Path:
+    """Copy a CSV export, passing each data record (a dict) through ``change`` (None drops it)."""
+    with open(source, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        header, records = reader.fieldnames, list(reader)
+    with open(target, "w", encoding="utf-8-sig", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        writer.writeheader()
+        for i, record in enumerate(records, start=1):
+            changed = change(i, dict(record))
+            if changed is not None:
+                writer.writerow(changed)
+    return target
+
+
+# --- the real EA exports: totals as in PROVENANCE.md ------------------------------------------
+
+@pytest.mark.parametrize("path, currency, rows, billed, effective, view", [
+    (ACTUAL, "USD", 11, "8.545008", "5.295008", "actual"),
+    (AMORTISED, "USD", 28, "15.797780", "16.296932", "amortized"),
+    (CAD, "CAD", 27, "1.261369", "1.261369", "actual"),
+])
+def test_real_exports_load_with_provenance_totals(path, currency, rows, billed, effective, view):
+    frame = read(path, currency)
+    lines = frame.tables["lines"]
+    assert frame.rows == rows and len(lines) == rows
+    assert total(lines["billed_cost"]).quantize(SIX) == Decimal(billed)
+    assert total(lines["effective_cost"]).quantize(SIX) == Decimal(effective)
+    assert set(lines["currency"]) == {currency} and set(lines["provider"]) == {"Microsoft"}
+    assert {extra(line)["x_CostView"] for _, line in lines.iterrows()} == {view}
+
+
+def test_cost_column_sums_match_provenance_in_each_view():
+    """PROVENANCE's figure is the Cost column: billed in the actual file, effective in the amortised."""
+    assert total(read(ACTUAL).tables["lines"]["billed_cost"]) == Decimal("8.5450077867419368")
+    assert total(read(AMORTISED).tables["lines"]["effective_cost"]).quantize(SIX) == Decimal("16.296932")
+    assert total(read(CAD, "CAD").tables["lines"]["billed_cost"]) == Decimal("1.26136926505726")
+
+
+def test_actual_purchase_row_is_billed_and_not_effective():
+    lines = read(ACTUAL).tables["lines"]
+    purchase = lines[lines["charge_category"] == "Purchase"]
+    assert len(purchase) == 1
+    line = purchase.iloc[0]
+    assert line["billed_cost"] == Decimal("3.25") and line["effective_cost"] == 0
+    assert line["commitment_discount_type"] == "Reservation"
+    assert line["commitment_discount_id"] == (
+        "/providers/Microsoft.Capacity/reservationOrders/49ed0e4d-8e0c-4f1f-af2c-67c865056615")
+    assert line["charge_frequency"] == "Recurring"
+    assert extra(line)["x_CostViewSource"].startswith("detected: row 1 is a costed commitment purchase")
+
+
+def test_amortised_commitment_usage_is_effective_not_billed():
+    lines = read(AMORTISED).tables["lines"]
+    used = lines[lines["commitment_discount_status"] == "Used"]
+    assert list(used["commitment_discount_type"]) == ["Reservation", "Savings Plan"]
+    assert list(used["effective_cost"]) == [Decimal("0.493152"), Decimal("0.006000000468")]
+    assert list(used["billed_cost"]) == [0, 0]
+    assert set(used["pricing_category"]) == {"Committed"}
+    assert extra(used.iloc[0])["x_InstanceType"] == "Standard_DS2_v2"
+
+
+def test_bom_and_first_column_are_read():
+    for path in (ACTUAL, AMORTISED):
+        assert path.read_bytes()[:3] == b"\xef\xbb\xbf"
+        assert set(read(path).tables["lines"]["billing_account_id"]) == {"8611537"}
+
+
+def test_cad_file_takes_cad_and_is_read_as_actual_with_a_note():
+    lines = read(CAD, "CAD").tables["lines"]
+    notes = {extra(line)["x_CostViewSource"] for _, line in lines.iterrows()}
+    assert notes == {"not detectable (no commitment lines): read as actual"}
+    assert set(lines["pricing_category"]) == {"Standard", "Dynamic"}  # OnDemand 24, Spot 3
+    assert (lines["pricing_category"] == "Dynamic").sum() == 3
+    # a currency differing from the case's is kept for the audit to report
+    assert set(read(CAD, "USD").tables["lines"]["currency"]) == {"CAD"}
+
+
+def test_tags_without_braces_become_json_objects():
+    lines = read(CAD, "CAD").tables["lines"]
+    assert set(lines["tags"]) == {'{"tagA":"valueA","tagB":"valueB","tagC":"valueC"}'}
+    actual = read(ACTUAL).tables["lines"]
+    assert json.loads(actual.iloc[1]["tags"])["application"] == "databricks"
+    assert actual.iloc[0]["tags"] == "{}"
+
+
+def test_units_in_blocks_become_distinct_units():
+    """"10K" quantities are counted in blocks of 10 000: 0.0004 × 10K = 4 operations at 0.1 / 10K."""
+    lines = read(ACTUAL).tables["lines"]
+    ops = lines.iloc[1]
+    assert ops["pricing_unit"] == "Units" and ops["pricing_quantity"] == Decimal(4)
+    assert ops["contracted_unit_price"] == Decimal("0.00001")
+    assert ops["pricing_quantity"] * ops["contracted_unit_price"] == ops["billed_cost"]
+    assert extra(ops)["x_PricingUnitDescription"] == "10K" and extra(ops)["x_PricingBlockSize"] == "10000"
+    vm = lines.iloc[3]
+    assert (vm["pricing_unit"], vm["pricing_quantity"], vm["region"]) == ("Hours", Decimal(24), "southcentralus")
+
+
+def test_window_drops_days_outside():
+    frame = read(AMORTISED, start=utc(2023, 9, 10), end=utc(2023, 9, 11))
+    assert frame.rows == 28 and list(frame.tables["lines"]["row"]) == [15, 17, 18]
+    assert frame.covered == (utc(2023, 9, 10), utc(2023, 9, 11))
+
+
+# --- the synthetic MCA amortised GPU export ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mca():
+    """The synthetic MCA export read over May 2024."""
+    return read(MCA, start=utc(2024, 5, 1), end=utc(2024, 6, 1)).tables["lines"]
+
+
+def test_mca_lower_case_headers_iso_dates_and_totals(mca):
+    assert len(mca) == 6
+    assert total(mca["effective_cost"]) == Decimal("2617.0155188")
+    assert total(mca["billed_cost"]) == Decimal("697.0155188")  # covered usage and unused: billed via the purchase
+    assert list(mca["start"].dt.day) == [1, 1, 1, 2, 2, 2]
+    assert set(mca["billing_account_id"]) == {"acct-0001"}
+    assert extra(mca.iloc[0])["x_CostViewSource"].startswith("detected: row 3 is an unused-commitment line")
+
+
+def test_unused_reservation_is_usage_with_status_unused(mca):
+    unused = mca.iloc[2]
+    assert (unused["charge_category"], unused["commitment_discount_status"]) == ("Usage", "Unused")
+    assert unused["effective_cost"] == Decimal(480) and unused["billed_cost"] == 0
+    assert unused["commitment_discount_id"] == mca.iloc[0]["commitment_discount_id"]
+    assert extra(unused)["x_ChargeType"] == "UnusedReservation"
+
+
+def test_gpu_vm_on_a_scale_set_is_gpu_compute(mca):
+    classified = classify(mca, (), set(), set())
+    by_row = classified.set_index("row")
+    assert list(by_row.loc[[1, 2], "resource_class"]) == ["gpu_compute", "gpu_compute"]
+    assert set(by_row.loc[[1, 2], "instance_type"]) == {"nd96asr_v4"}
+    assert set(by_row.loc[[1, 2], "gpus_per_instance"]) == {8}
+    assert by_row.loc[1, "resource_id"].endswith("/virtualMachineScaleSets/aks-gpu-12345678-vmss")
+    assert by_row.loc[3, "resource_class"] == "commitment_unused"
+    assert by_row.loc[5, "resource_class"] == "orchestration"
+    assert by_row.loc[6, "resource_class"] == "egress"  # data transfer of a GPU node is not GPU compute
+
+
+def test_hundred_hour_blocks_and_tags(mca):
+    lts = mca.iloc[4]
+    assert (lts["pricing_unit"], lts["pricing_quantity"], lts["contracted_unit_price"]) == (
+        "Hours", Decimal(72), Decimal("0.6"))
+    assert lts["pricing_quantity"] * lts["contracted_unit_price"] == lts["effective_cost"]
+    assert json.loads(mca.iloc[0]["tags"]) == {"aks-managed-poolName": "gpu", "env": "prod", "team": "ml"}
+
+
+def test_meter_name_gives_the_vm_size_without_additional_info(tmp_path):
+    def strip_info(i, record):
+        record["additionalInfo"] = ""
+        return record
+    lines = read(rewrite(MCA, tmp_path / "no_info.csv", strip_info)).tables["lines"]
+    assert extra(lines.iloc[0])["x_InstanceType"] == "ND96asr_v4"
+    assert classify(lines, (), set(), set()).iloc[0]["resource_class"] == "gpu_compute"
+
+
+def test_list_price_in_pricing_currency_is_converted(tmp_path):
+    def euro(i, record):
+        record.update(billingCurrency="EUR", exchangeRatePricingToBilling="0.9")
+        return record
+    lines = read(rewrite(MCA, tmp_path / "eur.csv", euro), "EUR").tables["lines"]
+    assert lines.iloc[0]["list_unit_price"] == Decimal("24.4773")  # 27.197 USD × 0.9
+    assert lines.iloc[3]["list_unit_price"] == Decimal("0.00000036")  # 0.004 × 0.9 per 10K
+    assert set(lines["currency"]) == {"EUR"}
+
+
+def test_parquet_export_matches_csv(tmp_path):
+    target = tmp_path / "cad.parquet"
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * REPLACE (CAST(strptime(Date, '%m/%d/%Y') AS DATE) AS Date, "
+                    "CAST(CostInBillingCurrency AS DOUBLE) AS CostInBillingCurrency) "
+                    f"FROM read_csv('{CAD}', all_varchar=true)) TO '{target}' (FORMAT parquet)")
+    lines = read(target, "CAD").tables["lines"]
+    assert total(lines["billed_cost"]) == Decimal("1.26136926505726") and len(lines) == 27
+
+
+# --- views stated by the case -----------------------------------------------------------------
+
+def test_stated_view_is_used_and_recorded():
+    lines = read(AMORTISED, view="amortised").tables["lines"]
+    assert {extra(line)["x_CostViewSource"] for _, line in lines.iterrows()} == {"case"}
+    lines = read(CAD, "CAD", view="amortized").tables["lines"]
+    assert total(lines["effective_cost"]) == total(lines["billed_cost"])  # no commitment lines
+
+
+def test_stated_view_against_the_evidence_is_an_error():
+    with pytest.raises(InputError) as err:
+        read(AMORTISED, view="actual")
+    assert err.value.column == "view" and err.value.row == 1
+    with pytest.raises(InputError, match="unknown view"):
+        read(ACTUAL, view="blended")
+
+
+def test_amortised_rows_with_actual_purchases_read_as_amortised(tmp_path):
+    """Microsoft's FOCUS recipe: amortised rows plus the commitment purchases of the actual data."""
+    def add_unused(i, record):
+        if i == 2:
+            record.update(ChargeType="UnusedReservation", PricingModel="Reservation", Cost="0.5")
+        return record
+    lines = read(rewrite(ACTUAL, tmp_path / "combined.csv", add_unused)).tables["lines"]
+    assert extra(lines.iloc[0])["x_CostViewSource"].startswith("detected: row 2 is an unused-commitment line")
+    assert (lines.iloc[0]["billed_cost"], lines.iloc[0]["effective_cost"]) == (Decimal("3.25"), 0)
+    assert (lines.iloc[1]["billed_cost"], lines.iloc[1]["effective_cost"]) == (0, Decimal("0.5"))
+    assert lines.iloc[1]["commitment_discount_status"] == "Unused"
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+def test_bad_cells_name_row_and_azure_column(tmp_path):
+    def spoil(i, record):
+        if i == 3:
+            record["Date"] = "31/12/2023"
+        if i == 5:
+            record["Cost"] = "abc"
+        if i == 7:
+            record["ChargeType"] = "Mystery"
+        return record
+    with pytest.raises(InputErrors) as err:
+        read(rewrite(ACTUAL, tmp_path / "bad.csv", spoil))
+    found = {(e.row, e.column) for e in err.value.errors}
+    assert found == {(3, "Date"), (5, "Cost"), (7, "ChargeType")}
+
+
+def test_missing_cost_column_is_named(tmp_path):
+    target = tmp_path / "no_cost.csv"
+    target.write_text("Date,MeterCategory\n09/01/2023,Storage\n", encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        read(target)
+    assert err.value.column == "CostInBillingCurrency" and "missing column" in str(err.value)
+
+
+def test_tags_that_are_not_json_are_an_error(tmp_path):
+    def spoil(i, record):
+        if i == 2:
+            record["Tags"] = '"k": v'
+        return record
+    with pytest.raises(InputError) as err:
+        read(rewrite(ACTUAL, tmp_path / "tags.csv", spoil))
+    assert (err.value.row, err.value.column) == (2, "Tags")
+
+
+def test_registered_as_azure():
+    assert resolve("azure") is AzureExportConnector
+
+
+# --- Microsoft's FOCUS export (FocusCost) goes through the focus connector --------------------
+
+SAMPLE_BY_TYPE = {"Decimal": "1.5", "DateTime": "2024-05-01T00:00:00Z", "JSON": "{}", "Boolean": "true",
+                  "Number": "1"}
+FOCUS_COST_VALUES = {
+    "BilledCost": "0", "EffectiveCost": "1440", "ListCost": "1958.184", "ContractedCost": "1958.184",
+    "ChargeCategory": "Usage", "ChargeClass": "", "ChargeFrequency": "Usage-Based",
+    "ChargePeriodStart": "2024-05-01T00:00:00.0000000Z", "ChargePeriodEnd": "2024-05-02T00:00:00.0000000Z",
+    "BillingCurrency": "USD", "ProviderName": "Microsoft", "ServiceName": "Virtual Machines",
+    "CommitmentDiscountStatus": "Used", "CommitmentDiscountType": "Reservation",
+    "PricingUnit": "Hours", "PricingQuantity": "72", "ConsumedUnit": "Hours", "ConsumedQuantity": "72",
+    "Tags": '{"team":"ml"}', "SkuPriceDetails": '{"CoreCount":96}', "x_SkuMeterName": "ND96asr v4",
+    "x_SkuDetails": '{"ServiceType":"Standard_ND96asr_v4"}', "x_PricingBlockSize": "1",
+}
+
+
+def focus_cost_csv(target: Path) -> list[str]:
+    """One FocusCost 1.2-preview line with every column of Microsoft's metadata document."""
+    meta = json.loads((TOOLKIT / "FocusCost_1.2-preview.metadata.json").read_text(encoding="utf-8-sig"))
+    columns = [(c["ColumnName"], c["DataType"]) for c in meta["Columns"]]
+    values = [FOCUS_COST_VALUES.get(name, SAMPLE_BY_TYPE.get(dtype, f"{name} text")) for name, dtype in columns]
+    with open(target, "w", encoding="utf-8-sig", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([name for name, _ in columns])
+        writer.writerow(values)
+    return [name for name, _ in columns]
+
+
+def test_focus_cost_export_loads_through_the_focus_connector(tmp_path):
+    names = focus_cost_csv(tmp_path / "FocusCost.csv")
+    assert len(names) == 106 and sum(n.startswith("x_") for n in names) == 53
+    spec = SourceSpec(name="fc", kind="billing", format="focus", path=tmp_path / "FocusCost.csv")
+    frame = FocusConnector(spec, ReadContext(start=utc(2024, 5, 1), end=utc(2024, 6, 1), currency="USD")).read()
+    line = frame.tables["lines"].iloc[0]
+    assert (line["billed_cost"], line["effective_cost"]) == (Decimal(0), Decimal(1440))
+    assert line["start"].isoformat() == "2024-05-01T00:00:00+00:00"
+    assert len(json.loads(line["extra"])) == 54  # every x_ column plus SkuPriceDetails
+    classified = classify(frame.tables["lines"], (), set(), set()).iloc[0]
+    assert (classified["resource_class"], classified["instance_type"]) == ("gpu_compute", "nd96asr_v4")
+
+
+def test_other_charge_types_map_to_focus_categories(tmp_path):
+    kinds = {2: "Refund", 3: "Tax", 4: "RoundingAdjustment"}
+
+    def retype(i, record):
+        record["ChargeType"] = kinds.get(i, record["ChargeType"])
+        return record
+    lines = read(rewrite(ACTUAL, tmp_path / "kinds.csv", retype), view="actual").tables["lines"]
+    got = [(lines.iloc[i]["charge_category"], lines.iloc[i]["charge_class"]) for i in (1, 2, 3, 4)]
+    assert got == [("Refund", "Correction"), ("Tax", ""), ("Adjustment", ""), ("Usage", "")]
+    assert lines.iloc[1]["effective_cost"] == lines.iloc[1]["billed_cost"]  # not a commitment refund
