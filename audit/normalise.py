@@ -76,8 +76,8 @@ def _check_currency(case: Case, lines: pd.DataFrame) -> None:
     if lines.empty:
         return
     bad = lines[lines["currency"] != case.currency]
-    errors = [InputError(r.source_path, f"currency {r.currency!r} differs from the case's", row=int(r.row),
-                         column="BillingCurrency", expected=case.currency)
+    errors = [InputError(r.source_path, f"currency {r.currency!r} differs from the case's (line {r.line_id})",
+                         row=int(r.row), column="BillingCurrency", expected=case.currency)
               for r in bad.head(20).itertuples()]
     if errors:
         raise InputErrors(errors)

@@ -113,7 +113,8 @@ def _split_gpus(case, charges, tele, nodes_of_resource) -> GpuSplitter:
     splitter = GpuSplitter(case, case.services, tele.activity, nodes_of_resource, tele.requests,
                            units.pod_models(tele.traffic), tele.step)
     for line in gpu_lines.to_dict("records"):
-        counts_time = bool(line["gpus_per_instance"]) or bool(classify.gpu_sku_model(line))
+        quantity = line["pricing_quantity"] or line["consumed_quantity"]
+        counts_time = bool(quantity) and (bool(line["gpus_per_instance"]) or bool(classify.gpu_sku_model(line)))
         key = classify.resource_key(line["resource_id"]) or line["line_id"]
         splitter.add_line(line, gpus.get(key, 0), counts_time)
     return splitter

@@ -1,0 +1,544 @@
+"""CurConnector: the real legacy CURs, synthetic CUR 2.0, export folders, bad input, one whole audit."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from datetime import datetime, timezone
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from audit.case import load_case
+from audit.classify import classify
+from audit.pipeline import run_audit
+from audit.result import to_dict
+from connectors.base import ReadContext, SourceSpec
+from connectors.cur import CurConnector
+from connectors.errors import InputError, InputErrors
+from connectors.registry import resolve
+from tests.paths import DATA
+
+BILLING = DATA / "billing"
+CUR1 = BILLING / "focus_converters" / "aws_cur1_anonymized_2023-11.csv"
+LABS = BILLING / "aws_wa_labs"
+STEP1 = LABS / "workload_efficiency_step1_cur_2019-11-26.csv.gz"
+STEP5 = LABS / "workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz"
+SIX = Decimal("0.000001")
+
+
+def utc(*parts: int) -> datetime:
+    """A tz-aware UTC datetime."""
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def read(path: Path, start=utc(2000, 1, 1), end=utc(2100, 1, 1), currency="USD"):
+    """Read ``path`` through the base read() (validation included)."""
+    spec = SourceSpec(name="cur", kind="billing", format="cur", path=Path(path))
+    return CurConnector(spec, ReadContext(start=start, end=end, currency=currency)).read()
+
+
+@lru_cache(maxsize=None)
+def read_real(path: Path, start: datetime, end: datetime):
+    """A real file read once per test session (the frames are only inspected)."""
+    return read(path, start=start, end=end)
+
+
+def total(values) -> Decimal:
+    """Exact Decimal sum."""
+    return sum(values, Decimal(0))
+
+
+def six(value: Decimal) -> Decimal:
+    """Rounded to the 6 places PROVENANCE.md prints."""
+    return value.quantize(SIX)
+
+
+def line_type(lines, kind: str):
+    """The lines of one CUR line item type (from the extra column)."""
+    return lines[lines["extra"].str.contains(f'"x_LineItemType":"{kind}"', regex=False)]
+
+
+def duck(query: str) -> Decimal:
+    """One value of an independent DuckDB query over a raw file (the expected figure)."""
+    return duckdb.sql(query).fetchall()[0][0]
+
+
+def num(column: str) -> str:
+    """SQL: a DOUBLE CUR column as the DECIMAL of its shortest text (as the connector reads it)."""
+    return f"CAST(CAST(coalesce({column}, 0) AS VARCHAR) AS DECIMAL(38,12))"
+
+
+def raises(path: Path, **kwargs) -> list[InputError]:
+    """The InputErrors a read raises."""
+    with pytest.raises((InputError, InputErrors)) as info:
+        read(path, **kwargs)
+    return getattr(info.value, "errors", [info.value])
+
+
+# --- real legacy CURs (totals from PROVENANCE.md) -------------------------------------------------
+
+def test_registry_names_the_cur_connector():
+    assert resolve("cur") is CurConnector
+
+
+def test_legacy_csv_sample_loads_with_published_sums():
+    frame = read(CUR1, start=utc(2023, 11, 1), end=utc(2023, 12, 1))
+    lines = frame.tables["lines"]
+    assert frame.rows == 1281 and len(lines) == 1281
+    assert six(total(lines.billed_cost)) == Decimal("1.682309")
+    tax = lines[lines.charge_category == "Tax"]
+    assert len(tax) == 12 and six(total(tax.billed_cost)) == Decimal("0.080000")
+    assert total(lines.effective_cost) == total(lines.billed_cost)  # no commitments in this file
+    assert lines.line_id.iloc[0] == "aws_cur1_anonymized_2023-11.csv:1"
+    assert list(lines.row) == list(range(1, 1282))
+    assert set(lines.currency) == {"USD"} and set(lines.provider) == {"AWS"}
+    assert str(lines.start.dtype) == "datetime64[ns, UTC]"
+    assert frame.tables["split_rows"].empty
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, window, rows, billed", [
+    ("Oct2018", (utc(2018, 10, 1), utc(2018, 11, 1)), 119307, "4064.483132"),
+    ("Nov2018", (utc(2018, 11, 1), utc(2018, 12, 1)), 124340, "3505.326968"),
+    ("Dec2018", (utc(2018, 12, 1), utc(2019, 1, 1)), 91264, "408.375992"),
+])
+def test_workshop_parquet_billed_and_amortised(name, window, rows, billed):
+    path = LABS / f"{name}-WorkshopCUR-00001.snappy.parquet"
+    frame = read_real(path, *window)
+    lines = frame.tables["lines"]
+    assert frame.rows == rows
+    assert six(total(lines.billed_cost)) == Decimal(billed)
+    covered = line_type(lines[lines.commitment_discount_status == "Used"], "DiscountedUsage")
+    assert len(covered) and set(covered.billed_cost) == {Decimal(0)}
+    assert set(covered.commitment_discount_type) == {"Reservation"}
+    src = f"read_parquet('{path}')"
+    expected_ri = duck(f"SELECT sum({num('reservation_effective_cost')}) FROM {src} "
+                       "WHERE line_item_line_item_type = 'DiscountedUsage'")
+    assert total(covered.effective_cost) == expected_ri
+    fees = lines[lines.charge_category == "Purchase"]
+    assert len(fees) == 9 and (fees.commitment_discount_id.str.contains(":reserved-instances/")).all()
+    assert set(fees.effective_cost) == {Decimal(0)}
+    # Amortised total, as AWS computes it: usage unblended + RI effective cost + the RI fees' unused part.
+    expected = duck(
+        f"SELECT sum(CASE line_item_line_item_type WHEN 'Usage' THEN {num('line_item_unblended_cost')} "
+        f"WHEN 'DiscountedUsage' THEN {num('reservation_effective_cost')} "
+        f"ELSE {num('reservation_unused_amortized_upfront_fee_for_billing_period')} "
+        f"+ {num('reservation_unused_recurring_fee')} END) FROM {src}")
+    assert total(lines.effective_cost) == expected
+    unused = lines[lines.commitment_discount_status == "Unused"]
+    assert len(unused) and (unused.billed_cost == 0).all() and unused.line_id.str.endswith(":unused").all()
+
+
+@pytest.mark.slow
+def test_workshop_tags_lose_the_user_prefix():
+    path = LABS / "Dec2018-WorkshopCUR-00001.snappy.parquet"
+    lines = read_real(path, utc(2018, 12, 1), utc(2019, 1, 1)).tables["lines"]
+    tags = [json.loads(t) for t in lines.tags]
+    assert any(t.get("cost_center") == "Cost001" for t in tags)
+    assert not any(key.startswith("user_") for t in tags for key in t)
+
+
+def test_athena_csv_step1_with_null_literals():
+    frame = read(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 27))
+    lines = frame.tables["lines"]
+    assert frame.rows == 7850 and len(lines) == 7850
+    assert six(total(lines.billed_cost)) == Decimal("89.170633")
+    assert {"application", "tier"} <= {k for t in lines.tags for k in json.loads(t)}
+
+
+def test_step5_savings_plans_billed_and_amortised():
+    lines = read(STEP5, start=utc(2019, 11, 29), end=utc(2019, 12, 1)).tables["lines"]
+    assert len(lines) == 5941  # the plan is fully used: no unused-commitment rows
+    billed = total(lines.billed_cost)
+    assert six(billed) == Decimal("70.269658")
+    covered, negation = line_type(lines, "SavingsPlanCoveredUsage"), line_type(lines, "SavingsPlanNegation")
+    fees = line_type(lines, "SavingsPlanRecurringFee")
+    assert (len(covered), len(negation), len(fees)) == (360, 120, 48)
+    # on the invoice covered usage (19.519065 unblended) and its negation net to zero: both carry 0
+    assert total(covered.billed_cost) == 0 and total(negation.billed_cost) == 0
+    assert negation.pricing_quantity.isna().all()  # money only: the covered lines carry the hours
+    assert total(fees.billed_cost) == Decimal("12.696") and set(fees.charge_category) == {"Purchase"}
+    plans = set(covered.commitment_discount_id)  # two EC2 Instance Savings Plans
+    assert len(plans) == 2 and set(fees.commitment_discount_id) == plans
+    sp_effective = total(covered.effective_cost)
+    assert sp_effective == Decimal("12.696")
+    # Amortised total = billed, less what the amortised view does not count (the negations, the
+    # covered lines at their on-demand price, the fee itself), plus the covered lines at their Savings
+    # Plan effective cost and the unused commitment (none here):
+    #   70.269658 + 19.519065 - 19.519065 - 12.696 + 12.696 + 0 = 70.269658.
+    # A fully used No Upfront plan costs the same on both bases; the two views differ in where the
+    # money sits (covered lines at 0.054/h instead of a 12.696 fee line).
+    expected = (billed - total(negation.billed_cost) - total(covered.billed_cost)
+                - total(fees.billed_cost) + sp_effective)
+    assert total(lines.effective_cost) == expected
+    assert six(expected) == Decimal("70.269658")
+    assert covered.contracted_unit_price.map(lambda p: p is not None and p > 0).all()
+
+
+# --- synthetic CUR 2.0 -----------------------------------------------------------------------------
+
+CUR2_COLUMNS = {
+    "bill_payer_account_id": "VARCHAR", "line_item_usage_account_id": "VARCHAR",
+    "line_item_line_item_type": "VARCHAR", "line_item_usage_start_date": "TIMESTAMP",
+    "line_item_usage_end_date": "TIMESTAMP", "line_item_product_code": "VARCHAR",
+    "line_item_usage_type": "VARCHAR", "line_item_operation": "VARCHAR", "line_item_resource_id": "VARCHAR",
+    "line_item_usage_amount": "DOUBLE", "line_item_currency_code": "VARCHAR",
+    "line_item_unblended_rate": "VARCHAR", "line_item_unblended_cost": "DOUBLE",
+    "line_item_line_item_description": "VARCHAR", "pricing_unit": "VARCHAR", "pricing_term": "VARCHAR",
+    "pricing_public_on_demand_rate": "VARCHAR", "pricing_public_on_demand_cost": "DOUBLE",
+    "product": "MAP(VARCHAR, VARCHAR)", "product_sku": "VARCHAR", "resource_tags": "MAP(VARCHAR, VARCHAR)",
+    "cost_category": "MAP(VARCHAR, VARCHAR)", "discount": "MAP(VARCHAR, DOUBLE)",
+    "reservation_reservation_arn": "VARCHAR", "reservation_effective_cost": "DOUBLE",
+    "reservation_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
+    "reservation_unused_recurring_fee": "DOUBLE", "savings_plan_savings_plan_arn": "VARCHAR",
+    "savings_plan_savings_plan_effective_cost": "DOUBLE", "savings_plan_savings_plan_rate": "DOUBLE",
+    "savings_plan_total_commitment_to_date": "DOUBLE", "savings_plan_used_commitment": "DOUBLE",
+    "split_line_item_parent_resource_id": "VARCHAR", "split_line_item_split_cost": "DOUBLE",
+    "split_line_item_unused_cost": "DOUBLE",
+}
+SP = "arn:aws:savingsplans::999999999999:savingsplan/5f1c-demo"
+RI = "arn:aws:ec2:us-east-1:999999999999:reserved-instances/9a7e-demo"
+EC2 = {"product_name": "Amazon Elastic Compute Cloud", "region": "us-east-1"}
+TEAM = {"user_team": "ml", "user_service": "chat", "aws_eks_cluster_name": "inference-prod"}
+
+
+def instance_hour(hour: int, kind: str, itype: str, cost: str, resource: str | None, **over) -> dict:
+    """One hourly EC2 line of a CUR 2.0 export (2026-09-01, hour ``hour``)."""
+    start = datetime(2026, 9, 1, hour)
+    row = {"bill_payer_account_id": "999999999999", "line_item_usage_account_id": "111111111111",
+           "line_item_line_item_type": kind, "line_item_usage_start_date": start,
+           "line_item_usage_end_date": start.replace(hour=hour + 1), "line_item_product_code": "AmazonEC2",
+           "line_item_usage_type": f"USE1-BoxUsage:{itype}", "line_item_operation": "RunInstances",
+           "line_item_resource_id": resource, "line_item_usage_amount": 1.0,
+           "line_item_currency_code": "USD", "line_item_unblended_rate": cost,
+           "line_item_unblended_cost": float(cost),
+           "line_item_line_item_description": f"${cost} per On Demand Linux {itype} Instance Hour",
+           "pricing_unit": "Hrs", "pricing_term": "OnDemand", "pricing_public_on_demand_rate": cost,
+           "pricing_public_on_demand_cost": float(cost), "product": {**EC2, "instance_type": itype},
+           "resource_tags": TEAM, "discount": {}}
+    row.update(over)
+    return row
+
+
+def cur2_rows() -> list[dict]:
+    """Four hours of a GPU inference account: a Savings Plan on one p5, a p5 on demand, a g6e under a
+    reservation and one on demand, EKS split rows, the plan's fee, and the month's tax, credit, discount."""
+    rows = []
+    for h in range(4):
+        rows.append(instance_hour(h, "SavingsPlanCoveredUsage", "p5.48xlarge", "55.04", "i-0p5a",
+                                  savings_plan_savings_plan_arn=SP, savings_plan_savings_plan_rate=38.53,
+                                  savings_plan_savings_plan_effective_cost=38.53))
+        rows.append(instance_hour(h, "SavingsPlanNegation", "p5.48xlarge", "-55.04", None,
+                                  savings_plan_savings_plan_arn=SP, pricing_public_on_demand_cost=None,
+                                  line_item_line_item_description="SavingsPlanNegation used by AccountId : 111111111111"))
+        rows.append(instance_hour(h, "Usage", "p5.48xlarge", "55.04", "i-0p5b"))
+        rows.append(instance_hour(h, "Usage", "g6e.12xlarge", "10.49264", "i-0g6ea"))
+        rows.append(instance_hour(h, "DiscountedUsage", "g6e.12xlarge", "0", "i-0g6eb",
+                                  reservation_reservation_arn=RI, reservation_effective_cost=7.1))
+        for pod in ("chat-0", "chat-1"):
+            rows.append(instance_hour(h, "Usage", "p5.48xlarge", "0", f"arn:aws:eks:us-east-1:111111111111:pod/inference-prod/llm/{pod}/u{h}",
+                                      line_item_operation="EKSPod-EC2", line_item_usage_type="USE1-EKS-EC2-GPU-Hours",
+                                      split_line_item_parent_resource_id="i-0p5a", split_line_item_split_cost=19.265,
+                                      split_line_item_unused_cost=0.0))
+        rows.append(instance_hour(h, "SavingsPlanRecurringFee", "", "40.0", SP, line_item_product_code="ComputeSavingsPlans",
+                                  line_item_usage_type="ComputeSP:3yrNoUpfront", line_item_operation=None,
+                                  product={"product_name": "Savings Plans for AWS Compute usage"},
+                                  savings_plan_savings_plan_arn=SP, savings_plan_total_commitment_to_date=40.0,
+                                  savings_plan_used_commitment=38.53))
+    month = {"line_item_usage_start_date": datetime(2026, 9, 1), "line_item_usage_end_date": datetime(2026, 10, 1)}
+    rows.append(instance_hour(0, "RIFee", "g6e.12xlarge", "28.4", None, reservation_reservation_arn=RI,
+                              reservation_unused_amortized_upfront_fee_for_billing_period=0.0,
+                              reservation_unused_recurring_fee=3.55, **month))
+    rows.append(instance_hour(0, "Fee", "g6e.12xlarge", "100", None, reservation_reservation_arn=RI,
+                              line_item_line_item_description="Sign up charge for subscription: 9a7e",
+                              **month))  # the reservation's partial upfront payment: a purchase
+    for kind, cost in (("Tax", "12.34"), ("Credit", "-5"), ("EdpDiscount", "-2.5")):
+        rows.append(instance_hour(0, kind, "", cost, None, product={"product_name": "Amazon Elastic Compute Cloud"},
+                                  line_item_usage_type="", **month))
+    return rows
+
+
+def write_cur2(path: Path, rows: list[dict]) -> Path:
+    """A CUR 2.0 Parquet file (MAP columns for product, tags, cost categories, discounts)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (" + ", ".join(f"{c} {t}" for c, t in CUR2_COLUMNS.items()) + ")")
+    cast = ", ".join(f"CAST(CAST(? AS JSON) AS {t})" if t.startswith("MAP") else "?"
+                     for t in CUR2_COLUMNS.values())
+    for row in rows:
+        values = [json.dumps(row.get(c) or {}) if t.startswith("MAP") else row.get(c)
+                  for c, t in CUR2_COLUMNS.items()]
+        con.execute(f"INSERT INTO t VALUES ({cast})", values)
+    con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cur2(tmp_path_factory):
+    """The synthetic CUR 2.0 file, read over September 2026."""
+    path = write_cur2(tmp_path_factory.mktemp("cur2") / "export-00001.snappy.parquet", cur2_rows())
+    return read(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+
+
+def test_cur2_money_both_bases_and_unused_commitments(cur2):
+    lines = cur2.tables["lines"]
+    assert cur2.rows == 4 * 8 + 5
+    hour = Decimal("55.04") - Decimal("55.04") + Decimal("55.04") + Decimal("10.49264") + Decimal("40.0")
+    month = Decimal("28.4") + 100 + Decimal("12.34") - 5 - Decimal("2.5")  # RIFee, Fee, Tax, Credit, Edp
+    assert total(lines.billed_cost) == 4 * hour + month
+    hour_eff = Decimal("38.53") + Decimal("55.04") + Decimal("10.49264") + Decimal("7.1") + Decimal("1.47")
+    assert total(lines.effective_cost) == 4 * hour_eff + Decimal("3.55") + Decimal("12.34") - 5 - Decimal("2.5")
+    unused = lines[lines.commitment_discount_status == "Unused"]
+    assert sorted(map(str, unused.effective_cost)) == ["1.47"] * 4 + ["3.55"]
+    assert set(unused.commitment_discount_id) == {SP, RI} and (unused.billed_cost == 0).all()
+    categories = lines.groupby("charge_category").size().to_dict()
+    assert categories == {"Usage": 4 * 6 + 1, "Purchase": 6, "Tax": 1, "Credit": 2}
+    purchases = lines[lines.charge_category == "Purchase"]
+    assert set(purchases.effective_cost) == {Decimal(0)}
+    assert set(purchases.commitment_discount_id) == {SP, RI}
+    ri = lines[(lines.commitment_discount_type == "Reservation") & (lines.commitment_discount_status == "Used")]
+    assert set(ri.contracted_unit_price) == {Decimal("7.1")}
+
+
+def test_cur2_csv_export_with_json_map_columns(tmp_path, cur2):
+    parquet = write_cur2(tmp_path / "x.parquet", cur2_rows())
+    path = tmp_path / "export-00001.csv.gz"
+    duckdb.sql(f"COPY (SELECT * REPLACE (to_json(product) AS product, to_json(resource_tags) AS resource_tags, "
+               f"to_json(cost_category) AS cost_category, to_json(discount) AS discount) "
+               f"FROM read_parquet('{parquet}')) TO '{path}' (HEADER, COMPRESSION gzip)")
+    lines = read(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    expected = cur2.tables["lines"]
+    assert total(lines.billed_cost) == total(expected.billed_cost)
+    assert total(lines.effective_cost) == total(expected.effective_cost)
+    assert list(lines.tags) == list(expected.tags) and list(lines.extra) == list(expected.extra)
+
+
+def test_cur2_tags_and_instance_type_come_from_the_maps(cur2):
+    lines = cur2.tables["lines"]
+    p5 = lines[lines.resource_id == "i-0p5b"]
+    assert json.loads(p5.tags.iloc[0]) == {"team": "ml", "service": "chat", "aws_eks_cluster_name": "inference-prod"}
+    assert json.loads(p5.extra.iloc[0])["x_InstanceType"] == "p5.48xlarge"
+    assert set(p5.service_name) == {"Amazon Elastic Compute Cloud"} and set(p5.region) == {"us-east-1"}
+
+
+def test_cur2_split_rows_are_evidence_not_money(cur2):
+    lines, split = cur2.tables["lines"], cur2.tables["split_rows"]
+    assert not lines.resource_id.str.contains(":pod/").any()
+    assert len(split) == 8 and set(split.resource_id) == {"i-0p5a"}
+    assert total(split.split_cost) == 8 * Decimal("19.265")
+    assert split.workload.str.contains("/llm/chat-").all() and set(split.operation) == {"EKSPod-EC2"}
+
+
+def test_a_line_that_is_its_own_split_parent_stays_money(tmp_path):
+    row = dict(cur2_rows()[2], split_line_item_parent_resource_id="i-0p5b")  # the on-demand p5 hour
+    lines = read(write_cur2(tmp_path / "own.parquet", [row])).tables["lines"]
+    assert list(lines.billed_cost) == [Decimal("55.04")]
+
+
+def test_cur2_gpu_lines_classify_as_gpu_compute(cur2):
+    classes = classify(cur2.tables["lines"], (), set(), set())
+    p5 = classes[classes.extra.str.contains('"x_InstanceType":"p5.48xlarge"', regex=False)]
+    assert len(p5) == 12 and set(p5.resource_class) == {"gpu_compute"}
+    assert set(p5.gpu_model) == {"H100 80GB"} and set(p5.gpus_per_instance) == {8}
+    g6e = classes[classes.resource_id.str.startswith("i-0g6e")]
+    assert set(g6e.resource_class) == {"gpu_compute"} and set(g6e.gpus_per_instance) == {4}
+    assert set(classes[classes.commitment_discount_status == "Unused"].resource_class) == {"commitment_unused"}
+
+
+# --- export folders and manifests ------------------------------------------------------------------
+
+LEGACY_HEADER = ["identity/LineItemId", "bill/PayerAccountId", "lineItem/UsageAccountId",
+                 "lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate",
+                 "lineItem/ProductCode", "lineItem/UsageType", "lineItem/Operation", "lineItem/ResourceId",
+                 "lineItem/UsageAmount", "lineItem/CurrencyCode", "lineItem/UnblendedRate",
+                 "lineItem/UnblendedCost", "lineItem/LineItemDescription", "product/ProductName",
+                 "product/instanceType", "product/region", "pricing/unit", "resourceTags/user:team"]
+
+
+def legacy_row(n: int, cost: str, hour: int = 0, **over) -> list[str]:
+    """One legacy CUR CSV record (slash headers), an hour of g6e.xlarge."""
+    row = {"identity/LineItemId": f"id{n}", "bill/PayerAccountId": "999999999999",
+           "lineItem/UsageAccountId": "111111111111", "lineItem/LineItemType": "Usage",
+           "lineItem/UsageStartDate": f"2026-09-01T{hour:02d}:00:00Z",
+           "lineItem/UsageEndDate": f"2026-09-01T{hour + 1:02d}:00:00Z", "lineItem/ProductCode": "AmazonEC2",
+           "lineItem/UsageType": "USE1-BoxUsage:g6e.xlarge", "lineItem/Operation": "RunInstances",
+           "lineItem/ResourceId": f"i-{n:04d}", "lineItem/UsageAmount": "1.0", "lineItem/CurrencyCode": "USD",
+           "lineItem/UnblendedRate": cost, "lineItem/UnblendedCost": cost,
+           "lineItem/LineItemDescription": "g6e.xlarge hour", "product/ProductName": "Amazon Elastic Compute Cloud",
+           "product/instanceType": "g6e.xlarge", "product/region": "us-east-1", "pricing/unit": "Hrs",
+           "resourceTags/user:team": "ml"}
+    row.update(over)
+    return [row.get(name, "") for name in LEGACY_HEADER]
+
+
+def write_legacy(path: Path, rows: list[list[str]], header=LEGACY_HEADER) -> Path:
+    """A legacy CUR file (.csv or .csv.gz)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "wt", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_manifest(path: Path, keys: list[str], field: str = "reportKeys") -> Path:
+    """A CUR manifest naming ``keys``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"assemblyId": path.parent.name, field: keys}))
+    return path
+
+
+def legacy_export(root: Path, period_manifest: bool = True) -> Path:
+    """``<prefix>/<report>/<period>/<assembly>/…`` with an old and a restated (newer) assembly."""
+    period = root / "cur" / "gpu-report" / "20260901-20261001"
+    old = [legacy_row(1, "1.00"), legacy_row(2, "1.00", 1)]
+    new = [legacy_row(1, "1.10"), legacy_row(2, "1.10", 1), legacy_row(3, "2.00", 2)]
+    for assembly, rows in (("a-old", old), ("b-new", new)):
+        data = write_legacy(period / assembly / "gpu-report-00001.csv.gz", rows)
+        key = f"cur/gpu-report/20260901-20261001/{assembly}/{data.name}"
+        write_manifest(period / assembly / "gpu-report-Manifest.json", [key])
+    os.utime(period / "a-old" / "gpu-report-Manifest.json", (1_700_000_000, 1_700_000_000))
+    if period_manifest:
+        write_manifest(period / "gpu-report-Manifest.json",
+                       ["cur/gpu-report/20260901-20261001/b-new/gpu-report-00001.csv.gz"])
+    return root
+
+
+def test_legacy_folder_reads_only_the_newest_assembly(tmp_path):
+    frame = read(legacy_export(tmp_path), start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    lines = frame.tables["lines"]
+    assert frame.rows == 3 and total(lines.billed_cost) == Decimal("4.20")
+    assert lines.line_id.iloc[0] == "cur/gpu-report/20260901-20261001/b-new/gpu-report-00001.csv.gz:1"
+    assert json.loads(lines.tags.iloc[0]) == {"team": "ml"}
+
+
+def test_without_period_manifest_the_newest_assembly_manifest_wins(tmp_path):
+    root = legacy_export(tmp_path, period_manifest=False)
+    assert total(read(root).tables["lines"].billed_cost) == Decimal("4.20")
+    period = root / "cur" / "gpu-report" / "20260901-20261001"
+    os.utime(period / "a-old" / "gpu-report-Manifest.json", (1_900_000_000, 1_900_000_000))
+    assert total(read(root).tables["lines"].billed_cost) == Decimal("2.00")
+
+
+def test_folder_without_manifest_reads_every_file(tmp_path):
+    write_legacy(tmp_path / "a.csv", [legacy_row(1, "1.00")])
+    write_legacy(tmp_path / "sub" / "b.csv.gz", [legacy_row(2, "2.00"), legacy_row(3, "3.00")])
+    lines = read(tmp_path).tables["lines"]
+    assert list(lines.line_id) == ["a.csv:1", "sub/b.csv.gz:1", "sub/b.csv.gz:2"]
+    assert total(lines.billed_cost) == Decimal("6.00")
+
+
+def test_cur2_export_layout_uses_the_metadata_manifest(tmp_path):
+    base = tmp_path / "src" / "exports" / "gpu-cur2"
+    data = base / "data" / "BILLING_PERIOD=2026-09"
+    rows = cur2_rows()
+    write_cur2(data / "gpu-cur2-00001.snappy.parquet", rows[:20])
+    write_cur2(data / "gpu-cur2-00002.snappy.parquet", rows[20:])
+    stale = [dict(r, line_item_unblended_cost=1.0) for r in rows[:3]]  # an earlier delivery's file
+    write_cur2(data / "gpu-cur2-stale.snappy.parquet", stale)
+    listed = [f"s3://bucket/exports/gpu-cur2/data/BILLING_PERIOD=2026-09/gpu-cur2-0000{i}.snappy.parquet"
+              for i in (1, 2)]
+    write_manifest(base / "metadata" / "BILLING_PERIOD=2026-09" / "gpu-cur2-Manifest.json", listed, "dataFiles")
+    frame = read(tmp_path / "src", start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    whole = write_cur2(tmp_path / "reference" / "whole.parquet", rows)
+    expected = read(whole, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    lines = frame.tables["lines"]
+    assert frame.rows == len(rows)
+    assert total(lines.billed_cost) == total(expected.billed_cost)
+    assert total(lines.effective_cost) == total(expected.effective_cost)
+    assert not lines.line_id.str.contains("stale").any()
+    assert lines.line_id.iloc[0] == "exports/gpu-cur2/data/BILLING_PERIOD=2026-09/gpu-cur2-00001.snappy.parquet:1"
+
+
+def test_manifest_naming_a_missing_file_is_an_input_error(tmp_path):
+    write_legacy(tmp_path / "20260901-20261001" / "x" / "r-1.csv.gz", [legacy_row(1, "1")])
+    write_manifest(tmp_path / "20260901-20261001" / "r-Manifest.json", ["p/r/20260901-20261001/y/r-1.csv.gz"])
+    (error,) = raises(tmp_path)
+    assert error.path.endswith("r-Manifest.json") and "y/r-1.csv.gz" in error.message
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+def test_missing_unblended_cost_names_file_and_column(tmp_path):
+    header = [h for h in LEGACY_HEADER if h != "lineItem/UnblendedCost"]
+    path = write_legacy(tmp_path / "bad.csv", [legacy_row(1, "1")[:13] + legacy_row(1, "1")[14:]], header)
+    (error,) = raises(path)
+    assert error.path == str(path) and error.column == "lineItem/UnblendedCost"
+
+
+def test_unparseable_amount_names_file_row_and_column(tmp_path):
+    write_legacy(tmp_path / "a.csv", [legacy_row(1, "1.00")])
+    bad = write_legacy(tmp_path / "b.csv", [legacy_row(2, "2.00"), legacy_row(3, "1.00", **{"lineItem/UnblendedCost": "1.2.5"})])
+    (error,) = raises(tmp_path)
+    assert (error.path, error.row, error.column) == (str(bad), 2, "lineItem/UnblendedCost")
+    assert "1.2.5" in str(error)
+
+
+def test_unknown_line_item_type_and_bad_timestamp(tmp_path):
+    path = write_legacy(tmp_path / "c.csv", [
+        legacy_row(1, "1", **{"lineItem/LineItemType": "Mystery"}),
+        legacy_row(2, "1", **{"lineItem/UsageStartDate": "2026-09-31T00:00:00Z"})])
+    errors = raises(path)
+    assert {(e.row, e.column) for e in errors} == {(1, "lineItem/LineItemType"), (2, "lineItem/UsageStartDate")}
+
+
+def test_focus_check_errors_are_retold_per_file(tmp_path):
+    write_legacy(tmp_path / "a.csv", [legacy_row(1, "1.00")])
+    bad = write_legacy(tmp_path / "b.csv", [legacy_row(1, "1.00"), legacy_row(
+        5, "1.00", **{"lineItem/UsageStartDate": "2026-09-01T05:00:00Z",
+                      "lineItem/UsageEndDate": "2026-09-01T04:00:00Z"})])
+    errors = raises(tmp_path)
+    by_row = {(e.path, e.row): e for e in errors}
+    assert "duplicate line" in by_row[(str(bad), 1)].message
+    assert "row 1 of a.csv" in by_row[(str(bad), 1)].message
+    assert by_row[(str(bad), 2)].column == "lineItem/UsageEndDate"
+
+
+# --- window, currency ------------------------------------------------------------------------------
+
+def test_window_keeps_overlapping_lines_and_counts_every_row():
+    frame = read(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 26, 12))
+    lines = frame.tables["lines"]
+    assert frame.rows == 7850 and 0 < len(lines) < 7850
+    assert (lines.start < "2019-11-26T12:00:00Z").all()
+
+
+def test_file_without_currency_takes_the_case_currency(tmp_path):
+    header = [h for h in LEGACY_HEADER if h != "lineItem/CurrencyCode"]
+    row = legacy_row(1, "1.00")
+    path = write_legacy(tmp_path / "eur.csv", [row[:11] + row[12:]], header)
+    assert set(read(path, currency="EUR").tables["lines"].currency) == {"EUR"}
+
+
+# --- a whole audit ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("basis", ["billed", "effective"])
+def test_workshop_day_through_the_whole_audit(tmp_path, basis):
+    path = LABS / "Dec2018-WorkshopCUR-00001.snappy.parquet"
+    (tmp_path / "case.toml").write_text(f'''
+[case]
+name = "workshop-cur"
+window = ["2018-12-01", "2018-12-02"]
+currency = "USD"
+cost_basis = "{basis}"
+loaded_rate = 120
+
+[[billing]]
+name = "workshop"
+format = "cur"
+path = "{path}"
+''')
+    result = run_audit(load_case(tmp_path))
+    doc = to_dict(result)
+    lines = result.lines
+    expected = total(lines.billed_cost if basis == "billed" else lines.effective_cost)
+    assert Decimal(doc["total"]) == expected.quantize(Decimal("0.01"))
+    assert sum(Decimal(b["amount"]) for b in doc["buckets"].values()) == Decimal(doc["total"])
+    assert Decimal(doc["bridge"]["other_differences"]) == 0
