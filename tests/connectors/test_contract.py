@@ -23,6 +23,8 @@ SAMPLES = {
     "openmetrics": ("telemetry", ROOT / "fixtures" / "telemetry_small" / "cluster.om", None, {}),
     "kineto": ("profiles", DATA / "traces" / "tracelens" / "h100_bert-small-uncased.json.gz", None,
                {"service": "x"}),
+    "cur": ("billing", DATA / "billing" / "focus_converters" / "aws_cur1_anonymized_2023-11.csv",
+            (datetime(2023, 11, 5, tzinfo=UTC), datetime(2023, 11, 20, tzinfo=UTC)), {}),
     "azure": ("billing", DATA / "billing" / "msft_finops_toolkit" / "EA_AmortizedCost_Small.csv",
               (datetime(2023, 9, 4, tzinfo=UTC), datetime(2023, 9, 10, tzinfo=UTC)), {}),
     "access_log": ("telemetry", DATA / "billing" / "aws_wa_labs" / "workload_efficiency_step1_accesslog_2019-11-26.parquet",
