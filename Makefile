@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
+APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl
 
 .PHONY: demo test system-deps demo-data bench clean
 

@@ -19,7 +19,8 @@ TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "ru
 SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
-               "workgroup", "database", "output_location", "view", "service", "health_path"}
+               "workgroup", "database", "output_location", "view", "service", "health_path",
+               "token_env", "ca_file", "insecure_skip_verify"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}

@@ -126,7 +126,7 @@ class Connector:
         tables, rows, covered = self._fetch_with_retries()
         for name, schema in self.schemas.items():
             if name in tables:
-                tables[name] = validate(schema, tables[name], self.path, name)
+                tables[name] = validate(schema, tables[name], self._local or self.spec.where, name)
         return SourceFrame(self.spec, tables, rows, covered, self.fingerprint())
 
     def fingerprint(self) -> str:

@@ -13,6 +13,7 @@ CONNECTORS: dict[str, str] = {
     "azure": "connectors.azure:AzureExportConnector",
     "access_log": "connectors.access_log:AccessLogConnector",
     "gcp_billing": "connectors.gcp_billing:GcpBillingConnector",
+    "prometheus": "connectors.prometheus:PrometheusConnector",
 }
 
 

@@ -1,0 +1,211 @@
+"""A small client of the Prometheus HTTP API (also served by Thanos, Mimir and VictoriaMetrics).
+
+Standard library only (urllib, ssl, gzip). Credentials come from environment variables, never from
+the case file: a bearer token from the variable named by ``token_env`` (default
+``COSTAUDIT_PROMETHEUS_TOKEN``), else basic auth from ``COSTAUDIT_PROMETHEUS_USER`` and
+``COSTAUDIT_PROMETHEUS_PASSWORD``; ``COSTAUDIT_PROMETHEUS_ORG_ID`` sets Mimir's ``X-Scope-OrgID``.
+TLS certificates are verified (``ca_file`` adds a private CA; ``insecure_skip_verify = true``
+turns verification off). Redirects are refused so that credentials never follow them.
+
+Each request is retried with exponential backoff on connection errors, socket timeouts, 429 and
+5xx answers; a query that timed out or would load too many samples raises :class:`QueryTooLarge`
+at once so that the caller can split it. Bytes on the wire are counted for the benchmark.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import http.client
+import os
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Mapping
+
+import msgspec
+
+from connectors.errors import FatalSourceError, InputError, RetriableSourceError
+
+DEFAULT_TOKEN_ENV = "COSTAUDIT_PROMETHEUS_TOKEN"
+USER_ENV = "COSTAUDIT_PROMETHEUS_USER"
+PASSWORD_ENV = "COSTAUDIT_PROMETHEUS_PASSWORD"
+ORG_ID_ENV = "COSTAUDIT_PROMETHEUS_ORG_ID"
+TOO_LARGE = ("too many samples", "exceeded maximum resolution", "query timed out",
+             "context deadline exceeded", "too many points", "cannot select more than",
+             "the query hit the max number of")
+
+
+class QueryTooLarge(RetriableSourceError):
+    """The server refused a query as too big or too slow: a smaller one may pass."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: a redirected request would carry the Authorization header along."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        """Never follow; the 3xx surfaces as an HTTPError."""
+        return None
+
+
+def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
+    """Certificate verification on, with the case's ``ca_file``; off only when asked."""
+    ca_file = options.get("ca_file")
+    context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if options.get("insecure_skip_verify") is True:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def auth_headers(options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
+                 ) -> dict[str, str]:
+    """Authorization (bearer, else basic) and tenant headers from the environment."""
+    headers: dict[str, str] = {}
+    token = environ.get(str(options.get("token_env") or DEFAULT_TOKEN_ENV), "")
+    user, password = environ.get(USER_ENV, ""), environ.get(PASSWORD_ENV, "")
+    if token:
+        headers["Authorization"] = "Bearer " + token.strip()
+    elif user:
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = "Basic " + pair
+    if environ.get(ORG_ID_ENV):
+        headers["X-Scope-OrgID"] = environ[ORG_ID_ENV]
+    return headers
+
+
+class PromClient:
+    """POSTs form-encoded API calls and decodes their ``data``; counts bytes and responses."""
+
+    retries: int = 5
+    backoff_seconds: float = 0.5
+    timeout_seconds: float = 120.0
+    query_timeout: str = "2m"
+
+    def __init__(self, url: str, options: Mapping[str, Any]):
+        self.url = url.rstrip("/")
+        scheme = urllib.parse.urlsplit(self.url).scheme
+        if scheme not in ("http", "https"):
+            raise InputError(url, "not an http(s) url", column="url",
+                             expected="http://host:9090 or https://host/prometheus")
+        self._headers = {"Accept": "application/json", "Accept-Encoding": "gzip",
+                         "User-Agent": "costaudit", **auth_headers(options)}
+        handlers = [_NoRedirect()]
+        if scheme == "https":
+            handlers.append(urllib.request.HTTPSHandler(context=tls_context(options)))
+        self._opener = urllib.request.build_opener(*handlers)
+        self.bytes_received = 0   # on the wire (gzip when the server compresses)
+        self.bytes_decoded = 0    # JSON text after decompression
+        self.requests = 0
+        self.digest = hashlib.sha256()
+
+    def __repr__(self) -> str:
+        """The endpoint only: headers hold secrets."""
+        return f"PromClient({self.url!r})"
+
+    def call(self, path: str, params: Mapping[str, str], method: str = "POST") -> Any:
+        """The ``data`` of one API call, retried on transient faults."""
+        delay = self.backoff_seconds
+        for attempt in range(self.retries + 1):
+            try:
+                return self._once(path, params, method)
+            except QueryTooLarge:
+                raise
+            except RetriableSourceError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _once(self, path: str, params: Mapping[str, str], method: str) -> Any:
+        """One request; every failure mapped onto the connector error families."""
+        form = urllib.parse.urlencode(params)
+        if method == "GET":
+            request = urllib.request.Request(f"{self.url}{path}?{form}", headers=self._headers)
+        else:
+            request = urllib.request.Request(self.url + path, data=form.encode(), headers={
+                **self._headers, "Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            with self._opener.open(request, timeout=self.timeout_seconds) as response:
+                raw = response.read()
+                encoding = response.headers.get("Content-Encoding", "")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                raw = exc.read()
+                encoding = exc.headers.get("Content-Encoding", "") if exc.headers else ""
+            raise self._http_error(exc.code, self._decode(raw, encoding)) from None
+        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise FatalSourceError(f"{self.url}: TLS certificate not trusted ({reason.reason}); "
+                                       "set ca_file") from None
+            raise RetriableSourceError(f"{self.url}: cannot connect ({reason})") from None
+        text = self._decode(raw, encoding)
+        self.bytes_received += len(raw)
+        self.requests += 1
+        self.digest.update(text)
+        return self._data(text)
+
+    def _decode(self, raw: bytes, encoding: str) -> bytes:
+        """The body as JSON bytes, gunzipped when the server compressed it."""
+        if encoding == "gzip" or raw[:2] == b"\x1f\x8b":
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError) as exc:
+                raise RetriableSourceError(f"{self.url}: truncated response ({exc})") from None
+        self.bytes_decoded += len(raw)
+        return raw
+
+    def _data(self, text: bytes) -> Any:
+        """The ``data`` member of a success answer."""
+        try:
+            answer = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            raise RetriableSourceError(f"{self.url}: answer is not JSON") from None
+        if not isinstance(answer, dict) or answer.get("status") != "success":
+            raise self._http_error(200, text)
+        return answer.get("data")
+
+    def _http_error(self, code: int, text: bytes) -> Exception:
+        """Map an error answer onto QueryTooLarge, retriable or fatal."""
+        try:
+            answer = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            answer = {}
+        answer = answer if isinstance(answer, dict) else {}
+        kind = str(answer.get("errorType", ""))
+        message = str(answer.get("error") or text[:200].decode("utf-8", "replace")).strip()
+        where = f"{self.url}: HTTP {code}" + (f" {kind}" if kind else "") + f": {message}"
+        if kind == "timeout" or any(s in message.lower() for s in TOO_LARGE):
+            return QueryTooLarge(where)
+        if code in (408, 429) or code >= 500 or kind in ("unavailable", "internal"):
+            return RetriableSourceError(where)
+        if code in (401, 403):
+            return FatalSourceError(where + " (check the token or user environment variables)")
+        return FatalSourceError(where)
+
+    # ---------------------------------------------------------------------------------------
+    # API calls
+    # ---------------------------------------------------------------------------------------
+
+    def query_range(self, expr: str, start: str, end: str, step_seconds: int) -> list[dict]:
+        """A matrix: ``[{"metric": {...}, "values": [[t, "v"], ...]}, ...]``."""
+        data = self.call("/api/v1/query_range", {
+            "query": expr, "start": start, "end": end, "step": f"{step_seconds}s",
+            "timeout": self.query_timeout})
+        return list(data.get("result") or [])
+
+    def query(self, expr: str, time_: str) -> tuple[str, list[dict]]:
+        """An instant query's result type and result."""
+        data = self.call("/api/v1/query", {"query": expr, "time": time_,
+                                           "timeout": self.query_timeout})
+        return str(data.get("resultType", "")), list(data.get("result") or [])
+
+    def label_values(self, label: str, match: str, start: str, end: str) -> list[str]:
+        """Values of one label among the series ``match`` selects in [start, end]."""
+        data = self.call(f"/api/v1/label/{urllib.parse.quote(label)}/values",
+                         {"match[]": match, "start": start, "end": end}, method="GET")
+        return sorted(str(v) for v in (data or []))

@@ -1,0 +1,348 @@
+"""Prometheus connector against a real Prometheus (Debian 2.42) backfilled with promtool.
+
+The same samples read from a file (OpenMetrics connector) and from Prometheus give the same
+tables, and the demo case gives the same audit.json, ``sources`` aside. Faults (a restart between
+chunks, 5xx answers, query timeouts, refused queries) are retried or split; a source that keeps
+failing is reported missing and the audit still conserves to the cent.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from audit.case import load_case
+from audit.pipeline import run_audit
+from audit.result import to_dict
+from connectors import registry
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import FatalSourceError, InputError
+from connectors.openmetrics import OpenMetricsConnector
+from connectors.promhttp import PromClient
+from connectors.prometheus import PrometheusConnector
+from connectors.promquery import MAX_POINTS, Puller, Window, chunks, probe_left_open
+from tests.connectors.prom_scenarios import scenario
+from tests.connectors.promserver import FaultProxy, PromServer, backfill, self_signed
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.services
+SMALL = ROOT / "fixtures" / "telemetry_small" / "cluster.om"
+DEMO = ROOT / "fixtures" / "demo"
+SEEDS = range(10)
+TOO_LARGE = json.dumps({"status": "error", "errorType": "execution", "error":
+                        "query processing would load too many samples into memory"}).encode()
+TIMEOUT = json.dumps({"status": "error", "errorType": "timeout",
+                      "error": "query timed out in expression evaluation"}).encode()
+UNAVAILABLE = json.dumps({"status": "error", "errorType": "unavailable", "error": "restarting"}).encode()
+
+
+class Served:
+    """A running server and the scenarios it holds."""
+
+    def __init__(self, server: PromServer, scenarios: list):
+        self.server, self.url, self.scenarios = server, server.url, scenarios
+
+
+@pytest.fixture(scope="session")
+def prom(tmp_path_factory):
+    """Prometheus holding the seeded scenarios and fixtures/telemetry_small."""
+    folder = tmp_path_factory.mktemp("prometheus")
+    scenarios = [scenario(seed, folder) for seed in SEEDS]
+    backfill([s.path for s in scenarios] + [SMALL], folder / "tsdb", folder / "scratch")
+    server = PromServer(folder / "tsdb", folder)
+    server.start()
+    yield Served(server, scenarios)
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_prom(tmp_path_factory):
+    """Prometheus holding the demo case's month of telemetry."""
+    folder = tmp_path_factory.mktemp("prometheus-demo")
+    backfill([DEMO / "telemetry" / "metrics.om.gz"], folder / "tsdb", folder / "scratch")
+    server = PromServer(folder / "tsdb", folder)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    """The format name resolves whether or not the registry lists it yet; backoffs are short."""
+    monkeypatch.setitem(registry.CONNECTORS, "prometheus", "connectors.prometheus:PrometheusConnector")
+    monkeypatch.setattr(PromClient, "backoff_seconds", 0.05)
+
+
+@pytest.fixture
+def proxy(prom):
+    """A fault-injecting proxy in front of the scenario server."""
+    front = FaultProxy(prom.url)
+    yield front
+    front.close()
+
+
+def context(start, end, step) -> ReadContext:
+    """A read context in USD."""
+    return ReadContext(start, end, "USD", step)
+
+
+def from_file(path: Path, ctx: ReadContext):
+    """The OpenMetrics connector's frame of a file."""
+    return OpenMetricsConnector(SourceSpec("file", "telemetry", "openmetrics", path), ctx).read()
+
+
+def connector(url: str, ctx: ReadContext, **options) -> PrometheusConnector:
+    """A Prometheus connector on ``url``."""
+    spec = SourceSpec("prom", "telemetry", "prometheus", None, {"url": url, **options})
+    return PrometheusConnector(spec, ctx)
+
+
+def assert_same_tables(expected, got) -> None:
+    """Every table equal: floats within 1e-9, everything else exactly."""
+    assert set(expected.tables) == set(got.tables)
+    for name, table in expected.tables.items():
+        pd.testing.assert_frame_equal(table, got.tables[name], check_exact=False, rtol=0, atol=1e-9,
+                                      obj=name)
+
+
+# --------------------------------------------------------------------------------------------
+# Same tables as the file connector
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_scenario_tables_equal_the_file_connectors(prom, seed):
+    case = prom.scenarios[seed]
+    ctx = context(case.start, case.end, case.step)
+    got = connector(prom.url, ctx).read()
+    assert_same_tables(from_file(case.path, ctx), got)
+    assert len(got.tables["gpu_activity"]) and len(got.tables["traffic"])
+
+
+def test_small_cluster_with_the_sources_own_step(prom):
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), None)
+    reader = connector(prom.url, ctx)
+    got = reader.read()
+    assert reader.step_seconds == 300
+    assert_same_tables(from_file(SMALL, ctx), got)
+    traffic = got.tables["traffic"].groupby("pod")["requests"].sum()
+    assert traffic.to_dict() == {"vllm-0": 144.0, "vllm-1": 58.0}  # the reset counted as 3
+    assert got.rows > 0 and len(got.sha256) == 64 and got.covered[0] == ctx.start
+
+
+def test_a_window_without_series_is_an_input_error(prom):
+    ctx = context(pd.Timestamp("2019-01-01T00:00Z"), pd.Timestamp("2019-01-02T00:00Z"), 3600)
+    with pytest.raises(InputError, match="no series the audit reads"):
+        connector(prom.url, ctx).read()
+
+
+def test_window_boundaries_and_chunks():
+    closed, left_open = Window(0, 10_000, 3000), Window(0, 10_000, 3000, left_open=True)
+    assert [closed.at(k) for k in range(4)] == [2999, 5999, 8999, 9999]
+    assert [closed.range_ms(k) for k in range(4)] == [2999, 2999, 2999, 999]
+    assert left_open.range_ms(0) == 3000
+    month = Window(0, 30 * 86400 * 1000, 30_000)
+    plan = chunks(month)
+    assert plan[0].k0 == 0 and plan[-1].k1 == month.intervals
+    assert all(a.k1 == b.k0 for a, b in zip(plan, plan[1:]))
+    assert max(c.k1 - c.k0 for c in plan) <= MAX_POINTS
+    assert [(c.k0, c.k1) for c in chunks(closed)] == [(0, 3), (3, 4)]  # the short tail alone
+
+
+def test_prometheus_2_ranges_are_closed_on_both_ends(prom):
+    assert probe_left_open(PromClient(prom.url, {}), 1_700_000_000_000) is False
+
+
+# --------------------------------------------------------------------------------------------
+# Faults
+# --------------------------------------------------------------------------------------------
+
+def test_5xx_and_query_timeouts_are_retried(prom, proxy):
+    case = prom.scenarios[1]
+    ctx = context(case.start, case.end, case.step)
+    proxy.faults = [(500, b"internal"), (502, b"bad gateway"), (503, UNAVAILABLE),
+                    (429, b"slow down"), (503, TIMEOUT)]
+    got = connector(proxy.url, ctx).read()
+    assert not proxy.faults
+    assert_same_tables(from_file(case.path, ctx), got)
+
+
+def test_a_refused_query_is_split_by_time_then_by_series(prom, proxy):
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    proxy.only = "/api/v1/query_range"
+    proxy.faults = [(422, TOO_LARGE)] * 3  # 4 intervals, then 2, then 1: shard by label
+    reader = connector(proxy.url, ctx)
+    got = reader.read()
+    assert not proxy.faults and reader.client.requests > 10
+    assert_same_tables(from_file(SMALL, ctx), got)
+
+
+def test_a_source_that_keeps_failing_gives_up(prom, proxy, monkeypatch):
+    monkeypatch.setattr(PromClient, "retries", 1)
+    monkeypatch.setattr(PrometheusConnector, "backoff_seconds", 0.0)
+    proxy.always = (500, b"down")
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    with pytest.raises(Exception, match="HTTP 500"):
+        connector(proxy.url, ctx).read()
+    assert proxy.seen == 2 * (PrometheusConnector.retries + 1)
+
+
+def test_a_redirect_is_not_followed(prom, proxy):
+    proxy.always = (302, b"")
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    with pytest.raises(FatalSourceError, match="HTTP 302"):
+        connector(proxy.url, ctx).read()
+
+
+# --------------------------------------------------------------------------------------------
+# Credentials and TLS
+# --------------------------------------------------------------------------------------------
+
+def test_bearer_token_from_the_named_variable(prom, proxy, monkeypatch):
+    monkeypatch.setenv("MY_PROM_TOKEN", "s3cr3t-value")
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    reader = connector(proxy.url, ctx, token_env="MY_PROM_TOKEN")
+    reader.read()
+    assert set(proxy.auth) == {"Bearer s3cr3t-value"}
+    assert "s3cr3t-value" not in repr(reader) + repr(reader.client)
+
+
+def test_basic_auth_from_the_environment(prom, proxy, monkeypatch):
+    monkeypatch.delenv("COSTAUDIT_PROMETHEUS_TOKEN", raising=False)
+    monkeypatch.setenv("COSTAUDIT_PROMETHEUS_USER", "audit")
+    monkeypatch.setenv("COSTAUDIT_PROMETHEUS_PASSWORD", "pw")
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    connector(proxy.url, ctx).read()
+    assert set(proxy.auth) == {"Basic YXVkaXQ6cHc="}
+
+
+def test_tls_is_verified(prom, tmp_path):
+    cert, key = self_signed(tmp_path)
+    front = FaultProxy(prom.url, tls=(cert, key))
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    try:
+        with pytest.raises(FatalSourceError, match="certificate not trusted"):
+            connector(front.url, ctx).read()
+        expected = from_file(SMALL, ctx)
+        assert_same_tables(expected, connector(front.url, ctx, ca_file=str(cert)).read())
+        assert_same_tables(expected, connector(front.url, ctx, insecure_skip_verify=True).read())
+    finally:
+        front.close()
+
+
+def test_progress_bar_on_a_terminal(prom, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    ctx = context(pd.Timestamp("2025-01-01T00:00Z"), pd.Timestamp("2025-01-01T01:00Z"), 900)
+    assert connector(prom.url, ctx).read().rows > 0
+
+
+# --------------------------------------------------------------------------------------------
+# The demo case: same tables, same audit.json
+# --------------------------------------------------------------------------------------------
+
+def demo_case(folder: Path, url: str) -> Path:
+    """A copy of the demo case whose telemetry comes from Prometheus at ``url``."""
+    target = folder / "demo"
+    shutil.copytree(DEMO, target, ignore=shutil.ignore_patterns("telemetry"))
+    text = (target / "case.toml").read_text(encoding="utf-8")
+    block = ('[[telemetry]]\nname = "prometheus-export"\nformat = "prometheus"\n'
+             f'url = "{url}"\n')
+    text, n = re.subn(r"\[\[telemetry\]\].*?(?=\n\[)", block, text, flags=re.S)
+    assert n == 1
+    (target / "case.toml").write_text(text, encoding="utf-8")
+    return target
+
+
+def audit(case_folder: Path) -> dict:
+    """audit.json of a case, as a dict."""
+    return to_dict(run_audit(load_case(case_folder)))
+
+
+def without_sources(document: dict) -> dict:
+    """The document without its ``sources`` list, source labels naming the format scrubbed.
+
+    Traffic provenance reads "<source name> (<format>)", which differs by design.
+    """
+    rest = {k: v for k, v in document.items() if k != "sources"}
+    text = json.dumps(rest, sort_keys=True).replace("prometheus-export (prometheus)",
+                                                    "prometheus-export (openmetrics)")
+    return json.loads(text)
+
+
+@pytest.fixture(scope="session")
+def demo_from_files():
+    """The demo case's audit.json, telemetry read from the OpenMetrics file."""
+    return audit(DEMO)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [3600, None])
+def test_demo_tables_equal_the_file_connectors(demo_prom, step):
+    ctx = context(pd.Timestamp("2026-09-01T00:00Z"), pd.Timestamp("2026-10-01T00:00Z"), step)
+    reader = connector(demo_prom.url, ctx)
+    got = reader.read()
+    expected = from_file(DEMO / "telemetry" / "metrics.om.gz", ctx)
+    assert reader.step_seconds == (step or 900)
+    assert_same_tables(expected, got)
+
+
+@pytest.mark.slow
+def test_demo_audit_json_equals_the_file_based_one(demo_prom, demo_from_files, tmp_path):
+    document = audit(demo_case(tmp_path, demo_prom.url))
+    assert without_sources(document) == without_sources(demo_from_files)
+    telemetry = [s for s in document["sources"] if s["kind"] == "telemetry"]
+    assert telemetry[0]["format"] == "prometheus" and telemetry[0]["status"] == "read"
+
+
+@pytest.mark.slow
+def test_prometheus_restarted_mid_audit(demo_prom, demo_from_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(PrometheusConnector, "chunk_seconds", 5 * 86400)
+    state = {"queries": 0, "refused": 0, "thread": None}
+    real_query, real_once = Puller._query, PromClient._once
+
+    def query(self, template, chunk, extra):
+        """After the first chunk: stop Prometheus, start it again 1.5 s later."""
+        out = real_query(self, template, chunk, extra)
+        state["queries"] += 1
+        if state["queries"] == 1:
+            state["thread"] = demo_prom.restart_later(1.5)
+        return out
+
+    def once(self, path, params, method):
+        """Count the requests refused while the server is down."""
+        try:
+            return real_once(self, path, params, method)
+        except Exception:
+            state["refused"] += 1
+            raise
+
+    monkeypatch.setattr(Puller, "_query", query)
+    monkeypatch.setattr(PromClient, "_once", once)
+    document = audit(demo_case(tmp_path, demo_prom.url))
+    state["thread"].join(timeout=60)
+    assert state["refused"] >= 1 and state["queries"] > 6
+    assert without_sources(document) == without_sources(demo_from_files)
+
+
+@pytest.mark.slow
+def test_failing_source_is_reported_missing_and_the_audit_conserves(
+        demo_prom, demo_from_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(PromClient, "retries", 1)
+    monkeypatch.setattr(PrometheusConnector, "backoff_seconds", 0.0)
+    front = FaultProxy(demo_prom.url)
+    front.always = (503, UNAVAILABLE)
+    try:
+        document = audit(demo_case(tmp_path, front.url))
+    finally:
+        front.close()
+    missing = [s for s in document["sources"] if s["status"] == "missing"]
+    assert [s["name"] for s in missing] == ["prometheus-export"]
+    assert "HTTP 503" in missing[0]["reason"]
+    total = Decimal(document["total"])
+    assert total == Decimal(demo_from_files["total"])
+    assert sum(Decimal(b["amount"]) for b in document["buckets"].values()) == total
