@@ -12,7 +12,7 @@ demo: system-deps $(VENV)/.demo demo-data
 	  if [ $$rc -eq 2 ]; then echo "(exit 2: the audit ran but does not reconcile; the report says why)"; fi; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 2 ]
 
-test: system-deps $(VENV)/.test demo-data
+test: system-deps $(VENV)/.test $(BQ_VENV)/.ok demo-data
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # System packages the report and its tests need (pdftotext/pdftoppm, pango for weasyprint, fonts).
@@ -32,6 +32,17 @@ $(VENV)/.demo: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.test: pyproject.toml $(VENV)/.demo
 	$(PIP) install -e '.[pdf,aws,gcp,test,profile]'
+	@touch $@
+
+# A local BigQuery-compatible emulator for the GCP billing tests, in its own environment
+# (it pins an older DuckDB than the project's).
+BQ_VENV ?= .venv-bq
+BQ_PACKAGES := bqemulator==1.4.0 duckdb==1.5.5 duckdb-extensions==1.5.5 duckdb-extension-spatial==1.5.5 duckdb-extension-avro==1.5.5 numpy
+
+$(BQ_VENV)/.ok:
+	python3 -m venv $(BQ_VENV)
+	$(BQ_VENV)/bin/python -m pip -q --disable-pip-version-check install $(BQ_PACKAGES)
+	$(BQ_VENV)/bin/python -c "import duckdb_extensions as d; [d.import_extension(n) for n in ('spatial','avro')]"
 	@touch $@
 
 # The demo case is committed; regenerate it when it is missing.

@@ -20,7 +20,8 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
                "workgroup", "database", "output_location", "view", "service", "health_path",
-               "token_env", "ca_file", "insecure_skip_verify"}
+               "token_env", "ca_file", "insecure_skip_verify",
+               "grain", "partition_slack_days", "api_endpoint", "timeout_s"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}
