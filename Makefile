@@ -50,7 +50,8 @@ demo-data: | $(VENV)/bin/python
 	@[ -f fixtures/demo/case.toml ] || $(PY) fixtures/make_demo.py
 
 bench: $(VENV)/.test
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/telemetry/run.py
+	$(PY) benchmarks/trace/run.py
 
 clean:
 	rm -rf out .pytest_cache

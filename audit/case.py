@@ -21,7 +21,8 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
                "workgroup", "database", "output_location", "view", "service", "health_path",
                "token_env", "ca_file", "insecure_skip_verify",
-               "grain", "partition_slack_days", "api_endpoint", "timeout_s"}
+               "grain", "partition_slack_days", "api_endpoint", "timeout_s",
+               "node", "utc_offset", "start", "interval_ms"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}

@@ -143,6 +143,22 @@ def billing(sources: List[str] = typer.Argument(..., help="billing files, folder
 
 
 @app.command()
+def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz or Nsight .sqlite; several = ranks"),
+          as_json: bool = typer.Option(False, "--json", help="print JSON"),
+          price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="price one GPU-hour to cost findings"),
+          folded: Optional[Path] = typer.Option(None, "--folded", help="write folded stacks (flamegraph.pl / speedscope)")) -> None:
+    """Where the GPU time went, which call paths spent it, and what was wasted."""
+    from decimal import Decimal, InvalidOperation
+
+    from audit.trace_cli import trace_command
+    try:
+        value = Decimal(price) if price is not None else None
+    except InvalidOperation:
+        _fail(f"--price-per-gpu-hour {price!r} is not a number")
+    raise typer.Exit(trace_command(traces, as_json, value, folded=folded))
+
+
+@app.command()
 def connectors() -> None:
     """List the registered source formats."""
     from connectors.registry import CONNECTORS

@@ -50,7 +50,7 @@ def to_dict(result) -> dict:
         "queue": _queue(result),
         "profiles": _profiles(result),
         "options": [_option(o, case) for o in result.options],
-        "findings": [],
+        "findings": _findings(result),
         "sources": _sources(result),
         "notes": _notes(result),
     }
@@ -228,6 +228,31 @@ def _profiles(result) -> list[dict]:
                                      "ms": f"{r.total_us / 1000:.3f}",
                                      "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
                                     for r in kernels.itertuples()]})
+    return out
+
+
+def _findings(result) -> list[dict]:
+    """Kernel-level findings of each profile, costed as share × the cost of the part they lie in.
+
+    Findings explain the buckets and never add to them (METHOD §6).
+    """
+    from audit.findings import findings_from_profile
+
+    parts = defaultdict(lambda: ZERO)
+    for p in result.ledger.parts.values():
+        parts[(p.bucket, p.name, p.service)] += p.amount
+    out = []
+    for service, profile in sorted(result.profiles.items()):
+        for finding in findings_from_profile(profile.path):
+            amount = parts.get((finding["bucket"], finding["part"], service))
+            share_of = Decimal(finding["share"]) if finding.get("share") else None
+            cost = cents(share_of * amount) if amount is not None and share_of is not None else None
+            out.append({**finding, "service": service, "profile": profile.name,
+                        "cost": None if cost is None else str(cost), "price_per_gpu_hour": None,
+                        "profile_cost": None,
+                        "reason": None if cost is not None else
+                        f"part {finding['bucket']}.{finding['part']} of {service} not measured in this case",
+                        "cost_basis": f"share of the profile's GPU time × {finding['bucket']}.{finding['part']} of {service}"})
     return out
 
 

@@ -14,81 +14,18 @@ Tables (schemas/profile.py):
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
 import numpy as np
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.categories import (KERNEL_CATEGORIES, MEMCPY_KINDS, kernel_category,  # noqa: F401
+                                   fine_category, memcpy_category, without_parameters)
 from connectors.errors import InputError
-from connectors.trace_events import (KERNEL, MEMCPY, MEMSET, TraceData, length, load_trace,
-                                     merge, overlap)
+from connectors.trace_events import KERNEL, TraceData, length, load_trace, merge, overlap
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
 EXPECTED_CUDA = "a trace recorded with ProfilerActivity.CUDA"
-
-# Ordered: the first pattern that matches a lower-cased kernel name wins. Communication comes
-# first (NCCL names contain "reduce"), attention before GEMM (flash kernels name cutlass types),
-# normalisation before convolution (cuDNN batch-norm kernels) and convolution before GEMM
-# (implicit-GEMM convolutions).
-KERNEL_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (category, re.compile(pattern)) for category, pattern in (
-        ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|send_?recv"
-                          r"|all_?to_?all|multimem|cross_device_reduce"),
-        ("attention", r"flash|fmha|attention|attn|sdpa|\bmha|xformers"),
-        ("normalisation_softmax", r"layer_?norm|rms_?norm|softmax|batch_?norm|group_?norm"
-                                  r"|instance_?norm|\bbn_(?:fw|bw)|welford|gammabeta|rowwisemoments"),
-        ("convolution", r"conv(?!ert|ersion)|cudnn|fprop|dgrad|wgrad|winograd|implicit_?gemm"
-                        r"|im2col|col2im|fft2d"),
-        ("gemm", r"(?<!fb)gemm|gemv|cutlass(?:_|::kernel|::gemm)|cublas|matmul|wgmma|xmma|bmm|nvjet|cijk_|splitkreduce"
-                 r"|triton_(?:mm|tem|bmm)"),
-        ("elementwise_reduction", r"elementwise|vectorized|unrolled|reduce|copy|fill|index"
-                                  r"|gather|scatter|catarray|triton_(?:poi|red|per)|pointwise"
-                                  r"|where|masked|dropout|distribution|multi_tensor_apply"
-                                  r"|embedding|pool|sort|scan|cub::|transpose|permute|functor"),
-    )
-)
-MEMCPY_KINDS: tuple[tuple[str, str], ...] = (
-    ("htod", "memcpy_htod"), ("dtoh", "memcpy_dtoh"), ("dtod", "memcpy_dtod"), ("ptop", "memcpy_dtod"),
-)
-
-
-@lru_cache(maxsize=65536)
-def kernel_category(name: str) -> str:
-    """The category of a kernel name (gemm, attention, ..., other).
-
-    Only the name and its template arguments are read: a parameter list names argument types
-    (``flashinfer::QuantizationSFLayout``, ``cutlass::bfloat16_t``) that say nothing of the kernel.
-    """
-    lowered = without_parameters(name).lower()
-    for category, pattern in KERNEL_CATEGORIES:
-        if pattern.search(lowered):
-            return category
-    return "other"
-
-
-def without_parameters(name: str) -> str:
-    """``name`` less a trailing parenthesised parameter list, when it has one."""
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for position in range(len(name) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(name[position], 0)
-        if depth == 0:
-            return name[:position] if position > 0 else name
-    return name
-
-
-@lru_cache(maxsize=1024)
-def memcpy_category(name: str) -> str:
-    """memcpy_htod / memcpy_dtoh / memcpy_dtod from a name such as 'Memcpy HtoD (Pinned -> Device)'."""
-    lowered = name.lower()
-    for token, category in MEMCPY_KINDS:
-        if token in lowered:
-            return category
-    return "memcpy_other"
 
 
 class KinetoConnector(Connector):
@@ -160,18 +97,9 @@ def event_frame(trace: TraceData) -> pd.DataFrame:
     frame = pd.DataFrame({"name": trace.names, "kind": trace.kind, "dur": trace.dur})
     categories = {}
     for (name, kind) in frame[["name", "kind"]].drop_duplicates().itertuples(index=False):
-        categories[(name, kind)] = _event_category(name, kind)
+        categories[(name, kind)] = fine_category(name, kind)
     frame["category"] = [categories[key] for key in zip(frame["name"], frame["kind"])]
     return frame
-
-
-def _event_category(name: str, kind: int) -> str:
-    """Category of one GPU event by its kind and name."""
-    if kind == MEMCPY:
-        return memcpy_category(name)
-    if kind == MEMSET:
-        return "memset"
-    return kernel_category(name)
 
 
 def kernel_table(events: pd.DataFrame) -> pd.DataFrame:

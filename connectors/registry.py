@@ -9,11 +9,17 @@ CONNECTORS: dict[str, str] = {
     "focus": "connectors.focus:FocusConnector",
     "openmetrics": "connectors.openmetrics:OpenMetricsConnector",
     "kineto": "connectors.kineto:KinetoConnector",
+    "nsys": "connectors.nsys:NsysConnector",
     "cur": "connectors.cur:CurConnector",
     "azure": "connectors.azure:AzureExportConnector",
     "access_log": "connectors.access_log:AccessLogConnector",
     "gcp_billing": "connectors.gcp_billing:GcpBillingConnector",
     "prometheus": "connectors.prometheus:PrometheusConnector",
+    "prom_dump": "connectors.prom_dump:PromDumpConnector",
+    "nvidia_smi": "connectors.nvidia_smi:NvidiaSmiConnector",
+    "dcgmi": "connectors.dcgmi:DcgmiConnector",
+    "sacct": "connectors.sacct:SacctConnector",
+    "opencost": "connectors.opencost:OpenCostConnector",
 }
 
 

@@ -1,34 +1,33 @@
-"""Streaming parse of Chrome trace JSON (PyTorch profiler / Kineto) and interval arithmetic.
+"""Chrome trace JSON (PyTorch profiler / Kineto) → numpy event columns, and interval arithmetic.
 
-The trace is decoded with msgspec into small typed Structs that keep only the fields the audit
-needs (unknown fields are skipped by the decoder), then turned into numpy columns. Timestamps and
-durations stay float64 microseconds as written; nothing is rounded.
+The trace is streamed (connectors/trace_stream.py): each chunk of ``traceEvents`` is decoded by
+msgspec into small typed Structs that keep only the fields the audit reads (unknown fields are
+skipped by the decoder) and turned into numpy columns at once, so no more than a chunk of events
+ever exists as Python objects. Timestamps stay float64 microseconds exactly as written; start and
+end times are taken relative to ``base`` (an exact subtraction) so that epoch-scale traces keep
+sub-nanosecond precision.
+
+Every event with a category and a duration becomes one row of a ``Trace``; its ``role`` says what
+it is (a kernel, a memcpy, a runtime call, a CPU operator, a Python frame …). Both the 2021 schema
+(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) and the current one are read.
 """
 from __future__ import annotations
 
-import gzip
-import zlib
-from dataclasses import dataclass, field
+import gc
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from connectors.errors import InputError
+from connectors.trace_columns import (ANNOTATION, CPU_OP, GPU_ANNOTATION, KERNEL, MEMCPY,  # noqa: F401
+                                      MEMSET, OTHER, PYTHON, ROLES, RUNTIME, SYNC, TRACE, Interner,
+                                      chunk_columns, concatenate)
+from connectors.trace_stream import EventStream
 
-KERNEL, MEMCPY, MEMSET = 0, 1, 2
-"""Kind codes of GPU activity events."""
-
-GPU_KINDS = {
-    "kernel": KERNEL, "Kernel": KERNEL,
-    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
-    "gpu_memset": MEMSET, "Memset": MEMSET,
-}
-RUNTIME_CATS = frozenset({"cuda_runtime", "Runtime", "cuda_driver", "Driver"})
-SYNC_CAT = "cuda_sync"
-ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})
-REQUEST_PREFIX = "costaudit.request"
+GPU_WORK = (KERNEL, MEMCPY, MEMSET)
 SYNC_CALLS = (
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
@@ -36,16 +35,31 @@ SYNC_CALLS = (
 )
 GPU_SIDE_WAITS = frozenset({"Stream Wait Event"})
 """cuda_sync kinds where a GPU stream waits, not the host: not counted as sync time."""
+REQUEST_PREFIX = "costaudit.request"
 
 
-class _Args(msgspec.Struct, gc=False):
-    """The few event arguments the audit reads."""
+class Args(msgspec.Struct, frozen=True, gc=False):
+    """The event arguments the audit reads; every other one is skipped by the decoder."""
 
     device: Any = None
-    correlation: Any = None
+    stream: Any = -1
+    correlation: Any = -1
+    external: Any = msgspec.field(default=-1, name="External id")
+    external_2021: Any = msgspec.field(default=-1, name="external id")
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    stack: Any = msgspec.field(default=None, name="Call stack")
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: Any = None
+    block: Any = None
+    bytes: Any = None
 
 
-class _Event(msgspec.Struct, gc=False):
+NO_ARGS = Args()
+"""The arguments of an event that has none (shared: Args is frozen)."""
+
+
+class Event(msgspec.Struct, gc=False):
     """One trace event; every other field is skipped by the decoder."""
 
     ph: Any = None
@@ -54,26 +68,134 @@ class _Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     pid: Any = None
-    args: _Args | None = None
+    tid: Any = None
+    args: Args = NO_ARGS
 
 
-class _Device(msgspec.Struct, gc=False):
+class Device(msgspec.Struct, gc=False):
     """One entry of ``deviceProperties``."""
 
     id: Any = None
     name: Any = None
+    numSms: Any = None
 
 
-class _Trace(msgspec.Struct, gc=False):
-    """The top-level trace object."""
+class Distributed(msgspec.Struct, gc=False):
+    """``distributedInfo``: the rank of a multi-rank job."""
 
-    traceEvents: list[_Event] | None = None
-    deviceProperties: list[_Device] | None = None
+    rank: Any = None
+    world_size: Any = None
+
+
+class Top(msgspec.Struct, gc=False):
+    """The top-level trace object less its events."""
+
+    deviceProperties: list[Device] | None = None
+    distributedInfo: Distributed | None = None
 
 
 @dataclass
+class Trace:
+    """Every event with a category and a duration, as columns (one row per event)."""
+
+    path: Path
+    rows: int                  # events in traceEvents, of any kind
+    role: np.ndarray           # int8 role code
+    ts: np.ndarray             # float64 us as written
+    dur: np.ndarray            # float64 us (missing 0, negative clipped to 0)
+    thread: np.ndarray         # int32 index into ``threads``
+    device: np.ndarray         # int32 index into ``device_keys`` (-1 for host events)
+    stream: np.ndarray         # int64 (-1 when absent or not an integer)
+    correlation: np.ndarray    # int64 (-1 when absent)
+    external: np.ndarray       # int64 External id (-1 when absent)
+    name: np.ndarray           # int32 index into ``names``
+    names: list[str]
+    threads: list[Any]         # (pid, tid) per thread index
+    device_keys: list[Any]
+    devices: dict[Any, dict]   # device key -> {"name", "sms"} from deviceProperties
+    rank: int | None
+    kernel: dict[str, np.ndarray]   # rows, occupancy, blocks, threads of kernel events
+    copy: dict[str, np.ndarray]     # rows, bytes of memcpy / memset events
+    op: dict[str, np.ndarray]       # rows, dims, types, stack of CPU operators (-1: none)
+    strings: list[str]              # shapes, dtypes and call stacks referenced by ``op``
+    source: str = "kineto"
+
+    @cached_property
+    def base(self) -> float:
+        """The earliest timestamp of the trace (Trace-category events aside)."""
+        mine = self.ts[self.role != TRACE]
+        return float(mine.min()) if mine.size else 0.0
+
+    @cached_property
+    def start(self) -> np.ndarray:
+        """Start times in us after ``base`` (exact)."""
+        return self.ts - self.base
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        """End times in us after ``base``."""
+        return self.start + self.dur
+
+    def device_name(self, index: int) -> str:
+        """The name deviceProperties gives the device at ``index`` ('' when unknown)."""
+        return self.devices.get(self.device_keys[index], {}).get("name", "")
+
+    def names_of(self, mask: np.ndarray) -> list[str]:
+        """The names of the events selected by ``mask``."""
+        names = self.names
+        return [names[i] for i in self.name[mask]]
+
+
+def read_trace(path: Path) -> Trace:
+    """Stream the Chrome trace at ``path`` into columns; bad input raises InputError."""
+    path = Path(path)
+    stream = EventStream(path, Event, Top)
+    intern = Interner()
+    collecting = gc.isenabled()
+    gc.disable()                  # the parse makes no cycles; the collector would only rescan chunks
+    try:
+        parts = [chunk_columns(path, first, events, intern) for first, events in stream]
+    finally:
+        if collecting:
+            gc.enable()
+    columns = concatenate(parts)
+    top = stream.top
+    return Trace(path=path, rows=stream.count, names=intern.names.keys_list(),
+                 threads=intern.threads.keys_list(), device_keys=intern.devices.keys_list(),
+                 devices=_devices(top.deviceProperties), rank=_rank(top.distributedInfo),
+                 strings=[_text(s) for s in intern.strings], **columns)
+
+
+def _text(value: Any) -> str:
+    """An interned shape or stack as text (shapes are kept as their JSON bytes while parsing)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _devices(props: list[Device] | None) -> dict[Any, dict]:
+    """deviceProperties id -> {"name", "sms"} (list position when an entry has no id)."""
+    out: dict[Any, dict] = {}
+    for position, prop in enumerate(props or []):
+        key = prop.id if isinstance(prop.id, (int, str)) else position
+        sms = prop.numSms if isinstance(prop.numSms, int) else None
+        out[key] = {"name": prop.name if isinstance(prop.name, str) else "", "sms": sms}
+    return out
+
+
+def _rank(info: Distributed | None) -> int | None:
+    """distributedInfo.rank as an int, or None."""
+    if info is None or not isinstance(info.rank, (int, str)):
+        return None
+    try:
+        return int(info.rank)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- the GPU view of the kineto tables
+
+@dataclass
 class TraceData:
-    """The parts of a trace the audit uses, as columns."""
+    """The GPU work of a trace (kernels, memcpys, memsets) as columns, plus host sync time."""
 
     rows: int
     kind: np.ndarray          # int8 KERNEL / MEMCPY / MEMSET
@@ -87,167 +209,52 @@ class TraceData:
     device_names: dict[Any, str]
     sync_us: float
     spans: tuple[np.ndarray, np.ndarray]   # request spans (start, end), unmerged
-
-
-@dataclass
-class _Collector:
-    """Accumulates the relevant events during one pass over the trace."""
-
-    kind: list[int] = field(default_factory=list)
-    start: list[float] = field(default_factory=list)
-    dur: list[float] = field(default_factory=list)
-    device: list[int] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    device_keys: dict[Any, int] = field(default_factory=dict)
-    sync_calls: dict[Any, float] = field(default_factory=dict)
-    sync_calls_uncorrelated: float = 0.0
-    sync_events: list[tuple[Any, float]] = field(default_factory=list)
-    span_start: list[float] = field(default_factory=list)
-    span_dur: list[float] = field(default_factory=list)
-
-
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when they start with the gzip magic number."""
-    data = Path(path).read_bytes()
-    if data[:2] != b"\x1f\x8b":
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(path, f"cannot decompress gzip: {exc}",
-                         expected="a complete .json.gz Chrome trace") from None
+    trace: Trace | None = None
 
 
 def load_trace(path: Path) -> TraceData:
-    """Decode the trace at ``path`` into columns; bad input raises InputError."""
-    raw = _decode(path, read_bytes(path))
-    if raw.traceEvents is None:
-        raise InputError(path, "no traceEvents list",
-                         expected="a Chrome trace JSON object with a 'traceEvents' list")
-    col = _Collector()
-    for index, event in enumerate(raw.traceEvents):
-        if event.ph == "X":
-            _collect(path, index, event, col)
-    return _to_columns(col, len(raw.traceEvents), _device_names(raw.deviceProperties))
+    """The GPU view of the trace at ``path``."""
+    return gpu_view(read_trace(path))
 
 
-def _decode(path: Path, data: bytes) -> _Trace:
-    """msgspec decode with errors turned into InputError."""
-    try:
-        return msgspec.json.decode(data, type=_Trace)
-    except msgspec.ValidationError as exc:
-        raise InputError(path, f"unexpected trace structure: {exc}",
-                         expected="a Chrome trace JSON object with a 'traceEvents' list") from None
-    except msgspec.DecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc}",
-                         expected="a PyTorch profiler (Kineto) Chrome trace, .json or .json.gz") from None
-
-
-def _collect(path: Path, index: int, event: _Event, col: _Collector) -> None:
-    """File one complete (ph X) event under GPU activity, sync or request span."""
-    cat, name = event.cat, event.name
-    if not isinstance(cat, str):
-        return
-    name = name if isinstance(name, str) else ""
-    kind = GPU_KINDS.get(cat)
-    if kind is not None:
-        _collect_gpu(path, index, event, kind, col)
-    elif cat in RUNTIME_CATS:
-        if name.startswith(SYNC_CALLS):
-            _collect_sync_call(path, index, event, col)
-    elif cat == SYNC_CAT:
-        if name not in GPU_SIDE_WAITS:
-            col.sync_events.append((_correlation(event), _time(path, index, event, "dur")))
-    elif cat in ANNOTATION_CATS:
-        if name.startswith(REQUEST_PREFIX):
-            col.span_start.append(_time(path, index, event, "ts"))
-            col.span_dur.append(_time(path, index, event, "dur"))
-
-
-def _collect_gpu(path: Path, index: int, event: _Event, kind: int, col: _Collector) -> None:
-    """Append one kernel / memcpy / memset event to the columns."""
-    key = event.args.device if event.args is not None else None
-    if key is None:
-        key = event.pid
-    key = key if isinstance(key, (int, str)) else str(key)
-    col.kind.append(kind)
-    col.start.append(_time(path, index, event, "ts"))
-    col.dur.append(_time(path, index, event, "dur"))
-    col.device.append(col.device_keys.setdefault(key, len(col.device_keys)))
-    col.names.append(event.name if isinstance(event.name, str) else str(event.name or ""))
-
-
-def _collect_sync_call(path: Path, index: int, event: _Event, col: _Collector) -> None:
-    """Record a host synchronisation call, keyed by correlation id when it has one."""
-    dur = _time(path, index, event, "dur")
-    corr = _correlation(event)
-    if corr is None:
-        col.sync_calls_uncorrelated += dur
-    else:
-        col.sync_calls[corr] = col.sync_calls.get(corr, 0.0) + dur
-
-
-def _correlation(event: _Event) -> Any:
-    """The event's correlation id, or None."""
-    corr = event.args.correlation if event.args is not None else None
-    return corr if isinstance(corr, (int, str)) else None
-
-
-def _time(path: Path, index: int, event: _Event, name: str) -> float:
-    """``ts`` or ``dur`` as float us; a missing dur is 0, a negative one is clipped to 0."""
-    value = getattr(event, name)
-    if value is None and name == "dur":
-        return 0.0
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(path, f"traceEvents[{index}] ({event.cat} {str(event.name)[:60]!r}): "
-                         f"{name} is {value!r}", row=index + 1, column=name,
-                         expected="a number of microseconds") from None
-    if not np.isfinite(number):
-        raise InputError(path, f"traceEvents[{index}]: {name} is {value!r}", row=index + 1,
-                         column=name, expected="a finite number of microseconds")
-    return max(number, 0.0) if name == "dur" else number
-
-
-def _device_names(props: list[_Device] | None) -> dict[Any, str]:
-    """deviceProperties id -> name (list position when an entry has no id)."""
-    names: dict[Any, str] = {}
-    for position, prop in enumerate(props or []):
-        key = prop.id if isinstance(prop.id, (int, str)) else position
-        names[key] = prop.name if isinstance(prop.name, str) else ""
-    return names
-
-
-def _to_columns(col: _Collector, rows: int, device_names: dict[Any, str]) -> TraceData:
-    """Freeze the collected lists into numpy columns and total the sync time.
-
-    Start times are taken relative to the earliest one (an exact subtraction) before durations are
-    added, so that end times keep sub-nanosecond precision on epoch-scale timestamps.
-    """
-    start = np.asarray(col.start, dtype=np.float64)
-    span_start = np.asarray(col.span_start, dtype=np.float64)
-    base = float(min(start.min(initial=np.inf), span_start.min(initial=np.inf)))
-    base = base if np.isfinite(base) else 0.0
-    start, span_start = start - base, span_start - base
-    dur = np.asarray(col.dur, dtype=np.float64)
-    sync = sum(col.sync_calls.values()) + col.sync_calls_uncorrelated
-    sync += sum(dur for corr, dur in col.sync_events if corr is None or corr not in col.sync_calls)
+def gpu_view(trace: Trace) -> TraceData:
+    """Kernels, memcpys and memsets of ``trace``; host sync time; request spans."""
+    work = np.isin(trace.role, GPU_WORK)
     return TraceData(
-        rows=rows,
-        kind=np.asarray(col.kind, dtype=np.int8),
-        start=start,
-        end=start + dur,
-        dur=dur,
-        base=base,
-        device=np.asarray(col.device, dtype=np.int64),
-        names=col.names,
-        device_keys=list(col.device_keys),
-        device_names=device_names,
-        sync_us=float(sync),
-        spans=(span_start, span_start + np.asarray(col.span_dur, dtype=np.float64)),
-    )
+        rows=trace.rows, kind=trace.role[work], start=trace.start[work], end=trace.end[work],
+        dur=trace.dur[work], base=trace.base, device=trace.device[work],
+        names=trace.names_of(work), device_keys=trace.device_keys,
+        device_names={key: props["name"] for key, props in trace.devices.items()},
+        sync_us=sync_us(trace), spans=request_spans(trace), trace=trace)
 
+
+def name_mask(trace: Trace, predicate) -> np.ndarray:
+    """Per event: whether its name satisfies ``predicate`` (evaluated once per distinct name)."""
+    hits = np.fromiter((bool(predicate(n)) for n in trace.names), dtype=bool, count=len(trace.names))
+    return hits[trace.name] if trace.name.size else np.zeros(0, dtype=bool)
+
+
+def sync_us(trace: Trace) -> float:
+    """Host time blocked in synchronisation calls; cuda_sync events not twinned by a call count once.
+
+    A cuda_sync event and the runtime call it records share a correlation id: the call is counted,
+    its twin is not. GPU-side waits (``Stream Wait Event``) are not host time.
+    """
+    calls = (trace.role == RUNTIME) & name_mask(trace, lambda n: n.startswith(SYNC_CALLS))
+    events = (trace.role == SYNC) & ~name_mask(trace, lambda n: n in GPU_SIDE_WAITS)
+    twinned = np.isin(trace.correlation[events], trace.correlation[calls & (trace.correlation != -1)])
+    twinned &= trace.correlation[events] != -1
+    return float(trace.dur[calls].sum() + trace.dur[events][~twinned].sum())
+
+
+def request_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of the ``costaudit.request*`` annotations, host or GPU side."""
+    mask = np.isin(trace.role, (ANNOTATION, GPU_ANNOTATION))
+    mask &= name_mask(trace, lambda n: n.startswith(REQUEST_PREFIX))
+    return trace.start[mask], trace.end[mask]
+
+
+# ---------------------------------------------------------------- interval arithmetic
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted intervals covering the same points as [starts, ends)."""
@@ -275,6 +282,11 @@ def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) 
     if a_s.size == 0 or b_s.size == 0:
         return 0.0
     return float(np.sum(_covered_up_to(a_s, a_e, b_e) - _covered_up_to(a_s, a_e, b_s)))
+
+
+def covered_up_to(merged: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """For each x, the length of the disjoint, sorted intervals ``merged`` that lies before x."""
+    return _covered_up_to(merged[0], merged[1], np.asarray(x, dtype=np.float64))
 
 
 def _covered_up_to(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,370 @@
+"""Offline telemetry sources: query_range dumps, nvidia-smi logs, dcgmi dmon, sacct, OpenCost."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from connectors.base import ReadContext, SourceSpec
+from connectors.dcgmi import DcgmiConnector
+from connectors.errors import InputError, InputErrors
+from connectors.nvidia_smi import NvidiaSmiConnector
+from connectors.opencost import OpenCostConnector
+from connectors.openmetrics import OpenMetricsConnector
+from connectors.prom_dump import PromDumpConnector
+from connectors.sacct import SacctConnector, expand_nodelist
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "offline_telemetry"
+START = datetime(2026, 9, 1, 8, tzinfo=timezone.utc)
+T0 = int(START.timestamp())
+GR = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def read(cls, path: Path, step: int | None = 60, hours: float = 1, **options):
+    """Read ``path`` with connector ``cls`` over a window starting at START."""
+    ctx = ReadContext(START, START + timedelta(hours=hours), "USD", step)
+    return cls(SourceSpec("s", "telemetry", cls.format_name, path, options), ctx).read()
+
+
+def at(frame: pd.DataFrame, seconds: int) -> pd.DataFrame:
+    """Rows whose interval starts ``seconds`` after START."""
+    return frame.loc[frame["ts"] == pd.Timestamp(START) + pd.Timedelta(seconds=seconds)]
+
+
+def fails(cls, path: Path, **kwargs) -> InputError:
+    """The first InputError reading ``path`` raises."""
+    with pytest.raises((InputError, InputErrors)) as caught:
+        read(cls, path, **kwargs)
+    exc = caught.value
+    return exc.errors[0] if isinstance(exc, InputErrors) else exc
+
+
+# --------------------------------------------------------------------------------------------
+# prom_dump
+# --------------------------------------------------------------------------------------------
+
+def series(name: str, labels: dict[str, str], points: list[tuple[float, float]]) -> dict:
+    """One matrix series; times are seconds after START."""
+    return {"metric": {"__name__": name, **labels},
+            "values": [[T0 + t, repr(float(v))] for t, v in points]}
+
+
+def dump(path: Path, result: list[dict]) -> Path:
+    """Write a query_range response."""
+    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    path.write_text(json.dumps(body))
+    return path
+
+
+GPU0 = {"gpu": "0", "UUID": "GPU-a-0", "Hostname": "node-a", "modelName": "NVIDIA H100",
+        "pod": "train-0", "namespace": "ml", "container": "main"}
+GPU1 = {"gpu": "1", "UUID": "GPU-a-1", "Hostname": "node-a", "modelName": "NVIDIA H100"}
+VLLM = {"model_name": "llama", "namespace": "serve", "pod": "vllm-0"}
+
+
+def dump_series() -> list[dict]:
+    """DCGM, vLLM counters (with a reset) and kube-state-metrics series."""
+    return [
+        series(GR, GPU0, [(0, 0.2), (30, 0.4), (60, 0.9), (90, 0.7)]),
+        series(UTIL, GPU0, [(0, 99), (30, 99)]),
+        series(UTIL, GPU1, [(0, 50), (30, 30), (60, 10)]),
+        series("vllm:request_success_total", VLLM, [(0, 10), (30, 20), (60, 5), (90, 15)]),
+        series("vllm:num_requests_running", VLLM, [(0, 2), (30, 4)]),
+        series("kube_pod_container_resource_requests",
+               {"namespace": "ml", "pod": "train-0", "container": "main", "node": "node-a",
+                "resource": "nvidia_com_gpu", "unit": "integer"}, [(0, 1), (60, 1)]),
+        series("kube_node_info", {"node": "node-a", "provider_id": "aws:///us-east-1a/i-0abc"},
+               [(0, 1)]),
+        series("up", {"job": "dcgm"}, [(0, 1), (30, 1)]),
+    ]
+
+
+def test_prom_dump_bins_like_openmetrics(tmp_path):
+    frame = read(PromDumpConnector, dump(tmp_path / "q.json", dump_series()))
+    busy = frame.tables["gpu_activity"].set_index(["gpu", "ts"])["busy_fraction"]
+    assert busy[("0", pd.Timestamp(START))] == pytest.approx(0.3)  # GR preferred over UTIL
+    assert busy[("0", pd.Timestamp(START) + pd.Timedelta(minutes=1))] == pytest.approx(0.8)
+    assert busy[("1", pd.Timestamp(START))] == pytest.approx(0.4)  # UTIL / 100
+    sources = frame.tables["gpu_activity"].groupby("gpu")["source"].first()
+    assert sources.to_dict() == {"0": GR, "1": UTIL}
+    traffic = frame.tables["traffic"]
+    assert at(traffic, 0)["requests"].item() == 15.0  # 10 then a reset to 5
+    assert at(traffic, 60)["requests"].item() == 10.0
+    assert at(frame.tables["queue"], 0)["running"].item() == 3.0
+    assert frame.tables["gpu_requests"]["gpus"].tolist() == [1.0, 1.0]
+    assert frame.tables["node_info"]["resource_id"].tolist() == ["i-0abc"]
+    assert frame.rows == 20
+
+
+def test_prom_dump_equals_openmetrics_text(tmp_path):
+    result = dump_series()
+    lines = []
+    for s in result:
+        labels = ",".join(f'{k}="{v}"' for k, v in s["metric"].items() if k != "__name__")
+        lines += [f"{s['metric']['__name__']}{{{labels}}} {v} {t}" for t, v in s["values"]]
+    text = tmp_path / "m.om"
+    text.write_text("\n".join(lines + ["# EOF"]) + "\n")
+    expected = read(OpenMetricsConnector, text).tables
+    got = read(PromDumpConnector, dump(tmp_path / "q.json", result)).tables
+    for name, table in expected.items():
+        pd.testing.assert_frame_equal(got[name], table)
+
+
+def test_prom_dump_folder_of_files(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    result = dump_series()
+    dump(folder / "a.json", result[:3])
+    dump(folder / "b.json", result[3:])
+    whole = read(PromDumpConnector, dump(tmp_path / "q.json", result)).tables
+    split = read(PromDumpConnector, folder).tables
+    for name, table in whole.items():
+        pd.testing.assert_frame_equal(split[name], table)
+
+
+def test_prom_dump_label_escapes(tmp_path):
+    labels = {**GPU0, "pod": 'odd "pod" \\ name'}
+    frame = read(PromDumpConnector, dump(tmp_path / "q.json", [series(GR, labels, [(0, 0.5)])]))
+    assert frame.tables["gpu_activity"]["pod"].item() == 'odd "pod" \\ name'
+
+
+@pytest.mark.parametrize("body, row, column", [
+    ({"status": "error", "error": "timeout"}, None, "status"),
+    ({"status": "success", "data": {"resultType": "vector", "result": []}}, None, "resultType"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": GR}, "values": [[T0, "0.1"]]},
+        {"metric": {"__name__": GR}, "values": [[T0, "zero"]]}]}}, 2, "values"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": GR}, "values": [[T0 * 1000, "0.1"]]}]}}, 1, "values"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"gpu": "0"}, "values": []}]}}, 1, "metric"),
+])
+def test_prom_dump_bad_input(tmp_path, body, row, column):
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(body))
+    error = fails(PromDumpConnector, path)
+    assert (error.path, error.row, error.column) == (str(path), row, column)
+
+
+def test_prom_dump_not_json(tmp_path):
+    path = tmp_path / "q.json"
+    path.write_text("{not json")
+    assert "not valid JSON" in str(fails(PromDumpConnector, path))
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi
+# --------------------------------------------------------------------------------------------
+
+def test_nvidia_smi_log_local_time():
+    frame = read(NvidiaSmiConnector, FIXTURES / "nvidia_smi.csv", node="gpu-node-1",
+                 utc_offset="+02:00")
+    table = frame.tables["gpu_activity"]
+    busy = table.set_index(["gpu", "ts"])["busy_fraction"]
+    minute = pd.Timedelta(minutes=1)
+    assert busy[("0", pd.Timestamp(START))] == pytest.approx(0.5)
+    assert busy[("0", pd.Timestamp(START) + minute)] == pytest.approx(1.0)  # [N/A] skipped
+    assert busy[("1", pd.Timestamp(START))] == pytest.approx(0.05)
+    assert busy[("1", pd.Timestamp(START) + minute)] == pytest.approx(0.25)
+    assert set(table["source"]) == {"nvidia-smi utilization.gpu"}
+    assert set(table["node"]) == {"gpu-node-1"}
+    assert set(table["pod"]) == {""}
+    assert table.loc[table["gpu"] == "1", "uuid"].iloc[0].endswith("0001")
+    assert set(table["model_name"]) == {"NVIDIA H100 80GB HBM3"}
+    assert frame.rows == 8
+
+
+def test_nvidia_smi_defaults_to_utc_and_median_step():
+    frame = read(NvidiaSmiConnector, FIXTURES / "nvidia_smi.csv", step=None, hours=3)
+    table = frame.tables["gpu_activity"]
+    assert set(table["step_seconds"]) == {30}  # the -l spacing
+    first = table["ts"].min() - pd.Timestamp(START)
+    assert first == pd.Timedelta(hours=2)  # 10:00 read as UTC
+
+
+def test_nvidia_smi_bad_value(tmp_path):
+    lines = (FIXTURES / "nvidia_smi.csv").read_text().splitlines()
+    lines[3] = lines[3].replace("60 %", "160 %")
+    path = tmp_path / "smi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    error = fails(NvidiaSmiConnector, path, utc_offset="+02:00")
+    assert (error.path, error.row, error.column) == (str(path), 4, "utilization.gpu")
+
+
+def test_nvidia_smi_bad_timestamp_and_offset(tmp_path):
+    lines = (FIXTURES / "nvidia_smi.csv").read_text().splitlines()
+    lines[2] = lines[2].replace("2026/09/01 10:00:10.125", "yesterday")
+    path = tmp_path / "smi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    error = fails(NvidiaSmiConnector, path)
+    assert (error.row, error.column) == (3, "timestamp")
+    error = fails(NvidiaSmiConnector, FIXTURES / "nvidia_smi.csv", utc_offset="CEST")
+    assert error.column == "utc_offset"
+
+
+def test_nvidia_smi_missing_column(tmp_path):
+    path = tmp_path / "smi.csv"
+    path.write_text("timestamp, name, uuid, index\n2026/09/01 08:00:00.000, H100, GPU-1, 0\n")
+    error = fails(NvidiaSmiConnector, path)
+    assert (error.row, error.column) == (1, "utilization.gpu")
+
+
+# --------------------------------------------------------------------------------------------
+# dcgmi dmon
+# --------------------------------------------------------------------------------------------
+
+DMON = {"start": "2026-09-01T08:00:10Z", "interval_ms": 30000, "node": "gpu-node-1"}
+
+
+def test_dcgmi_prefers_gract_else_gputl():
+    table = read(DcgmiConnector, FIXTURES / "dcgmi_dmon.txt", **DMON).tables["gpu_activity"]
+    busy = table.set_index(["gpu", "ts"])["busy_fraction"]
+    minute = pd.Timedelta(minutes=1)
+    assert busy[("0", pd.Timestamp(START))] == pytest.approx(0.3)  # GRACT, not GPUTL 90.5 %
+    assert busy[("0", pd.Timestamp(START) + minute)] == pytest.approx(0.7)
+    assert busy[("1", pd.Timestamp(START))] == pytest.approx(0.6)  # GRACT N/A: GPUTL / 100
+    assert busy[("1", pd.Timestamp(START) + minute)] == pytest.approx(0.2)
+    assert table.groupby("gpu")["source"].first().to_dict() == {"0": "dcgmi GRACT",
+                                                               "1": "dcgmi GPUTL"}
+    assert set(table["node"]) == {"gpu-node-1"}
+
+
+def test_dcgmi_start_without_zone_is_utc_and_interval_places_polls():
+    options = {**DMON, "start": "2026-09-01T08:00:50", "interval_ms": 60000}
+    table = read(DcgmiConnector, FIXTURES / "dcgmi_dmon.txt", hours=1, **options)
+    table = table.tables["gpu_activity"]
+    gpu0 = table.loc[table["gpu"] == "0"].set_index("ts")["busy_fraction"]
+    assert gpu0.round(6).tolist() == [0.2, 0.4, 0.6, 0.8]  # one poll per minute
+
+
+def test_dcgmi_needs_start_and_interval():
+    error = fails(DcgmiConnector, FIXTURES / "dcgmi_dmon.txt", node="x")
+    assert "start" in error.column
+    error = fails(DcgmiConnector, FIXTURES / "dcgmi_dmon.txt", start="2026-09-01T08:00:00Z",
+                  interval_ms=0)
+    assert error.column == "interval_ms"
+
+
+def test_dcgmi_bad_value(tmp_path):
+    text = (FIXTURES / "dcgmi_dmon.txt").read_text().replace("0.400", "4.000")
+    path = tmp_path / "dmon.txt"
+    path.write_text(text)
+    error = fails(DcgmiConnector, path, **DMON)
+    assert (error.path, error.row, error.column) == (str(path), 5, "GRACT")
+
+
+# --------------------------------------------------------------------------------------------
+# sacct
+# --------------------------------------------------------------------------------------------
+
+def test_expand_nodelist():
+    assert expand_nodelist("gpu[01-03,07]") == ["gpu01", "gpu02", "gpu03", "gpu07"]
+    assert expand_nodelist("a[8-10],b7,rack[1-2]-n[1-2]") == [
+        "a8", "a9", "a10", "b7", "rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]
+    assert expand_nodelist("None assigned") == []
+
+
+def test_sacct_jobs_and_gpu_hours():
+    frame = read(SacctConnector, FIXTURES / "sacct.txt", step=3600, hours=4)
+    jobs = frame.tables["jobs"].set_index("job")
+    assert list(jobs.index) == ["101", "102", "103", "104", "105"]  # steps dropped
+    assert jobs.loc["101", "nodes"] == "gpu01,gpu02,gpu03,gpu07"
+    assert jobs["gpus"].to_dict() == {"101": 16.0, "102": 2.0, "103": 0.0, "104": 8.0,
+                                      "105": 0.0}
+    assert jobs["gpu_hours"].to_dict() == {"101": 24.0, "102": 1.0, "103": 0.0, "104": 4.0,
+                                           "105": 0.0}
+    assert pd.isna(jobs.loc["104", "end"])
+
+
+def test_sacct_gpu_requests_by_overlap():
+    requests = read(SacctConnector, FIXTURES / "sacct.txt", step=3600, hours=4)
+    requests = requests.tables["gpu_requests"]
+    hour = 3600
+    first = at(requests, 0)
+    assert first["node"].tolist() == ["gpu01", "gpu02", "gpu03", "gpu07"]
+    assert first["gpus"].tolist() == [2.0] * 4  # 4 GPUs per node for half the hour
+    assert set(first["pod"]) == {"101-train"} and set(first["namespace"]) == {"gpu"}
+    second = at(requests, hour).set_index(["pod", "node"])["gpus"]
+    assert second[("102-eval", "gpu05")] == pytest.approx(0.5)  # 09:45-10:00, 2 GPUs
+    assert second[("101-train", "gpu07")] == 4.0
+    assert at(requests, 2 * hour)["gpus"].tolist() == [0.5]  # 102 crosses 10:00
+    assert at(requests, 3 * hour)[["pod", "gpus"]].values.tolist() == [["104-serve", 4.0]]
+    assert (requests["gpus"] * hour).sum() / hour == pytest.approx(24 + 1 + 4)
+
+
+def test_sacct_local_time_offset(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobName|User|Partition|NodeList|AllocTRES|Elapsed|Start|End|State\n"
+                    "7|x|u|p|n1|gres/gpu=1,node=1|00:30:00|2026-09-01T10:00:00|"
+                    "2026-09-01T10:30:00|COMPLETED\n")
+    requests = read(SacctConnector, path, step=3600, utc_offset="+02:00").tables["gpu_requests"]
+    assert requests[["ts", "gpus"]].values.tolist() == [[pd.Timestamp(START), 0.5]]
+
+
+@pytest.mark.parametrize("field, bad, column", [
+    ("gpu[01-03,07]", "gpu[01-x]", "NodeList"),
+    ("gres/gpu=2,", "gres/gpu=two,", "AllocTRES"),
+    ("00:30:00", "half an hour", "Elapsed"),
+    ("2026-09-01T10:15:00", "soon", "End"),
+])
+def test_sacct_bad_input(tmp_path, field, bad, column):
+    text = (FIXTURES / "sacct.txt").read_text()
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines, 1) if field in line and line.startswith("10"))
+    lines[row - 1] = lines[row - 1].replace(field, bad, 1)
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join(lines) + "\n")
+    error = fails(SacctConnector, path, step=3600)
+    assert (error.path, error.row, error.column) == (str(path), row, column)
+
+
+def test_sacct_short_row(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobName|Partition|NodeList|AllocTRES|Start|End\n1|a|p|n1\n")
+    error = fails(SacctConnector, path)
+    assert error.row == 2
+
+
+# --------------------------------------------------------------------------------------------
+# OpenCost
+# --------------------------------------------------------------------------------------------
+
+def test_opencost_allocations_and_requests():
+    frame = read(OpenCostConnector, FIXTURES / "opencost_allocation.json", step=3600, hours=2)
+    allocations = frame.tables["allocations"]
+    assert allocations["name"].tolist() == ["ml/trainer-0", "__idle__", "ml/trainer-0"]
+    assert allocations["gpu_cost"].tolist() == [Decimal("5.92"), Decimal("17.7"),
+                                                Decimal("2.95")]
+    assert allocations["total_cost"].tolist() == [Decimal("6.22"), Decimal("18.1"),
+                                                  Decimal("3.1")]
+    assert all(isinstance(v, Decimal) for v in allocations["gpu_cost"])
+    requests = frame.tables["gpu_requests"]
+    assert requests[["namespace", "pod", "node"]].drop_duplicates().values.tolist() == [
+        ["ml", "trainer-0", "gpu-node-1"]]
+    assert requests["gpus"].tolist() == [2.0, 1.0]  # 2 GPUs, then 2 GPUs for half an hour
+    assert frame.covered[0] == START
+
+
+def test_opencost_finer_grid_keeps_gpu_hours():
+    requests = read(OpenCostConnector, FIXTURES / "opencost_allocation.json", step=600, hours=2)
+    requests = requests.tables["gpu_requests"]
+    assert set(requests["gpus"]) == {2.0}
+    assert requests["gpus"].sum() * 600 / 3600 == pytest.approx(3.0)
+
+
+def test_opencost_bad_input(tmp_path):
+    body = json.loads((FIXTURES / "opencost_allocation.json").read_text())
+    body["data"][1]["ml/trainer-0"]["gpuHours"] = "lots"
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps(body))
+    error = fails(OpenCostConnector, path)
+    assert (error.path, error.row, error.column) == (str(path), 3, "gpuHours")
+    body["code"] = 500
+    path.write_text(json.dumps(body))
+    assert fails(OpenCostConnector, path).column == "code"

@@ -1,0 +1,209 @@
+"""Kernel-level findings (audit/findings.py) and the `costaudit trace` command (audit/trace_cli.py)."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from audit.findings import findings_from_profile, findings_from_traces
+from audit.trace_cli import trace_command
+from connectors.trace_events import read_trace
+from tests.paths import DATA
+
+TRACES = DATA / "traces"
+T0 = 1_700_000_000_000.0
+GEMM = "ampere_sgemm_128x64_nn"
+ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"
+
+
+@lru_cache(maxsize=None)
+def real(relative: str, price: str | None = "3.50") -> tuple:
+    """Findings of a shared trace (cached), as a tuple of dicts."""
+    return tuple(findings_from_profile(TRACES / relative, price))
+
+
+def ids(findings) -> list[str]:
+    """The ids of a list of findings, in order."""
+    return [f["id"] for f in findings]
+
+
+def event(cat, name, ts, dur, tid=1, pid=1, **args):
+    """A complete event ``ts`` us after T0."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur, "args": args}
+
+
+def kernel(name, ts, dur, correlation, stream=7, cat="kernel", **args):
+    """A GPU event on device 0."""
+    return event(cat, name, ts, dur, tid=stream, pid=0, device=0, stream=stream, correlation=correlation, **args)
+
+
+def write(tmp_path: Path, events, name="t.json") -> Path:
+    """A Kineto-style trace file."""
+    path = tmp_path / name
+    doc = {"deviceProperties": [{"id": 0, "name": "GPU", "numSms": 100}], "traceEvents": events}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+# ---------------------------------------------------------------- synthetic, exact
+
+def test_sync_waste_counts_gpu_idle_inside_the_blocking_call(tmp_path):
+    events = [event("cpu_op", "aten::item", 0.0, 40.0, **{"External id": 1}),
+              event("cuda_runtime", "cudaLaunchKernel", 1.0, 1.0, correlation=1, **{"External id": 1}),
+              kernel(GEMM, 2.0, 10.0, 1),
+              event("cuda_runtime", "cudaStreamSynchronize", 5.0, 30.0, correlation=2, **{"External id": 1}),
+              event("cuda_runtime", "cudaLaunchKernel", 41.0, 1.0, correlation=3),
+              kernel(GEMM, 50.0, 10.0, 3)]
+    (sync,) = [f for f in findings_from_profile(write(tmp_path, events), "3.60") if f["id"] == "sync_waste"]
+    assert sync["kernel"] == "cudaStreamSynchronize" and sync["call_path"] == "aten::item"
+    assert sync["gpu_ms"] == "0.023" and sync["evidence"]["gpu_idle_us"] == 23.0    # 12 .. 35
+    assert sync["share"] == f"{Decimal(23) / Decimal(58):.6f}"                       # window 2 .. 60
+    assert sync["bucket"] == "serving_path" and sync["part"] == "in_flight_idle"
+    assert sync["profile_cost"] == "0.000000023"                                     # 23 us at 3.60 / h
+    assert sync["cost"] == str((Decimal(23) / Decimal(58) * Decimal("3.60")).quantize(Decimal("0.0001")))
+
+
+def test_launch_bound_tiny_kernels_with_late_launches(tmp_path):
+    events = []
+    for i in range(20):                                   # a launch every 20 us, 2 us kernels
+        events.append(event("cuda_runtime", "cudaLaunchKernel", 20.0 * i, 5.0, correlation=i + 1))
+        events.append(kernel(ADD, 20.0 * i + 6.0, 2.0, i + 1))
+    (found,) = [f for f in findings_from_profile(write(tmp_path, events)) if f["id"] == "launch_bound"]
+    assert found["evidence"]["starved_gaps"] == 19 and found["evidence"]["median_kernel_us"] == 2.0
+    assert found["gpu_ms"] == "0.342" and found["kernel"] == ADD                     # 19 gaps of 18 us
+    assert found["cost"] is None and found["reason"] == "no price per GPU-hour given"
+
+
+def test_queued_kernels_are_not_launch_bound(tmp_path):
+    events = [event("cuda_runtime", "cudaLaunchKernel", float(i), 0.5, correlation=i + 1) for i in range(10)]
+    events += [kernel(ADD, 20.0 + 5.0 * i, 2.0, i + 1) for i in range(10)]           # all queued early
+    assert "launch_bound" not in ids(findings_from_profile(write(tmp_path, events)))
+
+
+def test_input_bound_needs_gpu_idle_during_data_loading(tmp_path):
+    events = []
+    for step in range(3):
+        base = 100.0 * step
+        events.append(event("cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", base, 60.0))
+        events.append(event("cuda_runtime", "cudaLaunchKernel", base + 61.0, 1.0, correlation=step + 1))
+        events.append(kernel(GEMM, base + 62.0, 38.0, step + 1))
+    (found,) = [f for f in findings_from_profile(write(tmp_path, events)) if f["id"] == "input_bound"]
+    assert found["evidence"]["gpu_idle_us"] == 120.0 and found["kernel"] == GEMM       # 2 waits inside the window
+    assert found["call_path"].startswith("enumerate(DataLoader)")
+
+
+def test_copy_overhead_and_pageable_copies(tmp_path):
+    events = [event("cuda_runtime", "cudaMemcpyAsync", 0.0, 12.0, correlation=1),
+              kernel("Memcpy HtoD (Pageable -> Device)", 1.0, 10.0, 1, cat="gpu_memcpy", bytes=4096),
+              event("cuda_runtime", "cudaLaunchKernel", 12.0, 1.0, correlation=2),
+              kernel(GEMM, 13.0, 87.0, 2)]
+    found = {f["id"]: f for f in findings_from_profile(write(tmp_path, events))}
+    copy = found["copy_overhead"]
+    assert copy["gpu_ms"] == "0.010" and copy["evidence"]["pageable"] == 1 and copy["evidence"]["bytes"] == 4096
+    assert copy["kernel"] == "Memcpy HtoD (Pageable -> Device)"
+
+
+def test_memory_bound_chain_from_shapes(tmp_path):
+    events = []
+    for i in range(4):
+        ts = 10.0 * i
+        events.append(event("cpu_op", "aten::add", ts, 5.0, **{"External id": i + 1, "Input Dims": [[64, 64], [64, 64]],
+                                                              "Input type": ["float", "float"]}))
+        events.append(event("cuda_runtime", "cudaLaunchKernel", ts + 1.0, 1.0, correlation=i + 1,
+                            **{"External id": i + 1}))
+        events.append(kernel(ADD, ts + 3.0, 4.0, i + 1))
+    (chain,) = [f for f in findings_from_profile(write(tmp_path, events)) if f["id"] == "memory_bound_chain"]
+    assert chain["evidence"]["chains"] == 1 and chain["evidence"]["kernels"] == 4
+    assert chain["evidence"]["median_flop_per_byte"] == pytest.approx(4096 / (3 * 4096 * 4), abs=1e-3)
+    assert chain["bucket"] == "model_compute" and chain["gpu_ms"] == "0.016"
+
+
+def test_batch_size_mismatch_small_m_from_shapes(tmp_path):
+    events = [event("cpu_op", "aten::mm", 0.0, 5.0, **{"External id": 1, "Input Dims": [[8, 1024], [1024, 1024]],
+                                                       "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
+              event("cuda_runtime", "cudaLaunchKernel", 1.0, 1.0, correlation=1, **{"External id": 1}),
+              kernel(GEMM, 2.0, 50.0, 1, grid=[64, 1, 1], block=[128, 1, 1])]
+    (found,) = [f for f in findings_from_profile(write(tmp_path, events)) if f["id"] == "batch_size_mismatch"]
+    assert found["evidence"]["median_m"] == 8 and found["evidence"]["reasons"] == ["small_m"]
+    assert found["call_path"] == "aten::mm" and found["gpu_ms"] == "0.050"
+
+
+# ---------------------------------------------------------------- shared traces
+
+def test_alexnet_shows_synchronisation_waste():
+    found = [f for f in real("hta/alexnet_a100_cuda_sync.json.gz") if f["id"] == "sync_waste"]
+    calls = {f["kernel"] for f in found}
+    assert {"cudaStreamSynchronize", "cudaMemcpyAsync"} <= calls                    # syncs and pageable copies
+    assert all(float(f["gpu_ms"]) > 0 and f["part"] == "in_flight_idle" for f in found)
+
+
+def test_bert_is_launch_bound():
+    findings = real("tracelens/h100_bert-small-uncased.json.gz")
+    top = findings[0]
+    assert top["id"] == "launch_bound" and float(top["share"]) > 0.8
+    assert top["evidence"]["median_kernel_us"] < 10 and "nn.Module: Bert" in top["call_path"]
+    assert Decimal(top["cost"]) == (Decimal(top["share"]) * Decimal("3.50")).quantize(Decimal("0.0001"))
+
+
+def test_resnet_input_bound_with_no_workers_only():
+    zero = [f for f in real("kineto/resnet50_v100_num_workers_0.pt.trace.json.gz") if f["id"] == "input_bound"]
+    four = [f for f in real("kineto/resnet50_v100_num_workers_4.pt.trace.json.gz") if f["id"] == "input_bound"]
+    assert len(zero) == 1 and float(zero[0]["share"]) > 0.2 and not four
+    assert "DataLoader" in zero[0]["call_path"]
+
+
+def test_nsys_export_findings():
+    findings = findings_from_profile(TRACES / "nsys-extrap" / "profile16.sqlite")
+    assert "sync_waste" in ids(findings) and "copy_overhead" in ids(findings)
+
+
+@pytest.mark.parametrize("relative", sorted(str(p.relative_to(TRACES)) for p in TRACES.rglob("*.json.gz")))
+def test_findings_are_json_and_well_formed(relative):
+    findings = real(relative)
+    json.dumps(findings)
+    for f in findings:
+        assert Decimal(f["share"]) >= 0 and Decimal(f["gpu_ms"]) > 0
+        assert {"id", "kernel", "call_path", "bucket", "part", "cost", "evidence", "fix"} <= set(f)
+        assert isinstance(f["cost"], str) and Decimal(f["cost"]) >= 0
+    assert [float(f["gpu_ms"]) for f in findings] == sorted((float(f["gpu_ms"]) for f in findings), reverse=True)
+
+
+def test_multi_rank_findings_name_their_rank():
+    traces = [read_trace(TRACES / "hta" / "multirank_sampled" / f"sampled_rank-{r}.json.gz") for r in (0, 1)]
+    findings = findings_from_traces(traces)
+    assert {f["rank"] for f in findings} == {0, 1}
+
+
+# ---------------------------------------------------------------- costaudit trace
+
+def test_trace_command_text_json_and_folded(tmp_path, capsys):
+    path = TRACES / "tracelens" / "h100_bert-small-uncased.json.gz"
+    folded = tmp_path / "bert.folded"
+    assert trace_command([path], False, Decimal("3.50"), folded=folded) == 0
+    text = capsys.readouterr().out
+    assert "window 3.908 ms" in text and "HTA rules" in text and "[launch_bound]" in text
+    assert "top call paths by GPU time" in text
+    lines = folded.read_text().splitlines()
+    assert lines and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
+    assert trace_command([path], True, None) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["format"] == 1 and document["ranks"][0]["devices"][0]["busy_us"] == pytest.approx(309.437, abs=1e-3)
+    assert document["findings"][0]["cost"] is None and document["call_paths"][0]["top"]
+
+
+def test_trace_command_multi_rank_and_nsys(capsys):
+    paths = [TRACES / "hta" / "multirank_sampled" / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
+    assert trace_command(paths + [TRACES / "nsys-extrap" / "con_kernel.sqlite"], True, None) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in document["ranks"]] == [0, 1, 2]
+    assert [r["source"] for r in document["ranks"]] == ["kineto", "kineto", "nsys"]
+
+
+def test_trace_command_bad_input(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    assert trace_command([bad], False, None) == 1
+    assert "costaudit: error:" in capsys.readouterr().err
