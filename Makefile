@@ -1,5 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Both set everything up themselves.
 VENV   ?= .venv
+BQ_VENV ?= .venv-bq
+BQ_PACKAGES := bqemulator==1.4.0 duckdb==1.5.5 duckdb-extensions==1.5.5 duckdb-extension-spatial==1.5.5 duckdb-extension-avro==1.5.5 numpy
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -36,9 +38,6 @@ $(VENV)/.test: pyproject.toml $(VENV)/.demo
 
 # A local BigQuery-compatible emulator for the GCP billing tests, in its own environment
 # (it pins an older DuckDB than the project's).
-BQ_VENV ?= .venv-bq
-BQ_PACKAGES := bqemulator==1.4.0 duckdb==1.5.5 duckdb-extensions==1.5.5 duckdb-extension-spatial==1.5.5 duckdb-extension-avro==1.5.5 numpy
-
 $(BQ_VENV)/.ok:
 	python3 -m venv $(BQ_VENV)
 	$(BQ_VENV)/bin/python -m pip -q --disable-pip-version-check install $(BQ_PACKAGES)
