@@ -166,6 +166,16 @@ def connectors() -> None:
         typer.echo(f"{name:<14} {target}")
 
 
+def _register_collector() -> None:
+    """`collect` and `compare` live in audit/collect_cli.py (torch loads only when they run)."""
+    from audit.collect_cli import collect_command, compare_command
+    app.command("collect")(collect_command)
+    app.command("compare")(compare_command)
+
+
+_register_collector()
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point of the `costaudit` script."""
     app(args=argv if argv is not None else sys.argv[1:], prog_name="costaudit")

@@ -10,6 +10,7 @@ CONNECTORS: dict[str, str] = {
     "openmetrics": "connectors.openmetrics:OpenMetricsConnector",
     "kineto": "connectors.kineto:KinetoConnector",
     "nsys": "connectors.nsys:NsysConnector",
+    "profile_bundle": "connectors.collector_bundle:ProfileBundleConnector",
     "cur": "connectors.cur:CurConnector",
     "azure": "connectors.azure:AzureExportConnector",
     "access_log": "connectors.access_log:AccessLogConnector",
