@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from decimal import Decimal
+from pathlib import Path
 
 from audit import __version__
 from audit.adjust import basis_amount
@@ -243,6 +244,8 @@ def _findings(result) -> list[dict]:
         parts[(p.bucket, p.name, p.service)] += p.amount
     out = []
     for service, profile in sorted(result.profiles.items()):
+        if not Path(profile.path).is_file():  # a profile given in memory (tests) has no trace to read
+            continue
         for finding in findings_from_profile(profile.path):
             amount = parts.get((finding["bucket"], finding["part"], service))
             share_of = Decimal(finding["share"]) if finding.get("share") else None
