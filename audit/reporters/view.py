@@ -257,6 +257,7 @@ class ReportModel:
     sources: list[dict[str, str]]
     notes: list[str]
     findings_count: int
+    findings: list[dict[str, str]] = field(default_factory=list)
 
     @cached_property
     def charts(self) -> dict[str, str | None]:
@@ -324,7 +325,19 @@ def build_model(audit: dict) -> ReportModel:
         sources=[_source(s) for s in audit.get("sources") or []],
         notes=[str(n) for n in audit.get("notes") or []],
         findings_count=len(audit.get("findings") or []),
+        findings=[_finding(f, m) for f in audit.get("findings") or []],
     )
+
+
+def _finding(f: dict, m) -> dict[str, str]:
+    """A kernel-level finding for display (kernel names and call paths are untrusted text)."""
+    share = f.get("share")
+    return {"title": str(f.get("title") or f.get("id") or ""), "service": str(f.get("service") or ""),
+            "kernel": str(f.get("kernel") or ""), "call_path": str(f.get("call_path") or "")[-300:],
+            "share": f"{float(share) * 100:.2f} %" if share not in (None, "") else "—",
+            "part": f"{f.get('bucket', '')}.{f.get('part', '')}",
+            "cost": m(f["cost"]) if f.get("cost") is not None else "not measured",
+            "fix": str(f.get("fix") or "")}
 
 
 def _bucket(key: str, bucket: dict, m) -> BucketView:
