@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl
 
-.PHONY: demo test system-deps demo-data bench clean
+.PHONY: demo test system-deps demo-data bench bench-billing clean
 
 demo: system-deps $(VENV)/.demo demo-data
 	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
@@ -51,6 +51,10 @@ demo-data: | $(VENV)/bin/python
 bench: $(VENV)/.test
 	$(PY) benchmarks/telemetry/run.py
 	$(PY) benchmarks/trace/run.py
+	$(PY) benchmarks/billing/run.py
+
+bench-billing: $(VENV)/.test
+	$(PY) benchmarks/billing/run.py
 
 clean:
 	rm -rf out .pytest_cache

@@ -2,7 +2,8 @@
 
 Totals by ChargeCategory, ServiceName and currency (billed and effective), and GPU-hours by
 instance type, for each source named on the command line. The format is sniffed from the file's
-header unless given.
+header unless given. FOCUS and CUR sources are totalled in DuckDB, where they lie (no line reaches
+pandas); Azure and GCP exports still go through their connectors.
 """
 from __future__ import annotations
 
@@ -25,7 +26,15 @@ SNIFF = (
 
 def sniff_format(path: Path) -> str:
     """The billing format of a file, from its header (or first JSON record)."""
-    names = {n.lower() for n in _header(path)}
+    from connectors.errors import InputError
+
+    if not path.exists():
+        raise InputError(path, "file not found", expected="a billing export file or folder")
+    try:
+        names = {n.lower() for n in _header(path)}
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(path, f"unreadable header: {exc}",
+                         expected="a billing export (CSV, CSV.gz, Parquet)") from None
     for fmt_name, markers in SNIFF:
         if names & set(markers):
             return fmt_name
@@ -52,26 +61,64 @@ def _header(path: Path) -> list[str]:
 
 def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, datetime] | None,
               currency: str = "USD") -> dict:
-    """Read every source and total it; returns a JSON-able dict."""
+    """Total every source; returns a JSON-able dict.
+
+    FOCUS and CUR sources are aggregated in DuckDB (:mod:`connectors.billing_totals`): only the
+    totals come back to Python. Azure and GCP exports go through their connectors (line-level);
+    an ``s3://`` uri is downloaded into the cache first and then read like a local path.
+    """
+    start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
+    out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
+           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
+    for source in sources:
+        path = _local(source)
+        kind = fmt_name or sniff_format(path)
+        if kind in PUSHDOWN:
+            rows, lines = _pushdown(out, path, kind, (start, end), currency)
+        else:
+            rows, lines = _connector(out, path, kind, (start, end), currency)
+        out["sources"].append({"source": source, "format": kind, "rows": rows, "lines": lines})
+    return _finish(out)
+
+
+PUSHDOWN = ("focus", "cur")
+
+
+def _local(source: str) -> Path:
+    """A local path for a source: itself, or the cached copy of an ``s3://`` uri."""
+    if source.startswith("s3://"):
+        from connectors.objectstore import materialise  # boto3 only when a uri is given
+        return materialise(source, {})
+    return Path(source).resolve()
+
+
+def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
+    """Add one source's totals, aggregated in DuckDB; returns (rows read, lines in the window)."""
+    from connectors.billing_totals import read_totals
+
+    totals = read_totals(path, kind, window, currency)
+    for key, table in (("by_category", totals.by_category), ("by_service", totals.by_service),
+                       ("by_currency", totals.by_currency)):
+        for name, (billed, effective) in table.items():
+            name = (name or "(none)") if key == "by_service" else name
+            out[key][name][0] += billed
+            out[key][name][1] += effective
+    for name, hours in totals.gpu_hours.items():
+        out["gpu_hours"][name] += hours
+    return totals.rows, totals.lines
+
+
+def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
+    """Add one source's totals through its connector (line-level); returns (rows, lines)."""
     from audit.classify import classify
     from connectors.base import ReadContext, SourceSpec
     from connectors.registry import resolve
 
-    start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
-    ctx = ReadContext(start, end, currency)
-    out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
-           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
-    for source in sources:
-        remote = source.startswith("s3://")
-        path = None if remote else Path(source).resolve()
-        kind = fmt_name or (sniff_format(path) if path else "focus")
-        options = {"uri": source} if remote else {}
-        spec = SourceSpec(Path(source).name, "billing", kind, path, options)
-        frame = resolve(kind)(spec, ctx).read()
-        lines = classify(frame.tables["lines"], (), set(), set())
-        _accumulate(out, lines)
-        out["sources"].append({"source": source, "format": kind, "rows": frame.rows, "lines": int(len(lines))})
-    return _finish(out)
+    spec = SourceSpec(path.name, "billing", kind, path, {})
+    frame = resolve(kind)(spec, ReadContext(window[0], window[1], currency)).read()
+    lines = classify(frame.tables["lines"], (), set(), set())
+    _accumulate(out, lines)
+    return frame.rows, int(len(lines))
 
 
 def _pair():

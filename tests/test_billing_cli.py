@@ -44,3 +44,28 @@ def test_text_output_and_format_sniffing(tmp_path):
     unknown.write_text("a,b\n1,2\n")
     bad = billing(unknown)
     assert bad.returncode == 1 and "--format" in bad.stderr
+
+
+def test_workshop_cur_parquets_through_the_cli():
+    labs = DATA / "billing" / "aws_wa_labs"
+    october = billing(labs / "Oct2018-WorkshopCUR-00001.snappy.parquet", "--json")
+    assert october.returncode == 0, october.stderr
+    summary = json.loads(october.stdout)
+    assert summary["sources"][0]["format"] == "cur" and summary["sources"][0]["rows"] == 119307
+    assert summary["by_currency"] == [{"name": "USD", "billed": "4064.48", "effective": "4195.96"}]
+    assert {row["name"] for row in summary["by_charge_category"]} == {"Usage", "Purchase"}
+    everything = billing(*sorted(labs.glob("*WorkshopCUR*.parquet")), "--json")
+    assert everything.returncode == 0, everything.stderr
+    usd = json.loads(everything.stdout)["by_currency"][0]
+    assert (usd["billed"], usd["effective"]) == ("7978.19", "8368.37")  # Oct + Nov + Dec, exact sums rounded once
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    missing = tmp_path / "nope.parquet"
+    for args in ((missing, "--format", "cur"), (missing,)):
+        result = billing(*args)
+        assert result.returncode == 1 and str(missing) in result.stderr and "Traceback" not in result.stderr
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 not parquet")
+    result = billing(broken)
+    assert result.returncode == 1 and str(broken) in result.stderr and "Traceback" not in result.stderr
