@@ -142,22 +142,17 @@ class Connector:
         return ""
 
     def _locate_with_retries(self) -> Path | None:
-        delay = self.backoff_seconds
-        for attempt in range(self.retries + 1):
-            try:
-                return self.locate()
-            except RetriableSourceError:
-                if attempt == self.retries:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        return self._with_retries(self.locate)
 
     def _fetch_with_retries(self):
+        return self._with_retries(self.fetch)
+
+    def _with_retries(self, step):
+        """Call ``step``; a RetriableSourceError is retried with exponential backoff."""
         delay = self.backoff_seconds
         for attempt in range(self.retries + 1):
             try:
-                return self.fetch()
+                return step()
             except RetriableSourceError:
                 if attempt == self.retries:
                     raise
