@@ -42,7 +42,7 @@ def in_scope(lines: pd.DataFrame, scope) -> tuple[pd.Series, list[str]]:
     services = set(scope.get("services") or [])
     if services:
         mask &= lines["service_name"].isin(services) | adjustments
-        reasons.append(f"service not in [scope].services")
+        reasons.append("service not in [scope].services")
     for key, value in dict(scope.get("tags") or {}).items():
         mask &= lines["tags"].map(lambda t: str(json.loads(t or "{}").get(key, "")) == value) | adjustments
         reasons.append(f"tag {key}={value} absent")

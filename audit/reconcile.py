@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from audit.attribute import ServiceInterval
-from audit.gpusplit import Group, NodeCoverage
+from audit.gpusplit import NodeCoverage
 from audit.money import ZERO
 
 

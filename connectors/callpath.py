@@ -312,7 +312,6 @@ def work_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
 
 def path_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
     """Call path → GPU time: short path, its top kernel, events and GPU time, largest first."""
-    import pandas as pd
 
     frame = work_table(trace, paths)
     short = {p: paths.display(p) for p in np.unique(frame["path"]).tolist()}

@@ -25,7 +25,6 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import ClassVar
 
-import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series

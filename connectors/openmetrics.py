@@ -530,16 +530,25 @@ def counter_increases(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
 
 def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     """Requests and tokens per interval and pod: counter increases summed over series."""
-    frame = counter_increases(counters, grid)
-    if frame.empty:
+    return traffic_from_increases(counter_increases(counters, grid), grid)
+
+
+def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """The traffic table from per-series increases (metric, serving labels, k, increase)."""
+    if increases.empty:
         return empty_table("traffic")
-    sums = frame.groupby(SERVING_KEY + ["metric"]).increase.sum()
+    sums = increases.groupby(SERVING_KEY + ["metric"]).increase.sum()
+    return per_interval_table("traffic", sums, COUNTERS.values(), grid)
+
+
+def per_interval_table(name: str, sums: pd.Series, columns, grid: Grid) -> pd.DataFrame:
+    """One column per metric (absent ones 0), interval starts as ``ts``, finished as table ``name``."""
     out = sums.unstack("metric", fill_value=0.0).reset_index()
-    for column in COUNTERS.values():
+    for column in columns:
         if column not in out:
             out[column] = 0.0
     out["ts"] = grid.stamps(out["k"])
-    return finish("traffic", out)
+    return finish(name, out)
 
 
 def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -549,12 +558,7 @@ def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
         return empty_table("queue")
     means = frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean()
     sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
-    out = sums.unstack("metric", fill_value=0.0).reset_index()
-    for column in QUEUE_GAUGES.values():
-        if column not in out:
-            out[column] = 0.0
-    out["ts"] = grid.stamps(out["k"])
-    return finish("queue", out)
+    return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
 
 
 def covered(frames: list[pd.DataFrame], grid: Grid) -> tuple[datetime | None, datetime | None]:

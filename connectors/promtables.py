@@ -14,7 +14,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from connectors.openmetrics import (COUNTERS, GPU_KEY, GR_ENGINE_ACTIVE, QUEUE_GAUGES,
+from connectors.openmetrics import (GPU_KEY, GR_ENGINE_ACTIVE, QUEUE_GAUGES, per_interval_table,
+                                    traffic_from_increases,
                                     SERVING_KEY, empty_table, finish, resource_id)
 
 #: raw(key values, interval) -> raw samples (resolved label columns, t, v) of that interval
@@ -190,25 +191,12 @@ def queue(rows: pd.DataFrame, grid) -> pd.DataFrame:
     pooled = rows.groupby(SERVING_KEY + ["engine", "metric"])[["sum", "n"]].sum()
     means = pooled["sum"] / pooled["n"]
     sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
-    out = sums.unstack("metric", fill_value=0.0).reset_index()
-    for column in QUEUE_GAUGES.values():
-        if column not in out:
-            out[column] = 0.0
-    out["ts"] = grid.stamps(out["k"])
-    return finish("queue", out)
+    return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
 
 
 def traffic(increases: pd.DataFrame, grid) -> pd.DataFrame:
     """Requests and tokens per interval and pod: per-series increases summed."""
-    if increases.empty:
-        return empty_table("traffic")
-    sums = increases.groupby(SERVING_KEY + ["metric"]).increase.sum()
-    out = sums.unstack("metric", fill_value=0.0).reset_index()
-    for column in COUNTERS.values():
-        if column not in out:
-            out[column] = 0.0
-    out["ts"] = grid.stamps(out["k"])
-    return finish("traffic", out)
+    return traffic_from_increases(increases, grid)
 
 
 def counter_increases(points: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import shutil
 import subprocess
 import sys
 from decimal import Decimal
