@@ -31,6 +31,7 @@ def to_dict(result) -> dict:
     if abs(total - in_scope_total) > Decimal("1e-20"):
         raise AuditError(f"conservation broken: parts sum to {total}, lines in scope to {in_scope_total}")
     buckets = _buckets(result, total)
+    analyses = _analyses(result)
     return {
         "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__},
         "case": case.name,
@@ -49,9 +50,9 @@ def to_dict(result) -> dict:
         "gpu_split": _gpu_split(result),
         "utilisation": _utilisation(result),
         "queue": _queue(result),
-        "profiles": _profiles(result),
+        "profiles": _profiles(result, analyses),
         "options": [_option(o, case) for o in result.options],
-        "findings": _findings(result),
+        "findings": _findings(result, analyses),
         "sources": _sources(result),
         "notes": _notes(result),
     }
@@ -210,7 +211,7 @@ def _queue(result) -> list[dict]:
             for n, (w, r, c) in sorted(sums.items()) if c]
 
 
-def _profiles(result) -> list[dict]:
+def _profiles(result, analyses: dict) -> list[dict]:
     out = []
     for service, p in sorted(result.profiles.items()):
         total_us = float(p.categories["total_us"].sum()) if len(p.categories) else 0.0
@@ -228,25 +229,35 @@ def _profiles(result) -> list[dict]:
                     "top_kernels": [{"name": r.name, "category": r.category, "count": int(r.count),
                                      "ms": f"{r.total_us / 1000:.3f}",
                                      "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
-                                    for r in kernels.itertuples()]})
+                                    for r in kernels.itertuples()],
+                    "top_call_paths": [row for group in analyses.get(service, {}).get("call_paths", [])
+                                       for row in group["top"]][:10]})
     return out
 
 
-def _findings(result) -> list[dict]:
+def _analyses(result) -> dict:
+    """Kernel-level analysis (call paths, findings) of each profile with a trace on disk, parsed once."""
+    from audit.trace_cli import analyse
+
+    out = {}
+    for service, profile in sorted(result.profiles.items()):
+        if Path(profile.path).is_file():  # a profile given in memory (tests) has no trace to read
+            out[service] = analyse([Path(profile.path)], None)[0]
+    return out
+
+
+def _findings(result, analyses: dict) -> list[dict]:
     """Kernel-level findings of each profile, costed as share × the cost of the part they lie in.
 
     Findings explain the buckets and never add to them (METHOD §6).
     """
-    from audit.findings import findings_from_profile
-
     parts = defaultdict(lambda: ZERO)
     for p in result.ledger.parts.values():
         parts[(p.bucket, p.name, p.service)] += p.amount
     out = []
-    for service, profile in sorted(result.profiles.items()):
-        if not Path(profile.path).is_file():  # a profile given in memory (tests) has no trace to read
-            continue
-        for finding in findings_from_profile(profile.path):
+    for service, analysis in analyses.items():
+        profile = result.profiles[service]
+        for finding in analysis["findings"]:
             amount = parts.get((finding["bucket"], finding["part"], service))
             share_of = Decimal(finding["share"]) if finding.get("share") else None
             cost = cents(share_of * amount) if amount is not None and share_of is not None else None

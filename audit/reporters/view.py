@@ -228,6 +228,7 @@ class ProfileView:
     kernel_seconds_per_request: str
     categories: list[dict[str, str]]
     top_kernels: list[dict[str, str]]
+    top_call_paths: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -432,7 +433,16 @@ def _profile(p: dict) -> ProfileView:
         top_kernels=[{"name": _clip(k.get("name") or ""), "category": k.get("category") or "",
                       "count": number(k.get("count")), "ms": number(k.get("ms"), 1),
                       "share": percent(k.get("share"))} for k in p.get("top_kernels") or []],
+        top_call_paths=[{"call_path": _tail(c.get("call_path") or ""),
+                         "top_kernel": _clip(c.get("top_kernel") or "", 120),
+                         "ms": number(float(c.get("gpu_us") or 0) / 1000, 2),
+                         "share": percent(c.get("share_of_gpu_work"))} for c in p.get("top_call_paths") or []],
     )
+
+
+def _tail(text: str, limit: int = 260) -> str:
+    """A long call path shortened from the front: its innermost frames say the most."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def _clip(text: str, limit: int = 220) -> str:
