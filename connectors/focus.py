@@ -311,34 +311,32 @@ def check_rows(con, columns: Columns, path: Path) -> list[InputError]:
 
 def check_numbers(con, path: Path) -> list[InputError]:
     """Money and quantity cells that are not decimal numbers; required money that is null."""
-    errors: list[InputError] = []
     required = set(MONEY_FIELDS.values())
+    queries = []
     for name in list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values()):
         null_bad = "TRUE" if name in required else "FALSE"
-        sql = (f"SELECT rn, {name} FROM n WHERE ({name} IS NULL AND {null_bad}) OR "
-               f"NOT regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)}) "
-               f"ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}")
-        for rn, value in con.execute(sql).fetchall():
-            message = "missing value" if value is None else f"unparseable number {value!r}"
-            errors.append(InputError(path, message, row=rn, column=name,
-                                     expected="a decimal number"))
-        if len(errors) >= MAX_ERRORS:
-            break
-    return errors
+        queries.append((name, f"SELECT rn, {name} FROM n WHERE ({name} IS NULL AND {null_bad}) OR "
+                              f"NOT regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)})"))
+    return column_errors(con, path, queries, "unparseable number", "a decimal number")
 
 
 def check_timestamps(con, path: Path) -> list[InputError]:
     """ChargePeriodStart / End cells that are null or not timestamps (or out of range)."""
-    errors: list[InputError] = []
     low, high = TIMESTAMP_RANGE
-    for name in PERIOD:
-        sql = (f"SELECT rn, {name} FROM (SELECT rn, {name}, TRY_CAST({name} AS TIMESTAMPTZ) AS t "
-               f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}' "
-               f"ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}")
-        for rn, value in con.execute(sql).fetchall():
-            message = "missing value" if value is None else f"unparseable timestamp {value!r}"
-            errors.append(InputError(path, message, row=rn, column=name,
-                                     expected="an ISO 8601 timestamp (no offset = UTC)"))
+    queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, TRY_CAST({name} AS TIMESTAMPTZ) AS t "
+                      f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}'")
+               for name in PERIOD]
+    return column_errors(con, path, queries, "unparseable timestamp",
+                         "an ISO 8601 timestamp (no offset = UTC)")
+
+
+def column_errors(con, path: Path, queries, what: str, expected: str) -> list[InputError]:
+    """Run (column, query selecting rn and the bad value) checks; at most MAX_ERRORS errors in all."""
+    errors: list[InputError] = []
+    for name, sql in queries:
+        for rn, value in con.execute(f"{sql} ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}").fetchall():
+            message = "missing value" if value is None else f"{what} {value!r}"
+            errors.append(InputError(path, message, row=rn, column=name, expected=expected))
         if len(errors) >= MAX_ERRORS:
             break
     return errors

@@ -568,7 +568,8 @@ def covered(frames: list[pd.DataFrame], grid: Grid) -> tuple[datetime | None, da
     t = t[(t >= grid.start) & (t <= grid.end)]
     if not len(t):
         return (None, None)
-    first, last = (pd.Timestamp(int(round(x * NS)), tz="UTC") for x in (t.min(), t.max()))
+    # whole microseconds: a datetime holds no nanoseconds (fractional-second timestamps)
+    first, last = (pd.Timestamp(int(round(x * 1_000_000)) * 1000, tz="UTC") for x in (t.min(), t.max()))
     return (first.to_pydatetime(), last.to_pydatetime())
 
 
@@ -595,6 +596,12 @@ class OpenMetricsConnector(Connector):
         roles, scan = read_families(self.path)
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
+        tables, covered_span = self._tables(roles)
+        self.untimestamped = scan.untimestamped
+        return tables, scan.rows, covered_span
+
+    def _tables(self, roles) -> tuple[dict[str, pd.DataFrame], tuple]:
+        """Every normalised table from the parsed families, on one grid, and the time covered."""
         frames = {role: family.frame() for role, family in roles.items()}
         grid = self._grid(frames)
         tables = {
@@ -604,8 +611,8 @@ class OpenMetricsConnector(Connector):
             "traffic": traffic(frames["counters"], grid),
             "queue": queue(frames["queue"], grid),
         }
-        self.untimestamped, self.step_seconds = scan.untimestamped, grid.step
-        return tables, scan.rows, covered(list(frames.values()), grid)
+        self.step_seconds = grid.step
+        return tables, covered(list(frames.values()), grid)
 
     def _grid(self, frames: dict[str, pd.DataFrame]) -> Grid:
         """The case's step, else the median DCGM spacing, else that of any family, else 60 s."""

@@ -22,9 +22,7 @@ from typing import ClassVar
 import pandas as pd
 
 from connectors.errors import InputError
-from connectors.nvidia_smi import covered
-from connectors.openmetrics import (MS_THRESHOLD, OpenMetricsConnector, Scan, gpu_activity,
-                                    gpu_requests, new_families, node_info, queue, traffic)
+from connectors.openmetrics import (MS_THRESHOLD, OpenMetricsConnector, Scan, new_families)
 
 DUMP_FORM = ('{"status": "success", "data": {"resultType": "matrix", '
              '"result": [{"metric": {...}, "values": [[ts, "v"], ...]}]}}')
@@ -118,15 +116,6 @@ class PromDumpConnector(OpenMetricsConnector):
             scan_matrix(load_matrix(path), path, by_name, scan)
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the dump", expected=DUMP_FORM)
-        frames = {role: family.frame() for role, family in roles.items()}
-        grid = self._grid(frames)
-        tables = {
-            "gpu_activity": gpu_activity(frames["dcgm"], grid),
-            "node_info": node_info(frames["node_info"], frames["node_labels"]),
-            "gpu_requests": gpu_requests(frames["requests"], frames["pod_info"], grid),
-            "traffic": traffic(frames["counters"], grid),
-            "queue": queue(frames["queue"], grid),
-        }
-        self.untimestamped, self.step_seconds = 0, grid.step
-        times = pd.concat([f[["t"]] for f in frames.values()], ignore_index=True)
-        return tables, scan.rows, covered(times, grid)
+        tables, covered_span = self._tables(roles)
+        self.untimestamped = 0
+        return tables, scan.rows, covered_span
