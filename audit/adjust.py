@@ -74,20 +74,49 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
 def _spread_purchases(charges, purchases, amount) -> list:
     """A commitment purchase moves onto the lines that used (or left unused) that commitment.
 
-    Returns the purchase lines whose amount moved; they leave the charges (their money is in the
-    ``commitment`` column of the lines they paid for).
+    A line belongs to a commitment when its CommitmentDiscountId is the purchase's or lies under it
+    (Azure bills a reservation *order*, ``…/reservationOrders/O``, and its usage names the
+    reservation, ``…/reservationOrders/O/reservations/R``). Weights: the lines' EffectiveCost; where
+    those are all zero (an actual-cost export, in which covered usage costs 0) their ListCost, else
+    their PricingQuantity. Returns the purchase lines whose amount moved; they leave the charges
+    (their money is in the ``commitment`` column of the lines they paid for).
     """
+    members = _members_by_commitment(charges["commitment_discount_id"])
+    added: dict = {}
     spent = []
-    for idx, line in purchases.iterrows():
-        targets = charges[(charges["commitment_discount_id"] == line["commitment_discount_id"])
-                          & (charges.index != idx)]
-        weights = list(targets["effective_cost"])
-        if not len(targets) or dsum(weights) == 0:
+    for idx, commitment in purchases["commitment_discount_id"].items():
+        targets = [t for t in members.get(commitment, ()) if t != idx]
+        weights = _purchase_weights(charges.loc[targets]) if targets else None
+        if weights is None:
             continue  # stays a charge of its own, classified by the rules
         spent.append(idx)
-        for t, share in zip(targets.index, split_evenly(amount[idx], weights)):
-            charges.at[t, "commitment"] = charges.at[t, "commitment"] + share
+        for t, share in zip(targets, split_evenly(amount[idx], weights)):
+            added[t] = added.get(t, ZERO) + share
+    if added:
+        charges["commitment"] = [c + added.get(t, ZERO) for t, c in zip(charges.index, charges["commitment"])]
     return spent
+
+
+def _members_by_commitment(ids: pd.Series) -> dict[str, list]:
+    """Commitment id → the charges under it: their own id and every ``/``-prefix of it."""
+    members: dict[str, list] = {}
+    for idx, commitment in ids[ids != ""].items():
+        parts = commitment.split("/")
+        for end in range(len(parts), 0, -1):
+            prefix = "/".join(parts[:end])
+            if prefix.strip("/"):
+                members.setdefault(prefix, []).append(idx)
+    return members
+
+
+def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
+    """The first of EffectiveCost, ListCost, PricingQuantity that is known on every target and not
+    all zero; None when there is none (the purchase then stays a charge of its own)."""
+    for column in ("effective_cost", "list_cost", "pricing_quantity"):
+        values = list(targets[column])
+        if all(v is not None for v in values) and dsum(values) != 0:
+            return values
+    return None
 
 
 def _spread_one(charges, line, value: Decimal, column: str, targets_of, leftovers) -> None:

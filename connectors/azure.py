@@ -23,7 +23,9 @@ Billed and effective cost (Microsoft's FOCUS conversion rules, and METHOD §1's 
       commitment refunds, whose EffectiveCost is 0: FOCUS amortises them onto the usage they cover.
       An actual file alone cannot show that amortisation (covered usage costs 0 in it), so its
       effective total lacks the commitments; audit it on the billed basis, where the engine spreads
-      a purchase over the lines of its CommitmentDiscountId, or read the AmortizedCost export.
+      a purchase of reservation order ``…/reservationOrders/O`` over the usage lines of the
+      reservations under it (``…/reservationOrders/O/reservations/R``), weighted by their pay-as-you-go
+      cost (covered usage costs 0 in this view), or read the AmortizedCost export.
     * amortized view: EffectiveCost = cost, except commitment purchases / refunds (0). BilledCost =
       cost, except covered usage and Unused* lines, whose BilledCost is 0: they were invoiced
       through the purchase, not as themselves. So billed + amortisation = effective holds per

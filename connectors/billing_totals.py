@@ -53,7 +53,7 @@ import duckdb
 from audit.classify import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, gpu_instances, gpu_skus
 from connectors import cur, cur_sql as sql
 from connectors.errors import InputError
-from connectors.focus import (MAX_ERRORS, csv_header, file_format, first_line, parquet_header, prepare,
+from connectors.focus import (MAX_ERRORS, csv_header, file_format, first_line, moment_sql, parquet_header, prepare,
                               quote_ident, quote_text, raise_all, require, resolve_columns, utc_text)
 
 SUM_TYPE = "DECIMAL(38,20)"
@@ -217,7 +217,9 @@ def moment(column: Column) -> str:
     kind = column.dtype.upper()
     if kind in NAIVE or kind == "TIMESTAMP WITH TIME ZONE":
         return column.ref
-    return f"CAST({column.text} AS TIMESTAMPTZ)"
+    # As the connector reads it (connectors.focus.moment_sql): an hour past 23 carries into the
+    # next day; any other unparseable text still fails the CAST, and the connector explains it.
+    return f"coalesce({moment_sql(column.text)}, CAST({column.text} AS TIMESTAMPTZ))"
 
 
 def bound(column: Column, when: datetime) -> str:

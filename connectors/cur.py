@@ -93,7 +93,7 @@ def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx) -> tuple[dic
     columns = adopt(con, "mapped", source)
     con.execute("DROP TABLE mapped")
     try:
-        tables, _, _ = read_focus_table(con, columns, source, ctx)
+        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error")
     except InputError as exc:
         raise translate(con, exc, layouts, source) from None
     except InputErrors as exc:

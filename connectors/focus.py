@@ -15,10 +15,16 @@ Conventions (see docs/architecture.md, "focus → table lines"):
   column, and they must load. Every spec example has the ChargePeriod columns, so there is no
   BillingPeriod fallback: a charge period is never guessed from the billing period.
 * Timestamps without an offset are UTC (FOCUS defines UTC); with an offset or ``Z`` they are
-  converted to UTC. Hours past 24:00 (the spec examples' ``T30:00:00Z``) are an error.
+  converted to UTC. An hour past 23 (the FOCUS 1.2 spec examples write ``2023-02-01T30:00:00Z``)
+  carries into the following day(s) and is reported in table ``notes``, never refused.
 * Lines whose charge period overlaps [ctx.start, ctx.end) are kept; a zero-length period counts
   when its instant lies in the window. Every data row is still checked (numbers, timestamps,
-  categories, currency, duplicates); Tags and ``x_*`` columns are parsed for kept lines only.
+  categories, currency, duplicate ids); Tags and ``x_*`` columns are parsed for kept lines only.
+* Lines identical in every column are all counted (FOCUS has no uniqueness rule, and the spec's own
+  example with two resources repeats a line): table ``notes`` says which rows repeat which. A dialect
+  whose lines carry their own identity (CUR, or any file with an Id / x_Id column) makes them an
+  error instead (``duplicates="error"``).
+  A repeated ``Id`` / ``x_Id`` is always an error.
 * A null BillingCurrency cell takes the file's one currency (the case currency if the column is
   all null or absent); two currencies in one file are an error. A currency that differs from
   the case's is left for the audit to report.
@@ -134,20 +140,29 @@ def prepare(con) -> None:
     con.execute("SET preserve_insertion_order = true")
 
 
-def read_focus_table(con, columns: "Columns", path: Path, ctx) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+def read_focus_table(con, columns: "Columns", path: Path, ctx,
+                     duplicates: str = "note") -> tuple[dict[str, pd.DataFrame], int, tuple]:
     """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
 
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
     calls :func:`adopt` and then this, so checks, window and normalisation are written once.
+    ``duplicates``: ``"note"`` counts identical lines and notes them, ``"error"`` refuses them.
+    Table ``notes`` (row, column, note) lists what was read in a way the file did not spell out.
     """
     require(columns, path)
     create_view(con, columns)
-    raise_all(check_rows(con, columns, path))
+    repeated = check_duplicate_lines(con, columns, path)
+    errors = check_rows(con, columns, path, {e.row for e in repeated})
+    # A line that carries its own id (Id, x_Id) and repeats another line whole is the same line twice.
+    if any(columns.has(name) for name in ID_COLUMNS):
+        duplicates = "error"
+    raise_all((repeated if duplicates == "error" else []) + errors)
     rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     currency = file_currency(con, columns, ctx.currency)
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency)
     lines = build_lines(kept, columns, path)
-    return {"lines": lines}, int(rows), covered(lines)
+    notes = hour_notes(con) + (repeat_notes(repeated) if duplicates == "note" else [])
+    return {"lines": lines, "notes": notes_table(notes)}, int(rows), covered(lines)
 
 
 def adopt(con, table: str, path: Path) -> "Columns":
@@ -283,7 +298,21 @@ def create_view(con, columns: Columns) -> None:
         parts.append(f"{null_expr(internal) if internal else 'NULL::VARCHAR'} AS {name}")
     for i, internal in enumerate(columns.extras.values()):
         parts.append(f"{null_expr(internal)} AS e{i}")
-    con.execute(f"CREATE TEMP VIEW n AS SELECT {', '.join(parts)} FROM src")
+    con.execute(f"CREATE TEMP VIEW m AS SELECT {', '.join(parts)} FROM src")
+    con.execute(f"CREATE TEMP VIEW n AS SELECT *, {moment_sql('ChargePeriodStart')} AS _ps, "
+                f"{moment_sql('ChargePeriodEnd')} AS _pe FROM m")
+
+
+# ISO date, then the hour: an hour past 23 carries into the next day(s).
+_HOUR = r"^(\d{4}-\d{2}-\d{2}[T ])(\d{2})"
+
+
+def moment_sql(column: str) -> str:
+    """TIMESTAMPTZ of an ISO 8601 cell (no offset = UTC); ``…T30:00:00Z`` is the next day at 06:00."""
+    hour = f"TRY_CAST(regexp_extract({column}, {quote_text(_HOUR)}, 2) AS INTEGER)"
+    carried = (f"TRY_CAST(regexp_replace({column}, {quote_text(_HOUR)}, '\\100') AS TIMESTAMPTZ) "
+               f"+ to_hours({hour})")
+    return f"coalesce(TRY_CAST({column} AS TIMESTAMPTZ), CASE WHEN {hour} >= 24 THEN {carried} END)"
 
 
 def null_expr(column: str) -> str:
@@ -294,18 +323,19 @@ def null_expr(column: str) -> str:
 
 # --- row checks -------------------------------------------------------------------------------
 
-def check_rows(con, columns: Columns, path: Path) -> list[InputError]:
-    """Every problem found in the data rows, at most MAX_ERRORS of each kind."""
+def check_rows(con, columns: Columns, path: Path, repeated: set[int]) -> list[InputError]:
+    """Every problem found in the data rows, at most MAX_ERRORS of each kind.
+
+    A repeated Id on a line that repeats a whole line (``repeated``) is that line's repetition,
+    not a second problem.
+    """
     errors = []
     errors += check_numbers(con, path)
     errors += check_timestamps(con, path)
     errors += check_period_order(con, path)
     errors += check_categories(con, path)
     errors += check_currency(con, path)
-    duplicates = check_duplicate_lines(con, columns, path)
-    flagged = {error.row for error in duplicates}
-    errors += duplicates
-    errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in flagged]
+    errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in repeated]
     return errors
 
 
@@ -323,9 +353,9 @@ def check_numbers(con, path: Path) -> list[InputError]:
 def check_timestamps(con, path: Path) -> list[InputError]:
     """ChargePeriodStart / End cells that are null or not timestamps (or out of range)."""
     low, high = TIMESTAMP_RANGE
-    queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, TRY_CAST({name} AS TIMESTAMPTZ) AS t "
+    queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, {parsed} AS t "
                       f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}'")
-               for name in PERIOD]
+               for name, parsed in zip(PERIOD, ("_ps", "_pe"))]
     return column_errors(con, path, queries, "unparseable timestamp",
                          "an ISO 8601 timestamp (no offset = UTC)")
 
@@ -345,7 +375,7 @@ def column_errors(con, path: Path, queries, what: str, expected: str) -> list[In
 def check_period_order(con, path: Path) -> list[InputError]:
     """Lines whose ChargePeriodEnd lies before their ChargePeriodStart."""
     sql = ("SELECT rn, ChargePeriodStart, ChargePeriodEnd FROM n "
-           "WHERE TRY_CAST(ChargePeriodEnd AS TIMESTAMPTZ) < TRY_CAST(ChargePeriodStart AS TIMESTAMPTZ) "
+           "WHERE _pe < _ps "
            f"ORDER BY rn LIMIT {MAX_ERRORS}")
     return [InputError(path, f"period ends ({end!r}) before it starts ({start!r})", row=rn,
                        column="ChargePeriodEnd", expected="an end at or after ChargePeriodStart")
@@ -382,13 +412,15 @@ def check_duplicate_lines(con, columns: Columns, path: Path) -> list[InputError]
     keys = ", ".join(f"c{i}" for i in range(len(columns.header)))
     sql = (f"WITH h AS (SELECT rowid AS r, hash({keys}) AS k FROM src), "
            "twice AS (SELECT k FROM h GROUP BY k HAVING count(*) > 1) "
-           f"SELECT rn, first FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
+           f"SELECT rn, first, count(*) OVER () FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
            f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src "
            "WHERE rowid IN (SELECT r FROM h WHERE k IN (SELECT k FROM twice))) "
            f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
-    return [InputError(path, f"duplicate line: identical in every column to row {first}", row=rn,
-                       expected="each line once")
-            for rn, first in con.execute(sql).fetchall()]
+    found = con.execute(sql).fetchall()
+    more = f" ({found[0][2]} such lines in all)" if found and found[0][2] > len(found) else ""
+    return [InputError(path, f"duplicate line: identical in every column to row {first}"
+                       + (more if i == len(found) - 1 else ""), row=rn, expected="each line once")
+            for i, (rn, first, _) in enumerate(found)]
 
 
 def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
@@ -405,6 +437,29 @@ def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
                               expected="a unique id per line")
                    for rn, value, first in con.execute(sql).fetchall()]
     return errors[:MAX_ERRORS]
+
+
+def hour_notes(con) -> list[tuple[int, str, str]]:
+    """(row, column, note) for every period cell whose hour ran past 23 and was carried over."""
+    notes = []
+    for name, parsed in zip(PERIOD, ("_ps", "_pe")):
+        sql = (f"SELECT rn, {name}, strftime({parsed}, '%Y-%m-%dT%H:%M:%SZ') FROM n "
+               f"WHERE TRY_CAST({name} AS TIMESTAMPTZ) IS NULL AND {parsed} IS NOT NULL ORDER BY rn")
+        notes += [(rn, name, f"hour past 23 in {text!r}, read as {moment}")
+                  for rn, text, moment in con.execute(sql).fetchall()]
+    return notes
+
+
+def repeat_notes(repeated: list[InputError]) -> list[tuple[int, str, str]]:
+    """(row, "", note) for every line that repeats an earlier one and was counted again."""
+    return [(e.row, "", e.message.replace("duplicate line: identical", "counted again: identical"))
+            for e in repeated]
+
+
+def notes_table(notes: list[tuple[int, str, str]]) -> pd.DataFrame:
+    """Table ``notes``: one row per cell read in a way the file did not spell out."""
+    return pd.DataFrame(notes, columns=["row", "column", "note"]).astype(
+        {"row": "int64", "column": "str", "note": "str"})
 
 
 # --- selection and normalisation --------------------------------------------------------------
@@ -429,8 +484,7 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
     parts += ["coalesce(BillingCurrency, ?) AS currency", "Tags AS tags"]
     parts += [f"e{i}" for i in range(len(columns.extras))]
-    parts += ["CAST(ChargePeriodStart AS TIMESTAMPTZ) AS p_start",
-              "CAST(ChargePeriodEnd AS TIMESTAMPTZ) AS p_end"]
+    parts += ["_ps AS p_start", "_pe AS p_end"]
     sql = (f"SELECT * FROM (SELECT {', '.join(parts)} FROM n) WHERE p_start < CAST(? AS TIMESTAMPTZ) "
            "AND (p_start >= CAST(? AS TIMESTAMPTZ) OR p_end > CAST(? AS TIMESTAMPTZ))")
     lo, hi = (utc_text(moment) for moment in window)

@@ -347,3 +347,35 @@ def test_other_charge_types_map_to_focus_categories(tmp_path):
     got = [(lines.iloc[i]["charge_category"], lines.iloc[i]["charge_class"]) for i in (1, 2, 3, 4)]
     assert got == [("Refund", "Correction"), ("Tax", ""), ("Adjustment", ""), ("Usage", "")]
     assert lines.iloc[1]["effective_cost"] == lines.iloc[1]["billed_cost"]  # not a commitment refund
+
+
+def test_actual_reservation_purchase_spreads_over_its_reservations_by_payg_cost(tmp_path):
+    """ActualCost: the purchase names the reservation order, covered usage (cost 0) its reservations."""
+    from audit.adjust import spread
+
+    order = "49ed0e4d-8e0c-4f1f-af2c-67c865056615"
+    covered = {2: ("r-1", "0.10", "3"), 3: ("r-2", "0.10", "1")}  # row → reservation, PayGPrice, Quantity
+
+    def change(i, record):
+        if i in covered:
+            reservation, price, quantity = covered[i]
+            record.update(ChargeType="Usage", PricingModel="Reservation", Cost="0", EffectivePrice="0",
+                          PayGPrice=price, Quantity=quantity, UnitOfMeasure="1 Hour", ReservationId=reservation,
+                          benefitId=f"/providers/Microsoft.Capacity/reservationOrders/{order}/reservations/{reservation}")
+        return record
+
+    lines = read(rewrite(ACTUAL, tmp_path / "actual.csv", change)).tables["lines"]
+    charges, leftovers = spread(lines, "billed")
+    assert not leftovers
+    assert "Purchase" not in set(charges["charge_category"])  # the purchase moved onto its usage
+    moved = charges[charges["commitment"] != 0]
+    assert list(moved["commitment"]) == [Decimal("2.4375"), Decimal("0.8125")]  # 3.25 × 0.3 / 0.4, × 0.1 / 0.4
+    assert sum(charges["net"]) == sum(lines["billed_cost"])  # nothing lost, nothing added
+
+
+def test_purchase_without_covered_usage_stays_a_charge():
+    from audit.adjust import spread
+
+    lines = read(ACTUAL).tables["lines"]
+    charges, _ = spread(lines, "billed")
+    assert list(charges[charges["charge_category"] == "Purchase"]["gross"]) == [Decimal("3.25")]
