@@ -16,11 +16,13 @@ get_gpu_kernel_breakdown(include_memory_kernels=True), rule for rule (docs/trace
 """
 from __future__ import annotations
 
+# trace_events first: it loads numpy with a one-thread BLAS (see there)
+from connectors.trace_events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask
+
 import numpy as np
 
 from connectors.categories import (COARSE, HTA_TYPES, coarse_category, fine_category,
                                    hta_kernel_type)
-from connectors.trace_events import GPU_WORK, TRACE, Trace, length, merge, name_mask
 
 HTA_DEVICE_SYNCS = ("Event Sync", "Context Sync")
 
@@ -52,7 +54,7 @@ def breakdown(traces: list[Trace]) -> list[dict]:
 def _work_devices(trace: Trace) -> list[int]:
     """Device indices that ran GPU work, in order."""
     work = np.isin(trace.role, GPU_WORK)
-    return sorted(int(d) for d in np.unique(trace.device[work]))
+    return distinct(trace.device[work]).tolist()
 
 
 def category_codes(trace: Trace, mask: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -60,8 +62,8 @@ def category_codes(trace: Trace, mask: np.ndarray) -> tuple[list[str], np.ndarra
     once per distinct (kind, name) pair."""
     width = max(len(trace.names), 1)
     key = trace.role[mask].astype(np.int64) * width + trace.name[mask]
-    distinct, inverse = np.unique(key, return_inverse=True)
-    per_key = [fine_category(trace.names[k % width], k // width) for k in distinct.tolist()]
+    keys, inverse = np.unique(key, return_inverse=True)
+    per_key = [fine_category(trace.names[k % width], k // width) for k in keys.tolist()]
     labels = sorted(set(per_key))
     code_of = {label: i for i, label in enumerate(labels)}
     codes = np.array([code_of[c] for c in per_key], dtype=np.int64)
@@ -91,7 +93,7 @@ def device_breakdown(trace: Trace, device: int) -> dict:
                                         key=lambda kv: (-kv[1], kv[0])))}
     streams = trace.stream[mine]
     out["streams"] = [{"stream": int(s), **interval_figures(start[streams == s], end[streams == s]),
-                       "events": int((streams == s).sum())} for s in np.unique(streams)]
+                       "events": int((streams == s).sum())} for s in distinct(streams)]
     return out
 
 
@@ -149,7 +151,7 @@ def _hta_kept(trace: Trace, filter_steps: bool) -> np.ndarray:
     host &= trace.ts < last_start
     candidates = np.flatnonzero(present & gpu)
     launched = np.zeros(trace.role.size, dtype=bool)
-    launched[candidates] = np.isin(trace.correlation[candidates], trace.correlation[host])
+    launched[candidates] = member(trace.correlation[candidates], trace.correlation[host])
     return host | launched
 
 
@@ -170,7 +172,7 @@ def hta_kernel_types(start: np.ndarray, end: np.ndarray, types: np.ndarray) -> d
     time, running = time[order], np.cumsum(np.concatenate(deltas)[order])
     segment = np.trunc(np.diff(time))
     out: dict[str, float] = {}
-    for state in np.unique(running[:-1]):
+    for state in distinct(running[:-1]):
         if state > 0:
             label = " overlapping ".join(k for i, k in enumerate(HTA_TYPES) if state & (1 << i))
             out[label] = float(segment[running[:-1] == state].sum())

@@ -42,6 +42,7 @@ COARSE = ("computation", "communication", "memory")
 
 HTA_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 """The kernel types HTA's kernel breakdown analyses (include_memory_kernels=True), in its order."""
+_PARENS = re.compile(r"[()]")
 _HTA_COMM = re.compile(r"^nccl.*Kernel")
 _HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
@@ -66,10 +67,10 @@ def without_parameters(name: str) -> str:
     if not name.endswith(")"):
         return name
     depth = 0
-    for position in range(len(name) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(name[position], 0)
+    for paren in reversed(list(_PARENS.finditer(name))):
+        depth += 1 if paren.group() == ")" else -1
         if depth == 0:
-            return name[:position] if position > 0 else name
+            return name[:paren.start()] if paren.start() > 0 else name
     return name
 
 

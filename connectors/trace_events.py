@@ -3,7 +3,11 @@
 The trace is streamed (connectors/trace_stream.py): each chunk of ``traceEvents`` is decoded by
 msgspec into small typed Structs that keep only the fields the audit reads (unknown fields are
 skipped by the decoder) and turned into numpy columns at once, so no more than a chunk of events
-ever exists as Python objects. Timestamps stay float64 microseconds exactly as written; start and
+ever exists as Python objects. A chunk is first decoded as a tagged union on ``ph``: complete
+events (``X``) in full, events of the other phases as their category and duration only; a chunk
+where that is not enough (an event of another phase with a category and a duration, which is
+kept, or a phase outside the union) is decoded again as plain Events, whose result is the
+reference. Timestamps stay float64 microseconds exactly as written; start and
 end times are taken relative to ``base`` (an exact subtraction) so that epoch-scale traces keep
 sub-nanosecond precision.
 
@@ -14,10 +18,29 @@ it is (a kernel, a memcpy, a runtime call, a CPU operator, a Python frame …). 
 from __future__ import annotations
 
 import gc
+import os
+import sys
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import filterfalse
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
+
+if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+    # The trace analysis makes no BLAS call, and OpenBLAS's thread pool costs its start-up (about
+    # 50 ms on two cores) and a core busy-waiting after it: numpy is loaded with one BLAS thread,
+    # and the environment is left as it was (children and other libraries are not affected).
+    # The collector has nothing to free while numpy's modules load: it is paused meanwhile.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+        if collecting:
+            gc.enable()
 
 import msgspec
 import numpy as np
@@ -39,20 +62,24 @@ REQUEST_PREFIX = "costaudit.request"
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
-    """The event arguments the audit reads; every other one is skipped by the decoder."""
+    """The event arguments the audit reads; every other one is skipped by the decoder.
 
+    Fields are in the order Kineto writes them (msgspec finds a key at once when keys come in field
+    order); trace_columns reads them by ``astuple``, in this order.
+    """
+
+    external: Any = msgspec.field(default=-1, name="External id")
     device: Any = None
     stream: Any = -1
     correlation: Any = -1
-    external: Any = msgspec.field(default=-1, name="External id")
     external_2021: Any = msgspec.field(default=-1, name="external id")
-    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
-    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
-    stack: Any = msgspec.field(default=None, name="Call stack")
-    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    bytes: Any = None
     grid: Any = None
     block: Any = None
-    bytes: Any = None
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Call stack")
 
 
 NO_ARGS = Args()
@@ -65,11 +92,49 @@ class Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
-    ts: Any = None
-    dur: Any = None
     pid: Any = None
     tid: Any = None
+    ts: Any = None
+    dur: Any = None
     args: Args = NO_ARGS
+
+
+class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (``"ph": "X"``) of the fast decoding: an Event whose ph is known."""
+
+    cat: Any = None            # in the order of trace_columns.FIELDS (rows are read by astuple),
+    name: Any = None           # which is the order Kineto writes them in
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Args = NO_ARGS
+
+
+class Anything(msgspec.Struct, frozen=True, gc=False):
+    """A JSON object whose keys are all skipped (so that args must be an object, as for Event)."""
+
+
+ANYTHING = Anything()
+PHASES = "BEiIstfMCbne"
+"""The Chrome trace phases other than X that Kineto writes; a chunk with an event of another phase
+(or none) is decoded as Events."""
+OTHERS = tuple(msgspec.defstruct(f"Phase{ord(tag)}", [("cat", Any, None), ("dur", Any, None),
+                                                       ("args", Anything, ANYTHING)],
+                                 tag_field="ph", tag=tag, gc=False) for tag in PHASES)
+FAST_EVENT = Union[(Complete, *OTHERS)]
+"""The fast decoding of an event: complete events in full, the others as their cat and dur only."""
+DUR = attrgetter("dur")
+
+
+def only_complete_kept(events: list) -> bool:
+    """Whether no event but the complete ones of a fast-decoded chunk is kept (has a string
+    category and a duration); when one is, the chunk is decoded again as Events."""
+    others = list(filterfalse(Complete.__instancecheck__, events))
+    durs = list(map(DUR, others))
+    if durs.count(None) == len(durs):
+        return True
+    return not any(d is not None and isinstance(e.cat, str) for e, d in zip(others, durs))
 
 
 class Device(msgspec.Struct, gc=False):
@@ -149,12 +214,12 @@ class Trace:
 def read_trace(path: Path) -> Trace:
     """Stream the Chrome trace at ``path`` into columns; bad input raises InputError."""
     path = Path(path)
-    stream = EventStream(path, Event, Top)
+    stream = EventStream(path, Event, Top, FAST_EVENT, only_complete_kept)
     intern = Interner()
     collecting = gc.isenabled()
     gc.disable()                  # the parse makes no cycles; the collector would only rescan chunks
     try:
-        parts = [chunk_columns(path, first, events, intern) for first, events in stream]
+        parts = [chunk_columns(path, first, events, intern, Complete) for first, events in stream]
     finally:
         if collecting:
             gc.enable()
@@ -242,7 +307,7 @@ def sync_us(trace: Trace) -> float:
     """
     calls = (trace.role == RUNTIME) & name_mask(trace, lambda n: n.startswith(SYNC_CALLS))
     events = (trace.role == SYNC) & ~name_mask(trace, lambda n: n in GPU_SIDE_WAITS)
-    twinned = np.isin(trace.correlation[events], trace.correlation[calls & (trace.correlation != -1)])
+    twinned = member(trace.correlation[events], trace.correlation[calls & (trace.correlation != -1)])
     twinned &= trace.correlation[events] != -1
     return float(trace.dur[calls].sum() + trace.dur[events][~twinned].sum())
 
@@ -255,6 +320,25 @@ def request_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------- interval arithmetic
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array: ``np.unique`` without its options, which
+    imports numpy.ma on first use (15 ms)."""
+    ordered = np.sort(values, kind="stable")
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Per value: whether it is in ``pool`` (``np.isin`` for integer arrays, by binary search; the
+    sorting path of np.isin calls np.unique, which imports numpy.ma on first use)."""
+    if values.size == 0 or pool.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pool = np.sort(pool)
+    at = np.minimum(np.searchsorted(pool, values), pool.size - 1)
+    return pool[at] == values
+
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted intervals covering the same points as [starts, ends)."""

@@ -4,7 +4,10 @@
     measure.py hta PATH           (a scratch venv with HolisticTraceAnalysis 0.5.0)
 
 Times cover the import of the analysis code, the load and the breakdown, as a user pays them;
-CPU time is user + system of this process; peak RSS is this process's ru_maxrss.
+CPU time is user + system of this process (all its threads); peak RSS is this process's ru_maxrss.
+Both tools import numpy here; connectors/trace_events.py, when it is the first to import it, does
+so with one OpenBLAS thread (docs/trace.md, "Reading a Chrome trace"), HTA with OpenBLAS's default
+pool.
 """
 from __future__ import annotations
 
