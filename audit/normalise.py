@@ -1,7 +1,7 @@
 """Stage 2: source frames -> checked tables at the audit grain (billing, telemetry, profiles)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import pandas as pd
@@ -16,6 +16,20 @@ REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus"]
 TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_tokens", "generated_tokens"]
 QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
 NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]
+SERVING_STATS_COLUMNS = ["ts", "family", "model_name", "namespace", "pod", "requests", "failures",
+                         "queue_seconds", "queue_requests", "queue_seconds_per_request",
+                         "batch_items", "batch_steps", "batch_size", "tokens_per_step", "running",
+                         "waiting", "compute_input_seconds", "compute_infer_seconds",
+                         "compute_output_seconds", "prefix_queries", "prefix_hits",
+                         "prefix_hit_rate", "kv_cache_usage"]
+EVIDENCE_COLUMNS = ["node", "gpu", "uuid", "ts", "sm_active", "tensor_active", "dram_active",
+                    "fb_used_mib", "power_watts"]
+REPLICA_COLUMNS = ["ts", "namespace", "kind", "name", "spec_replicas", "available_replicas",
+                   "current_replicas", "desired_replicas", "min_replicas", "max_replicas"]
+#: the counter each serving family's request counts come from (traffic provenance)
+REQUEST_COUNTERS = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
+                    "tgi": "tgi_request_success"}
+MISMATCH_VALUES = 20  # values listed per finding (the count says how many there are)
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,15 @@ class Telemetry:
     traffic: pd.DataFrame
     queue: pd.DataFrame
     step: int
+    #: evidence only (never moves money): serving statistics, DCGM evidence, replica counts,
+    #: each row with the ``source`` ("<name> (<format>)") that read it
+    serving: pd.DataFrame = field(default_factory=lambda: _empty(SERVING_STATS_COLUMNS + ["source"]))
+    gpu_evidence: pd.DataFrame = field(default_factory=lambda: _empty(EVIDENCE_COLUMNS + ["source"]))
+    replicas: pd.DataFrame = field(default_factory=lambda: _empty(REPLICA_COLUMNS + ["source"]))
+    #: label values one source names and another does not (see ``label_mismatches``)
+    label_mismatches: list = field(default_factory=list)
+    #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None
+    replica_services: dict = field(default_factory=dict)
 
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
@@ -91,20 +114,197 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
     nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
-    return Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), _traffic(collected),
-                     table("queue", QUEUE_COLUMNS), step)
+    tele = Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), _traffic(collected),
+                     table("queue", QUEUE_COLUMNS), step,
+                     serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
+                     gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
+                     replicas=_sourced(collected, "replicas", REPLICA_COLUMNS))
+    tele.replica_services = replica_services(tele, case.services)
+    tele.label_mismatches = label_mismatches(tele)
+    return tele
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: [] for c in columns})
+
+
+def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:
+    """One telemetry table over every source, each row naming its source "<name> (<format>)"."""
+    parts = [frame.tables[name].assign(source=f"{frame.spec.name} ({frame.spec.format})")
+             for frame in collected.of("telemetry")
+             if name in frame.tables and len(frame.tables[name])]
+    if not parts:
+        return _empty(columns + ["source"])
+    return pd.concat(parts, ignore_index=True)
 
 
 def _traffic(collected: Collected) -> pd.DataFrame:
-    """Request counts of every telemetry source, each row naming the source that counted it."""
+    """Request counts of every telemetry source, each row naming the source that counted it.
+
+    Serving-server rows name the counter too: "<name> (<format>): <counter>", e.g.
+    ``prom (openmetrics): nv_inference_request_success`` for Triton.
+    """
     parts = []
     for frame in collected.of("telemetry"):
         table = frame.tables.get("traffic")
         if table is not None and len(table):
-            parts.append(table.assign(source=f"{frame.spec.name} ({frame.spec.format})"))
+            base = f"{frame.spec.name} ({frame.spec.format})"
+            family = table["family"] if "family" in table else pd.Series("", index=table.index)
+            counter = family.map(REQUEST_COUNTERS).fillna("")
+            parts.append(table.assign(source=[f"{base}: {c}" if c else base for c in counter]))
     if not parts:
         return pd.DataFrame({c: [] for c in TRAFFIC_COLUMNS + ["source"]})
     return pd.concat(parts, ignore_index=True)
+
+
+# ---- label mismatches between telemetry sources (evidence; never fails the run) -------------
+
+def _pods(frame: pd.DataFrame) -> set:
+    """(namespace, pod) pairs a table names."""
+    if frame.empty or "pod" not in frame:
+        return set()
+    named = frame.loc[frame["pod"].astype(str) != ""]
+    return set(zip(named["namespace"].astype(str), named["pod"].astype(str)))
+
+
+def _serving_rows(tele: Telemetry) -> pd.DataFrame:
+    """Rows of the serving-server tables (counters, queue gauges, serving statistics)."""
+    traffic = tele.traffic
+    if "family" in traffic:
+        traffic = traffic.loc[traffic["family"].fillna("").astype(str) != ""]
+    else:
+        traffic = traffic.iloc[0:0]
+    columns = ["ts", "namespace", "pod", "family", "source"]
+    parts = [t.assign(source=t["source"].astype(str).str.split(": ").str[0])[columns]
+             for t in (traffic, tele.serving) if len(t)]
+    if len(tele.queue):
+        parts.append(tele.queue[["ts", "namespace", "pod"]].assign(family="vllm", source=""))
+    return pd.concat(parts, ignore_index=True) if parts else _empty(columns)
+
+
+def _serving_source(serving: pd.DataFrame, sources: str) -> str:
+    """"vLLM / Triton / TGI counters and gauges (<sources>)"."""
+    names = {"vllm": "vLLM", "triton": "Triton", "tgi": "TGI"}
+    families = " / ".join(names.get(f, f) for f in sorted(set(serving["family"].astype(str))) if f)
+    return f"{families} counters and gauges" + (f" ({sources})" if sources else "")
+
+
+def replica_services(tele: Telemetry, services) -> dict:
+    """(kind, namespace, name) of each deployment / HPA -> the declared service it scales.
+
+    A deployment's pods are named ``<deployment>-<hash>-<id>``: it scales the service of the
+    telemetry pods so named in its namespace; without such a pod, the service whose matchers
+    hold for ``<deployment>-`` (or the bare name). An HPA scales the deployment of its name.
+    """
+    from audit.gpusplit import service_of
+
+    if tele.replicas.empty:
+        return {}
+    known = set()
+    for table in (tele.activity, tele.requests, tele.traffic, tele.serving, tele.queue):
+        known |= _pods(table)
+    out = {}
+    for kind, namespace, name in tele.replicas[["kind", "namespace", "name"]].drop_duplicates(
+            ).itertuples(index=False, name=None):
+        found = None
+        for ns, pod in sorted(known):
+            if ns == namespace and pod.startswith(name + "-"):
+                found = service_of({"namespace": ns, "pod": pod, "model_name": "", "container": ""},
+                                   services, {})
+                if found:
+                    break
+        for pod in (name + "-", name):
+            if found is None:
+                found = service_of({"namespace": namespace, "pod": pod, "model_name": "",
+                                    "container": ""}, services, {})
+        out[(kind, namespace, name)] = found
+    return out
+
+
+def label_mismatches(tele: Telemetry) -> list[dict]:
+    """Label values one telemetry family names and another never does, reported by name.
+
+    Each finding: ``check``, ``source`` (the family naming the values, with its sources),
+    ``against`` (the family that lacks them), ``label``, ``values`` (at most 20, sorted),
+    ``count`` (how many values), ``intervals`` (intervals in which they appear), ``detail``.
+    """
+    out = []
+
+    def add(check, source, against, label, values: dict, detail):
+        """values: value -> set of interval starts."""
+        if not values:
+            return
+        names = sorted(values)
+        stamps = set().union(*values.values())
+        out.append({"check": check, "source": source, "against": against, "label": label,
+                    "values": names[:MISMATCH_VALUES], "count": len(names),
+                    "intervals": len(stamps), "detail": detail})
+
+    def sources_of(frame) -> str:
+        if "source" not in frame or frame.empty:
+            return ""
+        return ", ".join(sorted({str(s) for s in frame["source"] if s}))
+
+    def per_value(frame, keys, wanted) -> dict:
+        out_values: dict = {}
+        for row in frame[keys + ["ts"]].itertuples(index=False, name=None):
+            value = "/".join(str(v) for v in row[:-1])
+            if tuple(row[:-1]) in wanted:
+                out_values.setdefault(value, set()).add(row[-1])
+        return out_values
+
+    dcgm_pods = _pods(tele.activity)
+    serving = _serving_rows(tele)
+    if len(serving):
+        serving = serving.loc[serving["pod"].astype(str) != ""]
+        if dcgm_pods:
+            missing = _pods(serving) - dcgm_pods
+            add("serving_pod_not_in_dcgm", _serving_source(serving, sources_of(serving)),
+                "DCGM pod labels", "namespace/pod", per_value(serving, ["namespace", "pod"], missing),
+                "pods that serve requests but that no DCGM series names: their GPU time is "
+                "allocated through scheduler requests, or not at all")
+        elif len(tele.requests):
+            missing = _pods(serving) - _pods(tele.requests)
+            add("serving_pod_without_gpu", _serving_source(serving, sources_of(serving)),
+                "GPU requests", "namespace/pod", per_value(serving, ["namespace", "pod"], missing),
+                "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU")
+    activity = tele.activity
+    if len(activity) and len(tele.nodes):
+        known = set(tele.nodes["node"].astype(str))
+        hosts = {(h,) for h in set(activity["node"].astype(str)) - known if h}
+        add("dcgm_node_not_in_node_info", "DCGM Hostname", "kube_node_info", "node",
+            per_value(activity, ["node"], hosts),
+            "DCGM hosts kube_node_info does not know: their GPUs cannot be tied to a billed "
+            "instance through the node's provider id")
+    if len(tele.requests) and len(activity):
+        if dcgm_pods:
+            missing = _pods(tele.requests) - dcgm_pods
+            add("gpu_request_pod_not_in_dcgm", "kube_pod_container_resource_requests",
+                "DCGM pod labels", "namespace/pod",
+                per_value(tele.requests, ["namespace", "pod"], missing),
+                "pods that requested GPUs but that no DCGM series names")
+        hosts = set(activity["node"].astype(str))
+        nodes = {(n,) for n in set(tele.requests["node"].astype(str)) - hosts if n}
+        add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",
+            "DCGM Hostname", "node", per_value(tele.requests, ["node"], nodes),
+            "nodes with GPU requests but no DCGM series (or a Hostname label that differs from "
+            "the Kubernetes node name)")
+    if len(tele.replicas):
+        unmatched = {key[1:] for key, service in tele.replica_services.items()
+                     if service is None and key[0] == "deployment"}
+        deployments = tele.replicas.loc[tele.replicas["kind"] == "deployment"]
+        add("deployment_without_service", "kube_deployment_* (" + sources_of(deployments) + ")",
+            "[services] of the case", "namespace/deployment",
+            per_value(deployments, ["namespace", "name"], unmatched),
+            "deployments that match no declared service (their replicas are not evidence for any)")
+        names = set(zip(deployments["namespace"], deployments["name"]))
+        hpas = tele.replicas.loc[tele.replicas["kind"] == "hpa"]
+        if names:
+            orphans = set(zip(hpas["namespace"], hpas["name"])) - names
+            add("hpa_without_deployment", "kube_horizontalpodautoscaler_* / kube_hpa_*",
+                "kube_deployment_*", "namespace/hpa", per_value(hpas, ["namespace", "name"], orphans),
+                "HPAs named like no deployment (the scale target is read from the HPA's name)")
+    return out
 
 
 def profiles(collected: Collected) -> dict[str, ProfileSummary]:

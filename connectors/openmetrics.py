@@ -6,6 +6,10 @@ once per series, never once per sample. Timestamps are in seconds, as `promtool 
 create-blocks-from openmetrics` reads them. Samples are binned into intervals of `step` seconds
 aligned to the window start; gauges are averaged per interval, counters differenced with resets
 handled. Samples without a timestamp (a single scrape) are counted but cannot be placed in time.
+
+Families: DCGM busy (GR_ENGINE_ACTIVE / GPU_UTIL) and evidence gauges, kube-state-metrics nodes,
+pods, GPU requests, deployments and HPAs, and the serving servers (vLLM V0/V1, Triton, TGI); the
+metric-to-column table is in docs/telemetry.md.
 """
 from __future__ import annotations
 
@@ -24,8 +28,8 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
-from schemas.serving import QueueDepth, ServiceTraffic
-from schemas.usage import GpuInterval, GpuRequest, NodeInfo
+from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
+from schemas.usage import GpuEvidence, GpuInterval, GpuRequest, NodeInfo, Replicas
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -55,9 +59,28 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                      "node": "str", "gpus": "float64"},
     "traffic": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
                 "pod": "str", "requests": "float64", "prompt_tokens": "float64",
-                "generated_tokens": "float64"},
+                "generated_tokens": "float64", "family": "str"},
     "queue": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
               "pod": "str", "running": "float64", "waiting": "float64"},
+    "serving_stats": {
+        "ts": "datetime64[ns, UTC]", "family": "str", "model_name": "str", "namespace": "str",
+        "pod": "str", "requests": "float64", "failures": "float64",
+        "queue_seconds": "float64", "queue_requests": "float64",
+        "queue_seconds_per_request": "float64", "batch_items": "float64",
+        "batch_steps": "float64", "batch_size": "float64", "tokens_per_step": "float64",
+        "running": "float64", "waiting": "float64", "compute_input_seconds": "float64",
+        "compute_infer_seconds": "float64", "compute_output_seconds": "float64",
+        "prefix_queries": "float64", "prefix_hits": "float64", "prefix_hit_rate": "float64",
+        "kv_cache_usage": "float64"},
+    "gpu_evidence": {
+        "node": "str", "gpu": "str", "uuid": "str", "ts": "datetime64[ns, UTC]",
+        "sm_active": "float64", "tensor_active": "float64", "dram_active": "float64",
+        "fb_used_mib": "float64", "power_watts": "float64"},
+    "replicas": {
+        "ts": "datetime64[ns, UTC]", "namespace": "str", "kind": "str", "name": "str",
+        "spec_replicas": "float64", "available_replicas": "float64",
+        "current_replicas": "float64", "desired_replicas": "float64",
+        "min_replicas": "float64", "max_replicas": "float64"},
 }
 
 
@@ -167,18 +190,119 @@ COUNTERS = {"vllm:request_success": "requests", "vllm:prompt_tokens": "prompt_to
             "vllm:generation_tokens": "generated_tokens"}
 QUEUE_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
 
+#: serving-server counters beyond vLLM's request/token counters: sample name (``_total`` optional
+#: where the family is a counter) -> (family, column of the per-interval increase). Histogram
+#: ``_sum`` / ``_count`` samples are counters too. Units are converted by SERVING_SCALE.
+SERVING_COUNTERS = {
+    # Triton (labels model, version); *_duration_us are cumulative microseconds
+    "nv_inference_request_success": ("triton", "requests"),
+    "nv_inference_request_failure": ("triton", "failures"),
+    "nv_inference_count": ("triton", "batch_items"),
+    "nv_inference_exec_count": ("triton", "batch_steps"),
+    "nv_inference_request_duration_us": ("triton", "request_seconds"),
+    "nv_inference_queue_duration_us": ("triton", "queue_seconds"),
+    "nv_inference_compute_input_duration_us": ("triton", "compute_input_seconds"),
+    "nv_inference_compute_infer_duration_us": ("triton", "compute_infer_seconds"),
+    "nv_inference_compute_output_duration_us": ("triton", "compute_output_seconds"),
+    # Text Generation Inference (no model label: the scrape target names the pod)
+    "tgi_request_count": ("tgi", "received"),
+    "tgi_request_success": ("tgi", "requests"),
+    "tgi_request_failure": ("tgi", "failures"),
+    "tgi_batch_inference_count": ("tgi", "batch_steps"),
+    "tgi_request_input_length_sum": ("tgi", "prompt_tokens"),
+    "tgi_request_generated_tokens_sum": ("tgi", "generated_tokens"),
+    "tgi_request_queue_duration_sum": ("tgi", "queue_seconds"),
+    "tgi_request_queue_duration_count": ("tgi", "queue_requests"),
+    # vLLM extras: V1 and V0 names
+    "vllm:request_queue_time_seconds_sum": ("vllm", "queue_seconds"),
+    "vllm:request_queue_time_seconds_count": ("vllm", "queue_requests"),
+    "vllm:time_in_queue_requests_sum": ("vllm", "queue_seconds_v0"),
+    "vllm:time_in_queue_requests_count": ("vllm", "queue_requests_v0"),
+    "vllm:iteration_tokens_total_sum": ("vllm", "batch_items"),
+    "vllm:iteration_tokens_total_count": ("vllm", "batch_steps"),
+    "vllm:prefix_cache_queries": ("vllm", "prefix_queries"),
+    "vllm:prefix_cache_hits": ("vllm", "prefix_hits"),
+}
+#: serving-server gauges: sample name -> (family, column); means per interval
+SERVING_GAUGES = {
+    "nv_inference_pending_request_count": ("triton", "waiting"),
+    "tgi_queue_size": ("tgi", "waiting"),
+    "tgi_batch_current_size": ("tgi", "running"),
+    "vllm:kv_cache_usage_perc": ("vllm", "kv_cache_usage"),
+    "vllm:gpu_cache_usage_perc": ("vllm", "kv_cache_usage_v0"),
+    "vllm:gpu_prefix_cache_hit_rate": ("vllm", "prefix_hit_rate_v0"),
+}
+#: gauges that are fractions: averaged over a pod's engines (counts are summed)
+FRACTION_GAUGES = frozenset({"kv_cache_usage", "kv_cache_usage_v0", "prefix_hit_rate_v0"})
+SERVING_SCALE = {("triton", c): 1e-6 for c in ("request_seconds", "queue_seconds",
+                                              "compute_input_seconds", "compute_infer_seconds",
+                                              "compute_output_seconds")}
+#: the counter each family's request counts come from (provenance in the audit)
+REQUEST_COUNTER = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
+                   "tgi": "tgi_request_success"}
+#: DCGM evidence gauges (they never change busy_fraction): sample name -> column
+DCGM_EVIDENCE = {"DCGM_FI_PROF_SM_ACTIVE": "sm_active",
+                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
+                 "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+                 "DCGM_FI_DEV_FB_USED": "fb_used_mib", "DCGM_FI_DEV_POWER_USAGE": "power_watts"}
+#: kube-state-metrics replica gauges: name -> (kind, column); ``kube_hpa_*`` are the pre-2.0 names
+REPLICA_GAUGES = {
+    "kube_deployment_spec_replicas": ("deployment", "spec_replicas"),
+    "kube_deployment_status_replicas_available": ("deployment", "available_replicas"),
+    "kube_deployment_status_replicas": ("deployment", "status_replicas"),
+    "kube_horizontalpodautoscaler_status_current_replicas": ("hpa", "current_replicas"),
+    "kube_horizontalpodautoscaler_status_desired_replicas": ("hpa", "desired_replicas"),
+    "kube_horizontalpodautoscaler_spec_min_replicas": ("hpa", "min_replicas"),
+    "kube_horizontalpodautoscaler_spec_max_replicas": ("hpa", "max_replicas"),
+    "kube_hpa_status_current_replicas": ("hpa", "current_replicas"),
+    "kube_hpa_status_desired_replicas": ("hpa", "desired_replicas"),
+    "kube_hpa_spec_min_replicas": ("hpa", "min_replicas"),
+    "kube_hpa_spec_max_replicas": ("hpa", "max_replicas"),
+}
+
 
 def _serving(aliases: dict[str, str]) -> Describe:
     """Series metadata of a vLLM metric, named by its output column."""
     def describe(name: str, labels: dict[str, str]) -> tuple:
-        """(column, model_name, namespace, pod, engine) of one series."""
+        """(column, family, model_name, namespace, pod, engine) of one series."""
         metric = aliases[name.removesuffix("_total")]
-        return (metric, labels.get("model_name", ""), label(labels, "namespace"),
+        return (metric, "vllm", labels.get("model_name", ""), label(labels, "namespace"),
                 label(labels, "pod"), labels.get("engine", ""))
     return describe
 
 
-SERVING_COLUMNS = ("metric", "model_name", "namespace", "pod", "engine")
+def _server_family(table: dict[str, tuple[str, str]]) -> Describe:
+    """Series metadata of a Triton, TGI or vLLM serving metric, named by its output column."""
+    def describe(name: str, labels: dict[str, str]) -> tuple:
+        """(column, family, model_name, namespace, pod, engine) of one series.
+
+        Triton names the model in ``model`` (its ``version`` plays the engine's part); vLLM in
+        ``model_name``; TGI not at all (the pod does).
+        """
+        family, column = table.get(name) or table[name.removesuffix("_total")]
+        model = labels.get("model_name") or labels.get("model", "")
+        engine = labels.get("engine") or labels.get("version", "")
+        return (column, family, model, label(labels, "namespace"), label(labels, "pod"), engine)
+    return describe
+
+
+def _dcgm_evidence(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of a DCGM evidence gauge: its column and the GPU."""
+    return (DCGM_EVIDENCE[name], labels.get("Hostname", ""), labels.get("gpu", ""),
+            labels.get("UUID", ""))
+
+
+def _replicas(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of a replica gauge: column, kind, namespace, deployment or HPA name."""
+    kind, column = REPLICA_GAUGES[name]
+    owner = (label(labels, "deployment") if kind == "deployment"
+             else label(labels, "horizontalpodautoscaler") or label(labels, "hpa"))
+    return (column, kind, label(labels, "namespace"), owner)
+
+
+SERVING_COLUMNS = ("metric", "family", "model_name", "namespace", "pod", "engine")
+EVIDENCE_COLUMNS = ("metric", "node", "gpu", "uuid")
+REPLICA_COLUMNS = ("metric", "kind", "namespace", "name")
 
 
 def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
@@ -192,6 +316,10 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
         "requests": Family(("namespace", "pod", "container", "node"), _gpu_request),
         "counters": Family(SERVING_COLUMNS, _serving(COUNTERS)),
         "queue": Family(SERVING_COLUMNS, _serving(QUEUE_GAUGES)),
+        "server_counters": Family(SERVING_COLUMNS, _server_family(SERVING_COUNTERS)),
+        "server_gauges": Family(SERVING_COLUMNS, _server_family(SERVING_GAUGES)),
+        "dcgm_evidence": Family(EVIDENCE_COLUMNS, _dcgm_evidence),
+        "replicas": Family(REPLICA_COLUMNS, _replicas),
     }
     by_name = {GR_ENGINE_ACTIVE: roles["dcgm"], GPU_UTIL: roles["dcgm"],
                "kube_node_info": roles["node_info"], "kube_node_labels": roles["node_labels"],
@@ -201,6 +329,16 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
         by_name[name] = by_name[name + "_total"] = roles["counters"]
     for name in QUEUE_GAUGES:
         by_name[name] = roles["queue"]
+    for name in SERVING_COUNTERS:
+        by_name[name] = roles["server_counters"]
+        if not name.endswith(("_sum", "_count")):
+            by_name[name + "_total"] = roles["server_counters"]
+    for name in SERVING_GAUGES:
+        by_name[name] = roles["server_gauges"]
+    for name in DCGM_EVIDENCE:
+        by_name[name] = roles["dcgm_evidence"]
+    for name in REPLICA_GAUGES:
+        by_name[name] = roles["replicas"]
     return roles, by_name
 
 
@@ -534,10 +672,17 @@ def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
 
 
 def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """The traffic table from per-series increases (metric, serving labels, k, increase)."""
+    """The traffic table from per-series increases (metric, family, serving labels, k, increase).
+
+    Rows of every serving family (vLLM, Triton, TGI) that counts requests or tokens; ``family``
+    says which. Other serving counters (queue time, batches) are left to ``serving_stats``.
+    """
     if increases.empty:
         return empty_table("traffic")
-    sums = increases.groupby(SERVING_KEY + ["metric"]).increase.sum()
+    increases = increases.loc[increases["metric"].isin(list(COUNTERS.values()))]
+    if increases.empty:
+        return empty_table("traffic")
+    sums = increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum()
     return per_interval_table("traffic", sums, COUNTERS.values(), grid)
 
 
@@ -559,6 +704,119 @@ def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     means = frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean()
     sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
     return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
+
+
+# ---- serving statistics, GPU evidence, replicas: built from per-key means and increases, so
+# ---- that the file connectors (sample means) and Prometheus (pooled sums / counts) share them
+
+SERVING_STAT_KEY = ["k", "family", "model_name", "namespace", "pod"]
+
+
+def gauge_means(frame: pd.DataFrame, grid: Grid, keys: list[str]) -> pd.Series:
+    """Per key and interval, the mean of the finite samples inside the window."""
+    frame = grid.gauges(frame)
+    if frame.empty:
+        return pd.Series([], dtype=float)
+    return frame.groupby(keys + ["k"]).v.mean()
+
+
+def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
+    """num / den where den > 0, else NaN (not measured, never 0)."""
+    return (num / den.where(den > 0)).astype(float)
+
+
+def serving_stats(increases: pd.DataFrame, gauges: pd.Series, queue_table: pd.DataFrame,
+                  grid: Grid) -> pd.DataFrame:
+    """Queue time, batch size, occupancy and prefix-cache figures per interval, pod and family.
+
+    ``increases``: per-series counter increases (metric, family, model_name, namespace, pod, k,
+    increase) of vLLM, Triton and TGI. ``gauges``: interval means indexed by (metric, family,
+    model_name, namespace, pod, engine, k). ``queue_table``: the ``queue`` table (vLLM running /
+    waiting). A figure no series gives is NaN (not measured), never 0.
+    """
+    parts = []
+    if len(increases):
+        inc = increases[SERVING_STAT_KEY + ["metric", "increase"]].copy()
+        scale = [SERVING_SCALE.get(pair, 1.0) for pair in zip(inc["family"], inc["metric"])]
+        inc["increase"] = inc["increase"].to_numpy(dtype=float) * np.asarray(scale, dtype=float)
+        parts.append(inc.groupby(SERVING_STAT_KEY + ["metric"]).increase.sum())
+    if len(gauges):
+        g = gauges.rename("v").reset_index()
+        fraction = g["metric"].isin(FRACTION_GAUGES)
+        parts.append(g.loc[~fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.sum())
+        parts.append(g.loc[fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.mean())
+    if len(queue_table):
+        q = queue_table.assign(family="vllm", k=(queue_table["ts"].astype("int64") - grid.start_ns)
+                               // (grid.step * NS))
+        q = q.melt(id_vars=SERVING_STAT_KEY, value_vars=["running", "waiting"], var_name="metric")
+        parts.append(q.set_index(SERVING_STAT_KEY + ["metric"])["value"])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return empty_table("serving_stats")
+    wide = pd.concat(parts).groupby(level=SERVING_STAT_KEY + ["metric"]).sum(min_count=1)
+    out = wide.unstack("metric").reset_index()
+    out.columns.name = None
+    for column in list(TABLE_COLUMNS["serving_stats"]) + ["queue_seconds_v0", "queue_requests_v0",
+                                                         "kv_cache_usage_v0", "prefix_hit_rate_v0"]:
+        if column not in out:
+            out[column] = np.nan
+    v0 = out["queue_seconds"].isna() & out["queue_requests"].isna()
+    out.loc[v0, "queue_seconds"] = out.loc[v0, "queue_seconds_v0"]
+    out.loc[v0, "queue_requests"] = out.loc[v0, "queue_requests_v0"]
+    out["kv_cache_usage"] = out["kv_cache_usage"].fillna(out["kv_cache_usage_v0"])
+    triton = (out["family"] == "triton") & out["queue_seconds"].notna()
+    answered = out[["requests", "failures"]].sum(axis=1, min_count=1)
+    out.loc[triton, "queue_requests"] = answered[triton]
+    out["queue_seconds_per_request"] = _ratio(out["queue_seconds"], out["queue_requests"])
+    per_step = _ratio(out["batch_items"], out["batch_steps"])
+    out["batch_size"] = np.where(out["family"] == "triton", per_step,
+                                 np.where(out["family"] == "tgi", out["running"], np.nan))
+    out["tokens_per_step"] = np.where(out["family"] == "vllm", per_step, np.nan)
+    out["prefix_hit_rate"] = _ratio(out["prefix_hits"], out["prefix_queries"]).fillna(
+        out["prefix_hit_rate_v0"])
+    out["ts"] = grid.stamps(out["k"])
+    return finish("serving_stats", out.sort_values(SERVING_STAT_KEY, kind="stable"))
+
+
+def gpu_evidence(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """DCGM evidence columns per GPU and interval (means indexed by metric, node, gpu, uuid, k).
+
+    Evidence only: busy_fraction (gpu_activity) alone moves money.
+    """
+    if not len(means):
+        return empty_table("gpu_evidence")
+    frame = means.rename("v").reset_index()
+    frame = frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")]
+    if frame.empty:
+        return empty_table("gpu_evidence")
+    out = frame.pivot_table(index=GPU_KEY + ["k"], columns="metric", values="v",
+                            aggfunc="sum").reset_index()
+    out.columns.name = None
+    for column in DCGM_EVIDENCE.values():
+        if column not in out:
+            out[column] = np.nan
+    out["ts"] = grid.stamps(out["k"])
+    return finish("gpu_evidence", out.sort_values(GPU_KEY + ["k"], kind="stable"))
+
+
+def replicas(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """Replica counts per deployment / HPA and interval (means indexed by metric, kind,
+    namespace, name, k); available falls back to status.replicas where a ksm lacks it."""
+    if not len(means):
+        return empty_table("replicas")
+    frame = means.rename("v").reset_index()
+    frame = frame.loc[frame["name"] != ""]
+    if frame.empty:
+        return empty_table("replicas")
+    key = ["kind", "namespace", "name", "k"]
+    out = frame.pivot_table(index=key, columns="metric", values="v", aggfunc="sum").reset_index()
+    out.columns.name = None
+    for column in [c for _, c in REPLICA_GAUGES.values()]:
+        if column not in out:
+            out[column] = np.nan
+    out["available_replicas"] = out["available_replicas"].fillna(out["status_replicas"])
+    out["ts"] = grid.stamps(out["k"])
+    return finish("replicas", out.sort_values(key, kind="stable"))
 
 
 def covered(frames: list[pd.DataFrame], grid: Grid) -> tuple[datetime | None, datetime | None]:
@@ -584,7 +842,8 @@ class OpenMetricsConnector(Connector):
     kind: ClassVar[str] = "telemetry"
     schemas: ClassVar[dict] = {"gpu_activity": GpuInterval, "node_info": NodeInfo,
                                "gpu_requests": GpuRequest, "traffic": ServiceTraffic,
-                               "queue": QueueDepth}
+                               "queue": QueueDepth, "serving_stats": ServingStats,
+                               "gpu_evidence": GpuEvidence, "replicas": Replicas}
 
     #: samples without a timestamp in the last fetch (a snapshot scrape); they make no rows
     untimestamped: int = 0
@@ -604,12 +863,23 @@ class OpenMetricsConnector(Connector):
         """Every normalised table from the parsed families, on one grid, and the time covered."""
         frames = {role: family.frame() for role, family in roles.items()}
         grid = self._grid(frames)
+        increases = pd.concat([counter_increases(frames["counters"], grid),
+                               counter_increases(frames["server_counters"], grid)],
+                              ignore_index=True)
+        queue_table = queue(frames["queue"], grid)
         tables = {
             "gpu_activity": gpu_activity(frames["dcgm"], grid),
             "node_info": node_info(frames["node_info"], frames["node_labels"]),
             "gpu_requests": gpu_requests(frames["requests"], frames["pod_info"], grid),
-            "traffic": traffic(frames["counters"], grid),
-            "queue": queue(frames["queue"], grid),
+            "traffic": traffic_from_increases(increases, grid),
+            "queue": queue_table,
+            "serving_stats": serving_stats(
+                increases, gauge_means(frames["server_gauges"], grid, list(SERVING_COLUMNS)),
+                queue_table, grid),
+            "gpu_evidence": gpu_evidence(
+                gauge_means(frames["dcgm_evidence"], grid, list(EVIDENCE_COLUMNS)), grid),
+            "replicas": replicas(gauge_means(frames["replicas"], grid, list(REPLICA_COLUMNS)),
+                                 grid),
         }
         self.step_seconds = grid.step
         return tables, covered(list(frames.values()), grid)

@@ -15,7 +15,12 @@ aggregates cross the network (see ``connectors.promquery`` for how each interval
 - counters (vLLM requests and tokens) per series as ``last_over_time`` and ``min_over_time`` (the
   first value when ``resets`` is 0), differenced here with resets handled and each increase put
   in the interval of the earlier sample; never ``increase()`` or ``rate()``, which extrapolate;
-- node and pod metadata as ``group by`` presence per interval.
+- node and pod metadata as ``group by`` presence per interval;
+- the evidence families (Triton / TGI / vLLM serving gauges, DCGM SM / tensor / DRAM / frame
+  buffer / power, kube-state-metrics deployment and HPA replicas) as sums and counts like the
+  gauges above, and the Triton / TGI / vLLM-extra counters (histogram ``_sum`` / ``_count``
+  included) like the vLLM counters; each label set is described by the file connector's own
+  function, so that both connectors key rows alike.
 
 Ties that only sample times can break, and intervals holding a counter reset, are settled with the
 raw samples of that one interval. Differences from the file connector: metadata samples outside
@@ -32,21 +37,50 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+from connectors import openmetrics as om
 from connectors import promtables as pt
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.openmetrics import (COUNTERS, DEFAULT_STEP, GPU_UTIL, GR_ENGINE_ACTIVE,
-                                    QUEUE_GAUGES, Grid, OpenMetricsConnector, _utc_ns)
+from connectors.openmetrics import (
+    COUNTERS,
+    DCGM_EVIDENCE,
+    DEFAULT_STEP,
+    GPU_UTIL,
+    GR_ENGINE_ACTIVE,
+    QUEUE_GAUGES,
+    REPLICA_GAUGES,
+    SERVING_COUNTERS,
+    SERVING_GAUGES,
+    Grid,
+    OpenMetricsConnector,
+    _utc_ns,
+)
 from connectors.promhttp import PromClient
-from connectors.promquery import (MAX_POINTS, Progress, Puller, Window, chunks, matchers,
-                                  probe_left_open, promql_string, seconds_text, source_step)
+from connectors.promquery import (
+    MAX_POINTS,
+    Progress,
+    Puller,
+    Window,
+    chunks,
+    matchers,
+    probe_left_open,
+    promql_string,
+    seconds_text,
+    source_step,
+)
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
 REQUESTS = "kube_pod_container_resource_requests"
 GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
 COUNTER_NAMES = [n for c in COUNTERS for n in (c + "_total", c)]
+SERVER_COUNTER_NAMES = [n for c in SERVING_COUNTERS for n in (
+    (c,) if c.endswith(("_sum", "_count")) else (c + "_total", c))]
 WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS,
-          *COUNTER_NAMES, *QUEUE_GAUGES]
+          *COUNTER_NAMES, *QUEUE_GAUGES, *SERVER_COUNTER_NAMES, *SERVING_GAUGES, *DCGM_EVIDENCE,
+          *REPLICA_GAUGES]
+#: describe functions of the file connector, by sample name: the same metadata from both
+_ROLES, _BY_NAME = om.new_families()
+COUNTER_DESCRIBE = {name: _BY_NAME[name].describe for name in COUNTER_NAMES + SERVER_COUNTER_NAMES}
 DCGM_BY = ["Hostname", "gpu", "UUID", "modelName", "pod", "namespace", "container",
            "exported_pod", "exported_namespace", "exported_container"]
 DCGM_PLAIN = {"node": "Hostname", "gpu": "gpu", "uuid": "UUID", "model_name": "modelName"}
@@ -57,6 +91,11 @@ REQUEST_BY = ["namespace", "pod", "container", "node", "exported_namespace", "ex
               "exported_container", "exported_node"]
 POD_BY = ["namespace", "pod", "node", "exported_namespace", "exported_pod", "exported_node"]
 SERVING_BY = ["model_name", "namespace", "pod", "exported_namespace", "exported_pod", "engine"]
+SERVER_BY = ["model_name", "model", "version", "engine", "namespace", "pod", "exported_namespace",
+             "exported_pod"]
+EVIDENCE_BY = ["Hostname", "gpu", "UUID"]
+REPLICA_BY = ["namespace", "exported_namespace", "deployment", "exported_deployment",
+              "horizontalpodautoscaler", "exported_horizontalpodautoscaler", "hpa", "exported_hpa"]
 
 
 def sum_count(selector: str, by: list[str]) -> str:
@@ -155,13 +194,23 @@ class PrometheusConnector(Connector):
         self._seen: list[np.ndarray] = []
         info = self._presence(NODE_INFO)
         labels = self._presence(NODE_LABELS)
+        increases = self._increases()
+        queue_table = pt.queue(self._queue(), self.grid)
         return {
             "gpu_activity": pt.gpu_activity(self._dcgm(), self.grid, self._raw_dcgm),
             "node_info": pt.node_info(info, labels, self._raw_nodes(NODE_INFO),
                                       self._raw_nodes(NODE_LABELS)),
             "gpu_requests": self._gpu_requests(),
-            "traffic": pt.traffic(self._increases(), self.grid),
-            "queue": pt.queue(self._queue(), self.grid),
+            "traffic": pt.traffic(increases, self.grid),
+            "queue": queue_table,
+            "serving_stats": om.serving_stats(
+                increases, self._gauge_means(SERVING_GAUGES, "server_gauges", SERVER_BY, "pod"),
+                queue_table, self.grid),
+            "gpu_evidence": om.gpu_evidence(
+                self._gauge_means(DCGM_EVIDENCE, "dcgm_evidence", EVIDENCE_BY, "Hostname"),
+                self.grid),
+            "replicas": om.replicas(
+                self._gauge_means(REPLICA_GAUGES, "replicas", REPLICA_BY, "namespace"), self.grid),
         }
 
     def _grid(self, template: str, by: list[str] | None, shard: str | None = None,
@@ -274,9 +323,34 @@ class PrometheusConnector(Connector):
                                       {"namespace": "namespace", "pod": "pod"}).assign(metric=column))
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
+    def _gauge_means(self, names, role: str, by: list[str], shard: str) -> pd.Series:
+        """Pooled interval means (Σ sum / Σ count) of gauges, keyed as the file connector keys
+        them: each label set is described by the file connector's own describe function."""
+        columns = list(_ROLES[role].columns)
+        parts = []
+        for name in names:
+            if name not in self.names:
+                continue
+            frame = self._grid(sum_count(f"{name}{{$M}}", by), by, shard, name)
+            rows = pt.sums_and_counts(frame, by)
+            if rows.empty:
+                continue
+            rows = rows.assign(_combo=rows.groupby(by, sort=False).ngroup())
+            combos = rows.drop_duplicates("_combo")
+            describe = _BY_NAME[name].describe
+            meta = pd.DataFrame([describe(name, {b: str(r[b]) for b in by})
+                                 for _, r in combos.iterrows()], columns=columns)
+            meta["_combo"] = combos["_combo"].to_numpy()
+            parts.append(rows[["_combo", "k", "sum", "n"]].merge(meta, on="_combo"))
+        if not parts:
+            return pd.Series([], dtype=float)
+        pooled = pd.concat(parts, ignore_index=True).groupby(columns + ["k"])[["sum", "n"]].sum()
+        return pooled["sum"] / pooled["n"]
+
     def _increases(self) -> pd.DataFrame:
-        """Per-series counter increases of every vLLM counter name the server holds."""
-        parts = [self._counter(name) for name in COUNTER_NAMES if name in self.names]
+        """Per-series counter increases of every serving counter name the server holds."""
+        parts = [self._counter(name) for name in COUNTER_NAMES + SERVER_COUNTER_NAMES
+                 if name in self.names]
         parts = [p for p in parts if len(p)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -330,12 +404,12 @@ def _node_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _series_meta(ids: pd.Series, name: str) -> pd.DataFrame:
-    """metric, model_name, namespace and pod of each counter series id."""
+    """metric, family, model_name, namespace and pod of each counter series id, as the file
+    connector describes the same series."""
+    describe = COUNTER_DESCRIBE[name]
+    columns = ["metric", "family", "model_name", "namespace", "pod"]
     rows = []
     for series_id in ids.unique():
-        labels = dict(json.loads(series_id))
-        rows.append({"id": series_id, "metric": COUNTERS[name.removesuffix("_total")],
-                     "model_name": labels.get("model_name", ""),
-                     "namespace": labels.get("exported_namespace") or labels.get("namespace", ""),
-                     "pod": labels.get("exported_pod") or labels.get("pod", "")})
-    return pd.DataFrame(rows, columns=["id", "metric", "model_name", "namespace", "pod"])
+        meta = describe(name, dict(json.loads(series_id)))
+        rows.append({"id": series_id, **dict(zip(om.SERVING_COLUMNS, meta))})
+    return pd.DataFrame(rows, columns=["id", *columns])

@@ -44,3 +44,41 @@ class GpuRequest(pa.DataFrameModel):
     pod: Series[str]
     node: Series[str]
     gpus: Series[float] = pa.Field(ge=0)
+
+
+class GpuEvidence(pa.DataFrameModel):
+    """DCGM evidence of one GPU over one interval (interval means; NaN = not measured).
+
+    Evidence only: the busy fraction of ``GpuInterval`` alone moves money.
+    """
+
+    node: Series[str]
+    gpu: Series[str]
+    uuid: Series[str]
+    ts: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    sm_active: Series[float] = pa.Field(nullable=True, ge=0)
+    tensor_active: Series[float] = pa.Field(nullable=True, ge=0)
+    dram_active: Series[float] = pa.Field(nullable=True, ge=0)
+    fb_used_mib: Series[float] = pa.Field(nullable=True, ge=0)
+    power_watts: Series[float] = pa.Field(nullable=True, ge=0)
+
+    class Config:
+        strict = False
+
+
+class Replicas(pa.DataFrameModel):
+    """Replica counts of one deployment or HPA over one interval (means; NaN = not measured)."""
+
+    ts: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    namespace: Series[str]
+    kind: Series[str] = pa.Field(isin=["deployment", "hpa"])
+    name: Series[str]
+    spec_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    available_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    current_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    desired_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    min_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    max_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+
+    class Config:
+        strict = False

@@ -259,6 +259,10 @@ class ReportModel:
     notes: list[str]
     findings_count: int
     findings: list[dict[str, str]] = field(default_factory=list)
+    #: serving-path evidence: one row per figure, one cell per service, and its sources / reasons
+    evidence_services: list[str] = field(default_factory=list)
+    serving_evidence: list[dict[str, Any]] = field(default_factory=list)
+    label_mismatches: list[dict[str, str]] = field(default_factory=list)
 
     @cached_property
     def charts(self) -> dict[str, str | None]:
@@ -327,7 +331,62 @@ def build_model(audit: dict) -> ReportModel:
         notes=[str(n) for n in audit.get("notes") or []],
         findings_count=len(audit.get("findings") or []),
         findings=[_finding(f, m) for f in audit.get("findings") or []],
+        evidence_services=[str(n) for n in (audit.get("serving_evidence") or {})],
+        serving_evidence=_serving_evidence(audit.get("serving_evidence") or {}),
+        label_mismatches=[_mismatch(x) for x in
+                          ((audit.get("telemetry") or {}).get("label_mismatches") or [])],
     )
+
+
+#: serving evidence figures shown, in order: key -> (label, formatter)
+EVIDENCE_ROWS = (
+    ("queue_seconds_per_request", "Queue time per request (s)", lambda v: number(v, 4)),
+    ("batch_size", "Mean batch size", lambda v: number(v, 2)),
+    ("tokens_per_step", "Tokens per engine step", lambda v: number(v, 1)),
+    ("mean_running", "Mean requests running (per pod)", lambda v: number(v, 2)),
+    ("mean_waiting", "Mean requests waiting (per pod)", lambda v: number(v, 2)),
+    ("prefix_cache_hit_rate", "Prefix-cache hit rate", percent),
+    ("kv_cache_usage", "KV-cache usage", percent),
+    ("failed_requests", "Failed requests", lambda v: number(v, 0)),
+    ("compute_infer_seconds_per_request", "Infer compute per request (s)", lambda v: number(v, 4)),
+    ("sm_active", "SM active", percent),
+    ("tensor_active", "Tensor pipe active", percent),
+    ("dram_active", "DRAM active", percent),
+    ("fb_used_mib", "Frame buffer used (MiB)", lambda v: number(v, 0)),
+    ("power_watts", "Power (W)", lambda v: number(v, 1)),
+    ("replicas_spec", "Replicas (spec)", lambda v: number(v, 2)),
+    ("replicas_available", "Replicas (available)", lambda v: number(v, 2)),
+    ("hpa_desired", "HPA desired replicas", lambda v: number(v, 2)),
+)
+
+
+def _serving_evidence(evidence: dict) -> list[dict[str, Any]]:
+    """Rows of the evidence table: figure label, one value per service, sources or reasons.
+
+    Values come from audit.json's decimal strings; an unmeasured figure reads "not measured"
+    and its reason is listed (sources, names and reasons are untrusted text: autoescaped).
+    """
+    rows = []
+    for key, title, fmt in EVIDENCE_ROWS:
+        cells, notes = [], []
+        for figures in evidence.values():
+            figure = (figures or {}).get(key) or {}
+            value = figure.get("value")
+            cells.append(fmt(value) if value is not None else NOT_MEASURED)
+            note = figure.get("source") if value is not None else figure.get("reason")
+            if note and note not in notes:
+                notes.append(str(note))
+        rows.append({"label": title, "cells": cells, "notes": "; ".join(notes)[:600]})
+    return rows
+
+
+def _mismatch(x: dict) -> dict[str, str]:
+    """A label-mismatch finding for display."""
+    values = [str(v) for v in x.get("values") or []]
+    shown = ", ".join(values[:8]) + (" …" if int(x.get("count") or 0) > 8 else "")
+    return {"check": str(x.get("check") or "").replace("_", " "), "source": str(x.get("source") or ""),
+            "against": str(x.get("against") or ""), "label": str(x.get("label") or ""),
+            "names": shown, "count": number(x.get("count")), "intervals": number(x.get("intervals"))}
 
 
 def _finding(f: dict, m) -> dict[str, str]:
@@ -470,11 +529,16 @@ def _option(o: dict, m) -> OptionView:
     )
 
 
-def _source(s: dict) -> dict[str, str]:
+def _source(s: dict) -> dict:
     covered = s.get("covered") or {}
     start, end = covered.get("start"), covered.get("end")
     period = f"{_date(start)} to {_date(end)}" if start or end else "—"
     return {"name": s.get("name") or "", "kind": s.get("kind") or "", "format": s.get("format") or "",
             "path": s.get("path") or "", "rows": number(s.get("rows")) if s.get("rows") is not None else "—",
             "covered": period, "sha256": short_hash(s.get("sha256")), "status": s.get("status") or "",
-            "reason": s.get("reason") or ""}
+            "reason": s.get("reason") or "",
+            "lines": (f"{number(s['lines'])} invoice lines, summed into {number(s['summed_into'])}"
+                      if s.get("lines") is not None and s.get("summed_into") is not None else ""),
+            "notes": [f"row {n.get('row')}" + (f", {n['column']}" if n.get("column") else "") + f": {n.get('note')}"
+                      for n in s.get("notes") or []],
+            "notes_more": max(0, int(s.get("notes_total") or 0) - len(s.get("notes") or []))}
