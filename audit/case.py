@@ -19,7 +19,7 @@ TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "ru
 SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
-               "workgroup", "database", "output_location", "view", "service", "health_path",
+               "workgroup", "database", "output_location", "catalog", "view", "service", "health_path",
                "token_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s",
                "node", "utc_offset", "start", "interval_ms"}

@@ -77,23 +77,32 @@ class CurConnector(Connector):
         files = discover(self.path)
         with duckdb.connect(":memory:") as con:
             prepare(con)
-            return read_cur(con, files, self.path, self.ctx)
+            return read_cur(con, files, self.path, self.ctx, grain=self.spec.options.get("grain"))
 
 
-def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx) -> tuple[dict, int, tuple]:
+def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx, grain: str | None = None) -> tuple[dict, int, tuple]:
     """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
     layouts = [describe(con, path, label) for path, label in files]
     raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])
     con.execute(sql.create_raw_sql())
     for index, layout in enumerate(layouts):
         load_file(con, layout, index)
+    return read_raw(con, layouts, source, ctx, grain=grain)
+
+
+def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None = None,
+             grain: str | None = None) -> tuple[dict, int, tuple]:
+    """From table ``raw`` (filled from files, or from a query's result: ``layouts[_file]`` names
+    where each row came from) to the tables: checks, mapping, FOCUS checks, window, relabelling.
+    ``rows``: the CUR lines read (default: the rows of ``raw``)."""
     raise_all(check_raw(con, layouts))
-    rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
+    if rows is None:
+        rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     stage(con)
     columns = adopt(con, "mapped", source)
     con.execute("DROP TABLE mapped")
     try:
-        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error")
+        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain)
     except InputError as exc:
         raise translate(con, exc, layouts, source) from None
     except InputErrors as exc:

@@ -15,6 +15,7 @@ CONNECTORS: dict[str, str] = {
     "azure": "connectors.azure:AzureExportConnector",
     "access_log": "connectors.access_log:AccessLogConnector",
     "gcp_billing": "connectors.gcp_billing:GcpBillingConnector",
+    "athena": "connectors.athena:AthenaConnector",
     "prometheus": "connectors.prometheus:PrometheusConnector",
     "prom_dump": "connectors.prom_dump:PromDumpConnector",
     "nvidia_smi": "connectors.nvidia_smi:NvidiaSmiConnector",

@@ -1,0 +1,448 @@
+"""AthenaConnector + cur_aggregate: the aggregate query, against moto in server mode on 127.0.0.1.
+
+moto's Athena does not run SQL: it answers a query with the results seeded through its control
+api. So the test runs the DuckDB rendering of the very query on a real CUR file (the Dec 2018
+workshop Parquet, legacy CUR Athena names), seeds moto with exactly those rows, and reads them
+through the connector's own boto3 code path (Glue for the table's columns, Athena for the
+query, paged results), through a fault-injecting proxy. The lines must carry the money the local
+``format = "cur"`` connector finds in the same file, to the last decimal; the Trino text the
+connector sent, transpiled back to DuckDB, must give the same rows.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from decimal import Decimal
+from functools import lru_cache
+
+import boto3
+import botocore.retries.standard
+import duckdb
+import pytest
+import sqlglot
+from sqlglot import exp
+
+import connectors.athena as athena
+from connectors import cur_aggregate as agg
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import FatalSourceError, InputError
+from connectors.focus import prepare
+from connectors.registry import resolve
+from tests.connectors import test_objectstore as s3_tests
+from tests.connectors.test_cur import read_real
+from tests.paths import DATA
+
+# The moto server and the AWS environment of the object store tests (fixtures), and its proxy.
+moto = s3_tests.moto
+aws_env = s3_tests.aws_env
+FaultProxy, ProxyHandler = s3_tests.FaultProxy, s3_tests.ProxyHandler
+FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN = s3_tests.FAKE_KEY_ID, s3_tests.FAKE_SECRET, s3_tests.FAKE_TOKEN
+
+pytestmark = pytest.mark.services
+
+DEC2018 = DATA / "billing" / "aws_wa_labs" / "Dec2018-WorkshopCUR-00001.snappy.parquet"
+MONTH = (datetime(2018, 12, 1, tzinfo=timezone.utc), datetime(2019, 1, 1, tzinfo=timezone.utc))
+HOUR = (datetime(2018, 12, 1, 6, tzinfo=timezone.utc), datetime(2018, 12, 1, 7, tzinfo=timezone.utc))
+DATABASE, TABLE = "cur_db", "workshop"
+OUTPUT = "s3://athena-results-bucket/costaudit/"
+GLUE_TYPES = {"VARCHAR": "string", "DOUBLE": "double", "TIMESTAMP": "timestamp", "BIGINT": "bigint"}
+
+
+# --------------------------------------------------------------------------------------------
+# the query run locally (DuckDB) on the Parquet
+
+
+@lru_cache(maxsize=None)
+def parquet_columns() -> tuple[tuple[str, str], ...]:
+    with duckdb.connect() as con:
+        return tuple((n, t) for n, t, *_ in con.execute(
+            f"DESCRIBE SELECT * FROM read_parquet('{DEC2018}')").fetchall())
+
+
+def duck(query: str) -> list[tuple]:
+    """Run ``query`` in DuckDB over view ``cur`` (the Parquet)."""
+    with duckdb.connect() as con:
+        prepare(con)
+        con.execute(f"CREATE VIEW cur AS SELECT * FROM read_parquet('{DEC2018}')")
+        return con.execute(query).fetchall()
+
+
+@lru_cache(maxsize=None)
+def local_rows(window: tuple[datetime, datetime]) -> tuple[list[str], list[tuple]]:
+    """Column names and rows of the DuckDB rendering of the aggregate over the Parquet."""
+    tree = agg.definition(agg.plan(list(parquet_columns())), *window)
+    return [e.alias_or_name for e in tree.expressions], duck(agg.render(tree, "duckdb", "cur"))
+
+
+def trino_on_duckdb(query: str, plan: agg.Plan) -> str:
+    """Athena's SQL transpiled to DuckDB, with Trino's DOUBLE → DECIMAL cast (through the
+    shortest text of the double, as Trino's BigDecimal.valueOf) and the table as view ``cur``."""
+    tree = sqlglot.parse_one(query, read="trino")
+    doubles = {name for name, kind in plan.columns if kind == "double"}
+    for node in list(tree.find_all(exp.Cast)):
+        if (node.to.is_type(exp.DataType.Type.DECIMAL) and isinstance(node.this, exp.Column)
+                and node.this.name in doubles):
+            node.this.replace(exp.cast(node.this.copy(), "VARCHAR"))
+    for table in tree.find_all(exp.Table):
+        if table.name == TABLE:
+            table.replace(exp.to_table("cur"))
+    return tree.sql(dialect="duckdb")
+
+
+# --------------------------------------------------------------------------------------------
+# moto: Glue table, seeded results; a proxy for the JSON protocol
+
+
+def seed(moto, names: list[str], rows: list[tuple], times: int = 1) -> None:
+    """Queue ``rows`` (a header row first, as Athena sends) as the next query results."""
+    cells = [{"Data": [{"VarCharValue": n} for n in names]}]
+    cells += [{"Data": [{} if v is None else {"VarCharValue": v} for v in row]} for row in rows]
+    info = [{"Name": n, "Label": n, "Type": "varchar"} for n in names]
+    body = {"account_id": "123456789012", "region": "us-east-1",
+            "results": [{"rows": cells, "column_info": info}] * times}
+    moto.post("/moto-api/static/athena/query-results", json.dumps(body).encode())
+
+
+@pytest.fixture
+def glue(moto, aws_env, monkeypatch):
+    """The Glue table (the Parquet's columns as Glue types) in moto; the account id fixed."""
+    monkeypatch.setattr(athena, "MAX_RETRIES", 2)
+    monkeypatch.setattr(athena, "POLL_FIRST_S", 0.01)
+    monkeypatch.setattr(athena.AthenaConnector, "backoff_seconds", 0.0)
+    # botocore's standard-mode backoff (up to seconds): counted below, not waited for
+    monkeypatch.setattr(botocore.retries.standard.ExponentialBackoff, "delay_amount", lambda self, context: 0.01)
+    client = boto3.client("glue", endpoint_url=moto.url, region_name="us-east-1")
+    try:
+        client.create_database(DatabaseInput={"Name": DATABASE})
+    except client.exceptions.AlreadyExistsException:
+        pass
+    columns = [{"Name": n, "Type": GLUE_TYPES[t]} for n, t in parquet_columns()]
+    try:
+        client.create_table(DatabaseName=DATABASE, TableInput={
+            "Name": TABLE, "StorageDescriptor": {"Columns": columns}, "TableType": "EXTERNAL_TABLE"})
+    except client.exceptions.AlreadyExistsException:
+        pass
+    yield client
+    client.close()
+
+
+JSON_FAULTS = {
+    "throttle": (400, "ThrottlingException", "Rate exceeded"),
+    "unavailable": (503, "ServiceUnavailableException", "Service Unavailable"),
+    "internal": (500, "InternalServerException", "We encountered an internal error"),
+    "denied": (400, "AccessDeniedException", "User: arn:aws:iam::123456789012:user/ci is not "
+               "authorized to perform: athena:StartQueryExecution on resource: workgroup/primary"),
+}
+FAILED = {
+    "failed_sql": {"State": "FAILED", "StateChangeReason": "COLUMN_NOT_FOUND: line 3:5: Column "
+                   "'line_item_usage_type' cannot be resolved",
+                   "AthenaError": {"ErrorCategory": 2, "ErrorType": 1006, "Retryable": False}},
+    "failed_transient": {"State": "FAILED", "StateChangeReason": "ThrottlingException: Rate exceeded",
+                         "AthenaError": {"ErrorCategory": 1, "ErrorType": 1001, "Retryable": True}},
+    "failed_s3": {"State": "FAILED", "StateChangeReason": "Access denied when writing output to url: "
+                  f"{OUTPUT}. Please ensure you are allowed to access the S3 bucket.",
+                  "AthenaError": {"ErrorCategory": 2, "ErrorType": 1801, "Retryable": False}},
+    "running": {"State": "RUNNING"},
+}
+
+
+class JsonProxyHandler(ProxyHandler):
+    """Faults for the JSON protocol (Athena, Glue): the kind is the X-Amz-Target operation."""
+
+    page_rows = 1000
+    results: dict  # query execution id → moto's answer (set per proxy)
+
+    def handle_any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        kind = (self.headers.get("X-Amz-Target") or "").rpartition(".")[2] or "other"
+        fault = self.proxy.take(kind)
+        if fault in JSON_FAULTS:
+            status, code, message = JSON_FAULTS[fault]
+            return self.send(status, json.dumps({"__type": code, "message": message}).encode(),
+                             [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-ErrorType", code)])
+        status, headers, payload = self.forward(body)
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        if fault in FAILED and status == 200:
+            doc = json.loads(payload)
+            doc["QueryExecution"]["Status"] = {**doc["QueryExecution"]["Status"], **FAILED[fault]}
+            payload = json.dumps(doc).encode()
+        if kind == "GetQueryResults" and status == 200:
+            request = json.loads(body or b"{}")
+            with self.proxy.lock:  # moto sends every row each time: keep the first answer
+                doc = self.results.get(request.get("QueryExecutionId"))
+                if doc is None:
+                    doc = self.results[request.get("QueryExecutionId")] = json.loads(payload)
+            payload = self.page(request, doc)
+        self.send(status, payload, headers)
+
+    def page(self, request: dict, doc: dict) -> bytes:
+        """moto answers every row at once: cut the answer into pages with NextToken, as Athena."""
+        rows = doc["ResultSet"]["Rows"]
+        start = int(request.get("NextToken") or 0)
+        size = min(int(request.get("MaxResults") or 1000), self.page_rows)
+        page = {**doc, "ResultSet": {**doc["ResultSet"], "Rows": rows[start:start + size]}}
+        if start + size < len(rows):
+            page["NextToken"] = str(start + size)
+        return json.dumps(page).encode()
+
+    def send(self, status: int, payload: bytes, headers) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def proxy(moto):
+    """A FaultProxy for Athena / Glue requests on a free port of 127.0.0.1, in front of moto."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    state = FaultProxy(moto.port)
+    handler = type("Handler", (JsonProxyHandler,), {"proxy": state, "results": {}})
+    state.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    state.server.daemon_threads = True
+    thread = threading.Thread(target=state.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.server.shutdown()
+        state.server.server_close()
+        thread.join(10)
+
+
+def connector(proxy, window=HOUR, **options):
+    opts = {"table": f"{DATABASE}.{TABLE}", "workgroup": "primary", "output_location": OUTPUT,
+            "region": "us-east-1", "endpoint_url": proxy.url, **options}
+    spec = SourceSpec("athena-cur", "billing", "athena", None, opts)
+    return resolve("athena")(spec, ReadContext(window[0], window[1], "USD"))
+
+
+def by_category(lines) -> dict[str, tuple[Decimal, Decimal]]:
+    out: dict[str, tuple[Decimal, Decimal]] = {}
+    for category, billed, effective in zip(lines.charge_category, lines.billed_cost, lines.effective_cost):
+        b, e = out.get(category, (Decimal(0), Decimal(0)))
+        out[category] = (b + billed, e + effective)
+    return out
+
+
+def athena_client(moto):
+    return boto3.client("athena", endpoint_url=moto.url, region_name="us-east-1")
+
+
+# --------------------------------------------------------------------------------------------
+# (a) same money as the local CUR connector; (b) the Trino text gives the same rows
+
+
+def test_month_through_athena_equals_the_local_cur_connector(moto, glue, proxy):
+    names, rows = local_rows(MONTH)
+    seed(moto, names, rows)
+    source = connector(proxy, MONTH)
+    frame = source.read()
+    lines = frame.tables["lines"]
+    local = read_real(DEC2018, *MONTH)  # the local CUR connector (cached for test_cur.py too)
+    expected = local.tables["lines"]
+    assert frame.rows == local.rows == 91264 == sum(int(r[-1]) for r in rows)
+    assert by_category(lines) == by_category(expected)
+    assert sum(lines.billed_cost, Decimal(0)).quantize(Decimal("0.000001")) == Decimal("408.375992")
+    assert sum(lines.billed_cost, Decimal(0)) == sum(expected.billed_cost, Decimal(0))
+    assert sum(lines.effective_cost, Decimal(0)) == sum(expected.effective_cost, Decimal(0))
+    assert sum(lines.pricing_quantity.dropna(), Decimal(0)) == sum(expected.pricing_quantity.dropna(), Decimal(0))
+    qid = source.query_execution_id
+    assert qid and lines.line_id.str.startswith(f"{qid}:").all()
+    assert set(lines[lines.commitment_discount_status == "Unused"].line_id.str.endswith(":unused")) == {True}
+    assert proxy.count("GetQueryResults") == -(-(len(rows) + 1) // 1000)  # paged by NextToken
+    assert len(frame.sha256) == 64 and source.bytes_scanned == 0
+    assert f"Athena query {qid}" in frame.tables["notes"].note[0]
+
+    # (b) what Athena was sent: Trino that sqlglot parses; back in DuckDB it gives the same rows
+    client = athena_client(moto)
+    sent = client.get_query_execution(QueryExecutionId=qid)["QueryExecution"]["Query"]
+    client.close()
+    assert sent == source.query and "DOUBLE" not in sent.upper().replace("DOUBLE)", "")
+    plan = agg.plan(list(parquet_columns()))
+    assert duck(trino_on_duckdb(sent, plan)) == rows
+
+
+# --------------------------------------------------------------------------------------------
+# the definition itself
+
+
+def test_gpu_lines_keep_their_hours_and_others_are_summed_per_day():
+    with duckdb.connect() as con:
+        prepare(con)
+        con.execute("""CREATE TABLE cur AS SELECT * FROM (VALUES
+          ('Usage', '2024-05-01T00:00:00Z', '2024-05-01T01:00:00Z', 'p4d.24xlarge', 'USE1-BoxUsage:p4d.24xlarge', 'i-1', '32.77', '1'),
+          ('Usage', '2024-05-01T01:00:00Z', '2024-05-01T02:00:00Z', 'p4d.24xlarge', 'USE1-BoxUsage:p4d.24xlarge', 'i-1', '32.77', '1'),
+          ('Usage', '2024-05-01T01:00:00Z', '2024-05-01T02:00:00Z', NULL, 'USE1-DataTransfer-Out-Bytes', 'i-1', '0.01', '0.1'),
+          ('Usage', '2024-05-01T00:00:00Z', '2024-05-01T01:00:00Z', 'm5.large', 'USE1-BoxUsage:m5.large', 'i-2', '0.096', '1'),
+          ('Usage', '2024-05-01T05:00:00Z', '2024-05-01T06:00:00Z', 'm5.large', 'USE1-BoxUsage:m5.large', 'i-2', '0.096', '1'),
+          ('Usage', '2024-05-02T05:00:00Z', '2024-05-02T06:00:00Z', 'm5.large', 'USE1-BoxUsage:m5.large', 'i-2', '0.096', '1'),
+          ('Usage', '2024-05-03T05:00:00Z', '2024-05-03T06:00:00Z', 'm5.large', 'USE1-BoxUsage:m5.large', 'i-2', '1e-7', '1')
+        ) AS t(line_item_line_item_type, line_item_usage_start_date, line_item_usage_end_date,
+               product_instance_type, line_item_usage_type, line_item_resource_id,
+               line_item_unblended_cost, line_item_usage_amount)""")
+        columns = [(n, t) for n, t, *_ in con.execute("DESCRIBE cur").fetchall()]
+        tree = agg.definition(agg.plan(columns), datetime(2024, 5, 1, tzinfo=timezone.utc),
+                              datetime(2024, 5, 3, tzinfo=timezone.utc))
+        rows = con.execute(agg.render(tree, "duckdb", "cur")).fetchall()
+    names = [e.alias_or_name for e in tree.expressions]
+    got = [dict(zip(names, r)) for r in rows]
+    periods = sorted(((g["product_instance_type"], g["line_item_usage_start_date"],
+                       g["line_item_usage_end_date"], g["line_item_unblended_cost"], g["_lines"]) for g in got),
+                     key=lambda t: tuple(v or "" for v in t))
+    assert periods == [
+        (None, "2024-05-01T01:00:00Z", "2024-05-01T02:00:00Z", "0.010000000000000000", "1"),  # shares i-1
+        ("m5.large", "2024-05-01T00:00:00Z", "2024-05-01T06:00:00Z", "0.192000000000000000", "2"),
+        ("m5.large", "2024-05-02T05:00:00Z", "2024-05-02T06:00:00Z", "0.096000000000000000", "1"),
+        ("p4d.24xlarge", "2024-05-01T00:00:00Z", "2024-05-01T01:00:00Z", "32.770000000000000000", "1"),
+        ("p4d.24xlarge", "2024-05-01T01:00:00Z", "2024-05-01T02:00:00Z", "32.770000000000000000", "1"),
+    ]  # the 3 May line lies outside the window
+
+
+def test_cur2_maps_and_partitions_render_for_trino_and_duckdb():
+    columns = [("line_item_line_item_type", "string"), ("line_item_unblended_cost", "double"),
+               ("line_item_usage_start_date", "timestamp"), ("line_item_usage_end_date", "timestamp"),
+               ("line_item_usage_type", "string"), ("product", "map<string,string>"),
+               ("resource_tags", "map<string,string>"), ("savings_plan_savings_plan_rate", "double"),
+               ("pricing_public_on_demand_rate", "decimal(38,10)"), ("billing_period", "string")]
+    plan = agg.plan(columns)
+    assert plan.partitions == "billing_period" and plan.tag_map == "resource_tags" and not plan.missing
+    tree = agg.definition(plan, datetime(2024, 11, 15, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc))
+    trino = agg.render(tree, "trino", "db.cur2")
+    parsed = sqlglot.parse_one(trino, read="trino")
+    assert [t.sql("trino") for t in parsed.find_all(exp.Table) if t.name == "cur2"] == ['"db"."cur2" AS c']
+    assert "\"billing_period\" BETWEEN '2024-11' AND '2024-12'" in trino
+    assert "ELEMENT_AT(\"product\", 'instance_type')" in trino and "JSON_FORMAT(CAST(\"resource_tags\" AS JSON))" in trino
+    assert "DECIMAL(38, 18)" in trino and "AS DOUBLE" not in trino
+    legacy = agg.plan([*columns[:5], ("year", "string"), ("month", "string")])
+    text = agg.render(agg.definition(legacy, datetime(2024, 12, 20, tzinfo=timezone.utc),
+                                     datetime(2025, 1, 10, tzinfo=timezone.utc)), "trino", "db.cur")
+    assert "((\"year\" = '2024' AND \"month\" IN ('12', '12')) OR (\"year\" = '2025' AND \"month\" IN ('1', '01')))" in text
+    with duckdb.connect() as con:  # the DuckDB rendering runs on a CUR 2.0 shaped table
+        prepare(con)
+        con.execute("""CREATE TABLE cur2 AS SELECT 'Usage' AS line_item_line_item_type,
+          0.1::DOUBLE AS line_item_unblended_cost, TIMESTAMP '2024-11-20 00:00:00' AS line_item_usage_start_date,
+          TIMESTAMP '2024-11-20 01:00:00' AS line_item_usage_end_date, 'BoxUsage:g5.xlarge' AS line_item_usage_type,
+          MAP {'instance_type': 'g5.xlarge'} AS product, MAP {'user_team': 'ml'} AS resource_tags,
+          NULL::DOUBLE AS savings_plan_savings_plan_rate, 1.006::DECIMAL(38,10) AS pricing_public_on_demand_rate,
+          '2024-11' AS billing_period""")
+        described = [(n, t) for n, t, *_ in con.execute("DESCRIBE cur2").fetchall()]
+        rows = con.execute(agg.render(agg.definition(agg.plan(described), *(
+            datetime(2024, 11, 15, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc))),
+            "duckdb", "cur2")).fetchall()
+    names = [e.alias_or_name for e in tree.expressions]
+    row = dict(zip(names, rows[0]))
+    assert row["product_instance_type"] == "g5.xlarge" and json.loads(row["resource_tags"]) == {"user_team": "ml"}
+    assert row["line_item_unblended_cost"] == "0.100000000000000000"
+    assert row["pricing_public_on_demand_rate"] == "1.006000000000000000"
+
+
+# --------------------------------------------------------------------------------------------
+# (c) faults
+
+
+def test_throttling_and_5xx_are_retried(moto, glue, proxy):
+    names, rows = local_rows(HOUR)
+    seed(moto, names, rows)
+    proxy.fail("GetTable", "internal", 1)
+    proxy.fail("StartQueryExecution", "throttle", 2)
+    proxy.fail("GetQueryResults", "unavailable", 1)
+    frame = connector(proxy).read()
+    assert frame.rows > 0
+    assert proxy.count("StartQueryExecution", "throttle") == 2
+    assert proxy.count("StartQueryExecution", "forwarded") == 1
+    assert proxy.count("GetQueryResults", "unavailable") == 1 and proxy.count("GetTable", "internal") == 1
+
+
+def test_a_fault_botocore_gives_up_on_is_retried_by_the_connector_without_rerunning(moto, glue, proxy):
+    names, rows = local_rows(HOUR)
+    seed(moto, names, rows)
+    proxy.fail("GetQueryResults", "throttle", 3)  # botocore's three tries (MAX_RETRIES = 2)
+    source = connector(proxy)
+    frame = source.read()
+    assert frame.rows > 0 and proxy.count("GetQueryResults", "throttle") == 3
+    assert proxy.count("StartQueryExecution") == 1  # the finished query was read again, not rerun
+
+
+def test_a_query_failed_for_a_transient_reason_is_run_again(moto, glue, proxy):
+    names, rows = local_rows(HOUR)
+    seed(moto, names, rows, times=2)  # moto hands a result to each query at its start
+    proxy.fail("GetQueryExecution", "failed_transient", 1)
+    frame = connector(proxy).read()
+    assert frame.rows > 0 and proxy.count("StartQueryExecution") == 2
+
+
+def test_failed_query_is_an_input_error_with_athenas_message(moto, glue, proxy):
+    seed(moto, *local_rows(HOUR))
+    proxy.fail("GetQueryExecution", "failed_sql", None)
+    source = connector(proxy)
+    with pytest.raises(InputError) as caught:
+        source.read()
+    text = str(caught.value)
+    assert f"{DATABASE}.{TABLE}" in text and source.query_execution_id in text
+    assert "COLUMN_NOT_FOUND" in text and "cannot be resolved" in text
+    assert proxy.count("StartQueryExecution") == 1  # a SQL error is not retried
+
+
+def expect_access_denied(text: str) -> None:
+    for needed in (f"{DATABASE}.{TABLE}", "'primary'", OUTPUT, "athena:StartQueryExecution",
+                   "athena:GetQueryExecution", "athena:GetQueryResults", "glue:GetTable",
+                   "glue:GetPartitions", "s3:GetObject", "s3:ListBucket", "s3:PutObject"):
+        assert needed in text, needed
+    for secret in (FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("operation", ["StartQueryExecution", "GetTable"])
+def test_access_denied_names_table_workgroup_output_and_permissions(moto, glue, proxy, operation):
+    proxy.fail(operation, "denied", None)
+    with pytest.raises(FatalSourceError) as caught:
+        connector(proxy).read()
+    expect_access_denied(str(caught.value))
+    assert operation in str(caught.value)
+    assert proxy.count(operation, "denied") == 1  # not retried
+
+
+def test_query_denied_on_the_output_location(moto, glue, proxy):
+    seed(moto, *local_rows(HOUR))
+    proxy.fail("GetQueryExecution", "failed_s3", None)
+    with pytest.raises(FatalSourceError) as caught:
+        connector(proxy).read()
+    expect_access_denied(str(caught.value))
+    assert "Access denied when writing output" in str(caught.value)
+
+
+def test_a_query_past_timeout_s_is_stopped(moto, glue, proxy):
+    seed(moto, *local_rows(HOUR))
+    proxy.fail("GetQueryExecution", "running", None)
+    with pytest.raises(FatalSourceError, match="timeout_s = 0.05 s"):
+        connector(proxy, timeout_s=0.05).read()
+    assert proxy.count("StopQueryExecution") == 1 and proxy.count("StartQueryExecution") == 1
+
+
+def test_no_credential_in_logs_or_errors(moto, glue, proxy, caplog):
+    caplog.set_level(logging.DEBUG)
+    proxy.fail("StartQueryExecution", "denied", None)
+    with pytest.raises(FatalSourceError) as caught:
+        connector(proxy).read()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "athena" in logged.lower()
+    for secret in (FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN):
+        assert secret not in logged and secret not in str(caught.value)
+
+
+def test_bad_options_are_input_errors():
+    ctx = ReadContext(*HOUR, "USD")
+    for options, column in (({"table": "just_a_table"}, "table"), ({"table": "db.t", "output_location": "/tmp"},
+                                                                  "output_location"),
+                            ({"table": "db.t", "timeout_s": 0}, "timeout_s"),
+                            ({"table": "db.t", "aws_secret_access_key": "xyz-secret"}, "aws_secret_access_key")):
+        with pytest.raises(InputError) as caught:
+            resolve("athena")(SourceSpec("a", "billing", "athena", None, options), ctx).read()
+        assert caught.value.column == column and "xyz-secret" not in str(caught.value)
