@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 
 from audit.money import ZERO, dsum, split_evenly
@@ -62,10 +63,9 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     leftovers: list[Leftover] = []
     spent = _spread_purchases(charges, lines[is_purchase], amount)
     charges = charges.drop(index=spent)
-    for idx in lines[is_credit].index:
-        _spread_one(charges, lines.loc[idx], amount[idx], "credits", _credit_targets, leftovers)
-    for idx in lines[is_tax].index:
-        _spread_one(charges, lines.loc[idx], amount[idx], "tax", _tax_targets, leftovers)
+    targets = _Targets(charges)
+    charges["credits"] = _spread_adjustments(charges, lines[is_credit], amount, targets, targets.of_credit, leftovers)
+    charges["tax"] = _spread_adjustments(charges, lines[is_tax], amount, targets, targets.of_tax, leftovers)
     charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"],
                                                           charges["credits"], charges["tax"])]
     return charges, leftovers
@@ -84,13 +84,19 @@ def _spread_purchases(charges, purchases, amount) -> list:
     members = _members_by_commitment(charges["commitment_discount_id"])
     added: dict = {}
     spent = []
+    # Purchases of one commitment (an hourly recurring fee, month-long) are summed and split once:
+    # the split is linear, so each line gets what splitting them one by one would give it.
+    by_commitment: dict[str, list] = {}
     for idx, commitment in purchases["commitment_discount_id"].items():
-        targets = [t for t in members.get(commitment, ()) if t != idx]
+        by_commitment.setdefault(commitment, []).append(idx)
+    for commitment, own in by_commitment.items():
+        mine = set(own)
+        targets = [t for t in members.get(commitment, ()) if t not in mine]
         weights = _purchase_weights(charges.loc[targets]) if targets else None
         if weights is None:
-            continue  # stays a charge of its own, classified by the rules
-        spent.append(idx)
-        for t, share in zip(targets, split_evenly(amount[idx], weights)):
+            continue  # they stay charges of their own, classified by the rules
+        spent += own
+        for t, share in zip(targets, split_evenly(dsum(amount[i] for i in own), weights)):
             added[t] = added.get(t, ZERO) + share
     if added:
         charges["commitment"] = [c + added.get(t, ZERO) for t, c in zip(charges.index, charges["commitment"])]
@@ -119,34 +125,65 @@ def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
     return None
 
 
-def _spread_one(charges, line, value: Decimal, column: str, targets_of, leftovers) -> None:
-    if value == 0:
-        return
-    targets = targets_of(charges, line)
-    weights = [g + c for g, c in zip(targets["gross"], targets["commitment"])]
-    if not len(targets) or dsum(weights) == 0:
-        leftovers.append(Leftover(line["line_id"], value,
-                                  f"{line['charge_category'].lower()} line with no charge to apply to"))
-        return
-    for t, share in zip(targets.index, split_evenly(value, weights)):
-        charges.at[t, column] = charges.at[t, column] + share
+class _Targets:
+    """Which charges an adjustment applies to, looked up once per resource / account.
+
+    A credit naming a resource applies to that resource's charges; otherwise (and for a resource
+    with no charge) to its account's usage, pro rata. Tax applies to every charge of its account.
+    The account is the line's SubAccountId, else its BillingAccountId.
+    """
+
+    def __init__(self, charges: pd.DataFrame):
+        self.index = charges.index
+        self.resource = charges.groupby("resource_id", sort=False).indices
+        self.sub = charges.groupby("sub_account_id", sort=False).indices
+        self.billing = charges.groupby("billing_account_id", sort=False).indices
+        self.usage = (charges["charge_category"] == "Usage").to_numpy()
+
+    def _account(self, line) -> tuple[str, object]:
+        if line["sub_account_id"]:
+            return ("sub", line["sub_account_id"])
+        return ("billing", line["billing_account_id"])
+
+    def of_credit(self, line) -> tuple:
+        if line["resource_id"] and line["resource_id"] in self.resource:
+            return ("resource", line["resource_id"])
+        return self._account(line) + ("usage",)
+
+    def of_tax(self, line) -> tuple:
+        return self._account(line)
+
+    def positions(self, key: tuple):
+        """Row positions (in ``charges``) of the charges a key names."""
+        kind, value = key[0], key[1]
+        table = {"resource": self.resource, "sub": self.sub, "billing": self.billing}[kind]
+        found = table.get(value, np.array([], dtype=int))
+        return found[self.usage[found]] if key[-1] == "usage" else found
 
 
-def _account_mask(charges, line):
-    if line["sub_account_id"]:
-        return charges["sub_account_id"] == line["sub_account_id"]
-    return charges["billing_account_id"] == line["billing_account_id"]
+def _spread_adjustments(charges, adjustments, amount, targets: _Targets, key_of, leftovers) -> list[Decimal]:
+    """Each adjustment spread over its charges pro rata to gross + commitment (exact Decimal).
 
-
-def _credit_targets(charges, line):
-    """A credit naming a resource applies to it; otherwise to the account's usage, pro rata."""
-    if line["resource_id"]:
-        named = charges[charges["resource_id"] == line["resource_id"]]
-        if len(named):
-            return named
-    return charges[_account_mask(charges, line) & (charges["charge_category"] == "Usage")]
-
-
-def _tax_targets(charges, line):
-    """Tax applies to every charge of its account."""
-    return charges[_account_mask(charges, line)]
+    Adjustments naming the same charges are summed first and split once: the split is linear, so
+    every charge gets what splitting them one by one would give it (to Decimal's 28 digits). An
+    adjustment with no charge to apply to is a leftover (unattributed), in line order.
+    """
+    ordered = [(key_of(line), line, amount[idx])
+               for idx, line in zip(adjustments.index, adjustments.to_dict("records")) if amount[idx] != 0]
+    totals: dict[tuple, Decimal] = {}
+    for key, _, value in ordered:
+        totals[key] = totals.get(key, ZERO) + value
+    added = [ZERO] * len(charges)
+    gross, commitment = list(charges["gross"]), list(charges["commitment"])
+    spread_over: set[tuple] = set()
+    for key, total in totals.items():
+        where = targets.positions(key)
+        weights = [gross[p] + commitment[p] for p in where]
+        if not weights or dsum(weights) == 0:
+            continue
+        spread_over.add(key)
+        for p, share in zip(where, split_evenly(total, weights)):
+            added[p] += share
+    leftovers += [Leftover(line["line_id"], value, f"{line['charge_category'].lower()} line with no charge to apply to")
+                  for key, line, value in ordered if key not in spread_over]
+    return added

@@ -113,12 +113,13 @@ def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetim
     from audit.classify import classify
     from connectors.base import ReadContext, SourceSpec
     from connectors.registry import resolve
+    from schemas.billing import line_total
 
     spec = SourceSpec(path.name, "billing", kind, path, {})
     frame = resolve(kind)(spec, ReadContext(window[0], window[1], currency)).read()
     lines = classify(frame.tables["lines"], (), set(), set())
     _accumulate(out, lines)
-    return frame.rows, int(len(lines))
+    return frame.rows, line_total(lines)
 
 
 def _pair():

@@ -220,7 +220,9 @@ def _gpu_key(gpu: str):
 def gpus_of_resources(gpu_lines: pd.DataFrame) -> dict[str, int]:
     """GPUs per billed resource: the instance table, or GPU-meter hours ÷ line hours (GCP)."""
     out: dict[str, int] = {}
-    for line in gpu_lines.to_dict("records"):
+    needed = ["resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity",
+              "consumed_quantity", "charge_description"]
+    for line in gpu_lines[needed].to_dict("records"):
         key = resource_key(line["resource_id"]) or line["line_id"]
         count = int(line["gpus_per_instance"] or 0)
         if not count:

@@ -91,14 +91,14 @@ def _node_maps(case: Case, tele) -> tuple[dict[str, list[str]], set[str]]:
 def _add_prices(charges: pd.DataFrame) -> None:
     """quantity × unit price per line (contracted, else list as a flagged fallback, else its cost)."""
     priced, has_price, fallback = [], [], []
-    for line in charges.to_dict("records"):
-        quantity = line["pricing_quantity"]
-        unit = line["contracted_unit_price"]
+    columns = ("pricing_quantity", "contracted_unit_price", "list_unit_price", "charge_category", "gross",
+               "commitment")
+    for quantity, unit, listed, category, gross, commitment in zip(*(charges[c] for c in columns)):
         used_list = False
-        if unit is None and line["list_unit_price"] is not None:
-            unit, used_list = line["list_unit_price"], True
-        ok = quantity is not None and unit is not None and line["charge_category"] != "Purchase"
-        priced.append(quantity * unit if ok else line["gross"] + line["commitment"])
+        if unit is None and listed is not None:
+            unit, used_list = listed, True
+        ok = quantity is not None and unit is not None and category != "Purchase"
+        priced.append(quantity * unit if ok else gross + commitment)
         has_price.append(ok)
         fallback.append(ok and used_list)
     charges["priced"] = priced

@@ -63,3 +63,11 @@ class ClassifiedLine(BillingLine):
     instance_type: Series[str]
     gpus_per_instance: Series[int] = pa.Field(ge=0)
     gpu_model: Series[str]
+
+
+def line_total(lines: pd.DataFrame) -> int:
+    """How many invoice lines a table of lines stands for: connectors sum lines that no stage tells
+    apart into one (column ``line_count``), so a row can stand for many."""
+    if "line_count" in lines.columns:
+        return int(lines["line_count"].sum())
+    return int(len(lines))

@@ -19,6 +19,7 @@ from connectors.registry import resolve
 from tests.connectors.test_cur import (LEGACY_HEADER, cur2_rows, instance_hour, legacy_row, write_cur2,
                                        write_legacy, write_manifest)
 from tests.paths import DATA, ROOT
+from schemas.billing import line_total
 
 BILLING = DATA / "billing"
 LABS = BILLING / "aws_wa_labs"
@@ -55,7 +56,7 @@ def connector(path: Path, fmt: str, window=ALWAYS) -> dict:
         if line["resource_class"] == "gpu_compute":
             gpu[line["instance_type"] or line["gpu_model"] or "(unknown)"] += gpu_hours_of(line)
     result = {key: by_key(table) for key, table in out.items()}
-    result.update(rows=frame.rows, lines=len(lines), gpu={k: v.normalize() for k, v in gpu.items()})
+    result.update(rows=frame.rows, lines=line_total(lines), gpu={k: v.normalize() for k, v in gpu.items()})
     return result
 
 

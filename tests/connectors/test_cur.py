@@ -22,6 +22,7 @@ from connectors.cur import CurConnector
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from tests.paths import DATA
+from schemas.billing import line_total
 
 BILLING = DATA / "billing"
 CUR1 = BILLING / "focus_converters" / "aws_cur1_anonymized_2023-11.csv"
@@ -146,19 +147,20 @@ def test_workshop_tags_lose_the_user_prefix():
 def test_athena_csv_step1_with_null_literals():
     frame = read(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 27))
     lines = frame.tables["lines"]
-    assert frame.rows == 7850 and len(lines) == 7850
+    assert frame.rows == 7850 and line_total(lines) == 7850
+    assert len(lines) < 7850 / 5  # summed per day where no GPU is billed
     assert six(total(lines.billed_cost)) == Decimal("89.170633")
     assert {"application", "tier"} <= {k for t in lines.tags for k in json.loads(t)}
 
 
 def test_step5_savings_plans_billed_and_amortised():
     lines = read(STEP5, start=utc(2019, 11, 29), end=utc(2019, 12, 1)).tables["lines"]
-    assert len(lines) == 5941  # the plan is fully used: no unused-commitment rows
+    assert line_total(lines) == 5941  # the plan is fully used: no unused-commitment rows
     billed = total(lines.billed_cost)
     assert six(billed) == Decimal("70.269658")
     covered, negation = line_type(lines, "SavingsPlanCoveredUsage"), line_type(lines, "SavingsPlanNegation")
     fees = line_type(lines, "SavingsPlanRecurringFee")
-    assert (len(covered), len(negation), len(fees)) == (360, 120, 48)
+    assert (line_total(covered), line_total(negation), line_total(fees)) == (360, 120, 48)
     # on the invoice covered usage (19.519065 unblended) and its negation net to zero: both carry 0
     assert total(covered.billed_cost) == 0 and total(negation.billed_cost) == 0
     assert negation.pricing_quantity.isna().all()  # money only: the covered lines carry the hours
@@ -294,9 +296,11 @@ def test_cur2_money_both_bases_and_unused_commitments(cur2):
     hour_eff = Decimal("38.53") + Decimal("55.04") + Decimal("10.49264") + Decimal("7.1") + Decimal("1.47")
     assert total(lines.effective_cost) == 4 * hour_eff + Decimal("3.55") + Decimal("12.34") - 5 - Decimal("2.5")
     unused = lines[lines.commitment_discount_status == "Unused"]
-    assert sorted(map(str, unused.effective_cost)) == ["1.47"] * 4 + ["3.55"]
+    # the four hourly unused parts of the plan are one run of four hours; the RI's monthly one stays
+    assert sorted(map(str, unused.effective_cost)) == ["3.55", "5.88"]
+    assert sorted(unused.line_count) == [1, 4]
     assert set(unused.commitment_discount_id) == {SP, RI} and (unused.billed_cost == 0).all()
-    categories = lines.groupby("charge_category").size().to_dict()
+    categories = lines.groupby("charge_category").line_count.sum().to_dict()
     assert categories == {"Usage": 4 * 6 + 1, "Purchase": 6, "Tax": 1, "Credit": 2}
     purchases = lines[lines.charge_category == "Purchase"]
     assert set(purchases.effective_cost) == {Decimal(0)}
@@ -343,7 +347,8 @@ def test_a_line_that_is_its_own_split_parent_stays_money(tmp_path):
 def test_cur2_gpu_lines_classify_as_gpu_compute(cur2):
     classes = classify(cur2.tables["lines"], (), set(), set())
     p5 = classes[classes.extra.str.contains('"x_InstanceType":"p5.48xlarge"', regex=False)]
-    assert len(p5) == 12 and set(p5.resource_class) == {"gpu_compute"}
+    assert line_total(p5) == 12 and set(p5.resource_class) == {"gpu_compute"}
+    assert len(p5) == 3  # three charges (on demand, SP-covered, its negation), each a run of 4 hours
     assert set(p5.gpu_model) == {"H100 80GB"} and set(p5.gpus_per_instance) == {8}
     g6e = classes[classes.resource_id.str.startswith("i-0g6e")]
     assert set(g6e.resource_class) == {"gpu_compute"} and set(g6e.gpus_per_instance) == {4}

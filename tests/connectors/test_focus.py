@@ -37,9 +37,9 @@ def utc(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=timezone.utc)
 
 
-def connector(path: Path, start=utc(2000, 1, 1), end=utc(2100, 1, 1), currency="USD"):
-    """A FocusConnector over ``path`` with the given window and case currency."""
-    spec = SourceSpec(name="bill", kind="billing", format="focus", path=Path(path))
+def connector(path: Path, start=utc(2000, 1, 1), end=utc(2100, 1, 1), currency="USD", **options):
+    """A FocusConnector over ``path`` with the given window, case currency and source options."""
+    spec = SourceSpec(name="bill", kind="billing", format="focus", path=Path(path), options=options)
     return FocusConnector(spec, ReadContext(start=start, end=end, currency=currency))
 
 
@@ -415,3 +415,31 @@ def test_a_dialect_can_reuse_the_focus_machinery_through_adopt(tmp_path):
     assert list(lines["charge_category"]) == ["Usage", "Tax"]
     assert lines["extra"].iloc[0] == '{"x_UsageType":"x"}'
     assert str(lines["start"].iloc[0]) == "2026-09-01 00:00:00+00:00"
+
+
+def test_lines_the_audit_does_not_tell_apart_are_summed_and_grain_line_keeps_them(tmp_path):
+    """Hourly non-GPU lines become one line per UTC day; a GPU instance's identical hours one run;
+    ``grain = "line"`` keeps every line. The money is the same either way."""
+    text = "ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ResourceId,x_InstanceType,PricingQuantity\n"
+    for hour in range(48):
+        start = pd.Timestamp("2024-01-01T00:00:00Z") + pd.Timedelta(hours=hour)
+        period = f"{start:%Y-%m-%dT%H:%M:%SZ},{start + pd.Timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+        storage = f"0.0{hour % 7 + 1}"
+        price = "98.32" if hour != 30 else "90.00"  # one hour at another price breaks the run
+        text += f"{period},Usage,{storage},{storage},vol-1,,1\n{period},Usage,{price},{price},i-gpu,p5.48xlarge,1\n"
+    path = tmp_path / "hours.csv"
+    path.write_text(text)
+    summed = read(path).tables["lines"]
+    kept = read(path, grain="line").tables["lines"]
+    assert len(kept) == 96 and set(kept.line_count) == {1}
+    assert total(summed.billed_cost) == total(kept.billed_cost) == Decimal("4712.93")
+    storage, gpu = summed[summed.resource_id == "vol-1"], summed[summed.resource_id == "i-gpu"]
+    assert list(storage.line_count) == [24, 24]  # one line per UTC day
+    assert list(gpu.line_count) == [30, 1, 17]  # hours 0–29, hour 30 at another price, hours 31–47
+    assert gpu.start.dt.hour.tolist() == [0, 6, 7] and gpu.end.iloc[0] == pd.Timestamp("2024-01-02T06:00:00Z")
+    assert total(gpu.pricing_quantity) == 48 and list(gpu.billed_cost)[1] == Decimal("90.00")
+
+
+def test_unknown_grain_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match=r"grain 'daily' is not known \(expected one of auto, line\)"):
+        read(DIALECTS / "focus12_dialect.csv", grain="daily")

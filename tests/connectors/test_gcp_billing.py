@@ -530,8 +530,10 @@ def test_bigquery_lines_carry_focus_fields(from_bigquery, rows):
     assert set(a100.tags) == {'{"goog-k8s-cluster-name":"inference","team":"ml"}'}
     extra = [json.loads(e) for e in a100.extra]
     assert {e["x_MachineSpec"] for e in extra} == {"a2-highgpu-8g"}
-    assert {e["x_InvoiceMonth"] for e, s in zip(extra, a100.start) if s.hour < 7 and s.day == 1} == {"202404"}
-    assert {e["x_InvoiceMonth"] for e, s in zip(extra, a100.start) if s.day > 1} == {"202405"}
+    # hours before 07:00 UTC on the 1st are April's invoice (Pacific time); runs of identical hours
+    # are one line each, so April's run ends at 07:00 and May's starts there
+    assert {e["x_InvoiceMonth"] for e, s in zip(extra, a100.end) if s.hour <= 7 and s.day == 1} == {"202404"}
+    assert {e["x_InvoiceMonth"] for e, s in zip(extra, a100.end) if s.day > 1} == {"202405"}
     h100 = lines[lines.charge_description.str.startswith("Nvidia H100")]
     assert set(h100.tags) == set(a100.tags)  # labels in another export order: the same Tags
     credits = lines[lines.charge_category == "Credit"]
