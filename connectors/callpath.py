@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from connectors.trace_events import (ANNOTATION, CPU_OP, GPU_ANNOTATION, GPU_WORK, PYTHON, RUNTIME,
                                      Trace)
+
+if TYPE_CHECKING:  # pandas is imported where the tables are built, off the CLI's start-up path
+    import pandas as pd
 
 HOST_ROLES = (PYTHON, ANNOTATION, CPU_OP, RUNTIME)
 """Host roles, in the order that breaks ties of equal start and duration (outermost first)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
