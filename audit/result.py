@@ -33,6 +33,7 @@ def to_dict(result) -> dict:
         raise AuditError(f"conservation broken: parts sum to {total}, lines in scope to {in_scope_total}")
     buckets = _buckets(result, total)
     analyses = _analyses(result)
+    evidence = _serving_evidence(result)
     return {
         "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__},
         "case": case.name,
@@ -51,10 +52,10 @@ def to_dict(result) -> dict:
         "gpu_split": _gpu_split(result),
         "utilisation": _utilisation(result),
         "queue": _queue(result),
-        "serving_evidence": _serving_evidence(result),
+        "serving_evidence": evidence,
         "telemetry": _telemetry(result),
         "profiles": _profiles(result, analyses),
-        "options": [_option(o, case) for o in result.options],
+        "options": _with_evidence([_option(o, case) for o in result.options], evidence),
         "findings": _findings(result, analyses),
         "sources": _sources(result),
         "notes": _notes(result),
@@ -451,6 +452,30 @@ def _findings(result, analyses: dict) -> list[dict]:
                         f"part {finding['bucket']}.{finding['part']} of {service} not measured in this case",
                         "cost_basis": f"share of the profile's GPU time × {finding['bucket']}.{finding['part']} of {service}"})
     return out
+
+
+# Serving-evidence figures that bear on an option (shown beside it; they never change its figures).
+OPTION_EVIDENCE = {
+    "batching_limits": ("batch_size", "tokens_per_step", "mean_running", "mean_waiting",
+                        "queue_seconds_per_request"),
+    "prefix_kv_cache": ("prefix_cache_hit_rate", "kv_cache_usage"),
+    "right_size_replicas": ("replicas_spec", "replicas_available", "hpa_desired"),
+    "autoscaling_policy": ("hpa_current", "hpa_desired", "hpa_min", "hpa_max"),
+    "consolidate_models": ("sm_active", "fb_used_mib"),
+    "quantise": ("tensor_active", "dram_active"),
+    "fuse_kernels_compile": ("sm_active", "dram_active"),
+}
+
+
+def _with_evidence(options: list[dict], evidence: dict) -> list[dict]:
+    """Each option with the measured serving-evidence figures that bear on it, per service."""
+    for option in options:
+        option["evidence"] = [
+            {"service": service, "figure": key, "value": figure["value"], "source": figure["source"]}
+            for service, figures in sorted(evidence.items())
+            for key in OPTION_EVIDENCE.get(option["id"], ())
+            if (figure := figures.get(key)) and figure.get("value") is not None]
+    return options
 
 
 def _option(o, case) -> dict:

@@ -8,8 +8,8 @@ audit.json) is shown as "not measured", with the reason next to it where audit.j
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import cached_property
 from typing import Any
 
 NOT_MEASURED = "not measured"
@@ -181,6 +181,7 @@ class OptionView:
     assumptions: list[str]
     overridden: bool
     reason: str
+    evidence: list[str]
 
 
 @dataclass(frozen=True)
@@ -526,7 +527,17 @@ def _option(o: dict, m) -> OptionView:
         effort=band(o.get("effort_hours"), plain),
         assumptions=[str(a) for a in o.get("assumptions") or []],
         overridden=bool(o.get("overridden")), reason=o.get("reason") or "",
+        evidence=[f"{e.get('service')}: {str(e.get('figure', '')).replace('_', ' ')} {_evidence_value(e.get('value'))}"
+                  for e in o.get("evidence") or []],
     )
+
+
+def _evidence_value(value: Any) -> str:
+    """An evidence figure (audit.json keeps a 6-place decimal string) to three significant digits."""
+    try:
+        return f"{float(value):.3g}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _source(s: dict) -> dict:

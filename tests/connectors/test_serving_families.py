@@ -289,8 +289,12 @@ def document(serving):
 def test_evidence_only_money_does_not_move(serving, document):
     bare = {k: v for k, v in serving.tables.items() if k not in NEW_TABLES}
     without = to_dict(audit_collected(make_case(), collected(bare)))
-    for key in ("buckets", "total", "services", "gpu_split", "reconciliation", "options"):
+    for key in ("buckets", "total", "services", "gpu_split", "reconciliation"):
         assert without[key] == document[key], key
+
+    def priced(options):  # the options' figures, without the evidence shown beside them
+        return [{k: v for k, v in o.items() if k != "evidence"} for o in options]
+    assert priced(without["options"]) == priced(document["options"])
     assert all(f["value"] is None for s in without["serving_evidence"].values()
                for k, f in s.items() if k not in ("mean_running", "mean_waiting"))
 
@@ -345,3 +349,18 @@ def test_report_shows_the_evidence_and_escapes_untrusted_labels(document, tmp_pa
     assert "Serving-path evidence" in html and "Label mismatches" in html
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert "not measured" in html and "nv_inference_queue_duration_us" in html
+
+
+@pytest.mark.filterwarnings("ignore:Attempting to set identical:UserWarning")  # a one-hour case
+def test_options_carry_the_evidence_that_bears_on_them(document, tmp_path):
+    options = {o["id"]: o for o in document["options"]}
+    batching = {(e["service"], e["figure"]): e["value"] for e in options["batching_limits"]["evidence"]}
+    assert batching[("triton", "batch_size")] == "5.000000"
+    assert batching[("opt", "tokens_per_step")] == "8.000000"
+    prefix = {(e["service"], e["figure"]): e for e in options["prefix_kv_cache"]["evidence"]}
+    assert prefix[("opt", "prefix_cache_hit_rate")]["value"] == "0.400000"
+    assert "prefix_cache" in prefix[("opt", "prefix_cache_hit_rate")]["source"]
+    assert all(e["value"] is not None for o in document["options"] for e in o["evidence"])  # measured only
+    render(json.loads(json.dumps(document)), tmp_path, ["html"])
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Evidence: " in html and "opt: prefix cache hit rate 0.4" in html
