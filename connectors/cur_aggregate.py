@@ -39,7 +39,9 @@ import sqlglot
 from sqlglot import exp
 
 from connectors import cur_sql as sql
-from connectors.focus import NULL_TEXT, quote_text
+from connectors.cur_sql import nz
+from connectors.focus import quote_ident as ident
+from connectors.focus import quote_text
 
 DIALECTS = ("duckdb", "trino")
 MONEY = "DECIMAL(38, 18)"
@@ -140,18 +142,6 @@ def plan(columns: list[tuple[str, str]]) -> Plan:
     partitions = ("billing_period" if "billing_period" in lowered else
                   "year_month" if {"year", "month"} <= lowered else None)
     return Plan(tuple(kinds), tuple(fields), tuple(aliases), tags, maps.get("tags"), partitions)
-
-
-def ident(name: str) -> str:
-    """A double-quoted identifier (DuckDB and Trino alike)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def nz(expr: str) -> str:
-    """SQL: ``expr`` as text, the null literals as NULL."""
-    text = f"CAST({expr} AS VARCHAR)"
-    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
-    return f"CASE WHEN trim({text}) IN ({literals}) THEN NULL ELSE {text} END"
 
 
 def money(ref: str, kind: str) -> str:

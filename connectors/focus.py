@@ -151,12 +151,12 @@ def read_focus_table(con, columns: "Columns", path: Path, ctx, duplicates: str =
     """
     require(columns, path)
     create_view(con, columns)
-    repeated = check_duplicate_lines(con, columns, path)
-    errors = check_rows(con, columns, path, {e.row for e in repeated})
+    repeated = repeated_lines(con, columns)
+    errors = check_rows(con, columns, path, {rn for rn, _, _ in repeated})
     # A line that carries its own id (Id, x_Id) and repeats another line whole is the same line twice.
     if any(columns.has(name) for name in ID_COLUMNS):
         duplicates = "error"
-    raise_all((repeated if duplicates == "error" else []) + errors)
+    raise_all((duplicate_errors(repeated, path) if duplicates == "error" else []) + errors)
     rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     currency = file_currency(con, columns, ctx.currency)
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
@@ -417,8 +417,9 @@ def check_currency(con, path: Path) -> list[InputError]:
                        expected="one billing currency per file")]
 
 
-def check_duplicate_lines(con, columns: Columns, path: Path) -> list[InputError]:
-    """Lines identical in every column to an earlier line.
+def repeated_lines(con, columns: Columns) -> list[tuple[int, int, int]]:
+    """(row, the earlier row it repeats, how many such rows in all) for the first MAX_ERRORS lines
+    identical in every column to an earlier line.
 
     A hash of every column finds the candidates cheaply; the exact comparison runs on them only.
     """
@@ -429,11 +430,20 @@ def check_duplicate_lines(con, columns: Columns, path: Path) -> list[InputError]
            f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src "
            "WHERE rowid IN (SELECT r FROM h WHERE k IN (SELECT k FROM twice))) "
            f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
-    found = con.execute(sql).fetchall()
-    more = f" ({found[0][2]} such lines in all)" if found and found[0][2] > len(found) else ""
-    return [InputError(path, f"duplicate line: identical in every column to row {first}"
-                       + (more if i == len(found) - 1 else ""), row=rn, expected="each line once")
-            for i, (rn, first, _) in enumerate(found)]
+    return con.execute(sql).fetchall()
+
+
+def repeat_text(found: list[tuple[int, int, int]], i: int, what: str) -> str:
+    """``what`` identical in every column to row N, the last one listed with the total."""
+    rn, first, total = found[i]
+    more = f" ({total} such lines in all)" if i == len(found) - 1 and total > len(found) else ""
+    return f"{what}: identical in every column to row {first}{more}"
+
+
+def duplicate_errors(found: list[tuple[int, int, int]], path: Path) -> list[InputError]:
+    """Repeated lines as errors (sources whose lines carry their own identity)."""
+    return [InputError(path, repeat_text(found, i, "duplicate line"), row=rn, expected="each line once")
+            for i, (rn, _, _) in enumerate(found)]
 
 
 def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
@@ -463,10 +473,9 @@ def hour_notes(con) -> list[tuple[int, str, str]]:
     return notes
 
 
-def repeat_notes(repeated: list[InputError]) -> list[tuple[int, str, str]]:
+def repeat_notes(found: list[tuple[int, int, int]]) -> list[tuple[int, str, str]]:
     """(row, "", note) for every line that repeats an earlier one and was counted again."""
-    return [(e.row, "", e.message.replace("duplicate line: identical", "counted again: identical"))
-            for e in repeated]
+    return [(rn, "", repeat_text(found, i, "counted again")) for i, (rn, _, _) in enumerate(found)]
 
 
 def notes_table(notes: list[tuple[int, str, str]]) -> pd.DataFrame:
@@ -518,7 +527,6 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     return table
 
 
-NUMBER_COLUMNS = tuple(MONEY_FIELDS) + tuple(DECIMAL_FIELDS)
 # Summed columns: money and quantities. Unit prices are keys (lines at other prices stay apart).
 SUMMED = ("billed_cost", "effective_cost", "list_cost", "contracted_cost", "pricing_quantity",
           "consumed_quantity")

@@ -42,3 +42,8 @@ def OptionalDecimal(**kwargs):
 def Fraction(**kwargs):
     """A float fraction in [0, 1]."""
     return pa.Field(ge=0.0, le=1.0, **kwargs)
+
+
+def Measured(**kwargs):
+    """A non-negative float figure, NaN where no series measured it (never a stand-in 0)."""
+    return pa.Field(**{"nullable": True, "ge": 0, **kwargs})

@@ -5,6 +5,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas.fields import Measured
+
 
 class ServiceTraffic(pa.DataFrameModel):
     """Per-interval increases of the serving counters of one pod."""
@@ -34,11 +36,6 @@ class QueueDepth(pa.DataFrameModel):
     waiting: Series[float] = pa.Field(ge=0)
 
 
-def _measured(**kwargs):
-    """A float figure that is NaN where no series measured it (never a stand-in 0)."""
-    return pa.Field(nullable=True, **kwargs)
-
-
 class ServingStats(pa.DataFrameModel):
     """Queue time, batching, occupancy and prefix-cache figures of one pod's serving family over
     one interval (docs/telemetry.md lists the metric behind each column). NaN = not measured.
@@ -52,24 +49,24 @@ class ServingStats(pa.DataFrameModel):
     model_name: Series[str]
     namespace: Series[str]
     pod: Series[str]
-    requests: Series[float] = _measured(ge=0)
-    failures: Series[float] = _measured(ge=0)
-    queue_seconds: Series[float] = _measured(ge=0)
-    queue_requests: Series[float] = _measured(ge=0)
-    queue_seconds_per_request: Series[float] = _measured(ge=0)
-    batch_items: Series[float] = _measured(ge=0)
-    batch_steps: Series[float] = _measured(ge=0)
-    batch_size: Series[float] = _measured(ge=0)
-    tokens_per_step: Series[float] = _measured(ge=0)
-    running: Series[float] = _measured(ge=0)
-    waiting: Series[float] = _measured(ge=0)
-    compute_input_seconds: Series[float] = _measured(ge=0)
-    compute_infer_seconds: Series[float] = _measured(ge=0)
-    compute_output_seconds: Series[float] = _measured(ge=0)
-    prefix_queries: Series[float] = _measured(ge=0)
-    prefix_hits: Series[float] = _measured(ge=0)
-    prefix_hit_rate: Series[float] = _measured(ge=0, le=1)
-    kv_cache_usage: Series[float] = _measured(ge=0)
+    requests: Series[float] = Measured()
+    failures: Series[float] = Measured()
+    queue_seconds: Series[float] = Measured()
+    queue_requests: Series[float] = Measured()
+    queue_seconds_per_request: Series[float] = Measured()
+    batch_items: Series[float] = Measured()
+    batch_steps: Series[float] = Measured()
+    batch_size: Series[float] = Measured()
+    tokens_per_step: Series[float] = Measured()
+    running: Series[float] = Measured()
+    waiting: Series[float] = Measured()
+    compute_input_seconds: Series[float] = Measured()
+    compute_infer_seconds: Series[float] = Measured()
+    compute_output_seconds: Series[float] = Measured()
+    prefix_queries: Series[float] = Measured()
+    prefix_hits: Series[float] = Measured()
+    prefix_hit_rate: Series[float] = Measured(le=1)
+    kv_cache_usage: Series[float] = Measured()
 
     class Config:
         strict = False

@@ -5,7 +5,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas.fields import Fraction
+from schemas.fields import Fraction, Measured
 
 
 class GpuInterval(pa.DataFrameModel):
@@ -56,11 +56,11 @@ class GpuEvidence(pa.DataFrameModel):
     gpu: Series[str]
     uuid: Series[str]
     ts: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
-    sm_active: Series[float] = pa.Field(nullable=True, ge=0)
-    tensor_active: Series[float] = pa.Field(nullable=True, ge=0)
-    dram_active: Series[float] = pa.Field(nullable=True, ge=0)
-    fb_used_mib: Series[float] = pa.Field(nullable=True, ge=0)
-    power_watts: Series[float] = pa.Field(nullable=True, ge=0)
+    sm_active: Series[float] = Measured()
+    tensor_active: Series[float] = Measured()
+    dram_active: Series[float] = Measured()
+    fb_used_mib: Series[float] = Measured()
+    power_watts: Series[float] = Measured()
 
     class Config:
         strict = False
@@ -73,12 +73,12 @@ class Replicas(pa.DataFrameModel):
     namespace: Series[str]
     kind: Series[str] = pa.Field(isin=["deployment", "hpa"])
     name: Series[str]
-    spec_replicas: Series[float] = pa.Field(nullable=True, ge=0)
-    available_replicas: Series[float] = pa.Field(nullable=True, ge=0)
-    current_replicas: Series[float] = pa.Field(nullable=True, ge=0)
-    desired_replicas: Series[float] = pa.Field(nullable=True, ge=0)
-    min_replicas: Series[float] = pa.Field(nullable=True, ge=0)
-    max_replicas: Series[float] = pa.Field(nullable=True, ge=0)
+    spec_replicas: Series[float] = Measured()
+    available_replicas: Series[float] = Measured()
+    current_replicas: Series[float] = Measured()
+    desired_replicas: Series[float] = Measured()
+    min_replicas: Series[float] = Measured()
+    max_replicas: Series[float] = Measured()
 
     class Config:
         strict = False

@@ -36,7 +36,7 @@ from tests.paths import DATA
 # The moto server and the AWS environment of the object store tests (fixtures), and its proxy.
 moto = s3_tests.moto
 aws_env = s3_tests.aws_env
-FaultProxy, ProxyHandler = s3_tests.FaultProxy, s3_tests.ProxyHandler
+ProxyHandler = s3_tests.ProxyHandler
 FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN = s3_tests.FAKE_KEY_ID, s3_tests.FAKE_SECRET, s3_tests.FAKE_TOKEN
 
 pytestmark = pytest.mark.services
@@ -199,21 +199,7 @@ class JsonProxyHandler(ProxyHandler):
 @pytest.fixture
 def proxy(moto):
     """A FaultProxy for Athena / Glue requests on a free port of 127.0.0.1, in front of moto."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    state = FaultProxy(moto.port)
-    handler = type("Handler", (JsonProxyHandler,), {"proxy": state, "results": {}})
-    state.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state.server.daemon_threads = True
-    thread = threading.Thread(target=state.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.server.shutdown()
-        state.server.server_close()
-        thread.join(10)
+    yield from s3_tests.serve_proxy(moto.port, JsonProxyHandler, results={})
 
 
 def connector(proxy, window=HOUR, **options):

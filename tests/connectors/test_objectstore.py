@@ -245,11 +245,11 @@ class ProxyHandler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-@pytest.fixture
-def proxy(moto):
-    """A FaultProxy on a free port of 127.0.0.1 in front of moto."""
-    state = FaultProxy(moto.port)
-    handler = type("Handler", (ProxyHandler,), {"proxy": state})
+def serve_proxy(upstream: int, handler_base: type, **attributes):
+    """A FaultProxy in front of moto on a free port of 127.0.0.1, served by a subclass of
+    ``handler_base`` (with ``attributes``) in a thread; a generator for a fixture to yield from."""
+    state = FaultProxy(upstream)
+    handler = type("Handler", (handler_base,), {"proxy": state, **attributes})
     state.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     state.server.daemon_threads = True
     thread = threading.Thread(target=state.server.serve_forever, daemon=True)
@@ -260,6 +260,12 @@ def proxy(moto):
         state.server.shutdown()
         state.server.server_close()
         thread.join(10)
+
+
+@pytest.fixture
+def proxy(moto):
+    """A FaultProxy on a free port of 127.0.0.1 in front of moto."""
+    yield from serve_proxy(moto.port, ProxyHandler)
 
 
 # --------------------------------------------------------------------------------------------
