@@ -38,7 +38,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from connectors import cur_aggregate as agg
@@ -51,7 +50,7 @@ from connectors.errors import (
     RetriableSourceError,
     SourceError,
 )
-from connectors.focus import first_line, prepare
+from connectors.focus import first_line, session
 from connectors.objectstore import THROTTLING, guard_logs, refuse_credentials, scrub
 from schemas.billing import BillingLine
 
@@ -192,8 +191,7 @@ class AthenaConnector(Connector):
             raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
                                    f"columns {names[:5]}…, not those of the query")
         self._digest = digest(opts, self.query, rows)
-        with duckdb.connect(":memory:") as con:
-            prepare(con)
+        with session() as con:
             layout, lines = load_rows(con, plan, expected, rows, Path(opts.name), self.query_execution_id)
             tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines)
         tables["notes"] = pd.DataFrame(

@@ -59,13 +59,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.focus import (MAX_ERRORS, NUMBER_PATTERN, adopt, file_format, load, null_expr, prepare,
-                              quote_text, raise_all, read_focus_table)
+from connectors.focus import (MAX_ERRORS, NUMBER_PATTERN, adopt, file_format, load, null_expr, quote_text,
+                              raise_all, read_focus_table, session)
 from schemas.billing import BillingLine
 
 UNITS_FILE = Path(__file__).resolve().parent / "data" / "azure_pricing_units.csv"
@@ -122,8 +121,7 @@ class AzureExportConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Load as text, check in Azure's terms, map to FOCUS names, then read as FOCUS."""
         fmt = file_format(self.path)
-        with duckdb.connect(":memory:") as con:
-            prepare(con)
+        with session() as con:
             roles = load_raw(con, self.path, fmt)
             create_azure_view(con, roles)
             raise_all(check_azure_rows(con, roles, self.path))
@@ -133,7 +131,8 @@ class AzureExportConnector(Connector):
                 con.execute(statement)
             con.execute("DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
             columns = adopt(con, "mapped", self.path)
-            tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx)
+            tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx,
+                                                      grain=self.spec.options.get("grain"))
             factors = {rn: (block, rate) for rn, block, rate in con.execute("SELECT * FROM rescale").fetchall()}
         tables["lines"] = rescale(tables["lines"], factors)
         return tables, rows, covered

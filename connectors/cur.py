@@ -48,8 +48,8 @@ from connectors import cur_sql as sql
 from connectors.base import Connector
 from connectors.errors import InputError, InputErrors
 from connectors.focus import (MAX_ERRORS, NUMBER_PATTERN, TIMESTAMP_RANGE, adopt, covered, csv_header,
-                              file_format, first_line, object_series, prepare, quote_text, raise_all,
-                              read_error, read_focus_table, utc_series, utc_text)
+                              file_format, first_line, object_series, quote_text, raise_all, read_error,
+                              read_focus_table, session, utc_series, utc_text)
 from schemas.billing import BillingLine
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet")
@@ -75,8 +75,7 @@ class CurConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Find the current data files, map them to FOCUS in DuckDB, check, filter, normalise."""
         files = discover(self.path)
-        with duckdb.connect(":memory:") as con:
-            prepare(con)
+        with session() as con:
             return read_cur(con, files, self.path, self.ctx, grain=self.spec.options.get("grain"))
 
 

@@ -39,6 +39,7 @@ import io
 import json
 import re
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -128,10 +129,17 @@ class FocusConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Load, check every row, keep the lines in the window and normalise them."""
         fmt = file_format(self.path)
-        with duckdb.connect(":memory:") as con:
-            prepare(con)
+        with session() as con:
             columns = load(con, self.path, fmt)
             return read_focus_table(con, columns, self.path, self.ctx, grain=self.spec.options.get("grain"))
+
+
+@contextmanager
+def session():
+    """An in-memory DuckDB connection with the settings every FOCUS read relies on."""
+    with duckdb.connect(":memory:") as con:
+        prepare(con)
+        yield con
 
 
 def prepare(con) -> None:

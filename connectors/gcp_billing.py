@@ -44,7 +44,7 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.billing_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
-from connectors.focus import adopt, canonical_object, first_line, prepare, read_focus_table
+from connectors.focus import adopt, canonical_object, first_line, read_focus_table, session
 from schemas.billing import BillingLine
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,7 @@ class GcpBillingConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Aggregate (in BigQuery or locally), map to FOCUS names, normalise as FOCUS."""
         where = Path(self.spec.where) if self.in_bigquery else self.path
-        with duckdb.connect(":memory:") as con:
-            prepare(con)
+        with session() as con:
             if self.in_bigquery:
                 self._aggregate_bigquery(con)
             else:
@@ -270,9 +269,9 @@ def source_error(exc: Exception, table: str, limit: int) -> Exception:
     """Map a client or transport fault onto InputError / Retriable / FatalSourceError."""
     if isinstance(exc, (InputError, RetriableSourceError, FatalSourceError)):
         return exc
+    import requests
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
-    import requests
 
     reasons = {e.get("reason") for e in (getattr(exc, "errors", None) or []) if isinstance(e, dict)}
     message = first_line(exc)
