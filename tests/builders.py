@@ -52,3 +52,19 @@ def activity(rows: list[dict]) -> pd.DataFrame:
 
 def window(start="2026-09-01", end="2026-10-01"):
     return (datetime.fromisoformat(start).replace(tzinfo=UTC), datetime.fromisoformat(end).replace(tzinfo=UTC))
+
+
+def billing_case(folder: Path, name: str, window: tuple[str, str], basis: str, **source) -> Path:
+    """A case folder whose case.toml names one billing source (``source``: format, path or uri, …)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = "\n".join(f"{key} = {_toml(value)}" for key, value in {"name": name, **source}.items())
+    (folder / "case.toml").write_text(
+        f'[case]\nname = "{name}"\nwindow = ["{window[0]}", "{window[1]}"]\ncurrency = "USD"\n'
+        f'cost_basis = "{basis}"\nloaded_rate = 120\n\n[[billing]]\n{entries}\n')
+    return folder
+
+
+def _toml(value) -> str:
+    """A TOML string literal (paths and URLs, as JSON escapes them)."""
+    import json
+    return json.dumps(str(value))

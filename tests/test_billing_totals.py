@@ -16,10 +16,10 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.billing_totals import read_totals
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
+from schemas.billing import line_total
 from tests.connectors.test_cur import (LEGACY_HEADER, cur2_rows, instance_hour, legacy_row, write_cur2,
                                        write_legacy, write_manifest)
 from tests.paths import DATA, ROOT
-from schemas.billing import line_total
 
 BILLING = DATA / "billing"
 LABS = BILLING / "aws_wa_labs"

@@ -9,27 +9,14 @@ import pytest
 from audit.case import load_case
 from audit.pipeline import run_audit
 from audit.result import to_dict
+from tests.builders import billing_case
 from tests.paths import DATA
 
 SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
 
 
 def write_case(folder: Path, basis: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "case.toml").write_text(f'''
-[case]
-name = "focus-sample"
-window = ["2024-09-01", "2024-10-01"]
-currency = "USD"
-cost_basis = "{basis}"
-loaded_rate = 120
-
-[[billing]]
-name = "focus-sample"
-format = "focus"
-path = "{SAMPLE}"
-''')
-    return folder
+    return billing_case(folder, "focus-sample", ("2024-09-01", "2024-10-01"), basis, format="focus", path=SAMPLE)
 
 
 @pytest.mark.parametrize("basis, total", [("billed", "20.52"), ("effective", "14.98")])

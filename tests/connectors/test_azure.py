@@ -17,8 +17,8 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
 from connectors.focus import FocusConnector
 from connectors.registry import resolve
-from tests.paths import DATA
 from schemas.billing import line_total
+from tests.paths import DATA
 
 BILLING = DATA / "billing"
 TOOLKIT = BILLING / "msft_finops_toolkit"

@@ -21,8 +21,9 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.cur import CurConnector
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
-from tests.paths import DATA
 from schemas.billing import line_total
+from tests.builders import billing_case
+from tests.paths import DATA
 
 BILLING = DATA / "billing"
 CUR1 = BILLING / "focus_converters" / "aws_cur1_anonymized_2023-11.csv"
@@ -527,19 +528,7 @@ def test_file_without_currency_takes_the_case_currency(tmp_path):
 @pytest.mark.parametrize("basis", ["billed", "effective"])
 def test_workshop_day_through_the_whole_audit(tmp_path, basis):
     path = LABS / "Dec2018-WorkshopCUR-00001.snappy.parquet"
-    (tmp_path / "case.toml").write_text(f'''
-[case]
-name = "workshop-cur"
-window = ["2018-12-01", "2018-12-02"]
-currency = "USD"
-cost_basis = "{basis}"
-loaded_rate = 120
-
-[[billing]]
-name = "workshop"
-format = "cur"
-path = "{path}"
-''')
+    billing_case(tmp_path, "workshop-cur", ("2018-12-01", "2018-12-02"), basis, format="cur", path=path)
     result = run_audit(load_case(tmp_path))
     doc = to_dict(result)
     lines = result.lines

@@ -35,6 +35,7 @@ from audit.result import to_dict
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 from connectors.focus import FocusConnector
+from tests.builders import billing_case
 from tests.paths import DATA
 
 pytestmark = pytest.mark.services
@@ -672,19 +673,7 @@ def test_profile_from_shared_config_is_used(s3, bucket, proxy, tmp_path, monkeyp
 
 def test_case_with_s3_invoice_audits_to_the_provenance_total(s3, bucket, moto, tmp_path):
     put(s3, bucket, "focus_sample_1000.csv", FOCUS_SAMPLE.read_bytes())
-    (tmp_path / "case.toml").write_text(f'''
-[case]
-name = "focus-s3"
-window = ["2024-09-01", "2024-10-01"]
-currency = "USD"
-cost_basis = "billed"
-loaded_rate = 120
-
-[[billing]]
-name = "focus-s3"
-format = "focus"
-uri = "s3://{bucket}/focus_sample_1000.csv"
-endpoint_url = "{moto.url}"
-''')
+    billing_case(tmp_path, "focus-s3", ("2024-09-01", "2024-10-01"), "billed", format="focus",
+                 uri=f"s3://{bucket}/focus_sample_1000.csv", endpoint_url=moto.url)
     doc = to_dict(run_audit(load_case(tmp_path)))
     assert doc["total"] == "20.52" and doc["invoice_total"] == "20.52"
