@@ -174,8 +174,10 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: set[
     # A line's class depends only on its text columns (never on its period or amounts): classify
     # each distinct combination once; a month of hourly lines repeats a few thousand of them.
     by = [c for c in list(FOCUS_COLUMNS.values()) + ["tags", "extra"] if c in lines.columns]
-    codes = lines.groupby(by, sort=False, dropna=False).ngroup().to_numpy() if len(lines) and by else None
-    distinct = lines.iloc[pd.Series(range(len(lines))).groupby(codes).first().to_numpy()] if codes is not None else lines
+    numbered = lines.groupby(by, sort=False, dropna=False).ngroup().to_numpy() if len(lines) and by else range(len(lines))
+    codes = pd.Series(numbered)  # by position
+    # groups are numbered in order of first appearance, so the n-th first occurrence has code n
+    distinct = lines.iloc[codes.drop_duplicates().index]
     for line in distinct.to_dict("records"):
         tags, extra = _json(line.get("tags")), _json(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
@@ -190,7 +192,7 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: set[
         out["gpu_model"].append(gpu_type.gpu_model if gpu_type else gpu_sku_model(line))
     result = lines.copy()
     for key, values in out.items():
-        result[key] = [values[c] for c in codes] if codes is not None else values
+        result[key] = [values[c] for c in codes]
     return result
 
 

@@ -1,6 +1,7 @@
 """AuditResult -> the audit.json dict (docs/audit-json.md): amounts rounded once, here."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -249,7 +250,6 @@ REPLICA_EVIDENCE = {"replicas_spec": ("deployment", "spec_replicas", "kube_deplo
 
 def _figure(value, source, reason=None) -> dict:
     """One evidence figure: a 6-place decimal string with its source, or null with the reason."""
-    import math
     if value is None or not math.isfinite(float(value)):
         return {"value": None, "source": source or None, "reason": reason}
     return {"value": f"{float(value):.6f}", "source": source, "reason": None}
