@@ -14,6 +14,8 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from audit.case import Rule
+from connectors.billing.catalogue import (AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE,  # noqa: F401
+                                          GpuType, gpu_instances, gpu_skus)
 
 # FOCUS column name -> BillingLine column, for rule conditions.
 FOCUS_COLUMNS = {
@@ -27,35 +29,7 @@ FOCUS_COLUMNS = {
     "ResourceName": "resource_name", "ResourceType": "resource_type", "RegionId": "region",
     "SkuId": "sku_id", "SkuPriceId": "sku_price_id", "BillingCurrency": "currency",
 }
-INSTANCE_RE = re.compile(r"\b((?:ml\.)?[a-z][a-z0-9-]*\d[a-z0-9-]*\.(?:\d*x?large|metal[\w-]*|medium|small|micro|nano))\b")
-GCP_MACHINE_RE = re.compile(r"\b([acgmn]\d-(?:highgpu|megagpu|ultragpu|edgegpu|standard|highmem|highcpu)-\d+g?)\b")
-AZURE_RE = re.compile(r"\b(?:standard_)?(n[cdv]\d+[a-z]*(?:_[a-z0-9]+)*_v\d)\b", re.I)
-HOUR_RE = re.compile(r"(?i)\bh(ou)?rs?\b|hours?")
 PART_RE = re.compile(r"(?i)\b(core|cpu|ram|memory|gpu|local ssd)\b")
-
-
-@dataclass(frozen=True)
-class GpuType:
-    """GPU model and count of an instance type."""
-
-    gpu_model: str
-    gpus: int
-
-
-@lru_cache(maxsize=1)
-def gpu_instances() -> dict[str, GpuType]:
-    """The shipped instance-type table."""
-    text = resources.files("audit").joinpath("data/gpu_instances.csv").read_text()
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return {r["instance_type"]: GpuType(r["gpu_model"], int(r["gpus"])) for r in rows}
-
-
-@lru_cache(maxsize=1)
-def gpu_skus() -> list[tuple[re.Pattern, str]]:
-    """The shipped per-GPU meter patterns."""
-    text = resources.files("audit").joinpath("data/gpu_skus.csv").read_text()
-    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return [(re.compile(r["pattern"], re.I), r["gpu_model"]) for r in rows]
 
 
 @lru_cache(maxsize=1)

@@ -421,7 +421,7 @@ def _profiles(result, analyses: dict) -> list[dict]:
 
 def _analyses(result) -> dict:
     """Kernel-level analysis (call paths, findings) of each profile with a trace on disk, parsed once."""
-    from audit.trace_cli import analyse
+    from audit.trace.analyse import analyse
 
     out = {}
     for service, profile in sorted(result.profiles.items()):

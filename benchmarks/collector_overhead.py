@@ -20,12 +20,12 @@ import math
 import statistics
 import time
 
-from connectors import collector_demo as demo
-from connectors.collector_callable import CallableTarget, sender
-from connectors.collector_nvml import Sampler
-from connectors.collector_run import drive
-from connectors.collector_traffic import Arrival, plan
-from connectors.profile_collector import batches
+from collector import demo
+from collector.inprocess import CallableTarget, sender
+from collector.nvml import Sampler
+from collector.drive import drive
+from collector.traffic import Arrival, plan
+from collector.profile import batches
 
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,

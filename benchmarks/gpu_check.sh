@@ -12,8 +12,8 @@ status=0
 echo "== environment"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi: not found"
 "$PY" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)" || status=1
-echo "== collector CUDA paths (python -m connectors.collector_gpucheck)"
-timeout 180 "$PY" -m connectors.collector_gpucheck "$OUT/bundle" 2>&1 | grep -v '^USDT' || status=1
+echo "== collector CUDA paths (python benchmarks/gpu_check.py)"
+timeout 180 "$PY" benchmarks/gpu_check.py "$OUT/bundle" 2>&1 | grep -v '^USDT' || status=1
 echo "== sampling overhead on the GPU (python -m benchmarks.collector_overhead)"
 if timeout 90 "$PY" -m benchmarks.collector_overhead --device cuda:0 --repeats 9 --requests 1000 \
       > "$OUT/overhead.json" 2> "$OUT/overhead.err"; then

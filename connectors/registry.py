@@ -6,22 +6,22 @@ import importlib
 from connectors.errors import InputError
 
 CONNECTORS: dict[str, str] = {
-    "focus": "connectors.focus:FocusConnector",
-    "openmetrics": "connectors.openmetrics:OpenMetricsConnector",
-    "kineto": "connectors.kineto:KinetoConnector",
-    "nsys": "connectors.nsys:NsysConnector",
-    "profile_bundle": "connectors.collector_bundle:ProfileBundleConnector",
-    "cur": "connectors.cur:CurConnector",
-    "azure": "connectors.azure:AzureExportConnector",
-    "access_log": "connectors.access_log:AccessLogConnector",
-    "gcp_billing": "connectors.gcp_billing:GcpBillingConnector",
-    "athena": "connectors.athena:AthenaConnector",
-    "prometheus": "connectors.prometheus:PrometheusConnector",
-    "prom_dump": "connectors.prom_dump:PromDumpConnector",
-    "nvidia_smi": "connectors.nvidia_smi:NvidiaSmiConnector",
-    "dcgmi": "connectors.dcgmi:DcgmiConnector",
-    "sacct": "connectors.sacct:SacctConnector",
-    "opencost": "connectors.opencost:OpenCostConnector",
+    "focus": "connectors.billing.focus:FocusConnector",
+    "openmetrics": "connectors.telemetry.openmetrics:OpenMetricsConnector",
+    "kineto": "connectors.profiles.kineto:KinetoConnector",
+    "nsys": "connectors.profiles.nsys:NsysConnector",
+    "profile_bundle": "connectors.profiles.bundle:ProfileBundleConnector",
+    "cur": "connectors.billing.cur:CurConnector",
+    "azure": "connectors.billing.azure:AzureExportConnector",
+    "access_log": "connectors.telemetry.access_log:AccessLogConnector",
+    "gcp_billing": "connectors.billing.gcp_billing:GcpBillingConnector",
+    "athena": "connectors.billing.athena:AthenaConnector",
+    "prometheus": "connectors.telemetry.prometheus:PrometheusConnector",
+    "prom_dump": "connectors.telemetry.prom_dump:PromDumpConnector",
+    "nvidia_smi": "connectors.telemetry.nvidia_smi:NvidiaSmiConnector",
+    "dcgmi": "connectors.telemetry.dcgmi:DcgmiConnector",
+    "sacct": "connectors.telemetry.sacct:SacctConnector",
+    "opencost": "connectors.telemetry.opencost:OpenCostConnector",
 }
 
 

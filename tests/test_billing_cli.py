@@ -6,7 +6,7 @@ import subprocess
 import sys
 from decimal import Decimal
 
-from audit.billing_cli import sniff_format
+from audit.billing_summary import sniff_format
 from tests.paths import DATA, ROOT
 
 SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"

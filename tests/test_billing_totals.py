@@ -9,11 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from audit.billing_cli import summarise
+from audit.billing_summary import summarise
 from audit.classify import classify, gpu_hours_of
 from benchmarks.billing.generate import generate
 from connectors.base import ReadContext, SourceSpec
-from connectors.billing_totals import read_totals
+from connectors.billing.totals import read_totals
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from schemas.billing import line_total
@@ -176,7 +176,7 @@ def test_a_generated_cur2_export_is_summarised_without_a_frame_of_lines(tmp_path
     def refuse(*args, **kwargs):
         raise AssertionError("a pandas frame of lines was built")
 
-    monkeypatch.setattr("connectors.focus.build_lines", refuse)
+    monkeypatch.setattr("connectors.billing.focus.build_lines", refuse)
     summary = summarise([str(export)], None, None)
     assert summary["sources"] == [{"source": str(export), "format": "cur", "rows": 50_000,
                                    "lines": summary["sources"][0]["lines"]}]

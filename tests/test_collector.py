@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from connectors.base import ReadContext, SourceSpec
-from connectors.collector_callable import Window
-from connectors.collector_stats import compare, cost_per_1000
-from connectors.collector_traffic import Arrival, offsets, read_traffic
-from connectors.profile_collector import CollectConfig, collect
+from collector.inprocess import Window
+from collector.stats import compare, cost_per_1000
+from collector.traffic import Arrival, offsets, read_traffic
+from collector.profile import CollectConfig, collect
 
 TOKENS = 5
 
@@ -79,8 +79,8 @@ def _close(server) -> None:
     server.server_close()
 
 
-DEMO = dict(function="connectors.collector_demo:mlp", pre="connectors.collector_demo:pre",
-            post="connectors.collector_demo:post")
+DEMO = dict(function="collector.demo:mlp", pre="collector.demo:pre",
+            post="collector.demo:post")
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +114,10 @@ def _ctx():
 
 
 def test_kineto_reads_the_collector_trace(mlp_bundle, tmp_path):
-    from connectors.collector_bundle import ProfileBundleConnector
+    from connectors.profiles.bundle import ProfileBundleConnector
     from connectors.errors import InputError
-    from connectors.kineto import KinetoConnector
-    from connectors.trace_events import read_trace, request_spans
+    from connectors.profiles.kineto import KinetoConnector
+    from connectors.profiles.events import read_trace, request_spans
 
     out, _ = mlp_bundle
     starts, ends = request_spans(read_trace(out / "trace.json.gz"))
@@ -133,7 +133,7 @@ def test_kineto_reads_the_collector_trace(mlp_bundle, tmp_path):
     assert frame.tables["profile"].iloc[0]["gap_basis"] == "request_spans"
     assert frame.spec.options["requests"] == 3 and frame.spec.options["service"] == "s"
     assert frame.spec.path == bundle / "trace.json.gz"
-    from audit.findings import findings_from_profile
+    from audit.trace.findings import findings_from_profile
     assert isinstance(findings_from_profile(frame.spec.where), list)
 
 
@@ -211,7 +211,7 @@ def test_http_cold_start(tmp_path):
 
 
 def test_nvml_unmeasured_without_gpu():
-    from connectors.collector_nvml import Sampler, nvml_open
+    from collector.nvml import Sampler, nvml_open
 
     handle, reason = nvml_open()
     if handle:
@@ -271,7 +271,7 @@ def test_compare_cli(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from audit.collect_cli import compare_command
+    from audit.cli.collect import compare_command
 
     app = typer.Typer()
     app.command("compare")(compare_command)

@@ -1,4 +1,4 @@
-"""Kernel-level findings (audit/findings.py) and the `costaudit trace` command (audit/trace_cli.py)."""
+"""Kernel-level findings (audit/trace/findings.py) and the `costaudit trace` command (audit/cli/trace.py)."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from audit.findings import findings_from_profile, findings_from_traces
-from audit.trace_cli import trace_command
-from connectors.trace_events import read_trace
+from audit.trace.findings import findings_from_profile, findings_from_traces
+from audit.cli.trace import trace_command
+from connectors.profiles.events import read_trace
 from tests.paths import DATA
 
 TRACES = DATA / "traces"

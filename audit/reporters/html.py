@@ -7,11 +7,22 @@ names, reasons and kernel names are untrusted strings and are always escaped. Th
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from audit.reporters.view import ReportModel
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def _templates() -> Path:
+    """templates/ at the top of the repository, installed as the package ``audit.templates``."""
+    try:
+        return Path(str(resources.files("audit.templates")))
+    except ModuleNotFoundError:  # a source tree run without installing
+        return Path(__file__).resolve().parents[2] / "templates"
+
+
+TEMPLATES = _templates()
 TEMPLATE = "report.html.j2"
 
 

@@ -41,7 +41,7 @@ def child(grain: str, export: Path) -> None:
     from audit.adjust import spread
     from audit.pipeline import _add_prices
     from connectors.base import ReadContext, SourceSpec
-    from connectors.cur import CurConnector
+    from connectors.billing.cur import CurConnector
 
     began = time.perf_counter()
     spec = SourceSpec("bench", "billing", "cur", export, {"grain": grain})

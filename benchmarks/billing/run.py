@@ -11,7 +11,7 @@ psutil and stops a process that passes ``--cap-gib``):
   (threads, memory limit) as costaudit.
 - ``pandas``: what a user would write: ``pd.read_parquet`` of those columns per file, the product
   name taken out of the ``product`` MAP, ``groupby`` on the keys with sums.
-- ``costaudit``: ``audit.billing_cli.summarise([folder])``, the stage behind ``costaudit billing``
+- ``costaudit``: ``audit.billing_summary.summarise([folder])``, the stage behind ``costaudit billing``
   (format sniffed, manifests read, views built, one query, exact DECIMAL money, GPU-hours).
 
 Times are of the work itself (imports and interpreter start excluded; the process time is shown
@@ -97,7 +97,7 @@ def run_pandas(export: Path) -> int:
 
 def run_costaudit(export: Path) -> int:
     """costaudit's billing stage on the export folder (``costaudit billing FOLDER``)."""
-    from audit.billing_cli import summarise
+    from audit.billing_summary import summarise
     summary = summarise([str(export)], None, None)
     return summary["sources"][0]["rows"]
 
@@ -106,8 +106,8 @@ def child(case: str, export: Path) -> None:
     """Run one case and print {seconds, peak_rss, result} as JSON."""
     runner = {"duckdb": run_duckdb, "pandas": run_pandas, "costaudit": run_costaudit}[case]
     if case == "costaudit":  # import outside the timing, as for the others' libraries
-        import audit.billing_cli  # noqa: F401
-        import connectors.billing_totals  # noqa: F401
+        import audit.billing_summary  # noqa: F401
+        import connectors.billing.totals  # noqa: F401
     elif case == "pandas":
         import pandas  # noqa: F401
     else:

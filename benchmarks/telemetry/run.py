@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.telemetry.build import DAYS, PARAMETERS, SCRAPE, START, build  # noqa: E402
 from connectors.base import ReadContext, SourceSpec  # noqa: E402
-from connectors.prometheus import GPU_REQUEST, WANTED, PrometheusConnector  # noqa: E402
-from connectors.promhttp import PromClient  # noqa: E402
-from connectors.promquery import MAX_POINTS, seconds_text  # noqa: E402
+from connectors.telemetry.prometheus import GPU_REQUEST, WANTED, PrometheusConnector  # noqa: E402
+from connectors.telemetry.promhttp import PromClient  # noqa: E402
+from connectors.telemetry.promquery import MAX_POINTS, seconds_text  # noqa: E402
 from tests.connectors.promserver import PromServer  # noqa: E402
 
 DAY_MS = 86_400_000

@@ -5,7 +5,7 @@
 
 Times cover the import of the analysis code, the load and the breakdown, as a user pays them;
 CPU time is user + system of this process (all its threads); peak RSS is this process's ru_maxrss.
-Both tools import numpy here; connectors/trace_events.py, when it is the first to import it, does
+Both tools import numpy here; connectors/profiles/events.py, when it is the first to import it, does
 so with one OpenBLAS thread (docs/trace.md, "Reading a Chrome trace"), HTA with OpenBLAS's default
 pool.
 """
@@ -22,8 +22,8 @@ from pathlib import Path
 def costaudit(path: str) -> dict:
     """read_trace + our default breakdown + the HTA-compatible breakdown."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from connectors.breakdown import breakdown, hta_breakdown
-    from connectors.trace_events import read_trace
+    from audit.trace.breakdown import breakdown, hta_breakdown
+    from connectors.profiles.events import read_trace
 
     trace = read_trace(Path(path))
     ours = breakdown([trace])

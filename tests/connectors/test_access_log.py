@@ -11,7 +11,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from connectors.access_log import AccessLogConnector
+from connectors.telemetry.access_log import AccessLogConnector
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve

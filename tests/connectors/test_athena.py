@@ -23,11 +23,11 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-import connectors.athena as athena
-from connectors import cur_aggregate as agg
+import connectors.billing.athena as athena
+from connectors.billing import cur_aggregate as agg
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError
-from connectors.focus import prepare
+from connectors.billing.focus import prepare
 from connectors.registry import resolve
 from tests.connectors import test_objectstore as s3_tests
 from tests.connectors.test_cur import read_real

@@ -12,10 +12,10 @@ import duckdb
 import pytest
 
 from audit.classify import classify
-from connectors.azure import AzureExportConnector
+from connectors.billing.azure import AzureExportConnector
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
-from connectors.focus import FocusConnector
+from connectors.billing.focus import FocusConnector
 from connectors.registry import resolve
 from schemas.billing import line_total
 from tests.paths import DATA

@@ -18,7 +18,7 @@ from audit.classify import classify
 from audit.pipeline import run_audit
 from audit.result import to_dict
 from connectors.base import ReadContext, SourceSpec
-from connectors.cur import CurConnector
+from connectors.billing.cur import CurConnector
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from schemas.billing import line_total

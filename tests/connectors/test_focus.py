@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
-from connectors.focus import FocusConnector
+from connectors.billing.focus import FocusConnector
 from connectors.registry import resolve
 from tests.paths import DATA as SHARED_DATA
 
@@ -400,7 +400,7 @@ def test_a_dialect_can_reuse_the_focus_machinery_through_adopt(tmp_path):
     """A mapped table with FOCUS names (any types) goes through the same checks and normalisation."""
     import duckdb
 
-    from connectors.focus import adopt, prepare, read_focus_table
+    from connectors.billing.focus import adopt, prepare, read_focus_table
     ctx = ReadContext(utc(2026, 9, 1), utc(2026, 10, 1), "USD")
     with duckdb.connect(":memory:") as con:
         prepare(con)

@@ -37,9 +37,9 @@ import pyarrow.parquet as pq
 import pytest
 import sqlglot
 
-import connectors.gcp_billing as gcp
+import connectors.billing.gcp_billing as gcp
 from connectors.base import ReadContext, SourceSpec
-from connectors.billing_sql import CREDIT_TYPES, render
+from connectors.billing.gcp_sql import CREDIT_TYPES, render
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 from connectors.registry import resolve
 
@@ -657,7 +657,7 @@ def test_dry_run_first_and_limit_sent(loaded, proxy, caplog):
     """A dry run precedes the query; its bytes are logged and kept; the limit goes with the query."""
     proxy.dry_run_bytes = 7_340_032
     source = connector(table=DETAILED, endpoint=proxy.url, maximum_bytes_billed=10**9)
-    with caplog.at_level(logging.INFO, logger="connectors.gcp_billing"):
+    with caplog.at_level(logging.INFO, logger="connectors.billing.gcp_billing"):
         source.read()
     assert source.bytes_scanned == 7_340_032
     assert "would scan 7340032 bytes" in caplog.text and DETAILED in caplog.text

@@ -15,9 +15,9 @@ import pytest
 from tests.paths import DATA
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
-from connectors.kineto import KinetoConnector, kernel_category, memcpy_category
+from connectors.profiles.kineto import KinetoConnector, kernel_category, memcpy_category
 from connectors.registry import resolve
-from connectors.trace_events import KERNEL, MEMSET, length, load_trace, merge, overlap
+from connectors.profiles.events import KERNEL, MEMSET, length, load_trace, merge, overlap
 
 TRACES = DATA / "traces"
 CTX = ReadContext(datetime(2025, 1, 1, tzinfo=timezone.utc), datetime(2025, 2, 1, tzinfo=timezone.utc), "USD")
@@ -359,10 +359,10 @@ def test_tracelens_qwen_over_its_profiler_step():
 
 # ---------------------------------------------------------------- streaming parse
 
-from connectors import trace_stream                                          # noqa: E402
-from connectors.breakdown import breakdown, hta_breakdown, hta_kernel_types, ranks  # noqa: E402
-from connectors.callpath import NO_LAUNCH, call_paths, folded_stacks, path_table   # noqa: E402
-from connectors.trace_events import read_trace                                # noqa: E402
+from connectors.profiles import stream as trace_stream                                          # noqa: E402
+from audit.trace.breakdown import breakdown, hta_breakdown, hta_kernel_types, ranks  # noqa: E402
+from audit.trace.callpath import NO_LAUNCH, call_paths, folded_stacks, path_table   # noqa: E402
+from connectors.profiles.events import read_trace                                # noqa: E402
 
 TRICKY = 'a "quoted" name with },{ and ]} inside'
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from connectors.base import ReadContext, SourceSpec
-from connectors.breakdown import breakdown
-from connectors.callpath import call_paths
+from audit.trace.breakdown import breakdown
+from audit.trace.callpath import call_paths
 from connectors.errors import InputError
-from connectors.nsys import NsysConnector, read_nsys
-from connectors.trace_events import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, gpu_view
+from connectors.profiles.nsys import NsysConnector, read_nsys
+from connectors.profiles.events import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, gpu_view
 from tests.paths import DATA
 
 NSYS = DATA / "traces" / "nsys-extrap"

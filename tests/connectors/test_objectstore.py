@@ -34,7 +34,7 @@ from audit.pipeline import run_audit
 from audit.result import to_dict
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
-from connectors.focus import FocusConnector
+from connectors.billing.focus import FocusConnector
 from tests.builders import billing_case
 from tests.paths import DATA
 

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from connectors.base import ReadContext, SourceSpec
-from connectors.dcgmi import DcgmiConnector
+from connectors.telemetry.dcgmi import DcgmiConnector
 from connectors.errors import InputError, InputErrors
-from connectors.nvidia_smi import NvidiaSmiConnector
-from connectors.opencost import OpenCostConnector
-from connectors.openmetrics import OpenMetricsConnector
-from connectors.prom_dump import PromDumpConnector
-from connectors.sacct import SacctConnector, expand_nodelist
+from connectors.telemetry.nvidia_smi import NvidiaSmiConnector
+from connectors.telemetry.opencost import OpenCostConnector
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.prom_dump import PromDumpConnector
+from connectors.telemetry.sacct import SacctConnector, expand_nodelist
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "offline_telemetry"

@@ -14,7 +14,7 @@ from tests.paths import DATA
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
-from connectors.openmetrics import OpenMetricsConnector, resource_id
+from connectors.telemetry.openmetrics import OpenMetricsConnector, resource_id
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = DATA / "metrics" / "datadog-integrations-core"

@@ -23,10 +23,10 @@ from audit.result import to_dict
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError
-from connectors.openmetrics import OpenMetricsConnector
-from connectors.promhttp import PromClient
-from connectors.prometheus import PrometheusConnector
-from connectors.promquery import MAX_POINTS, Puller, Window, chunks, probe_left_open
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.promhttp import PromClient
+from connectors.telemetry.prometheus import PrometheusConnector
+from connectors.telemetry.promquery import MAX_POINTS, Puller, Window, chunks, probe_left_open
 from tests.connectors.prom_scenarios import scenario
 from tests.connectors.promserver import FaultProxy, PromServer, backfill, self_signed
 from tests.paths import ROOT
@@ -75,7 +75,7 @@ def demo_prom(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def registered(monkeypatch):
     """The format name resolves whether or not the registry lists it yet; backoffs are short."""
-    monkeypatch.setitem(registry.CONNECTORS, "prometheus", "connectors.prometheus:PrometheusConnector")
+    monkeypatch.setitem(registry.CONNECTORS, "prometheus", "connectors.telemetry.prometheus:PrometheusConnector")
     monkeypatch.setattr(PromClient, "backoff_seconds", 0.05)
 
 

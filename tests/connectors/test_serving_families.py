@@ -25,8 +25,8 @@ from audit.render import render
 from audit.result import to_dict
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
-from connectors.openmetrics import OpenMetricsConnector
-from connectors.prom_dump import PromDumpConnector
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.prom_dump import PromDumpConnector
 from tests.builders import frame, line, lines_frame
 from tests.paths import DATA, ROOT
 
@@ -244,9 +244,9 @@ def prom(tmp_path_factory):
 @pytest.mark.services
 @pytest.mark.parametrize("step", [300, 900, None])
 def test_prometheus_gives_the_same_tables(prom, monkeypatch, step):
-    from connectors.prometheus import PrometheusConnector
+    from connectors.telemetry.prometheus import PrometheusConnector
     monkeypatch.setitem(registry.CONNECTORS, "prometheus",
-                        "connectors.prometheus:PrometheusConnector")
+                        "connectors.telemetry.prometheus:PrometheusConnector")
     spec = SourceSpec("prom", "telemetry", "prometheus", None, {"url": prom.url})
     got = PrometheusConnector(spec, ctx(step)).read()
     assert_same_tables(read_file(SERVING, step), got)

@@ -1,0 +1,150 @@
+"""The totals behind `costaudit billing`: the quick look at invoices a user takes before an audit.
+
+Totals by ChargeCategory, ServiceName and currency (billed and effective), and GPU-hours by
+instance type, for each source named on the command line. The format is sniffed from the file's
+header unless given. FOCUS and CUR sources are totalled in DuckDB, where they lie (no line reaches
+pandas); Azure and GCP exports still go through their connectors.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+from audit.money import ZERO, cents, fmt
+
+SNIFF = (
+    ("cur", ("lineitem/unblendedcost", "line_item_unblended_cost")),
+    ("azure", ("costinbillingcurrency", "metercategory", "costinbillingcurrencycode")),
+    ("focus", ("billedcost",)),
+    ("gcp_billing", ("billing_account_id",)),
+)
+
+
+def sniff_format(path: Path) -> str:
+    """The billing format of a file, from its header (or first JSON record)."""
+    from connectors.errors import InputError
+
+    if not path.exists():
+        raise InputError(path, "file not found", expected="a billing export file or folder")
+    try:
+        names = {n.lower() for n in _header(path)}
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(path, f"unreadable header: {exc}",
+                         expected="a billing export (CSV, CSV.gz, Parquet)") from None
+    for fmt_name, markers in SNIFF:
+        if names & set(markers):
+            return fmt_name
+    raise ValueError(f"{path}: cannot tell the billing format from its columns; pass --format "
+                     "(focus, cur, azure, gcp_billing)")
+
+
+def _header(path: Path) -> list[str]:
+    name = path.name.lower()
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(".json"))
+        return _header(files[0]) if files else []
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        return pq.read_schema(path).names
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
+        first = handle.readline()
+    if first.lstrip().startswith("{"):
+        return list(json.loads(first))
+    import csv
+    return next(csv.reader([first]), [])
+
+
+def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, datetime] | None,
+              currency: str = "USD") -> dict:
+    """Total every source; returns a JSON-able dict.
+
+    FOCUS and CUR sources are aggregated in DuckDB (:mod:`connectors.billing.totals`): only the
+    totals come back to Python. Azure and GCP exports go through their connectors (line-level);
+    an ``s3://`` uri is downloaded into the cache first and then read like a local path.
+    """
+    start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
+    out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
+           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
+    for source in sources:
+        path = _local(source)
+        kind = fmt_name or sniff_format(path)
+        if kind in PUSHDOWN:
+            rows, lines = _pushdown(out, path, kind, (start, end), currency)
+        else:
+            rows, lines = _connector(out, path, kind, (start, end), currency)
+        out["sources"].append({"source": source, "format": kind, "rows": rows, "lines": lines})
+    return _finish(out)
+
+
+PUSHDOWN = ("focus", "cur")
+
+
+def _local(source: str) -> Path:
+    """A local path for a source: itself, or the cached copy of an ``s3://`` uri."""
+    if source.startswith("s3://"):
+        from connectors.objectstore import materialise  # boto3 only when a uri is given
+        return materialise(source, {})
+    return Path(source).resolve()
+
+
+def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
+    """Add one source's totals, aggregated in DuckDB; returns (rows read, lines in the window)."""
+    from connectors.billing.totals import read_totals
+
+    totals = read_totals(path, kind, window, currency)
+    for key, table in (("by_category", totals.by_category), ("by_service", totals.by_service),
+                       ("by_currency", totals.by_currency)):
+        for name, (billed, effective) in table.items():
+            name = (name or "(none)") if key == "by_service" else name
+            out[key][name][0] += billed
+            out[key][name][1] += effective
+    for name, hours in totals.gpu_hours.items():
+        out["gpu_hours"][name] += hours
+    return totals.rows, totals.lines
+
+
+def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
+    """Add one source's totals through its connector (line-level); returns (rows, lines)."""
+    from audit.classify import classify
+    from connectors.base import ReadContext, SourceSpec
+    from connectors.registry import resolve
+    from schemas.billing import line_total
+
+    spec = SourceSpec(path.name, "billing", kind, path, {})
+    frame = resolve(kind)(spec, ReadContext(window[0], window[1], currency)).read()
+    lines = classify(frame.tables["lines"], (), set(), set())
+    _accumulate(out, lines)
+    return frame.rows, line_total(lines)
+
+
+def _pair():
+    return [ZERO, ZERO]
+
+
+def _accumulate(out: dict, lines) -> None:
+    from audit.classify import gpu_hours_of
+    for line in lines.to_dict("records"):
+        for key, value in (("by_category", line["charge_category"]), ("by_service", line["service_name"] or "(none)"),
+                           ("by_currency", line["currency"])):
+            out[key][value][0] += line["billed_cost"]
+            out[key][value][1] += line["effective_cost"]
+        if line["resource_class"] == "gpu_compute":
+            out["gpu_hours"][line["instance_type"] or line["gpu_model"] or "(unknown)"] += gpu_hours_of(line)
+
+
+def _finish(out: dict) -> dict:
+    def table(rows):
+        return [{"name": k, "billed": str(cents(v[0])), "effective": str(cents(v[1]))}
+                for k, v in sorted(rows.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    return {"sources": out["sources"], "by_charge_category": table(out["by_category"]),
+            "by_service": table(out["by_service"]), "by_currency": table(out["by_currency"]),
+            "gpu_hours_by_instance_type": [{"instance_type": k, "gpu_hours": fmt(v, 2)}
+                                           for k, v in sorted(out["gpu_hours"].items())]}
+
+
+__all__ = ["sniff_format", "summarise"]

@@ -1,0 +1,36 @@
+"""The costaudit command line: one module per command, each a thin layer over an API function.
+
+``run`` / ``validate`` / ``init`` (audit/cli/run.py), ``billing`` (billing.py), ``trace``
+(trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``connectors`` (formats.py). Errors
+become one line on stderr and an exit code (audit/cli/common.py). Nothing heavy is imported at
+start-up: pandas, DuckDB, torch and weasyprint load inside the commands that need them.
+
+Exit codes: 0 the audit reconciles (or nothing could be measured, and the verdict says so);
+1 an input or configuration error (nothing written); 2 it ran but does not reconcile (report written).
+"""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from audit.cli import billing, collect, compare, formats, run, trace
+from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK  # noqa: F401  (the exit codes, for callers)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Audit GPU inference spend: model compute, serving path, platform overhead.")
+
+app.command()(run.run)
+app.command()(run.validate)
+app.command()(run.init)
+app.command()(billing.billing)
+app.command()(trace.trace)
+app.command()(formats.connectors)
+app.command("collect")(collect.collect_command)
+app.command("compare")(compare.compare_command)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Entry point of the `costaudit` script."""
+    app(args=argv if argv is not None else sys.argv[1:], prog_name="costaudit")

@@ -1,0 +1,60 @@
+"""`costaudit billing SOURCE… [--format F] [--window START END] [--json]`: the quick look at invoices.
+
+A thin layer over :func:`audit.billing_summary.summarise`: parses the window, prints the totals as
+text or JSON.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import List, Optional, Tuple
+
+import typer
+
+from audit.cli.common import fail, known_errors
+
+
+def billing(sources: List[str] = typer.Argument(..., help="billing files, folders or s3:// uris"),
+            format: Optional[str] = typer.Option(None, "--format", help="focus, cur, azure, gcp_billing (default: sniffed)"),
+            window: Optional[Tuple[str, str]] = typer.Option(None, "--window", help="START END (UTC), end exclusive"),
+            currency: str = typer.Option("USD", "--currency", help="currency of files without one"),
+            as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Totals by charge category, service and currency, and GPU-hours by instance type."""
+    import json as jsonlib
+
+    from audit.billing_summary import summarise
+
+    span = None
+    if window and window[0]:
+        try:
+            span = (parse_day(window[0]), parse_day(window[1]))
+        except ValueError:
+            fail(f"--window {window[0]} {window[1]}: expected two ISO dates, START END")
+    try:
+        summary = summarise(sources, format, span, currency.upper())
+    except known_errors() as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc))
+    typer.echo(jsonlib.dumps(summary, indent=2) if as_json else render_text(summary))
+
+
+def render_text(summary: dict) -> str:
+    """A plain-text rendering of the summary."""
+    lines = []
+    for s in summary["sources"]:
+        lines.append(f"{s['source']}: {s['format']}, {s['rows']} rows, {s['lines']} lines in the window")
+    for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service"),
+                       ("By currency", "by_currency")):
+        lines.append(f"\n{title + ':':<48}{'billed':>16}{'effective':>16}")
+        for row in summary[key]:
+            lines.append(f"  {row['name'][:46]:<46}{row['billed']:>16}{row['effective']:>16}")
+    lines.append("\nGPU-hours by instance type:")
+    for row in summary["gpu_hours_by_instance_type"] or [{"instance_type": "(no GPU instance lines)", "gpu_hours": ""}]:
+        lines.append(f"  {row['instance_type']:<46}{row['gpu_hours']:>16}")
+    return "\n".join(lines)
+
+
+def parse_day(text: str) -> datetime:
+    """A UTC date or datetime from the command line."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)

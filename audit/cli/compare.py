@@ -1,0 +1,61 @@
+"""`costaudit compare A B`: the net-gain verdict of bundle B over bundle A under identical traffic."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import typer
+
+from audit.cli.common import fail, ms_or_na as _ms
+
+NO_GAIN = 3
+
+
+def compare_command(
+        a: Path = typer.Argument(..., help="baseline bundle folder (or its profile.json)"),
+        b: Path = typer.Argument(..., help="treatment bundle folder (or its profile.json)"),
+        price_a: str = typer.Option(..., "--price-a", help="instance price per hour of A"),
+        price_b: str = typer.Option(..., "--price-b", help="instance price per hour of B"),
+        percentile: str = typer.Option("p95", "--percentile", help="p50 | p95 | p99"),
+        as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Net-gain verdict of B over A under identical traffic, with cost per 1,000 inferences."""
+    from collector.stats import compare
+
+    if percentile not in ("p50", "p95", "p99"):
+        fail(f"--percentile {percentile!r}: expected p50, p95 or p99")
+    try:
+        result = compare(_bundle(a), _bundle(b), _price(price_a), _price(price_b), percentile)
+    except (OSError, ValueError) as exc:
+        fail(str(exc))
+    typer.echo(json.dumps(result, indent=2) if as_json else render_compare(result))
+    raise typer.Exit(0 if result["verdict"] == "net_gain" else NO_GAIN)
+
+
+def _bundle(path: Path) -> dict:
+    file = path / "profile.json" if path.is_dir() else path
+    return json.loads(file.read_text())
+
+
+def _price(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"price {text!r}: expected a number (per hour)")
+    if value < 0:
+        raise ValueError(f"price {text!r}: expected ≥ 0")
+    return value
+
+
+def render_compare(result: dict) -> str:
+    """The verdict, one line per sweep point, and where it holds and inverts."""
+    lines = [f"verdict: {result['verdict']} (at {result['percentile']}, cost per 1,000 inferences)"]
+    if result["reason"]:
+        lines.append(f"  {result['reason']}")
+    for p in result["points"]:
+        lat, cost = p["latency_ms"], p["cost_per_1000"]
+        lines.append(f"  b={p['batch_size']:<3} c={p['concurrency']:<3} {result['percentile']} "
+                     f"{_ms(lat['a'])} → {_ms(lat['b'])}  cost/1k {cost['a']} → {cost['b']}  {p['verdict']}")
+    lines.append(f"  holds at batch sizes: {result['holds_at_batch_sizes'] or 'none'}; "
+                 f"inverts at: {result['inverts_at_batch_sizes'] or 'none'}")
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""`costaudit run`, `validate` and `init`: the audit of a case, its checks, and a case template.
+
+Exit codes: 0 the audit reconciles (or nothing could be measured, and the verdict says so);
+1 an input or configuration error (nothing written); 2 it ran but does not reconcile (report written).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from audit.cli.common import NOT_RECONCILED, OK, INPUT_ERROR, fail, known_errors
+
+FORMATS = "pdf,html,json,xlsx,csv"
+
+
+def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or the case file"),
+        out: Optional[Path] = typer.Option(None, "--out", help="output folder (default out/<case name>)"),
+        format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS)) -> None:
+    """Run the audit on a case and write the report."""
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    from audit.render import render
+    from audit.result import to_dict
+
+    formats = [f.strip() for f in format.split(",") if f.strip()]
+    try:
+        loaded = load_case(case)
+        result = _with_progress(loaded, run_audit)
+        document = to_dict(result)
+        target = out or Path("out") / loaded.name
+        written = render(document, target, formats)
+    except known_errors() as exc:
+        fail(str(exc))
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+    _summary(document, written)
+    verdict = document["reconciliation"]["verdict"]
+    raise typer.Exit(NOT_RECONCILED if verdict == "does_not_reconcile" else OK)
+
+
+def _with_progress(case, run_audit):
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
+                  console=_console()) as bar:
+        task = bar.add_task("reading sources", total=None)
+
+        def step(spec):
+            bar.update(task, description=f"reading {spec.kind} source {spec.name} ({spec.format})")
+        return run_audit(case, progress=step)
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+def _summary(document: dict, written) -> None:
+    b, r = document["buckets"], document["reconciliation"]
+    cur = document["currency"]
+    typer.echo(f"total in scope ({document['cost_basis']}): {document['total']} {cur}")
+    for name in ("model_compute", "serving_path", "platform_overhead", "unattributed"):
+        typer.echo(f"  {name:<18} {b[name]['amount']:>14} {cur}  ({b[name]['share']})")
+    gap = r["gap"] if r["gap"] is not None else "n/a"
+    typer.echo(f"reconciliation: {r['verdict']} (gap {gap}, tolerance {r['tolerance']})")
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+def validate(case: Path = typer.Argument(..., help="case folder or case file")) -> None:
+    """Check the case file and every source; print every problem at once."""
+    from audit.case import load_case
+    from audit.collect import check
+    from audit.normalise import billing_lines
+
+    try:
+        loaded = load_case(case)
+    except known_errors() as exc:
+        fail(str(exc))
+    problems = check(loaded, case_checks=billing_lines)
+    for problem in problems:
+        typer.echo(f"costaudit: error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(INPUT_ERROR)
+    typer.echo(f"{loaded.path}: case and {len(loaded.sources)} source(s) are valid")
+
+
+def init(folder: Path = typer.Argument(..., help="folder to create the case in")) -> None:
+    """Write a commented case.toml template into FOLDER."""
+    from importlib import resources
+
+    target = folder / "case.toml"
+    if target.exists():
+        fail(f"{target} already exists; not overwriting it")
+    folder.mkdir(parents=True, exist_ok=True)
+    target.write_text(resources.files("audit").joinpath("data/case_template.toml").read_text())
+    typer.echo(f"wrote {target}: fill in the window, sources and services, then `costaudit validate {folder}`")

@@ -1,0 +1,114 @@
+"""`costaudit trace TRACE… [--json] [--price-per-gpu-hour X] [--folded F]`: what the GPU did, and what it wasted.
+
+Several files are read as the ranks of one job (Kineto Chrome traces, .json / .json.gz, or Nsight
+Systems SQLite exports). Printed per rank: each device's window, busy and idle time, kernel-active
+time, serving gap ratio, coarse and fine categories, its busiest streams; the same figures under
+HTA's rules; the top call paths by GPU time; then the findings, priced when a price is given.
+``--json`` prints the same as one JSON document (format 1), built by :func:`audit.trace.analyse.analyse`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from audit.cli.common import fail
+
+TOP_STREAMS = 5
+
+
+def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz or Nsight .sqlite; several = ranks"),
+          as_json: bool = typer.Option(False, "--json", help="print JSON"),
+          price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="price one GPU-hour to cost findings"),
+          folded: Optional[Path] = typer.Option(None, "--folded", help="write folded stacks (flamegraph.pl / speedscope)")) -> None:
+    """Where the GPU time went, which call paths spent it, and what was wasted."""
+    try:
+        value = Decimal(price) if price is not None else None
+    except InvalidOperation:
+        fail(f"--price-per-gpu-hour {price!r} is not a number")
+    raise typer.Exit(trace_command(traces, as_json, value, folded=folded))
+
+
+def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folded: Path | None = None) -> int:
+    """Analyse the traces at ``paths`` and print a summary (or JSON); 0 on success, 1 on bad input.
+
+    ``folded``, when given, receives the folded stacks (``frame;frame;kernel <µs>`` per line) of
+    every rank, for flamegraph.pl or speedscope.
+    """
+    from audit.trace.analyse import analyse
+    from connectors.errors import SourceError
+
+    try:
+        document, stacks = analyse(paths, price)
+    except SourceError as exc:
+        print(f"costaudit: error: {exc}", file=sys.stderr)
+        return 1
+    if folded is not None:
+        Path(folded).write_text("".join(line + "\n" for line in stacks))
+    print(json.dumps(document, indent=1, sort_keys=True) if as_json else render(document))
+    return 0
+
+
+def _ms(us: float) -> str:
+    """Microseconds as milliseconds text."""
+    return f"{us / 1000:,.3f} ms"
+
+
+def render(document: dict) -> str:
+    """The readable summary of a trace document."""
+    lines = []
+    hta = {r["rank"]: r for r in document["hta_compatible"]}
+    for rank in document["ranks"]:
+        lines.append(f"rank {rank['rank']}  {rank['file']}  ({rank['source']})")
+        for device in rank["devices"]:
+            lines += _device_lines(device)
+        h = hta.get(rank["rank"])
+        if h and h["window_us"] > 0:
+            lines.append(f"  HTA rules: window {_ms(h['window_us'])}, busy {_ms(h['busy_us'])}, "
+                         f"idle {_ms(h['idle_us'])} ({100 * h['idle_us'] / h['window_us']:.2f} %)")
+        lines.append("")
+    for entry in document["call_paths"]:
+        lines.append(f"top call paths by GPU time, rank {entry['rank']}")
+        for r in entry["top"]:
+            lines.append(f"  {_ms(r['gpu_us']):>14}  {100 * float(r['share_of_gpu_work']):5.1f} %  "
+                         f"{r['call_path']}  →  {r['top_kernel'][:80]}")
+        lines.append("")
+    lines += _finding_lines(document["findings"], document["price_per_gpu_hour"])
+    return "\n".join(lines)
+
+
+def _device_lines(device: dict) -> list[str]:
+    """Window, busy, idle, categories and busiest streams of one device."""
+    window = device["window_us"]
+    idle_pct = 100 * device["idle_us"] / window if window else 0.0
+    gap = device.get("gap_ratio")
+    out = [f"  device {device['device']} {device['name']}".rstrip(),
+           f"    window {_ms(window)}  busy {_ms(device['busy_us'])}  idle {_ms(device['idle_us'])} "
+           f"({idle_pct:.2f} %)  kernel-active {_ms(device['kernel_active_us'])}  "
+           f"gap ratio {gap if gap is not None else 'n/a'}",
+           "    " + "  ".join(f"{name} {_ms(us)}" for name, us in device["coarse_us"].items()),
+           "    " + "  ".join(f"{name} {_ms(us)}" for name, us in list(device["categories_us"].items())[:8])]
+    streams = sorted(device["streams"], key=lambda s: -s["busy_us"])[:TOP_STREAMS]
+    out += [f"    stream {s['stream']:>4}: busy {_ms(s['busy_us'])} of {_ms(s['window_us'])}, "
+            f"{s['events']} events" for s in streams]
+    return out
+
+
+def _finding_lines(findings: list[dict], price: str | None) -> list[str]:
+    """One block per finding."""
+    if not findings:
+        return ["findings: none"]
+    out = [f"findings ({len(findings)})" + ("" if price else "; give --price-per-gpu-hour to price them")]
+    for f in findings:
+        cost = (f"  cost {f['cost']} per GPU-hour ({f['profile_cost']} in this profile)"
+                if f["cost"] is not None else "")
+        out += [f"  [{f['id']}] {f['title']}: {f['gpu_ms']} ms, {100 * float(f['share'] or 0):.2f} % of GPU time, "
+                f"{f['bucket']}.{f['part']}{cost}",
+                f"      kernel: {f['kernel'][:100]}",
+                f"      call path: {f['call_path']}",
+                f"      fix: {f['fix']}"]
+    return out

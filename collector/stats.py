@@ -1,0 +1,177 @@
+"""Figures of a collector run and the net-gain verdict between two runs (METHOD §8).
+
+Latency is measured from each request's scheduled send time. Throughput is in inferences per second
+(one inference = one input item, so a request of batch b is b inferences). Cost per 1,000 inferences
+= instance price per hour / (sustained throughput × 3600) × 1000; money stays ``Decimal``.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Iterable
+
+import numpy as np
+
+from collector.traffic import Request
+
+PERCENTILES = (50, 95, 99)
+
+
+def percentiles(values: Iterable[float]) -> dict | None:
+    """p50 / p95 / p99 / max in milliseconds (None when there are no values)."""
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        return None
+    out = {f"p{p}": float(np.percentile(arr, p)) * 1000 for p in PERCENTILES}
+    out["max"] = float(arr.max()) * 1000
+    out["mean"] = float(arr.mean()) * 1000
+    return out
+
+
+def run_figures(requests: list[Request], max_error_rate: float = 0.01,
+                slo_ms: float | None = None) -> dict:
+    """Latency percentiles, throughput, goodput and error rate of one run."""
+    done = [r for r in requests if r.done]
+    ok = [r for r in done if r.ok]
+    if not done:
+        return {"requests": 0, "reason": "unmeasured: no request completed"}
+    start = min(r.scheduled for r in done)
+    wall = max(max(r.done for r in done) - start, 1e-9)
+    good = [r for r in ok if slo_ms is None or r.latency * 1000 <= slo_ms]
+    error_rate = 1 - len(ok) / len(done)
+    inferences = sum(r.batch_size for r in ok)
+    figures = {
+        "requests": len(done), "succeeded": len(ok), "error_rate": error_rate, "wall_s": wall,
+        "latency_ms": percentiles(r.latency for r in ok),
+        "requests_per_s": len(ok) / wall, "inferences_per_s": inferences / wall,
+        "goodput": _goodput(good, len(done), wall, max_error_rate, slo_ms),
+        "prompt_tokens": _token_sum(ok, "prompt_tokens"),
+        "generated_tokens": _token_sum(ok, "generated_tokens"),
+        "host_pre_ms": percentiles(r.pre_s for r in ok),
+        "host_post_ms": percentiles(r.post_s for r in ok),
+        "copy_ms": _copy(ok),
+        "errors": _error_kinds(done),
+    }
+    streaming = [r for r in ok if r.ttft is not None]
+    if streaming:
+        figures["ttft_ms"] = percentiles(r.ttft for r in streaming)
+        figures["itl_ms"] = percentiles(g for r in streaming for g in r.itl)
+    return figures
+
+
+def _goodput(good: list[Request], total: int, wall: float, bound: float, slo_ms) -> dict:
+    """Successful (within the SLO, if any) requests per second, if the error rate stays in bound."""
+    bad_rate = 1 - len(good) / total
+    value = len(good) / wall if bad_rate <= bound else 0.0
+    out = {"requests_per_s": value, "error_rate_bound": bound, "slo_ms": slo_ms,
+           "bad_rate": bad_rate, "within_bound": bad_rate <= bound}
+    if bad_rate > bound:
+        out["reason"] = f"error rate {bad_rate:.4f} exceeds the bound {bound}"
+    return out
+
+
+def _token_sum(requests: list[Request], name: str) -> int | None:
+    """Sum of a token count, or None when any request did not report it."""
+    values = [getattr(r, name) for r in requests]
+    if not values or any(v is None for v in values):
+        return None
+    return int(sum(values))
+
+
+def _copy(requests: list[Request]) -> dict:
+    """Host↔device copy time percentiles, or the reason it is unmeasured."""
+    values = [r.copy_s for r in requests if r.copy_s is not None]
+    if not values:
+        return {"measured": False, "reason": "unmeasured: no CUDA device"}
+    return {"measured": True, **percentiles(values)}
+
+
+def _error_kinds(requests: list[Request]) -> dict:
+    """Count of requests per error text (first 80 characters)."""
+    out: dict[str, int] = {}
+    for r in requests:
+        if not r.ok:
+            key = (r.error or "unknown")[:80]
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+# ------------------------------------------------------------------ cost and the net-gain verdict
+
+def cost_per_1000(price_per_hour: Decimal, inferences_per_s: float) -> Decimal | None:
+    """Instance price per hour / (sustained throughput × 3600) × 1000 (None at zero throughput)."""
+    if inferences_per_s <= 0:
+        return None
+    return (Decimal(price_per_hour) / (Decimal(repr(float(inferences_per_s))) * 3600)
+            * 1000).quantize(Decimal("0.000001"))
+
+
+def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str) -> dict:
+    """Is B a net gain over A at one sweep point: not slower at ``pct`` and not dearer per 1,000."""
+    cost_a = cost_per_1000(price_a, a.get("inferences_per_s", 0.0))
+    cost_b = cost_per_1000(price_b, b.get("inferences_per_s", 0.0))
+    lat_a = (a.get("latency_ms") or {}).get(pct)
+    lat_b = (b.get("latency_ms") or {}).get(pct)
+    out = {"latency_ms": {"a": lat_a, "b": lat_b}, "cost_per_1000": {"a": _s(cost_a), "b": _s(cost_b)},
+           "error_rate": {"a": a.get("error_rate"), "b": b.get("error_rate")}}
+    if None in (cost_a, cost_b, lat_a, lat_b):
+        return {**out, "verdict": "not_measured", "reason": "a run served nothing or no latency"}
+    faster, cheaper = lat_b <= lat_a, cost_b <= cost_a
+    strictly = lat_b < lat_a or cost_b < cost_a
+    if faster and cheaper and strictly:
+        verdict = "net_gain"
+    elif lat_b < lat_a and not cheaper:
+        verdict = "faster_but_dearer"
+    elif lat_a == lat_b and cost_a == cost_b:
+        verdict = "no_change"
+    else:
+        verdict = "no_gain"
+    return {**out, "verdict": verdict}
+
+
+def _s(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+TRAFFIC_KEYS = ("process", "rate_per_s", "shape", "seed", "requests", "concurrency", "batch_sizes")
+
+
+def traffic_mismatch(a: dict, b: dict) -> list[str]:
+    """The ways two bundles' traffic differs (empty when identical)."""
+    out = []
+    ta, tb = a.get("arrival", {}), b.get("arrival", {})
+    for key in TRAFFIC_KEYS:
+        if ta.get(key) != tb.get(key):
+            out.append(f"arrival.{key}: {ta.get(key)!r} vs {tb.get(key)!r}")
+    for key in ("payload_bytes", "traffic_file_sha256"):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {a.get(key)!r} vs {b.get(key)!r}")
+    return out
+
+
+def compare(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str = "p95") -> dict:
+    """The net-gain verdict of B over A per sweep point and overall (METHOD §8)."""
+    mismatch = traffic_mismatch(a, b)
+    pa = {_key(p): p for p in a.get("sweep", [])}
+    points = []
+    for p in b.get("sweep", []):
+        if _key(p) in pa:
+            row = point_verdict(pa[_key(p)], p, price_a, price_b, pct)
+            points.append({"batch_size": p["batch_size"], "concurrency": p["concurrency"], **row})
+    holds = sorted({p["batch_size"] for p in points if p["verdict"] == "net_gain"})
+    inverts = sorted({p["batch_size"] for p in points if p["verdict"] != "net_gain"})
+    if mismatch:
+        overall, reason = "not_comparable", "traffic differs: " + "; ".join(mismatch)
+    elif not points:
+        overall, reason = "not_measured", "no sweep point (batch size, concurrency) in common"
+    else:
+        overall = "net_gain" if all(p["verdict"] == "net_gain" for p in points) else (
+            "mixed" if holds else "no_gain")
+        reason = None
+    return {"percentile": pct, "verdict": overall, "reason": reason, "points": points,
+            "holds_at_batch_sizes": holds, "inverts_at_batch_sizes": inverts,
+            "price_per_hour": {"a": str(price_a), "b": str(price_b)},
+            "includes": "latency and throughput are end to end: host pre/post and copy time included"}
+
+
+def _key(point: dict) -> tuple:
+    return (point.get("batch_size"), point.get("concurrency"))

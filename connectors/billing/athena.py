@@ -1,0 +1,434 @@
+"""AWS CUR tables in Athena → table ``lines`` (``BillingLine``), aggregated where the data lives.
+
+A source such as ``format = "athena"``, ``table = "cur_db.cur_table"`` (or ``database`` +
+``table``), ``workgroup`` (default ``primary``), ``output_location`` (``s3://…`` for the query
+results; optional when the workgroup sets one), ``catalog`` (default ``AwsDataCatalog``),
+``region``, ``profile``, ``timeout_s`` (default 600) and ``endpoint_url`` (an Athena-compatible
+endpoint, for tests) is read in three steps:
+
+1. The table's columns come from the Glue Data Catalog (``glue:GetTable``; another catalog:
+   ``athena:GetTableMetadata``) and are resolved to CUR fields: legacy CUR through Athena
+   (``line_item_unblended_cost``, flat ``resource_tags_user_*``) or CUR 2.0 (``product`` and
+   ``resource_tags`` MAPs).
+2. One query (``connectors/billing/cur_aggregate.py``, rendered for Trino / Athena engine v3) sums the
+   lines of the window by every key the CUR mapping reads, hour by hour for lines that may bill GPU
+   time and day by day for the others, money as DECIMAL(38, 18). It is started in the workgroup,
+   polled with backoff until it ends, and its rows are paged through ``GetQueryResults``. The
+   query execution id and the bytes Athena scanned are logged and kept (``query_execution_id``,
+   ``bytes_scanned``, and a row of table ``notes``).
+3. The rows become table ``raw`` of the CUR connector, which maps, checks, windows and normalises
+   them as it does the lines of a file (:func:`connectors.billing.cur.read_raw`). A line's ``line_id`` is
+   ``<query execution id>:<result row>``; ``rows`` is the number of CUR lines summed.
+
+Credentials come from boto3's standard chain (environment, ``profile``, SSO, web identity, container
+and instance roles), never from the case file. Faults: throttling and 5xx are retried by botocore
+(standard mode) and then, as ``RetriableSourceError``, by the base connector with backoff; a query
+that FAILED for a transient reason (``Retryable`` in its AthenaError, throttling, an internal
+error) is run again. Access denied names the table, the workgroup, the output location and the
+permissions needed (see docs/access.md); a query that FAILED on its SQL or the table is an
+``InputError`` carrying Athena's message. No credential appears in any message or log line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from connectors.billing import cur_aggregate as agg
+from connectors.billing import cur_sql as sql
+from connectors.base import Connector
+from connectors.billing.cur import read_raw
+from connectors.errors import (
+    FatalSourceError,
+    InputError,
+    RetriableSourceError,
+    SourceError,
+)
+from connectors.billing.focus import first_line, session
+from connectors.objectstore import THROTTLING, guard_logs, refuse_credentials, scrub
+from schemas.billing import BillingLine
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKGROUP = "primary"
+DEFAULT_CATALOG = "AwsDataCatalog"
+DEFAULT_TIMEOUT_S = 600.0
+MAX_RETRIES = 4            # botocore retries per request after the first try (standard mode)
+CONNECT_TIMEOUT = 10
+READ_TIMEOUT = 60
+POLL_FIRST_S = 0.2         # first wait between GetQueryExecution calls
+POLL_MAX_S = 5.0           # longest wait between them
+PAGE_SIZE = 1000           # rows per GetQueryResults page (Athena's maximum)
+PERMISSIONS = ("athena:StartQueryExecution, athena:GetQueryExecution, athena:GetQueryResults and "
+               "athena:StopQueryExecution on the workgroup; glue:GetDatabase, glue:GetTable and "
+               "glue:GetPartitions on the database and table; s3:GetObject and s3:ListBucket on the "
+               "CUR data; s3:GetBucketLocation, s3:PutObject, s3:GetObject and s3:ListBucket on the "
+               "output location")
+ACCESS_CODES = {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation",
+                "UnauthorizedException", "403"}
+REJECTED = {"UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException",
+            "InvalidClientTokenId", "IncompleteSignature", "MissingAuthenticationToken"}
+TRANSIENT = re.compile(r"throttl|rate exceeded|slow ?down|too many (queries|requests)|internal (service )?error|"
+                       r"service unavailable|temporar|try again|timed? ?out", re.I)
+ACCESS = re.compile(r"access denied|permission denied|not authorized|insufficient (lake formation )?"
+                    r"permission|accessdenied|forbidden", re.I)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The case options this connector reads."""
+
+    catalog: str
+    database: str
+    table: str
+    workgroup: str
+    output_location: str | None
+    region: str | None
+    profile: str | None
+    endpoint_url: str | None
+    timeout_s: float
+
+    @property
+    def name(self) -> str:
+        """database.table, as messages name it."""
+        return f"{self.database}.{self.table}"
+
+    @property
+    def output(self) -> str:
+        return self.output_location or f"the output location of workgroup {self.workgroup!r}"
+
+
+class AthenaConnector(Connector):
+    """Reads a CUR table through Athena (aggregated there) into the ``lines`` table."""
+
+    format_name = "athena"
+    kind = "billing"
+    schemas = {"lines": BillingLine}
+
+    def __init__(self, spec, ctx):
+        super().__init__(spec, ctx)
+        self.query_execution_id: str | None = None
+        self.bytes_scanned: int | None = None
+        self.query: str | None = None
+        self._succeeded: str | None = None
+        self._digest = ""
+
+    def locate(self):
+        """Queried in place: nothing is downloaded."""
+        return None
+
+    def fingerprint(self) -> str:
+        """sha256 of the table, the query and every row it returned."""
+        return self._digest
+
+    def options(self) -> Options:
+        """The options, checked (bad values: InputError naming the option)."""
+        opts, where = self.spec.options, self.spec.where
+        refuse_credentials(where, opts)
+        table = str(opts.get("table") or "").strip()
+        database = str(opts.get("database") or "").strip()
+        parts = [p.strip().strip('"') for p in table.split(".")] if table else []
+        if len(parts) == 2 and not database:
+            database, table = parts
+        elif len(parts) == 3 and not database and not opts.get("catalog"):
+            catalog, database, table = parts
+            opts = {**opts, "catalog": catalog}
+        elif len(parts) != 1 or not database:
+            raise InputError(where, f"table = {table!r}" + (f", database = {database!r}" if database else ""),
+                             column="table", expected='table = "database.table" (or database + table)')
+        else:
+            table = parts[0]
+        for name, value in (("database", database), ("table", table)):
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", value or ""):
+                raise InputError(where, f"{name} {value!r} is not a Glue name", column=name,
+                                 expected="letters, digits, _ and -")
+        output = opts.get("output_location")
+        if output is not None and not str(output).startswith("s3://"):
+            raise InputError(where, f"output_location {output!r} is not an s3:// uri",
+                             column="output_location", expected="s3://bucket/prefix/ for the query results")
+        try:
+            timeout = float(opts.get("timeout_s", DEFAULT_TIMEOUT_S))
+        except (TypeError, ValueError):
+            timeout = -1.0
+        if isinstance(opts.get("timeout_s"), bool) or timeout <= 0:
+            raise InputError(where, f"timeout_s = {opts.get('timeout_s')!r}", column="timeout_s",
+                             expected="a positive number of seconds")
+        return Options(str(opts.get("catalog") or DEFAULT_CATALOG), database, table,
+                       str(opts.get("workgroup") or DEFAULT_WORKGROUP),
+                       str(output) if output else None, opts.get("region") or None,
+                       opts.get("profile") or None, opts.get("endpoint_url") or None, timeout)
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Resolve the table, run the aggregate in Athena, map the rows as CUR lines."""
+        opts = self.options()
+        clients = []
+        try:
+            athena = make_client("athena", opts)
+            clients.append(athena)
+            columns = table_columns(opts, athena, clients)
+            plan = agg.plan(columns)
+            if plan.missing:
+                missing = ", ".join(plan.missing)
+                raise InputError(opts.name, f"not a CUR table: no column(s) {missing}", column=missing,
+                                 expected="a Cost and Usage Report table (legacy CUR or CUR 2.0)")
+            tree = agg.definition(plan, self.ctx.start, self.ctx.end)
+            self.query = agg.render(tree, "trino", opts.name)
+            execution = self._run(athena, opts)
+            names, rows = read_results(athena, execution["QueryExecutionId"])
+        except Exception as exc:  # every client fault becomes one of our errors
+            raise source_error(exc, opts) from None
+        finally:
+            for client in clients:
+                client.close()
+        expected = [e.alias_or_name for e in tree.expressions]
+        if names and [n.lower() for n in names] != [n.lower() for n in expected]:
+            raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
+                                   f"columns {names[:5]}…, not those of the query")
+        self._digest = digest(opts, self.query, rows)
+        with session() as con:
+            layout, lines = load_rows(con, plan, expected, rows, Path(opts.name), self.query_execution_id)
+            tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines)
+        tables["notes"] = pd.DataFrame(
+            [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
+                     f"{self.bytes_scanned} bytes of {opts.name}; {len(rows)} result rows summing {lines} CUR lines")],
+            columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
+        return tables, lines, covered
+
+    def _run(self, client, opts: Options) -> dict:
+        """Start the query (or resume the one that already succeeded) and wait for its end."""
+        execution = None
+        if self._succeeded is not None:  # a retried fetch: read the finished query again
+            self.query_execution_id = self._succeeded
+            execution = wait(client, self._succeeded, opts)
+        if execution is None or execution["Status"]["State"] != "SUCCEEDED":
+            kwargs = {"QueryString": self.query, "WorkGroup": opts.workgroup,
+                      "QueryExecutionContext": {"Catalog": opts.catalog, "Database": opts.database}}
+            if opts.output_location:
+                kwargs["ResultConfiguration"] = {"OutputLocation": opts.output_location}
+            self.query_execution_id = None
+            self.query_execution_id = client.start_query_execution(**kwargs)["QueryExecutionId"]
+            log.info("athena: query %s started in workgroup %s over %s", self.query_execution_id,
+                     opts.workgroup, opts.name)
+            execution = wait(client, self.query_execution_id, opts)
+            if execution["Status"]["State"] != "SUCCEEDED":
+                raise query_failed(execution, opts)
+        self._succeeded = self.query_execution_id
+        stats = execution.get("Statistics") or {}
+        self.bytes_scanned = int(stats.get("DataScannedInBytes") or 0)
+        log.info("athena: query %s succeeded, %d bytes scanned", self.query_execution_id, self.bytes_scanned)
+        return execution
+
+
+# --- AWS calls ---------------------------------------------------------------------------------
+
+def make_client(service: str, opts: Options):
+    """A boto3 client of the standard credential chain, standard-mode retries and timeouts."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        session = boto3.session.Session(profile_name=opts.profile, region_name=opts.region)
+    except ProfileNotFound:
+        raise InputError(opts.name, f"AWS profile {opts.profile!r} not found", column="profile",
+                         expected="a profile in ~/.aws/config or ~/.aws/credentials") from None
+    config = Config(retries={"max_attempts": MAX_RETRIES, "mode": "standard"},
+                    connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
+                    user_agent_extra="costaudit")
+    client = session.client(service, endpoint_url=opts.endpoint_url, config=config)
+    guard_logs()
+    return client
+
+
+def table_columns(opts: Options, athena, clients: list) -> list[tuple[str, str]]:
+    """(name, type) of every column and partition key of the table."""
+    if opts.catalog == DEFAULT_CATALOG:
+        glue = make_client("glue", opts)
+        clients.append(glue)
+        table = glue.get_table(DatabaseName=opts.database, Name=opts.table)["Table"]
+        columns = (table.get("StorageDescriptor") or {}).get("Columns") or []
+        columns = columns + (table.get("PartitionKeys") or [])
+    else:
+        meta = athena.get_table_metadata(CatalogName=opts.catalog, DatabaseName=opts.database,
+                                         TableName=opts.table)["TableMetadata"]
+        columns = (meta.get("Columns") or []) + (meta.get("PartitionKeys") or [])
+    return [(c["Name"], c.get("Type") or "string") for c in columns]
+
+
+def wait(client, qid: str, opts: Options) -> dict:
+    """Poll GetQueryExecution with backoff until the query ends; past timeout_s stop it."""
+    deadline = time.monotonic() + opts.timeout_s
+    delay = POLL_FIRST_S
+    while True:
+        execution = client.get_query_execution(QueryExecutionId=qid)["QueryExecution"]
+        if execution["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            return execution
+        if time.monotonic() + delay > deadline:
+            client.stop_query_execution(QueryExecutionId=qid)
+            raise QueryTimeout(f"the query did not finish within timeout_s = {opts.timeout_s:g} s "
+                               f"(query execution {qid}, stopped)")
+        time.sleep(delay)
+        delay = min(delay * 1.5, POLL_MAX_S)
+
+
+def read_results(client, qid: str) -> tuple[list[str], list[list[str | None]]]:
+    """Column names and rows of a finished query, paged through GetQueryResults (NextToken)."""
+    names: list[str] | None = None
+    rows: list[list[str | None]] = []
+    token = None
+    while True:
+        kwargs = {"QueryExecutionId": qid, "MaxResults": PAGE_SIZE}
+        if token:
+            kwargs["NextToken"] = token
+        page = client.get_query_results(**kwargs)
+        result = page.get("ResultSet") or {}
+        data = [[cell.get("VarCharValue") for cell in row.get("Data") or []] for row in result.get("Rows") or []]
+        if names is None:
+            info = (result.get("ResultSetMetadata") or {}).get("ColumnInfo") or []
+            names = [c.get("Name") or c.get("Label") for c in info]
+            if data and (not names or data[0] == names):  # the header row of a SELECT
+                names = names or [str(v) for v in data[0]]
+                data = data[1:]
+        rows.extend(data)
+        token = page.get("NextToken")
+        if not token:
+            return names or [], rows
+
+
+class QueryTimeout(Exception):
+    """The query outran timeout_s: not retried, as a rerun would scan (and bill) again."""
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+def access_denied(opts: Options, action: str, detail: str = "") -> str:
+    """The message for a refusal: table, workgroup, output location, permissions."""
+    text = (f"access denied {action} Athena table {opts.catalog}.{opts.name} in workgroup "
+            f"{opts.workgroup!r} with results to {opts.output}: the credentials need {PERMISSIONS} "
+            "(see docs/access.md)")
+    return text + (f"; AWS said: {scrub(detail)}" if detail else "")
+
+
+def query_failed(execution: dict, opts: Options) -> SourceError:
+    """The error for a query that ended FAILED or CANCELLED."""
+    status = execution.get("Status") or {}
+    qid = execution.get("QueryExecutionId")
+    error = status.get("AthenaError") or {}
+    reason = scrub(str(status.get("StateChangeReason") or error.get("ErrorMessage") or "no reason given"))
+    if status.get("State") == "CANCELLED":
+        return FatalSourceError(f"{opts.name}: Athena query {qid} was cancelled ({reason})")
+    if ACCESS.search(reason):
+        return FatalSourceError(access_denied(opts, f"(query {qid} failed) running a query on", reason))
+    if error.get("Retryable") or error.get("ErrorCategory") == 1 or TRANSIENT.search(reason):
+        return RetriableSourceError(f"{opts.name}: Athena query {qid} failed for a transient reason: {reason}")
+    return InputError(opts.name, f"Athena query {qid} failed: {reason}",
+                      expected="a CUR table the query can read (check the table and its columns)")
+
+
+def _code(exc) -> str:
+    return str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+
+
+def _status(exc) -> int:
+    return int((getattr(exc, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def source_error(exc: Exception, opts: Options) -> SourceError:
+    """Map a client or transport fault onto InputError / RetriableSourceError / FatalSourceError."""
+    if isinstance(exc, SourceError):
+        return exc
+    if isinstance(exc, QueryTimeout):
+        return FatalSourceError(f"{opts.name}: {exc}")
+    from botocore import exceptions as bx
+
+    if isinstance(exc, bx.ClientError):
+        code, status = _code(exc), _status(exc)
+        operation = getattr(exc, "operation_name", "") or "a request"
+        message = scrub(str((exc.response.get("Error") or {}).get("Message") or ""))
+        if code in THROTTLING or code in ("ThrottlingException", "TooManyRequestsException",
+                                          "InternalServerException", "InternalServiceException",
+                                          "ServiceUnavailableException") or status == 429 or status >= 500:
+            return RetriableSourceError(f"{opts.name}: Athena answered {code or status} to {operation} "
+                                        f"after {MAX_RETRIES + 1} attempts (throttled or unavailable)")
+        if code in ACCESS_CODES or status == 403:
+            return FatalSourceError(access_denied(opts, f"({operation}) on", message))
+        if code in REJECTED:
+            return FatalSourceError(f"{opts.name}: the AWS credentials were rejected ({code}); check "
+                                    "the profile or environment that the AWS credential chain found")
+        if code == "EntityNotFoundException" or (code == "MetadataException" and "not found" in message.lower()):
+            return InputError(opts.name, f"no such table in catalog {opts.catalog} ({message})",
+                              column="table", expected="an existing Glue database and table")
+        if code == "InvalidRequestException":
+            lowered = message.lower()
+            if "output location" in lowered:
+                return InputError(opts.name, f"Athena refused the query: {message}", column="output_location",
+                                  expected="output_location = s3://bucket/prefix/, or a workgroup that sets one")
+            if "workgroup" in lowered:
+                return InputError(opts.name, f"Athena refused workgroup {opts.workgroup!r}: {message}",
+                                  column="workgroup", expected="an existing, enabled workgroup")
+            return InputError(opts.name, f"Athena refused {operation}: {message}")
+        return FatalSourceError(f"{opts.name}: Athena answered {code or status} to {operation}: {message}")
+    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError,
+                        bx.TokenRetrievalError, bx.SSOError)):
+        return FatalSourceError(f"{opts.name}: no usable AWS credentials ({type(exc).__name__}); costaudit "
+                                "uses the AWS credential chain: environment, profile, SSO or role")
+    if isinstance(exc, bx.NoRegionError):
+        return InputError(opts.name, "no AWS region configured", column="region",
+                          expected="region in the source table, AWS_REGION or a profile with one")
+    if isinstance(exc, (bx.ParamValidationError, bx.InvalidRegionError)):
+        return InputError(opts.name, f"invalid request: {scrub(str(exc))}")
+    if isinstance(exc, ValueError):
+        return InputError(opts.name, str(exc))
+    if isinstance(exc, (bx.BotoCoreError, ConnectionError, TimeoutError, OSError)):
+        return RetriableSourceError(f"{opts.name}: Athena request failed after {MAX_RETRIES + 1} attempts: "
+                                    f"{type(exc).__name__}: {scrub(first_line(exc))}")
+    raise exc
+
+
+# --- result rows → table raw -------------------------------------------------------------------
+
+def load_rows(con, plan: agg.Plan, names: list[str], rows: list[list[str | None]], where: Path,
+              qid: str) -> tuple[sql.Layout, int]:
+    """The query's rows as table ``raw`` (file 0 = the query, row = result row); returns the layout
+    and the number of CUR lines summed."""
+    import pyarrow as pa
+
+    width = len(names)
+    bad = next((i for i, row in enumerate(rows) if len(row) != width), None)
+    if bad is not None:
+        raise FatalSourceError(f"{where}: result row {bad + 1} of Athena query {qid} has "
+                               f"{len(rows[bad])} values, not {width}")
+    columns = {f"v{i}": pa.array([row[i] for row in rows], pa.string()) for i in range(width)}
+    columns["_result_row"] = pa.array(range(1, len(rows) + 1), pa.int64())
+    con.register("athena_rows", pa.table(columns))
+    parts = []
+    for i, name in enumerate(names):
+        value = f"v{i}"
+        if name == plan.tag_map:
+            value = f"TRY_CAST(TRY_CAST(v{i} AS JSON) AS MAP(VARCHAR, VARCHAR))"
+        parts.append(f"{value} AS {agg.ident(name)}")
+    con.execute(f"CREATE TABLE agg AS SELECT _result_row, {', '.join(parts)} FROM athena_rows")
+    con.unregister("athena_rows")
+    described = [(n, t) for n, t, *_ in con.execute("DESCRIBE agg").fetchall()
+                 if n not in ("_result_row", agg.LINES)]
+    layout = sql.layout_of(where, "parquet", qid, described)
+    layout = sql.Layout(layout.path, "athena", layout.label, layout.width, layout.exprs, layout.names,
+                        layout.tags, layout.row_hash)
+    con.execute(sql.create_raw_sql())
+    con.execute(f"INSERT INTO raw SELECT 0, _result_row, {sql.projection(layout)} FROM agg")
+    lines = con.execute(f"SELECT coalesce(sum(CAST({agg.LINES} AS BIGINT)), 0) FROM agg").fetchall()[0][0]
+    return layout, int(lines)
+
+
+def digest(opts: Options, query: str, rows: list[list[str | None]]) -> str:
+    """sha256 of the table, the query and every result row."""
+    h = hashlib.sha256(f"{opts.catalog}.{opts.name}\0{query}\0".encode())
+    for row in rows:
+        h.update(json.dumps(row).encode() + b"\n")
+    return h.hexdigest()

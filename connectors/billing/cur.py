@@ -1,0 +1,354 @@
+"""AWS Cost and Usage Reports (legacy CUR, Athena CUR, CUR 2.0) → table ``lines`` (``BillingLine``).
+
+A source is one file (.csv, .csv.gz, .parquet) or a folder in an export layout. The CUR columns
+are mapped to FOCUS names in DuckDB (``connectors/billing/cur_sql.py``); the FOCUS connector's checks,
+window filter and normalisation then run on the mapped table (:func:`connectors.billing.focus.adopt`,
+:func:`connectors.billing.focus.read_focus_table`). No raw line passes through pandas.
+
+* **Money.** BilledCost is ``lineItem/UnblendedCost`` for every line but Savings Plan covered usage
+  and its negation, which net to zero on the invoice and both carry 0 (as AWS's FOCUS export does). EffectiveCost is the
+  amortised cost, as AWS's own amortised-cost formula: RI-covered usage at
+  ``reservation/EffectiveCost``, Savings Plan covered usage at ``savingsPlan/SavingsPlanEffectiveCost``,
+  negations and commitment fees at 0, everything else unblended. An upfront ``Fee`` with a
+  reservation ARN is a commitment purchase (EffectiveCost 0, its amortisation is in the usage).
+* **Unused commitments.** Each ``SavingsPlanRecurringFee`` / ``RIFee`` line with an unused part gets
+  a second row (ChargeCategory Usage, CommitmentDiscountStatus Unused, BilledCost 0, EffectiveCost =
+  the unused part); fee rows and covered usage carry the commitment's ARN as CommitmentDiscountId, so
+  the audit spreads a fee (billed basis) over the lines that used or left unused its commitment.
+* **Savings Plan negations** carry no money and no quantity (the covered lines carry the
+  instance-hours); they are kept so that row counts match the file.
+* **Split cost allocation rows** (``EKSPod-EC2``, ``ECSTask-EC2``, or a split parent resource id other
+  than the line's own) share out an instance line that is already billed: they are left out of
+  ``lines`` and returned in table ``split_rows`` (parent resource_id, workload = pod / task ARN,
+  split_cost, ...).
+* **Tags.** ``resourceTags/*`` columns, flat ``resource_tags_*`` columns or the CUR 2.0 tag MAP, as
+  a JSON object; user-defined tags lose their ``user:`` / ``user_`` prefix (FOCUS writes user tags
+  without a prefix); AWS-generated tags keep theirs.
+* **Folders.** Data files are found recursively. Where ``*Manifest.json`` files exist, each billing
+  period (a ``BILLING_PERIOD=…`` or ``yyyymmdd-yyyymmdd`` folder) is read from the files its current
+  manifest lists (``reportKeys`` or ``dataFiles``), so a restated month is read once: the current
+  manifest is the one nearest the period folder (the period-level manifest AWS overwrites on each
+  delivery), then the newest by modification time. A period without a manifest is read whole.
+* **Rows.** ``row`` is the 1-based data row of the line in its own file and ``line_id`` is
+  ``<file>:<row>`` (``<file>`` = the file name, or its path inside the source folder); an unused
+  commitment row is ``<file>:<row>:unused``. Errors name the file, its row and the CUR column.
+"""
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from connectors.billing import cur_sql as sql
+from connectors.base import Connector
+from connectors.errors import InputError, InputErrors
+from connectors.billing.focus import (MAX_ERRORS, NUMBER_PATTERN, TIMESTAMP_RANGE, adopt, covered, csv_header,
+                              file_format, first_line, object_series, quote_text, raise_all, read_error,
+                              read_focus_table, session, utc_series, utc_text)
+from schemas.billing import BillingLine
+
+DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet")
+PERIOD_FOLDER = re.compile(r"^(BILLING_PERIOD=.+|\d{8}-\d{8})$")
+IGNORED_FOLDERS = {"cost_and_usage_data_status"}
+# FOCUS column → the CUR field it comes from, for errors the FOCUS checks find.
+FOCUS_SOURCE = {"BilledCost": "line_item_unblended_cost", "ChargeCategory": "line_item_line_item_type",
+                "ChargePeriodStart": "line_item_usage_start_date",
+                "ChargePeriodEnd": "line_item_usage_end_date", "BillingCurrency": "line_item_currency_code",
+                "ListCost": "pricing_public_on_demand_cost", "ListUnitPrice": "pricing_public_on_demand_rate",
+                "PricingQuantity": "line_item_usage_amount", "ConsumedQuantity": "line_item_usage_amount"}
+SPLIT_COLUMNS = ["line_id", "resource_id", "workload", "operation", "usage_type", "split_cost",
+                 "unused_cost", "start", "end"]
+
+
+class CurConnector(Connector):
+    """Reads a CUR file or export folder into the ``lines`` table (and ``split_rows``)."""
+
+    format_name = "cur"
+    kind = "billing"
+    schemas = {"lines": BillingLine}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Find the current data files, map them to FOCUS in DuckDB, check, filter, normalise."""
+        files = discover(self.path)
+        with session() as con:
+            return read_cur(con, files, self.path, self.ctx, grain=self.spec.options.get("grain"))
+
+
+def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx, grain: str | None = None) -> tuple[dict, int, tuple]:
+    """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
+    layouts = [describe(con, path, label) for path, label in files]
+    raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])
+    con.execute(sql.create_raw_sql())
+    for index, layout in enumerate(layouts):
+        load_file(con, layout, index)
+    return read_raw(con, layouts, source, ctx, grain=grain)
+
+
+def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None = None,
+             grain: str | None = None) -> tuple[dict, int, tuple]:
+    """From table ``raw`` (filled from files, or from a query's result: ``layouts[_file]`` names
+    where each row came from) to the tables: checks, mapping, FOCUS checks, window, relabelling.
+    ``rows``: the CUR lines read (default: the rows of ``raw``)."""
+    raise_all(check_raw(con, layouts))
+    if rows is None:
+        rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
+    stage(con)
+    columns = adopt(con, "mapped", source)
+    con.execute("DROP TABLE mapped")
+    try:
+        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain)
+    except InputError as exc:
+        raise translate(con, exc, layouts, source) from None
+    except InputErrors as exc:
+        raise InputErrors([translate(con, e, layouts, source) for e in exc.errors]) from None
+    lines = relabel(con, tables["lines"], layouts)
+    split = split_rows(con, layouts, (ctx.start, ctx.end))
+    return {"lines": lines, "split_rows": split}, int(rows), covered(lines)
+
+
+# --- finding the files ---------------------------------------------------------------------------
+
+def discover(root: Path) -> list[tuple[Path, str]]:
+    """The data files to read, with the label line ids use: a file itself, or a folder's current files."""
+    if root.is_file():
+        return [(root, root.name)]
+    everything = sorted(p for p in root.rglob("*") if p.is_file() and not hidden(p, root))
+    files = [p for p in everything if is_data(p)]
+    zipped = [p for p in everything if p.name.lower().endswith(".zip")]
+    manifests = [p for p in everything if p.name.endswith("Manifest.json")]
+    chosen = current_files(root, files, manifests) if manifests else files
+    if zipped and not chosen:
+        raise InputError(zipped[0], "ZIP-compressed CUR files are not read",
+                         expected="CUR delivered as GZIP CSV or Parquet (or unzip the files)")
+    if not chosen:
+        raise InputError(root, "no CUR data files in the folder",
+                         expected="CUR files (.csv, .csv.gz, .parquet) or an export folder")
+    return [(p, p.relative_to(root).as_posix()) for p in chosen]
+
+
+def hidden(path: Path, root: Path) -> bool:
+    """Dot files, and the Athena integration's status table (not cost data)."""
+    parts = path.relative_to(root).parts
+    return any(part.startswith(".") or part in IGNORED_FOLDERS for part in parts)
+
+
+def is_data(path: Path) -> bool:
+    """A CUR data file by its name."""
+    return path.name.lower().endswith(DATA_SUFFIXES)
+
+
+def period_of(path: Path, root: Path) -> str:
+    """The billing-period folder a file lies in (``BILLING_PERIOD=2024-01``, ``20240101-20240201``), or ""."""
+    return next((part for part in path.relative_to(root).parts[:-1] if PERIOD_FOLDER.match(part)), "")
+
+
+def current_files(root: Path, files: list[Path], manifests: list[Path]) -> list[Path]:
+    """Per billing period, the files its current manifest lists; periods without a manifest whole."""
+    by_period: dict[str, list[Path]] = {}
+    for manifest in manifests:
+        by_period.setdefault(period_of(manifest, root), []).append(manifest)
+    chosen: set[Path] = set()
+    for manifests_of_period in by_period.values():
+        manifest = min(manifests_of_period, key=lambda m: (len(m.relative_to(root).parts),
+                                                           -m.stat().st_mtime_ns, m.as_posix()))
+        chosen |= set(listed_files(manifest, root, files))
+    return [p for p in files if p in chosen or period_of(p, root) not in by_period]
+
+
+def listed_files(manifest: Path, root: Path, files: list[Path]) -> list[Path]:
+    """The local files a manifest names (S3 keys matched on their trailing path components)."""
+    try:
+        document = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(manifest, f"unreadable manifest: {exc}", expected="a CUR manifest (JSON)") from None
+    keys = document.get("reportKeys", document.get("dataFiles")) if isinstance(document, dict) else None
+    if not isinstance(keys, list):
+        raise InputError(manifest, "manifest lists no files", column="reportKeys",
+                         expected="'reportKeys' (legacy CUR) or 'dataFiles' (CUR 2.0)")
+    local = {p.relative_to(root).as_posix(): p for p in files}
+    found = []
+    for key in keys:
+        key = re.sub(r"^s3://[^/]+/", "", str(key)).lstrip("/")
+        match = [p for rel, p in local.items() if rel == key or key.endswith("/" + rel)
+                 or rel.endswith("/" + key)]
+        if not match:
+            raise InputError(manifest, f"lists {key!r}, which is not in the folder",
+                             expected="every data file the current manifest lists")
+        found.append(match[0])
+    return found
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+def describe(con, path: Path, label: str) -> sql.Layout:
+    """The file's columns resolved to CUR fields."""
+    fmt = file_format(path)
+    if fmt == "parquet":
+        try:
+            described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        except duckdb.Error as exc:
+            raise InputError(path, f"not a readable Parquet file: {first_line(exc)}",
+                             expected="a Parquet file") from None
+        columns = [(name, dtype) for name, dtype, *_ in described]
+    else:
+        columns = [(name, "VARCHAR") for name in csv_header(path, fmt)]
+    return sql.layout_of(path, fmt, label, columns)
+
+
+def missing_columns(layout: sql.Layout) -> list[InputError]:
+    """One InputError when the file lacks a column every CUR has."""
+    missing = [layout.spelling(name) for name in sql.REQUIRED if name not in layout.exprs]
+    if not missing:
+        return []
+    return [InputError(layout.path, f"missing CUR column(s): {', '.join(missing)}",
+                       column=", ".join(missing),
+                       expected="a Cost and Usage Report with " + ", ".join(missing))]
+
+
+def load_file(con, layout: sql.Layout, index: int) -> None:
+    """Append one file to ``raw``, numbered by its data rows in file order."""
+    columns = sql.projection(layout)
+    try:
+        if layout.fmt == "parquet":
+            con.execute(f"INSERT INTO raw SELECT {index}, file_row_number + 1, {columns} "
+                        f"FROM {sql.parquet_read(layout)}")
+        else:
+            con.execute(f"CREATE TEMP TABLE one AS SELECT {columns} FROM {sql.csv_read(layout)}")
+            con.execute(f"INSERT INTO raw SELECT {index}, rowid + 1, * FROM one")
+            con.execute("DROP TABLE one")
+    except duckdb.Error as exc:
+        con.execute("DROP TABLE IF EXISTS one")
+        raise read_error(layout.path, layout.fmt, exc) from None
+
+
+# --- checks on the raw lines ---------------------------------------------------------------------
+
+def check_raw(con, layouts: list[sql.Layout]) -> list[InputError]:
+    """Line item types, amounts and usage periods that cannot be read, naming file, row and column."""
+    errors: list[InputError] = []
+    for query, field, message, expected in raw_checks(layouts):
+        limit = MAX_ERRORS - len(errors)
+        if limit <= 0:
+            break
+        for index, row, value in con.execute(f"{query} ORDER BY _file, _row LIMIT {limit}").fetchall():
+            layout = layouts[index]
+            text = message if value is None else f"{message} {value!r}"
+            errors.append(InputError(layout.path, text, row=int(row), column=layout.spelling(field),
+                                     expected=expected))
+    return errors
+
+
+def raw_checks(layouts: list[sql.Layout]):
+    """(query, field, message, expected) of every check; the query selects _file, _row, value."""
+    present = {name for layout in layouts for name in layout.exprs}
+    known = ", ".join(quote_text(t) for t in sql.CATEGORY)
+    kind = "line_item_line_item_type"
+    yield (f"SELECT _file, _row, {kind} FROM raw WHERE {kind} IS NULL OR ({kind} NOT IN ({known}) "
+           f"AND {kind} NOT LIKE '%{sql.DISCOUNT_SUFFIX}')", kind, "unknown line item type",
+           "one of " + ", ".join(sql.CATEGORY) + " or a *Discount type")
+    pattern = quote_text(NUMBER_PATTERN)
+    for name in (n for n in sql.NUMERIC if n in present):
+        yield (f"SELECT _file, _row, {name} FROM raw WHERE {name} IS NOT NULL AND "
+               f"NOT regexp_full_match(trim({name}), {pattern})", name, "unparseable amount",
+               "a decimal number")
+    needed = {"line_item_unblended_cost": "TRUE",
+              "reservation_effective_cost": f"{kind} = 'DiscountedUsage'",
+              "savings_plan_savings_plan_effective_cost": f"{kind} = 'SavingsPlanCoveredUsage'"}
+    for name, when in needed.items():
+        yield (f"SELECT _file, _row, NULL FROM raw WHERE {name} IS NULL AND {when}", name,
+               "missing amount", "a decimal number on every line of this type")
+    low, high = TIMESTAMP_RANGE
+    for name in sql.PERIOD:
+        yield (f"SELECT _file, _row, {name} FROM (SELECT *, TRY_CAST({name} AS TIMESTAMPTZ) AS ts FROM raw) "
+               f"WHERE ts IS NULL OR ts < TIMESTAMPTZ '{low}' OR ts >= TIMESTAMPTZ '{high}'", name,
+               "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
+
+
+# --- mapping and relabelling ---------------------------------------------------------------------
+
+def stage(con) -> None:
+    """``mapped`` (FOCUS columns, in file order) and ``origin`` (file, row, sub-row of each)."""
+    con.execute(sql.mapped_sql())
+    con.execute(sql.origin_sql())
+
+
+def origin_of(con, rn: int) -> tuple[int, int, int] | None:
+    """(file index, file row, sub-row) of row ``rn`` of the mapped table."""
+    found = con.execute("SELECT _file, _row, _sub FROM origin WHERE rowid = ?", [rn - 1]).fetchall()
+    return tuple(found[0]) if found else None
+
+
+def translate(con, exc: InputError, layouts: list[sql.Layout], source: Path) -> InputError:
+    """An error of the FOCUS checks (rows of the mapped table) retold in the CUR's own terms."""
+    if exc.row is None:
+        return exc
+    where = origin_of(con, exc.row)
+    if where is None:
+        return exc
+    layout = layouts[where[0]]
+
+    def row_text(match: re.Match) -> str:
+        other = origin_of(con, int(match.group(1)))
+        if other is None:
+            return match.group(0)
+        suffix = "" if other[0] == where[0] else f" of {layouts[other[0]].label}"
+        return f"row {other[1]}{suffix}"
+
+    message = re.sub(r"\brow (\d+)", row_text, exc.message)
+    field = FOCUS_SOURCE.get(exc.column or "")
+    column = layout.spelling(field) if field else exc.column
+    return InputError(layout.path, message, row=where[1], column=column, expected=exc.expected)
+
+
+def relabel(con, lines: pd.DataFrame, layouts: list[sql.Layout]) -> pd.DataFrame:
+    """Rows and line ids of the file each line came from; RI-covered lines get their effective rate."""
+    if lines.empty:
+        return lines
+    origin = con.execute("SELECT _file, _row, _sub FROM origin").fetchnumpy()
+    at = lines["row"].to_numpy() - 1
+    files, rows, subs = (np.asarray(origin[c])[at] for c in ("_file", "_row", "_sub"))
+    lines = lines.copy()
+    lines["row"] = rows.astype("int64")
+    lines["line_id"] = pd.Series([f"{layouts[f].label}:{r}" + (":unused" if s else "")
+                                  for f, r, s in zip(files.tolist(), rows.tolist(), subs.tolist())],
+                                 index=lines.index, dtype="str")
+    lines["contracted_unit_price"] = effective_rates(lines)
+    return lines
+
+
+def effective_rates(lines: pd.DataFrame) -> pd.Series:
+    """ContractedUnitPrice; for reservation-covered usage (no rate in the CUR) EffectiveCost ÷ quantity."""
+    covered_by_ri = ((lines["commitment_discount_type"] == "Reservation")
+                     & (lines["commitment_discount_status"] == "Used")).tolist()
+    rates = []
+    for ri, rate, cost, quantity in zip(covered_by_ri, lines["contracted_unit_price"],
+                                        lines["effective_cost"], lines["pricing_quantity"]):
+        if ri and rate is None and quantity:
+            try:
+                rate = cost / quantity
+            except InvalidOperation:
+                rate = None
+        rates.append(rate)
+    return object_series(rates).set_axis(lines.index)
+
+
+def split_rows(con, layouts: list[sql.Layout], window) -> pd.DataFrame:
+    """Split cost allocation rows in the window: evidence of who used an instance, never money."""
+    lo, hi = (utc_text(moment) for moment in window)
+    table = con.sql(sql.split_sql(), params=[hi, lo, lo]).to_arrow_table()
+    labels = [f"{layouts[f].label}:{r}" for f, r in zip(table.column("_file").to_pylist(),
+                                                        table.column("_row").to_pylist())]
+    out = {"line_id": pd.Series(labels, dtype="str")}
+    for name in ("resource_id", "workload", "operation", "usage_type"):
+        out[name] = pd.Series(table.column(name).to_pylist(), dtype="str")
+    out["split_cost"] = object_series([Decimal(v) for v in table.column("split_cost").to_pylist()])
+    out["unused_cost"] = object_series([None if v is None else Decimal(v)
+                                        for v in table.column("unused_cost").to_pylist()])
+    out["start"] = utc_series(table.column("start").to_pandas())
+    out["end"] = utc_series(table.column("end").to_pandas())
+    return pd.DataFrame({name: out[name] for name in SPLIT_COLUMNS})

@@ -1,0 +1,365 @@
+"""SQL of the CUR connector: raw AWS Cost and Usage Report columns → FOCUS-named columns, in DuckDB.
+
+Three spellings of the same columns are accepted:
+
+* legacy CUR CSV: ``lineItem/UnblendedCost``, ``product/instanceType``, ``resourceTags/user:team``;
+* legacy CUR through Athena (Parquet or CSV): ``line_item_unblended_cost``,
+  ``reservation_reservation_a_r_n``, flat ``resource_tags_user_team`` columns;
+* CUR 2.0 (Data Exports): the same snake_case names, with ``product``, ``resource_tags`` (or
+  ``tags``) as MAP columns (JSON text in a CSV export): ``product['instance_type']``.
+
+A field is found by its canonical key (lower case, letters and digits only), so
+``reservation/ReservationARN``, ``reservation_reservation_a_r_n`` and ``reservation_reservation_arn``
+are one field. A ``product_*`` field missing as a column is looked up in the ``product`` MAP.
+
+Every file is copied into table ``raw`` (one row per CUR line, one VARCHAR column per field, nulls
+normalised, ``_file`` / ``_row`` / ``_h`` = file index, 1-based data row, hash of the whole raw
+row); :func:`mapped_sql` then maps ``raw`` to FOCUS names. Money stays text or DECIMAL, never DOUBLE.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from connectors.billing.focus import NULL_TEXT, quote_ident, quote_text
+
+# Every CUR field the mapping reads, in CUR 2.0 / Athena spelling.
+FIELDS = (
+    "line_item_line_item_type", "line_item_unblended_cost", "line_item_usage_start_date",
+    "line_item_usage_end_date", "bill_payer_account_id", "line_item_usage_account_id",
+    "product_product_name", "line_item_product_code", "line_item_line_item_description",
+    "line_item_resource_id", "product_region", "product_region_code", "line_item_usage_amount",
+    "pricing_unit", "pricing_term", "pricing_public_on_demand_rate", "pricing_public_on_demand_cost",
+    "line_item_unblended_rate", "line_item_currency_code", "line_item_usage_type", "line_item_operation",
+    "product_instance_type", "product_sku", "reservation_effective_cost", "reservation_reservation_arn",
+    "reservation_unused_amortized_upfront_fee_for_billing_period", "reservation_unused_recurring_fee",
+    "savings_plan_savings_plan_effective_cost", "savings_plan_savings_plan_arn",
+    "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
+    "savings_plan_savings_plan_rate", "split_line_item_parent_resource_id",
+    "split_line_item_split_cost", "split_line_item_unused_cost",
+)
+REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date",
+            "line_item_usage_end_date")
+# How a legacy CSV spells the required fields (for messages about a missing column).
+LEGACY_NAMES = {"line_item_unblended_cost": "lineItem/UnblendedCost",
+                "line_item_line_item_type": "lineItem/LineItemType",
+                "line_item_usage_start_date": "lineItem/UsageStartDate",
+                "line_item_usage_end_date": "lineItem/UsageEndDate"}
+NUMERIC = ("line_item_unblended_cost", "line_item_usage_amount", "line_item_unblended_rate",
+           "pricing_public_on_demand_rate", "pricing_public_on_demand_cost",
+           "reservation_effective_cost", "reservation_unused_amortized_upfront_fee_for_billing_period",
+           "reservation_unused_recurring_fee", "savings_plan_savings_plan_effective_cost",
+           "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
+           "savings_plan_savings_plan_rate", "split_line_item_split_cost", "split_line_item_unused_cost")
+PERIOD = ("line_item_usage_start_date", "line_item_usage_end_date")
+MAP_COLUMNS = {"product": "product", "resource_tags": "tags", "tags": "tags"}
+TAG_PREFIXES = ("resourceTags/", "resource_tags_")
+
+USAGE_TYPES = ("Usage", "DiscountedUsage", "SavingsPlanCoveredUsage", "SavingsPlanNegation")
+CATEGORY = {**{t: "Usage" for t in USAGE_TYPES},
+            "SavingsPlanRecurringFee": "Purchase", "SavingsPlanUpfrontFee": "Purchase",
+            "RIFee": "Purchase", "Fee": "Purchase", "Tax": "Tax", "Credit": "Credit",
+            "Refund": "Refund"}
+# Any other type ending in "Discount" (BundledDiscount, EdpDiscount, PrivateRateDiscount, ...) is a Credit.
+DISCOUNT_SUFFIX = "Discount"
+# Split cost allocation rows (EKS pods, ECS tasks on EC2) split an instance line that is already billed.
+SPLIT_OPERATIONS = ("EKSPod-EC2", "ECSTask-EC2")
+DEC = "DECIMAL(38,20)"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One data file: where each field comes from (SQL over the file's read) and what it is called."""
+
+    path: Path
+    fmt: str
+    label: str
+    width: int
+    exprs: dict[str, str]
+    names: dict[str, str]
+    tags: str
+    row_hash: str
+
+    def spelling(self, name: str) -> str:
+        """How this file spells field ``name`` (for messages)."""
+        if name in self.names:
+            return self.names[name]
+        slashed = any("/" in n for n in self.names.values())
+        return LEGACY_NAMES.get(name, name) if slashed else name
+
+
+def canonical(name: str) -> str:
+    """Lower case, letters and digits only: the key on which CUR spellings meet."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def nz(expr: str) -> str:
+    """SQL: ``expr`` as VARCHAR with the null literals (empty, NULL, null, \\N) turned into NULL."""
+    text = f"CAST({expr} AS VARCHAR)"
+    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
+    return f"CASE WHEN trim({text}) IN ({literals}) THEN NULL ELSE {text} END"
+
+
+def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]) -> Layout:
+    """Resolve a file's columns (name, DuckDB type) to fields, MAP columns and tag columns.
+
+    CSV columns are read as ``c0..cN`` (VARCHAR); Parquet columns by their own names.
+    """
+    csv = fmt != "parquet"
+    refs = [f"c{i}" if csv else quote_ident(name) for i, (name, _) in enumerate(described)]
+    by_key: dict[str, tuple[str, str]] = {}
+    maps: dict[str, str] = {}
+    tag_columns: list[tuple[str, str]] = []
+    for ref, (name, dtype) in zip(refs, described):
+        kind = MAP_COLUMNS.get(name.lower())
+        if kind and (dtype.startswith("MAP") or csv):
+            maps[kind] = f"TRY_CAST(TRY_CAST({nz(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))" if csv else ref
+            continue
+        prefix = next((p for p in TAG_PREFIXES if name.startswith(p)), None)
+        if prefix:
+            tag_columns.append((tag_key(name[len(prefix):]), ref))
+            continue
+        by_key.setdefault(canonical(name), (ref, name))
+    exprs, names = {}, {}
+    for name in FIELDS:
+        found = by_key.get(canonical(name))
+        from_map = name.startswith("product_") and "product" in maps
+        if found:
+            exprs[name], names[name] = nz(found[0]), found[1]
+        elif from_map:
+            key = name[len("product_"):]
+            lookup = f"element_at({maps['product']}, {quote_text(key)})[1]"
+            exprs[name], names[name] = nz(lookup), f"product['{key}']"
+    tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
+    row_hash = f"hash({', '.join(refs)})"
+    return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash)
+
+
+def tag_key(name: str) -> str:
+    """A tag column's key as FOCUS writes it: user-defined tags lose their ``user:`` prefix."""
+    return re.sub(r"^user[:_]", "", name)
+
+
+def flat_tags(columns: list[tuple[str, str]]) -> str:
+    """SQL: JSON object text of the non-null flat tag columns (key → value)."""
+    if not columns:
+        return "'{}'"
+    seen: set[str] = set()
+    parts = []
+    for key, ref in columns:
+        key = key if key not in seen else "user:" + key  # two spellings of one key: keep both
+        seen.add(key)
+        value = nz(ref)
+        parts.append(f"CASE WHEN ({value}) IS NOT NULL THEN {quote_text(json.dumps(key) + ':')} "
+                     f"|| CAST(to_json({value}) AS VARCHAR) END")
+    return f"'{{' || concat_ws(',', {', '.join(parts)}) || '}}'"
+
+
+def map_tags(ref: str) -> str:
+    """SQL: JSON object text of a CUR 2.0 tag MAP, null values dropped, ``user_`` prefixes removed."""
+    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
+    key = "regexp_replace(regexp_replace(e.key, '^resourceTags/', ''), '^user[:_]', '')"
+    entries = (f"[struct_pack(k := {key}, v := e.value) FOR e IN map_entries({ref}) "
+               f"IF e.value IS NOT NULL AND trim(e.value) NOT IN ({literals})]")
+    return f"coalesce(CAST(to_json(map_from_entries({entries})) AS VARCHAR), '{{}}')"
+
+
+# --- table raw ---------------------------------------------------------------------------------
+
+def create_raw_sql() -> str:
+    """CREATE TABLE raw: file index, data row, row hash, one VARCHAR per field, tags."""
+    columns = ", ".join(f"{name} VARCHAR" for name in FIELDS)
+    return (f"CREATE TABLE raw (_file INTEGER, _row BIGINT, _h UBIGINT, {columns}, "
+            "_tags VARCHAR)")
+
+
+def projection(layout: Layout) -> str:
+    """The SELECT list that turns one file's read into rows of ``raw`` (less _file and _row)."""
+    parts = [f"{layout.row_hash} AS _h"]
+    parts += [f"{layout.exprs.get(name, 'NULL::VARCHAR')} AS {name}" for name in FIELDS]
+    parts.append(f"{layout.tags} AS _tags")
+    return ", ".join(parts)
+
+
+def csv_read(layout: Layout) -> str:
+    """read_csv of one CSV file, every column VARCHAR named c0..cN, file order kept."""
+    names = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(layout.width))
+    compression = "gzip" if layout.fmt == "csv.gz" else "none"
+    return (f"read_csv({quote_text(str(layout.path))}, auto_detect=false, header=true, "
+            f"columns={{{names}}}, delim=',', quote='\"', escape='\"', strict_mode=true, "
+            f"compression='{compression}', encoding='utf-8')")
+
+
+def parquet_read(layout: Layout) -> str:
+    """read_parquet of one file with its row numbers."""
+    return f"read_parquet({quote_text(str(layout.path))}, file_row_number=true)"
+
+
+# --- mapping to FOCUS names ---------------------------------------------------------------------
+
+def is_split() -> str:
+    """SQL: the line is a split cost allocation row (a pod or task share of an instance line)."""
+    ops = ", ".join(quote_text(o) for o in SPLIT_OPERATIONS)
+    parent = ("(split_line_item_parent_resource_id IS NOT NULL AND split_line_item_parent_resource_id "
+              "IS DISTINCT FROM line_item_resource_id)")
+    return f"(coalesce(line_item_operation IN ({ops}), FALSE) OR {parent})"
+
+
+def dec(column: str) -> str:
+    """SQL: a text amount as DECIMAL (null → 0)."""
+    return f"CAST(coalesce({column}, '0') AS {DEC})"
+
+
+def dec_text(expr: str) -> str:
+    """SQL: a DECIMAL as text without trailing zeros."""
+    return f"regexp_replace(CAST({expr} AS VARCHAR), '\\.?0+$', '')"
+
+
+def case_of(mapping: dict[str, str], default: str = "NULL") -> str:
+    """SQL CASE over the line item type ``t``: {type: SQL expression}."""
+    whens = " ".join(f"WHEN {quote_text(t)} THEN {expr}" for t, expr in mapping.items())
+    return f"CASE t {whens} ELSE {default} END"
+
+
+def base_columns() -> dict[str, str]:
+    """FOCUS name → SQL over ``raw`` (line item type as ``t``), for the CUR line itself."""
+    unblended = "line_item_unblended_cost"
+    ri_fee = "reservation_reservation_arn IS NOT NULL"
+    category = case_of({t: quote_text(c) for t, c in CATEGORY.items()},
+                       f"CASE WHEN t LIKE '%{DISCOUNT_SUFFIX}' THEN 'Credit' END")
+    usage = f"t IN ({', '.join(quote_text(t) for t in USAGE_TYPES)})"
+    commitment = (f"CASE WHEN t IN ('DiscountedUsage', 'RIFee') OR (t = 'Fee' AND {ri_fee}) "
+                  "THEN reservation_reservation_arn WHEN t LIKE 'SavingsPlan%' "
+                  "THEN savings_plan_savings_plan_arn END")
+    return {
+        "ProviderName": "'AWS'",
+        "BillingAccountId": "bill_payer_account_id",
+        "SubAccountId": "line_item_usage_account_id",
+        "ServiceName": "coalesce(product_product_name, line_item_product_code)",
+        "ChargeCategory": category,
+        "ChargeFrequency": case_of({"SavingsPlanRecurringFee": "'Recurring'", "RIFee": "'Recurring'",
+                                    "SavingsPlanUpfrontFee": "'One-Time'", "Fee": "'One-Time'"},
+                                   "'Usage-Based'"),
+        "ChargeDescription": "line_item_line_item_description",
+        "ChargePeriodStart": "line_item_usage_start_date",
+        "ChargePeriodEnd": "line_item_usage_end_date",
+        # Covered usage and its negation net to zero on the invoice; as in AWS's FOCUS export both
+        # carry BilledCost 0 (the Savings Plan fee is what was billed), so no line carries money
+        # that another line takes back.
+        "BilledCost": case_of({"SavingsPlanCoveredUsage": "'0'", "SavingsPlanNegation": "'0'"}, unblended),
+        "EffectiveCost": case_of({
+            "DiscountedUsage": "reservation_effective_cost",
+            "SavingsPlanCoveredUsage": "savings_plan_savings_plan_effective_cost",
+            "SavingsPlanNegation": "'0'", "SavingsPlanUpfrontFee": "'0'",
+            "SavingsPlanRecurringFee": "'0'", "RIFee": "'0'",
+            "Fee": f"CASE WHEN {ri_fee} THEN '0' ELSE {unblended} END"}, unblended),
+        "ListCost": "pricing_public_on_demand_cost",
+        "ListUnitPrice": "pricing_public_on_demand_rate",
+        "ContractedUnitPrice": case_of({"Usage": "line_item_unblended_rate",
+                                        "SavingsPlanCoveredUsage": "savings_plan_savings_plan_rate"}),
+        # A negation offsets covered usage in money only: no quantity, so no instance-hours twice.
+        "PricingQuantity": "CASE WHEN t <> 'SavingsPlanNegation' THEN line_item_usage_amount END",
+        "ConsumedQuantity": f"CASE WHEN {usage} AND t <> 'SavingsPlanNegation' THEN line_item_usage_amount END",
+        "PricingUnit": "pricing_unit",
+        "ConsumedUnit": f"CASE WHEN {usage} THEN pricing_unit END",
+        "PricingCategory": ("CASE WHEN t IN ('DiscountedUsage', 'SavingsPlanCoveredUsage', "
+                            "'SavingsPlanNegation') THEN 'Committed' WHEN t = 'Usage' AND "
+                            "(pricing_term = 'Spot' OR line_item_usage_type LIKE '%SpotUsage%') "
+                            "THEN 'Dynamic' WHEN t = 'Usage' THEN 'Standard' END"),
+        "CommitmentDiscountId": commitment,
+        "CommitmentDiscountStatus": ("CASE WHEN t IN ('DiscountedUsage', 'SavingsPlanCoveredUsage', "
+                                     "'SavingsPlanNegation') THEN 'Used' END"),
+        "CommitmentDiscountType": (f"CASE WHEN t LIKE 'SavingsPlan%' THEN 'Savings Plan' WHEN "
+                                   f"t IN ('DiscountedUsage', 'RIFee') OR (t = 'Fee' AND {ri_fee}) "
+                                   "THEN 'Reservation' END"),
+        "ResourceId": "line_item_resource_id",
+        "RegionId": "coalesce(product_region_code, product_region)",
+        "SkuId": "product_sku",
+        "BillingCurrency": "line_item_currency_code",
+        "Tags": "_tags",
+        "x_UsageType": "line_item_usage_type",
+        "x_Operation": "line_item_operation",
+        "x_InstanceType": "product_instance_type",
+        "x_LineItemType": "t",
+        "x_ServiceCode": "line_item_product_code",
+    }
+
+
+UNUSED = {
+    # line item type: (unused amount, commitment id, description, commitment type)
+    "SavingsPlanRecurringFee": (
+        f"{dec('savings_plan_total_commitment_to_date')} - {dec('savings_plan_used_commitment')}",
+        "savings_plan_savings_plan_arn", "unused Savings Plan commitment", "Savings Plan"),
+    "RIFee": (
+        f"{dec('reservation_unused_amortized_upfront_fee_for_billing_period')} + "
+        f"{dec('reservation_unused_recurring_fee')}",
+        "reservation_reservation_arn", "unused reservation", "Reservation"),
+}
+
+
+def unused_columns(amount: str, commitment: str, description: str, kind: str) -> dict[str, str]:
+    """FOCUS name → SQL for the row of a commitment fee's unused part (billed 0, effective = unused)."""
+    cols = {name: "NULL" for name in base_columns()}
+    keep = ("ProviderName", "BillingAccountId", "SubAccountId", "ServiceName", "ChargePeriodStart",
+            "ChargePeriodEnd", "RegionId", "BillingCurrency", "Tags", "x_UsageType", "x_Operation",
+            "x_LineItemType", "x_ServiceCode")
+    cols.update({name: base_columns()[name] for name in keep})
+    cols.update({
+        "ChargeCategory": "'Usage'", "ChargeFrequency": "'Usage-Based'",
+        "ChargeDescription": quote_text(description), "BilledCost": "'0'",
+        "EffectiveCost": dec_text(amount), "PricingCategory": "'Committed'",
+        "CommitmentDiscountId": commitment, "CommitmentDiscountStatus": "'Unused'",
+        "CommitmentDiscountType": quote_text(kind),
+    })
+    return cols
+
+
+def select_list(columns: dict[str, str]) -> str:
+    """``expr AS Name, ...`` for a FOCUS column mapping."""
+    return ", ".join(f"{expr} AS {name}" for name, expr in columns.items())
+
+
+def money_source() -> str:
+    """The lines of ``raw`` that carry money (split rows left out), with the line item type as ``t``."""
+    return f"(SELECT *, line_item_line_item_type AS t FROM raw WHERE NOT {is_split()})"
+
+
+def staged_parts(select: dict[str, str] | None) -> str:
+    """UNION ALL of every money line and one row per unused commitment: ``_file, _row, _sub`` and,
+    unless ``select`` is None, ``_h`` and the FOCUS columns."""
+    source = money_source()
+    cols = "" if select is None else f", _h, {select_list(select)}"
+    parts = [f"SELECT _file, _row, 0 AS _sub{cols} FROM {source}"]
+    for fee, (amount, commitment, description, kind) in UNUSED.items():
+        cols = ("" if select is None else
+                f", hash(_h, 'unused') AS _h, {select_list(unused_columns(amount, commitment, description, kind))}")
+        parts.append(f"SELECT _file, _row, 1 AS _sub{cols} FROM {source} "
+                     f"WHERE t = {quote_text(fee)} AND ({amount}) > 0")
+    return " UNION ALL ".join(parts)
+
+
+def mapped_sql() -> str:
+    """CREATE TABLE mapped: the FOCUS-named lines in file order (file, row, unused row last)."""
+    return (f"CREATE TABLE mapped AS SELECT * EXCLUDE (_file, _row, _sub) FROM "
+            f"({staged_parts(base_columns())}) ORDER BY _file, _row, _sub")
+
+
+def origin_sql() -> str:
+    """CREATE TABLE origin: (file, row, sub-row) of each row of ``mapped``, in the same order."""
+    return f"CREATE TABLE origin AS SELECT * FROM ({staged_parts(None)}) ORDER BY _file, _row, _sub"
+
+
+def split_sql() -> str:
+    """Split cost allocation rows overlapping the window (parameters: window end, start, start)."""
+    start, end = (f"CAST({c} AS TIMESTAMPTZ)" for c in PERIOD)
+    return (f"SELECT _file, _row, coalesce(split_line_item_parent_resource_id, '') AS resource_id, "
+            "coalesce(line_item_resource_id, '') AS workload, "
+            "coalesce(line_item_operation, '') AS operation, "
+            "coalesce(line_item_usage_type, '') AS usage_type, "
+            "trim(coalesce(split_line_item_split_cost, '0')) AS split_cost, "
+            "trim(split_line_item_unused_cost) AS unused_cost, "
+            f"{start} AS start, {end} AS \"end\" FROM raw WHERE {is_split()} "
+            f"AND {start} < CAST(? AS TIMESTAMPTZ) AND ({start} >= CAST(? AS TIMESTAMPTZ) "
+            f"OR {end} > CAST(? AS TIMESTAMPTZ)) ORDER BY _file, _row")

@@ -1,0 +1,426 @@
+"""GCP Cloud Billing export → table ``lines`` (``BillingLine``), aggregated where the data lives.
+
+Two modes, one query (``billing_sql.GCP_LINES``):
+
+* ``table = "project.dataset.gcp_billing_export[_resource]_v1_XXXX"``: the query is rendered for
+  BigQuery and runs there through google-cloud-bigquery with Application Default Credentials
+  (a case never holds credentials); only the aggregates come back. A dry run first reports the
+  bytes the query would scan (logged, and kept as ``connector.bytes_scanned``); above
+  ``maximum_bytes_billed`` (case option, default 50 GiB) the query is refused before it runs, and
+  the same limit is set on the real query so that BigQuery itself refuses a runaway one.
+* ``path``: a local export (newline-delimited JSON as ``bq extract`` writes it, optionally
+  gzipped, or Parquet; a file or a folder of them): the same query rendered for DuckDB.
+
+The aggregates become FOCUS-named rows in DuckDB (:func:`focus_sql`), then the FOCUS connector's
+``adopt`` + ``read_focus_table`` check, window and normalise them as for any FOCUS file:
+
+* a charge row per group: cost_type regular → Usage, tax → Tax, adjustment and rounding_error →
+  Adjustment; BilledCost = EffectiveCost = the summed cost (credits excluded);
+* a Credit row per group and credit type with a non-zero sum (FOCUS keeps credits as lines of
+  their own), carrying the group's project, resource and SKU so the engine nets it into what it
+  applies to; credits of a type not in ``CREDIT_TYPES`` (or of no type) are summed as OTHER;
+* ServiceName = service.description, ChargeDescription = sku.description, ResourceId = resource.name
+  (detailed export), PricingQuantity / PricingUnit = usage.amount_in_pricing_units / pricing_unit,
+  ConsumedQuantity / ConsumedUnit = usage.amount / unit, SubAccountId = project.id, Tags = labels;
+  x_SkuId, x_ServiceId, x_CostType, x_CreditType, x_InvoiceMonth (Pacific time), x_MachineSpec
+  (the ``compute.googleapis.com/machine_spec`` system label; deliberately not x_InstanceType, which
+  would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and
+  x_ExportRows go to ``extra``.
+
+``rows`` is the number of export rows aggregated (those starting in the window).
+"""
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import logging
+from pathlib import Path
+from urllib.parse import urlparse
+
+import duckdb
+import pandas as pd
+
+from connectors.base import Connector
+from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
+from connectors.errors import FatalSourceError, InputError, RetriableSourceError
+from connectors.billing.focus import adopt, canonical_object, first_line, read_focus_table, session
+from schemas.billing import BillingLine
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BYTES = 50 * 1024 ** 3
+DEFAULT_TIMEOUT_S = 600
+ROLES = ("roles/bigquery.dataViewer on the dataset (or the table) and roles/bigquery.jobUser "
+         "on the project that runs the query")
+REQUIRED = ("billing_account_id", "service", "sku", "usage_start_time", "usage_end_time", "project",
+            "labels", "system_labels", "location", "cost", "currency", "usage", "credits", "invoice",
+            "cost_type")
+JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
+PARQUET_SUFFIXES = (".parquet",)
+TRANSIENT_REASONS = {"rateLimitExceeded", "backendError", "internalError"}
+CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
+
+# The export's columns as the local reader types them: every leaf VARCHAR (money and quantities
+# keep their text; the query casts them to DECIMAL), absent keys read as NULL.
+_KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
+JSON_COLUMNS = {
+    **{name: "VARCHAR" for name in ("billing_account_id", "usage_start_time", "usage_end_time",
+                                    "cost", "currency", "cost_type")},
+    "service": "STRUCT(id VARCHAR, description VARCHAR)",
+    "sku": "STRUCT(id VARCHAR, description VARCHAR)",
+    "project": "STRUCT(id VARCHAR, number VARCHAR, name VARCHAR)",
+    "labels": _KV, "system_labels": _KV,
+    "location": "STRUCT(location VARCHAR, country VARCHAR, region VARCHAR, zone VARCHAR)",
+    "resource": "STRUCT(name VARCHAR, global_name VARCHAR)",
+    "usage": "STRUCT(amount VARCHAR, unit VARCHAR, amount_in_pricing_units VARCHAR, pricing_unit VARCHAR)",
+    "credits": "STRUCT(name VARCHAR, amount VARCHAR, full_name VARCHAR, id VARCHAR, type VARCHAR)[]",
+    "invoice": "STRUCT(month VARCHAR)",
+}
+
+
+class GcpBillingConnector(Connector):
+    """Reads a GCP billing export (BigQuery table or local files) into the ``lines`` table."""
+
+    format_name = "gcp_billing"
+    kind = "billing"
+    schemas = {"lines": BillingLine}
+
+    def __init__(self, spec, ctx):
+        super().__init__(spec, ctx)
+        self.bytes_scanned: int | None = None
+        self.bytes_billed: int | None = None
+        self._digest = ""
+
+    @property
+    def in_bigquery(self) -> bool:
+        """Whether the source is a BigQuery table queried in place."""
+        return self.spec.path is None and not self.spec.options.get("uri") and bool(
+            self.spec.options.get("table"))
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Aggregate (in BigQuery or locally), map to FOCUS names, normalise as FOCUS."""
+        where = Path(self.spec.where) if self.in_bigquery else self.path
+        with session() as con:
+            if self.in_bigquery:
+                self._aggregate_bigquery(con)
+            else:
+                aggregate_local(con, self.path, self.ctx, self.options())
+            regroup_labels(con)
+            con.execute(focus_sql())
+            export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
+            if self.in_bigquery:
+                self._digest = result_digest(con, self.spec.where)
+            tables, _, covered = read_focus_table(con, adopt(con, "gcp_focus", where), where, self.ctx)
+        return tables, int(export_rows), covered
+
+    def fingerprint(self) -> str:
+        """Files: their bytes (base class); a BigQuery table: the query and what it returned."""
+        return self._digest if self.in_bigquery else super().fingerprint()
+
+    def options(self) -> dict:
+        """The case options this connector reads, with their defaults (bad values: InputError)."""
+        opts = self.spec.options
+        grain = str(opts.get("grain", "hour"))
+        if grain not in GRAINS:
+            raise InputError(self.spec.where, f"grain {grain!r}", column="grain",
+                             expected="one of " + ", ".join(GRAINS))
+        slack = opts.get("partition_slack_days")
+        return {"grain": grain,
+                "maximum_bytes_billed": self._number("maximum_bytes_billed", DEFAULT_MAX_BYTES, int),
+                "partition_slack_days": None if slack is None else self._number(
+                    "partition_slack_days", 0, int, low=0),
+                "timeout_s": self._number("timeout_s", DEFAULT_TIMEOUT_S, float)}
+
+    def _number(self, key: str, default, kind, low: float = 1e-9):
+        """A number option of at least ``low``."""
+        value = self.spec.options.get(key, default)
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            number = low - 1
+        if isinstance(value, bool) or number < low:
+            raise InputError(self.spec.where, f"{key} = {value!r}", column=key,
+                             expected="a positive number" if low > 0 else "a number, 0 or more")
+        return number
+
+    # --- BigQuery -------------------------------------------------------------------------------
+
+    def _aggregate_bigquery(self, con) -> None:
+        """Dry run, guard, run; the aggregates land in DuckDB table ``agg``."""
+        table, opts = str(self.spec.options["table"]), self.options()
+        try:
+            split_table(table, "bigquery")
+        except ValueError as exc:
+            raise InputError(table, str(exc), column="table",
+                             expected="project.dataset.table of a Cloud Billing export") from None
+        limit, client = opts["maximum_bytes_billed"], None
+        try:
+            client = make_client(self.spec.options, table)
+            sql = self._bigquery_sql(client, table, opts)
+            self.bytes_scanned = dry_run(client, sql, table)
+            guard(table, self.bytes_scanned, limit)
+            job, result = run_query(client, sql, limit, opts["timeout_s"])
+        except Exception as exc:  # every client fault becomes one of our errors
+            raise source_error(exc, table, limit) from None
+        finally:
+            if client is not None:
+                client.close()
+        self.bytes_billed = job.total_bytes_billed
+        con.register("agg_arrow", result)
+        con.execute("CREATE TABLE agg AS SELECT * FROM agg_arrow")
+        con.unregister("agg_arrow")
+
+    def _bigquery_sql(self, client, table: str, opts: dict) -> str:
+        """The BigQuery rendering, after checking the table has the export's columns."""
+        names = {field.name for field in client.get_table(table, retry=no_retry()).schema}
+        missing = [name for name in REQUIRED if name not in names]
+        if missing:
+            raise InputError(table, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",
+                             column=", ".join(missing), expected="a gcp_billing_export_*_v1 table")
+        return render("gcp_lines", "bigquery", table=table, start=self.ctx.start, end=self.ctx.end,
+                      grain=opts["grain"], detailed="resource" in names,
+                      partition_slack_days=opts["partition_slack_days"])
+
+
+def make_client(options, table: str):
+    """A BigQuery client: Application Default Credentials, or none for a loopback emulator.
+
+    ``api_endpoint`` (case option) points the client elsewhere; a plain-http endpoint must be a
+    loopback address and gets anonymous credentials, so no token ever travels in clear text.
+    """
+    from google.cloud import bigquery
+
+    project = options.get("project") or split_table(table, "bigquery")[0]
+    kwargs = {"project": project, "location": options.get("location")}
+    endpoint = options.get("api_endpoint")
+    if endpoint:
+        from google.api_core.client_options import ClientOptions
+
+        kwargs["client_options"] = ClientOptions(api_endpoint=str(endpoint))
+        if urlparse(str(endpoint)).scheme == "http":
+            if not is_loopback(str(endpoint)):
+                raise InputError(table, f"api_endpoint {endpoint!r} is plain http off this machine",
+                                 column="api_endpoint", expected="https, or http on a loopback address")
+            from google.auth.credentials import AnonymousCredentials
+
+            kwargs["credentials"] = AnonymousCredentials()
+    return bigquery.Client(**kwargs)
+
+
+def is_loopback(url: str) -> bool:
+    """Whether the url's host is localhost or a loopback address."""
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def no_retry():
+    """A google-api-core Retry that retries nothing: the base connector retries with backoff."""
+    from google.api_core.retry import Retry
+
+    return Retry(predicate=lambda exc: False)
+
+
+def dry_run(client, sql: str, table: str) -> int:
+    """Bytes the query would scan, from a dry run (logged)."""
+    from google.cloud import bigquery
+
+    config = bigquery.QueryJobConfig(dry_run=True, use_query_cache=False)
+    job = client.query(sql, job_config=config, retry=no_retry(), job_retry=None)
+    scanned = int(job.total_bytes_processed or 0)
+    log.info("gcp_billing: the query over %s would scan %d bytes (dry run)", table, scanned)
+    return scanned
+
+
+def guard(table: str, scanned: int, limit: int) -> None:
+    """Refuse, before it runs, a query whose dry run exceeds maximum_bytes_billed."""
+    if scanned > limit:
+        raise InputError(table, f"the query would scan {scanned:,} bytes, more than "
+                         f"maximum_bytes_billed = {limit:,}", column="maximum_bytes_billed",
+                         expected="a higher maximum_bytes_billed, a shorter window or "
+                                  "partition_slack_days")
+
+
+def run_query(client, sql: str, limit: int, timeout_s: float):
+    """Run the query with maximum_bytes_billed set; return (job, Arrow table of the aggregates)."""
+    from google.cloud import bigquery
+
+    config = bigquery.QueryJobConfig(maximum_bytes_billed=limit)
+    job = client.query(sql, job_config=config, retry=no_retry(), job_retry=None)
+    try:
+        rows = job.result(timeout=timeout_s, retry=no_retry())
+    except TimeoutError:
+        job.cancel()
+        raise QueryTimeout(f"the query did not finish within timeout_s = {timeout_s:g} s "
+                           f"(job {job.job_id}, cancelled)") from None
+    return job, rows.to_arrow(create_bqstorage_client=False)
+
+
+class QueryTimeout(Exception):
+    """The query outran timeout_s: not retried, as a rerun would bill the scan again."""
+
+
+def source_error(exc: Exception, table: str, limit: int) -> Exception:
+    """Map a client or transport fault onto InputError / Retriable / FatalSourceError."""
+    if isinstance(exc, (InputError, RetriableSourceError, FatalSourceError)):
+        return exc
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    reasons = {e.get("reason") for e in (getattr(exc, "errors", None) or []) if isinstance(e, dict)}
+    message = first_line(exc)
+    if isinstance(exc, QueryTimeout):
+        return FatalSourceError(f"{table}: {message}")
+    if "bytesBilledLimitExceeded" in reasons:
+        return InputError(table, f"BigQuery refused the query above maximum_bytes_billed = "
+                          f"{limit:,} bytes ({message})", column="maximum_bytes_billed",
+                          expected="a higher maximum_bytes_billed or a shorter window")
+    transient = (gexc.TooManyRequests, gexc.InternalServerError, gexc.BadGateway,
+                 gexc.ServiceUnavailable, gexc.GatewayTimeout, requests.ConnectionError,
+                 requests.Timeout, TimeoutError)
+    if isinstance(exc, transient) or reasons & TRANSIENT_REASONS:
+        return RetriableSourceError(f"{table}: transient BigQuery fault: {message}")
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return FatalSourceError(f"{table}: no Application Default Credentials (run `gcloud auth "
+                                "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS, "
+                                "or run with an attached service account)")
+    if isinstance(exc, (gexc.Unauthorized, auth_exc.RefreshError)):
+        return FatalSourceError(f"{table}: BigQuery rejected the credentials: {message}")
+    if isinstance(exc, gexc.Forbidden) or "accessDenied" in reasons:
+        return FatalSourceError(f"{table}: permission denied; reading the export needs {ROLES} "
+                                f"({message})")
+    if isinstance(exc, gexc.NotFound):
+        return FatalSourceError(f"{table}: not found (check the project, dataset and table names "
+                                f"and the location): {message}")
+    return FatalSourceError(f"{table}: BigQuery error: {message}")
+
+
+# --- local files ----------------------------------------------------------------------------
+
+def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
+    """Expose the export files as view ``billing_export`` and aggregate them into table ``agg``."""
+    files, fmt = export_files(path)
+    detailed = export_view(con, files, fmt, path)
+    sql = render("gcp_lines", "duckdb", table="billing_export", start=ctx.start, end=ctx.end,
+                 grain=opts["grain"], detailed=detailed)
+    try:
+        con.execute(f"CREATE TABLE agg AS {sql}")
+    except duckdb.Error as exc:
+        raise InputError(path, f"unreadable export: {first_line(exc)}",
+                         expected="a Cloud Billing export (bq extract JSON or Parquet)") from None
+
+
+def export_files(path: Path) -> tuple[list[str], str]:
+    """The export's files (one file, or every export file under a folder) and their format."""
+    candidates = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    json_files = [str(p) for p in candidates if p.name.lower().endswith(JSON_SUFFIXES)]
+    parquet_files = [str(p) for p in candidates if p.name.lower().endswith(PARQUET_SUFFIXES)]
+    if json_files and parquet_files:
+        raise InputError(path, "both JSON and Parquet export files", expected="one format")
+    if not (json_files or parquet_files):
+        raise InputError(path, "no export file (.json, .jsonl, .ndjson, .json.gz or .parquet)",
+                         expected="a Cloud Billing export as newline-delimited JSON or Parquet")
+    return (json_files, "json") if json_files else (parquet_files, "parquet")
+
+
+def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
+    """Create view ``billing_export`` (timestamps as TIMESTAMPTZ); return whether it is detailed."""
+    listed = "[" + ", ".join(quote(f) for f in files) + "]"
+    if fmt == "json":
+        spec = "{" + ", ".join(f"{quote(k)}: {quote(v)}" for k, v in JSON_COLUMNS.items()) + "}"
+        source = f"read_json({listed}, format='newline_delimited', columns={spec})"
+        names = set(JSON_COLUMNS)
+    else:
+        source = f"read_parquet({listed}, union_by_name=true)"
+        try:
+            names = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        except duckdb.Error as exc:
+            raise InputError(path, f"not a readable Parquet file: {first_line(exc)}") from None
+    missing = [name for name in REQUIRED if name not in names]
+    if missing:
+        raise InputError(path, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",
+                         column=", ".join(missing), expected="the columns of a billing export")
+    con.execute("CREATE VIEW billing_export AS SELECT * REPLACE ("
+                "CAST(usage_start_time AS TIMESTAMPTZ) AS usage_start_time, "
+                f"CAST(usage_end_time AS TIMESTAMPTZ) AS usage_end_time) FROM {source}")
+    return "resource" in names
+
+
+# --- aggregates → FOCUS-named rows ----------------------------------------------------------
+
+def regroup_labels(con) -> None:
+    """Rewrite ``agg`` with labels as canonical JSON, merging groups that then coincide.
+
+    Engines escape JSON text slightly differently; canonical text makes the result, and its row
+    order, the same whichever engine aggregated.
+    """
+    texts = [row[0] for row in con.execute("SELECT DISTINCT labels FROM agg").fetchall()]
+    mapping = [(text, canonical_object(text) if text else "{}") for text in texts]
+    bad = [text for text, canonical in mapping if canonical is None]
+    if bad:
+        raise InputError("labels", f"labels that are no JSON object: {bad[0]!r}")
+    con.execute("CREATE TABLE label_map (labels VARCHAR, tags VARCHAR)")
+    if mapping:
+        con.executemany("INSERT INTO label_map VALUES (?, ?)", mapping)
+    keys = [k for k in GCP_KEYS if k != "labels"]
+    sums = ", ".join(f"sum({name}) AS {name}" for name in (*GCP_SUMS, *CREDIT_COLUMNS, "export_rows"))
+    con.execute(f"CREATE TABLE agg_canonical AS SELECT {', '.join(keys)}, m.tags AS labels, "
+                f"min(period_start) AS period_start, max(period_end) AS period_end, {sums} "
+                f"FROM agg JOIN label_map AS m USING (labels) GROUP BY {', '.join(keys)}, m.tags")
+
+
+def focus_sql() -> str:
+    """CREATE TABLE gcp_focus: one charge row per group, one Credit row per non-zero credit type."""
+    common = """
+      'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId,
+      project_id AS SubAccountId, service_description AS ServiceName,
+      sku_description AS ChargeDescription, period_start AS ChargePeriodStart,
+      period_end AS ChargePeriodEnd, resource_name AS ResourceId, resource_name AS ResourceName,
+      region AS RegionId, sku_id AS SkuId, currency AS BillingCurrency, labels AS Tags,
+      sku_id AS x_SkuId, nullif(service_id, '') AS x_ServiceId, cost_type AS x_CostType,
+      nullif(invoice_month, '') AS x_InvoiceMonth, nullif(machine_spec, '') AS x_MachineSpec"""
+    known = " + ".join(CREDIT_COLUMNS)
+    credit_names = ", ".join([*CREDIT_COLUMNS, "credit_other"])
+    return f"""
+    CREATE TABLE gcp_focus AS
+    WITH a AS (SELECT *, credit_total - ({known}) AS credit_other FROM agg_canonical),
+    charges AS (
+      SELECT {common},
+        CASE cost_type WHEN 'regular' THEN 'Usage' WHEN 'tax' THEN 'Tax' ELSE 'Adjustment' END
+          AS ChargeCategory,
+        cost AS BilledCost, cost AS EffectiveCost, pricing_quantity AS PricingQuantity,
+        nullif(pricing_unit, '') AS PricingUnit, usage_amount AS ConsumedQuantity,
+        nullif(usage_unit, '') AS ConsumedUnit, NULL::VARCHAR AS x_CreditType,
+        export_rows AS x_ExportRows, 0 AS part
+      FROM a),
+    credits AS (
+      SELECT {common}, 'Credit' AS ChargeCategory, amount AS BilledCost, amount AS EffectiveCost,
+        NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
+        NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
+        upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part
+      FROM (UNPIVOT a ON {credit_names} INTO NAME kind VALUE amount)
+      WHERE amount <> 0)
+    SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits)
+    ORDER BY ChargePeriodStart, BillingAccountId, SubAccountId, ServiceName, x_ServiceId,
+      ChargeDescription, SkuId, ResourceId, RegionId, x_CostType, BillingCurrency, x_InvoiceMonth,
+      ConsumedUnit, PricingUnit, Tags, x_MachineSpec, part, x_CreditType, ChargePeriodEnd
+    """
+
+
+def result_digest(con, table: str) -> str:
+    """sha256 of the table name and every aggregated row (the provenance of a BigQuery read)."""
+    digest = hashlib.sha256(table.encode() + b"\0")
+    for row in con.execute("SELECT * FROM gcp_focus").fetchall():
+        digest.update(json.dumps([str(v) for v in row]).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def quote(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,57 @@
+"""A collector profile bundle as a ``[[profiles]]`` source (``format = "profile_bundle"``).
+
+Reads ``trace.json.gz`` with the Kineto reader (same three tables) and takes ``requests``,
+``prompt_tokens`` and ``generated_tokens`` served in the profiler window from ``profile.json``;
+figures written on the case's ``[[profiles]]`` entry take precedence. The returned frame's spec
+names the trace file (so the kernel findings read it); the fingerprint covers the whole bundle.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from connectors.base import Connector
+from connectors.errors import InputError
+from connectors.profiles.kineto import (EXPECTED_CUDA, NO_GPU_EVENTS, category_table, event_frame,
+                               kernel_table, profile_table)
+from connectors.profiles.events import load_trace
+from schemas.profile import CategoryTime, KernelEvent, KernelSummary
+
+TRAFFIC = ("requests", "prompt_tokens", "generated_tokens")
+
+
+class ProfileBundleConnector(Connector):
+    """Reads a bundle folder written by `costaudit collect`."""
+
+    format_name = "profile_bundle"
+    kind = "profiles"
+    schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
+
+    def fetch(self):
+        """Kineto tables of the bundle's trace; the window's traffic merged into the spec's options."""
+        document = self._document()
+        window = document.get("window") or {}
+        if not window.get("measured"):
+            raise InputError(self.path, window.get("reason", "the bundle has no profiler window"),
+                             expected="a bundle collected from an in-process callable")
+        trace_path = self.path / window.get("trace", "trace.json.gz")
+        trace = load_trace(trace_path)
+        if trace.kind.size == 0:
+            raise InputError(trace_path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+        events = event_frame(trace)
+        tables = {"profile": profile_table(trace, trace_path.name), "kernels": kernel_table(events),
+                  "categories": category_table(events)}
+        found = {k: window.get(k) for k in TRAFFIC if window.get(k) is not None}
+        options = {**found, **{k: v for k, v in self.spec.options.items() if v is not None}}
+        # the frame names the trace itself, so that the kernel findings (audit/result.py) read it
+        self.spec = dataclasses.replace(self.spec, path=trace_path, options=options)
+        return tables, trace.rows, (None, None)
+
+    def _document(self) -> dict:
+        path = self.path / "profile.json"
+        if not path.is_file():
+            raise InputError(self.path, "no profile.json", expected="a costaudit collect bundle folder")
+        try:
+            return json.loads(path.read_text())
+        except ValueError as exc:
+            raise InputError(path, f"not JSON: {exc}") from exc

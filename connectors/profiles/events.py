@@ -1,0 +1,382 @@
+"""Chrome trace JSON (PyTorch profiler / Kineto) → numpy event columns, and interval arithmetic.
+
+The trace is streamed (connectors/profiles/stream.py): each chunk of ``traceEvents`` is decoded by
+msgspec into small typed Structs that keep only the fields the audit reads (unknown fields are
+skipped by the decoder) and turned into numpy columns at once, so no more than a chunk of events
+ever exists as Python objects. A chunk is first decoded as a tagged union on ``ph``: complete
+events (``X``) in full, events of the other phases as their category and duration only; a chunk
+where that is not enough (an event of another phase with a category and a duration, which is
+kept, or a phase outside the union) is decoded again as plain Events, whose result is the
+reference. Timestamps stay float64 microseconds exactly as written; start and
+end times are taken relative to ``base`` (an exact subtraction) so that epoch-scale traces keep
+sub-nanosecond precision.
+
+Every event with a category and a duration becomes one row of a ``Trace``; its ``role`` says what
+it is (a kernel, a memcpy, a runtime call, a CPU operator, a Python frame …). Both the 2021 schema
+(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) and the current one are read.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import filterfalse
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Union
+
+if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
+    # The trace analysis makes no BLAS call, and OpenBLAS's thread pool costs its start-up (about
+    # 50 ms on two cores) and a core busy-waiting after it: numpy is loaded with one BLAS thread,
+    # and the environment is left as it was (children and other libraries are not affected).
+    # The collector has nothing to free while numpy's modules load: it is paused meanwhile.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+        if collecting:
+            gc.enable()
+
+import msgspec
+import numpy as np
+
+from connectors.profiles.columns import (ANNOTATION, CPU_OP, GPU_ANNOTATION, KERNEL, MEMCPY,  # noqa: F401
+                                      MEMSET, OTHER, PYTHON, ROLES, RUNTIME, SYNC, TRACE, Interner,
+                                      chunk_columns, concatenate)
+from connectors.profiles.stream import EventStream
+
+GPU_WORK = (KERNEL, MEMCPY, MEMSET)
+SYNC_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+)
+GPU_SIDE_WAITS = frozenset({"Stream Wait Event"})
+"""cuda_sync kinds where a GPU stream waits, not the host: not counted as sync time."""
+REQUEST_PREFIX = "costaudit.request"
+
+
+class Args(msgspec.Struct, frozen=True, gc=False):
+    """The event arguments the audit reads; every other one is skipped by the decoder.
+
+    Fields are in the order Kineto writes them (msgspec finds a key at once when keys come in field
+    order); trace_columns reads them by ``astuple``, in this order.
+    """
+
+    external: Any = msgspec.field(default=-1, name="External id")
+    device: Any = None
+    stream: Any = -1
+    correlation: Any = -1
+    external_2021: Any = msgspec.field(default=-1, name="external id")
+    bytes: Any = None
+    grid: Any = None
+    block: Any = None
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Call stack")
+
+
+NO_ARGS = Args()
+"""The arguments of an event that has none (shared: Args is frozen)."""
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event; every other field is skipped by the decoder."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Args = NO_ARGS
+
+
+class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (``"ph": "X"``) of the fast decoding: an Event whose ph is known."""
+
+    cat: Any = None            # in the order of trace_columns.FIELDS (rows are read by astuple),
+    name: Any = None           # which is the order Kineto writes them in
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Args = NO_ARGS
+
+
+class Anything(msgspec.Struct, frozen=True, gc=False):
+    """A JSON object whose keys are all skipped (so that args must be an object, as for Event)."""
+
+
+ANYTHING = Anything()
+PHASES = "BEiIstfMCbne"
+"""The Chrome trace phases other than X that Kineto writes; a chunk with an event of another phase
+(or none) is decoded as Events."""
+OTHERS = tuple(msgspec.defstruct(f"Phase{ord(tag)}", [("cat", Any, None), ("dur", Any, None),
+                                                       ("args", Anything, ANYTHING)],
+                                 tag_field="ph", tag=tag, gc=False) for tag in PHASES)
+FAST_EVENT = Union[(Complete, *OTHERS)]
+"""The fast decoding of an event: complete events in full, the others as their cat and dur only."""
+DUR = attrgetter("dur")
+
+
+def only_complete_kept(events: list) -> bool:
+    """Whether no event but the complete ones of a fast-decoded chunk is kept (has a string
+    category and a duration); when one is, the chunk is decoded again as Events."""
+    others = list(filterfalse(Complete.__instancecheck__, events))
+    durs = list(map(DUR, others))
+    if durs.count(None) == len(durs):
+        return True
+    return not any(d is not None and isinstance(e.cat, str) for e, d in zip(others, durs))
+
+
+class Device(msgspec.Struct, gc=False):
+    """One entry of ``deviceProperties``."""
+
+    id: Any = None
+    name: Any = None
+    numSms: Any = None
+
+
+class Distributed(msgspec.Struct, gc=False):
+    """``distributedInfo``: the rank of a multi-rank job."""
+
+    rank: Any = None
+    world_size: Any = None
+
+
+class Top(msgspec.Struct, gc=False):
+    """The top-level trace object less its events."""
+
+    deviceProperties: list[Device] | None = None
+    distributedInfo: Distributed | None = None
+
+
+@dataclass
+class Trace:
+    """Every event with a category and a duration, as columns (one row per event)."""
+
+    path: Path
+    rows: int                  # events in traceEvents, of any kind
+    role: np.ndarray           # int8 role code
+    ts: np.ndarray             # float64 us as written
+    dur: np.ndarray            # float64 us (missing 0, negative clipped to 0)
+    thread: np.ndarray         # int32 index into ``threads``
+    device: np.ndarray         # int32 index into ``device_keys`` (-1 for host events)
+    stream: np.ndarray         # int64 (-1 when absent or not an integer)
+    correlation: np.ndarray    # int64 (-1 when absent)
+    external: np.ndarray       # int64 External id (-1 when absent)
+    name: np.ndarray           # int32 index into ``names``
+    names: list[str]
+    threads: list[Any]         # (pid, tid) per thread index
+    device_keys: list[Any]
+    devices: dict[Any, dict]   # device key -> {"name", "sms"} from deviceProperties
+    rank: int | None
+    kernel: dict[str, np.ndarray]   # rows, occupancy, blocks, threads of kernel events
+    copy: dict[str, np.ndarray]     # rows, bytes of memcpy / memset events
+    op: dict[str, np.ndarray]       # rows, dims, types, stack of CPU operators (-1: none)
+    strings: list[str]              # shapes, dtypes and call stacks referenced by ``op``
+    source: str = "kineto"
+
+    @cached_property
+    def base(self) -> float:
+        """The earliest timestamp of the trace (Trace-category events aside)."""
+        mine = self.ts[self.role != TRACE]
+        return float(mine.min()) if mine.size else 0.0
+
+    @cached_property
+    def start(self) -> np.ndarray:
+        """Start times in us after ``base`` (exact)."""
+        return self.ts - self.base
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        """End times in us after ``base``."""
+        return self.start + self.dur
+
+    def device_name(self, index: int) -> str:
+        """The name deviceProperties gives the device at ``index`` ('' when unknown)."""
+        return self.devices.get(self.device_keys[index], {}).get("name", "")
+
+    def names_of(self, mask: np.ndarray) -> list[str]:
+        """The names of the events selected by ``mask``."""
+        names = self.names
+        return [names[i] for i in self.name[mask]]
+
+
+def read_trace(path: Path) -> Trace:
+    """Stream the Chrome trace at ``path`` into columns; bad input raises InputError."""
+    path = Path(path)
+    stream = EventStream(path, Event, Top, FAST_EVENT, only_complete_kept)
+    intern = Interner()
+    collecting = gc.isenabled()
+    gc.disable()                  # the parse makes no cycles; the collector would only rescan chunks
+    try:
+        parts = [chunk_columns(path, first, events, intern, Complete) for first, events in stream]
+    finally:
+        if collecting:
+            gc.enable()
+    columns = concatenate(parts)
+    top = stream.top
+    return Trace(path=path, rows=stream.count, names=intern.names.keys_list(),
+                 threads=intern.threads.keys_list(), device_keys=intern.devices.keys_list(),
+                 devices=_devices(top.deviceProperties), rank=_rank(top.distributedInfo),
+                 strings=[_text(s) for s in intern.strings], **columns)
+
+
+def _text(value: Any) -> str:
+    """An interned shape or stack as text (shapes are kept as their JSON bytes while parsing)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _devices(props: list[Device] | None) -> dict[Any, dict]:
+    """deviceProperties id -> {"name", "sms"} (list position when an entry has no id)."""
+    out: dict[Any, dict] = {}
+    for position, prop in enumerate(props or []):
+        key = prop.id if isinstance(prop.id, (int, str)) else position
+        sms = prop.numSms if isinstance(prop.numSms, int) else None
+        out[key] = {"name": prop.name if isinstance(prop.name, str) else "", "sms": sms}
+    return out
+
+
+def _rank(info: Distributed | None) -> int | None:
+    """distributedInfo.rank as an int, or None."""
+    if info is None or not isinstance(info.rank, (int, str)):
+        return None
+    try:
+        return int(info.rank)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- the GPU view of the kineto tables
+
+@dataclass
+class TraceData:
+    """The GPU work of a trace (kernels, memcpys, memsets) as columns, plus host sync time."""
+
+    rows: int
+    kind: np.ndarray          # int8 KERNEL / MEMCPY / MEMSET
+    start: np.ndarray         # float64 us after ``base``
+    end: np.ndarray           # float64 us after ``base``
+    dur: np.ndarray           # float64 us, as written
+    base: float               # trace time (us) that start and end count from
+    device: np.ndarray        # int index into ``device_keys``
+    names: list[str]
+    device_keys: list[Any]
+    device_names: dict[Any, str]
+    sync_us: float
+    spans: tuple[np.ndarray, np.ndarray]   # request spans (start, end), unmerged
+    trace: Trace | None = None
+
+
+def load_trace(path: Path) -> TraceData:
+    """The GPU view of the trace at ``path``."""
+    return gpu_view(read_trace(path))
+
+
+def gpu_view(trace: Trace) -> TraceData:
+    """Kernels, memcpys and memsets of ``trace``; host sync time; request spans."""
+    work = np.isin(trace.role, GPU_WORK)
+    return TraceData(
+        rows=trace.rows, kind=trace.role[work], start=trace.start[work], end=trace.end[work],
+        dur=trace.dur[work], base=trace.base, device=trace.device[work],
+        names=trace.names_of(work), device_keys=trace.device_keys,
+        device_names={key: props["name"] for key, props in trace.devices.items()},
+        sync_us=sync_us(trace), spans=request_spans(trace), trace=trace)
+
+
+def name_mask(trace: Trace, predicate) -> np.ndarray:
+    """Per event: whether its name satisfies ``predicate`` (evaluated once per distinct name)."""
+    hits = np.fromiter((bool(predicate(n)) for n in trace.names), dtype=bool, count=len(trace.names))
+    return hits[trace.name] if trace.name.size else np.zeros(0, dtype=bool)
+
+
+def sync_us(trace: Trace) -> float:
+    """Host time blocked in synchronisation calls; cuda_sync events not twinned by a call count once.
+
+    A cuda_sync event and the runtime call it records share a correlation id: the call is counted,
+    its twin is not. GPU-side waits (``Stream Wait Event``) are not host time.
+    """
+    calls = (trace.role == RUNTIME) & name_mask(trace, lambda n: n.startswith(SYNC_CALLS))
+    events = (trace.role == SYNC) & ~name_mask(trace, lambda n: n in GPU_SIDE_WAITS)
+    twinned = member(trace.correlation[events], trace.correlation[calls & (trace.correlation != -1)])
+    twinned &= trace.correlation[events] != -1
+    return float(trace.dur[calls].sum() + trace.dur[events][~twinned].sum())
+
+
+def request_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of the ``costaudit.request*`` annotations, host or GPU side."""
+    mask = np.isin(trace.role, (ANNOTATION, GPU_ANNOTATION))
+    mask &= name_mask(trace, lambda n: n.startswith(REQUEST_PREFIX))
+    return trace.start[mask], trace.end[mask]
+
+
+# ---------------------------------------------------------------- interval arithmetic
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an integer array: ``np.unique`` without its options, which
+    imports numpy.ma on first use (15 ms)."""
+    ordered = np.sort(values, kind="stable")
+    if ordered.size < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Per value: whether it is in ``pool`` (``np.isin`` for integer arrays, by binary search; the
+    sorting path of np.isin calls np.unique, which imports numpy.ma on first use)."""
+    if values.size == 0 or pool.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pool = np.sort(pool)
+    at = np.minimum(np.searchsorted(pool, values), pool.size - 1)
+    return pool[at] == values
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted intervals covering the same points as [starts, ends)."""
+    if starts.size == 0:
+        return starts.astype(np.float64), ends.astype(np.float64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    opens = np.empty(s.size, dtype=bool)
+    opens[0] = True
+    opens[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(opens)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+def length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Total length of disjoint intervals."""
+    return float(np.sum(ends - starts)) if starts.size else 0.0
+
+
+def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two disjoint, sorted interval sets."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    if a_s.size == 0 or b_s.size == 0:
+        return 0.0
+    return float(np.sum(_covered_up_to(a_s, a_e, b_e) - _covered_up_to(a_s, a_e, b_s)))
+
+
+def covered_up_to(merged: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """For each x, the length of the disjoint, sorted intervals ``merged`` that lies before x."""
+    return _covered_up_to(merged[0], merged[1], np.asarray(x, dtype=np.float64))
+
+
+def _covered_up_to(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each x, the length of the disjoint intervals that lies before x."""
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    i = np.searchsorted(starts, x, side="right")     # intervals starting at or before x
+    inside = np.where(i > 0, np.clip(x - starts[np.maximum(i - 1, 0)], 0.0, None), 0.0)
+    partial = np.minimum(inside, (ends - starts)[np.maximum(i - 1, 0)])
+    return before[np.maximum(i - 1, 0)] * (i > 0) + partial

@@ -1,0 +1,269 @@
+"""Nsight Systems SQLite exports → the same Trace columns and tables as Kineto traces.
+
+Read: CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET (GPU work), _RUNTIME (launches and host
+synchronisation calls), _SYNCHRONIZATION (cuda_sync records), NVTX_EVENTS (push/pop and
+start/end ranges, as annotations), StringIds, and TARGET_INFO_GPU / TARGET_INFO_CUDA_GPU for device
+names and SM counts. Timestamps are integer nanoseconds; they become float microseconds.
+
+Older exports (e.g. 2021.x) differ: TARGET_INFO_GPU has five columns (``deviceId``, no SM count,
+which TARGET_INFO_CUDA_GPU then gives); runtime calls appear twice with one correlation id, once
+as ``cudaMalloc`` and once as ``cudaMalloc_v3020``; the enum tables may be absent. Both are read.
+Runtime names lose their ``_vNNNN`` suffix.
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from connectors.base import Connector
+from connectors.errors import InputError
+from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table
+from connectors.profiles.columns import (ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table)
+from connectors.profiles.events import Trace, gpu_view
+from schemas.profile import CategoryTime, KernelEvent, KernelSummary
+
+EXPECTED = "an Nsight Systems SQLite export (nsys export --type sqlite) with CUDA trace tables"
+VERSION_SUFFIX = re.compile(r"_v\d+$")
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
+                5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+SYNC_TYPES = {0: "Unknown Sync", 1: "Context Sync", 2: "Event Sync", 3: "Stream Sync", 4: "Stream Wait Event"}
+NVTX_RANGES = (59, 60)            # push/pop and start/end ranges
+COLUMNS = ("role", "ts", "dur", "thread", "device", "stream", "correlation", "external", "name")
+
+
+class NsysConnector(Connector):
+    """Reads one Nsight Systems SQLite export (.sqlite)."""
+
+    format_name = "nsys"
+    kind = "profiles"
+    schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Read the export and build the profile, kernels and categories tables."""
+        trace = read_nsys(self.path)
+        view = gpu_view(trace)
+        if view.kind.size == 0:
+            raise InputError(self.path, "no GPU kernel, memcpy or memset rows", expected=EXPECTED)
+        events = event_frame(view)
+        tables = {"profile": profile_table(view, self.path.name), "kernels": kernel_table(events),
+                  "categories": category_table(events)}
+        return tables, trace.rows, (None, None)
+
+
+def read_nsys(path: Path) -> Trace:
+    """The export at ``path`` as a Trace (source 'nsys'); bad input raises InputError."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        if handle.read(16) != b"SQLite format 3\x00":
+            raise InputError(path, "not an SQLite database", expected=EXPECTED)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return _read(path, db)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"cannot read the export: {exc}", expected=EXPECTED) from None
+    finally:
+        db.close()
+
+
+def _read(path: Path, db: sqlite3.Connection) -> Trace:
+    """Every table the analysis uses, concatenated into Trace columns."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:
+        raise InputError(path, "no CUPTI_ACTIVITY_KIND_KERNEL or _MEMCPY table", expected=EXPECTED)
+    strings = dict(db.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+    names, threads, devices = Table(), Table(), Table()
+    parts = [part for part in (
+        _kernels(db, tables, strings, names, devices),
+        _memcpys(db, tables, names, devices),
+        _memsets(db, tables, names, devices),
+        _syncs(db, tables, names, devices),
+        _runtime(db, tables, strings, names, threads),
+        _nvtx(db, tables, strings, names, threads),
+    ) if part is not None]
+    columns = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
+    order = np.argsort(columns["ts"], kind="stable")
+    columns = {c: v[order] for c, v in columns.items()}
+    extras = _extras(parts, order)
+    return Trace(path=path, rows=int(sum(p["role"].size for p in parts)), names=names.keys_list(),
+                 threads=threads.keys_list(), device_keys=devices.keys_list(),
+                 devices=_device_props(db, tables), rank=None, strings=[], source="nsys",
+                 op={"rows": np.zeros(0, np.int64), "dims": np.zeros(0, np.int32),
+                     "types": np.zeros(0, np.int32), "stack": np.zeros(0, np.int32)},
+                 **extras, **columns)
+
+
+def _frame(role: int, start, end, thread, device, stream, correlation, name) -> dict[str, np.ndarray]:
+    """Trace columns of one table's rows (ns integers in, us floats out)."""
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    n = start.size
+    return {"role": np.full(n, role, np.int8), "ts": start / 1000.0, "dur": np.maximum(end - start, 0) / 1000.0,
+            "thread": np.asarray(thread, np.int32).reshape(n), "device": np.asarray(device, np.int32).reshape(n),
+            "stream": np.asarray(stream, np.int64).reshape(n),
+            "correlation": np.asarray(correlation, np.int64).reshape(n),
+            "external": np.full(n, -1, np.int64), "name": np.asarray(name, np.int32).reshape(n)}
+
+
+def _rows(db, sql: str) -> list[tuple]:
+    """All rows of a query."""
+    return db.execute(sql).fetchall()
+
+
+def _kernels(db, tables, strings, names: Table, devices: Table):
+    """Kernel rows, with launch shape extras."""
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        return None
+    rows = _rows(db, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), demangledName, "
+                     "gridX * gridY * gridZ, blockX * blockY * blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    cols = list(zip(*rows)) if rows else [[]] * 8
+    part = _frame(KERNEL, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
+                  cols[4], [names.id(strings.get(n, str(n))) for n in cols[5]])
+    part["kernel.blocks"], part["kernel.threads"] = np.asarray(cols[6], np.int64), np.asarray(cols[7], np.int64)
+    return part
+
+
+def _enum(db, tables, name: str, fallback: dict[int, str]) -> dict[int, str]:
+    """An nsys enum table as {id: short label}, else the documented values."""
+    if name not in tables:
+        return fallback
+    columns = [row[1] for row in db.execute(f"PRAGMA table_info({name})")]
+    label = "label" if "label" in columns else "name"
+    out = {}
+    for key, text in db.execute(f"SELECT id, {label} FROM {name}"):
+        text = re.sub(r"^CUDA_(MEMOPR_MEMORY_KIND|MEMCPY_KIND)_", "", str(text)).replace("_", " ").title()
+        out[int(key)] = fallback.get(int(key), text) if text.lower() in ("", "none") else text
+    return out
+
+
+def _memcpys(db, tables, names: Table, devices: Table):
+    """Memcpy rows named as Kineto names them: 'Memcpy HtoD (Pinned -> Device)'."""
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:
+        return None
+    kinds = _enum(db, tables, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS)
+    memory = _enum(db, tables, "ENUM_CUDA_MEM_KIND", MEMORY_KINDS)
+    rows = _rows(db, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), copyKind, "
+                     "srcKind, dstKind, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    cols = list(zip(*rows)) if rows else [[]] * 9
+    labels = [f"Memcpy {_direction(kinds.get(k, str(k)))} ({memory.get(s, '?')} -> {memory.get(d, '?')})"
+              for k, s, d in zip(cols[5], cols[6], cols[7])]
+    part = _frame(MEMCPY, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
+                  cols[4], [names.id(label) for label in labels])
+    part["copy.bytes"] = np.asarray(cols[8], np.int64)
+    return part
+
+
+def _direction(label: str) -> str:
+    """'HtoD' from an enum label such as 'Host To Device' or 'HtoD'."""
+    compact = label.replace(" ", "").replace("-", "").lower()
+    for short, long in (("HtoD", "hosttodevice"), ("DtoH", "devicetohost"), ("DtoD", "devicetodevice"),
+                        ("HtoH", "hosttohost"), ("PtoP", "peertopeer")):
+        if compact in (short.lower(), long):
+            return short
+    return label
+
+
+def _memsets(db, tables, names: Table, devices: Table):
+    """Memset rows, named 'Memset (Device)'."""
+    if "CUPTI_ACTIVITY_KIND_MEMSET" not in tables:
+        return None
+    rows = _rows(db, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), bytes "
+                     "FROM CUPTI_ACTIVITY_KIND_MEMSET")
+    cols = list(zip(*rows)) if rows else [[]] * 6
+    part = _frame(MEMSET, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
+                  cols[4], [names.id("Memset (Device)")] * len(rows))
+    part["copy.bytes"] = np.asarray(cols[5], np.int64)
+    return part
+
+
+def _syncs(db, tables, names: Table, devices: Table):
+    """Synchronisation records, named as Kineto's cuda_sync events ('Stream Sync' …)."""
+    if "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" not in tables:
+        return None
+    types = _enum(db, tables, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
+    rows = _rows(db, "SELECT start, end, deviceId, streamId, COALESCE(correlationId, -1), syncType "
+                     "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
+    cols = list(zip(*rows)) if rows else [[]] * 6
+    streams = [s if s < 2 ** 31 - 1 else -1 for s in cols[3]]
+    return _frame(SYNC, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], streams,
+                  cols[4], [names.id(SYNC_TYPES.get(t, types.get(t, str(t)))) for t in cols[5]])
+
+
+def _runtime(db, tables, strings, names: Table, threads: Table):
+    """Runtime calls, one per correlation id (the outermost when an old export doubles them)."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
+        return None
+    rows = _rows(db, "SELECT start, end, globalTid, COALESCE(correlationId, -1), nameId "
+                     "FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY correlationId, start, end DESC")
+    kept, seen = [], set()
+    for row in rows:
+        if row[3] != -1 and row[3] in seen:
+            continue
+        seen.add(row[3])
+        kept.append(row)
+    cols = list(zip(*kept)) if kept else [[]] * 5
+    label = [names.id(VERSION_SUFFIX.sub("", strings.get(n, str(n)))) for n in cols[4]]
+    return _frame(RUNTIME, cols[0], cols[1], [threads.id(t) for t in cols[2]], [-1] * len(kept),
+                  [-1] * len(kept), cols[3], label)
+
+
+def _nvtx(db, tables, strings, names: Table, threads: Table):
+    """NVTX ranges as host annotations on their thread."""
+    if "NVTX_EVENTS" not in tables:
+        return None
+    columns = {row[1] for row in db.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    text_id = "textId" if "textId" in columns else "NULL"
+    rows = _rows(db, f"SELECT start, end, globalTid, text, {text_id} FROM NVTX_EVENTS "
+                     f"WHERE end IS NOT NULL AND eventType IN {NVTX_RANGES}")
+    cols = list(zip(*rows)) if rows else [[]] * 5
+    label = [names.id(t if t is not None else strings.get(i, "")) for t, i in zip(cols[3], cols[4])]
+    return _frame(ANNOTATION, cols[0], cols[1], [threads.id(t) for t in cols[2]], [-1] * len(rows),
+                  [-1] * len(rows), [-1] * len(rows), label)
+
+
+def _extras(parts: list[dict], order: np.ndarray) -> dict:
+    """Kernel launch shapes and copy bytes, keyed by row after sorting."""
+    where = np.empty(order.size, dtype=np.int64)
+    where[order] = np.arange(order.size)
+    offset, kernel, copy = 0, {"rows": [], "blocks": [], "threads": []}, {"rows": [], "bytes": []}
+    for part in parts:
+        rows = where[offset:offset + part["role"].size]
+        if "kernel.blocks" in part:
+            kernel["rows"].append(rows)
+            kernel["blocks"].append(part["kernel.blocks"])
+            kernel["threads"].append(part["kernel.threads"])
+        if "copy.bytes" in part:
+            copy["rows"].append(rows)
+            copy["bytes"].append(part["copy.bytes"])
+        offset += part["role"].size
+    kernel = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in kernel.items()}
+    copy = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in copy.items()}
+    kernel["occupancy"] = np.full(kernel["rows"].size, np.nan, np.float32)
+    return {"kernel": _sorted(kernel), "copy": _sorted(copy)}
+
+
+def _sorted(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A sparse extras table ordered by row."""
+    order = np.argsort(table["rows"], kind="stable")
+    return {k: v[order] for k, v in table.items()}
+
+
+def _device_props(db, tables) -> dict:
+    """deviceId -> {"name", "sms"} from TARGET_INFO_GPU (newer) or TARGET_INFO_CUDA_GPU (older)."""
+    out: dict = {}
+    for table, key, sms in (("TARGET_INFO_CUDA_GPU", "deviceId", "numMultiprocessors"),
+                            ("TARGET_INFO_GPU", "id", "smCount"), ("TARGET_INFO_GPU", "deviceId", None)):
+        if table not in tables:
+            continue
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if key not in columns:
+            continue
+        sm = sms if sms in columns else "NULL"
+        for device, name, count in db.execute(f"SELECT {key}, name, {sm} FROM {table}"):
+            entry = out.setdefault(device, {"name": name or "", "sms": None})
+            entry["sms"] = entry["sms"] or (int(count) if count else None)
+    return out

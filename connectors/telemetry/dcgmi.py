@@ -1,0 +1,122 @@
+"""``dcgmi dmon -e 1001,1002,203 -d <ms>`` output -> gpu_activity.
+
+dmon prints a header (``#Entity  GRACT  SMACT  GPUTL``, often followed by an ``ID`` units line,
+both repeated now and then) and, every ``-d`` milliseconds, one line per GPU: ``GPU 0  0.512
+0.400  55``. Lines carry no time, so the case must give it:
+
+- ``start``: when the first poll was taken (ISO 8601; no zone means UTC);
+- ``interval_ms``: the ``-d`` delay in milliseconds;
+- ``node``: the host (default "").
+
+The n-th line of a GPU (from 0) is placed at ``start + n * interval_ms``. busy_fraction prefers
+GRACT (field 1001, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``) per GPU, else GPUTL (203) / 100, averaged per
+interval of the window grid; ``source`` names the column used (``dcgmi GRACT`` / ``dcgmi GPUTL``).
+``N/A`` readings make no sample; entities other than whole GPUs (``GPU-I``, ``GPU-CI``) are skipped.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pandas as pd
+
+from connectors.base import Connector
+from connectors.errors import InputError
+from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, series_ids, telemetry_grid
+from connectors.telemetry.openmetrics import GPU_UTIL, GR_ENGINE_ACTIVE, gpu_activity
+from schemas.usage import GpuInterval
+
+COLUMNS = {"GRACT": GR_ENGINE_ACTIVE, "GPUTL": GPU_UTIL}
+SOURCES = {GR_ENGINE_ACTIVE: "dcgmi GRACT", GPU_UTIL: "dcgmi GPUTL"}
+MISSING = {"N/A", "-", ""}
+
+
+def options(spec, where) -> tuple[float, float]:
+    """(start in seconds since the epoch, interval in seconds) from the case options."""
+    raw_start, raw_interval = spec.options.get("start"), spec.options.get("interval_ms")
+    if raw_start in (None, "") or raw_interval in (None, ""):
+        raise InputError(where, "dcgmi dmon output has no timestamps", column="start/interval_ms",
+                         expected="options start (ISO time of the first poll) and interval_ms")
+    try:
+        start = pd.Timestamp(raw_start)
+    except ValueError:
+        raise InputError(where, f"start {raw_start!r} is not a time", column="start",
+                         expected="an ISO 8601 time") from None
+    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    try:
+        interval = float(raw_interval)
+    except (TypeError, ValueError):
+        interval = 0.0
+    if not interval > 0:
+        raise InputError(where, f"interval_ms {raw_interval!r} is not positive",
+                         column="interval_ms", expected="the dmon -d delay in milliseconds")
+    return start.value / 1e9, interval / 1000.0
+
+
+def reading(text: str, name: str, path, row: int) -> float | None:
+    """One column's value; None for N/A."""
+    if text in MISSING:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(path, f"{name} value {text!r} is not a number", row=row, column=name,
+                         expected="a number or N/A") from None
+    limit = 100.0 if name == "GPUTL" else 1.0
+    if not 0.0 <= value <= limit:
+        raise InputError(path, f"{name} value {text!r} is out of range", row=row, column=name,
+                         expected=f"0 to {limit:g}")
+    return value
+
+
+def read_dmon(path, node: str, start: float, interval: float) -> pd.DataFrame:
+    """One sample per GPU, poll and used column, in the DCGM family's columns."""
+    records, header, polls = [], None, {}
+    with open(path, encoding="utf-8") as handle:
+        for row, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields or fields[0] == "ID":
+                continue
+            if fields[0].startswith("#"):
+                header = fields[1:] if fields[0] == "#" else [fields[0][1:]] + fields[1:]
+                continue
+            if header is None:
+                raise InputError(path, "data before the '#Entity' header", row=row,
+                                 expected="dcgmi dmon output")
+            if fields[0] != "GPU":
+                continue
+            if len(fields) != len(header) + 1:
+                raise InputError(path, f"{len(fields) - 1} fields, the header has {len(header)}",
+                                 row=row, expected="'GPU <id>' then one value per column")
+            gpu = fields[1]
+            n = polls.get(gpu, 0)
+            polls[gpu] = n + 1
+            for name, text in zip(header[1:], fields[2:]):
+                value = reading(text, name, path, row) if name in COLUMNS else None
+                if value is not None:
+                    records.append((COLUMNS[name], node, gpu, "", "", "", "", "",
+                                    start + n * interval, value))
+    if header is None:
+        raise InputError(path, "no '#Entity' header", expected="dcgmi dmon output")
+    frame = pd.DataFrame.from_records(records, columns=list(DCGM_COLUMNS) + ["t", "v"])
+    frame = frame.astype({c: "str" for c in DCGM_COLUMNS})
+    return frame.assign(sid=series_ids(frame, ["metric", "gpu"]) if len(frame) else 0)
+
+
+class DcgmiConnector(Connector):
+    """Reads ``dcgmi dmon`` output; needs options ``start`` and ``interval_ms``."""
+
+    format_name: ClassVar[str] = "dcgmi"
+    kind: ClassVar[str] = "telemetry"
+    schemas: ClassVar[dict] = {"gpu_activity": GpuInterval}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Place polls in time, then average GRACT (else GPUTL / 100) per GPU and interval."""
+        start, interval = options(self.spec, self.path)
+        samples = read_dmon(self.path, str(self.spec.options.get("node", "")), start, interval)
+        if samples.empty:
+            raise InputError(self.path, "no GRACT or GPUTL readings",
+                             expected="dcgmi dmon -e 1001 and/or 203 output")
+        grid = telemetry_grid(self.path, self.ctx, samples)
+        activity = gpu_activity(samples, grid)
+        activity["source"] = activity["source"].map(SOURCES)
+        return {"gpu_activity": activity}, len(samples), covered(samples, grid)

@@ -1,0 +1,232 @@
+"""Per-interval aggregates from Prometheus → the tables the OpenMetrics connector builds.
+
+Every function here reproduces one rule of ``connectors.telemetry.openmetrics`` from aggregates instead of
+samples, exactly: interval means are pooled as Σ sum / Σ count over the series of a key; "most
+frequent value" picks count samples per value; counter increases come from the first and last
+value of each interval (the first is the minimum when the interval holds no reset). Where the
+aggregates cannot decide (a tie that the file rule breaks by the latest sample time, a reset inside
+an interval), the raw samples of that one interval are fetched through a callback.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from connectors.telemetry.openmetrics import (GPU_KEY, GR_ENGINE_ACTIVE, QUEUE_GAUGES, per_interval_table,
+                                    traffic_from_increases,
+                                    SERVING_KEY, empty_table, finish, resource_id)
+
+#: raw(key values, interval) -> raw samples (resolved label columns, t, v) of that interval
+Raw = Callable[[dict, int], pd.DataFrame]
+
+
+def sums_and_counts(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Rows of a sum/count union query side by side: labels, k, sum, n."""
+    if frame.empty:
+        return pd.DataFrame(columns=labels + ["k", "sum", "n"])
+    wide = frame.pivot_table(index=labels + ["k"], columns="costaudit_agg", values="v",
+                             aggfunc="sum", observed=True)
+    wide = wide.rename(columns={"count": "n"}).reset_index()
+    return wide.dropna(subset=["sum", "n"]).loc[lambda f: f["n"] > 0]
+
+
+# --------------------------------------------------------------------------------------------
+# Choosing one value per key, as openmetrics.most_frequent and _latest_per_node do
+# --------------------------------------------------------------------------------------------
+
+def pick(rows: pd.DataFrame, keys: list[str], column: str, carried: tuple[str, ...] = (),
+         raw: Raw | None = None, by_count: bool = True) -> pd.DataFrame:
+    """Per key, the most frequent non-empty value (ties: latest sample, then smallest).
+
+    ``rows`` hold keys, column, carried, n (samples) and k (interval). With by_count False the
+    latest value wins whatever the counts. Ties the intervals cannot break go to ``raw``.
+    """
+    named = rows.loc[rows[column] != ""]
+    if named.empty:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in keys + [column, *carried]})
+    per = named.groupby(keys + [column], sort=False).agg(n=("n", "sum"), last=("k", "max"))
+    per = per.reset_index()
+    if not by_count:
+        per["n"] = 0
+    per = per.sort_values(["n", "last", column], ascending=[False, False, True], kind="stable")
+    best = per.drop_duplicates(keys).reset_index(drop=True)
+    contenders = per.merge(best[keys + ["n", "last"]], on=keys + ["n", "last"])
+    sizes = contenders.groupby(keys, as_index=False).size()
+    best = best.merge(sizes, on=keys, how="left")
+    best["_ambiguous"] = best["size"] > 1
+    if carried:
+        best = _carry(named, keys, column, carried, best)
+    for i in best.index[best["_ambiguous"]]:
+        key = {c: best.at[i, c] for c in keys}
+        mask = np.logical_and.reduce([contenders[c] == v for c, v in key.items()])
+        values = _from_raw(raw, key, int(best.at[i, "last"]), set(contenders.loc[mask, column]),
+                           column, carried)
+        for name, value in zip([column, *carried], values):
+            best.at[i, name] = value
+    return best[keys + [column, *carried]]
+
+
+def _carry(named, keys, column, carried, best) -> pd.DataFrame:
+    """Carried columns of the chosen value in its last interval; several candidates = ambiguous."""
+    at_last = named.merge(best[keys + [column, "last"]], on=keys + [column])
+    at_last = at_last.loc[at_last["k"] == at_last["last"]]
+    combos = at_last.drop_duplicates(keys + list(carried))
+    counts = combos.groupby(keys, as_index=False).size().rename(columns={"size": "_combos"})
+    out = best.merge(combos.drop_duplicates(keys)[keys + list(carried)], on=keys, how="left")
+    out = out.merge(counts, on=keys, how="left")
+    out["_ambiguous"] = out["_ambiguous"] | (out["_combos"] > 1)
+    return out
+
+
+def _from_raw(raw: Raw | None, key: dict, k: int, candidates: set, column: str,
+              carried: tuple[str, ...]) -> list:
+    """Break a tie with the raw samples of interval k: latest sample, then smallest value."""
+    samples = raw(key, k) if raw is not None else pd.DataFrame(columns=[column, "t"])
+    for name, value in key.items():
+        if name != "k" and name in samples:
+            samples = samples.loc[samples[name] == value]
+    samples = samples.loc[samples[column].isin(candidates) & samples["v"].notna()]
+    if samples.empty:
+        raise LookupError(f"no raw samples to settle {column} for {key}")
+    samples = samples.sort_values("t", kind="stable")
+    latest = samples.groupby(column)["t"].max().reset_index()
+    value = latest.sort_values(["t", column], ascending=[False, True]).iloc[0][column]
+    holder = samples.loc[samples[column] == value].iloc[-1]
+    return [value, *(holder[c] for c in carried)]
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------
+
+def gpu_activity(rows: pd.DataFrame, grid, raw: Raw) -> pd.DataFrame:
+    """Pooled mean busy fraction per GPU and interval, with the pod that held it (file rules).
+
+    ``rows``: node, gpu, uuid, model_name, pod, namespace, container, metric, k, sum, n.
+    ``raw(key, k)`` fetches the preferred metric's samples of one GPU and interval.
+    """
+    rows = rows.loc[(rows["gpu"] != "") | (rows["uuid"] != "")]
+    if rows.empty:
+        return empty_table("gpu_activity")
+    is_gr = rows["metric"] == GR_ENGINE_ACTIVE
+    has_gr = is_gr.groupby([rows[c] for c in GPU_KEY]).transform("any")
+    rows = rows.loc[is_gr == has_gr].copy()
+    rows["sum"] = rows["sum"] * np.where(rows["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
+    keys = GPU_KEY + ["k"]
+    busy = rows.groupby(keys, sort=True).agg(total=("sum", "sum"), n=("n", "sum"),
+                                             source=("metric", "first")).reset_index()
+    busy["busy_fraction"] = (busy["total"] / busy["n"]).clip(0.0, 1.0)
+    pods = pick(rows, keys, "pod", ("namespace", "container"), raw)
+    models = pick(rows, GPU_KEY, "model_name", (), raw)
+    out = busy.merge(pods, on=keys, how="left").merge(models, on=GPU_KEY, how="left")
+    labels = ["pod", "namespace", "container", "model_name"]
+    out[labels] = out[labels].fillna("")
+    out["ts"] = grid.stamps(out["k"])
+    out["step_seconds"] = grid.step
+    return finish("gpu_activity", out)
+
+
+def node_info(info: pd.DataFrame, node_labels: pd.DataFrame, raw_info: Raw,
+              raw_labels: Raw) -> pd.DataFrame:
+    """One row per node: the latest non-empty provider id and instance type (labels fallback).
+
+    ``info`` / ``node_labels``: node, provider_id, instance_type, k (presence per interval).
+    """
+    nodes = _latest_per_node(info, raw_info)
+    if nodes.empty:
+        return empty_table("node_info")
+    extra = _latest_per_node(node_labels, raw_labels)[["node", "instance_type"]]
+    nodes = nodes.merge(extra, on="node", how="left", suffixes=("", "_labels"))
+    missing = nodes["instance_type"] == ""
+    nodes.loc[missing, "instance_type"] = nodes.loc[missing, "instance_type_labels"].fillna("")
+    nodes["resource_id"] = nodes["provider_id"].map(resource_id)
+    return finish("node_info", nodes.sort_values("node"))
+
+
+def _latest_per_node(frame: pd.DataFrame, raw: Raw) -> pd.DataFrame:
+    """Per node, the latest non-empty provider id and instance type."""
+    frame = frame.loc[frame["node"] != ""].assign(n=1)
+    out = pd.DataFrame({"node": sorted(frame["node"].unique())}, dtype="str")
+    for column in ("provider_id", "instance_type"):
+        chosen = pick(frame, ["node"], column, (), raw, by_count=False)
+        out = out.merge(chosen, on="node", how="left")
+    return out.fillna("").astype("str")
+
+
+def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame | None, grid,
+                 raw_pods: Raw) -> pd.DataFrame:
+    """GPUs requested per pod and interval: pooled container means summed, node filled in.
+
+    ``requests``: namespace, pod, container, node, k, sum, n. ``pod_info``: namespace, pod,
+    node, k, n (needed only when some request series lacks a node).
+    """
+    if requests.empty:
+        return empty_table("gpu_requests")
+    frame = requests.copy()
+    if (frame["node"] == "").any() and pod_info is not None and len(pod_info):
+        per_interval = pick(pod_info, ["namespace", "pod", "k"], "node", (), raw_pods)
+        overall = pick(pod_info, ["namespace", "pod"], "node", (), raw_pods)
+        frame = frame.merge(per_interval.rename(columns={"node": "node_k"}),
+                            on=["namespace", "pod", "k"], how="left")
+        frame = frame.merge(overall.rename(columns={"node": "node_all"}),
+                            on=["namespace", "pod"], how="left")
+        fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
+        frame["node"] = frame["node"].where(frame["node"] != "", fill)
+    pooled = frame.groupby(["k", "namespace", "pod", "container", "node"])[["sum", "n"]].sum()
+    means = (pooled["sum"] / pooled["n"]).rename("gpus")
+    out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().reset_index()
+    out["ts"] = grid.stamps(out["k"])
+    return finish("gpu_requests", out)
+
+
+def queue(rows: pd.DataFrame, grid) -> pd.DataFrame:
+    """Mean running and waiting requests per interval and pod (pooled per engine, then summed).
+
+    ``rows``: metric (running | waiting), model_name, namespace, pod, engine, k, sum, n.
+    """
+    if rows.empty:
+        return empty_table("queue")
+    pooled = rows.groupby(SERVING_KEY + ["engine", "metric"])[["sum", "n"]].sum()
+    means = pooled["sum"] / pooled["n"]
+    sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
+    return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
+
+
+def traffic(increases: pd.DataFrame, grid) -> pd.DataFrame:
+    """Requests and tokens per interval and pod: per-series increases summed."""
+    return traffic_from_increases(increases, grid)
+
+
+def counter_increases(points: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
+    """Per series and interval, the increase of the pairs whose earlier sample lies in it.
+
+    ``points``: id, metric, model_name, namespace, pod, k, first, last, within (the increase
+    inside the interval, resets handled) and count (samples, 2 meaning "at least two").
+    ``ends``: per series id, the value of a sample exactly at the window end (the file rule keeps
+    it). The pair from an interval's last sample to the series' next sample counts in it; a drop
+    means the counter restarted from 0, so that pair's increase is the later value.
+    """
+    if points.empty:
+        return points.assign(increase=pd.Series([], dtype=float))
+    p = points.sort_values(["id", "k"], kind="stable").reset_index(drop=True)
+    following = p.groupby("id", sort=False)["first"].shift(-1)
+    at_end = p["id"].map(ends) if len(ends) else pd.Series(np.nan, index=p.index)
+    following = following.where(following.notna(), at_end)
+    has_next = following.notna().to_numpy()
+    later, earlier = following.to_numpy(dtype=float), p["last"].to_numpy(dtype=float)
+    cross = np.where(later >= earlier, later - earlier, later)
+    p["increase"] = p["within"].to_numpy(dtype=float) + np.where(has_next, cross, 0.0)
+    return p.loc[has_next | (p["count"].to_numpy() >= 2)]
+
+
+def raw_counter_stats(samples: pd.DataFrame) -> tuple[float, float, int]:
+    """(first value, increase inside the interval with resets handled, samples) of raw samples."""
+    v = samples.sort_values("t", kind="stable").drop_duplicates("t", keep="last")["v"].to_numpy()
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return (np.nan, 0.0, 0)
+    later, earlier = v[1:], v[:-1]
+    within = float(np.where(later >= earlier, later - earlier, later).sum())
+    return (float(v[0]), within, len(v))

@@ -1,0 +1,312 @@
+"""Slurm ``sacct --parsable2`` output -> gpu_requests per interval and a ``jobs`` table.
+
+Expected command::
+
+    sacct --parsable2 \
+        --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,Start,End,State
+
+A header line, then ``|``-separated rows. Steps (``123.batch``, ``123.extern``, ``123.0``) are
+ignored in favour of the job line. GPUs come from AllocTRES ``gres/gpu=N`` (typed entries such as
+``gres/gpu:a100=N`` are summed when the untyped one is absent; no entry means 0 GPUs) and are
+split evenly over the job's nodes (``node=N``, else the length of the expanded NodeList).
+NodeList is expanded (``gpu[01-03,07]`` -> gpu01, gpu02, gpu03, gpu07).
+
+Case options: ``utc_offset`` (``+02:00``…), the offset of the cluster's local time in which sacct
+writes Start and End; default UTC. A job still running (End ``Unknown``) is counted up to
+Start + Elapsed (sacct's Elapsed of a running job is its time so far); its ``end`` stays empty.
+
+Tables:
+
+- ``gpu_requests``: per interval of the window grid (the case's step, else 60 s), namespace =
+  partition, pod = ``<JobID>-<JobName>``, node, gpus = GPUs per node × the fraction of the interval
+  the job ran (fractional at the job's edges), so gpus × step sums to the GPU-seconds.
+- ``jobs``: job, name, user, partition, nodes (comma-joined), gpus (all nodes), start, end, state,
+  gpu_hours = gpus × Elapsed.
+"""
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from connectors.base import Connector
+from connectors.errors import InputError
+from connectors.telemetry.nvidia_smi import utc_offset
+from connectors.telemetry.openmetrics import DEFAULT_STEP, NS, Grid, _utc_ns, empty_table, finish
+from schemas.usage import GpuRequest
+
+NEEDED = ("JobID", "JobName", "Partition", "NodeList", "AllocTRES", "Start", "End")
+FORMAT = ("sacct --parsable2 --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,"
+          "Start,End,State")
+NO_TIME = {"Unknown", "None", ""}
+
+
+class SlurmJob(pa.DataFrameModel):
+    """One Slurm job and the GPU-hours it held."""
+
+    job: Series[str]
+    name: Series[str]
+    user: Series[str]
+    partition: Series[str]
+    nodes: Series[str]
+    gpus: Series[float] = pa.Field(ge=0)
+    start: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"},
+                                                 nullable=True)
+    end: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"},
+                                               nullable=True)
+    state: Series[str]
+    gpu_hours: Series[float] = pa.Field(ge=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Field parsers
+# --------------------------------------------------------------------------------------------
+
+def split_top(text: str) -> list[str]:
+    """Split on commas outside brackets."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p for p in parts if p]
+
+
+def expand_range(spec: str) -> list[str]:
+    """``01-03,07`` -> ['01', '02', '03', '07'], keeping zero padding."""
+    out = []
+    for item in spec.split(","):
+        low, sep, high = item.partition("-")
+        if not sep:
+            out.append(low)
+            continue
+        width = len(low) if low.startswith("0") else 0
+        out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+    return out
+
+
+def expand_nodelist(text: str, path=None, row: int | None = None) -> list[str]:
+    """Slurm's compressed host list as names (``gpu[01-02],cpu7`` -> gpu01, gpu02, cpu7)."""
+    if text in ("", "None assigned", "(null)"):
+        return []
+    hosts = []
+    for part in split_top(text):
+        found = re.match(r"^([^\[]*)\[([0-9,\-]+)\](.*)$", part)
+        if found is None:
+            if "[" in part or "]" in part:
+                raise InputError(path, f"bad NodeList {text!r}", row=row, column="NodeList",
+                                 expected="host names or prefix[01-03,07]")
+            hosts.append(part)
+            continue
+        try:
+            numbers = expand_range(found.group(2))
+        except ValueError:
+            raise InputError(path, f"bad NodeList range in {text!r}", row=row,
+                             column="NodeList", expected="prefix[01-03,07]") from None
+        for number in numbers:
+            hosts.extend(expand_nodelist(found.group(1) + number + found.group(3), path, row))
+    return hosts
+
+
+def tres(text: str, path, row: int) -> dict[str, str]:
+    """AllocTRES ``billing=8,cpu=32,gres/gpu=4`` as a dict."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(path, f"bad AllocTRES entry {item!r}", row=row, column="AllocTRES",
+                             expected="name=value pairs, e.g. gres/gpu=4")
+        out[key] = value
+    return out
+
+
+def gpu_count(alloc: dict[str, str], path, row: int) -> float:
+    """GPUs of the job: ``gres/gpu``, else the sum of typed ``gres/gpu:<type>``, else 0."""
+    keys = ["gres/gpu"] if "gres/gpu" in alloc else [k for k in alloc if k.startswith("gres/gpu:")]
+    total = 0.0
+    for key in keys:
+        try:
+            total += float(alloc[key])
+        except ValueError:
+            raise InputError(path, f"{key}={alloc[key]!r} is not a number", row=row,
+                             column="AllocTRES", expected=f"{key}=<count>") from None
+    return total
+
+
+def elapsed_seconds(text: str, path, row: int) -> float:
+    """``[D-]HH:MM:SS`` (or ``MM:SS``, ``MM:SS.mmm``) as seconds."""
+    days, _, clock = text.rpartition("-")
+    try:
+        parts = [float(p) for p in clock.split(":")]
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(text)
+        seconds = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+        return seconds + (int(days) * 86400 if days else 0)
+    except ValueError:
+        raise InputError(path, f"Elapsed {text!r} is not a duration", row=row, column="Elapsed",
+                         expected="[D-]HH:MM:SS") from None
+
+
+def slurm_time(text: str, offset: timedelta, column: str, path, row: int):
+    """A sacct ``YYYY-MM-DDTHH:MM:SS`` local time as a UTC Timestamp; None for Unknown."""
+    if text in NO_TIME:
+        return None
+    try:
+        local = pd.Timestamp(text)
+    except ValueError:
+        local = None
+    if local is None or local is pd.NaT or local.tzinfo is not None:
+        raise InputError(path, f"{column} {text!r} is not a time", row=row, column=column,
+                         expected="YYYY-MM-DDTHH:MM:SS (sacct's local time)")
+    return (local - offset).tz_localize("UTC")
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+def read_jobs(path, offset: timedelta) -> pd.DataFrame:
+    """The job lines (steps skipped), parsed; one row per job."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("|") if lines else []
+    missing = [c for c in NEEDED if c not in header]
+    if missing:
+        raise InputError(path, f"header lacks {', '.join(missing)}", row=1, column=missing[0],
+                         expected=FORMAT)
+    records = []
+    for row, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != len(header):
+            raise InputError(path, f"{len(fields)} fields, the header has {len(header)}",
+                             row=row, expected="'|'-separated values, one per header column")
+        job = dict(zip(header, fields))
+        if "." in job["JobID"]:
+            continue
+        records.append(parse_job(job, offset, path, row))
+    columns = ["job", "name", "user", "partition", "hosts", "gpus", "start", "end", "state",
+               "elapsed", "row"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def parse_job(job: dict[str, str], offset: timedelta, path, row: int) -> tuple:
+    """One job line: (job, name, user, partition, hosts, gpus, start, end, state, elapsed, row)."""
+    alloc = tres(job["AllocTRES"], path, row)
+    hosts = expand_nodelist(job["NodeList"], path, row)
+    start = slurm_time(job["Start"], offset, "Start", path, row)
+    end = slurm_time(job["End"], offset, "End", path, row)
+    if start is not None and end is not None and end < start:
+        raise InputError(path, f"End {job['End']} is before Start {job['Start']}", row=row,
+                         column="End", expected="End >= Start")
+    if job.get("Elapsed"):
+        elapsed = elapsed_seconds(job["Elapsed"], path, row)
+    else:
+        elapsed = (end - start).total_seconds() if start is not None and end is not None else 0.0
+    return (job["JobID"], job["JobName"], job.get("User", ""), job["Partition"], hosts,
+            gpu_count(alloc, path, row), start, end, job.get("State", ""), elapsed, row)
+
+
+# --------------------------------------------------------------------------------------------
+# Spreading over the grid
+# --------------------------------------------------------------------------------------------
+
+def spread(spans: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Per span (``start_ns``, ``end_ns``, ``gpus`` and key columns) and overlapped interval ``k``:
+    ``gpus`` × the fraction of the interval the span covers. Spans are clipped to the window."""
+    lo = np.maximum(spans["start_ns"].to_numpy(dtype=np.int64), grid.start_ns)
+    hi = np.minimum(spans["end_ns"].to_numpy(dtype=np.int64), grid.end_ns)
+    step_ns = grid.step * NS
+    first = (lo - grid.start_ns) // step_ns
+    last = (hi - 1 - grid.start_ns) // step_ns
+    count = np.where(hi > lo, last - first + 1, 0)
+    which = np.repeat(np.arange(len(spans)), count)
+    k = np.repeat(first, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count,
+                                                                     count))
+    k_start = grid.start_ns + k * step_ns
+    overlap = np.minimum(hi[which], k_start + step_ns) - np.maximum(lo[which], k_start)
+    out = spans.iloc[which].reset_index(drop=True)
+    out["k"] = k
+    out["gpus"] = out["gpus"].to_numpy(dtype=float) * overlap / step_ns
+    out["ts"] = grid.stamps(k)
+    return out
+
+
+def requests(jobs: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """gpu_requests rows of the jobs that ran in the window and held GPUs."""
+    ran = jobs.loc[jobs["start"].notna() & (jobs["gpus"] > 0) & (jobs["hosts"].map(len) > 0)]
+    if ran.empty:
+        return empty_table("gpu_requests")
+    per_node = ran.assign(gpus=ran["gpus"] / ran["hosts"].map(len)).explode("hosts")
+    end = per_node["end"].where(per_node["end"].notna(), run_end(per_node))
+    spans = pd.DataFrame({
+        "namespace": per_node["partition"].to_numpy(),
+        "pod": (per_node["job"] + "-" + per_node["name"]).to_numpy(),
+        "node": per_node["hosts"].to_numpy(),
+        "gpus": per_node["gpus"].to_numpy(dtype=float),
+        "start_ns": per_node["start"].map(lambda s: s.value).to_numpy(dtype=np.int64),
+        "end_ns": end.map(lambda s: s.value).to_numpy(dtype=np.int64)})
+    out = spread(spans, grid)
+    out = out.groupby(["k", "ts", "namespace", "pod", "node"], as_index=False)["gpus"].sum()
+    return finish("gpu_requests", out.sort_values(["ts", "namespace", "pod", "node"]))
+
+
+def run_end(jobs: pd.DataFrame) -> pd.Series:
+    """Start + Elapsed: where a job without an End (still running) is counted up to."""
+    return jobs["start"] + pd.to_timedelta(jobs["elapsed"], unit="s")
+
+
+def job_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The ``jobs`` evidence table."""
+    out = pd.DataFrame({
+        "job": jobs["job"].astype("str"), "name": jobs["name"].astype("str"),
+        "user": jobs["user"].astype("str"), "partition": jobs["partition"].astype("str"),
+        "nodes": jobs["hosts"].map(",".join).astype("str"),
+        "gpus": jobs["gpus"].astype(float),
+        "start": pd.to_datetime(jobs["start"], utc=True).astype("datetime64[ns, UTC]"),
+        "end": pd.to_datetime(jobs["end"], utc=True).astype("datetime64[ns, UTC]"),
+        "state": jobs["state"].astype("str"),
+        "gpu_hours": (jobs["gpus"] * jobs["elapsed"] / 3600.0).astype(float)})
+    return out.reset_index(drop=True)
+
+
+class SacctConnector(Connector):
+    """Reads ``sacct --parsable2`` output: Slurm jobs -> nodes -> GPU-hours."""
+
+    format_name: ClassVar[str] = "sacct"
+    kind: ClassVar[str] = "telemetry"
+    schemas: ClassVar[dict] = {"gpu_requests": GpuRequest, "jobs": SlurmJob}
+
+    def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Parse the jobs, then spread their GPUs over the window grid."""
+        offset = utc_offset(self.spec.options.get("utc_offset"), self.path)
+        jobs = read_jobs(self.path, offset)
+        if jobs.empty:
+            raise InputError(self.path, "no job lines", expected=FORMAT)
+        start_ns, end_ns = _utc_ns(self.ctx.start), _utc_ns(self.ctx.end)
+        if end_ns <= start_ns:
+            raise InputError(self.path, "the case window is empty", expected="start < end")
+        grid = Grid(start_ns, end_ns, int(self.ctx.step_seconds or DEFAULT_STEP))
+        tables = {"gpu_requests": requests(jobs, grid), "jobs": job_table(jobs)}
+        return tables, len(jobs), self._covered(jobs, grid)
+
+    @staticmethod
+    def _covered(jobs: pd.DataFrame, grid: Grid) -> tuple:
+        """First start and last end of the jobs, clipped to the window."""
+        window = (pd.Timestamp(grid.start_ns, tz="UTC"), pd.Timestamp(grid.end_ns, tz="UTC"))
+        starts = jobs["start"].dropna()
+        if starts.empty:
+            return (None, None)
+        ran = jobs.loc[jobs["start"].notna()]
+        ends = ran["end"].where(ran["end"].notna(), run_end(ran))
+        first, last = max(min(starts), window[0]), min(max(ends), window[1])
+        return (first.to_pydatetime(), last.to_pydatetime())
