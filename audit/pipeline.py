@@ -1,9 +1,11 @@
-"""The only module that knows the order of the stages: collect → normalise → attribute → reconcile → rank."""
+"""The only module that knows the order of the stages: collect → normalise → attribute → reconcile → rank → render."""
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -35,6 +37,20 @@ class AuditResult:
     reconciliation: reconcile.Reconciliation
     options: list
     extra_gpu_nodes: set
+
+
+def run_case(case: Case, out_dir: Path, formats: Sequence[str], progress=None) -> tuple[dict, list[Path]]:
+    """The whole job of ``costaudit run``: every stage, the audit.json document, then the reports.
+
+    Returns the document and the paths written; nothing is written when a stage or a reporter fails.
+    """
+    from audit.render import render
+    from audit.result import to_dict
+
+    document = to_dict(run_audit(case, progress))
+    if progress is not None:
+        progress(None)
+    return document, render(document, out_dir, formats)
 
 
 def run_audit(case: Case, progress=None) -> AuditResult:

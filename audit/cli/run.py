@@ -20,17 +20,12 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
         format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS)) -> None:
     """Run the audit on a case and write the report."""
     from audit.case import load_case
-    from audit.pipeline import run_audit
-    from audit.render import render
-    from audit.result import to_dict
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
     try:
         loaded = load_case(case)
-        result = _with_progress(loaded, run_audit)
-        document = to_dict(result)
         target = out or Path("out") / loaded.name
-        written = render(document, target, formats)
+        document, written = _with_progress(loaded, target, formats)
     except known_errors() as exc:
         fail(str(exc))
     except (ValueError, ImportError) as exc:
@@ -40,16 +35,21 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
     raise typer.Exit(NOT_RECONCILED if verdict == "does_not_reconcile" else OK)
 
 
-def _with_progress(case, run_audit):
+def _with_progress(case, target: Path, formats: list[str]):
+    """Run the case (audit and reports) under a spinner that names the step in progress."""
     from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    from audit.pipeline import run_case
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
                   console=_console()) as bar:
         task = bar.add_task("reading sources", total=None)
 
         def step(spec):
-            bar.update(task, description=f"reading {spec.kind} source {spec.name} ({spec.format})")
-        return run_audit(case, progress=step)
+            text = ("writing the reports" if spec is None
+                    else f"reading {spec.kind} source {spec.name} ({spec.format})")
+            bar.update(task, description=text)
+        return run_case(case, target, formats, progress=step)
 
 
 def _console():
