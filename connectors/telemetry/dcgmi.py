@@ -21,8 +21,9 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
+from connectors.telemetry.families import GPU_UTIL, GR_ENGINE_ACTIVE
 from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, series_ids, telemetry_grid
-from connectors.telemetry.openmetrics import GPU_UTIL, GR_ENGINE_ACTIVE, gpu_activity
+from connectors.telemetry.tables import gpu_activity
 from schemas.usage import GpuInterval
 
 COLUMNS = {"GRACT": GR_ENGINE_ACTIVE, "GPUTL": GPU_UTIL}

@@ -28,7 +28,9 @@ import pandas as pd
 
 from connectors.base import Connector, ReadContext
 from connectors.errors import InputError
-from connectors.telemetry.openmetrics import DEFAULT_STEP, GPU_UTIL, Grid, _utc_ns, gpu_activity, median_step
+from connectors.telemetry.families import GPU_UTIL
+from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
+from connectors.telemetry.tables import gpu_activity
 from schemas.usage import GpuInterval
 
 SOURCE = "nvidia-smi utilization.gpu"
@@ -52,7 +54,7 @@ def utc_offset(text, where) -> timedelta:
 
 def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame) -> Grid:
     """The window grid: the case's step, else the median sample spacing, else 60 s."""
-    start_ns, end_ns = _utc_ns(ctx.start), _utc_ns(ctx.end)
+    start_ns, end_ns = utc_ns(ctx.start), utc_ns(ctx.end)
     if end_ns <= start_ns:
         raise InputError(where, "the case window is empty", expected="start < end")
     step = ctx.step_seconds or median_step([samples]) or DEFAULT_STEP

@@ -31,9 +31,10 @@ from pandera.typing import Series
 
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.telemetry.openmetrics import DEFAULT_STEP, Grid, _utc_ns, empty_table, finish
+from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
 from connectors.telemetry.prom_dump import dump_files
 from connectors.telemetry.sacct import spread
+from connectors.telemetry.tables import empty_table, finish
 from schemas.fields import Money
 from schemas.usage import GpuRequest
 
@@ -164,7 +165,7 @@ class OpenCostConnector(Connector):
         allocations = read_allocations(dump_files(self.path))
         if allocations.empty:
             raise InputError(self.path, "no allocations", expected=FORM)
-        start_ns, end_ns = _utc_ns(self.ctx.start), _utc_ns(self.ctx.end)
+        start_ns, end_ns = utc_ns(self.ctx.start), utc_ns(self.ctx.end)
         if end_ns <= start_ns:
             raise InputError(self.path, "the case window is empty", expected="start < end")
         grid = Grid(start_ns, end_ns, int(self.ctx.step_seconds or DEFAULT_STEP))

@@ -22,7 +22,9 @@ from typing import ClassVar
 import pandas as pd
 
 from connectors.errors import InputError
-from connectors.telemetry.openmetrics import (MS_THRESHOLD, OpenMetricsConnector, Scan, new_families)
+from connectors.telemetry.families import new_families
+from connectors.telemetry.omtext import MS_THRESHOLD, Scan
+from connectors.telemetry.openmetrics import OpenMetricsConnector
 
 DUMP_FORM = ('{"status": "success", "data": {"resultType": "matrix", '
              '"result": [{"metric": {...}, "values": [[ts, "v"], ...]}]}}')

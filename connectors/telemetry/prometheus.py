@@ -37,24 +37,23 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from connectors.telemetry import openmetrics as om
 from connectors.telemetry import promtables as pt
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.telemetry.openmetrics import (
+from connectors.telemetry.families import (
     COUNTERS,
     DCGM_EVIDENCE,
-    DEFAULT_STEP,
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
     QUEUE_GAUGES,
     REPLICA_GAUGES,
+    SERVING_COLUMNS,
     SERVING_COUNTERS,
     SERVING_GAUGES,
-    Grid,
-    OpenMetricsConnector,
-    _utc_ns,
+    new_families,
 )
+from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
+from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.promquery import (
     MAX_POINTS,
@@ -68,6 +67,7 @@ from connectors.telemetry.promquery import (
     seconds_text,
     source_step,
 )
+from connectors.telemetry.tables import gpu_evidence, replicas, serving_stats
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
 REQUESTS = "kube_pod_container_resource_requests"
@@ -79,7 +79,7 @@ WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS
           *COUNTER_NAMES, *QUEUE_GAUGES, *SERVER_COUNTER_NAMES, *SERVING_GAUGES, *DCGM_EVIDENCE,
           *REPLICA_GAUGES]
 #: describe functions of the file connector, by sample name: the same metadata from both
-_ROLES, _BY_NAME = om.new_families()
+_ROLES, _BY_NAME = new_families()
 COUNTER_DESCRIBE = {name: _BY_NAME[name].describe for name in COUNTER_NAMES + SERVER_COUNTER_NAMES}
 DCGM_BY = ["Hostname", "gpu", "UUID", "modelName", "pod", "namespace", "container",
            "exported_pod", "exported_namespace", "exported_container"]
@@ -171,7 +171,7 @@ class PrometheusConnector(Connector):
 
     def _puller(self, client: PromClient, progress: Progress) -> Puller:
         """The grid (case step, else the source's), the server's range rule, the chunk plan."""
-        start_ns, end_ns = _utc_ns(self.ctx.start), _utc_ns(self.ctx.end)
+        start_ns, end_ns = utc_ns(self.ctx.start), utc_ns(self.ctx.end)
         if end_ns <= start_ns:
             raise InputError(self.spec.where, "the case window is empty", expected="start < end")
         start_ms, end_ms = start_ns // 10**6, end_ns // 10**6
@@ -203,13 +203,13 @@ class PrometheusConnector(Connector):
             "gpu_requests": self._gpu_requests(),
             "traffic": pt.traffic(increases, self.grid),
             "queue": queue_table,
-            "serving_stats": om.serving_stats(
+            "serving_stats": serving_stats(
                 increases, self._gauge_means(SERVING_GAUGES, "server_gauges", SERVER_BY, "pod"),
                 queue_table, self.grid),
-            "gpu_evidence": om.gpu_evidence(
+            "gpu_evidence": gpu_evidence(
                 self._gauge_means(DCGM_EVIDENCE, "dcgm_evidence", EVIDENCE_BY, "Hostname"),
                 self.grid),
-            "replicas": om.replicas(
+            "replicas": replicas(
                 self._gauge_means(REPLICA_GAUGES, "replicas", REPLICA_BY, "namespace"), self.grid),
         }
 
@@ -411,5 +411,5 @@ def _series_meta(ids: pd.Series, name: str) -> pd.DataFrame:
     rows = []
     for series_id in ids.unique():
         meta = describe(name, dict(json.loads(series_id)))
-        rows.append({"id": series_id, **dict(zip(om.SERVING_COLUMNS, meta))})
+        rows.append({"id": series_id, **dict(zip(SERVING_COLUMNS, meta))})
     return pd.DataFrame(rows, columns=["id", *columns])

@@ -1,6 +1,6 @@
 """Per-interval aggregates from Prometheus → the tables the OpenMetrics connector builds.
 
-Every function here reproduces one rule of ``connectors.telemetry.openmetrics`` from aggregates instead of
+Every function here reproduces one rule of ``connectors.telemetry.tables`` from aggregates instead of
 samples, exactly: interval means are pooled as Σ sum / Σ count over the series of a key; "most
 frequent value" picks count samples per value; counter increases come from the first and last
 value of each interval (the first is the minimum when the interval holds no reset). Where the
@@ -14,9 +14,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from connectors.telemetry.openmetrics import (GPU_KEY, GR_ENGINE_ACTIVE, QUEUE_GAUGES, per_interval_table,
-                                    traffic_from_increases,
-                                    SERVING_KEY, empty_table, finish, resource_id)
+from connectors.telemetry.families import GR_ENGINE_ACTIVE, QUEUE_GAUGES
+from connectors.telemetry.tables import (GPU_KEY, SERVING_KEY, empty_table, finish, per_interval_table,
+                                         resource_id, traffic_from_increases)
 
 #: raw(key values, interval) -> raw samples (resolved label columns, t, v) of that interval
 Raw = Callable[[dict, int], pd.DataFrame]
@@ -33,7 +33,7 @@ def sums_and_counts(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------------------------
-# Choosing one value per key, as openmetrics.most_frequent and _latest_per_node do
+# Choosing one value per key, as tables.most_frequent and tables.node_info do
 # --------------------------------------------------------------------------------------------
 
 def pick(rows: pd.DataFrame, keys: list[str], column: str, carried: tuple[str, ...] = (),

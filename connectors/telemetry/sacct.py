@@ -36,8 +36,9 @@ from pandera.typing import Series
 
 from connectors.base import Connector
 from connectors.errors import InputError
+from connectors.telemetry.grid import DEFAULT_STEP, NS, Grid, utc_ns
 from connectors.telemetry.nvidia_smi import utc_offset
-from connectors.telemetry.openmetrics import DEFAULT_STEP, NS, Grid, _utc_ns, empty_table, finish
+from connectors.telemetry.tables import empty_table, finish
 from schemas.usage import GpuRequest
 
 NEEDED = ("JobID", "JobName", "Partition", "NodeList", "AllocTRES", "Start", "End")
@@ -292,7 +293,7 @@ class SacctConnector(Connector):
         jobs = read_jobs(self.path, offset)
         if jobs.empty:
             raise InputError(self.path, "no job lines", expected=FORMAT)
-        start_ns, end_ns = _utc_ns(self.ctx.start), _utc_ns(self.ctx.end)
+        start_ns, end_ns = utc_ns(self.ctx.start), utc_ns(self.ctx.end)
         if end_ns <= start_ns:
             raise InputError(self.path, "the case window is empty", expected="start < end")
         grid = Grid(start_ns, end_ns, int(self.ctx.step_seconds or DEFAULT_STEP))

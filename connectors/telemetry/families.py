@@ -1,0 +1,290 @@
+"""The metric families the audit reads, and their per-family sample accumulators.
+
+Which sample names feed which table (DCGM busy and evidence gauges, kube-state-metrics nodes,
+pods, GPU requests, deployments and HPAs, the serving servers vLLM V0/V1, Triton and TGI), how
+each series' labels become its metadata, and ``Family``: compact per-family columns (series id,
+timestamp, value) with a label set parsed once per series, never once per sample. The text
+parser (``omtext``), the Prometheus dump reader and the Prometheus connector all fill or consult
+these; the metric-to-column table is in docs/telemetry.md.
+"""
+from __future__ import annotations
+
+import re
+from array import array
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from connectors.errors import InputError
+
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+GPU_RESOURCES = frozenset({"nvidia_com_gpu", "nvidia.com/gpu"})
+
+_PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"')
+_ESCAPE = re.compile(r"\\(.)")
+_UNESCAPE = {"n": "\n", '"': '"', "\\": "\\"}
+
+
+# --------------------------------------------------------------------------------------------
+# Labels and per-family accumulation
+# --------------------------------------------------------------------------------------------
+
+def parse_labels(raw: str | None, path, lineno: int) -> dict[str, str]:
+    """The label set of ``{a="x",b="y"}`` as a dict, escapes resolved; duplicates are an error."""
+    labels: dict[str, str] = {}
+    if not raw:
+        return labels
+    for key, value in _PAIRS.findall(raw):
+        if key in labels:
+            raise InputError(path, f"label {key!r} appears twice", row=lineno,
+                             expected="each label name once per sample")
+        if "\\" in value:
+            value = _ESCAPE.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(0)), value)
+        labels[key] = value
+    return labels
+
+
+def label(labels: dict[str, str], name: str) -> str:
+    """A label's value, preferring Prometheus' ``exported_<name>`` (the exporter's own value).
+
+    When a scrape target label clashes with an exporter label, Prometheus keeps the exporter's
+    value as ``exported_<name>`` and puts the target's (e.g. the exporter pod) in ``<name>``.
+    """
+    return labels.get("exported_" + name) or labels.get(name, "")
+
+
+Describe = Callable[[str, dict[str, str]], "tuple | None"]
+
+
+class Family:
+    """Samples of a few metric names: series metadata once per label set, samples in arrays."""
+
+    def __init__(self, columns: tuple[str, ...], describe: Describe):
+        self.columns = columns
+        self.describe = describe
+        self.index: dict[tuple[str, str | None], int] = {}
+        self.meta: list[tuple] = []
+        self.sid = array("q")
+        self.t = array("d")
+        self.v = array("d")
+
+    def add(self, name: str, raw: str | None, value: float, t: float, path, lineno: int) -> None:
+        """Record one sample; a new label set is parsed and described first."""
+        sid = self.index.get((name, raw))
+        if sid is None:
+            sid = self._new_series(name, raw, path, lineno)
+        if sid >= 0:
+            self.sid.append(sid)
+            self.t.append(t)
+            self.v.append(value)
+
+    def _new_series(self, name: str, raw: str | None, path, lineno: int) -> int:
+        """Describe a new series; -1 marks one the family does not want (e.g. CPU requests)."""
+        meta = self.describe(name, parse_labels(raw, path, lineno))
+        sid = -1
+        if meta is not None:
+            sid = len(self.meta)
+            self.meta.append(meta)
+        self.index[(name, raw)] = sid
+        return sid
+
+    def frame(self) -> pd.DataFrame:
+        """One row per sample: sid, t (seconds, NaN when absent), v, and the series metadata."""
+        sid = np.array(self.sid, dtype=np.int64)
+        out = pd.DataFrame({"sid": sid, "t": np.array(self.t, dtype=float),
+                            "v": np.array(self.v, dtype=float)})
+        meta = pd.DataFrame.from_records(self.meta, columns=list(self.columns))
+        for column in self.columns:
+            values = meta[column].to_numpy(dtype=object)[sid]
+            out[column] = pd.Series(values, index=out.index, dtype="str")
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The families: series metadata by sample name
+# --------------------------------------------------------------------------------------------
+
+def _dcgm(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of a DCGM activity gauge."""
+    return (name, labels.get("Hostname", ""), labels.get("gpu", ""), labels.get("UUID", ""),
+            labels.get("modelName", ""), label(labels, "pod"), label(labels, "namespace"),
+            label(labels, "container"))
+
+
+def _node_info(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of kube_node_info (or kube_node_labels)."""
+    instance_type = (labels.get("label_node_kubernetes_io_instance_type")
+                     or labels.get("label_beta_kubernetes_io_instance_type", ""))
+    return (label(labels, "node"), labels.get("provider_id", ""), instance_type)
+
+
+def _pod_info(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of kube_pod_info: where a pod ran."""
+    return (label(labels, "namespace"), label(labels, "pod"), label(labels, "node"))
+
+
+def _gpu_request(name: str, labels: dict[str, str]) -> tuple | None:
+    """Series metadata of a GPU resource request; None for other resources."""
+    if labels.get("resource") not in GPU_RESOURCES:
+        return None
+    return (label(labels, "namespace"), label(labels, "pod"), label(labels, "container"),
+            label(labels, "node"))
+
+
+COUNTERS = {"vllm:request_success": "requests", "vllm:prompt_tokens": "prompt_tokens",
+            "vllm:generation_tokens": "generated_tokens"}
+QUEUE_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
+
+#: serving-server counters beyond vLLM's request/token counters: sample name (``_total`` optional
+#: where the family is a counter) -> (family, column of the per-interval increase). Histogram
+#: ``_sum`` / ``_count`` samples are counters too. Units are converted by SERVING_SCALE.
+SERVING_COUNTERS = {
+    # Triton (labels model, version); *_duration_us are cumulative microseconds
+    "nv_inference_request_success": ("triton", "requests"),
+    "nv_inference_request_failure": ("triton", "failures"),
+    "nv_inference_count": ("triton", "batch_items"),
+    "nv_inference_exec_count": ("triton", "batch_steps"),
+    "nv_inference_request_duration_us": ("triton", "request_seconds"),
+    "nv_inference_queue_duration_us": ("triton", "queue_seconds"),
+    "nv_inference_compute_input_duration_us": ("triton", "compute_input_seconds"),
+    "nv_inference_compute_infer_duration_us": ("triton", "compute_infer_seconds"),
+    "nv_inference_compute_output_duration_us": ("triton", "compute_output_seconds"),
+    # Text Generation Inference (no model label: the scrape target names the pod)
+    "tgi_request_count": ("tgi", "received"),
+    "tgi_request_success": ("tgi", "requests"),
+    "tgi_request_failure": ("tgi", "failures"),
+    "tgi_batch_inference_count": ("tgi", "batch_steps"),
+    "tgi_request_input_length_sum": ("tgi", "prompt_tokens"),
+    "tgi_request_generated_tokens_sum": ("tgi", "generated_tokens"),
+    "tgi_request_queue_duration_sum": ("tgi", "queue_seconds"),
+    "tgi_request_queue_duration_count": ("tgi", "queue_requests"),
+    # vLLM extras: V1 and V0 names
+    "vllm:request_queue_time_seconds_sum": ("vllm", "queue_seconds"),
+    "vllm:request_queue_time_seconds_count": ("vllm", "queue_requests"),
+    "vllm:time_in_queue_requests_sum": ("vllm", "queue_seconds_v0"),
+    "vllm:time_in_queue_requests_count": ("vllm", "queue_requests_v0"),
+    "vllm:iteration_tokens_total_sum": ("vllm", "batch_items"),
+    "vllm:iteration_tokens_total_count": ("vllm", "batch_steps"),
+    "vllm:prefix_cache_queries": ("vllm", "prefix_queries"),
+    "vllm:prefix_cache_hits": ("vllm", "prefix_hits"),
+}
+#: serving-server gauges: sample name -> (family, column); means per interval
+SERVING_GAUGES = {
+    "nv_inference_pending_request_count": ("triton", "waiting"),
+    "tgi_queue_size": ("tgi", "waiting"),
+    "tgi_batch_current_size": ("tgi", "running"),
+    "vllm:kv_cache_usage_perc": ("vllm", "kv_cache_usage"),
+    "vllm:gpu_cache_usage_perc": ("vllm", "kv_cache_usage_v0"),
+    "vllm:gpu_prefix_cache_hit_rate": ("vllm", "prefix_hit_rate_v0"),
+}
+#: gauges that are fractions: averaged over a pod's engines (counts are summed)
+FRACTION_GAUGES = frozenset({"kv_cache_usage", "kv_cache_usage_v0", "prefix_hit_rate_v0"})
+SERVING_SCALE = {("triton", c): 1e-6 for c in ("request_seconds", "queue_seconds",
+                                              "compute_input_seconds", "compute_infer_seconds",
+                                              "compute_output_seconds")}
+#: the counter each family's request counts come from (provenance in the audit)
+REQUEST_COUNTER = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
+                   "tgi": "tgi_request_success"}
+#: DCGM evidence gauges (they never change busy_fraction): sample name -> column
+DCGM_EVIDENCE = {"DCGM_FI_PROF_SM_ACTIVE": "sm_active",
+                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
+                 "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+                 "DCGM_FI_DEV_FB_USED": "fb_used_mib", "DCGM_FI_DEV_POWER_USAGE": "power_watts"}
+#: kube-state-metrics replica gauges: name -> (kind, column); ``kube_hpa_*`` are the pre-2.0 names
+REPLICA_GAUGES = {
+    "kube_deployment_spec_replicas": ("deployment", "spec_replicas"),
+    "kube_deployment_status_replicas_available": ("deployment", "available_replicas"),
+    "kube_deployment_status_replicas": ("deployment", "status_replicas"),
+    "kube_horizontalpodautoscaler_status_current_replicas": ("hpa", "current_replicas"),
+    "kube_horizontalpodautoscaler_status_desired_replicas": ("hpa", "desired_replicas"),
+    "kube_horizontalpodautoscaler_spec_min_replicas": ("hpa", "min_replicas"),
+    "kube_horizontalpodautoscaler_spec_max_replicas": ("hpa", "max_replicas"),
+    "kube_hpa_status_current_replicas": ("hpa", "current_replicas"),
+    "kube_hpa_status_desired_replicas": ("hpa", "desired_replicas"),
+    "kube_hpa_spec_min_replicas": ("hpa", "min_replicas"),
+    "kube_hpa_spec_max_replicas": ("hpa", "max_replicas"),
+}
+
+
+def _serving(aliases: dict[str, str]) -> Describe:
+    """Series metadata of a vLLM metric, named by its output column."""
+    def describe(name: str, labels: dict[str, str]) -> tuple:
+        """(column, family, model_name, namespace, pod, engine) of one series."""
+        metric = aliases[name.removesuffix("_total")]
+        return (metric, "vllm", labels.get("model_name", ""), label(labels, "namespace"),
+                label(labels, "pod"), labels.get("engine", ""))
+    return describe
+
+
+def _server_family(table: dict[str, tuple[str, str]]) -> Describe:
+    """Series metadata of a Triton, TGI or vLLM serving metric, named by its output column."""
+    def describe(name: str, labels: dict[str, str]) -> tuple:
+        """(column, family, model_name, namespace, pod, engine) of one series.
+
+        Triton names the model in ``model`` (its ``version`` plays the engine's part); vLLM in
+        ``model_name``; TGI not at all (the pod does).
+        """
+        family, column = table.get(name) or table[name.removesuffix("_total")]
+        model = labels.get("model_name") or labels.get("model", "")
+        engine = labels.get("engine") or labels.get("version", "")
+        return (column, family, model, label(labels, "namespace"), label(labels, "pod"), engine)
+    return describe
+
+
+def _dcgm_evidence(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of a DCGM evidence gauge: its column and the GPU."""
+    return (DCGM_EVIDENCE[name], labels.get("Hostname", ""), labels.get("gpu", ""),
+            labels.get("UUID", ""))
+
+
+def _replicas(name: str, labels: dict[str, str]) -> tuple:
+    """Series metadata of a replica gauge: column, kind, namespace, deployment or HPA name."""
+    kind, column = REPLICA_GAUGES[name]
+    owner = (label(labels, "deployment") if kind == "deployment"
+             else label(labels, "horizontalpodautoscaler") or label(labels, "hpa"))
+    return (column, kind, label(labels, "namespace"), owner)
+
+
+SERVING_COLUMNS = ("metric", "family", "model_name", "namespace", "pod", "engine")
+EVIDENCE_COLUMNS = ("metric", "node", "gpu", "uuid")
+REPLICA_COLUMNS = ("metric", "kind", "namespace", "name")
+
+
+def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
+    """Fresh accumulators, by role and by the sample names that feed them."""
+    roles = {
+        "dcgm": Family(("metric", "node", "gpu", "uuid", "model_name", "pod", "namespace",
+                        "container"), _dcgm),
+        "node_info": Family(("node", "provider_id", "instance_type"), _node_info),
+        "node_labels": Family(("node", "provider_id", "instance_type"), _node_info),
+        "pod_info": Family(("namespace", "pod", "node"), _pod_info),
+        "requests": Family(("namespace", "pod", "container", "node"), _gpu_request),
+        "counters": Family(SERVING_COLUMNS, _serving(COUNTERS)),
+        "queue": Family(SERVING_COLUMNS, _serving(QUEUE_GAUGES)),
+        "server_counters": Family(SERVING_COLUMNS, _server_family(SERVING_COUNTERS)),
+        "server_gauges": Family(SERVING_COLUMNS, _server_family(SERVING_GAUGES)),
+        "dcgm_evidence": Family(EVIDENCE_COLUMNS, _dcgm_evidence),
+        "replicas": Family(REPLICA_COLUMNS, _replicas),
+    }
+    by_name = {GR_ENGINE_ACTIVE: roles["dcgm"], GPU_UTIL: roles["dcgm"],
+               "kube_node_info": roles["node_info"], "kube_node_labels": roles["node_labels"],
+               "kube_pod_info": roles["pod_info"],
+               "kube_pod_container_resource_requests": roles["requests"]}
+    for name in COUNTERS:  # the OpenMetrics sample is <family>_total; accept the bare name too
+        by_name[name] = by_name[name + "_total"] = roles["counters"]
+    for name in QUEUE_GAUGES:
+        by_name[name] = roles["queue"]
+    for name in SERVING_COUNTERS:
+        by_name[name] = roles["server_counters"]
+        if not name.endswith(("_sum", "_count")):
+            by_name[name + "_total"] = roles["server_counters"]
+    for name in SERVING_GAUGES:
+        by_name[name] = roles["server_gauges"]
+    for name in DCGM_EVIDENCE:
+        by_name[name] = roles["dcgm_evidence"]
+    for name in REPLICA_GAUGES:
+        by_name[name] = roles["replicas"]
+    return roles, by_name
+

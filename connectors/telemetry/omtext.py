@@ -1,0 +1,141 @@
+"""Streaming parser of OpenMetrics / Prometheus text exposition into the audit's families.
+
+The file (optionally gzipped) is streamed line by line. Only the metric families the audit uses
+(``families``) are kept. Timestamps are in seconds, as `promtool tsdb create-blocks-from
+openmetrics` reads them; samples without a timestamp (a single scrape) are counted.
+"""
+from __future__ import annotations
+
+import gzip
+import math
+import re
+import zlib
+from contextlib import contextmanager
+from typing import Iterator
+
+from connectors.errors import InputError
+from connectors.telemetry.families import Family, new_families
+
+MS_THRESHOLD = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_PAIR = r'[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"[ \t]*'
+_LABELS = rf"\{{(?:{_PAIR}(?:,{_PAIR})*,?[ \t]*)?\}}"
+_LINE = re.compile(
+    rf"({_NAME})({_LABELS})?[ \t]+(\S+)(?:[ \t]+([^\s#]\S*))?(?:[ \t]+#.*)?[ \t]*\r?$")
+SAMPLE_FORM = 'name{label="value",...} value [timestamp in seconds]'
+
+
+@contextmanager
+def open_text(path) -> Iterator:
+    """The file as text lines, gunzipped when it starts with the gzip magic bytes."""
+    with open(path, "rb") as probe:
+        gz = probe.read(2) == b"\x1f\x8b"
+    handle = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def _number(text: str, path, lineno: int) -> float:
+    """A sample value: a float, +Inf, -Inf or NaN."""
+    try:
+        if "_" in text:
+            raise ValueError(text)
+        return float(text)
+    except ValueError:
+        raise InputError(path, f"sample value {text!r} is not a number", row=lineno,
+                         expected="a float, +Inf, -Inf or NaN") from None
+
+
+def _timestamp(text: str, path, lineno: int) -> float:
+    """A sample timestamp in seconds; milliseconds are refused."""
+    try:
+        t = float(text) if "_" not in text else math.nan
+    except ValueError:
+        t = math.nan
+    if not math.isfinite(t):
+        raise InputError(path, f"timestamp {text!r} is not a number", row=lineno,
+                         expected="a Unix timestamp in seconds")
+    if abs(t) > MS_THRESHOLD:
+        raise InputError(path, "timestamp in milliseconds; expected seconds (the form promtool "
+                         f"reads), got {text}", row=lineno)
+    return t
+
+
+def _bad_line(line: str, path, lineno: int) -> InputError:
+    """Say what is wrong with a line the sample pattern rejected."""
+    text = line.rstrip("\r\n")
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    head = re.match(_NAME, text)
+    labels = re.match(_LABELS, text[head.end():]) if head else None
+    if head is None:
+        problem = "no metric name at the start of the line"
+    elif text[head.end():head.end() + 1] == "{" and labels is None:
+        problem = 'bad label set, expected name="value" pairs'
+    else:
+        fields = text[head.end() + (labels.end() if labels else 0):].split()
+        problem = (f"{len(fields)} fields after the name, expected a value and an optional "
+                   "timestamp" if fields else "no value after the metric name")
+    return InputError(path, f"cannot parse sample line ({problem}): {shown!r}", row=lineno,
+                      expected=SAMPLE_FORM)
+
+
+class Scan:
+    """Counts of one pass over the file."""
+
+    def __init__(self):
+        self.rows = 0
+        self.untimestamped = 0
+        self.eof_line = 0
+
+
+def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int = 1) -> None:
+    """Parse every sample line; hand the wanted ones to their family."""
+    match = _LINE.match
+    nan = math.nan
+    for lineno, line in enumerate(lines, first):
+        scan.eof_line = lineno
+        if line[:1] == "#":
+            if line.startswith("# EOF"):
+                _after_eof(lines, path, lineno)
+            continue
+        m = match(line)
+        if m is None:
+            if not line.strip():
+                continue
+            raise _bad_line(line, path, lineno)
+        name, raw, value, stamp = m.groups()
+        v = _number(value, path, lineno)
+        t = _timestamp(stamp, path, lineno) if stamp is not None else nan
+        scan.rows += 1
+        scan.untimestamped += stamp is None
+        family = by_name.get(name)
+        if family is not None:
+            family.add(name, raw, v, t, path, lineno)
+
+
+def _after_eof(lines, path, lineno: int) -> None:
+    """Nothing but blank lines may follow ``# EOF``."""
+    for extra, line in enumerate(lines, lineno + 1):
+        if line.strip():
+            raise InputError(path, "content after '# EOF'", row=extra,
+                             expected="'# EOF' as the last line")
+
+
+def read_families(path) -> tuple[dict[str, Family], Scan]:
+    """Stream the file once into fresh families; decoding faults become InputErrors."""
+    roles, by_name = new_families()
+    scan = Scan()
+    try:
+        with open_text(path) as handle:
+            scan_lines(handle, path, by_name, scan)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(path, f"gzip stream is truncated or corrupt ({exc})",
+                         row=scan.eof_line + 1, expected="a complete gzip file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text ({exc.reason})", row=scan.eof_line + 1,
+                         expected="UTF-8 OpenMetrics text") from None
+    return roles, scan
+

@@ -1,0 +1,368 @@
+"""Per-interval tables from per-family samples: GPU activity, nodes, requests, serving, replicas.
+
+Samples are binned on a ``Grid``; gauges are averaged per interval, counters differenced with
+resets handled. ``TABLE_COLUMNS`` is the contract of every table (columns and dtypes); the file
+connectors build their tables here, and the Prometheus connector (``promtables``) reproduces the
+same rules from aggregates.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from connectors.telemetry.families import (
+    COUNTERS,
+    DCGM_EVIDENCE,
+    FRACTION_GAUGES,
+    GR_ENGINE_ACTIVE,
+    QUEUE_GAUGES,
+    REPLICA_GAUGES,
+    SERVING_SCALE,
+)
+from connectors.telemetry.grid import NS, Grid
+
+TABLE_COLUMNS: dict[str, dict[str, str]] = {
+    "gpu_activity": {
+        "node": "str", "gpu": "str", "uuid": "str", "model_name": "str", "pod": "str",
+        "namespace": "str", "container": "str", "ts": "datetime64[ns, UTC]",
+        "step_seconds": "int64", "busy_fraction": "float64", "source": "str"},
+    "node_info": {"node": "str", "provider_id": "str", "resource_id": "str",
+                  "instance_type": "str"},
+    "gpu_requests": {"ts": "datetime64[ns, UTC]", "namespace": "str", "pod": "str",
+                     "node": "str", "gpus": "float64"},
+    "traffic": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
+                "pod": "str", "requests": "float64", "prompt_tokens": "float64",
+                "generated_tokens": "float64", "family": "str"},
+    "queue": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
+              "pod": "str", "running": "float64", "waiting": "float64"},
+    "serving_stats": {
+        "ts": "datetime64[ns, UTC]", "family": "str", "model_name": "str", "namespace": "str",
+        "pod": "str", "requests": "float64", "failures": "float64",
+        "queue_seconds": "float64", "queue_requests": "float64",
+        "queue_seconds_per_request": "float64", "batch_items": "float64",
+        "batch_steps": "float64", "batch_size": "float64", "tokens_per_step": "float64",
+        "running": "float64", "waiting": "float64", "compute_input_seconds": "float64",
+        "compute_infer_seconds": "float64", "compute_output_seconds": "float64",
+        "prefix_queries": "float64", "prefix_hits": "float64", "prefix_hit_rate": "float64",
+        "kv_cache_usage": "float64"},
+    "gpu_evidence": {
+        "node": "str", "gpu": "str", "uuid": "str", "ts": "datetime64[ns, UTC]",
+        "sm_active": "float64", "tensor_active": "float64", "dram_active": "float64",
+        "fb_used_mib": "float64", "power_watts": "float64"},
+    "replicas": {
+        "ts": "datetime64[ns, UTC]", "namespace": "str", "kind": "str", "name": "str",
+        "spec_replicas": "float64", "available_replicas": "float64",
+        "current_replicas": "float64", "desired_replicas": "float64",
+        "min_replicas": "float64", "max_replicas": "float64"},
+}
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """A table with no rows and the contract's columns and dtypes."""
+    return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in TABLE_COLUMNS[name].items()})
+
+
+def finish(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Select and type the contract's columns, in order, with a fresh index."""
+    if frame.empty:
+        return empty_table(name)
+    columns = TABLE_COLUMNS[name]
+    out = frame[list(columns)].reset_index(drop=True)
+    return out.astype({c: d for c, d in columns.items() if c != "ts"})
+
+
+def most_frequent(frame: pd.DataFrame, keys: list[str], column: str,
+                  carried: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Per ``keys``, the most frequent non-empty ``column`` (ties: latest seen, then smallest).
+
+    ``carried`` columns come from the latest sample holding the chosen value.
+    """
+    named = frame.loc[frame[column] != ""].sort_values("t", kind="stable", na_position="first")
+    aggs = {"n": ("v", "size"), "last": ("t", "max")}
+    aggs.update({c: (c, "last") for c in carried})
+    counts = named.groupby(keys + [column], sort=False).agg(**aggs).reset_index()
+    counts = counts.sort_values(["n", "last", column], ascending=[False, False, True],
+                                kind="stable", na_position="last")
+    return counts.drop_duplicates(keys)[keys + [column, *carried]]
+
+
+GPU_KEY = ["node", "gpu", "uuid"]
+
+
+def prefer_engine_active(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU: GR_ENGINE_ACTIVE samples when it has any, else GPU_UTIL / 100."""
+    is_gr = frame["metric"] == GR_ENGINE_ACTIVE
+    has_gr = is_gr.groupby([frame[c] for c in GPU_KEY]).transform("any")
+    frame = frame.loc[is_gr == has_gr]
+    scale = np.where(frame["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
+    return frame.assign(v=frame["v"] * scale)
+
+
+def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Mean kernel-active fraction per GPU and interval, with the pod that held the GPU."""
+    frame = grid.gauges(dcgm)
+    frame = frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")]
+    if frame.empty:
+        return empty_table("gpu_activity")
+    frame = prefer_engine_active(frame)
+    keys = GPU_KEY + ["k"]
+    busy = frame.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
+                                              source=("metric", "first")).reset_index()
+    pods = most_frequent(frame, keys, "pod", ("namespace", "container"))
+    models = most_frequent(frame, GPU_KEY, "model_name")
+    out = busy.merge(pods, on=keys, how="left").merge(models, on=GPU_KEY, how="left")
+    out[["pod", "namespace", "container", "model_name"]] = (
+        out[["pod", "namespace", "container", "model_name"]].fillna(""))
+    out["busy_fraction"] = out["busy_fraction"].clip(0.0, 1.0)
+    out["ts"] = grid.stamps(out["k"])
+    out["step_seconds"] = grid.step
+    return finish("gpu_activity", out)
+
+
+def resource_id(provider_id: str) -> str:
+    """The billing resource id inside a Kubernetes provider id."""
+    scheme, sep, rest = provider_id.partition("://")
+    if not sep:
+        return provider_id
+    if scheme in ("aws", "gce"):
+        return rest.rstrip("/").rsplit("/", 1)[-1] or provider_id
+    if scheme == "azure":
+        path = rest.lower()
+        found = re.match(r"(/subscriptions/.+?/virtualmachinescalesets/[^/]+)/virtualmachines/",
+                         path)
+        return found.group(1) if found else path.rstrip("/")
+    return provider_id
+
+
+def node_info(info: pd.DataFrame, node_labels: pd.DataFrame) -> pd.DataFrame:
+    """One row per node: provider id, resource id, instance type (kube_node_labels fallback)."""
+    nodes = _latest_per_node(info)
+    if nodes.empty:
+        return empty_table("node_info")
+    extra = _latest_per_node(node_labels)[["node", "instance_type"]]
+    nodes = nodes.merge(extra, on="node", how="left", suffixes=("", "_labels"))
+    missing = nodes["instance_type"] == ""
+    nodes.loc[missing, "instance_type"] = nodes.loc[missing, "instance_type_labels"].fillna("")
+    nodes["resource_id"] = nodes["provider_id"].map(resource_id)
+    return finish("node_info", nodes.sort_values("node"))
+
+
+def _latest_per_node(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per node, the latest non-empty provider id and instance type (no timestamp = oldest)."""
+    frame = frame.loc[frame["node"] != ""].sort_values("t", kind="stable", na_position="first")
+    columns = ["provider_id", "instance_type"]
+    values = frame[columns].where(frame[columns] != "")
+    latest = values.groupby(frame["node"]).last().fillna("")
+    return latest.reset_index().astype("str")
+
+
+def pod_nodes(pod_info: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The node of each pod per interval, and over the whole file (for intervals without one)."""
+    per_interval = most_frequent(grid.gauges(pod_info), ["namespace", "pod", "k"], "node")
+    overall = most_frequent(pod_info, ["namespace", "pod"], "node")
+    return per_interval, overall
+
+
+def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """GPUs requested per pod and interval: container interval means summed, node filled in."""
+    frame = grid.gauges(requests)
+    if frame.empty:
+        return empty_table("gpu_requests")
+    per_interval, overall = pod_nodes(pod_info, grid)
+    frame = frame.merge(per_interval.rename(columns={"node": "node_k"}),
+                        on=["namespace", "pod", "k"], how="left")
+    frame = frame.merge(overall.rename(columns={"node": "node_all"}),
+                        on=["namespace", "pod"], how="left")
+    fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
+    frame["node"] = frame["node"].where(frame["node"] != "", fill)
+    means = frame.groupby(["k", "namespace", "pod", "container", "node"]).v.mean()
+    out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
+    out = out.reset_index()
+    out["ts"] = grid.stamps(out["k"])
+    return finish("gpu_requests", out)
+
+
+SERVING_KEY = ["k", "model_name", "namespace", "pod"]
+
+
+def counter_increases(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Increase between consecutive samples of each series, at the interval of the earlier one."""
+    t = counters["t"]
+    frame = counters.loc[(t >= grid.start) & (t <= grid.end) & np.isfinite(counters["v"])]
+    frame = frame.iloc[np.lexsort((frame["t"].to_numpy(), frame["sid"].to_numpy()))]
+    frame = frame.drop_duplicates(["sid", "t"], keep="last")
+    sid, t, v = (frame[c].to_numpy() for c in ("sid", "t", "v"))
+    same = np.zeros(len(sid), dtype=bool)
+    same[1:] = sid[1:] == sid[:-1]
+    later, earlier = v[1:][same[1:]], v[:-1][same[1:]]
+    increase = np.where(later >= earlier, later - earlier, later)  # a drop: restarted from 0
+    k = grid.index(t[:-1][same[1:]])
+    return frame.loc[same].assign(increase=increase, k=k)
+
+
+def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Requests and tokens per interval and pod: counter increases summed over series."""
+    return traffic_from_increases(counter_increases(counters, grid), grid)
+
+
+def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """The traffic table from per-series increases (metric, family, serving labels, k, increase).
+
+    Rows of every serving family (vLLM, Triton, TGI) that counts requests or tokens; ``family``
+    says which. Other serving counters (queue time, batches) are left to ``serving_stats``.
+    """
+    if increases.empty:
+        return empty_table("traffic")
+    increases = increases.loc[increases["metric"].isin(list(COUNTERS.values()))]
+    if increases.empty:
+        return empty_table("traffic")
+    sums = increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum()
+    return per_interval_table("traffic", sums, COUNTERS.values(), grid)
+
+
+def per_interval_table(name: str, sums: pd.Series, columns, grid: Grid) -> pd.DataFrame:
+    """One column per metric (absent ones 0), interval starts as ``ts``, finished as table ``name``."""
+    out = sums.unstack("metric", fill_value=0.0).reset_index()
+    for column in columns:
+        if column not in out:
+            out[column] = 0.0
+    out["ts"] = grid.stamps(out["k"])
+    return finish(name, out)
+
+
+def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """Mean running and waiting requests per interval and pod (summed over vLLM engines)."""
+    frame = grid.gauges(gauges)
+    if frame.empty:
+        return empty_table("queue")
+    means = frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean()
+    sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
+    return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
+
+
+# ---- serving statistics, GPU evidence, replicas: built from per-key means and increases, so
+# ---- that the file connectors (sample means) and Prometheus (pooled sums / counts) share them
+
+SERVING_STAT_KEY = ["k", "family", "model_name", "namespace", "pod"]
+
+
+def gauge_means(frame: pd.DataFrame, grid: Grid, keys: list[str]) -> pd.Series:
+    """Per key and interval, the mean of the finite samples inside the window."""
+    frame = grid.gauges(frame)
+    if frame.empty:
+        return pd.Series([], dtype=float)
+    return frame.groupby(keys + ["k"]).v.mean()
+
+
+def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
+    """num / den where den > 0, else NaN (not measured, never 0)."""
+    return (num / den.where(den > 0)).astype(float)
+
+
+def serving_stats(increases: pd.DataFrame, gauges: pd.Series, queue_table: pd.DataFrame,
+                  grid: Grid) -> pd.DataFrame:
+    """Queue time, batch size, occupancy and prefix-cache figures per interval, pod and family.
+
+    ``increases``: per-series counter increases (metric, family, model_name, namespace, pod, k,
+    increase) of vLLM, Triton and TGI. ``gauges``: interval means indexed by (metric, family,
+    model_name, namespace, pod, engine, k). ``queue_table``: the ``queue`` table (vLLM running /
+    waiting). A figure no series gives is NaN (not measured), never 0.
+    """
+    parts = []
+    if len(increases):
+        inc = increases[SERVING_STAT_KEY + ["metric", "increase"]].copy()
+        scale = [SERVING_SCALE.get(pair, 1.0) for pair in zip(inc["family"], inc["metric"])]
+        inc["increase"] = inc["increase"].to_numpy(dtype=float) * np.asarray(scale, dtype=float)
+        parts.append(inc.groupby(SERVING_STAT_KEY + ["metric"]).increase.sum())
+    if len(gauges):
+        g = gauges.rename("v").reset_index()
+        fraction = g["metric"].isin(FRACTION_GAUGES)
+        parts.append(g.loc[~fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.sum())
+        parts.append(g.loc[fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.mean())
+    if len(queue_table):
+        q = queue_table.assign(family="vllm", k=(queue_table["ts"].astype("int64") - grid.start_ns)
+                               // (grid.step * NS))
+        q = q.melt(id_vars=SERVING_STAT_KEY, value_vars=["running", "waiting"], var_name="metric")
+        parts.append(q.set_index(SERVING_STAT_KEY + ["metric"])["value"])
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return empty_table("serving_stats")
+    wide = pd.concat(parts).groupby(level=SERVING_STAT_KEY + ["metric"]).sum(min_count=1)
+    out = wide.unstack("metric").reset_index()
+    out.columns.name = None
+    for column in list(TABLE_COLUMNS["serving_stats"]) + ["queue_seconds_v0", "queue_requests_v0",
+                                                         "kv_cache_usage_v0", "prefix_hit_rate_v0"]:
+        if column not in out:
+            out[column] = np.nan
+    v0 = out["queue_seconds"].isna() & out["queue_requests"].isna()
+    out.loc[v0, "queue_seconds"] = out.loc[v0, "queue_seconds_v0"]
+    out.loc[v0, "queue_requests"] = out.loc[v0, "queue_requests_v0"]
+    out["kv_cache_usage"] = out["kv_cache_usage"].fillna(out["kv_cache_usage_v0"])
+    triton = (out["family"] == "triton") & out["queue_seconds"].notna()
+    answered = out[["requests", "failures"]].sum(axis=1, min_count=1)
+    out.loc[triton, "queue_requests"] = answered[triton]
+    out["queue_seconds_per_request"] = _ratio(out["queue_seconds"], out["queue_requests"])
+    per_step = _ratio(out["batch_items"], out["batch_steps"])
+    out["batch_size"] = np.where(out["family"] == "triton", per_step,
+                                 np.where(out["family"] == "tgi", out["running"], np.nan))
+    out["tokens_per_step"] = np.where(out["family"] == "vllm", per_step, np.nan)
+    out["prefix_hit_rate"] = _ratio(out["prefix_hits"], out["prefix_queries"]).fillna(
+        out["prefix_hit_rate_v0"])
+    out["ts"] = grid.stamps(out["k"])
+    return finish("serving_stats", out.sort_values(SERVING_STAT_KEY, kind="stable"))
+
+
+def gpu_evidence(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """DCGM evidence columns per GPU and interval (means indexed by metric, node, gpu, uuid, k).
+
+    Evidence only: busy_fraction (gpu_activity) alone moves money.
+    """
+    if not len(means):
+        return empty_table("gpu_evidence")
+    frame = means.rename("v").reset_index()
+    frame = frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")]
+    if frame.empty:
+        return empty_table("gpu_evidence")
+    out = frame.pivot_table(index=GPU_KEY + ["k"], columns="metric", values="v",
+                            aggfunc="sum").reset_index()
+    out.columns.name = None
+    for column in DCGM_EVIDENCE.values():
+        if column not in out:
+            out[column] = np.nan
+    out["ts"] = grid.stamps(out["k"])
+    return finish("gpu_evidence", out.sort_values(GPU_KEY + ["k"], kind="stable"))
+
+
+def replicas(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """Replica counts per deployment / HPA and interval (means indexed by metric, kind,
+    namespace, name, k); available falls back to status.replicas where a ksm lacks it."""
+    if not len(means):
+        return empty_table("replicas")
+    frame = means.rename("v").reset_index()
+    frame = frame.loc[frame["name"] != ""]
+    if frame.empty:
+        return empty_table("replicas")
+    key = ["kind", "namespace", "name", "k"]
+    out = frame.pivot_table(index=key, columns="metric", values="v", aggfunc="sum").reset_index()
+    out.columns.name = None
+    for column in [c for _, c in REPLICA_GAUGES.values()]:
+        if column not in out:
+            out[column] = np.nan
+    out["available_replicas"] = out["available_replicas"].fillna(out["status_replicas"])
+    out["ts"] = grid.stamps(out["k"])
+    return finish("replicas", out.sort_values(key, kind="stable"))
+
+
+def covered(frames: list[pd.DataFrame], grid: Grid) -> tuple[datetime | None, datetime | None]:
+    """First and last sample time within [start, end] of the families used."""
+    times = [f["t"].to_numpy() for f in frames if len(f)]
+    t = np.concatenate(times) if times else np.empty(0)
+    t = t[(t >= grid.start) & (t <= grid.end)]
+    if not len(t):
+        return (None, None)
+    # whole microseconds: a datetime holds no nanoseconds (fractional-second timestamps)
+    first, last = (pd.Timestamp(int(round(x * 1_000_000)) * 1000, tz="UTC") for x in (t.min(), t.max()))
+    return (first.to_pydatetime(), last.to_pydatetime())
