@@ -40,18 +40,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from connectors.base import Connector
 from connectors.billing import cur_aggregate as agg
 from connectors.billing import cur_sql as sql
-from connectors.base import Connector
 from connectors.billing.cur import read_raw
+from connectors.duck import first_line, session
 from connectors.errors import (
     FatalSourceError,
     InputError,
     RetriableSourceError,
     SourceError,
 )
-from connectors.billing.focus import first_line, session
-from connectors.objectstore import THROTTLING, guard_logs, refuse_credentials, scrub
+from connectors.objectstore import refuse_credentials
+from connectors.objectstore_faults import THROTTLING, guard_logs, scrub
 from schemas.billing import BillingLine
 
 log = logging.getLogger(__name__)

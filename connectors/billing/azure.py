@@ -62,9 +62,10 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
+from connectors.duck import MAX_ERRORS, quote_text, raise_all, session
 from connectors.errors import InputError
-from connectors.billing.focus import (MAX_ERRORS, NUMBER_PATTERN, adopt, file_format, load, null_expr, quote_text,
-                              raise_all, read_focus_table, session)
 from schemas.billing import BillingLine
 
 UNITS_FILE = Path(__file__).resolve().parent / "data" / "azure_pricing_units.csv"

@@ -44,12 +44,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from connectors.billing import cur_sql as sql
 from connectors.base import Connector
+from connectors.billing import cur_sql as sql
+from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus_lines import covered
+from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
+from connectors.duck import MAX_ERRORS, first_line, object_series, quote_text, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
-from connectors.billing.focus import (MAX_ERRORS, NUMBER_PATTERN, TIMESTAMP_RANGE, adopt, covered, csv_header,
-                              file_format, first_line, object_series, quote_text, raise_all, read_error,
-                              read_focus_table, session, utc_series, utc_text)
 from schemas.billing import BillingLine
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet")
@@ -79,7 +80,8 @@ class CurConnector(Connector):
             return read_cur(con, files, self.path, self.ctx, grain=self.spec.options.get("grain"))
 
 
-def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx, grain: str | None = None) -> tuple[dict, int, tuple]:
+def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx,
+             grain: str | None = None) -> tuple[dict, int, tuple]:
     """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
     layouts = [describe(con, path, label) for path, label in files]
     raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])

@@ -40,8 +40,8 @@ from sqlglot import exp
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_sql import nz
-from connectors.billing.focus import quote_ident as ident
-from connectors.billing.focus import quote_text
+from connectors.duck import quote_ident as ident
+from connectors.duck import quote_text
 
 DIALECTS = ("duckdb", "trino")
 MONEY = "DECIMAL(38, 18)"

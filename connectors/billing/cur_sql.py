@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.billing.focus import NULL_TEXT, quote_ident, quote_text
+from connectors.billing.focus_load import NULL_TEXT
+from connectors.duck import quote_ident, quote_text
 
 # Every CUR field the mapping reads, in CUR 2.0 / Athena spelling.
 FIELDS = (

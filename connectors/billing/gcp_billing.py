@@ -42,9 +42,11 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus_lines import canonical_object
 from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
+from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
-from connectors.billing.focus import adopt, canonical_object, first_line, read_focus_table, session
 from schemas.billing import BillingLine
 
 log = logging.getLogger(__name__)

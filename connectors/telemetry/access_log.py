@@ -36,8 +36,8 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.duck import MAX_ERRORS, first_line, quote_ident, quote_text, raise_all, utc_text
 from connectors.errors import InputError
-from connectors.billing.focus import MAX_ERRORS, first_line, quote_ident, quote_text, raise_all, utc_text
 from schemas.serving import ServiceTraffic
 
 DEFAULT_STEP = 3600

@@ -1,0 +1,174 @@
+"""The FOCUS reader's row checks, repeated lines and notes, all in SQL over view ``n``.
+
+Every data row is checked (numbers, timestamps, period order, categories, currency, duplicate
+ids); each check reports at most ``MAX_ERRORS`` rows. Lines identical in every column to an
+earlier one are found once (:func:`repeated_lines`) and become errors or notes as the dialect
+asks (see :mod:`connectors.billing.focus`). Table ``notes`` lists what was read in a way the file
+did not spell out.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from connectors.billing.focus_load import (
+    DECIMAL_FIELDS,
+    ID_COLUMNS,
+    MONEY_FIELDS,
+    NUMBER_PATTERN,
+    PERIOD,
+    TIMESTAMP_RANGE,
+    Columns,
+)
+from connectors.duck import MAX_ERRORS, quote_text
+from connectors.errors import InputError
+from schemas.billing import CHARGE_CATEGORIES
+
+
+def check_rows(con, columns: Columns, path: Path, repeated: set[int]) -> list[InputError]:
+    """Every problem found in the data rows, at most MAX_ERRORS of each kind.
+
+    A repeated Id on a line that repeats a whole line (``repeated``) is that line's repetition,
+    not a second problem.
+    """
+    errors = []
+    errors += check_numbers(con, path)
+    errors += check_timestamps(con, path)
+    errors += check_period_order(con, path)
+    errors += check_categories(con, path)
+    errors += check_currency(con, path)
+    errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in repeated]
+    return errors
+
+
+def check_numbers(con, path: Path) -> list[InputError]:
+    """Money and quantity cells that are not decimal numbers; required money that is null."""
+    required = set(MONEY_FIELDS.values())
+    queries = []
+    for name in list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values()):
+        null_bad = "TRUE" if name in required else "FALSE"
+        queries.append((name, f"SELECT rn, {name} FROM n WHERE ({name} IS NULL AND {null_bad}) OR "
+                              f"NOT regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)})"))
+    return column_errors(con, path, queries, "unparseable number", "a decimal number")
+
+
+def check_timestamps(con, path: Path) -> list[InputError]:
+    """ChargePeriodStart / End cells that are null or not timestamps (or out of range)."""
+    low, high = TIMESTAMP_RANGE
+    queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, {parsed} AS t "
+                      f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}'")
+               for name, parsed in zip(PERIOD, ("_ps", "_pe"))]
+    return column_errors(con, path, queries, "unparseable timestamp",
+                         "an ISO 8601 timestamp (no offset = UTC)")
+
+
+def column_errors(con, path: Path, queries, what: str, expected: str) -> list[InputError]:
+    """Run (column, query selecting rn and the bad value) checks; at most MAX_ERRORS errors in all."""
+    errors: list[InputError] = []
+    for name, sql in queries:
+        for rn, value in con.execute(f"{sql} ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}").fetchall():
+            message = "missing value" if value is None else f"{what} {value!r}"
+            errors.append(InputError(path, message, row=rn, column=name, expected=expected))
+        if len(errors) >= MAX_ERRORS:
+            break
+    return errors
+
+
+def check_period_order(con, path: Path) -> list[InputError]:
+    """Lines whose ChargePeriodEnd lies before their ChargePeriodStart."""
+    sql = ("SELECT rn, ChargePeriodStart, ChargePeriodEnd FROM n "
+           "WHERE _pe < _ps "
+           f"ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"period ends ({end!r}) before it starts ({start!r})", row=rn,
+                       column="ChargePeriodEnd", expected="an end at or after ChargePeriodStart")
+            for rn, start, end in con.execute(sql).fetchall()]
+
+
+def check_categories(con, path: Path) -> list[InputError]:
+    """ChargeCategory cells outside the FOCUS set."""
+    allowed = ", ".join(quote_text(c) for c in CHARGE_CATEGORIES)
+    sql = (f"SELECT rn, ChargeCategory FROM n WHERE ChargeCategory IS NULL OR "
+           f"ChargeCategory NOT IN ({allowed}) ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"unknown charge category {value!r}" if value else "missing value",
+                       row=rn, column="ChargeCategory", expected="one of " + ", ".join(CHARGE_CATEGORIES))
+            for rn, value in con.execute(sql).fetchall()]
+
+
+def check_currency(con, path: Path) -> list[InputError]:
+    """One InputError when the file bills in more than one currency."""
+    sql = ("SELECT BillingCurrency, min(rn) FROM n WHERE BillingCurrency IS NOT NULL "
+           "GROUP BY BillingCurrency ORDER BY min(rn)")
+    found = con.execute(sql).fetchall()
+    if len(found) <= 1:
+        return []
+    listed = ", ".join(f"{value!r} (first on row {rn})" for value, rn in found[:10])
+    return [InputError(path, f"mixed currencies in one file: {listed}", column="BillingCurrency",
+                       expected="one billing currency per file")]
+
+
+def repeated_lines(con, columns: Columns) -> list[tuple[int, int, int]]:
+    """(row, the earlier row it repeats, how many such rows in all) for the first MAX_ERRORS lines
+    identical in every column to an earlier line.
+
+    A hash of every column finds the candidates cheaply; the exact comparison runs on them only.
+    """
+    keys = ", ".join(f"c{i}" for i in range(len(columns.header)))
+    sql = (f"WITH h AS (SELECT rowid AS r, hash({keys}) AS k FROM src), "
+           "twice AS (SELECT k FROM h GROUP BY k HAVING count(*) > 1) "
+           f"SELECT rn, first, count(*) OVER () FROM (SELECT rowid + 1 AS rn, first_value(rowid + 1) OVER "
+           f"(PARTITION BY {keys} ORDER BY rowid) AS first FROM src "
+           "WHERE rowid IN (SELECT r FROM h WHERE k IN (SELECT k FROM twice))) "
+           f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
+    return con.execute(sql).fetchall()
+
+
+def repeat_text(found: list[tuple[int, int, int]], i: int, what: str) -> str:
+    """``what`` identical in every column to row N, the last one listed with the total."""
+    rn, first, total = found[i]
+    more = f" ({total} such lines in all)" if i == len(found) - 1 and total > len(found) else ""
+    return f"{what}: identical in every column to row {first}{more}"
+
+
+def duplicate_errors(found: list[tuple[int, int, int]], path: Path) -> list[InputError]:
+    """Repeated lines as errors (sources whose lines carry their own identity)."""
+    return [InputError(path, repeat_text(found, i, "duplicate line"), row=rn, expected="each line once")
+            for i, (rn, _, _) in enumerate(found)]
+
+
+def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
+    """Repeated values of a line-id column (Id, x_Id)."""
+    errors: list[InputError] = []
+    for name in ID_COLUMNS:
+        if not columns.has(name):
+            continue
+        sql = (f"SELECT rn, {name}, first FROM (SELECT rn, {name}, first_value(rn) OVER "
+               f"(PARTITION BY {name} ORDER BY rn) AS first FROM n WHERE {name} IS NOT NULL) "
+               f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
+        errors += [InputError(path, f"duplicate line id {value!r} (also on row {first})", row=rn,
+                              column=columns.header[int(columns.focus[name][1:])],
+                              expected="a unique id per line")
+                   for rn, value, first in con.execute(sql).fetchall()]
+    return errors[:MAX_ERRORS]
+
+
+def hour_notes(con) -> list[tuple[int, str, str]]:
+    """(row, column, note) for every period cell whose hour ran past 23 and was carried over."""
+    notes = []
+    for name, parsed in zip(PERIOD, ("_ps", "_pe")):
+        sql = (f"SELECT rn, {name}, strftime({parsed}, '%Y-%m-%dT%H:%M:%SZ') FROM n "
+               f"WHERE TRY_CAST({name} AS TIMESTAMPTZ) IS NULL AND {parsed} IS NOT NULL ORDER BY rn")
+        notes += [(rn, name, f"hour past 23 in {text!r}, read as {moment}")
+                  for rn, text, moment in con.execute(sql).fetchall()]
+    return notes
+
+
+def repeat_notes(found: list[tuple[int, int, int]]) -> list[tuple[int, str, str]]:
+    """(row, "", note) for every line that repeats an earlier one and was counted again."""
+    return [(rn, "", repeat_text(found, i, "counted again")) for i, (rn, _, _) in enumerate(found)]
+
+
+def notes_table(notes: list[tuple[int, str, str]]) -> pd.DataFrame:
+    """Table ``notes``: one row per cell read in a way the file did not spell out."""
+    return pd.DataFrame(notes, columns=["row", "column", "note"]).astype(
+        {"row": "int64", "column": "str", "note": "str"})

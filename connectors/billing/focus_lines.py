@@ -1,0 +1,238 @@
+"""The FOCUS reader's window selection and normalisation: view ``n`` → the ``lines`` table.
+
+:func:`select_window` keeps the lines whose charge period overlaps the window and, at grain
+``auto``, sums in DuckDB the lines no stage of the audit tells apart (:func:`grouped_sql`; the GPU
+rules of :mod:`connectors.billing.gpu_sql` say which lines keep their hours). :func:`build_lines`
+turns the kept lines into ``BillingLine`` rows: Decimals from the exact text, UTC datetimes,
+canonical JSON for Tags and the ``x_*`` columns.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors.billing.focus_load import DECIMAL_FIELDS, MONEY_FIELDS, TEXT_FIELDS, Columns
+from connectors.billing.gpu_sql import HINT_KEYS, gpu_meter_sql, hint_sql, instance_type_sql, load_gpu_instances
+from connectors.duck import MAX_ERRORS, object_series, quote_text, raise_all, utc_series, utc_text
+from connectors.errors import InputError
+from schemas.billing import BillingLine
+
+OUTPUT_COLUMNS = list(BillingLine.to_schema().columns)
+
+
+def file_currency(con, columns: Columns, case_currency: str) -> str:
+    """The file's one BillingCurrency (checked already), else the case currency."""
+    if not columns.has("BillingCurrency"):
+        return case_currency
+    found = con.execute("SELECT min(BillingCurrency) FROM n").fetchall()[0][0]
+    return found if found is not None else case_currency
+
+
+def select_window(con, columns: Columns, window: tuple[datetime, datetime], name: str,
+                  currency: str, grain: str = "auto") -> pa.Table:
+    """The kept lines (period overlaps the window), aggregated in DuckDB, in file order, as Arrow.
+
+    Text columns come out with nulls as ""; money and quantities as exact decimal text; the period
+    as TIMESTAMPTZ (UTC); ``line_id`` built in SQL from the first row of each aggregate.
+
+    ``grain = "auto"`` (see :func:`grouped_sql`) sums lines that no stage of the audit tells apart;
+    ``"line"`` keeps every line as it is (each an aggregate of one).
+    """
+    lo, hi = (quote_text(utc_text(moment)) for moment in window)
+    parts = ["rn", f"{quote_text(name)} || ':' || rn AS line_id"]
+    parts += [f"coalesce({', '.join(names)}, '') AS {out}" for out, names in TEXT_FIELDS.items()]
+    parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
+    parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags"]
+    parts += [f"e{i}" for i in range(len(columns.extras))]
+    parts += ["_ps AS p_start", "_pe AS p_end"]
+    con.execute(f"CREATE OR REPLACE TEMP VIEW kept AS SELECT * FROM (SELECT {', '.join(parts)} FROM n) "
+                f"WHERE p_start < CAST({hi} AS TIMESTAMPTZ) "
+                f"AND (p_start >= CAST({lo} AS TIMESTAMPTZ) OR p_end > CAST({lo} AS TIMESTAMPTZ))")
+    if grain == "auto" and not lossy_sums(con):
+        sql = grouped_sql(con, columns)
+    else:
+        sql = "SELECT *, 1::BIGINT AS line_count FROM kept"
+    table = con.sql(sql).to_arrow_table()
+    # preserve_insertion_order keeps a filtered scan in file order, which is far cheaper than an
+    # ORDER BY over wide rows; sort only if that ever fails to hold (it does after a GROUP BY).
+    rn = table.column("rn")
+    if len(rn) > 1 and not pc.all(pc.greater(rn[1:], rn[:-1])).as_py():
+        table = table.sort_by("rn")
+    return table
+
+
+# Summed columns: money and quantities. Unit prices are keys (lines at other prices stay apart).
+SUMMED = ("billed_cost", "effective_cost", "list_cost", "contracted_cost", "pricing_quantity",
+          "consumed_quantity")
+SUM_TYPE = "DECIMAL(38,20)"
+
+
+def lossy_sums(con) -> bool:
+    """Whether some amount of a kept line does not fit DECIMAL(38,20) exactly (then no line is summed)."""
+    tests = []
+    for column in SUMMED:
+        fraction = f"length(regexp_extract({column}, '\\.(\\d+)', 1))"
+        exponent = f"coalesce(TRY_CAST(regexp_extract({column}, '[eE]([+-]?\\d+)', 1) AS INTEGER), 0)"
+        tests.append(f"({column} IS NOT NULL AND (TRY_CAST({column} AS {SUM_TYPE}) IS NULL "
+                     f"OR {fraction} - {exponent} > 20))")
+    return bool(con.execute(f"SELECT count(*) FROM kept WHERE {' OR '.join(tests)}").fetchall()[0][0])
+
+
+def grouped_sql(con, columns: Columns) -> str:
+    """SQL summing the kept lines that no stage of the audit tells apart.
+
+    * Lines that may bill GPU time (:func:`timed_sql`) keep their hours: only a run of consecutive
+      lines identical in every column but the period (the same hourly charge, hour after hour)
+      becomes one line over the run. Spread evenly over its hours, the run gives every hour what
+      its own line gave, so the GPU-intervals do not change.
+    * Every other line is summed per UTC day of its start with the lines identical in every other
+      column: no stage uses the hour of a line that bills no GPU (it is classified by its columns
+      and counted over the window).
+    A sum of one line keeps the line's own text; sums are exact (DECIMAL(38,20), checked first).
+    """
+    keys = (["currency", "tags", "list_unit_price", "contracted_unit_price"]
+            + [out for out in TEXT_FIELDS] + [f"e{i}" for i in range(len(columns.extras))])
+    same = ", ".join(keys + list(SUMMED) + ["p_end - p_start"])
+    island = ("epoch(p_start) - epoch(p_end - p_start) * "
+              f"row_number() OVER (PARTITION BY {same} ORDER BY p_start, rn)")
+    as_key = ", ".join(f"CASE WHEN _timed THEN {c} END AS _k_{c}" for c in SUMMED)
+    sums = []
+    for column in SUMMED:
+        total = f"CAST(sum(CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
+        text = f"CASE WHEN strpos({total}, '.') > 0 THEN rtrim(rtrim({total}, '0'), '.') ELSE {total} END"
+        sums.append(f"CASE WHEN count(*) = 1 THEN any_value({column}) ELSE {text} END AS {column}")
+    return f"""
+    WITH marked AS ({timed_sql(con, columns)}),
+    keyed AS (
+      SELECT *, {as_key},
+             CASE WHEN _timed THEN {island} ELSE epoch(date_trunc('day', p_start)) END AS _grain
+      FROM marked
+    )
+    SELECT min(rn) AS rn, arg_min(line_id, rn) AS line_id, {', '.join(keys)}, {', '.join(sums)},
+           min(p_start) AS p_start, max(p_end) AS p_end, count(*)::BIGINT AS line_count
+    FROM keyed
+    GROUP BY {', '.join(keys)}, _timed, {', '.join(f'_k_{c}' for c in SUMMED)}, _grain
+    """
+
+
+def timed_sql(con, columns: Columns) -> str:
+    """SQL: ``kept`` with ``_timed``, whether a line may bill GPU time, by the classifier's own
+    tables (an instance type with GPUs, a per-GPU meter), or shares its resource with such a line
+    (the core / RAM parts of a GPU machine)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_instances'").fetchall()[0][0]:
+        load_gpu_instances(con)
+    extras = {name.lower(): f"e{i}" for i, name in enumerate(columns.extras)}
+    named = [f"{extras.get(key.lower(), 'NULL::VARCHAR')} AS {key}" for key in HINT_KEYS if key.startswith("x_")]
+    named += [f"{extras.get('skupricedetails', 'NULL::VARCHAR')} AS spd",
+              f"coalesce({extras.get('x_usagetype', 'NULL::VARCHAR')}, '') AS usage",
+              "charge_description AS descr",
+              "charge_description || ' ' || resource_name || ' ' || sku_id AS text"]
+    gpu_line = (f"charge_category = 'Usage' AND (({instance_type_sql()}) IN (SELECT instance_type FROM gpu_instances) "
+                f"OR ({gpu_meter_sql()}) IS NOT NULL)")
+    return (f"SELECT *, CASE WHEN resource_id <> '' THEN bool_or(_gpu) OVER (PARTITION BY resource_id) "
+            f"ELSE _gpu END AS _timed FROM (SELECT *, coalesce({gpu_line}, FALSE) AS _gpu FROM "
+            f"(SELECT *, {hint_sql()} AS hint FROM (SELECT *, {', '.join(named)} FROM kept)))")
+
+
+def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
+    """The ``lines`` table from the kept lines: Decimals, UTC datetimes, canonical JSON."""
+    rows = kept.column("rn").to_pylist()
+    out: dict[str, pd.Series] = {"row": kept.column("rn").to_pandas().astype("int64"),
+                                 "line_count": kept.column("line_count").to_pandas().astype("int64")}
+    for name in TEXT_FIELDS.keys() | {"line_id", "currency"}:
+        out[name] = kept.column(name).to_pandas()
+    for name in MONEY_FIELDS:
+        out[name] = object_series([Decimal(v) for v in kept.column(name).to_pylist()])
+    for name in DECIMAL_FIELDS:
+        out[name] = object_series([None if v is None else Decimal(v)
+                                   for v in kept.column(name).to_pylist()])
+    out["start"] = utc_series(kept.column("p_start").to_pandas())
+    out["end"] = utc_series(kept.column("p_end").to_pandas())
+    out["tags"] = pd.Series(canonical_tags(kept.column("tags").to_pylist(), rows, path), dtype="str")
+    out["extra"] = pd.Series(extra_json(kept, columns), dtype="str")
+    return pd.DataFrame({name: out[name] for name in OUTPUT_COLUMNS + ["line_count"]})
+
+
+def canonical_tags(values: list, rows: list[int], path: Path) -> list[str]:
+    """Tags as canonical JSON object text; null → ``{}``; a cell that is no JSON object is an error.
+
+    Exports repeat a handful of tag sets over millions of lines, so each distinct text is parsed once.
+    """
+    seen: dict[str, str | None] = {}
+    result: list[str] = []
+    errors: list[InputError] = []
+    for rn, value in zip(rows, values):
+        if value is None:
+            result.append("{}")
+            continue
+        if value not in seen:
+            seen[value] = canonical_object(value)
+        if seen[value] is None:
+            if len(errors) < MAX_ERRORS:
+                errors.append(InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn,
+                                         column="Tags", expected="a JSON object"))
+            continue
+        result.append(seen[value])
+    raise_all(errors)
+    return result
+
+
+def canonical_object(value: str) -> str | None:
+    """Canonical text of a JSON object, or None when ``value`` is not one."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return canonical_json(parsed) if isinstance(parsed, dict) else None
+
+
+def extra_json(kept: pa.Table, columns: Columns) -> list[str]:
+    """Per line, a JSON object of its non-null ``x_*`` and SkuPriceDetails cells (sorted keys)."""
+    if not columns.extras:
+        return ["{}"] * kept.num_rows
+    names = list(columns.extras)
+    cells = [kept.column(f"e{i}").to_pylist() for i in range(len(names))]
+    seen: dict[tuple, str] = {}
+    result = []
+    for values in zip(*cells):
+        if values not in seen:
+            entry = {name: embed(name, v) for name, v in zip(names, values) if v is not None}
+            seen[values] = canonical_json(entry)
+        result.append(seen[values])
+    return result
+
+
+def embed(name: str, value: str):
+    """SkuPriceDetails as an object when it parses as one; every other value as its text."""
+    if name.lower() == "skupricedetails":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    return value
+
+
+def covered(lines: pd.DataFrame) -> tuple[datetime | None, datetime | None]:
+    """(earliest start, latest end) of the kept lines, or (None, None)."""
+    if lines.empty:
+        return (None, None)
+    return (lines["start"].min().to_pydatetime(), lines["end"].max().to_pydatetime())
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+def canonical_json(value: dict) -> str:
+    """Canonical JSON object text: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def shorten(value: str, limit: int = 60) -> str:
+    """A cell value cut to ``limit`` characters for a message."""
+    return value if len(value) <= limit else value[:limit] + "…"

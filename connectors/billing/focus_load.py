@@ -1,0 +1,246 @@
+"""FOCUS files into DuckDB: the columns the reader knows, the file as table ``src``, view ``n``.
+
+:func:`load` copies a FOCUS CSV, gzipped CSV or Parquet file into table ``src`` (columns c0..cN,
+all VARCHAR, file order); :func:`resolve_columns` matches its header to the FOCUS names
+(:class:`Columns`); :func:`create_view` names the columns, normalises null literals and parses the
+charge period (view ``n``), which the row checks (:mod:`connectors.billing.focus_checks`) and the
+window selection (:mod:`connectors.billing.focus_lines`) read. The conventions are in
+:mod:`connectors.billing.focus`.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from connectors.duck import first_line, quote_ident, quote_text
+from connectors.errors import InputError
+
+NULL_TEXT = ("", "NULL", "null", "\\N")
+NUMBER_PATTERN = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
+SUFFIXES = {".csv": "csv", ".csv.gz": "csv.gz", ".parquet": "parquet"}
+MANDATORY = ("BilledCost", "EffectiveCost", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd")
+# Parsed timestamps must fit pandas' datetime64[ns] range.
+TIMESTAMP_RANGE = ("1678-01-01", "2262-01-01")
+
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    # ServiceProviderName is the FOCUS 1.3 name of ProviderName; accepting it costs nothing.
+    "provider": ("ProviderName", "ServiceProviderName", "PublisherName", "InvoiceIssuerName"),
+    "billing_account_id": ("BillingAccountId",),
+    "sub_account_id": ("SubAccountId",),
+    "service_name": ("ServiceName",),
+    "service_category": ("ServiceCategory",),
+    "charge_category": ("ChargeCategory",),
+    "charge_class": ("ChargeClass",),
+    "charge_description": ("ChargeDescription",),
+    "charge_frequency": ("ChargeFrequency",),
+    "pricing_unit": ("PricingUnit",),
+    "consumed_unit": ("ConsumedUnit",),
+    "pricing_category": ("PricingCategory",),
+    "commitment_discount_id": ("CommitmentDiscountId",),
+    "commitment_discount_status": ("CommitmentDiscountStatus",),
+    "commitment_discount_type": ("CommitmentDiscountType",),
+    "resource_id": ("ResourceId",),
+    "resource_name": ("ResourceName",),
+    "resource_type": ("ResourceType",),
+    "region": ("RegionId",),
+    "sku_id": ("SkuId",),
+    "sku_price_id": ("SkuPriceId",),
+}
+MONEY_FIELDS = {"billed_cost": "BilledCost", "effective_cost": "EffectiveCost"}
+DECIMAL_FIELDS = {
+    "list_cost": "ListCost",
+    "contracted_cost": "ContractedCost",
+    "list_unit_price": "ListUnitPrice",
+    "contracted_unit_price": "ContractedUnitPrice",
+    "pricing_quantity": "PricingQuantity",
+    "consumed_quantity": "ConsumedQuantity",
+}
+PERIOD = ("ChargePeriodStart", "ChargePeriodEnd")
+# Line-id columns: a repeated value is a duplicated line even when other columns differ.
+ID_COLUMNS = ("Id", "x_Id")
+OTHER_COLUMNS = ("BillingCurrency", "Tags", "SkuPriceDetails")
+KNOWN_COLUMNS = tuple(dict.fromkeys(
+    [n for names in TEXT_FIELDS.values() for n in names]
+    + list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values())
+    + list(PERIOD) + list(ID_COLUMNS) + list(OTHER_COLUMNS)))
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The file's header, resolved: FOCUS name or ``x_*`` name → internal column ``cN``."""
+
+    header: list[str]
+    focus: dict[str, str]
+    extras: dict[str, str]
+
+    def has(self, name: str) -> bool:
+        """Whether the file has the FOCUS column ``name``."""
+        return name in self.focus
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+def file_format(path: Path) -> str:
+    """``csv``, ``csv.gz`` or ``parquet`` from the file name; anything else is an InputError."""
+    name = path.name.lower()
+    for suffix, fmt in sorted(SUFFIXES.items(), key=lambda item: -len(item[0])):
+        if name.endswith(suffix):
+            return fmt
+    raise InputError(path, f"unknown file extension {''.join(path.suffixes) or '(none)'!r}",
+                     expected="a .csv, .csv.gz or .parquet file")
+
+
+def load(con, path: Path, fmt: str) -> Columns:
+    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order)."""
+    header = csv_header(path, fmt) if fmt != "parquet" else parquet_header(con, path)
+    columns = resolve_columns(header, path)
+    try:
+        if fmt == "parquet":
+            con.execute(parquet_sql(con, path))
+        else:
+            con.execute(csv_sql(len(header), fmt), [str(path)])
+    except duckdb.Error as exc:
+        raise read_error(path, fmt, exc) from None
+    return columns
+
+
+def csv_header(path: Path, fmt: str) -> list[str]:
+    """The header record (BOM stripped); an empty file or a broken gzip is an InputError."""
+    opener = gzip.open if fmt == "csv.gz" else open
+    try:
+        with opener(path, "rb") as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+            for record in csv.reader(text):
+                if any(field.strip() for field in record):
+                    return [field.strip() for field in record]
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise gzip_error(path, exc) from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(path, f"unreadable header: {exc}", row=0,
+                         expected="a UTF-8 CSV header of FOCUS column names") from None
+    raise InputError(path, "file is empty (no header)", expected="a FOCUS CSV header and data rows")
+
+
+def parquet_header(con, path: Path) -> list[str]:
+    """Column names of a Parquet file."""
+    try:
+        described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    except duckdb.Error as exc:
+        raise InputError(path, f"not a readable Parquet file: {first_line(exc)}",
+                         expected="a Parquet file") from None
+    return [name for name, *_ in described]
+
+
+def csv_sql(width: int, fmt: str) -> str:
+    """CREATE TABLE src from a CSV read with no type sniffing: every column VARCHAR."""
+    names = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
+    compression = "gzip" if fmt == "csv.gz" else "none"
+    return ("CREATE TABLE src AS SELECT * FROM read_csv(?, auto_detect=false, header=true, "
+            f"columns={{{names}}}, delim=',', quote='\"', escape='\"', strict_mode=true, "
+            f"compression='{compression}', encoding='utf-8')")
+
+
+def parquet_sql(con, path: Path) -> str:
+    """CREATE TABLE src from a Parquet file, each column cast to VARCHAR in file order.
+
+    Nested columns (a Tags MAP or STRUCT) become JSON text; DECIMAL becomes its exact text; a
+    DOUBLE column (a file that already stored money as float) becomes its shortest round-trip text.
+    """
+    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    parts = []
+    for i, (name, dtype, *_) in enumerate(described):
+        ident = quote_ident(name)
+        nested = dtype.startswith(("MAP", "STRUCT")) or dtype.endswith("]") or dtype == "JSON"
+        expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
+        parts.append(f"{expr} AS c{i}")
+    source = f"read_parquet({quote_text(str(path))}, file_row_number=true)"
+    return f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {source} ORDER BY file_row_number"
+
+
+def resolve_columns(header: list[str], path: Path) -> Columns:
+    """Match header names to FOCUS names (case-insensitive); collect ``x_*`` and SkuPriceDetails."""
+    known = {name.lower(): name for name in KNOWN_COLUMNS}
+    focus: dict[str, str] = {}
+    extras: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for i, name in enumerate(header):
+        key = name.lower()
+        if key and key in seen:
+            raise InputError(path, f"duplicate column {name!r} (also {seen[key]!r})", row=0,
+                             column=name, expected="each column once")
+        seen[key] = name
+        if key.startswith("x_") or key == "skupricedetails":
+            extras[name] = f"c{i}"
+        if key in known:
+            focus[known[key]] = f"c{i}"
+    return Columns(list(header), focus, extras)
+
+
+def require(columns: Columns, path: Path) -> None:
+    """Raise one InputError naming every missing mandatory column."""
+    missing = [name for name in MANDATORY if not columns.has(name)]
+    if missing:
+        raise InputError(path, f"missing mandatory column(s): {', '.join(missing)}",
+                         column=", ".join(missing),
+                         expected="the mandatory FOCUS columns " + ", ".join(MANDATORY))
+
+
+def create_view(con, columns: Columns) -> None:
+    """View ``n``: row number plus every FOCUS column by name, nulls normalised (absent → NULL)."""
+    parts = ["rowid + 1 AS rn"]
+    for name in KNOWN_COLUMNS:
+        internal = columns.focus.get(name)
+        parts.append(f"{null_expr(internal) if internal else 'NULL::VARCHAR'} AS {name}")
+    for i, internal in enumerate(columns.extras.values()):
+        parts.append(f"{null_expr(internal)} AS e{i}")
+    con.execute(f"CREATE TEMP VIEW m AS SELECT {', '.join(parts)} FROM src")
+    con.execute(f"CREATE TEMP VIEW n AS SELECT *, {moment_sql('ChargePeriodStart')} AS _ps, "
+                f"{moment_sql('ChargePeriodEnd')} AS _pe FROM m")
+
+
+# ISO date, then the hour: an hour past 23 carries into the next day(s).
+_HOUR = r"^(\d{4}-\d{2}-\d{2}[T ])(\d{2})"
+
+
+def moment_sql(column: str) -> str:
+    """TIMESTAMPTZ of an ISO 8601 cell (no offset = UTC); ``…T30:00:00Z`` is the next day at 06:00."""
+    hour = f"TRY_CAST(regexp_extract({column}, {quote_text(_HOUR)}, 2) AS INTEGER)"
+    carried = (f"TRY_CAST(regexp_replace({column}, {quote_text(_HOUR)}, '\\100') AS TIMESTAMPTZ) "
+               f"+ to_hours({hour})")
+    return f"coalesce(TRY_CAST({column} AS TIMESTAMPTZ), CASE WHEN {hour} >= 24 THEN {carried} END)"
+
+
+def null_expr(column: str) -> str:
+    """SQL that turns the null literals (empty, NULL, null, \\N, blank) into NULL."""
+    literals = ", ".join(quote_text(text) for text in NULL_TEXT)
+    return f"CASE WHEN trim({column}) IN ({literals}) THEN NULL ELSE {column} END"
+
+
+# --- read failures ----------------------------------------------------------------------------
+
+def gzip_error(path: Path, exc: Exception) -> InputError:
+    """The InputError for a gzip stream that ends early or is not gzip at all."""
+    return InputError(path, f"truncated or corrupt gzip ({first_line(exc)})",
+                      expected="a complete gzip stream")
+
+
+def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
+    """Turn a DuckDB read failure into an InputError naming the file and, if known, the line."""
+    message = str(exc)
+    if fmt == "csv.gz" and "gzip" in message.lower():
+        return gzip_error(path, exc)
+    if fmt == "parquet":
+        return InputError(path, f"not a readable Parquet file: {first_line(exc)}",
+                          expected="a Parquet file")
+    line = re.search(r"CSV Error on Line: (\d+)", message)
+    reason = next((ln.strip() for ln in message.splitlines()[1:]
+                   if ln.strip() and not ln.startswith("Original Line")), first_line(exc))
+    where = f"malformed CSV at file line {line.group(1)}: " if line else "unreadable CSV: "
+    return InputError(path, where + reason, expected="RFC 4180 CSV, one value per header column")
