@@ -1,10 +1,6 @@
-"""costaudit: where GPU inference money goes, with evidence and payback."""
+"""costaudit: where GPU inference money goes, with evidence and payback.
+
+The stages run from :func:`audit.pipeline.run_audit`; the command line is :mod:`audit.cli`.
+"""
 
 __version__ = "0.1.0"
-
-
-def run_audit(case):
-    """Run every stage on a loaded Case and return the AuditResult."""
-    from audit.pipeline import run_audit as _run
-
-    return _run(case)

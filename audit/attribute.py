@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from audit.buckets import BUCKETS
 from audit.gpusplit import NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED, UNKNOWN, Group
 from audit.money import ZERO
 
-BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
 CLASS_PARTS = {
     "serving_compute": ("serving_path", "serving_compute"),
     "serving_network": ("serving_path", "serving_network"),

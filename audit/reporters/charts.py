@@ -14,7 +14,8 @@ import io
 from datetime import date, timedelta
 from decimal import Decimal
 
-from audit.reporters.view import BUCKET_LABELS, BUCKETS, money, percent
+from audit.buckets import BUCKETS
+from audit.reporters.formatting import BUCKET_LABELS, money, percent
 
 COLOURS = {
     "model_compute": "#1f4e79",

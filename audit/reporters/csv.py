@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from audit.reporters.view import BUCKETS
+from audit.buckets import BUCKETS
 
 Table = tuple[list[str], list[list[Any]]]
 CSV_TABLES = ("buckets", "services", "options", "reconciliation", "coverage", "gpu_split", "sources")

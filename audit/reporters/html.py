@@ -13,7 +13,6 @@ from pathlib import Path
 from audit.reporters.view import ReportModel
 
 
-
 def _templates() -> Path:
     """templates/ at the top of the repository, installed as the package ``audit.templates``."""
     try:

@@ -1,133 +1,34 @@
 """ReportModel: the audit.json dict, pre-formatted for display (STYLE habit 10).
 
 The HTML/PDF template only lays this model out; every figure it shows is formatted here, from
-the exact decimal strings of audit.json (never through float). An unmeasured figure (``None`` in
-audit.json) is shown as "not measured", with the reason next to it where audit.json gives one.
+the exact decimal strings of audit.json (never through float), with the helpers of
+:mod:`audit.reporters.formatting`. An unmeasured figure (``None`` in audit.json) is shown as
+"not measured", with the reason next to it where audit.json gives one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-NOT_MEASURED = "not measured"
-SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
-BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
-BUCKET_LABELS = {
-    "model_compute": "Model compute",
-    "serving_path": "Serving path",
-    "platform_overhead": "Platform overhead",
-    "unattributed": "Unattributed",
-}
-PART_LABELS = {
-    "kernel_active": "Kernel-active time",
-    "in_flight_idle": "In-flight idle",
-    "serving_compute": "Serving compute (CPU)",
-    "serving_network": "Serving network",
-    "capacity_above_demand": "Capacity above demand",
-    "idle_not_separated": "Idle, serving share not separated",
-    "unallocated": "Unallocated GPUs",
-    "commitment_unused": "Unused commitment",
-    "unmatched_line": "Unmatched invoice lines",
-    "no_activity_sample": "No kernel-activity sample",
-    "gpu_not_in_telemetry": "GPU not in telemetry",
-    "allocation_unknown": "Allocation unknown",
-    "no_kernel_profile": "No kernel profile",
-    "undeclared_workload": "Undeclared workload",
-}
-VERDICTS = {
-    "reconciles": ("Reconciles", "top-down and bottom-up estimates agree within the tolerance"),
-    "does_not_reconcile": ("Does not reconcile", "the gap exceeds the tolerance; see its drivers"),
-    "not_measured": ("Not measured", "one side of the reconciliation could not be measured"),
-}
-BASIS = {
-    "effective": "effective (FOCUS EffectiveCost, commitments amortised)",
-    "billed": "billed (FOCUS BilledCost, as invoiced)",
-}
-
-
-# ---- formatting --------------------------------------------------------------------------
-
-def _dec(value: Any) -> Decimal | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return Decimal(str(value))
-    except InvalidOperation:
-        return None
-
-
-def money(value: Any, currency: str) -> str:
-    """'123456.78' → '$123,456.78'; keeps more than two places when the string has them."""
-    d = _dec(value)
-    if d is None:
-        return NOT_MEASURED if value is None else str(value)
-    if not d.is_finite():
-        return str(value)
-    places = max(2, -d.as_tuple().exponent)
-    body = f"{abs(d):,.{places}f}"
-    symbol = SYMBOLS.get(currency)
-    body = f"{symbol}{body}" if symbol else f"{currency} {body}"
-    return f"-{body}" if d < 0 else body
-
-
-def percent(value: Any, places: int = 1) -> str:
-    """A fraction as a percentage: '0.412345' → '41.2 %'."""
-    d = _dec(value)
-    if d is None or not d.is_finite():
-        return NOT_MEASURED if value is None else str(value)
-    pct = (d * 100).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
-    return f"{pct:,.{places}f} %"
-
-
-def number(value: Any, places: int | None = None) -> str:
-    """Counts and quantities with thousands separators; None → 'not measured'."""
-    d = _dec(value)
-    if d is None or not d.is_finite():
-        return NOT_MEASURED if value is None else str(value)
-    if places is None:
-        places = max(0, -d.as_tuple().exponent)
-    else:
-        d = d.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
-    return f"{d:,.{places}f}"
-
-
-def plain(value: Any) -> str:
-    """A quantity without trailing zeros: '30.00' → '30', '12.50' → '12.5'."""
-    d = _dec(value)
-    if d is None or not d.is_finite():
-        return NOT_MEASURED if value is None else str(value)
-    d = d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
-    return number(d)
-
-
-def ratio(value: Any) -> str:
-    """A dimensionless ratio (the serving gap ratio g may exceed 1): '0.380000' → '0.38'."""
-    return number(value, 2)
-
-
-def label(name: str | None) -> str:
-    if not name:
-        return ""
-    return PART_LABELS.get(name) or BUCKET_LABELS.get(name) or name.replace("_", " ").capitalize()
-
-
-def band(values: dict | None, fmt) -> "Band":
-    if not values:
-        return Band(NOT_MEASURED, "", "", False)
-    low, exp, high = (fmt(values.get(k)) for k in ("low", "expected", "high"))
-    return Band(exp, low, high, True)
-
-
-def short_hash(sha: str | None) -> str:
-    return f"{sha[:12]}…" if sha else "—"
-
-
-def _date(ts: str | None) -> str:
-    return ts[:10] if ts else "—"
-
+from audit.buckets import BUCKETS
+from audit.reporters.formatting import (
+    BASIS,
+    BUCKET_LABELS,
+    NOT_MEASURED,
+    VERDICTS,
+    day,
+    label,
+    money,
+    number,
+    percent,
+    plain,
+    ratio,
+    short_hash,
+    to_decimal,
+)
 
 # ---- view dataclasses ------------------------------------------------------------------
 
@@ -141,6 +42,14 @@ class Band:
     @property
     def range(self) -> str:
         return f"{self.low} – {self.high}" if self.measured else ""
+
+
+def band(values: dict | None, fmt) -> Band:
+    """A low / expected / high figure, each formatted by ``fmt``; "not measured" without one."""
+    if not values:
+        return Band(NOT_MEASURED, "", "", False)
+    low, exp, high = (fmt(values.get(k)) for k in ("low", "expected", "high"))
+    return Band(exp, low, high, True)
 
 
 @dataclass(frozen=True)
@@ -295,7 +204,7 @@ def build_model(audit: dict) -> ReportModel:
     return ReportModel(
         audit=audit,
         case=str(audit.get("case") or ""),
-        window=f"{_date(start)} to {_date(end)} (end exclusive)",
+        window=f"{day(start)} to {day(end)} (end exclusive)",
         window_start=start or "—",
         window_end=end or "—",
         days=plain(window.get("days")),
@@ -409,7 +318,7 @@ def _bucket(key: str, bucket: dict, m) -> BucketView:
         source=p.get("source") or "", reason=p.get("reason") or "")
         for p in bucket.get("parts") or []]
     sources = list(dict.fromkeys(p.source for p in parts if p.source))
-    share = _dec(bucket.get("share")) or Decimal(0)
+    share = to_decimal(bucket.get("share")) or Decimal(0)
     width = max(Decimal(0), min(Decimal(100), share * 100)).quantize(Decimal("0.01"))
     return BucketView(key, BUCKET_LABELS[key], m(bucket.get("amount", "0.00")),
                       percent(bucket.get("share", "0")), f"{width}%", sources, parts)
@@ -436,7 +345,7 @@ def _service(name: str, s: dict, m) -> ServiceView:
 
 
 def _sum(*values: Any) -> Decimal | None:
-    decimals = [_dec(v) for v in values]
+    decimals = [to_decimal(v) for v in values]
     return None if any(d is None for d in decimals) else sum(decimals, Decimal(0))
 
 
@@ -461,7 +370,7 @@ def _hours(v: Any) -> str:
 def _coverage(c: dict) -> dict[str, Any]:
     rows = []
     for n in c.get("by_node") or []:
-        paid, seen = _dec(n.get("paid_gpu_hours")), _dec(n.get("observed_gpu_hours"))
+        paid, seen = to_decimal(n.get("paid_gpu_hours")), to_decimal(n.get("observed_gpu_hours"))
         rows.append({"node": n.get("node") or "", "resource_id": n.get("resource_id") or "",
                      "instance_type": n.get("instance_type") or "",
                      "paid": _hours(n.get("paid_gpu_hours")),
@@ -543,7 +452,7 @@ def _evidence_value(value: Any) -> str:
 def _source(s: dict) -> dict:
     covered = s.get("covered") or {}
     start, end = covered.get("start"), covered.get("end")
-    period = f"{_date(start)} to {_date(end)}" if start or end else "—"
+    period = f"{day(start)} to {day(end)}" if start or end else "—"
     return {"name": s.get("name") or "", "kind": s.get("kind") or "", "format": s.get("format") or "",
             "path": s.get("path") or "", "rows": number(s.get("rows")) if s.get("rows") is not None else "—",
             "covered": period, "sha256": short_hash(s.get("sha256")), "status": s.get("status") or "",

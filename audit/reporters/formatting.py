@@ -1,0 +1,121 @@
+"""Display formatting of audit.json figures, shared by the view model and the charts.
+
+Money, percentages, counts and plain quantities are formatted from the exact decimal strings of
+audit.json (never through float); an unmeasured figure (``None``) reads "not measured". The labels
+of buckets, parts, verdicts and cost bases live here too, so both :mod:`audit.reporters.view` and
+:mod:`audit.reporters.charts` name things the same way without importing each other.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+NOT_MEASURED = "not measured"
+SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+BUCKET_LABELS = {
+    "model_compute": "Model compute",
+    "serving_path": "Serving path",
+    "platform_overhead": "Platform overhead",
+    "unattributed": "Unattributed",
+}
+PART_LABELS = {
+    "kernel_active": "Kernel-active time",
+    "in_flight_idle": "In-flight idle",
+    "serving_compute": "Serving compute (CPU)",
+    "serving_network": "Serving network",
+    "capacity_above_demand": "Capacity above demand",
+    "idle_not_separated": "Idle, serving share not separated",
+    "unallocated": "Unallocated GPUs",
+    "commitment_unused": "Unused commitment",
+    "unmatched_line": "Unmatched invoice lines",
+    "no_activity_sample": "No kernel-activity sample",
+    "gpu_not_in_telemetry": "GPU not in telemetry",
+    "allocation_unknown": "Allocation unknown",
+    "no_kernel_profile": "No kernel profile",
+    "undeclared_workload": "Undeclared workload",
+}
+VERDICTS = {
+    "reconciles": ("Reconciles", "top-down and bottom-up estimates agree within the tolerance"),
+    "does_not_reconcile": ("Does not reconcile", "the gap exceeds the tolerance; see its drivers"),
+    "not_measured": ("Not measured", "one side of the reconciliation could not be measured"),
+}
+BASIS = {
+    "effective": "effective (FOCUS EffectiveCost, commitments amortised)",
+    "billed": "billed (FOCUS BilledCost, as invoiced)",
+}
+
+
+
+def to_decimal(value: Any) -> Decimal | None:
+    """The exact decimal of an audit.json figure; None for None, booleans and non-numbers."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None
+
+
+def money(value: Any, currency: str) -> str:
+    """'123456.78' → '$123,456.78'; keeps more than two places when the string has them."""
+    d = to_decimal(value)
+    if d is None:
+        return NOT_MEASURED if value is None else str(value)
+    if not d.is_finite():
+        return str(value)
+    places = max(2, -d.as_tuple().exponent)
+    body = f"{abs(d):,.{places}f}"
+    symbol = SYMBOLS.get(currency)
+    body = f"{symbol}{body}" if symbol else f"{currency} {body}"
+    return f"-{body}" if d < 0 else body
+
+
+def percent(value: Any, places: int = 1) -> str:
+    """A fraction as a percentage: '0.412345' → '41.2 %'."""
+    d = to_decimal(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    pct = (d * 100).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    return f"{pct:,.{places}f} %"
+
+
+def number(value: Any, places: int | None = None) -> str:
+    """Counts and quantities with thousands separators; None → 'not measured'."""
+    d = to_decimal(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    if places is None:
+        places = max(0, -d.as_tuple().exponent)
+    else:
+        d = d.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    return f"{d:,.{places}f}"
+
+
+def plain(value: Any) -> str:
+    """A quantity without trailing zeros: '30.00' → '30', '12.50' → '12.5'."""
+    d = to_decimal(value)
+    if d is None or not d.is_finite():
+        return NOT_MEASURED if value is None else str(value)
+    d = d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
+    return number(d)
+
+
+def ratio(value: Any) -> str:
+    """A dimensionless ratio (the serving gap ratio g may exceed 1): '0.380000' → '0.38'."""
+    return number(value, 2)
+
+
+def label(name: str | None) -> str:
+    if not name:
+        return ""
+    return PART_LABELS.get(name) or BUCKET_LABELS.get(name) or name.replace("_", " ").capitalize()
+
+
+def short_hash(sha: str | None) -> str:
+    return f"{sha[:12]}…" if sha else "—"
+
+
+def day(ts: str | None) -> str:
+    """The date part of an ISO timestamp; '—' when there is none."""
+    return ts[:10] if ts else "—"
