@@ -24,7 +24,7 @@ else
 fi
 if "$PY" -c "import pytest" 2>/dev/null; then
   echo "== CPU tests of the collector on this machine"
-  timeout 120 "$PY" -m pytest -p no:cacheprovider -q tests/test_collector.py 2>&1 | tail -3 || status=1
+  timeout 120 "$PY" -m pytest -p no:cacheprovider -q tests/collector/test_collector.py 2>&1 | tail -3 || status=1
 fi
 [ "$status" = 0 ] && echo "GPU CHECK: PASS" || echo "GPU CHECK: FAIL"
 exit "$status"

@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.connectors.promserver import binaries  # noqa: E402
+from tests.servers.prometheus import binaries  # noqa: E402
 
 VERSION = "v1"
 START = 1_780_272_000          # 2026-06-01T00:00:00Z, a Monday

@@ -33,7 +33,7 @@ from connectors.base import ReadContext, SourceSpec  # noqa: E402
 from connectors.telemetry.prometheus import GPU_REQUEST, WANTED, PrometheusConnector  # noqa: E402
 from connectors.telemetry.promhttp import PromClient  # noqa: E402
 from connectors.telemetry.promquery import MAX_POINTS, seconds_text  # noqa: E402
-from tests.connectors.promserver import PromServer  # noqa: E402
+from tests.servers.prometheus import PromServer  # noqa: E402
 
 DAY_MS = 86_400_000
 

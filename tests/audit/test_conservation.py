@@ -7,25 +7,15 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.case import Case, Service
 from audit.collect import Collected
 from audit.pipeline import audit_collected
 from audit.result import to_dict
-from tests.builders import activity, frame, line, lines_frame, window
+from tests.builders import activity, frame, line, lines_frame, make_case, window
 
 START, END = window("2026-09-01", "2026-09-02")
 KINDS = ["gpu", "cpu_node", "lb", "logs", "unknown", "tax", "credit", "other_account", "unused", "purchase",
          "committed_gpu"]
 money = st.decimals(min_value=Decimal("0.000001"), max_value=Decimal("5000"), places=6)
-
-
-def make_case(accounts=("111",), basis="effective") -> Case:
-    return Case(path=__import__("pathlib").Path("/nonexistent/case.toml"), name="prop", start=START, end=END,
-                currency="USD", cost_basis=basis, tolerance=Decimal("0.02"), step_seconds=3600,
-                target_utilisation=Decimal("0.8"), loaded_rate=Decimal("100"), sources=(),
-                services={"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)},
-                scope={"accounts": list(accounts), "services": [], "tags": {}}, rules=(), nodes={},
-                option_overrides={})
 
 
 def build_line(i: int, kind: str, amount: Decimal, hour: int) -> dict:

@@ -3,20 +3,16 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
-from audit.case import load_case
-from audit.pipeline import run_audit
-from audit.result import to_dict
-
-DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
+from tests.paths import DEMO
 
 
 @pytest.fixture(scope="module")
-def audit() -> dict:
-    return to_dict(run_audit(load_case(DEMO)))
+def audit(demo_audit) -> dict:
+    """The session's demo audit (read only)."""
+    return demo_audit
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +63,13 @@ def test_every_part_has_source_and_reason(audit):
             assert part["source"] and part["reason"], part
 
 
-def test_same_case_same_bytes(tmp_path):
+def test_same_case_same_bytes(audit, demo_run, tmp_path):
+    """Two runs, one in this process and one through the command line, write the same audit.json."""
     from audit.render import render
-    first = render(to_dict(run_audit(load_case(DEMO))), tmp_path / "a", ["json"])
-    second = render(to_dict(run_audit(load_case(DEMO))), tmp_path / "b", ["json"])
-    assert first[0].read_bytes() == second[0].read_bytes()
+    first = render(audit, tmp_path / "a", ["json"])
+    result, out = demo_run
+    assert result.returncode == 0, result.stderr
+    assert first[0].read_bytes() == (out / "audit.json").read_bytes()
 
 
 def test_unprofiled_service_busy_time_is_unattributed(audit):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT / "fixtures" / "make_demo.py"
-COMMITTED = ROOT / "fixtures" / "demo"
+from tests.paths import DEMO, FIXTURES, ROOT
+
+GENERATOR = FIXTURES / "make_demo.py"
+COMMITTED = DEMO
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

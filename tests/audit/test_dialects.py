@@ -8,8 +8,7 @@ import pandas as pd
 from audit.collect import Collected
 from audit.pipeline import audit_collected
 from audit.result import to_dict
-from tests.builders import activity, frame, line, lines_frame
-from tests.test_conservation import make_case
+from tests.builders import activity, frame, line, lines_frame, make_case
 
 HOUR = pd.Timestamp("2026-09-01T00:00:00Z")
 

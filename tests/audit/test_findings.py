@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.trace.findings import findings_from_profile, findings_from_traces
 from audit.cli.trace import trace_command
+from audit.trace.findings import findings_from_profile, findings_from_traces
 from connectors.profiles.events import read_trace
 from tests.paths import DATA
 

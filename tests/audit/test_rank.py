@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.rank import _price, catalogue
-from tests.test_conservation import make_case
+from tests.builders import make_case
 
 CASE = make_case()
 SPEC = dict(catalogue()[0])

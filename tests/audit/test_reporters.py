@@ -15,8 +15,9 @@ import pytest
 from audit.render import FORMATS, render
 from audit.reporters import REPORTERS, resolve
 from audit.reporters.view import build_model, money, percent
+from tests.paths import ROOT, TEST_DATA
 
-SAMPLE = Path(__file__).parent / "data" / "sample_audit.json"
+SAMPLE = TEST_DATA / "sample_audit.json"
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
@@ -96,7 +97,7 @@ def test_importing_render_loads_no_heavy_library():
     code = ("import sys, audit.render, audit.reporters.pdf, audit.reporters.charts; "
             "print(sorted(m for m in ('weasyprint', 'matplotlib', 'openpyxl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parents[1])
+                         cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
 

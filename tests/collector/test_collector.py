@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from connectors.base import ReadContext, SourceSpec
 from collector.inprocess import Window
+from collector.profile import CollectConfig, collect
 from collector.stats import compare, cost_per_1000
 from collector.traffic import Arrival, offsets, read_traffic
-from collector.profile import CollectConfig, collect
+from connectors.base import ReadContext, SourceSpec
 
 TOKENS = 5
 
@@ -114,10 +114,10 @@ def _ctx():
 
 
 def test_kineto_reads_the_collector_trace(mlp_bundle, tmp_path):
-    from connectors.profiles.bundle import ProfileBundleConnector
     from connectors.errors import InputError
-    from connectors.profiles.kineto import KinetoConnector
+    from connectors.profiles.bundle import ProfileBundleConnector
     from connectors.profiles.events import read_trace, request_spans
+    from connectors.profiles.kineto import KinetoConnector
 
     out, _ = mlp_bundle
     starts, ends = request_spans(read_trace(out / "trace.json.gz"))
@@ -271,7 +271,7 @@ def test_compare_cli(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from audit.cli.collect import compare_command
+    from audit.cli.compare import compare_command
 
     app = typer.Typer()
     app.command("compare")(compare_command)

@@ -1,266 +1,40 @@
 """connectors.objectstore against moto in server mode on 127.0.0.1, faults injected by a proxy.
 
-A module fixture starts ``python -m moto.server`` in a subprocess on a free port and stops it at
-the end. ``FaultProxy`` is a small threaded HTTP server in front of moto: it forwards every
-request, counts them by kind (list / head / get), and answers chosen ones with 503 SlowDown,
-500 InternalError, 403 AccessDenied, a dropped connection or a truncated body. Test data is
-uploaded straight to moto; the code under test talks to the proxy (``endpoint_url``).
+The session's moto server (tests/connectors/conftest.py) holds the test data, uploaded straight
+to it; the code under test talks to a ``FaultProxy`` in front of it (``endpoint_url``), which
+counts requests by kind and answers chosen ones with faults (tests/servers/moto.py).
 """
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import pytest
 
 import connectors.objectstore as objectstore
+import connectors.objectstore_cache as objectstore_cache
+import connectors.objectstore_faults as objectstore_faults
 from audit.case import load_case
 from audit.pipeline import run_audit
 from audit.result import to_dict
 from connectors.base import ReadContext, SourceSpec
-from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 from connectors.billing.focus import FocusConnector
+from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 from tests.builders import billing_case
 from tests.paths import DATA
+from tests.servers.moto import FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN, FaultProxy, Moto, ProxyHandler, put, serve_proxy
 
 pytestmark = pytest.mark.services
 
 FOCUS_SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
-FAKE_KEY_ID = "AKIAFAKELEAKTEST0001"
-FAKE_SECRET = "fAkEsEcReT/LeakTest+0123456789abcdefGHIJ"
-FAKE_TOKEN = "FwoGZXIvYXdzEFAKEleakTESTsessionTOKEN//////////wEaDFAKEtokenValue0123456789+abc="
-
-
-# --------------------------------------------------------------------------------------------
-# servers
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class Moto:
-    """A moto server subprocess."""
-
-    port: int
-    process: subprocess.Popen
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def post(self, path: str, body: bytes = b"") -> dict:
-        """POST to the moto control api (/moto-api/...)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("POST", path, body)
-            reply = conn.getresponse()
-            return json.loads(reply.read() or b"{}")
-        finally:
-            conn.close()
-
-
-def wait_for_moto(moto: Moto, seconds: float = 60) -> None:
-    """Poll until moto answers HTTP, failing early if the process died."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if moto.process.poll() is not None:
-            pytest.fail(f"moto server exited: {moto.log.read_text()[-2000:]}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", moto.port, timeout=2)
-            conn.request("GET", "/moto-api/")
-            conn.getresponse().read()
-            conn.close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    pytest.fail(f"moto server did not answer within {seconds} s")
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):
-    """moto in server mode on 127.0.0.1, for this module."""
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    with open(log, "wb") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                    str(port := free_port())], stdout=sink, stderr=subprocess.STDOUT, env=env)
-    server = Moto(port, process, log)
-    try:
-        wait_for_moto(server)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-ERROR_XML = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-             '<RequestId>FAULTPROXY</RequestId></Error>')
-FAULTS = {
-    "slowdown": (503, "SlowDown", "Please reduce your request rate."),
-    "internal": (500, "InternalError", "We encountered an internal error. Please try again."),
-    "denied": (403, "AccessDenied", "Access Denied"),
-}
-
-
-@dataclass
-class Rule:
-    """Answer ``times`` requests of ``kind`` with ``fault`` (times=None: for ever)."""
-
-    kind: str
-    fault: str
-    times: int | None
-
-
-@dataclass
-class FaultProxy:
-    """Threaded HTTP proxy in front of moto: forwards, counts, injects faults."""
-
-    upstream: int
-    rules: list[Rule] = field(default_factory=list)
-    seen: list[tuple[str, str]] = field(default_factory=list)   # (kind, outcome)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def fail(self, kind: str, fault: str, times: int | None = 1) -> None:
-        """Inject ``fault`` into the next ``times`` requests of ``kind`` (list, head, get)."""
-        self.rules.append(Rule(kind, fault, times))
-
-    def count(self, kind: str, outcome: str | None = None) -> int:
-        """Requests of ``kind`` seen (optionally only those answered with ``outcome``)."""
-        with self.lock:
-            return sum(1 for k, o in self.seen if k == kind and (outcome is None or o == outcome))
-
-    def reset(self) -> None:
-        with self.lock:
-            self.seen.clear()
-            self.rules.clear()
-
-    def take(self, kind: str) -> str | None:
-        """The fault for this request, if a rule still applies (and record it)."""
-        with self.lock:
-            for rule in self.rules:
-                if rule.kind == kind and (rule.times is None or rule.times > 0):
-                    if rule.times is not None:
-                        rule.times -= 1
-                    self.seen.append((kind, rule.fault))
-                    return rule.fault
-            self.seen.append((kind, "forwarded"))
-            return None
-
-
-def request_kind(method: str, target: str) -> str:
-    """list / head / get / put / ... for a path-style S3 request."""
-    path, _, query = target.partition("?")
-    if path.startswith("/moto-api"):
-        return "moto"
-    _, _, key = path.lstrip("/").partition("/")
-    if not key:
-        return "list" if method == "GET" and "list-type" in query else f"{method.lower()}_bucket"
-    return {"GET": "get", "HEAD": "head"}.get(method, method.lower())
-
-
-class ProxyHandler(BaseHTTPRequestHandler):
-    """Forward to moto unless a rule says otherwise."""
-
-    protocol_version = "HTTP/1.1"
-    proxy: FaultProxy  # set on a subclass per proxy
-
-    def log_message(self, *args) -> None:  # keep test output quiet
-        pass
-
-    def do_GET(self) -> None:
-        self.handle_any()
-
-    do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
-
-    def handle_any(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        fault = self.proxy.take(request_kind(self.command, self.path))
-        if fault == "drop":
-            self.close_connection = True
-            return
-        if fault in FAULTS:
-            return self.answer_error(*FAULTS[fault])
-        status, headers, payload = self.forward(body)
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            if fault == "truncate":
-                self.wfile.write(payload[: len(payload) // 2])
-                self.close_connection = True
-            else:
-                self.wfile.write(payload)
-
-    def forward(self, body: bytes):
-        conn = http.client.HTTPConnection("127.0.0.1", self.proxy.upstream, timeout=30)
-        try:
-            conn.request(self.command, self.path, body or None, dict(self.headers.items()))
-            reply = conn.getresponse()
-            payload = reply.read()
-            skip = {"transfer-encoding", "connection", "keep-alive", "content-length"}
-            headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in skip]
-            length = reply.getheader("Content-Length") if self.command == "HEAD" else str(len(payload))
-            headers.append(("Content-Length", length or "0"))
-            return reply.status, headers, payload
-        finally:
-            conn.close()
-
-    def answer_error(self, status: int, code: str, message: str) -> None:
-        payload = b"" if self.command == "HEAD" else ERROR_XML.format(code=code, message=message).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-def serve_proxy(upstream: int, handler_base: type, **attributes):
-    """A FaultProxy in front of moto on a free port of 127.0.0.1, served by a subclass of
-    ``handler_base`` (with ``attributes``) in a thread; a generator for a fixture to yield from."""
-    state = FaultProxy(upstream)
-    handler = type("Handler", (handler_base,), {"proxy": state, **attributes})
-    state.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state.server.daemon_threads = True
-    thread = threading.Thread(target=state.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.server.shutdown()
-        state.server.server_close()
-        thread.join(10)
 
 
 @pytest.fixture
@@ -270,44 +44,7 @@ def proxy(moto):
 
 
 # --------------------------------------------------------------------------------------------
-# environment, buckets
-
-
-@pytest.fixture
-def aws_env(monkeypatch, tmp_path):
-    """Fake credentials in the environment, no shared config, the cache in tmp_path."""
-    for name in list(os.environ):
-        if name.startswith("AWS_") or "proxy" in name.lower():
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY_ID)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
-    monkeypatch.setenv("AWS_SESSION_TOKEN", FAKE_TOKEN)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("COSTAUDIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(objectstore, "MAX_RETRIES", 2)  # three tries a request
-
-
-@pytest.fixture
-def s3(moto, aws_env):
-    """A boto3 client talking to moto directly (test set-up, never through the proxy)."""
-    client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1")
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def bucket(s3) -> str:
-    """A fresh bucket."""
-    name = f"costaudit-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
-
-
-def put(s3, bucket: str, key: str, body: bytes | str) -> None:
-    s3.put_object(Bucket=bucket, Key=key, Body=body.encode() if isinstance(body, str) else body)
+# helpers
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
@@ -610,7 +347,7 @@ def exception_texts(exc: BaseException) -> str:
 
 def test_credentials_never_appear_in_errors_or_logs(s3, bucket, proxy, caplog, monkeypatch):
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setattr(objectstore, "MAX_RETRIES", 1)
+    monkeypatch.setattr(objectstore_faults, "MAX_RETRIES", 1)
     put(s3, bucket, "p/a.csv", "alpha")
     objectstore.materialise(f"s3://{bucket}/p/", via(proxy))  # a success, with DEBUG logs
     texts = []
@@ -638,7 +375,7 @@ def test_credentials_never_appear_in_errors_or_logs(s3, bucket, proxy, caplog, m
 
 def _clear_cache() -> None:
     """Empty the cache of this test."""
-    shutil.rmtree(objectstore.cache_root(), ignore_errors=True)
+    shutil.rmtree(objectstore_cache.cache_root(), ignore_errors=True)
 
 
 def test_credentials_in_options_are_refused_without_echoing_them(proxy):

@@ -1,5 +1,10 @@
 """A real Prometheus for the tests: backfilled with promtool, run on 127.0.0.1, and a fault proxy.
 
+One server holds every data set the tests query (``load``): the seeded scenarios (2024-03),
+fixtures/telemetry_small (2025-01-01, first hour), fixtures/telemetry_serving a day later (it
+shares its hour with telemetry_small: a copy is shifted by ``SERVING_SHIFT``), and the demo case's
+month of telemetry (2026-09). The windows never meet, so each test reads only its own series.
+
 Debian's package (``apt-get install --no-install-recommends prometheus``, 2.42) provides both
 ``prometheus`` and ``promtool``. ``promtool tsdb create-blocks-from openmetrics`` re-reads its
 whole input once per 2-hour block, so files are first split by UTC day (a month of demo telemetry
@@ -11,7 +16,6 @@ from __future__ import annotations
 import gzip
 import http.server
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -19,10 +23,21 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+
+from tests.paths import DEMO, FIXTURES
+from tests.servers.ports import free_port
+from tests.servers.prom_scenarios import Scenario, scenario
 
 INSTALL = "apt-get install -y --no-install-recommends prometheus"
 CONFIG = "global:\n  scrape_interval: 1h\n"  # no scrape jobs: the TSDB holds backfilled blocks only
+SEEDS = range(10)
+SMALL = FIXTURES / "telemetry_small" / "cluster.om"
+SERVING = FIXTURES / "telemetry_serving" / "serving.om"
+DEMO_METRICS = DEMO / "telemetry" / "metrics.om.gz"
+SERVING_SHIFT = timedelta(days=1)
 
 
 def binaries() -> tuple[str, str]:
@@ -31,13 +46,6 @@ def binaries() -> tuple[str, str]:
     if not all(found):
         raise RuntimeError(f"Prometheus is not installed: run `{INSTALL}` (make test does)")
     return found  # type: ignore[return-value]
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on at the moment."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def split_by_day(path: Path, folder: Path) -> list[Path]:
@@ -125,6 +133,43 @@ class PromServer:
         thread = threading.Thread(target=lambda: (time.sleep(delay), self.start()), daemon=True)
         thread.start()
         return thread
+
+
+@dataclass(frozen=True)
+class Served:
+    """The running server, the scenarios it holds and the shifted copy of serving.om."""
+
+    server: PromServer
+    scenarios: list[Scenario]
+    serving: Path
+
+    @property
+    def url(self) -> str:
+        """The server's base url."""
+        return self.server.url
+
+
+def shifted(path: Path, seconds: int, target: Path) -> Path:
+    """A copy of an OpenMetrics file (integer-second timestamps) with every sample ``seconds`` later."""
+    with open(path, encoding="utf-8") as source, open(target, "w", encoding="utf-8") as out:
+        for line in source:
+            if line.startswith("#") or not line.strip():
+                out.write(line)
+                continue
+            head, stamp = line.rstrip("\n").rsplit(" ", 1)
+            out.write(f"{head} {int(stamp) + seconds}\n")
+    return target
+
+
+def load(folder: Path) -> Served:
+    """Backfill every data set into one TSDB under ``folder`` and start the server on it."""
+    scenarios = [scenario(seed, folder) for seed in SEEDS]
+    serving = shifted(SERVING, int(SERVING_SHIFT.total_seconds()), folder / "serving-shifted.om")
+    backfill([s.path for s in scenarios] + [SMALL, serving, DEMO_METRICS], folder / "tsdb",
+             folder / "scratch")
+    server = PromServer(folder / "tsdb", folder)
+    server.start()
+    return Served(server, scenarios, serving)
 
 
 class FaultProxy:

@@ -7,7 +7,7 @@ import sys
 from decimal import Decimal
 
 from audit.billing_summary import sniff_format
-from tests.paths import DATA, ROOT
+from tests.paths import DATA, DEMO, ROOT
 
 SAMPLE = DATA / "billing" / "focus_sample_data" / "focus_sample_1000.csv"
 
@@ -30,7 +30,7 @@ def test_real_focus_sample_totals_and_gpu_hours():
 
 
 def test_window_limits_the_lines():
-    result = billing(ROOT / "fixtures/demo/billing/focus_2026-09.csv.gz", "--window", "2026-09-01", "2026-09-02", "--json")
+    result = billing(DEMO / "billing" / "focus_2026-09.csv.gz", "--window", "2026-09-01", "2026-09-02", "--json")
     summary = json.loads(result.stdout)
     hours = {row["instance_type"]: Decimal(row["gpu_hours"]) for row in summary["gpu_hours_by_instance_type"]}
     assert hours == {"p5.48xlarge": Decimal(2 * 8 * 24), "g6e.12xlarge": Decimal(2 * 4 * 24)}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "fixtures" / "demo"
+from tests.paths import DEMO, ROOT, SHARED
+
 HEAVY = ("torch", "weasyprint", "boto3", "google", "matplotlib", "duckdb", "pandas")
 
 
@@ -130,10 +130,9 @@ def test_validate_checks_the_case_currency(demo_copy):
     assert "BillingCurrency" in result.stderr and "EUR" in result.stderr
 
 
-def test_demo_output_passes_the_contract_checker(tmp_path):
-    from tests.paths import SHARED
-    out = tmp_path / "out"
-    assert costaudit("run", DEMO, "--out", out, "--format", "json").returncode == 0
+def test_demo_output_passes_the_contract_checker(demo_run):
+    result, out = demo_run
+    assert result.returncode == 0, result.stderr
     checker = subprocess.run([sys.executable, str(SHARED / "tools" / "check_audit_json.py"), str(out / "audit.json")],
                              capture_output=True, text=True)
     assert checker.returncode == 0, checker.stdout

@@ -14,7 +14,6 @@ import json
 import logging
 from datetime import datetime, timezone
 from decimal import Decimal
-from functools import lru_cache
 
 import boto3
 import botocore.retries.standard
@@ -24,55 +23,33 @@ import sqlglot
 from sqlglot import exp
 
 import connectors.billing.athena as athena
-from connectors.billing import cur_aggregate as agg
 from connectors.base import ReadContext, SourceSpec
+from connectors.billing import cur_aggregate as agg
+from connectors.duck import prepare
 from connectors.errors import FatalSourceError, InputError
-from connectors.billing.focus import prepare
 from connectors.registry import resolve
-from tests.connectors import test_objectstore as s3_tests
-from tests.connectors.test_cur import read_real
-from tests.paths import DATA
-
-# The moto server and the AWS environment of the object store tests (fixtures), and its proxy.
-moto = s3_tests.moto
-aws_env = s3_tests.aws_env
-ProxyHandler = s3_tests.ProxyHandler
-FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN = s3_tests.FAKE_KEY_ID, s3_tests.FAKE_SECRET, s3_tests.FAKE_TOKEN
+from tests.builders import read_cur_once
+from tests.servers.athena import (
+    DATABASE,
+    DEC2018,
+    HOUR,
+    MONTH,
+    OUTPUT,
+    TABLE,
+    create_table,
+    duck,
+    local_rows,
+    parquet_columns,
+    seed,
+)
+from tests.servers.athena import options as athena_options
+from tests.servers.moto import FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN, ProxyHandler, serve_proxy
 
 pytestmark = pytest.mark.services
-
-DEC2018 = DATA / "billing" / "aws_wa_labs" / "Dec2018-WorkshopCUR-00001.snappy.parquet"
-MONTH = (datetime(2018, 12, 1, tzinfo=timezone.utc), datetime(2019, 1, 1, tzinfo=timezone.utc))
-HOUR = (datetime(2018, 12, 1, 6, tzinfo=timezone.utc), datetime(2018, 12, 1, 7, tzinfo=timezone.utc))
-DATABASE, TABLE = "cur_db", "workshop"
-OUTPUT = "s3://athena-results-bucket/costaudit/"
-GLUE_TYPES = {"VARCHAR": "string", "DOUBLE": "double", "TIMESTAMP": "timestamp", "BIGINT": "bigint"}
 
 
 # --------------------------------------------------------------------------------------------
 # the query run locally (DuckDB) on the Parquet
-
-
-@lru_cache(maxsize=None)
-def parquet_columns() -> tuple[tuple[str, str], ...]:
-    with duckdb.connect() as con:
-        return tuple((n, t) for n, t, *_ in con.execute(
-            f"DESCRIBE SELECT * FROM read_parquet('{DEC2018}')").fetchall())
-
-
-def duck(query: str) -> list[tuple]:
-    """Run ``query`` in DuckDB over view ``cur`` (the Parquet)."""
-    with duckdb.connect() as con:
-        prepare(con)
-        con.execute(f"CREATE VIEW cur AS SELECT * FROM read_parquet('{DEC2018}')")
-        return con.execute(query).fetchall()
-
-
-@lru_cache(maxsize=None)
-def local_rows(window: tuple[datetime, datetime]) -> tuple[list[str], list[tuple]]:
-    """Column names and rows of the DuckDB rendering of the aggregate over the Parquet."""
-    tree = agg.definition(agg.plan(list(parquet_columns())), *window)
-    return [e.alias_or_name for e in tree.expressions], duck(agg.render(tree, "duckdb", "cur"))
 
 
 def trino_on_duckdb(query: str, plan: agg.Plan) -> str:
@@ -94,16 +71,6 @@ def trino_on_duckdb(query: str, plan: agg.Plan) -> str:
 # moto: Glue table, seeded results; a proxy for the JSON protocol
 
 
-def seed(moto, names: list[str], rows: list[tuple], times: int = 1) -> None:
-    """Queue ``rows`` (a header row first, as Athena sends) as the next query results."""
-    cells = [{"Data": [{"VarCharValue": n} for n in names]}]
-    cells += [{"Data": [{} if v is None else {"VarCharValue": v} for v in row]} for row in rows]
-    info = [{"Name": n, "Label": n, "Type": "varchar"} for n in names]
-    body = {"account_id": "123456789012", "region": "us-east-1",
-            "results": [{"rows": cells, "column_info": info}] * times}
-    moto.post("/moto-api/static/athena/query-results", json.dumps(body).encode())
-
-
 @pytest.fixture
 def glue(moto, aws_env, monkeypatch):
     """The Glue table (the Parquet's columns as Glue types) in moto; the account id fixed."""
@@ -112,19 +79,7 @@ def glue(moto, aws_env, monkeypatch):
     monkeypatch.setattr(athena.AthenaConnector, "backoff_seconds", 0.0)
     # botocore's standard-mode backoff (up to seconds): counted below, not waited for
     monkeypatch.setattr(botocore.retries.standard.ExponentialBackoff, "delay_amount", lambda self, context: 0.01)
-    client = boto3.client("glue", endpoint_url=moto.url, region_name="us-east-1")
-    try:
-        client.create_database(DatabaseInput={"Name": DATABASE})
-    except client.exceptions.AlreadyExistsException:
-        pass
-    columns = [{"Name": n, "Type": GLUE_TYPES[t]} for n, t in parquet_columns()]
-    try:
-        client.create_table(DatabaseName=DATABASE, TableInput={
-            "Name": TABLE, "StorageDescriptor": {"Columns": columns}, "TableType": "EXTERNAL_TABLE"})
-    except client.exceptions.AlreadyExistsException:
-        pass
-    yield client
-    client.close()
+    create_table(moto)
 
 
 JSON_FAULTS = {
@@ -199,13 +154,11 @@ class JsonProxyHandler(ProxyHandler):
 @pytest.fixture
 def proxy(moto):
     """A FaultProxy for Athena / Glue requests on a free port of 127.0.0.1, in front of moto."""
-    yield from s3_tests.serve_proxy(moto.port, JsonProxyHandler, results={})
+    yield from serve_proxy(moto.port, JsonProxyHandler, results={})
 
 
-def connector(proxy, window=HOUR, **options):
-    opts = {"table": f"{DATABASE}.{TABLE}", "workgroup": "primary", "output_location": OUTPUT,
-            "region": "us-east-1", "endpoint_url": proxy.url, **options}
-    spec = SourceSpec("athena-cur", "billing", "athena", None, opts)
+def connector(proxy, window=HOUR, **extra):
+    spec = SourceSpec("athena-cur", "billing", "athena", None, athena_options(proxy.url, **extra))
     return resolve("athena")(spec, ReadContext(window[0], window[1], "USD"))
 
 
@@ -231,7 +184,7 @@ def test_month_through_athena_equals_the_local_cur_connector(moto, glue, proxy):
     source = connector(proxy, MONTH)
     frame = source.read()
     lines = frame.tables["lines"]
-    local = read_real(DEC2018, *MONTH)  # the local CUR connector (cached for test_cur.py too)
+    local = read_cur_once(DEC2018, *MONTH)  # the local CUR connector (cached for test_cur.py too)
     expected = local.tables["lines"]
     assert frame.rows == local.rows == 91264 == sum(int(r[-1]) for r in rows)
     assert by_category(lines) == by_category(expected)

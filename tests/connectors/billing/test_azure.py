@@ -12,20 +12,20 @@ import duckdb
 import pytest
 
 from audit.classify import classify
-from connectors.billing.azure import AzureExportConnector
 from connectors.base import ReadContext, SourceSpec
-from connectors.errors import InputError, InputErrors
+from connectors.billing.azure import AzureExportConnector
 from connectors.billing.focus import FocusConnector
+from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from schemas.billing import line_total
-from tests.paths import DATA
+from tests.paths import DATA, FIXTURES
 
 BILLING = DATA / "billing"
 TOOLKIT = BILLING / "msft_finops_toolkit"
 ACTUAL = TOOLKIT / "EA_ActualCost_Small.csv"
 AMORTISED = TOOLKIT / "EA_AmortizedCost_Small.csv"
 CAD = BILLING / "focus_converters" / "azure_ea_anonymized_cad.csv"
-MCA = Path(__file__).resolve().parents[2] / "fixtures" / "azure_synthetic" / "mca_amortized_gpu.csv"
+MCA = FIXTURES / "azure_synthetic" / "mca_amortized_gpu.csv"
 SIX = Decimal("0.000001")
 
 

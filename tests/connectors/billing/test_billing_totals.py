@@ -17,14 +17,13 @@ from connectors.billing.totals import read_totals
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from schemas.billing import line_total
-from tests.connectors.test_cur import (LEGACY_HEADER, cur2_rows, instance_hour, legacy_row, write_cur2,
-                                       write_legacy, write_manifest)
-from tests.paths import DATA, ROOT
+from tests.builders import LEGACY_HEADER, cur2_rows, instance_hour, legacy_row, write_cur2, write_legacy, write_manifest
+from tests.paths import DATA, DEMO
 
 BILLING = DATA / "billing"
 LABS = BILLING / "aws_wa_labs"
 FOCUS_SAMPLE = BILLING / "focus_sample_data" / "focus_sample_1000.csv"
-DEMO_FOCUS = ROOT / "fixtures" / "demo" / "billing" / "focus_2026-09.csv.gz"
+DEMO_FOCUS = DEMO / "billing" / "focus_2026-09.csv.gz"
 ALWAYS = (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
 SEPTEMBER = (datetime(2026, 9, 1, tzinfo=timezone.utc), datetime(2026, 10, 1, tzinfo=timezone.utc))
 

@@ -1,13 +1,10 @@
 """CurConnector: the real legacy CURs, synthetic CUR 2.0, export folders, bad input, one whole audit."""
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import os
 from datetime import datetime, timezone
 from decimal import Decimal
-from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -17,12 +14,23 @@ from audit.case import load_case
 from audit.classify import classify
 from audit.pipeline import run_audit
 from audit.result import to_dict
-from connectors.base import ReadContext, SourceSpec
 from connectors.billing.cur import CurConnector
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from schemas.billing import line_total
-from tests.builders import billing_case
+from tests.builders import (
+    LEGACY_HEADER,
+    RI,
+    SP,
+    billing_case,
+    cur2_rows,
+    legacy_row,
+    read_cur,
+    read_cur_once,
+    write_cur2,
+    write_legacy,
+    write_manifest,
+)
 from tests.paths import DATA
 
 BILLING = DATA / "billing"
@@ -36,18 +44,6 @@ SIX = Decimal("0.000001")
 def utc(*parts: int) -> datetime:
     """A tz-aware UTC datetime."""
     return datetime(*parts, tzinfo=timezone.utc)
-
-
-def read(path: Path, start=utc(2000, 1, 1), end=utc(2100, 1, 1), currency="USD"):
-    """Read ``path`` through the base read() (validation included)."""
-    spec = SourceSpec(name="cur", kind="billing", format="cur", path=Path(path))
-    return CurConnector(spec, ReadContext(start=start, end=end, currency=currency)).read()
-
-
-@lru_cache(maxsize=None)
-def read_real(path: Path, start: datetime, end: datetime):
-    """A real file read once per test session (the frames are only inspected)."""
-    return read(path, start=start, end=end)
 
 
 def total(values) -> Decimal:
@@ -78,7 +74,7 @@ def num(column: str) -> str:
 def raises(path: Path, **kwargs) -> list[InputError]:
     """The InputErrors a read raises."""
     with pytest.raises((InputError, InputErrors)) as info:
-        read(path, **kwargs)
+        read_cur(path, **kwargs)
     return getattr(info.value, "errors", [info.value])
 
 
@@ -89,7 +85,7 @@ def test_registry_names_the_cur_connector():
 
 
 def test_legacy_csv_sample_loads_with_published_sums():
-    frame = read(CUR1, start=utc(2023, 11, 1), end=utc(2023, 12, 1))
+    frame = read_cur(CUR1, start=utc(2023, 11, 1), end=utc(2023, 12, 1))
     lines = frame.tables["lines"]
     assert frame.rows == 1281 and len(lines) == 1281
     assert six(total(lines.billed_cost)) == Decimal("1.682309")
@@ -111,7 +107,7 @@ def test_legacy_csv_sample_loads_with_published_sums():
 ])
 def test_workshop_parquet_billed_and_amortised(name, window, rows, billed):
     path = LABS / f"{name}-WorkshopCUR-00001.snappy.parquet"
-    frame = read_real(path, *window)
+    frame = read_cur_once(path, *window)
     lines = frame.tables["lines"]
     assert frame.rows == rows
     assert six(total(lines.billed_cost)) == Decimal(billed)
@@ -139,14 +135,14 @@ def test_workshop_parquet_billed_and_amortised(name, window, rows, billed):
 @pytest.mark.slow
 def test_workshop_tags_lose_the_user_prefix():
     path = LABS / "Dec2018-WorkshopCUR-00001.snappy.parquet"
-    lines = read_real(path, utc(2018, 12, 1), utc(2019, 1, 1)).tables["lines"]
+    lines = read_cur_once(path, utc(2018, 12, 1), utc(2019, 1, 1)).tables["lines"]
     tags = [json.loads(t) for t in lines.tags]
     assert any(t.get("cost_center") == "Cost001" for t in tags)
     assert not any(key.startswith("user_") for t in tags for key in t)
 
 
 def test_athena_csv_step1_with_null_literals():
-    frame = read(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 27))
+    frame = read_cur(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 27))
     lines = frame.tables["lines"]
     assert frame.rows == 7850 and line_total(lines) == 7850
     assert len(lines) < 7850 / 5  # summed per day where no GPU is billed
@@ -155,7 +151,7 @@ def test_athena_csv_step1_with_null_literals():
 
 
 def test_step5_savings_plans_billed_and_amortised():
-    lines = read(STEP5, start=utc(2019, 11, 29), end=utc(2019, 12, 1)).tables["lines"]
+    lines = read_cur(STEP5, start=utc(2019, 11, 29), end=utc(2019, 12, 1)).tables["lines"]
     assert line_total(lines) == 5941  # the plan is fully used: no unused-commitment rows
     billed = total(lines.billed_cost)
     assert six(billed) == Decimal("70.269658")
@@ -185,107 +181,11 @@ def test_step5_savings_plans_billed_and_amortised():
 
 # --- synthetic CUR 2.0 -----------------------------------------------------------------------------
 
-CUR2_COLUMNS = {
-    "bill_payer_account_id": "VARCHAR", "line_item_usage_account_id": "VARCHAR",
-    "line_item_line_item_type": "VARCHAR", "line_item_usage_start_date": "TIMESTAMP",
-    "line_item_usage_end_date": "TIMESTAMP", "line_item_product_code": "VARCHAR",
-    "line_item_usage_type": "VARCHAR", "line_item_operation": "VARCHAR", "line_item_resource_id": "VARCHAR",
-    "line_item_usage_amount": "DOUBLE", "line_item_currency_code": "VARCHAR",
-    "line_item_unblended_rate": "VARCHAR", "line_item_unblended_cost": "DOUBLE",
-    "line_item_line_item_description": "VARCHAR", "pricing_unit": "VARCHAR", "pricing_term": "VARCHAR",
-    "pricing_public_on_demand_rate": "VARCHAR", "pricing_public_on_demand_cost": "DOUBLE",
-    "product": "MAP(VARCHAR, VARCHAR)", "product_sku": "VARCHAR", "resource_tags": "MAP(VARCHAR, VARCHAR)",
-    "cost_category": "MAP(VARCHAR, VARCHAR)", "discount": "MAP(VARCHAR, DOUBLE)",
-    "reservation_reservation_arn": "VARCHAR", "reservation_effective_cost": "DOUBLE",
-    "reservation_unused_amortized_upfront_fee_for_billing_period": "DOUBLE",
-    "reservation_unused_recurring_fee": "DOUBLE", "savings_plan_savings_plan_arn": "VARCHAR",
-    "savings_plan_savings_plan_effective_cost": "DOUBLE", "savings_plan_savings_plan_rate": "DOUBLE",
-    "savings_plan_total_commitment_to_date": "DOUBLE", "savings_plan_used_commitment": "DOUBLE",
-    "split_line_item_parent_resource_id": "VARCHAR", "split_line_item_split_cost": "DOUBLE",
-    "split_line_item_unused_cost": "DOUBLE",
-}
-SP = "arn:aws:savingsplans::999999999999:savingsplan/5f1c-demo"
-RI = "arn:aws:ec2:us-east-1:999999999999:reserved-instances/9a7e-demo"
-EC2 = {"product_name": "Amazon Elastic Compute Cloud", "region": "us-east-1"}
-TEAM = {"user_team": "ml", "user_service": "chat", "aws_eks_cluster_name": "inference-prod"}
-
-
-def instance_hour(hour: int, kind: str, itype: str, cost: str, resource: str | None, **over) -> dict:
-    """One hourly EC2 line of a CUR 2.0 export (2026-09-01, hour ``hour``)."""
-    start = datetime(2026, 9, 1, hour)
-    row = {"bill_payer_account_id": "999999999999", "line_item_usage_account_id": "111111111111",
-           "line_item_line_item_type": kind, "line_item_usage_start_date": start,
-           "line_item_usage_end_date": start.replace(hour=hour + 1), "line_item_product_code": "AmazonEC2",
-           "line_item_usage_type": f"USE1-BoxUsage:{itype}", "line_item_operation": "RunInstances",
-           "line_item_resource_id": resource, "line_item_usage_amount": 1.0,
-           "line_item_currency_code": "USD", "line_item_unblended_rate": cost,
-           "line_item_unblended_cost": float(cost),
-           "line_item_line_item_description": f"${cost} per On Demand Linux {itype} Instance Hour",
-           "pricing_unit": "Hrs", "pricing_term": "OnDemand", "pricing_public_on_demand_rate": cost,
-           "pricing_public_on_demand_cost": float(cost), "product": {**EC2, "instance_type": itype},
-           "resource_tags": TEAM, "discount": {}}
-    row.update(over)
-    return row
-
-
-def cur2_rows() -> list[dict]:
-    """Four hours of a GPU inference account: a Savings Plan on one p5, a p5 on demand, a g6e under a
-    reservation and one on demand, EKS split rows, the plan's fee, and the month's tax, credit, discount."""
-    rows = []
-    for h in range(4):
-        rows.append(instance_hour(h, "SavingsPlanCoveredUsage", "p5.48xlarge", "55.04", "i-0p5a",
-                                  savings_plan_savings_plan_arn=SP, savings_plan_savings_plan_rate=38.53,
-                                  savings_plan_savings_plan_effective_cost=38.53))
-        rows.append(instance_hour(h, "SavingsPlanNegation", "p5.48xlarge", "-55.04", None,
-                                  savings_plan_savings_plan_arn=SP, pricing_public_on_demand_cost=None,
-                                  line_item_line_item_description="SavingsPlanNegation used by AccountId : 111111111111"))
-        rows.append(instance_hour(h, "Usage", "p5.48xlarge", "55.04", "i-0p5b"))
-        rows.append(instance_hour(h, "Usage", "g6e.12xlarge", "10.49264", "i-0g6ea"))
-        rows.append(instance_hour(h, "DiscountedUsage", "g6e.12xlarge", "0", "i-0g6eb",
-                                  reservation_reservation_arn=RI, reservation_effective_cost=7.1))
-        for pod in ("chat-0", "chat-1"):
-            rows.append(instance_hour(h, "Usage", "p5.48xlarge", "0", f"arn:aws:eks:us-east-1:111111111111:pod/inference-prod/llm/{pod}/u{h}",
-                                      line_item_operation="EKSPod-EC2", line_item_usage_type="USE1-EKS-EC2-GPU-Hours",
-                                      split_line_item_parent_resource_id="i-0p5a", split_line_item_split_cost=19.265,
-                                      split_line_item_unused_cost=0.0))
-        rows.append(instance_hour(h, "SavingsPlanRecurringFee", "", "40.0", SP, line_item_product_code="ComputeSavingsPlans",
-                                  line_item_usage_type="ComputeSP:3yrNoUpfront", line_item_operation=None,
-                                  product={"product_name": "Savings Plans for AWS Compute usage"},
-                                  savings_plan_savings_plan_arn=SP, savings_plan_total_commitment_to_date=40.0,
-                                  savings_plan_used_commitment=38.53))
-    month = {"line_item_usage_start_date": datetime(2026, 9, 1), "line_item_usage_end_date": datetime(2026, 10, 1)}
-    rows.append(instance_hour(0, "RIFee", "g6e.12xlarge", "28.4", None, reservation_reservation_arn=RI,
-                              reservation_unused_amortized_upfront_fee_for_billing_period=0.0,
-                              reservation_unused_recurring_fee=3.55, **month))
-    rows.append(instance_hour(0, "Fee", "g6e.12xlarge", "100", None, reservation_reservation_arn=RI,
-                              line_item_line_item_description="Sign up charge for subscription: 9a7e",
-                              **month))  # the reservation's partial upfront payment: a purchase
-    for kind, cost in (("Tax", "12.34"), ("Credit", "-5"), ("EdpDiscount", "-2.5")):
-        rows.append(instance_hour(0, kind, "", cost, None, product={"product_name": "Amazon Elastic Compute Cloud"},
-                                  line_item_usage_type="", **month))
-    return rows
-
-
-def write_cur2(path: Path, rows: list[dict]) -> Path:
-    """A CUR 2.0 Parquet file (MAP columns for product, tags, cost categories, discounts)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
-    con.execute("CREATE TABLE t (" + ", ".join(f"{c} {t}" for c, t in CUR2_COLUMNS.items()) + ")")
-    cast = ", ".join(f"CAST(CAST(? AS JSON) AS {t})" if t.startswith("MAP") else "?"
-                     for t in CUR2_COLUMNS.values())
-    for row in rows:
-        values = [json.dumps(row.get(c) or {}) if t.startswith("MAP") else row.get(c)
-                  for c, t in CUR2_COLUMNS.items()]
-        con.execute(f"INSERT INTO t VALUES ({cast})", values)
-    con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
-    return path
-
-
 @pytest.fixture(scope="module")
 def cur2(tmp_path_factory):
     """The synthetic CUR 2.0 file, read over September 2026."""
     path = write_cur2(tmp_path_factory.mktemp("cur2") / "export-00001.snappy.parquet", cur2_rows())
-    return read(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    return read_cur(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1))
 
 
 def test_cur2_money_both_bases_and_unused_commitments(cur2):
@@ -316,7 +216,7 @@ def test_cur2_csv_export_with_json_map_columns(tmp_path, cur2):
     duckdb.sql(f"COPY (SELECT * REPLACE (to_json(product) AS product, to_json(resource_tags) AS resource_tags, "
                f"to_json(cost_category) AS cost_category, to_json(discount) AS discount) "
                f"FROM read_parquet('{parquet}')) TO '{path}' (HEADER, COMPRESSION gzip)")
-    lines = read(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    lines = read_cur(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
     expected = cur2.tables["lines"]
     assert total(lines.billed_cost) == total(expected.billed_cost)
     assert total(lines.effective_cost) == total(expected.effective_cost)
@@ -341,7 +241,7 @@ def test_cur2_split_rows_are_evidence_not_money(cur2):
 
 def test_a_line_that_is_its_own_split_parent_stays_money(tmp_path):
     row = dict(cur2_rows()[2], split_line_item_parent_resource_id="i-0p5b")  # the on-demand p5 hour
-    lines = read(write_cur2(tmp_path / "own.parquet", [row])).tables["lines"]
+    lines = read_cur(write_cur2(tmp_path / "own.parquet", [row])).tables["lines"]
     assert list(lines.billed_cost) == [Decimal("55.04")]
 
 
@@ -357,48 +257,6 @@ def test_cur2_gpu_lines_classify_as_gpu_compute(cur2):
 
 
 # --- export folders and manifests ------------------------------------------------------------------
-
-LEGACY_HEADER = ["identity/LineItemId", "bill/PayerAccountId", "lineItem/UsageAccountId",
-                 "lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate",
-                 "lineItem/ProductCode", "lineItem/UsageType", "lineItem/Operation", "lineItem/ResourceId",
-                 "lineItem/UsageAmount", "lineItem/CurrencyCode", "lineItem/UnblendedRate",
-                 "lineItem/UnblendedCost", "lineItem/LineItemDescription", "product/ProductName",
-                 "product/instanceType", "product/region", "pricing/unit", "resourceTags/user:team"]
-
-
-def legacy_row(n: int, cost: str, hour: int = 0, **over) -> list[str]:
-    """One legacy CUR CSV record (slash headers), an hour of g6e.xlarge."""
-    row = {"identity/LineItemId": f"id{n}", "bill/PayerAccountId": "999999999999",
-           "lineItem/UsageAccountId": "111111111111", "lineItem/LineItemType": "Usage",
-           "lineItem/UsageStartDate": f"2026-09-01T{hour:02d}:00:00Z",
-           "lineItem/UsageEndDate": f"2026-09-01T{hour + 1:02d}:00:00Z", "lineItem/ProductCode": "AmazonEC2",
-           "lineItem/UsageType": "USE1-BoxUsage:g6e.xlarge", "lineItem/Operation": "RunInstances",
-           "lineItem/ResourceId": f"i-{n:04d}", "lineItem/UsageAmount": "1.0", "lineItem/CurrencyCode": "USD",
-           "lineItem/UnblendedRate": cost, "lineItem/UnblendedCost": cost,
-           "lineItem/LineItemDescription": "g6e.xlarge hour", "product/ProductName": "Amazon Elastic Compute Cloud",
-           "product/instanceType": "g6e.xlarge", "product/region": "us-east-1", "pricing/unit": "Hrs",
-           "resourceTags/user:team": "ml"}
-    row.update(over)
-    return [row.get(name, "") for name in LEGACY_HEADER]
-
-
-def write_legacy(path: Path, rows: list[list[str]], header=LEGACY_HEADER) -> Path:
-    """A legacy CUR file (.csv or .csv.gz)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
-
-
-def write_manifest(path: Path, keys: list[str], field: str = "reportKeys") -> Path:
-    """A CUR manifest naming ``keys``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"assemblyId": path.parent.name, field: keys}))
-    return path
-
 
 def legacy_export(root: Path, period_manifest: bool = True) -> Path:
     """``<prefix>/<report>/<period>/<assembly>/…`` with an old and a restated (newer) assembly."""
@@ -417,7 +275,7 @@ def legacy_export(root: Path, period_manifest: bool = True) -> Path:
 
 
 def test_legacy_folder_reads_only_the_newest_assembly(tmp_path):
-    frame = read(legacy_export(tmp_path), start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    frame = read_cur(legacy_export(tmp_path), start=utc(2026, 9, 1), end=utc(2026, 10, 1))
     lines = frame.tables["lines"]
     assert frame.rows == 3 and total(lines.billed_cost) == Decimal("4.20")
     assert lines.line_id.iloc[0] == "cur/gpu-report/20260901-20261001/b-new/gpu-report-00001.csv.gz:1"
@@ -426,16 +284,16 @@ def test_legacy_folder_reads_only_the_newest_assembly(tmp_path):
 
 def test_without_period_manifest_the_newest_assembly_manifest_wins(tmp_path):
     root = legacy_export(tmp_path, period_manifest=False)
-    assert total(read(root).tables["lines"].billed_cost) == Decimal("4.20")
+    assert total(read_cur(root).tables["lines"].billed_cost) == Decimal("4.20")
     period = root / "cur" / "gpu-report" / "20260901-20261001"
     os.utime(period / "a-old" / "gpu-report-Manifest.json", (1_900_000_000, 1_900_000_000))
-    assert total(read(root).tables["lines"].billed_cost) == Decimal("2.00")
+    assert total(read_cur(root).tables["lines"].billed_cost) == Decimal("2.00")
 
 
 def test_folder_without_manifest_reads_every_file(tmp_path):
     write_legacy(tmp_path / "a.csv", [legacy_row(1, "1.00")])
     write_legacy(tmp_path / "sub" / "b.csv.gz", [legacy_row(2, "2.00"), legacy_row(3, "3.00")])
-    lines = read(tmp_path).tables["lines"]
+    lines = read_cur(tmp_path).tables["lines"]
     assert list(lines.line_id) == ["a.csv:1", "sub/b.csv.gz:1", "sub/b.csv.gz:2"]
     assert total(lines.billed_cost) == Decimal("6.00")
 
@@ -451,9 +309,9 @@ def test_cur2_export_layout_uses_the_metadata_manifest(tmp_path):
     listed = [f"s3://bucket/exports/gpu-cur2/data/BILLING_PERIOD=2026-09/gpu-cur2-0000{i}.snappy.parquet"
               for i in (1, 2)]
     write_manifest(base / "metadata" / "BILLING_PERIOD=2026-09" / "gpu-cur2-Manifest.json", listed, "dataFiles")
-    frame = read(tmp_path / "src", start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    frame = read_cur(tmp_path / "src", start=utc(2026, 9, 1), end=utc(2026, 10, 1))
     whole = write_cur2(tmp_path / "reference" / "whole.parquet", rows)
-    expected = read(whole, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    expected = read_cur(whole, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
     lines = frame.tables["lines"]
     assert frame.rows == len(rows)
     assert total(lines.billed_cost) == total(expected.billed_cost)
@@ -509,7 +367,7 @@ def test_focus_check_errors_are_retold_per_file(tmp_path):
 # --- window, currency ------------------------------------------------------------------------------
 
 def test_window_keeps_overlapping_lines_and_counts_every_row():
-    frame = read(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 26, 12))
+    frame = read_cur(STEP1, start=utc(2019, 11, 26), end=utc(2019, 11, 26, 12))
     lines = frame.tables["lines"]
     assert frame.rows == 7850 and 0 < len(lines) < 7850
     assert (lines.start < "2019-11-26T12:00:00Z").all()
@@ -519,7 +377,7 @@ def test_file_without_currency_takes_the_case_currency(tmp_path):
     header = [h for h in LEGACY_HEADER if h != "lineItem/CurrencyCode"]
     row = legacy_row(1, "1.00")
     path = write_legacy(tmp_path / "eur.csv", [row[:11] + row[12:]], header)
-    assert set(read(path, currency="EUR").tables["lines"].currency) == {"EUR"}
+    assert set(read_cur(path, currency="EUR").tables["lines"].currency) == {"EUR"}
 
 
 # --- a whole audit ----------------------------------------------------------------------------------

@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors.base import ReadContext, SourceSpec
-from connectors.errors import InputError, InputErrors
 from connectors.billing.focus import FocusConnector
+from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
 from tests.paths import DATA as SHARED_DATA
+from tests.paths import FIXTURES
 
 DATA = SHARED_DATA / "billing"
 SAMPLE = DATA / "focus_sample_data" / "focus_sample_1000.csv"
 SPEC = DATA / "focus_spec_examples"
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 BAD = FIXTURES / "bad_focus"
 DIALECTS = FIXTURES / "focus_dialects"
 MONEY = ["billed_cost", "effective_cost"]
@@ -400,7 +400,8 @@ def test_a_dialect_can_reuse_the_focus_machinery_through_adopt(tmp_path):
     """A mapped table with FOCUS names (any types) goes through the same checks and normalisation."""
     import duckdb
 
-    from connectors.billing.focus import adopt, prepare, read_focus_table
+    from connectors.billing.focus import adopt, read_focus_table
+    from connectors.duck import prepare
     ctx = ReadContext(utc(2026, 9, 1), utc(2026, 10, 1), "USD")
     with duckdb.connect(":memory:") as con:
         prepare(con)

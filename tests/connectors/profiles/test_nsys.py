@@ -7,12 +7,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from connectors.base import ReadContext, SourceSpec
 from audit.trace.breakdown import breakdown
 from audit.trace.callpath import call_paths
+from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
-from connectors.profiles.nsys import NsysConnector, read_nsys
 from connectors.profiles.events import KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, gpu_view
+from connectors.profiles.nsys import NsysConnector, read_nsys
 from tests.paths import DATA
 
 NSYS = DATA / "traces" / "nsys-extrap"

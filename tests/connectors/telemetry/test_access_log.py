@@ -11,10 +11,10 @@ import duckdb
 import pandas as pd
 import pytest
 
-from connectors.telemetry.access_log import AccessLogConnector
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve
+from connectors.telemetry.access_log import AccessLogConnector
 from tests.paths import DATA
 
 LABS = DATA / "billing" / "aws_wa_labs"

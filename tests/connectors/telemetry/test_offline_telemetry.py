@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 
 from connectors.base import ReadContext, SourceSpec
-from connectors.telemetry.dcgmi import DcgmiConnector
 from connectors.errors import InputError, InputErrors
+from connectors.telemetry.dcgmi import DcgmiConnector
 from connectors.telemetry.nvidia_smi import NvidiaSmiConnector
 from connectors.telemetry.opencost import OpenCostConnector
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.prom_dump import PromDumpConnector
 from connectors.telemetry.sacct import SacctConnector, expand_nodelist
+from tests import paths
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "fixtures" / "offline_telemetry"
+FIXTURES = paths.FIXTURES / "offline_telemetry"
 START = datetime(2026, 9, 1, 8, tzinfo=timezone.utc)
 T0 = int(START.timestamp())
 GR = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.paths import DATA
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import InputError
-from connectors.telemetry.openmetrics import OpenMetricsConnector, resource_id
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.tables import resource_id
+from tests.paths import DATA, FIXTURES
 
-ROOT = Path(__file__).resolve().parents[2]
 REAL = DATA / "metrics" / "datadog-integrations-core"
-SMALL = ROOT / "fixtures" / "telemetry_small" / "cluster.om"
+SMALL = FIXTURES / "telemetry_small" / "cluster.om"
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 T0 = int(START.timestamp())
 GR = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"

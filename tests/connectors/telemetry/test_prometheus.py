@@ -1,5 +1,8 @@
 """Prometheus connector against a real Prometheus (Debian 2.42) backfilled with promtool.
 
+The session's one server (tests/connectors/conftest.py, ``prom``) holds the seeded scenarios,
+fixtures/telemetry_small and the demo case's month.
+
 The same samples read from a file (OpenMetrics connector) and from Prometheus give the same
 tables, and the demo case gives the same audit.json, ``sources`` aside. Faults (a restart between
 chunks, 5xx answers, query timeouts, refused queries) are retried or split; a source that keeps
@@ -24,52 +27,18 @@ from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError
 from connectors.telemetry.openmetrics import OpenMetricsConnector
-from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.prometheus import PrometheusConnector
+from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.promquery import MAX_POINTS, Puller, Window, chunks, probe_left_open
-from tests.connectors.prom_scenarios import scenario
-from tests.connectors.promserver import FaultProxy, PromServer, backfill, self_signed
-from tests.paths import ROOT
+from tests.paths import DEMO
+from tests.servers.prometheus import DEMO_METRICS, SEEDS, SMALL, FaultProxy, self_signed
 
 pytestmark = pytest.mark.services
-SMALL = ROOT / "fixtures" / "telemetry_small" / "cluster.om"
-DEMO = ROOT / "fixtures" / "demo"
-SEEDS = range(10)
 TOO_LARGE = json.dumps({"status": "error", "errorType": "execution", "error":
                         "query processing would load too many samples into memory"}).encode()
 TIMEOUT = json.dumps({"status": "error", "errorType": "timeout",
                       "error": "query timed out in expression evaluation"}).encode()
 UNAVAILABLE = json.dumps({"status": "error", "errorType": "unavailable", "error": "restarting"}).encode()
-
-
-class Served:
-    """A running server and the scenarios it holds."""
-
-    def __init__(self, server: PromServer, scenarios: list):
-        self.server, self.url, self.scenarios = server, server.url, scenarios
-
-
-@pytest.fixture(scope="session")
-def prom(tmp_path_factory):
-    """Prometheus holding the seeded scenarios and fixtures/telemetry_small."""
-    folder = tmp_path_factory.mktemp("prometheus")
-    scenarios = [scenario(seed, folder) for seed in SEEDS]
-    backfill([s.path for s in scenarios] + [SMALL], folder / "tsdb", folder / "scratch")
-    server = PromServer(folder / "tsdb", folder)
-    server.start()
-    yield Served(server, scenarios)
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def demo_prom(tmp_path_factory):
-    """Prometheus holding the demo case's month of telemetry."""
-    folder = tmp_path_factory.mktemp("prometheus-demo")
-    backfill([DEMO / "telemetry" / "metrics.om.gz"], folder / "tsdb", folder / "scratch")
-    server = PromServer(folder / "tsdb", folder)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -274,33 +243,27 @@ def without_sources(document: dict) -> dict:
     return json.loads(text)
 
 
-@pytest.fixture(scope="session")
-def demo_from_files():
-    """The demo case's audit.json, telemetry read from the OpenMetrics file."""
-    return audit(DEMO)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("step", [3600, None])
-def test_demo_tables_equal_the_file_connectors(demo_prom, step):
+def test_demo_tables_equal_the_file_connectors(prom, step):
     ctx = context(pd.Timestamp("2026-09-01T00:00Z"), pd.Timestamp("2026-10-01T00:00Z"), step)
-    reader = connector(demo_prom.url, ctx)
+    reader = connector(prom.url, ctx)
     got = reader.read()
-    expected = from_file(DEMO / "telemetry" / "metrics.om.gz", ctx)
+    expected = from_file(DEMO_METRICS, ctx)
     assert reader.step_seconds == (step or 900)
     assert_same_tables(expected, got)
 
 
 @pytest.mark.slow
-def test_demo_audit_json_equals_the_file_based_one(demo_prom, demo_from_files, tmp_path):
-    document = audit(demo_case(tmp_path, demo_prom.url))
-    assert without_sources(document) == without_sources(demo_from_files)
+def test_demo_audit_json_equals_the_file_based_one(prom, demo_audit, tmp_path):
+    document = audit(demo_case(tmp_path, prom.url))
+    assert without_sources(document) == without_sources(demo_audit)
     telemetry = [s for s in document["sources"] if s["kind"] == "telemetry"]
     assert telemetry[0]["format"] == "prometheus" and telemetry[0]["status"] == "read"
 
 
 @pytest.mark.slow
-def test_prometheus_restarted_mid_audit(demo_prom, demo_from_files, tmp_path, monkeypatch):
+def test_prometheus_restarted_mid_audit(prom, demo_audit, tmp_path, monkeypatch):
     monkeypatch.setattr(PrometheusConnector, "chunk_seconds", 5 * 86400)
     state = {"queries": 0, "refused": 0, "thread": None}
     real_query, real_once = Puller._query, PromClient._once
@@ -310,7 +273,7 @@ def test_prometheus_restarted_mid_audit(demo_prom, demo_from_files, tmp_path, mo
         out = real_query(self, template, chunk, extra)
         state["queries"] += 1
         if state["queries"] == 1:
-            state["thread"] = demo_prom.restart_later(1.5)
+            state["thread"] = prom.server.restart_later(1.5)
         return out
 
     def once(self, path, params, method):
@@ -323,18 +286,18 @@ def test_prometheus_restarted_mid_audit(demo_prom, demo_from_files, tmp_path, mo
 
     monkeypatch.setattr(Puller, "_query", query)
     monkeypatch.setattr(PromClient, "_once", once)
-    document = audit(demo_case(tmp_path, demo_prom.url))
+    document = audit(demo_case(tmp_path, prom.url))
     state["thread"].join(timeout=60)
     assert state["refused"] >= 1 and state["queries"] > 6
-    assert without_sources(document) == without_sources(demo_from_files)
+    assert without_sources(document) == without_sources(demo_audit)
 
 
 @pytest.mark.slow
 def test_failing_source_is_reported_missing_and_the_audit_conserves(
-        demo_prom, demo_from_files, tmp_path, monkeypatch):
+        prom, demo_audit, tmp_path, monkeypatch):
     monkeypatch.setattr(PromClient, "retries", 1)
     monkeypatch.setattr(PrometheusConnector, "backoff_seconds", 0.0)
-    front = FaultProxy(demo_prom.url)
+    front = FaultProxy(prom.url)
     front.always = (503, UNAVAILABLE)
     try:
         document = audit(demo_case(tmp_path, front.url))
@@ -344,5 +307,5 @@ def test_failing_source_is_reported_missing_and_the_audit_conserves(
     assert [s["name"] for s in missing] == ["prometheus-export"]
     assert "HTTP 503" in missing[0]["reason"]
     total = Decimal(document["total"])
-    assert total == Decimal(demo_from_files["total"])
+    assert total == Decimal(demo_audit["total"])
     assert sum(Decimal(b["amount"]) for b in document["buckets"].values()) == total

@@ -27,11 +27,11 @@ from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.prom_dump import PromDumpConnector
-from tests.builders import frame, line, lines_frame
-from tests.paths import DATA, ROOT
+from tests.builders import frame, line, lines_frame, query_range_dump
+from tests.paths import DATA
+from tests.servers.prometheus import SERVING, SERVING_SHIFT
 
 REAL = DATA / "metrics" / "datadog-integrations-core"
-SERVING = ROOT / "fixtures" / "telemetry_serving" / "serving.om"
 START = datetime(2025, 1, 1, tzinfo=UTC)
 END = START + timedelta(hours=1)
 T0 = int(START.timestamp())
@@ -209,37 +209,15 @@ def test_evidence_families_do_not_change_the_busy_fraction(serving, tmp_path):
 
 
 def test_query_range_dump_gives_the_same_tables(serving, tmp_path):
-    series: dict[str, dict] = {}
-    for text in SERVING.read_text().splitlines():
-        if not text or text[0] == "#":
-            continue
-        head, value, stamp = text.rsplit(" ", 2)
-        name, _, rest = head.partition("{")
-        labels = dict(pair.split("=", 1) for pair in rest.rstrip("}").split(",")) if rest else {}
-        metric = {"__name__": name, **{k: v.strip('"') for k, v in labels.items()}}
-        key = json.dumps(metric, sort_keys=True)
-        series.setdefault(key, {"metric": metric, "values": []})["values"].append([int(stamp), value])
-    dump = {"status": "success", "data": {"resultType": "matrix", "result": list(series.values())}}
-    path = tmp_path / "dump.json"
-    path.write_text(json.dumps(dump))
+    path = query_range_dump(SERVING, tmp_path / "dump.json")
     got = PromDumpConnector(SourceSpec("dump", "telemetry", "prom_dump", path), ctx()).read()
     assert_same_tables(serving, got)
 
 
 # --------------------------------------------------------------------------------------------
-# A real Prometheus, backfilled with promtool
+# A real Prometheus, backfilled with promtool: the session's server holds serving.om a day later
+# (SERVING_SHIFT, so that it does not meet telemetry_small); both sides read that shifted copy
 # --------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def prom(tmp_path_factory):
-    from tests.connectors.promserver import PromServer, backfill
-    folder = tmp_path_factory.mktemp("prometheus-serving")
-    backfill([SERVING], folder / "tsdb", folder / "scratch")
-    server = PromServer(folder / "tsdb", folder)
-    server.start()
-    yield server
-    server.stop()
-
 
 @pytest.mark.services
 @pytest.mark.parametrize("step", [300, 900, None])
@@ -248,8 +226,10 @@ def test_prometheus_gives_the_same_tables(prom, monkeypatch, step):
     monkeypatch.setitem(registry.CONNECTORS, "prometheus",
                         "connectors.telemetry.prometheus:PrometheusConnector")
     spec = SourceSpec("prom", "telemetry", "prometheus", None, {"url": prom.url})
-    got = PrometheusConnector(spec, ctx(step)).read()
-    assert_same_tables(read_file(SERVING, step), got)
+    later = ReadContext(START + SERVING_SHIFT, END + SERVING_SHIFT, "USD", step)
+    got = PrometheusConnector(spec, later).read()
+    expected = OpenMetricsConnector(SourceSpec("serving", "telemetry", "openmetrics", prom.serving), later).read()
+    assert_same_tables(expected, got)
     for name in NEW_TABLES:
         assert len(got.tables[name]), name
     assert set(got.tables["traffic"]["family"]) == {"vllm", "triton", "tgi"}

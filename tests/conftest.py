@@ -1,0 +1,29 @@
+"""Session-wide results the tests only read: the demo case audited once in-process, and once
+through the command line. Copy a result before changing it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import DEMO, ROOT
+
+
+@pytest.fixture(scope="session")
+def demo_audit() -> dict:
+    """audit.json of fixtures/demo as a dict (``run_audit`` in this process)."""
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    from audit.result import to_dict
+
+    return to_dict(run_audit(load_case(DEMO)))
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """``costaudit run fixtures/demo --format json`` in a subprocess: (completed process, out folder)."""
+    out = tmp_path_factory.mktemp("demo-run") / "out"
+    result = subprocess.run([sys.executable, "-m", "audit", "run", str(DEMO), "--out", str(out), "--format", "json"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return result, out
