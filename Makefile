@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl
 
-.PHONY: demo test system-deps demo-data bench bench-billing clean
+.PHONY: demo test lint system-deps demo-data bench bench-billing clean
 
 demo: system-deps $(VENV)/.demo demo-data
 	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
@@ -16,6 +16,15 @@ demo: system-deps $(VENV)/.demo demo-data
 
 test: system-deps $(VENV)/.test $(BQ_VENV)/.ok demo-data
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# Style (ruff) and types (mypy, against the committed baseline .ci/mypy-baseline.txt).
+lint: $(VENV)/.lint
+	$(VENV)/bin/ruff check .
+	$(PY) .ci/mypy_check.py
+
+$(VENV)/.lint: pyproject.toml $(VENV)/.test
+	$(PIP) install -e '.[pdf,aws,gcp,test,profile,lint]'
+	@touch $@
 
 # System packages the report and its tests need (pdftotext/pdftoppm, pango for weasyprint, fonts).
 system-deps:
