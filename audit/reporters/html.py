@@ -3,10 +3,15 @@
 jinja2 with autoescape on for every template and a loader limited to ``templates/``: service
 names, reasons and kernel names are untrusted strings and are always escaped. The stylesheet
 ``templates/report.css`` is inlined and the charts are ``data:`` URIs, so the page is one file.
+
+The charts are drawn here (:mod:`audit.reporters.charts`, matplotlib imported only then), not by
+the view model, which holds data only. They are drawn once per model: the PDF reporter renders
+the same page from the same model in the same run, and finds them in :func:`charts_of`'s cache.
 """
 
 from __future__ import annotations
 
+import weakref
 from importlib import resources
 from pathlib import Path
 
@@ -32,10 +37,25 @@ def environment():
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
+#: id(model) → its charts, dropped when the model is (a ReportModel is not hashable: it holds a dict)
+_DRAWN: dict[int, dict[str, str | None]] = {}
+
+
+def charts_of(model: ReportModel) -> dict[str, str | None]:
+    """Chart name → SVG data URI for ``model``'s audit, drawn on the first call for this model."""
+    key = id(model)
+    if key not in _DRAWN:
+        from audit.reporters.charts import build_charts
+
+        _DRAWN[key] = build_charts(model.audit)
+        weakref.finalize(model, _DRAWN.pop, key, None)
+    return _DRAWN[key]
+
+
 def render_html(model: ReportModel, charts: dict[str, str | None] | None = None) -> str:
     """The report's HTML; ``charts`` (name → data URI) is drawn from the model when not given."""
     if charts is None:
-        charts = model.charts
+        charts = charts_of(model)
     return environment().get_template(TEMPLATE).render(m=model, charts=charts)
 
 

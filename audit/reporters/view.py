@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
 from typing import Any
 
 from audit.buckets import BUCKETS
@@ -143,6 +142,8 @@ class ProfileView:
 
 @dataclass(frozen=True)
 class ReportModel:
+    """Every figure of the report, formatted: data only (the HTML reporter draws the charts)."""
+
     audit: dict = field(repr=False)
     case: str
     window: str
@@ -173,13 +174,6 @@ class ReportModel:
     evidence_services: list[str] = field(default_factory=list)
     serving_evidence: list[dict[str, Any]] = field(default_factory=list)
     label_mismatches: list[dict[str, str]] = field(default_factory=list)
-
-    @cached_property
-    def charts(self) -> dict[str, str | None]:
-        """Chart name → SVG data URI, drawn once per model (matplotlib imported only here)."""
-        from audit.reporters.charts import build_charts
-
-        return build_charts(self.audit)
 
     @property
     def top_options(self) -> list[OptionView]:
