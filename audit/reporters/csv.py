@@ -1,11 +1,15 @@
 """CsvReporter: the report's tables as CSV files in ``tables/``, numbers as exact decimal strings.
 
+Data strings are untrusted: a cell that a spreadsheet would run as a formula gets a leading
+apostrophe (:func:`neutralised`).
+
 :func:`build_tables` is shared with the spreadsheet reporter: one declaration per table.
 """
 
 from __future__ import annotations
 
 import csv
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +105,36 @@ def build_tables(audit: dict) -> dict[str, Table]:
     return {name: build(audit) for name, build in TABLES.items()}
 
 
+# Spreadsheet applications run a cell that starts with one of these as a formula (OWASP, CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def is_number(value: Any) -> bool:
+    """An int, or a string that is a finite decimal number (how amounts travel in audit.json)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    if not isinstance(value, str):
+        return False
+    try:
+        return Decimal(value).is_finite()
+    except InvalidOperation:
+        return False
+
+
+def neutralised(text: str) -> str:
+    """A data string that no spreadsheet reads as a formula: a leading ' where it would be one.
+
+    Numbers (``-12.50``) are left as they are: they are data, and a spreadsheet reads them as numbers.
+    """
+    if text.startswith(FORMULA_START) and not is_number(text):
+        return "'" + text
+    return text
+
+
 def cell(value: Any) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else neutralised(str(value))
 
 
 class CsvReporter:

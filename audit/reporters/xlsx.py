@@ -1,12 +1,22 @@
-"""XlsxReporter: one sheet per table; amounts kept exact as text cells (format '@')."""
+"""XlsxReporter: one sheet per table; amounts kept exact as text cells (format '@').
+
+Every data string is written as a string cell, never a formula (a node named ``=HYPERLINK(…)``
+stays text). The file is the same bytes for the same audit: the document dates are the audit
+window's end and the zip entries carry a fixed time.
+"""
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import io
+import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
-from audit.reporters.csv import build_tables
+from audit.reporters.csv import build_tables, is_number
+
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+DOC_DATES = re.compile(rb"(<dcterms:(created|modified)[^>]*>)[^<]*(</dcterms:\2>)")
 
 SHEETS = {
     "summary": "Summary", "buckets": "Buckets and parts", "services": "Services - unit costs",
@@ -31,15 +41,26 @@ def summary_table(a: dict) -> tuple[list[str], list[list[Any]]]:
     return ["field", "value"], rows
 
 
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    try:
-        return isinstance(value, str) and Decimal(value).is_finite()
-    except InvalidOperation:
-        return False
+def stamp(audit: dict) -> str:
+    """The document date: the end of the audit window (so the same audit gives the same bytes)."""
+    end = (audit.get("window") or {}).get("end") or "2000-01-01T00:00:00Z"
+    return str(end)
+
+
+def reproducible(data: bytes, when: str) -> bytes:
+    """The workbook's zip with fixed entry times and document dates."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            body = source.read(info.filename)
+            if info.filename == "docProps/core.xml":
+                body = DOC_DATES.sub(lambda m: m.group(1) + when.encode() + m.group(3), body)
+            entry = zipfile.ZipInfo(info.filename, date_time=ZIP_TIME)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o644 << 16
+            target.writestr(entry, body)
+    return out.getvalue()
 
 
 class XlsxReporter:
@@ -67,11 +88,14 @@ class XlsxReporter:
             for row in sheet.iter_rows(min_row=2):
                 for c in row:
                     if isinstance(c.value, str):
+                        c.data_type = "s"  # a string cell, even when it starts with "=": never a formula
                         c.number_format = "@"  # text: the exact decimal string, never a float
-                    if _is_number(c.value):
+                    if is_number(c.value):
                         c.alignment = right
             for i, title in enumerate(head, 1):
                 width = max([len(str(title))] + [len(str(r[i - 1] or "")) for r in rows])
                 sheet.column_dimensions[sheet.cell(1, i).column_letter].width = min(60, width + 2)
             sheet.freeze_panes = "A2"
-        book.save(path)
+        buffer = io.BytesIO()
+        book.save(buffer)
+        Path(path).write_bytes(reproducible(buffer.getvalue(), stamp(audit)))
