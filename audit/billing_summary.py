@@ -38,7 +38,7 @@ def sniff_format(path: Path) -> str:
     for fmt_name, markers in SNIFF:
         if names & set(markers):
             return fmt_name
-    raise ValueError(f"{path}: cannot tell the billing format from its columns; pass --format "
+    raise InputError(path, "cannot tell the billing format from its columns; pass --format "
                      "(focus, cur, azure, gcp_billing)")
 
 

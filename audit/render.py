@@ -3,6 +3,10 @@
 Every output is first written under a temporary name inside ``out_dir``; only when every
 requested reporter has succeeded are they moved into place with ``os.replace``. If any reporter
 raises, the temporaries are removed and no new file is left behind (STYLE habit 9).
+
+Errors: an unknown format, and a report that could not be written (an OSError: a full disk, a
+folder not writable), are :class:`~audit.errors.ReportError`; so is a missing optional library
+(the PDF reporter raises it itself). Anything else a reporter raises is a bug and passes unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from audit.errors import ReportError
 from audit.reporters import REPORTERS, resolve
 from audit.reporters.view import ReportModel, build_model
 
@@ -27,12 +32,15 @@ def render(audit: dict, out_dir: Path, formats: Sequence[str]) -> list[Path]:
     wanted = list(dict.fromkeys(formats))
     unknown = [f for f in wanted if f not in REPORTERS]
     if unknown:
-        raise ValueError(f"unknown report format(s) {', '.join(map(repr, unknown))}; "
-                         f"valid formats: {', '.join(FORMATS)}")
+        raise ReportError(f"unknown report format(s) {', '.join(map(repr, unknown))}; "
+                          f"valid formats: {', '.join(FORMATS)}")
     reporters = [resolve(f)() for f in wanted]
     out_dir = Path(out_dir)
     created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"{out_dir}: the reports were not written: {exc}") from exc
     staged: list[tuple[Path, Path, bool]] = []  # (temporary, final, is_dir)
     try:
         model: ReportModel | None = None
@@ -45,10 +53,12 @@ def render(audit: dict, out_dir: Path, formats: Sequence[str]) -> list[Path]:
             else:
                 reporter.report(audit, tmp)
         return _commit(staged)
-    except BaseException:
+    except BaseException as exc:
         _discard(staged)
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()
+        if isinstance(exc, OSError):
+            raise ReportError(f"{out_dir}: the reports were not written: {exc}") from exc
         raise
 
 

@@ -43,8 +43,8 @@ def check_nvml() -> str:
 def check_collect(out: Path) -> str:
     from collector.inprocess import Window
     from collector.traffic import Arrival
-    from collector.profile import CollectConfig, collect
-    doc = collect(CollectConfig(
+    from collector.profile import CollectConfig, collect_bundle
+    doc = collect_bundle(CollectConfig(
         out=out, function="collector.demo:mlp", pre="collector.demo:pre",
         post="collector.demo:post", device="cuda:0",
         arrival=Arrival("poisson", rate=200, seed=1, requests=200), concurrency=[1],

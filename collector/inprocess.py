@@ -3,7 +3,8 @@
 Per request: ``pre(batch)`` (host, timed) → the inputs copied to ``device`` (timed on CUDA, with
 synchronisation) → ``function(inputs)`` → outputs copied back to the host (timed) → ``post(outputs)``
 (host, timed). Without CUDA the copy time is recorded as "unmeasured: no CUDA device".
-torch is imported only when a run names a device or opens a profiler window.
+torch is imported only when a run names a device or opens a profiler window. A ``module:function``
+that does not import, and torch missing when it is needed, are ``UsageError``s (schemas/errors.py).
 """
 from __future__ import annotations
 
@@ -15,18 +16,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 from collector.traffic import Request
+from schemas.errors import UsageError
 
 ANNOTATION = "costaudit.request"
 
 
 def load(spec: str | None) -> Callable | None:
-    """Import ``module:function`` (None passes through)."""
+    """Import ``module:function`` (None passes through); UsageError when it names nothing there."""
     if not spec:
         return None
     module_name, _, name = spec.partition(":")
     if not name:
-        raise ValueError(f"{spec!r}: expected module:function")
-    return getattr(importlib.import_module(module_name), name)
+        raise UsageError(f"{spec!r}: expected module:function")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"{spec!r}: {exc}") from None
 
 
 @dataclass
@@ -89,7 +94,11 @@ def _move(value, device, torch):
 
 
 def _torch():
-    import torch
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(f"a device or a profiler window needs torch: pip install 'costaudit[profile]', "
+                         f"or --window off without --device ({exc})") from None
     return torch
 
 

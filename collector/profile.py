@@ -5,7 +5,9 @@ times, throughput, goodput, error rate, NVML summary or why it is unmeasured, en
 process and seed, one entry per sweep point) and, for an in-process callable, ``trace.json.gz`` (a
 Kineto trace of a torch.profiler window with ``costaudit.request`` annotations). A case names the
 bundle as a ``[[profiles]]`` source with ``format = "profile_bundle"`` (connectors/profiles/bundle.py).
-The collector's own sampling runs outside the profiler window.
+The collector's own sampling runs outside the profiler window. A configuration it cannot run, an
+output folder it cannot write and a traffic file it cannot read are ``UsageError``s
+(schemas/errors.py).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from collector.nvml import Sampler
 from collector.drive import drive
 from collector.stats import run_figures
 from collector.traffic import Arrival, Request, plan, read_traffic
+from schemas.errors import UsageError
 
 BUNDLE_VERSION = 1
 DEFAULT_PAYLOADS = {
@@ -65,11 +68,11 @@ class CollectConfig:
     timeout: float = 30.0
 
 
-def collect(config: CollectConfig) -> dict:
+def collect_bundle(config: CollectConfig) -> dict:
     """Run the whole collection and write the bundle; returns profile.json's document."""
     if bool(config.url) == bool(config.function):
-        raise ValueError("name exactly one target: an HTTP url or a module:function callable")
-    config.out.mkdir(parents=True, exist_ok=True)
+        raise UsageError("name exactly one target: an HTTP url or a module:function callable")
+    _writable(config.out)
     payloads = config.payloads or [DEFAULT_PAYLOADS["callable" if config.function else config.mode]]
     traffic = read_traffic(config.traffic) if config.traffic else None
     cold, server = cold_start(config, payloads[0])
@@ -89,6 +92,14 @@ def collect(config: CollectConfig) -> dict:
     document = bundle_document(config, payloads, sweep, sampler.summary(), window, cold)
     (config.out / "profile.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     return document
+
+
+def _writable(out: Path) -> None:
+    """Create the bundle folder; UsageError naming it when that fails."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: {exc.strerror or exc}") from None
 
 
 def make_sender(config: CollectConfig):
@@ -116,7 +127,7 @@ def requests_for(config: CollectConfig, payloads, traffic, concurrency: int, siz
         items = batches(payloads, arrival.requests, size)
         return plan(arrival, items, size, traffic)
     if size != 1:
-        raise ValueError("an HTTP target takes batch size 1 (the server batches)")
+        raise UsageError("an HTTP target takes batch size 1 (the server batches)")
     return plan(arrival, payloads, 1, traffic)
 
 
@@ -178,8 +189,11 @@ def _cold_callable(config: CollectConfig) -> tuple[dict, None]:
             "p=sys.argv[2];pre=getattr(importlib.import_module(p.split(':')[0]),p.split(':')[1]) if p else None;"
             "b=['hello'];fn(pre(b) if pre else b)")
     start = time.perf_counter()
-    done = subprocess.run(config.cold_command.split() + ["-c", code, config.function, config.pre or ""],
-                          capture_output=True, timeout=config.cold_timeout, cwd=os.getcwd())
+    try:
+        done = subprocess.run(config.cold_command.split() + ["-c", code, config.function, config.pre or ""],
+                              capture_output=True, timeout=config.cold_timeout, cwd=os.getcwd())
+    except OSError as exc:
+        raise UsageError(f"--cold-command {config.cold_command!r}: {exc.strerror or exc}") from None
     if done.returncode:
         return {"measured": False, "reason": "unmeasured: " + done.stderr.decode()[-200:]}, None
     return {"measured": True, "seconds": time.perf_counter() - start,

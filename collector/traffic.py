@@ -3,7 +3,8 @@
 Open-loop schedules fix each request's *scheduled* send time before the run starts, from a seeded
 RNG, so latency can be measured from the schedule rather than from the moment a request was actually
 sent (no coordinated omission). Closed-loop runs have no schedule: a request is scheduled the moment
-its worker becomes free.
+its worker becomes free. A schedule, sweep list or traffic file that cannot be used is a
+``UsageError`` (schemas/errors.py).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from schemas.errors import UsageError
 
 ARRIVALS = ("poisson", "gamma", "closed", "replay")
 
@@ -75,22 +78,26 @@ def offsets(arrival: Arrival) -> np.ndarray:
     elif arrival.process == "gamma":
         gaps = rng.gamma(arrival.shape, 1.0 / (arrival.rate * arrival.shape), n)
     else:
-        raise ValueError(f"arrival {arrival.process!r} has no schedule; expected poisson or gamma")
+        raise UsageError(f"arrival {arrival.process!r} has no schedule; expected poisson or gamma")
     gaps[0] = 0.0
     return np.cumsum(gaps)
 
 
 def read_traffic(path: Path) -> list[tuple[float, Any]]:
     """A JSONL traffic file: one request a line, ``{"t": offset seconds, "payload": {...}}``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"--traffic {path}: {exc.strerror or exc}") from None
     out = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
             out.append((float(row["t"]), row["payload"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{number}: expected {{\"t\": seconds, \"payload\": ...}}: {exc}")
+            raise UsageError(f"{path}:{number}: expected {{\"t\": seconds, \"payload\": ...}}: {exc}") from None
     out.sort(key=lambda item: item[0])
     return out
 
@@ -101,7 +108,7 @@ def plan(arrival: Arrival, payloads: list[Any], batch_size: int = 1,
     if traffic is not None:
         return [Request(i, p, t, batch_size) for i, (t, p) in enumerate(traffic)]
     if not payloads:
-        raise ValueError("no payloads to send")
+        raise UsageError("no payloads to send")
     times = offsets(arrival) if arrival.process in ("poisson", "gamma") else [None] * arrival.requests
     return [Request(i, payloads[i % len(payloads)], None if t is None else float(t), batch_size)
             for i, t in enumerate(times)]
@@ -111,7 +118,10 @@ def parse_list(text: str | None, default: list[int]) -> list[int]:
     """'1,2,4' → [1, 2, 4] (a sweep option)."""
     if not text:
         return default
-    values = [int(v) for v in str(text).split(",") if v.strip()]
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        values = []
     if not values or min(values) < 1:
-        raise ValueError(f"{text!r}: expected whole numbers ≥ 1, comma-separated")
+        raise UsageError(f"{text!r}: expected whole numbers ≥ 1, comma-separated")
     return values

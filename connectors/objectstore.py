@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from connectors import objectstore_faults as faults  # faults.MAX_RETRIES: read when a client is made
-from connectors.errors import InputError, RetriableSourceError
+from connectors.errors import InputError, RetriableSourceError, missing_library
 from connectors.objectstore_cache import Cache, S3Object, cache_root
 from connectors.objectstore_faults import LOG_NAME, Location, guard_logs, translated
 
@@ -126,7 +126,10 @@ def refuse_credentials(uri: str, options: Mapping[str, Any]) -> None:
 
 def make_client(uri: str, options: Mapping[str, Any]):
     """An S3 client from boto3's standard chain, with standard-mode retries and timeouts."""
-    import boto3
+    try:
+        import boto3
+    except ImportError as exc:
+        raise missing_library(uri, exc, "aws") from None
     from botocore.config import Config
     from botocore.exceptions import ProfileNotFound
 

@@ -10,9 +10,11 @@ from typing import List, Optional, Tuple
 
 import typer
 
-from audit.cli.common import fail, known_errors
+from audit.cli.common import reports_errors
+from schemas.errors import UsageError
 
 
+@reports_errors
 def billing(sources: List[str] = typer.Argument(..., help="billing files, folders or s3:// uris"),
             format: Optional[str] = typer.Option(None, "--format", help="focus, cur, azure, gcp_billing (default: sniffed)"),
             window: Optional[Tuple[str, str]] = typer.Option(None, "--window", help="START END (UTC), end exclusive"),
@@ -28,13 +30,8 @@ def billing(sources: List[str] = typer.Argument(..., help="billing files, folder
         try:
             span = (parse_day(window[0]), parse_day(window[1]))
         except ValueError:
-            fail(f"--window {window[0]} {window[1]}: expected two ISO dates, START END")
-    try:
-        summary = summarise(sources, format, span, currency.upper())
-    except known_errors() as exc:
-        fail(str(exc))
-    except ValueError as exc:
-        fail(str(exc))
+            raise UsageError(f"--window {window[0]} {window[1]}: expected two ISO dates, START END") from None
+    summary = summarise(sources, format, span, currency.upper())
     typer.echo(jsonlib.dumps(summary, indent=2) if as_json else render_text(summary))
 
 

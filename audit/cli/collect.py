@@ -12,9 +12,12 @@ from typing import Optional
 
 import typer
 
-from audit.cli.common import fail, ms_or_na as _ms
+from audit.cli.common import ms_or_na as _ms
+from audit.cli.common import reports_errors
+from schemas.errors import UsageError
 
 
+@reports_errors
 def collect_command(
         out: Path = typer.Option(..., "--out", help="bundle folder to write (profile.json, trace.json.gz)"),
         url: Optional[str] = typer.Option(None, "--url", help="HTTP target, e.g. http://127.0.0.1:8000"),
@@ -39,30 +42,39 @@ def collect_command(
         slo_ms: Optional[float] = typer.Option(None, "--slo-ms", help="a slower request counts as bad in goodput"),
         no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar")) -> None:
     """Drive traffic at a model, measure it, and write a profile bundle."""
+    from collector.profile import CollectConfig, collect_bundle
     from collector.traffic import Arrival, parse_list
-    from collector.profile import CollectConfig, collect
 
-    try:
-        config = CollectConfig(
-            out=out, url=url, mode=mode, model=model, function=callable_, pre=pre, post=post,
-            device=device, arrival=Arrival(arrival, rate, shape, seed, requests),
-            concurrency=parse_list(concurrency, [1]), batch_sizes=parse_list(batch_size, [1]),
-            payloads=[json.loads(payload)] if payload else [], traffic=traffic,
-            cold_command=cold_command, window=_window(window), max_error_rate=max_error_rate,
-            slo_ms=slo_ms, progress=not no_progress)
-        document = collect(config)
-    except (ValueError, ImportError, OSError, AttributeError) as exc:
-        fail(str(exc))
+    config = CollectConfig(
+        out=out, url=url, mode=mode, model=model, function=callable_, pre=pre, post=post,
+        device=device, arrival=Arrival(arrival, rate, shape, seed, requests),
+        concurrency=parse_list(concurrency, [1]), batch_sizes=parse_list(batch_size, [1]),
+        payloads=[_payload(payload)] if payload else [], traffic=traffic,
+        cold_command=cold_command, window=_window(window), max_error_rate=max_error_rate,
+        slo_ms=slo_ms, progress=not no_progress)
+    document = collect_bundle(config)
     typer.echo(render_collect(document, out))
 
 
+def _payload(text: str):
+    """--payload: one JSON value."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--payload {text!r}: not JSON ({exc})") from None
+
+
 def _window(text: str):
+    """--window: wait,warmup,active profiler steps, or off."""
     from collector.inprocess import Window
     if text.strip().lower() in ("off", "none", "0"):
         return None
-    parts = [int(p) for p in text.split(",")]
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
     if len(parts) != 3 or min(parts) < 0 or parts[2] < 1:
-        raise ValueError(f"--window {text!r}: expected wait,warmup,active with active ≥ 1")
+        raise UsageError(f"--window {text!r}: expected wait,warmup,active with active ≥ 1")
     return Window(*parts)
 
 

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import typer
 
-from audit.cli.common import fail, ms_or_na as _ms
+from audit.cli.common import ms_or_na as _ms
+from audit.cli.common import reports_errors
+from schemas.errors import UsageError
 
 NO_GAIN = 3
 
 
+@reports_errors
 def compare_command(
         a: Path = typer.Argument(..., help="baseline bundle folder (or its profile.json)"),
         b: Path = typer.Argument(..., help="treatment bundle folder (or its profile.json)"),
@@ -23,27 +26,32 @@ def compare_command(
     from collector.stats import compare
 
     if percentile not in ("p50", "p95", "p99"):
-        fail(f"--percentile {percentile!r}: expected p50, p95 or p99")
-    try:
-        result = compare(_bundle(a), _bundle(b), _price(price_a), _price(price_b), percentile)
-    except (OSError, ValueError) as exc:
-        fail(str(exc))
+        raise UsageError(f"--percentile {percentile!r}: expected p50, p95 or p99")
+    result = compare(_bundle(a), _bundle(b), _price(price_a), _price(price_b), percentile)
     typer.echo(json.dumps(result, indent=2) if as_json else render_compare(result))
     raise typer.Exit(0 if result["verdict"] == "net_gain" else NO_GAIN)
 
 
 def _bundle(path: Path) -> dict:
+    """A bundle's profile.json document; InputError when it cannot be read as one."""
+    from connectors.errors import InputError
+
     file = path / "profile.json" if path.is_dir() else path
-    return json.loads(file.read_text())
+    try:
+        return json.loads(file.read_text())
+    except OSError as exc:
+        raise InputError(file, exc.strerror or str(exc), expected="a bundle folder or its profile.json") from None
+    except ValueError as exc:
+        raise InputError(file, f"not JSON: {exc}", expected="a bundle's profile.json") from None
 
 
 def _price(text: str) -> Decimal:
     try:
         value = Decimal(text)
     except InvalidOperation:
-        raise ValueError(f"price {text!r}: expected a number (per hour)")
+        raise UsageError(f"price {text!r}: expected a number (per hour)") from None
     if value < 0:
-        raise ValueError(f"price {text!r}: expected ≥ 0")
+        raise UsageError(f"price {text!r}: expected ≥ 0")
     return value
 
 

@@ -10,11 +10,13 @@ from typing import Optional
 
 import typer
 
-from audit.cli.common import NOT_RECONCILED, OK, INPUT_ERROR, fail, known_errors
+from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK, reports_errors
+from schemas.errors import UsageError
 
 FORMATS = "pdf,html,json,xlsx,csv"
 
 
+@reports_errors
 def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or the case file"),
         out: Optional[Path] = typer.Option(None, "--out", help="output folder (default out/<case name>)"),
         format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS)) -> None:
@@ -22,14 +24,9 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
     from audit.case import load_case
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
-    try:
-        loaded = load_case(case)
-        target = out or Path("out") / loaded.name
-        document, written = _with_progress(loaded, target, formats)
-    except known_errors() as exc:
-        fail(str(exc))
-    except (ValueError, ImportError) as exc:
-        fail(str(exc))
+    loaded = load_case(case)
+    target = out or Path("out") / loaded.name
+    document, written = _with_progress(loaded, target, formats)
     _summary(document, written)
     verdict = document["reconciliation"]["verdict"]
     raise typer.Exit(NOT_RECONCILED if verdict == "does_not_reconcile" else OK)
@@ -69,16 +66,14 @@ def _summary(document: dict, written) -> None:
         typer.echo(f"wrote {path}")
 
 
+@reports_errors
 def validate(case: Path = typer.Argument(..., help="case folder or case file")) -> None:
     """Check the case file and every source; print every problem at once."""
     from audit.case import load_case
     from audit.collect import check
     from audit.normalise import billing_lines
 
-    try:
-        loaded = load_case(case)
-    except known_errors() as exc:
-        fail(str(exc))
+    loaded = load_case(case)
     problems = check(loaded, case_checks=billing_lines)
     for problem in problems:
         typer.echo(f"costaudit: error: {problem}", err=True)
@@ -87,13 +82,14 @@ def validate(case: Path = typer.Argument(..., help="case folder or case file")) 
     typer.echo(f"{loaded.path}: case and {len(loaded.sources)} source(s) are valid")
 
 
+@reports_errors
 def init(folder: Path = typer.Argument(..., help="folder to create the case in")) -> None:
     """Write a commented case.toml template into FOLDER."""
     from importlib import resources
 
     target = folder / "case.toml"
     if target.exists():
-        fail(f"{target} already exists; not overwriting it")
+        raise UsageError(f"{target} already exists; not overwriting it")
     folder.mkdir(parents=True, exist_ok=True)
     target.write_text(resources.files("audit").joinpath("data/case_template.toml").read_text())
     typer.echo(f"wrote {target}: fill in the window, sources and services, then `costaudit validate {folder}`")

@@ -16,11 +16,13 @@ from typing import List, Optional
 
 import typer
 
-from audit.cli.common import fail
+from audit.cli.common import exit_code_of, reports_errors
+from schemas.errors import CostauditError, UsageError
 
 TOP_STREAMS = 5
 
 
+@reports_errors
 def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz or Nsight .sqlite; several = ranks"),
           as_json: bool = typer.Option(False, "--json", help="print JSON"),
           price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="price one GPU-hour to cost findings"),
@@ -29,24 +31,24 @@ def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz o
     try:
         value = Decimal(price) if price is not None else None
     except InvalidOperation:
-        fail(f"--price-per-gpu-hour {price!r} is not a number")
+        raise UsageError(f"--price-per-gpu-hour {price!r} is not a number") from None
     raise typer.Exit(trace_command(traces, as_json, value, folded=folded))
 
 
 def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folded: Path | None = None) -> int:
-    """Analyse the traces at ``paths`` and print a summary (or JSON); 0 on success, 1 on bad input.
+    """Analyse the traces at ``paths`` and print a summary (or JSON); 0 on success, else the exit
+    code of the error (1 for bad input), printed as one line on stderr.
 
     ``folded``, when given, receives the folded stacks (``frame;frame;kernel <µs>`` per line) of
     every rank, for flamegraph.pl or speedscope.
     """
     from audit.trace.analyse import analyse
-    from connectors.errors import SourceError
 
     try:
         document, stacks = analyse(paths, price)
-    except SourceError as exc:
+    except CostauditError as exc:
         print(f"costaudit: error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code_of(exc)
     if folded is not None:
         Path(folded).write_text("".join(line + "\n" for line in stacks))
     print(json.dumps(document, indent=1, sort_keys=True) if as_json else render(document))

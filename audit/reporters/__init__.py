@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from audit.errors import ReportError
+
 REPORTERS: dict[str, str] = {
     "json": "audit.reporters.json:JsonReporter",
     "html": "audit.reporters.html:HtmlReporter",
@@ -22,11 +24,11 @@ REPORTERS: dict[str, str] = {
 
 
 def resolve(name: str) -> type:
-    """The reporter class for a format name; ValueError naming the valid ones on a miss."""
+    """The reporter class for a format name; ReportError naming the valid ones on a miss."""
     try:
         target = REPORTERS[name]
     except (KeyError, TypeError):
-        raise ValueError(
+        raise ReportError(
             f"unknown report format {name!r}; valid formats: {', '.join(REPORTERS)}") from None
     module, _, cls = target.partition(":")
     return getattr(import_module(module), cls)

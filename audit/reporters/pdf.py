@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
 from urllib.request import url2pathname
 
+from audit.errors import ReportError
 from audit.reporters.html import TEMPLATES, render_html
 from audit.reporters.view import ReportModel
 
@@ -76,7 +77,7 @@ def write_pdf(html: str, path: Path, fetcher=None) -> None:
     try:
         import weasyprint
     except ImportError as error:
-        raise ImportError(f"the pdf report needs weasyprint: pip install 'costaudit[pdf]' ({error})") \
+        raise ReportError(f"the pdf report needs weasyprint: pip install 'costaudit[pdf]' ({error})") \
             from error
 
     fetcher = fetcher if fetcher is not None else make_fetcher()

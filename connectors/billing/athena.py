@@ -50,6 +50,7 @@ from connectors.errors import (
     InputError,
     RetriableSourceError,
     SourceError,
+    missing_library,
 )
 from connectors.objectstore import refuse_credentials
 from connectors.objectstore_faults import THROTTLING, guard_logs, scrub
@@ -178,7 +179,7 @@ class AthenaConnector(Connector):
                 missing = ", ".join(plan.missing)
                 raise InputError(opts.name, f"not a CUR table: no column(s) {missing}", column=missing,
                                  expected="a Cost and Usage Report table (legacy CUR or CUR 2.0)")
-            tree = agg.definition(plan, self.ctx.start, self.ctx.end)
+            tree = agg.aggregate_query(plan, self.ctx.start, self.ctx.end)
             self.query = agg.render(tree, "trino", opts.name)
             execution = self._run(athena, opts)
             names, rows = read_results(athena, execution["QueryExecutionId"])
@@ -230,7 +231,10 @@ class AthenaConnector(Connector):
 
 def make_client(service: str, opts: Options):
     """A boto3 client of the standard credential chain, standard-mode retries and timeouts."""
-    import boto3
+    try:
+        import boto3
+    except ImportError as exc:
+        raise missing_library(opts.name, exc, "aws") from None
     from botocore.config import Config
     from botocore.exceptions import ProfileNotFound
 

@@ -62,7 +62,7 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
 from connectors.duck import MAX_ERRORS, quote_text, raise_all, session
 from connectors.errors import InputError
@@ -131,7 +131,7 @@ class AzureExportConnector(Connector):
             for statement in mapped_sql(view, source):
                 con.execute(statement)
             con.execute("DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
-            columns = adopt(con, "mapped", self.path)
+            columns = load_focus_named(con, "mapped", self.path)
             tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx,
                                                       grain=self.spec.options.get("grain"))
             factors = {rn: (block, rate) for rn, block, rate in con.execute("SELECT * FROM rescale").fetchall()}

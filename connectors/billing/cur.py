@@ -2,7 +2,7 @@
 
 A source is one file (.csv, .csv.gz, .parquet) or a folder in an export layout. The CUR columns
 are mapped to FOCUS names in DuckDB (``connectors/billing/cur_sql.py``); the FOCUS connector's checks,
-window filter and normalisation then run on the mapped table (:func:`connectors.billing.focus.adopt`,
+window filter and normalisation then run on the mapped table (:func:`connectors.billing.focus.load_focus_named`,
 :func:`connectors.billing.focus.read_focus_table`). No raw line passes through pandas.
 
 * **Money.** BilledCost is ``lineItem/UnblendedCost`` for every line but Savings Plan covered usage
@@ -46,7 +46,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
-from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
 from connectors.duck import MAX_ERRORS, first_line, object_series, quote_text, raise_all, session, utc_series, utc_text
@@ -100,7 +100,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     stage(con)
-    columns = adopt(con, "mapped", source)
+    columns = load_focus_named(con, "mapped", source)
     con.execute("DROP TABLE mapped")
     try:
         tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain)

@@ -1,7 +1,7 @@
 """One query that pre-aggregates an AWS CUR table where it lives (Athena / Trino, or DuckDB).
 
-The definition is built once per table layout and window as a sqlglot expression
-(:func:`definition`) and rendered for ``duckdb`` or ``trino`` (Athena engine v3) by
+The query is built once per table layout and window as a sqlglot expression
+(:func:`aggregate_query`) and rendered for ``duckdb`` or ``trino`` (Athena engine v3) by
 :func:`render`. Its rows have the shape of CUR lines, so the CUR connector maps them exactly as it
 maps the lines of a file (``connectors/billing/cur_sql.py``): summing is linear, so the mapping applied to
 the sums gives the money it gives on the raw lines.
@@ -39,9 +39,10 @@ import sqlglot
 from sqlglot import exp
 
 from connectors.billing import cur_sql as sql
-from connectors.billing.cur_sql import nz
+from connectors.billing.cur_sql import text_or_null
 from connectors.duck import quote_ident as ident
 from connectors.duck import quote_text
+from schemas.errors import UsageError
 
 DIALECTS = ("duckdb", "trino")
 MONEY = "DECIMAL(38, 18)"
@@ -53,7 +54,7 @@ LINES = "_lines"
 STAND_IN = "cur_table"
 MAX_LISTED_MONTHS = 36
 
-# Pseudo-functions of the definition and their spelling per dialect ({0}: the argument's SQL).
+# Pseudo-functions of the query and their spelling per dialect ({0}: the argument's SQL).
 PSEUDO = {
     "money_text": {"duckdb": f"CAST({{0}} AS {MONEY})", "trino": f"CAST({{0}} AS {MONEY})"},
     "money_double": {"duckdb": f"CAST(CAST({{0}} AS VARCHAR) AS {MONEY})",
@@ -150,7 +151,7 @@ def money(ref: str, kind: str) -> str:
         return f"money_double({ref})"
     if kind in ("decimal", "integer"):
         return f"money_exact({ref})"
-    return f"money_text({nz(ref)})"
+    return f"money_text({text_or_null(ref)})"
 
 
 def moment(ref: str, kind: str) -> str:
@@ -159,7 +160,7 @@ def moment(ref: str, kind: str) -> str:
         return f"ts_local({ref})"
     if kind == "timestamptz":
         return f"ts_zoned({ref})"
-    return f"ts_text({nz(ref)})"
+    return f"ts_text({text_or_null(ref)})"
 
 
 def gpu_pattern() -> str:
@@ -219,7 +220,7 @@ def partition_filter(plan_: Plan, start: datetime, end: datetime) -> str | None:
     return "(" + " OR ".join(terms) + ")"
 
 
-def definition(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
+def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     """THE query: the CUR table summed by every key the mapping reads, over the window.
 
     Returned with pseudo-functions (money_*, ts_*, map_*) and the stand-in table ``cur_table``;
@@ -228,7 +229,7 @@ def definition(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     kinds, refs, aliases = plan_.kinds, dict(plan_.fields), dict(plan_.aliases)
     missing = plan_.missing
     if missing:
-        raise ValueError(f"not a CUR table: no column(s) {', '.join(missing)}")
+        raise UsageError(f"not a CUR table: no column(s) {', '.join(missing)}")
 
     def kind(field: str) -> str:
         spelled = aliases[field]
@@ -244,10 +245,10 @@ def definition(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
         if field in RATES and kind(field) in ("double", "decimal", "integer"):
             line.append(f"CAST({money(refs[field], kind(field))} AS VARCHAR) AS {alias}")
         else:
-            line.append(f"{nz(refs[field])} AS {alias}")
+            line.append(f"{text_or_null(refs[field])} AS {alias}")
         keys.append(alias)
     for name in plan_.tags:
-        line.append(f"{nz(ident(name))} AS {ident(name)}")
+        line.append(f"{text_or_null(ident(name))} AS {ident(name)}")
         keys.append(ident(name))
     if plan_.tag_map:
         line.append(f"map_json({ident(plan_.tag_map)}) AS {ident(plan_.tag_map)}")
@@ -259,11 +260,11 @@ def definition(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     start_col, end_col = (ident(aliases[f]) for f in sql.PERIOD)
     line.append(f"{moment(refs[sql.PERIOD[0]], kind(sql.PERIOD[0]))} AS _start")
     line.append(f"{moment(refs[sql.PERIOD[1]], kind(sql.PERIOD[1]))} AS _end")
-    text = " || ' ' || ".join(f"coalesce(lower({nz(refs[f])}), '')" for f in (
+    text = " || ' ' || ".join(f"coalesce(lower({text_or_null(refs[f])}), '')" for f in (
         "product_instance_type", "line_item_usage_type", "line_item_line_item_description",
         "line_item_resource_id", "product_sku") if f in refs)
     line.append(f"coalesce(regexp_matches({text}, {quote_text(gpu_pattern())}), FALSE) AS _gpu")
-    resource = nz(refs["line_item_resource_id"]) if "line_item_resource_id" in refs else "NULL"
+    resource = text_or_null(refs["line_item_resource_id"]) if "line_item_resource_id" in refs else "NULL"
     line.append(f"{resource} AS _resource")
 
     lo, hi = literal(start), literal(end)
@@ -300,14 +301,14 @@ def definition(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
 
 
 def render(tree: exp.Expr, dialect: str, table: str, pretty: bool = False) -> str:
-    """The definition as SQL of ``dialect`` over ``table`` (``[catalog.][schema.]table`` or a
+    """The query as SQL of ``dialect`` over ``table`` (``[catalog.][schema.]table`` or a
     DuckDB view name)."""
     if dialect not in DIALECTS:
-        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+        raise UsageError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
     tree = tree.copy()
     parts = [p.strip('"') for p in table.split(".")]
     if not 1 <= len(parts) <= 3 or not all(parts):
-        raise ValueError(f"table {table!r} is not [catalog.][schema.]table")
+        raise UsageError(f"table {table!r} is not [catalog.][schema.]table")
     for node in tree.find_all(exp.Table):
         if node.name == STAND_IN:
             names = dict(zip(("this", "db", "catalog"),

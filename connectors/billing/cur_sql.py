@@ -96,7 +96,7 @@ def canonical(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def nz(expr: str) -> str:
+def text_or_null(expr: str) -> str:
     """SQL: ``expr`` as VARCHAR with the null literals (empty, NULL, null, \\N) turned into NULL."""
     text = f"CAST({expr} AS VARCHAR)"
     literals = ", ".join(quote_text(t) for t in NULL_TEXT)
@@ -116,7 +116,7 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     for ref, (name, dtype) in zip(refs, described):
         kind = MAP_COLUMNS.get(name.lower())
         if kind and (dtype.startswith("MAP") or csv):
-            maps[kind] = f"TRY_CAST(TRY_CAST({nz(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))" if csv else ref
+            maps[kind] = f"TRY_CAST(TRY_CAST({text_or_null(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))" if csv else ref
             continue
         prefix = next((p for p in TAG_PREFIXES if name.startswith(p)), None)
         if prefix:
@@ -128,11 +128,11 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
         found = by_key.get(canonical(name))
         from_map = name.startswith("product_") and "product" in maps
         if found:
-            exprs[name], names[name] = nz(found[0]), found[1]
+            exprs[name], names[name] = text_or_null(found[0]), found[1]
         elif from_map:
             key = name[len("product_"):]
             lookup = f"element_at({maps['product']}, {quote_text(key)})[1]"
-            exprs[name], names[name] = nz(lookup), f"product['{key}']"
+            exprs[name], names[name] = text_or_null(lookup), f"product['{key}']"
     tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
     row_hash = f"hash({', '.join(refs)})"
     return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash)
@@ -152,7 +152,7 @@ def flat_tags(columns: list[tuple[str, str]]) -> str:
     for key, ref in columns:
         key = key if key not in seen else "user:" + key  # two spellings of one key: keep both
         seen.add(key)
-        value = nz(ref)
+        value = text_or_null(ref)
         parts.append(f"CASE WHEN ({value}) IS NOT NULL THEN {quote_text(json.dumps(key) + ':')} "
                      f"|| CAST(to_json({value}) AS VARCHAR) END")
     return f"'{{' || concat_ws(',', {', '.join(parts)}) || '}}'"

@@ -77,7 +77,7 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
 
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
-    calls :func:`adopt` and then this, so checks, window and normalisation are written once.
+    calls :func:`load_focus_named` and then this, so checks, window and normalisation are written once.
     ``duplicates``: ``"note"`` counts identical lines and notes them, ``"error"`` refuses them.
     Table ``notes`` (row, column, note) lists what was read in a way the file did not spell out.
     """
@@ -110,8 +110,9 @@ def line_grain(value, path: Path) -> str:
     return value
 
 
-def adopt(con, table: str, path: Path) -> Columns:
-    """Turn ``table`` (columns named with FOCUS / ``x_*`` names, any type) into ``src``, all VARCHAR.
+def load_focus_named(con, table: str, path: Path) -> Columns:
+    """Load ``table`` (columns a dialect named with FOCUS / ``x_*`` names, any type) as the FOCUS
+    reader's table ``src``, every column VARCHAR; returns its columns resolved to FOCUS names.
 
     The table's row order is the row numbering of error messages, so dialects should build it in
     file order.

@@ -12,7 +12,7 @@ Two modes, one query (``billing_sql.GCP_LINES``):
   gzipped, or Parquet; a file or a folder of them): the same query rendered for DuckDB.
 
 The aggregates become FOCUS-named rows in DuckDB (:func:`focus_sql`), then the FOCUS connector's
-``adopt`` + ``read_focus_table`` check, window and normalise them as for any FOCUS file:
+``load_focus_named`` + ``read_focus_table`` check, window and normalise them as for any FOCUS file:
 
 * a charge row per group: cost_type regular → Usage, tax → Tax, adjustment and rounding_error →
   Adjustment; BilledCost = EffectiveCost = the summed cost (credits excluded);
@@ -42,12 +42,13 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.billing.focus import adopt, read_focus_table
+from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.duck import first_line, session
-from connectors.errors import FatalSourceError, InputError, RetriableSourceError
+from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
+from schemas.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class GcpBillingConnector(Connector):
             export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
-            tables, _, covered = read_focus_table(con, adopt(con, "gcp_focus", where), where, self.ctx)
+            tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
         return tables, int(export_rows), covered
 
     def fingerprint(self) -> str:
@@ -153,7 +154,7 @@ class GcpBillingConnector(Connector):
         table, opts = str(self.spec.options["table"]), self.options()
         try:
             split_table(table, "bigquery")
-        except ValueError as exc:
+        except UsageError as exc:
             raise InputError(table, str(exc), column="table",
                              expected="project.dataset.table of a Cloud Billing export") from None
         limit, client = opts["maximum_bytes_billed"], None
@@ -191,7 +192,10 @@ def make_client(options, table: str):
     ``api_endpoint`` (case option) points the client elsewhere; a plain-http endpoint must be a
     loopback address and gets anonymous credentials, so no token ever travels in clear text.
     """
-    from google.cloud import bigquery
+    try:
+        from google.cloud import bigquery
+    except ImportError as exc:
+        raise missing_library(table, exc, "gcp") from None
 
     project = options.get("project") or split_table(table, "bigquery")[0]
     kwargs = {"project": project, "location": options.get("location")}

@@ -1,10 +1,11 @@
 """Billing aggregations written once, rendered with sqlglot for DuckDB, BigQuery and Trino (Athena).
 
-Each definition is DuckDB-dialect SQL text over a stand-in table name; :func:`render` parses it,
-puts in the real table and the window, applies the few rewrites a dialect needs and prints it in
-that dialect. The same definition therefore gives the same numbers whichever engine runs it.
+Each query (:data:`QUERIES`) is DuckDB-dialect SQL text over a stand-in table name; :func:`render`
+parses it, puts in the real table and the window, applies the few rewrites a dialect needs and
+prints it in that dialect. The same query therefore gives the same numbers whichever engine runs it.
+A name, dialect, grain or table name :func:`render` does not take is a ``UsageError``.
 
-Conventions of every definition:
+Conventions of every query:
 
 * Money is ``DECIMAL(38, 9)`` (BigQuery ``NUMERIC``: 29 integer and 9 fractional digits), converted
   per row before it is summed, so no sum ever runs over FLOAT64 / DOUBLE. The GCP export stores
@@ -43,6 +44,8 @@ from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
+
+from schemas.errors import UsageError
 
 DIALECTS = ("duckdb", "bigquery", "trino")
 GRAINS = ("hour", "day")
@@ -136,13 +139,14 @@ GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3
 """
 
-DEFINITIONS = {"gcp_lines": GCP_LINES, "billing_totals": BILLING_TOTALS}
+#: query name → its DuckDB-dialect SQL text (what :func:`render` parses and spells for a dialect)
+QUERIES = {"gcp_lines": GCP_LINES, "billing_totals": BILLING_TOTALS}
 
 
 def render(name: str, dialect: str, *, table: str, start: datetime, end: datetime,
            grain: str = "hour", detailed: bool = True, partition_slack_days: int | None = None,
            list_lambdas: bool = True) -> str:
-    """The definition ``name`` as SQL of ``dialect`` over ``table`` for the window [start, end).
+    """The query ``name`` as SQL of ``dialect`` over ``table`` for the window [start, end).
 
     ``table``: a DuckDB table or view name, ``project.dataset.table`` (BigQuery) or
     ``[catalog.]schema.table`` (Trino). gcp_lines only: ``grain`` (hour or day); ``detailed=False``
@@ -152,12 +156,12 @@ def render(name: str, dialect: str, *, table: str, start: datetime, end: datetim
     ``list_lambdas=False`` keeps DuckDB's correlated subqueries as written (slow; for checking the
     rewrite).
     """
-    if name not in DEFINITIONS:
-        raise ValueError(f"unknown query {name!r}; known: {', '.join(sorted(DEFINITIONS))}")
+    if name not in QUERIES:
+        raise UsageError(f"unknown query {name!r}; known: {', '.join(sorted(QUERIES))}")
     if dialect not in DIALECTS:
-        raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+        raise UsageError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
     if grain not in GRAINS:
-        raise ValueError(f"unknown grain {grain!r}; known: {', '.join(GRAINS)}")
+        raise UsageError(f"unknown grain {grain!r}; known: {', '.join(GRAINS)}")
     tree = _parsed(name, grain).copy()
     tree = exp.replace_placeholders(tree, start=_timestamp(start), end=_timestamp(end))
     _set_table(tree, table, dialect)
@@ -173,8 +177,8 @@ def render(name: str, dialect: str, *, table: str, start: datetime, end: datetim
 
 @lru_cache(maxsize=None)
 def _parsed(name: str, grain: str) -> exp.Expr:
-    """The definition parsed once per grain (callers copy it)."""
-    return sqlglot.parse_one(DEFINITIONS[name].replace("{grain}", grain), read="duckdb")
+    """The query parsed once per grain (callers copy it)."""
+    return sqlglot.parse_one(QUERIES[name].replace("{grain}", grain), read="duckdb")
 
 
 def _timestamp(moment: datetime) -> exp.Literal:
@@ -204,11 +208,11 @@ def split_table(table: str, dialect: str) -> list[str]:
     if dialect == "bigquery":
         parts = text.rsplit(".", 2)
         if len(parts) != 3 or not all(parts):
-            raise ValueError(f"BigQuery table {table!r} is not project.dataset.table")
+            raise UsageError(f"BigQuery table {table!r} is not project.dataset.table")
         return parts
     parts = [p.strip('"') for p in text.split(".")]
     if not 1 <= len(parts) <= 3 or not all(parts):
-        raise ValueError(f"table {table!r} is not [catalog.][schema.]table")
+        raise UsageError(f"table {table!r} is not [catalog.][schema.]table")
     return parts
 
 
@@ -223,7 +227,7 @@ def _partition_filter(tree: exp.Expr, dialect: str, start: datetime, end: dateti
                       slack_days: int) -> exp.Expr:
     """AND a _PARTITIONTIME range onto the scan of the export (BigQuery only)."""
     if dialect != "bigquery":
-        raise ValueError("partition_slack_days applies to BigQuery export tables only")
+        raise UsageError("partition_slack_days applies to BigQuery export tables only")
     low = _timestamp(start)
     low_sql = f"TIMESTAMP_SUB(CAST({low.sql()} AS TIMESTAMP), INTERVAL 1 DAY)"
     high_sql = f"TIMESTAMP_ADD(CAST({_timestamp(end).sql()} AS TIMESTAMP), INTERVAL {slack_days} DAY)"

@@ -59,6 +59,7 @@ from connectors.billing.totals_cur import cur_views
 from connectors.billing.totals_focus import focus_views
 from connectors.duck import first_line, prepare, quote_text
 from connectors.errors import InputError
+from schemas.errors import UsageError
 
 FORMATS = ("focus", "cur")
 # DuckDB's buffer pool for one summary; the aggregate holds a few thousand groups.
@@ -88,7 +89,7 @@ def read_totals(path: Path, fmt: str, window: tuple[datetime, datetime], currenc
     that is not such a count, the query runs again reading every amount from its text.
     """
     if fmt not in FORMATS:
-        raise ValueError(f"no pushdown for format {fmt!r}; known: {', '.join(FORMATS)}")
+        raise UsageError(f"no pushdown for format {fmt!r}; known: {', '.join(FORMATS)}")
     path = Path(path)
     if not path.exists():
         raise InputError(path, "file not found", expected=f"a {fmt} file or folder")
@@ -100,7 +101,7 @@ def read_totals(path: Path, fmt: str, window: tuple[datetime, datetime], currenc
                 result = con.execute(totals_sql(rows_sql, currency)).fetchall()
             except (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.IOException) as exc:
                 explain(path, fmt, window, currency, f"DuckDB: {first_line(exc)}")
-        totals, problem, inexact_lines = collect(result)
+        totals, problem, inexact_lines = totals_from_rows(result)
         if not inexact_lines:
             break
     if problem:
@@ -182,7 +183,7 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     """
 
 
-def collect(result: list[tuple]) -> tuple[Totals, str | None, int]:
+def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
     """The query's rows as Totals, what looks wrong with the source (or None), and the number of
     lines whose DOUBLE amounts were not exact counts of 10^-10 units."""
     totals = Totals()

@@ -146,7 +146,7 @@ def source_of(group: Group) -> str:
     return f"read_parquet([{files}], hive_partitioning = false)"
 
 
-# cur_sql.nz(ref) and cur_sql's MAP lookup, taken apart to read the stored value itself.
+# cur_sql.text_or_null(ref) and cur_sql's MAP lookup, taken apart to read the stored value itself.
 RAW_REF = re.compile(r"^CASE WHEN trim\(CAST\((?P<ref>.+) AS VARCHAR\)\) IN \(.*\) THEN NULL "
                      r"ELSE CAST\((?P=ref) AS VARCHAR\) END$")
 MAP_ENTRY = re.compile(r"^element_at\((?P<map>.+), (?P<key>'(?:[^']|'')*')\)\[1\]$")
@@ -213,7 +213,7 @@ def fee_amount(amount: str, columns: dict[str, Column | None]) -> str:
         if columns[name] is None:
             return f"NULL::{SUM_TYPE}"
         stored = f"{name}__raw"
-        return f"({exact_text(Column(stored, columns[name].dtype, sql.nz(stored)))})"
+        return f"({exact_text(Column(stored, columns[name].dtype, sql.text_or_null(stored)))})"
     return re.sub(r"\b(" + "|".join(sql.FIELDS) + r")\b", exact, amount)
 
 
@@ -226,7 +226,7 @@ def cur_raw_sql(plan: CurPlan) -> str:
     on every line. An amount the line item type's money needs is NULL where a line lacked it, so
     the totals query finds it.
     """
-    parts = [TYPE] + [f"CASE WHEN _n > 0 THEN {sql.nz(n)} END AS {n}" for n in plan.keys if n != TYPE]
+    parts = [TYPE] + [f"CASE WHEN _n > 0 THEN {sql.text_or_null(n)} END AS {n}" for n in plan.keys if n != TYPE]
     parts += [f"CASE WHEN {n}__nulls > 0 THEN NULL ELSE {n} END AS {n}" if n in plan.required else n
               for n in plan.money]
     absent = [n for n in sql.FIELDS if n not in plan.keys and n not in plan.money]

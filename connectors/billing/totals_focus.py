@@ -47,7 +47,7 @@ def focus_views(con, path: Path, window: tuple[datetime, datetime], exact: bool)
     for name, internal in {**columns.focus, **columns.extras}.items():
         index = int(internal[1:])
         ref = refs[index]
-        found[name] = Column(ref, dtypes.get(header[index], "VARCHAR"), sql.nz(ref))
+        found[name] = Column(ref, dtypes.get(header[index], "VARCHAR"), sql.text_or_null(ref))
     con.execute(f"CREATE TEMP VIEW line_groups AS {focus_groups_sql(found, source, window, exact)}")
     con.execute(f"CREATE TEMP VIEW focus_lines AS {focus_lines_sql()}")
     return "SELECT sum(n) FROM grouped"
@@ -82,7 +82,7 @@ def focus_quantity(found: dict[str, Column]) -> str:
 
 def focus_lines_sql() -> str:
     """FOCUS-named groups: null literals of the raw keys turned into NULL."""
-    keys = [f"{sql.nz(n)} AS {n}" for n in TEXT_COLUMNS]
+    keys = [f"{sql.text_or_null(n)} AS {n}" for n in TEXT_COLUMNS]
     sums = [f"CASE WHEN {n}__nulls > 0 THEN NULL ELSE {n} END AS {n}" for n in ("BilledCost", "EffectiveCost")]
     return (f"SELECT w, {', '.join(keys)}, {', '.join(sums)}, GpuQuantity, _n AS Lines, _inexact AS Inexact "
             "FROM line_groups")

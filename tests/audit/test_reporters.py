@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from audit.errors import ReportError
 from audit.render import FORMATS, render
 from audit.reporters import REPORTERS, resolve
 from audit.reporters.view import build_model, money, percent
@@ -80,9 +81,9 @@ def test_model_shows_unmeasured_figures_with_their_reason(sample):
 # ---- registry and API -------------------------------------------------------------------------
 
 def test_unknown_format_is_refused_naming_the_valid_ones(tmp_path, sample):
-    with pytest.raises(ValueError, match="valid formats: json, html, pdf, xlsx, csv"):
+    with pytest.raises(ReportError, match="valid formats: json, html, pdf, xlsx, csv"):
         render(sample, tmp_path, ["json", "docx"])
-    with pytest.raises(ValueError, match="docx"):
+    with pytest.raises(ReportError, match="docx"):
         resolve("docx")
     assert list(tmp_path.iterdir()) == []
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from collector.inprocess import Window
-from collector.profile import CollectConfig, collect
+from collector.profile import CollectConfig, collect_bundle
 from collector.stats import compare, cost_per_1000
 from collector.traffic import Arrival, offsets, read_traffic
 from connectors.base import ReadContext, SourceSpec
+from schemas.errors import UsageError
 
 TOKENS = 5
 
@@ -87,9 +88,9 @@ DEMO = dict(function="collector.demo:mlp", pre="collector.demo:pre",
 def mlp_bundle(tmp_path_factory):
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("mlp")
-    doc = collect(CollectConfig(out=out, **DEMO, arrival=Arrival("closed", requests=30),
-                                concurrency=[1, 2], batch_sizes=[1, 4], window=Window(1, 1, 3),
-                                progress=False))
+    doc = collect_bundle(CollectConfig(out=out, **DEMO, arrival=Arrival("closed", requests=30),
+                                       concurrency=[1, 2], batch_sizes=[1, 4], window=Window(1, 1, 3),
+                                       progress=False))
     return out, doc
 
 
@@ -155,9 +156,9 @@ def _with_synthetic_kernels(src: Path, dst: Path) -> Path:
 def test_http_streaming_ttft_and_itl(tmp_path):
     server, url = serve(delay=0.01)
     try:
-        doc = collect(CollectConfig(out=tmp_path, url=url, mode="completions",
-                                    arrival=Arrival("closed", requests=12), concurrency=[3],
-                                    progress=False, warmup=1))
+        doc = collect_bundle(CollectConfig(out=tmp_path, url=url, mode="completions",
+                                           arrival=Arrival("closed", requests=12), concurrency=[3],
+                                           progress=False, warmup=1))
     finally:
         _close(server)
     assert doc["succeeded"] == 12 and doc["generated_tokens"] == 12 * TOKENS
@@ -171,10 +172,10 @@ def test_http_streaming_ttft_and_itl(tmp_path):
 def test_http_chat_and_json_modes(tmp_path):
     server, url = serve(delay=0.0)
     try:
-        chat = collect(CollectConfig(out=tmp_path / "c", url=url, mode="chat", warmup=0,
-                                     arrival=Arrival("closed", requests=4), progress=False))
-        plain = collect(CollectConfig(out=tmp_path / "j", url=url + "/score", mode="json", warmup=0,
-                                      arrival=Arrival("closed", requests=4), progress=False))
+        chat = collect_bundle(CollectConfig(out=tmp_path / "c", url=url, mode="chat", warmup=0,
+                                            arrival=Arrival("closed", requests=4), progress=False))
+        plain = collect_bundle(CollectConfig(out=tmp_path / "j", url=url + "/score", mode="json", warmup=0,
+                                             arrival=Arrival("closed", requests=4), progress=False))
     finally:
         _close(server)
     assert chat["generated_tokens"] == 4 * TOKENS and chat["ttft_ms"] is not None
@@ -186,9 +187,9 @@ def test_open_loop_stall_shows_in_p99(tmp_path):
     latency counts from the scheduled send time the stall reaches p99 (no coordinated omission)."""
     server, url = serve(threaded=False, delay=0.0, stall_at=30)
     try:
-        doc = collect(CollectConfig(out=tmp_path, url=url, mode="completions", warmup=0,
-                                    arrival=Arrival("poisson", rate=100, seed=7, requests=200),
-                                    concurrency=[64], progress=False))
+        doc = collect_bundle(CollectConfig(out=tmp_path, url=url, mode="completions", warmup=0,
+                                           arrival=Arrival("poisson", rate=100, seed=7, requests=200),
+                                           concurrency=[64], progress=False))
     finally:
         _close(server)
     assert doc["succeeded"] == 200
@@ -203,9 +204,9 @@ def test_http_cold_start(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = f"{sys.executable} {Path(__file__).resolve()} {port}"
-    doc = collect(CollectConfig(out=tmp_path, url=f"http://127.0.0.1:{port}", cold_command=command,
-                                arrival=Arrival("closed", requests=3), progress=False, warmup=0,
-                                cold_timeout=20))
+    doc = collect_bundle(CollectConfig(out=tmp_path, url=f"http://127.0.0.1:{port}", cold_command=command,
+                                       arrival=Arrival("closed", requests=3), progress=False, warmup=0,
+                                       cold_timeout=20))
     assert doc["cold_start"]["measured"] and 0 < doc["cold_start"]["seconds"] < 20
     assert doc["succeeded"] == 3
 
@@ -232,15 +233,15 @@ def test_schedules_are_seeded_and_replay_reads_jsonl(tmp_path):
     path.write_text('{"t": 0.2, "payload": {"p": 2}}\n\n{"t": 0.0, "payload": {"p": 1}}\n')
     assert read_traffic(path) == [(0.0, {"p": 1}), (0.2, {"p": 2})]
     path.write_text('{"payload": 1}\n')
-    with pytest.raises(ValueError, match="t.jsonl:1"):
+    with pytest.raises(UsageError, match="t.jsonl:1"):
         read_traffic(path)
 
 
 def test_replay_drives_the_callable(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"t": i * 0.01, "payload": f"x{i}"}) + "\n" for i in range(10)))
-    doc = collect(CollectConfig(out=tmp_path / "b", function="json:dumps", traffic=path, window=None,
-                                progress=False, warmup=0, post=None))
+    doc = collect_bundle(CollectConfig(out=tmp_path / "b", function="json:dumps", traffic=path, window=None,
+                                       progress=False, warmup=0, post=None))
     assert doc["succeeded"] == 10 and doc["arrival"]["process"] == "replay"
     assert doc["traffic_file_sha256"] and doc["window"]["measured"] is False
 

@@ -44,7 +44,7 @@ def duck(query: str) -> list[tuple]:
 @lru_cache(maxsize=None)
 def local_rows(window: tuple[datetime, datetime]) -> tuple[list[str], list[tuple]]:
     """Column names and rows of the DuckDB rendering of the aggregate over the Parquet."""
-    tree = agg.definition(agg.plan(list(parquet_columns())), *window)
+    tree = agg.aggregate_query(agg.plan(list(parquet_columns())), *window)
     return [e.alias_or_name for e in tree.expressions], duck(agg.render(tree, "duckdb", "cur"))
 
 

@@ -227,8 +227,8 @@ def test_gpu_lines_keep_their_hours_and_others_are_summed_per_day():
                product_instance_type, line_item_usage_type, line_item_resource_id,
                line_item_unblended_cost, line_item_usage_amount)""")
         columns = [(n, t) for n, t, *_ in con.execute("DESCRIBE cur").fetchall()]
-        tree = agg.definition(agg.plan(columns), datetime(2024, 5, 1, tzinfo=timezone.utc),
-                              datetime(2024, 5, 3, tzinfo=timezone.utc))
+        tree = agg.aggregate_query(agg.plan(columns), datetime(2024, 5, 1, tzinfo=timezone.utc),
+                                   datetime(2024, 5, 3, tzinfo=timezone.utc))
         rows = con.execute(agg.render(tree, "duckdb", "cur")).fetchall()
     names = [e.alias_or_name for e in tree.expressions]
     got = [dict(zip(names, r)) for r in rows]
@@ -252,7 +252,7 @@ def test_cur2_maps_and_partitions_render_for_trino_and_duckdb():
                ("pricing_public_on_demand_rate", "decimal(38,10)"), ("billing_period", "string")]
     plan = agg.plan(columns)
     assert plan.partitions == "billing_period" and plan.tag_map == "resource_tags" and not plan.missing
-    tree = agg.definition(plan, datetime(2024, 11, 15, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc))
+    tree = agg.aggregate_query(plan, datetime(2024, 11, 15, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc))
     trino = agg.render(tree, "trino", "db.cur2")
     parsed = sqlglot.parse_one(trino, read="trino")
     assert [t.sql("trino") for t in parsed.find_all(exp.Table) if t.name == "cur2"] == ['"db"."cur2" AS c']
@@ -260,8 +260,8 @@ def test_cur2_maps_and_partitions_render_for_trino_and_duckdb():
     assert "ELEMENT_AT(\"product\", 'instance_type')" in trino and "JSON_FORMAT(CAST(\"resource_tags\" AS JSON))" in trino
     assert "DECIMAL(38, 18)" in trino and "AS DOUBLE" not in trino
     legacy = agg.plan([*columns[:5], ("year", "string"), ("month", "string")])
-    text = agg.render(agg.definition(legacy, datetime(2024, 12, 20, tzinfo=timezone.utc),
-                                     datetime(2025, 1, 10, tzinfo=timezone.utc)), "trino", "db.cur")
+    text = agg.render(agg.aggregate_query(legacy, datetime(2024, 12, 20, tzinfo=timezone.utc),
+                                          datetime(2025, 1, 10, tzinfo=timezone.utc)), "trino", "db.cur")
     assert "((\"year\" = '2024' AND \"month\" IN ('12', '12')) OR (\"year\" = '2025' AND \"month\" IN ('1', '01')))" in text
     with duckdb.connect() as con:  # the DuckDB rendering runs on a CUR 2.0 shaped table
         prepare(con)
@@ -272,7 +272,7 @@ def test_cur2_maps_and_partitions_render_for_trino_and_duckdb():
           NULL::DOUBLE AS savings_plan_savings_plan_rate, 1.006::DECIMAL(38,10) AS pricing_public_on_demand_rate,
           '2024-11' AS billing_period""")
         described = [(n, t) for n, t, *_ in con.execute("DESCRIBE cur2").fetchall()]
-        rows = con.execute(agg.render(agg.definition(agg.plan(described), *(
+        rows = con.execute(agg.render(agg.aggregate_query(agg.plan(described), *(
             datetime(2024, 11, 15, tzinfo=timezone.utc), datetime(2025, 1, 1, tzinfo=timezone.utc))),
             "duckdb", "cur2")).fetchall()
     names = [e.alias_or_name for e in tree.expressions]

@@ -396,11 +396,11 @@ def test_money_text_round_trips_exactly(tmp_path, values):
     assert total(lines.billed_cost) + total(lines.effective_cost) == 0
 
 
-def test_a_dialect_can_reuse_the_focus_machinery_through_adopt(tmp_path):
+def test_a_dialect_can_reuse_the_focus_machinery_through_load_focus_named(tmp_path):
     """A mapped table with FOCUS names (any types) goes through the same checks and normalisation."""
     import duckdb
 
-    from connectors.billing.focus import adopt, read_focus_table
+    from connectors.billing.focus import load_focus_named, read_focus_table
     from connectors.duck import prepare
     ctx = ReadContext(utc(2026, 9, 1), utc(2026, 10, 1), "USD")
     with duckdb.connect(":memory:") as con:
@@ -409,7 +409,7 @@ def test_a_dialect_can_reuse_the_focus_machinery_through_adopt(tmp_path):
             (DECIMAL '1.25', DECIMAL '1.00', 'Usage', TIMESTAMP '2026-09-01 00:00:00', TIMESTAMP '2026-09-01 01:00:00', 'EC2', 'x'),
             (DECIMAL '2.50', DECIMAL '2.00', 'Tax', TIMESTAMP '2026-09-02 00:00:00', TIMESTAMP '2026-09-03 00:00:00', 'Tax', 'y'))
             AS t(BilledCost, EffectiveCost, ChargeCategory, ChargePeriodStart, ChargePeriodEnd, ServiceName, x_UsageType)""")
-        columns = adopt(con, "mapped", tmp_path / "cur.parquet")
+        columns = load_focus_named(con, "mapped", tmp_path / "cur.parquet")
         tables, rows, covered = read_focus_table(con, columns, tmp_path / "cur.parquet", ctx)
     lines = tables["lines"]
     assert rows == 2 and list(lines["billed_cost"]) == [Decimal("1.25"), Decimal("2.50")]

@@ -25,6 +25,7 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.billing.gcp_sql import CREDIT_TYPES, render
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
 from connectors.registry import resolve
+from schemas.errors import UsageError
 from tests.servers.bigquery import DATASET, PROJECT, FaultProxy, client_for, load_table
 from tests.servers.gcp_export import (
     JUNE,
@@ -422,9 +423,9 @@ def test_bigquery_rendering_details():
     assert "'2024-05-01 00:00:00 UTC'" in sql and "_PARTITIONTIME" in sql
     standard = render("gcp_lines", "bigquery", table="p.d.t", start=MAY, end=JUNE, detailed=False)
     assert "e.resource" not in standard and "resource_name" in standard
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="BigQuery export tables only"):
         render("gcp_lines", "duckdb", table="t", start=MAY, end=JUNE, partition_slack_days=5)
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="unknown grain"):
         render("gcp_lines", "duckdb", table="t", start=MAY, end=JUNE, grain="minute")
 
 
