@@ -6,32 +6,20 @@ commitment purchase (billed basis) is spread over the lines that used it. Nothin
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
+from audit.ledger import Leftover
+from audit.lines import basis_amount
 from audit.money import ZERO, dsum, split_evenly
 
 CREDIT_CATEGORIES = {"Credit", "Refund", "Adjustment"}
 
 
-@dataclass(frozen=True)
-class Leftover:
-    """An adjustment with no charge to apply to: reported as unattributed."""
-
-    line_id: str
-    amount: Decimal
-    reason: str
-
-
-def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:
-    """The cost-basis amount of every line (Decimal)."""
-    return lines["effective_cost" if basis == "effective" else "billed_cost"]
-
-
-def in_scope(lines: pd.DataFrame, scope) -> tuple[pd.Series, list[str]]:
+def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, list[str]]:
     """Boolean mask of in-scope lines and the reasons lines fell outside."""
     mask = pd.Series(True, index=lines.index)
     reasons = []
@@ -45,7 +33,7 @@ def in_scope(lines: pd.DataFrame, scope) -> tuple[pd.Series, list[str]]:
         mask &= lines["service_name"].isin(services) | adjustments
         reasons.append("service not in [scope].services")
     for key, value in dict(scope.get("tags") or {}).items():
-        mask &= lines["tags"].map(lambda t: str(json.loads(t or "{}").get(key, "")) == value) | adjustments
+        mask &= lines["tags"].map(lambda t, key=key, value=value: str(json.loads(t or "{}").get(key, "")) == value) | adjustments
         reasons.append(f"tag {key}={value} absent")
     return mask, reasons
 

@@ -1,14 +1,39 @@
-"""Stage 3: every cost-basis amount in scope goes to one bucket part, with its source and reason."""
+"""Stage 3: every cost-basis amount in scope goes to one bucket part, with its source and reason.
+
+Non-GPU classes go whole to their part; adjustments with nothing to apply to are unattributed;
+each (holder, interval) sum of the GPU split is divided by METHOD §3 into kernel-active time, the
+serving-path gap, headroom and capacity above demand.
+"""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Callable, Iterable, Mapping
+
+import pandas as pd
 
 from audit.buckets import BUCKETS
-from audit.gpusplit import NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED, UNKNOWN, Group
+from audit.case import Case
+from audit.collected import Collected
+from audit.ledger import (
+    NO_SAMPLE,
+    NOT_IN_TELEMETRY,
+    UNALLOCATED,
+    UNDECLARED,
+    UNKNOWN,
+    Attribution,
+    GpuSplit,
+    Group,
+    Ledger,
+    Leftover,
+    ServiceInterval,
+)
 from audit.money import ZERO
+from audit.normalised import ProfileSummary
+
+#: how a part names the measurements behind a group: (group, service or None) -> source text
+Describer = Callable[[Group, "str | None"], str]
 
 CLASS_PARTS = {
     "serving_compute": ("serving_path", "serving_compute"),
@@ -30,61 +55,31 @@ HOLDER_PARTS = {
 }
 
 
-@dataclass
-class Part:
-    """One named part of a bucket, summed over the window."""
-
-    bucket: str
-    name: str
-    service: str | None
-    amount: Decimal = ZERO
-    gpu_seconds: Decimal | None = None
-    sources: set = field(default_factory=set)
-    reason: str = ""
-
-
-@dataclass
-class ServiceInterval:
-    """The split of one service's GPUs over one interval (METHOD §3 table)."""
-
-    service: str
-    ts: datetime
-    gpus: int
-    paid: Decimal
-    gross: Decimal
-    priced: Decimal
-    kernel: Decimal
-    serving: Decimal | None
-    overhead: Decimal
-    headroom: Decimal | None
-    paid_seconds: Decimal
-    busy_seconds: Decimal
-    serving_seconds: Decimal | None
-    pods: frozenset = frozenset()
+def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers: Iterable[Leftover],
+              split: GpuSplit, profiles: Mapping[str, ProfileSummary]) -> Attribution:
+    """Every charge, leftover and GPU-interval group of the case into the ledger (METHOD §3)."""
+    ledger = Ledger()
+    billing_names = collected.names("billing")
+    attribute_lines(ledger, charges, billing_names)
+    attribute_leftovers(ledger, leftovers, billing_names)
+    gaps = {s: (p.gap_ratio, f"{p.name} ({p.path.rsplit('/', 1)[-1]})")
+            for s, p in profiles.items() if p.gap_ratio is not None}
+    intervals = split_groups(ledger, split.groups, gaps, case.target_utilisation,
+                             describer(collected, billing_names))
+    return Attribution(ledger, tuple(intervals))
 
 
-class Ledger:
-    """Accumulates parts keyed by (bucket, name, service)."""
+def describer(collected: Collected, billing_names: str) -> Describer:
+    """The source text of the parts a GPU-interval group makes: its activity metrics × the lines' cost."""
+    telemetry_names = collected.names("telemetry") or "none"
 
-    def __init__(self):
-        self.parts: dict[tuple, Part] = {}
-
-    def add(self, bucket, name, service, amount, source, reason, seconds=None) -> None:
-        key = (bucket, name, service)
-        part = self.parts.get(key)
-        if part is None:
-            part = self.parts[key] = Part(bucket, name, service, reason=reason)
-        part.amount += amount
-        if seconds is not None:
-            part.gpu_seconds = (part.gpu_seconds or ZERO) + seconds
-        if source:
-            part.sources.add(source)
-
-    def total(self) -> Decimal:
-        return sum((p.amount for p in self.parts.values()), ZERO)
+    def describe(group: Group, service: str | None) -> str:
+        metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
+        return f"{metrics} ({telemetry_names}) × GPU-interval cost of FOCUS lines ({billing_names})"
+    return describe
 
 
-def attribute_lines(ledger: Ledger, charges, billing_names: str) -> None:
+def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -> None:
     """Non-GPU classes go whole to their bucket part."""
     for klass, frame in charges.groupby("resource_class"):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
@@ -96,20 +91,22 @@ def attribute_lines(ledger: Ledger, charges, billing_names: str) -> None:
         ledger.add(bucket, name, None, sum(frame["net"], ZERO), source, reason)
 
 
-def attribute_leftovers(ledger: Ledger, leftovers, billing_names: str) -> None:
+def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_names: str) -> None:
     """Tax or credits with nothing to apply to are unattributed, never spread at random."""
     for item in leftovers:
         ledger.add("unattributed", "unapplied_adjustment", None, item.amount,
                    f"FOCUS line {item.line_id} ({billing_names})", item.reason)
 
 
-def split_groups(ledger: Ledger, groups: dict, gap_of: dict, target: Decimal, describe) -> list[ServiceInterval]:
+def split_groups(ledger: Ledger, groups: Mapping[tuple[str, datetime], Group],
+                 gap_of: Mapping[str, tuple[Decimal, str]], target: Decimal,
+                 describe: Describer) -> list[ServiceInterval]:
     """Apply METHOD §3 to every (holder, interval) group; return the per-service intervals.
 
     ``gap_of`` maps a profiled service to (gap ratio, the profile source that measured it).
     """
     intervals = []
-    for (holder, ts), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (holder, _ts), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if holder in HOLDER_PARTS:
             bucket, name, reason = HOLDER_PARTS[holder]
             ledger.add(bucket, name, None, group.paid, describe(group, None), reason, group.paid_seconds)
@@ -118,7 +115,8 @@ def split_groups(ledger: Ledger, groups: dict, gap_of: dict, target: Decimal, de
     return intervals
 
 
-def _split_service(ledger, group: Group, profiled, target, describe) -> ServiceInterval:
+def _split_service(ledger: Ledger, group: Group, profiled: tuple[Decimal, str] | None, target: Decimal,
+                   describe: Describer) -> ServiceInterval:
     service, P, B = group.holder, group.paid, group.busy
     gap, profile_name = profiled if profiled else (None, None)
     src = describe(group, service)
@@ -136,7 +134,8 @@ def _split_service(ledger, group: Group, profiled, target, describe) -> ServiceI
     headroom = min(O, max(ZERO, (B + S) / target - B - S))
     ledger.add("model_compute", "kernel_active", service, B, src,
                "forward-pass kernel time; includes padding not separated", group.busy_seconds)
-    ledger.add("serving_path", "in_flight_idle", service, S, src + f"; gap ratio g = {gap:.4f} from kernel profile {profile_name}",
+    gap_source = f"; gap ratio g = {gap:.4f} from kernel profile {profile_name}"
+    ledger.add("serving_path", "in_flight_idle", service, S, src + gap_source,
                "GPU idle the serving path causes while it serves: min(g × B, P − B)", S_sec)
     ledger.add("platform_overhead", "headroom", service, headroom, src,
                f"idle kept as headroom at target utilisation {target}")
@@ -148,7 +147,7 @@ def _split_service(ledger, group: Group, profiled, target, describe) -> ServiceI
 
 def bucket_totals(ledger: Ledger) -> dict[str, Decimal]:
     """Unrounded total per bucket."""
-    totals = defaultdict(lambda: ZERO)
+    totals: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for part in ledger.parts.values():
         totals[part.bucket] += part.amount
     return {b: totals[b] for b in BUCKETS}

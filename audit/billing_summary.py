@@ -127,7 +127,7 @@ def _pair():
 
 
 def _accumulate(out: dict, lines) -> None:
-    from audit.classify import gpu_hours_of
+    from audit.lines import gpu_hours_of
     for line in lines.to_dict("records"):
         for key, value in (("by_category", line["charge_category"]), ("by_service", line["service_name"] or "(none)"),
                            ("by_currency", line["currency"])):

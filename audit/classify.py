@@ -1,21 +1,18 @@
 """Invoice lines -> resource classes by ordered rules (METHOD §2), with GPU model and count."""
 from __future__ import annotations
 
-import csv
 import json
 import re
 import tomllib
-from dataclasses import dataclass
-from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 import pandas as pd
 
 from audit.case import Rule
-from connectors.billing.catalogue import (AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE,  # noqa: F401
-                                          GpuType, gpu_instances, gpu_skus)
+from audit.lines import gpu_sku_model, resource_key
+from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, gpu_instances
 
 # FOCUS column name -> BillingLine column, for rule conditions.
 FOCUS_COLUMNS = {
@@ -37,22 +34,6 @@ def shipped_rules() -> tuple[Rule, ...]:
     """The shipped default rules, in order."""
     raw = tomllib.loads(resources.files("audit").joinpath("data/rules.toml").read_text())
     return tuple(Rule(r["when"], r["class"], r["reason"], origin="shipped") for r in raw["rules"])
-
-
-def resource_key(resource_id: str) -> str:
-    """A billing resource id and a scheduler provider id reduced to the same key.
-
-    AWS ARNs of instances -> the instance id; GCP full resource names -> the instance name; Azure ARM
-    ids are case-insensitive -> lower case.
-    """
-    rid = (resource_id or "").strip()
-    if rid.startswith("arn:aws:ec2:") and ":instance/" in rid:
-        return rid.rsplit("/", 1)[-1]
-    if "/instances/" in rid and ("compute.googleapis.com" in rid or rid.startswith("projects/")):
-        return rid.rsplit("/", 1)[-1]
-    if rid.lower().startswith("/subscriptions/"):
-        return rid.lower()
-    return rid
 
 
 def normalise_instance(name: str) -> str:
@@ -83,23 +64,14 @@ def instance_type_of(line: Mapping, extra: Mapping) -> str:
     return ""
 
 
-def gpu_sku_model(line: Mapping) -> str:
-    """The GPU model when the line is a per-GPU meter (GCP), else ""."""
-    text = str(line.get("charge_description", ""))
-    for pattern, model in gpu_skus():
-        if pattern.search(text):
-            return model
-    return ""
-
-
 def is_hourly_usage(line: Mapping) -> bool:
     """Usage priced in hours (instance-hours)."""
     unit = f"{line.get('pricing_unit', '')} {line.get('consumed_unit', '')}"
     return line.get("charge_category") == "Usage" and bool(HOUR_RE.search(unit))
 
 
-def derived_fields(line: Mapping, extra: Mapping, cluster_resources: set[str],
-                   gpu_resources: set[str]) -> dict[str, str]:
+def derived_fields(line: Mapping, extra: Mapping, cluster_resources: Collection[str],
+                   gpu_resources: Collection[str]) -> dict[str, str]:
     """The Derived.* fields rules may match."""
     itype = instance_type_of(line, extra)
     hourly = is_hourly_usage(line)
@@ -139,12 +111,21 @@ def matches(rule: Rule, values: Mapping[str, str]) -> bool:
     return True
 
 
-def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: set[str],
-             gpu_resources: set[str]) -> pd.DataFrame:
-    """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model to billing lines."""
+#: the columns classification adds, with their dtypes (schemas.billing.ClassifiedLine)
+CLASS_COLUMNS = {"resource_class": "str", "rule_reason": "str", "instance_type": "str",
+                 "gpus_per_instance": "int64", "gpu_model": "str"}
+
+
+def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Collection[str],
+             gpu_resources: Collection[str]) -> pd.DataFrame:
+    """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model to billing lines.
+
+    ``lines`` are ``schemas.billing.BillingLine`` rows. ``cluster_resources`` are the billed
+    resources telemetry names as nodes, ``gpu_resources`` those among them on which it saw GPUs.
+    """
     rules = tuple(rules) + shipped_rules()
     keys = {k for r in rules for k in r.when}
-    out = {"resource_class": [], "rule_reason": [], "instance_type": [], "gpus_per_instance": [], "gpu_model": []}
+    out: dict[str, list] = {column: [] for column in CLASS_COLUMNS}
     # A line's class depends only on its text columns (never on its period or amounts): classify
     # each distinct combination once; a month of hourly lines repeats a few thousand of them.
     by = [c for c in list(FOCUS_COLUMNS.values()) + ["tags", "extra"] if c in lines.columns]
@@ -165,8 +146,8 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: set[
         out["gpus_per_instance"].append(gpu_type.gpus if gpu_type else 0)
         out["gpu_model"].append(gpu_type.gpu_model if gpu_type else gpu_sku_model(line))
     result = lines.copy()
-    for key, values in out.items():
-        result[key] = [values[c] for c in codes]
+    for key, per_distinct in out.items():
+        result[key] = pd.Series([per_distinct[c] for c in codes], index=result.index, dtype=CLASS_COLUMNS[key])
     return result
 
 
@@ -178,13 +159,3 @@ def _json(text) -> dict:
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def gpu_hours_of(line: Mapping) -> Decimal:
-    """GPU-hours a gpu_compute line bills: GPU meter quantity, or instance-hours × GPUs."""
-    quantity = line.get("pricing_quantity") or line.get("consumed_quantity") or Decimal(0)
-    if line.get("gpus_per_instance"):
-        return quantity * line["gpus_per_instance"]
-    if gpu_sku_model(line):
-        return quantity
-    return Decimal(0)

@@ -3,70 +3,46 @@
 A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
 line bills (METHOD §3). Each GPU-interval goes to one holder: a declared service, no workload
 (unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured.
+:func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Mapping
 
 import pandas as pd
 
-from audit.classify import gpu_hours_of, resource_key
+from audit.case import Case, Service
+from audit.ledger import (
+    NO_SAMPLE,
+    NOT_IN_TELEMETRY,
+    UNALLOCATED,
+    UNDECLARED,
+    UNKNOWN,
+    GpuSplit,
+    Group,
+    NodeCoverage,
+)
+from audit.lines import gpu_hours_of, gpu_sku_model, resource_key
 from audit.money import ZERO
-
-UNALLOCATED = "__unallocated__"
-UNKNOWN = "__allocation_unknown__"
-UNDECLARED = "__undeclared__"
-NO_SAMPLE = "__no_sample__"
-NOT_IN_TELEMETRY = "__not_in_telemetry__"
+from audit.normalised import NodeMap, Telemetry
+from audit.services import PodModels, pod_models, service_of
 
 
-@dataclass
-class Group:
-    """Sums over the GPU-intervals of one holder in one interval."""
-
-    holder: str
-    ts: datetime
-    gpus: int = 0
-    paid: Decimal = ZERO          # net cost (after tax, credits, commitments)
-    gross: Decimal = ZERO         # cost-basis cost before tax and credits
-    priced: Decimal = ZERO        # quantity × unit price
-    busy: Decimal = ZERO          # Σ b × net cost
-    paid_seconds: Decimal = ZERO
-    busy_seconds: Decimal = ZERO
-    sources: set = field(default_factory=set)
-    nodes: set = field(default_factory=set)
-    pods: set = field(default_factory=set)
-
-
-@dataclass
-class NodeCoverage:
-    """Paid vs observed GPU-hours of one billed resource."""
-
-    resource_id: str
-    node: str
-    instance_type: str
-    paid_seconds: Decimal = ZERO
-    observed_seconds: Decimal = ZERO
-
-
-def service_of(labels: dict, services, pod_models: dict) -> str | None:
-    """The declared service whose matchers all hold for a pod's labels."""
-    values = dict(labels)
-    values.setdefault("model_name", pod_models.get((labels.get("namespace", ""), labels.get("pod", "")), ""))
-    for name, service in services.items():
-        if all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
-            return name
-    return None
-
-
-def _match(pattern: str, value: str) -> bool:
-    if pattern.startswith("re:"):
-        return re.search(pattern[3:], value) is not None
-    return pattern == value
+def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> GpuSplit:
+    """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval."""
+    gpu_lines = charges[charges["resource_class"] == "gpu_compute"]
+    gpus = gpus_of_resources(gpu_lines)
+    splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
+                           pod_models(tele.traffic), tele.step)
+    for line in gpu_lines.to_dict("records"):
+        quantity = line["pricing_quantity"] or line["consumed_quantity"]
+        counts_time = bool(quantity) and (bool(line["gpus_per_instance"]) or bool(gpu_sku_model(line)))
+        key = resource_key(line["resource_id"]) or line["line_id"]
+        splitter.add_line(line, gpus.get(key, 0), counts_time)
+    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus))
 
 
 def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: datetime):
@@ -89,8 +65,9 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
 class GpuSplitter:
     """Walks the gpu_compute lines and fills Groups and NodeCoverage."""
 
-    def __init__(self, case, services, activity: pd.DataFrame, nodes_of_resource: dict[str, list[str]],
-                 requests: pd.DataFrame, pod_models: dict, step: int):
+    def __init__(self, case: Case, services: Mapping[str, Service], activity: pd.DataFrame,
+                 nodes_of_resource: Mapping[str, tuple[str, ...]], requests: pd.DataFrame, pod_models: PodModels,
+                 step: int):
         self.case, self.services, self.step = case, services, step
         self.nodes_of_resource = nodes_of_resource
         self.pod_models = pod_models
@@ -130,7 +107,7 @@ class GpuSplitter:
         """
         resource = resource_key(line["resource_id"])
         instances = instances_billed(line)
-        nodes = (self.nodes_of_resource.get(resource, []) + [""] * instances)[:instances]
+        nodes = (list(self.nodes_of_resource.get(resource, ())) + [""] * instances)[:instances]
         cover = self.coverage.setdefault(resource or line["line_id"], NodeCoverage(
             resource, ", ".join(n for n in nodes if n), line["instance_type"]))
         grid = interval_grid(self.case.start, self.case.end, self.step,

@@ -1,81 +1,37 @@
 """Stage 2: source frames -> checked tables at the audit grain (billing, telemetry, profiles)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import defaultdict
+from dataclasses import replace
 from decimal import Decimal
+from typing import Any, Mapping
 
 import pandas as pd
 
-from audit.case import Case
-from audit.collect import Collected
+from audit.case import Case, Service
+from audit.collected import Collected
+from audit.lines import resource_key
+from audit.normalised import (
+    ACTIVITY_COLUMNS,
+    EVIDENCE_COLUMNS,
+    NODE_COLUMNS,
+    QUEUE_COLUMNS,
+    REPLICA_COLUMNS,
+    REQUEST_COLUMNS,
+    SERVING_STATS_COLUMNS,
+    TRAFFIC_COLUMNS,
+    NodeMap,
+    ProfileSummary,
+    Telemetry,
+    empty_table,
+)
+from audit.services import service_of
 from connectors.errors import InputError, InputErrors
 
-ACTIVITY_COLUMNS = ["node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "ts",
-                    "step_seconds", "busy_fraction", "source"]
-REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus"]
-TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_tokens", "generated_tokens"]
-QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
-NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]
-SERVING_STATS_COLUMNS = ["ts", "family", "model_name", "namespace", "pod", "requests", "failures",
-                         "queue_seconds", "queue_requests", "queue_seconds_per_request",
-                         "batch_items", "batch_steps", "batch_size", "tokens_per_step", "running",
-                         "waiting", "compute_input_seconds", "compute_infer_seconds",
-                         "compute_output_seconds", "prefix_queries", "prefix_hits",
-                         "prefix_hit_rate", "kv_cache_usage"]
-EVIDENCE_COLUMNS = ["node", "gpu", "uuid", "ts", "sm_active", "tensor_active", "dram_active",
-                    "fb_used_mib", "power_watts"]
-REPLICA_COLUMNS = ["ts", "namespace", "kind", "name", "spec_replicas", "available_replicas",
-                   "current_replicas", "desired_replicas", "min_replicas", "max_replicas"]
 #: the counter each serving family's request counts come from (traffic provenance)
 REQUEST_COUNTERS = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
                     "tgi": "tgi_request_success"}
 MISMATCH_VALUES = 20  # values listed per finding (the count says how many there are)
-
-
-@dataclass(frozen=True)
-class ProfileSummary:
-    """A service's kernel profile reduced to what the split and reconciliation need."""
-
-    name: str
-    service: str
-    path: str
-    gap_ratio: Decimal | None
-    gap_basis: str
-    kernel_active_us: Decimal
-    gpu_window_us: Decimal
-    requests: int | None
-    prompt_tokens: int | None
-    generated_tokens: int | None
-    summary: dict
-    kernels: pd.DataFrame
-    categories: pd.DataFrame
-
-    @property
-    def kernel_seconds_per_request(self) -> Decimal | None:
-        if not self.requests:
-            return None
-        return self.kernel_active_us / Decimal(1_000_000) / Decimal(self.requests)
-
-
-@dataclass
-class Telemetry:
-    """Telemetry tables concatenated over sources (empty frames when absent)."""
-
-    activity: pd.DataFrame
-    nodes: pd.DataFrame
-    requests: pd.DataFrame
-    traffic: pd.DataFrame
-    queue: pd.DataFrame
-    step: int
-    #: evidence only (never moves money): serving statistics, DCGM evidence, replica counts,
-    #: each row with the ``source`` ("<name> (<format>)") that read it
-    serving: pd.DataFrame = field(default_factory=lambda: _empty(SERVING_STATS_COLUMNS + ["source"]))
-    gpu_evidence: pd.DataFrame = field(default_factory=lambda: _empty(EVIDENCE_COLUMNS + ["source"]))
-    replicas: pd.DataFrame = field(default_factory=lambda: _empty(REPLICA_COLUMNS + ["source"]))
-    #: label values one source names and another does not (see ``label_mismatches``)
-    label_mismatches: list = field(default_factory=list)
-    #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None
-    replica_services: dict = field(default_factory=dict)
 
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
@@ -119,13 +75,21 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
                      gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
                      replicas=_sourced(collected, "replicas", REPLICA_COLUMNS))
-    tele.replica_services = replica_services(tele, case.services)
-    tele.label_mismatches = label_mismatches(tele)
-    return tele
+    tele = replace(tele, replica_services=replica_services(tele, case.services))
+    return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 
 
-def _empty(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in columns})
+def node_map(case: Case, tele: Telemetry) -> NodeMap:
+    """Billing resource key -> telemetry nodes: the node table's provider ids and the case's [nodes]."""
+    nodes_of = defaultdict(set)
+    for r in tele.nodes.itertuples(index=False):
+        if r.resource_id:
+            nodes_of[resource_key(r.resource_id)].add(r.node)
+    for node, resource in case.nodes.items():
+        nodes_of[resource_key(resource)].add(node)
+    seen = set(tele.activity["node"])
+    return NodeMap({k: tuple(sorted(v)) for k, v in nodes_of.items()}, frozenset(nodes_of),
+                   frozenset(r for r, nodes in nodes_of.items() if seen & set(nodes)))
 
 
 def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:
@@ -134,7 +98,7 @@ def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFram
              for frame in collected.of("telemetry")
              if name in frame.tables and len(frame.tables[name])]
     if not parts:
-        return _empty(columns + ["source"])
+        return empty_table(columns + ["source"])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -179,7 +143,7 @@ def _serving_rows(tele: Telemetry) -> pd.DataFrame:
              for t in (traffic, tele.serving) if len(t)]
     if len(tele.queue):
         parts.append(tele.queue[["ts", "namespace", "pod"]].assign(family="vllm", source=""))
-    return pd.concat(parts, ignore_index=True) if parts else _empty(columns)
+    return pd.concat(parts, ignore_index=True) if parts else empty_table(columns)
 
 
 def _serving_source(serving: pd.DataFrame, sources: str) -> str:
@@ -189,15 +153,13 @@ def _serving_source(serving: pd.DataFrame, sources: str) -> str:
     return f"{families} counters and gauges" + (f" ({sources})" if sources else "")
 
 
-def replica_services(tele: Telemetry, services) -> dict:
+def replica_services(tele: Telemetry, services: Mapping[str, Service]) -> dict[tuple[str, str, str], str | None]:
     """(kind, namespace, name) of each deployment / HPA -> the declared service it scales.
 
     A deployment's pods are named ``<deployment>-<hash>-<id>``: it scales the service of the
     telemetry pods so named in its namespace; without such a pod, the service whose matchers
     hold for ``<deployment>-`` (or the bare name). An HPA scales the deployment of its name.
     """
-    from audit.gpusplit import service_of
-
     if tele.replicas.empty:
         return {}
     known = set()
@@ -221,7 +183,7 @@ def replica_services(tele: Telemetry, services) -> dict:
     return out
 
 
-def label_mismatches(tele: Telemetry) -> list[dict]:
+def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
     """Label values one telemetry family names and another never does, reported by name.
 
     Each finding: ``check``, ``source`` (the family naming the values, with its sources),
@@ -323,7 +285,8 @@ def profiles(collected: Collected) -> dict[str, ProfileSummary]:
             requests=opts.get("requests"), prompt_tokens=opts.get("prompt_tokens"),
             generated_tokens=opts.get("generated_tokens"), summary=row,
             kernels=_with_columns(frame.tables.get("kernels"), ["name", "category", "count", "total_us"]),
-            categories=_with_columns(frame.tables.get("categories"), ["category", "total_us"]))
+            categories=_with_columns(frame.tables.get("categories"), ["category", "total_us"]),
+            trace=frame.parsed)
         out.setdefault(summary.service, summary)
     return out
 

@@ -1,58 +1,67 @@
-"""Stage 4: top-down (lines) vs bottom-up (measurements × unit prices), with drivers (METHOD §5)."""
+"""Stage 4: conservation (the parts sum to the lines in scope), then top-down (lines) vs bottom-up
+(measurements × unit prices), with drivers (METHOD §5)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
+from typing import Mapping, Sequence
 
-from audit.attribute import ServiceInterval
-from audit.gpusplit import NodeCoverage
-from audit.money import ZERO
+import pandas as pd
+
+from audit.errors import AuditError
+from audit.ledger import UNMEASURED_HOLDERS, Group, Ledger, NodeCoverage, ServiceInterval, is_service
+from audit.lines import basis_amount
+from audit.money import ZERO, dsum
+from audit.normalised import ProfileSummary
+from audit.result import Conservation, Driver, Reconciliation, TrafficTotals
+
+#: how far the ledger's total may differ from the lines in scope (Decimal rounding of 50 digits)
+CONSERVATION_SLACK = Decimal("1e-20")
 
 
-@dataclass
-class Driver:
-    """One check behind the verdict, with its own gap."""
+@dataclass(frozen=True)
+class ReconcileInput:
+    """What reconciliation compares: the charges (priced), the GPU split and attribution, the
+    profiles and traffic behind the bottom-up estimate, and the lines in scope the ledger must sum to."""
 
-    name: str
-    subject: str
-    gap: Decimal | None
-    detail: str
-
-
-@dataclass
-class Reconciliation:
-    """The verdict and how it was reached."""
-
-    top_down: Decimal
-    bottom_up: Decimal | None
-    gap: Decimal | None
+    lines: pd.DataFrame                          # every billing line read
+    scope_mask: pd.Series                        # the lines in scope
+    cost_basis: str
+    charges: pd.DataFrame                        # classified, adjusted and priced (audit.prices)
+    ledger: Ledger
+    groups: Mapping[tuple[str, datetime], Group]
+    intervals: Sequence[ServiceInterval]
+    coverage: Mapping[str, NodeCoverage]
+    profiles: Mapping[str, ProfileSummary]
+    traffic: Mapping[str, TrafficTotals]
     tolerance: Decimal
-    verdict: str
-    reason: str
-    covered_seconds: Decimal
-    drivers: list[Driver] = field(default_factory=list)
 
 
 def _gap(top: Decimal, bottom: Decimal) -> Decimal | None:
     return None if top == 0 else (top - bottom) / top
 
 
-def reconcile(charges, groups: dict, intervals: list[ServiceInterval], coverage: dict[str, NodeCoverage],
-              profiles: dict, traffic: dict, tolerance: Decimal) -> Reconciliation:
-    """Compare both estimates over the covered GPU-intervals and the non-GPU classes."""
+def reconcile(given: ReconcileInput) -> Reconciliation:
+    """Check conservation, then compare both estimates over the covered GPU-intervals and the
+    non-GPU classes."""
+    conservation = conserved(given)
+    charges, tolerance = given.charges, given.tolerance
     drivers: list[Driver] = []
-    td_gpu, bu_gpu, net_gpu, covered = _gpu_sides(groups, intervals, profiles, traffic, drivers)
+    td_gpu, bu_gpu, net_gpu, covered = _gpu_sides(given.groups, given.intervals, given.profiles, given.traffic,
+                                                  drivers)
     non_gpu = charges[charges["resource_class"] != "gpu_compute"]
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
     net_lines = sum(non_gpu["net"], ZERO)
     drivers.extend(_price_drivers(charges))
-    drivers.extend(_coverage_drivers(coverage))
-    drivers.extend(_denominator_drivers(traffic, tolerance))
+    drivers.extend(_coverage_drivers(given.coverage))
+    drivers.extend(_denominator_drivers(given.traffic, tolerance))
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
-                              "no GPU-interval is covered by kernel-activity telemetry", covered, drivers)
+                              "no GPU-interval is covered by kernel-activity telemetry", covered, tuple(drivers),
+                              conservation)
     # tax and credits pass through both sides unchanged
     passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
     top = td_gpu + td_lines + passthrough
@@ -61,13 +70,28 @@ def reconcile(charges, groups: dict, intervals: list[ServiceInterval], coverage:
     verdict = "reconciles" if gap is not None and abs(gap) <= tolerance else "does_not_reconcile"
     reason = (f"|gap| {abs(gap):.4f} {'≤' if verdict == 'reconciles' else '>'} tolerance {tolerance}"
               if gap is not None else "top-down is zero")
-    return Reconciliation(top, bottom, gap, tolerance, verdict, reason, covered, drivers)
+    return Reconciliation(top, bottom, gap, tolerance, verdict, reason, covered, tuple(drivers), conservation)
 
 
-def _gpu_sides(groups, intervals, profiles, traffic, drivers):
+def conserved(given: ReconcileInput) -> Conservation:
+    """Every amount in scope is in exactly one part: the ledger sums to the lines in scope.
+
+    Raises AuditError when it does not (a fault of the audit, never of the input).
+    """
+    total = given.ledger.total()
+    in_scope = dsum(basis_amount(given.lines, given.cost_basis)[given.scope_mask])
+    if abs(total - in_scope) > CONSERVATION_SLACK:
+        raise AuditError(f"conservation broken: parts sum to {total}, lines in scope to {in_scope}")
+    return Conservation(total, in_scope)
+
+
+def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence[ServiceInterval],
+               profiles: Mapping[str, ProfileSummary], traffic: Mapping[str, TrafficTotals],
+               drivers: list[Driver]) -> tuple[Decimal, Decimal, Decimal, Decimal]:
     """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits)."""
     top = bottom = net = covered = ZERO
-    kernel_est, kernel_seen = defaultdict(lambda: ZERO), defaultdict(lambda: ZERO)
+    kernel_est: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
+    kernel_seen: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for iv in intervals:
         if iv.paid_seconds == 0:
             continue
@@ -86,7 +110,7 @@ def _gpu_sides(groups, intervals, profiles, traffic, drivers):
         bottom += (kernel + iv.paid_seconds - iv.busy_seconds) * price
         covered += iv.paid_seconds
     for (holder, _), group in groups.items():
-        if holder.startswith("__") and holder not in ("__no_sample__", "__not_in_telemetry__") and group.paid_seconds:
+        if not is_service(holder) and holder not in UNMEASURED_HOLDERS and group.paid_seconds:
             top += group.gross
             net += group.paid
             bottom += group.priced  # measured whole-GPU time (idle or undeclared) × unit price
@@ -102,7 +126,7 @@ def _gpu_sides(groups, intervals, profiles, traffic, drivers):
     return top, bottom, net, covered
 
 
-def _price_drivers(charges) -> list[Driver]:
+def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
     out = []
     for klass, frame in sorted(charges.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
@@ -117,7 +141,7 @@ def _price_drivers(charges) -> list[Driver]:
     return out
 
 
-def _coverage_drivers(coverage: dict[str, NodeCoverage]) -> list[Driver]:
+def _coverage_drivers(coverage: Mapping[str, NodeCoverage]) -> list[Driver]:
     out = []
     for key, c in sorted(coverage.items()):
         if c.paid_seconds == 0:
@@ -129,7 +153,7 @@ def _coverage_drivers(coverage: dict[str, NodeCoverage]) -> list[Driver]:
     return out
 
 
-def _denominator_drivers(traffic: dict, tolerance: Decimal) -> list[Driver]:
+def _denominator_drivers(traffic: Mapping[str, TrafficTotals], tolerance: Decimal) -> list[Driver]:
     """Requests counted two ways (server counters vs request logs): flagged beyond the tolerance."""
     out = []
     for name, t in sorted(traffic.items()):

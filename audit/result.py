@@ -1,348 +1,164 @@
-"""AuditResult -> the audit.json dict (docs/audit-json.md): amounts rounded once, here."""
+"""The audit's result: :class:`AuditResult`, and the typed result of each stage it holds.
+
+Every stage after attribution returns one of the frozen types below (unit costs, reconciliation,
+options, evidence); the pipeline gathers them into an :class:`AuditResult`, which the audit.json
+writer (:mod:`audit.audit_json`) only formats. Amounts are unrounded Decimals; rounding is the
+writer's.
+"""
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
+from typing import Any, Mapping
 
-from audit import __version__
-from audit.adjust import basis_amount
-from audit.buckets import BUCKETS
-from audit.errors import AuditError
-from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
-from audit.result_evidence import serving_evidence, with_evidence
-from schemas.billing import line_total
+import pandas as pd
 
-FORMAT_VERSION = 1  # 1: first published layout
+from audit.case import Case
+from audit.collected import Collected
+from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
+from audit.money import ZERO
+from audit.normalised import ProfileSummary, Telemetry
 
-
-def _iso(moment) -> str | None:
-    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _hours(seconds: Decimal | None) -> str | None:
-    return None if seconds is None else fmt(seconds / 3600, 2)
+#: the low / expected / high figures of an option
+Bands = Mapping[str, Decimal]
+#: one figure of the serving evidence: {"value", "source", "reason"} as audit.json writes it
+Figure = Mapping[str, str | None]
 
 
-def to_dict(result) -> dict:
-    """The whole audit.json document."""
-    case = result.case
-    total = dsum(p.amount for p in result.ledger.parts.values())
-    all_amounts = basis_amount(result.lines, case.cost_basis)
-    in_scope_total = dsum(all_amounts[result.scope_mask])
-    if abs(total - in_scope_total) > Decimal("1e-20"):
-        raise AuditError(f"conservation broken: parts sum to {total}, lines in scope to {in_scope_total}")
-    buckets = _buckets(result, total)
-    analyses = _analyses(result)
-    evidence = serving_evidence(result)
-    return {
-        "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__},
-        "case": case.name,
-        "window": {"start": _iso(case.start), "end": _iso(case.end), "days": fmt(case.days, 2)},
-        "currency": case.currency,
-        "cost_basis": case.cost_basis,
-        "total": str(cents(total)),
-        "invoice_total": str(cents(dsum(result.lines["billed_cost"]))),
-        "outside_scope": _outside(result, all_amounts),
-        "bridge": _bridge(result),
-        "buckets": buckets,
-        "classes": _classes(result),
-        "services": _services(result),
-        "reconciliation": _reconciliation(result),
-        "coverage": _coverage(result),
-        "gpu_split": _gpu_split(result),
-        "utilisation": _utilisation(result),
-        "queue": _queue(result),
-        "serving_evidence": evidence,
-        "telemetry": _telemetry(result),
-        "profiles": _profiles(result, analyses),
-        "options": with_evidence([_option(o, case) for o in result.options], evidence),
-        "findings": _findings(result, analyses),
-        "sources": _sources(result),
-        "notes": _notes(result),
-    }
+@dataclass(frozen=True)
+class TrafficTotals:
+    """Requests and tokens of one service, in total and per interval (from the serving counters)."""
+
+    requests: Decimal
+    prompt_tokens: Decimal
+    generated_tokens: Decimal
+    by_ts: Mapping[datetime, Decimal]
+    by_pod_ts: Mapping[tuple[str, datetime], Decimal]
+    pods: frozenset[str]
+    sources: frozenset[str]
+    #: every source's request total (the chosen source's included), for the denominator check
+    by_source: Mapping[str, Decimal]
+
+    def requests_of(self, ts: datetime, pods: frozenset[str] | set[str]) -> Decimal:
+        """Requests served in an interval by the given pods (all pods when none of them has counters)."""
+        if pods and self.pods & set(pods):
+            return sum((self.by_pod_ts.get((p, ts), ZERO) for p in pods), ZERO)
+        return self.by_ts.get(ts, ZERO)
 
 
-def _buckets(result, total: Decimal) -> dict:
-    raw = defaultdict(lambda: ZERO)
-    for p in result.ledger.parts.values():
-        raw[p.bucket] += p.amount
-    rounded = largest_remainder({b: raw[b] for b in BUCKETS}, cents(total))
-    out = {}
-    for bucket in BUCKETS:
-        parts = [p for p in result.ledger.parts.values() if p.bucket == bucket]
-        parts.sort(key=lambda p: (-p.amount, p.name, p.service or ""))
-        keys = {f"{i}": p.amount for i, p in enumerate(parts)}
-        part_cents = largest_remainder(keys, rounded[bucket]) if parts else {}
-        out[bucket] = {
-            "amount": str(rounded[bucket]),
-            "share": share(rounded[bucket], cents(total)),
-            "parts": [{"name": p.name, "service": p.service, "amount": str(part_cents[str(i)]),
-                       "gpu_hours": _hours(p.gpu_seconds), "source": "; ".join(sorted(p.sources)) or None,
-                       "reason": p.reason} for i, p in enumerate(parts)],
-        }
-    return out
+@dataclass(frozen=True)
+class UnitCost:
+    """What one service costs and serves (METHOD §4)."""
+
+    service: str
+    own: Decimal
+    shared: Decimal
+    unattributed: Decimal
+    by_bucket: Mapping[str, Decimal]
+    traffic: TrafficTotals | None
 
 
-def _outside(result, amounts) -> dict:
-    outside = result.lines[~result.scope_mask]
-    by_account = defaultdict(lambda: ZERO)
-    for idx, line in outside.iterrows():
-        by_account[line["sub_account_id"] or line["billing_account_id"]] += amounts[idx]
-    return {"amount": str(cents(dsum(amounts[~result.scope_mask]))), "lines": line_total(outside),
-            "reason": "; ".join(result.scope_reasons) or None,
-            "by_account": [{"account": a, "amount": str(cents(v))} for a, v in sorted(by_account.items())]}
+@dataclass(frozen=True)
+class Driver:
+    """One check behind the verdict, with its own gap."""
+
+    name: str
+    subject: str
+    gap: Decimal | None
+    detail: str
 
 
-def _bridge(result) -> dict:
-    lines = result.lines[result.scope_mask]
-    billed, effective = dsum(lines["billed_cost"]), dsum(lines["effective_cost"])
-    purchases = dsum(lines.loc[lines["charge_category"] == "Purchase", "billed_cost"])
-    committed = lines["commitment_discount_status"].str.lower()
-    unused = dsum(lines.loc[committed == "unused", "effective_cost"])
-    used = dsum(lines.loc[committed == "used", "effective_cost"])
-    other = effective - (billed - purchases + used + unused)
-    return {"billed": str(cents(billed)), "commitment_purchases": str(cents(-purchases)),
-            "amortised_commitment": str(cents(used)), "unused_commitment": str(cents(unused)),
-            "other_differences": str(cents(other)), "effective": str(cents(effective))}
+@dataclass(frozen=True)
+class Conservation:
+    """Every amount in scope is in exactly one part: the ledger's total against the lines in scope."""
+
+    parts_total: Decimal
+    in_scope_total: Decimal
 
 
-def _classes(result) -> list[dict]:
-    out = []
-    for klass, frame in sorted(result.charges.groupby("resource_class"), key=lambda kv: kv[0]):
-        out.append({"class": klass, "lines": line_total(frame),
-                    "gross": str(cents(dsum(frame["gross"]) + dsum(frame["commitment"]))),
-                    "credits": str(cents(dsum(frame["credits"]))), "tax": str(cents(dsum(frame["tax"]))),
-                    "net": str(cents(dsum(frame["net"])))})
-    return out
+@dataclass(frozen=True)
+class Reconciliation:
+    """The verdict and how it was reached (METHOD §5), with the conservation check it passed."""
+
+    top_down: Decimal
+    bottom_up: Decimal | None
+    gap: Decimal | None
+    tolerance: Decimal
+    verdict: str
+    reason: str
+    covered_seconds: Decimal
+    drivers: tuple[Driver, ...]
+    conservation: Conservation
 
 
-def _services(result) -> dict:
-    out = {}
-    for name, uc in result.unit_costs.items():
-        t = uc.traffic
-        full = uc.own + uc.shared
-        requests = int(t.requests) if t else None
-        tokens = int(t.prompt_tokens + t.generated_tokens) if t else None
-        paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == name)
-        entry = {"requests": requests, "prompt_tokens": int(t.prompt_tokens) if t else None,
-                 "generated_tokens": int(t.generated_tokens) if t else None,
-                 "gpu_hours": _hours(paid), "cost": str(cents(uc.own)), "shared_cost": str(cents(uc.shared)),
-                 "unattributed": str(cents(uc.unattributed)),
-                 "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS[:3]},
-                 "traffic_source": ", ".join(sorted(t.sources)) if t else None,
-                 "cost_per_request": fmt(full / requests, 8) if requests else None,
-                 "cost_per_1k_requests": fmt(full * 1000 / requests, 6) if requests else None,
-                 "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, 6) if tokens else None,
-                 "reason": _service_reason(uc, requests)}
-        out[name] = entry
-    return out
+@dataclass(frozen=True)
+class Option:
+    """One priced (or unmeasured) intervention (METHOD §7)."""
+
+    id: str
+    title: str
+    acts_on: str
+    status: str
+    part_monthly: Decimal | None
+    saving: Bands | None
+    cost: Bands
+    payback: Bands | None
+    effort: Bands
+    assumptions: tuple[str, ...] = ()
+    overridden: bool = False
+    reason: str | None = None
+    rank: int | None = None
+
+    @property
+    def bucket(self) -> str:
+        return self.acts_on.split(".")[0]
 
 
-def _service_reason(uc, requests) -> str | None:
-    reasons = []
-    if not requests:
-        reasons.append("no request counter matched this service: unit costs unmeasured")
-    if uc.unattributed:
-        reasons.append(f"unit costs exclude {cents(uc.unattributed)} of its GPU cost left unattributed")
-    return "; ".join(reasons) or None
+@dataclass(frozen=True)
+class KernelFinding:
+    """A kernel-level finding of a service's profile, costed on the part it lies in (METHOD §6)."""
+
+    service: str
+    profile: str
+    #: the analyser's finding as ``costaudit trace`` reports it (id, bucket, part, share, gpu_ms, …)
+    finding: Mapping[str, Any]
+    #: share × the part's amount, unrounded; None when the part was not measured in this case
+    cost: Decimal | None
 
 
-def _reconciliation(result) -> dict:
-    r = result.reconciliation
-    return {"top_down": str(cents(r.top_down)), "bottom_up": None if r.bottom_up is None else str(cents(r.bottom_up)),
-            "gap": fmt(r.gap, 6), "tolerance": str(r.tolerance), "verdict": r.verdict, "reason": r.reason,
-            "covered_hours": _hours(r.covered_seconds),
-            "drivers": [{"name": d.name, "subject": d.subject, "gap": fmt(d.gap, 6), "detail": d.detail}
-                        for d in r.drivers]}
+@dataclass(frozen=True)
+class Evidence:
+    """What explains the buckets without moving money: serving figures and kernel analysis."""
+
+    #: service -> figure name -> figure
+    serving: Mapping[str, Mapping[str, Figure]]
+    #: option id -> the measured serving figures that bear on it ({"service", "figure", "value", "source"})
+    for_options: Mapping[str, tuple[Mapping[str, Any], ...]]
+    #: service -> its profile's top call paths (at most 10)
+    call_paths: Mapping[str, tuple[Mapping[str, Any], ...]]
+    findings: tuple[KernelFinding, ...]
 
 
-def _coverage(result) -> dict:
-    rows = sorted(result.coverage.values(), key=lambda c: (c.node, c.resource_id))
-    paid = dsum(c.paid_seconds for c in rows)
-    seen = dsum(c.observed_seconds for c in rows)
-    return {"paid_gpu_hours": _hours(paid), "observed_gpu_hours": _hours(seen),
-            "unmeasured_gpu_hours": _hours(paid - seen),
-            "by_node": [{"node": c.node or None, "resource_id": c.resource_id, "instance_type": c.instance_type,
-                         "paid_gpu_hours": _hours(c.paid_seconds), "observed_gpu_hours": _hours(c.observed_seconds)}
-                        for c in rows]}
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything the report needs, built once by the pipeline; read by :func:`audit.audit_json.to_dict`."""
 
-
-def _gpu_split(result) -> list[dict]:
-    agg = defaultdict(lambda: defaultdict(lambda: ZERO))
-    gpus = defaultdict(int)
-    for iv in result.intervals:
-        a = agg[iv.service]
-        a["paid"] += iv.paid_seconds
-        a["busy"] += iv.busy_seconds
-        a["serving"] += iv.serving_seconds or ZERO
-        gpus[iv.service] = max(gpus[iv.service], iv.gpus)
-    out = []
-    for service, a in sorted(agg.items()):
-        profile = result.profiles.get(service)
-        sources = sorted({s for (h, _), g in result.groups.items() if h == service for s in g.sources})
-        out.append({"service": service, "gpus": gpus[service], "paid_gpu_hours": _hours(a["paid"]),
-                    "kernel_active_gpu_hours": _hours(a["busy"]),
-                    "in_flight_idle_gpu_hours": _hours(a["serving"]) if profile else None,
-                    "overhead_gpu_hours": _hours(a["paid"] - a["busy"] - a["serving"]),
-                    "mean_busy_fraction": share(a["busy"], a["paid"], 4),
-                    "gap_ratio": fmt(profile.gap_ratio, 4) if profile and profile.gap_ratio is not None else None,
-                    "busy_source": "/".join(sources) or None})
-    return out
-
-
-def _utilisation(result) -> list[dict]:
-    daily = defaultdict(lambda: [ZERO, ZERO])
-    for iv in result.intervals:
-        day = daily[(iv.ts.strftime("%Y-%m-%d"), iv.service)]
-        day[0] += iv.busy_seconds
-        day[1] += iv.paid_seconds
-    return [{"date": d, "service": s, "busy_fraction": share(b, p, 4)} for (d, s), (b, p) in sorted(daily.items())]
-
-
-def _queue(result) -> list[dict]:
-    from audit.gpusplit import service_of
-    queue = result.telemetry.queue
-    sums = defaultdict(lambda: [0.0, 0.0, 0])
-    for row in queue.itertuples(index=False):
-        labels = {"namespace": row.namespace, "pod": row.pod, "model_name": row.model_name, "container": ""}
-        name = service_of(labels, result.case.services, {})
-        if name:
-            s = sums[name]
-            s[0] += float(row.waiting)
-            s[1] += float(row.running)
-            s[2] += 1
-    return [{"service": n, "mean_waiting": f"{w / c:.3f}", "mean_running": f"{r / c:.3f}"}
-            for n, (w, r, c) in sorted(sums.items()) if c]
-
-
-def _telemetry(result) -> dict:
-    """Telemetry checks: label values one source names and another does not (never fatal)."""
-    return {"label_mismatches": list(result.telemetry.label_mismatches)}
-
-
-def _profiles(result, analyses: dict) -> list[dict]:
-    out = []
-    for service, p in sorted(result.profiles.items()):
-        total_us = float(p.categories["total_us"].sum()) if len(p.categories) else 0.0
-        kernels = p.kernels.sort_values("total_us", ascending=False).head(10) if len(p.kernels) else p.kernels
-        kernel_total = float(p.kernels["total_us"].sum()) if len(p.kernels) else 0.0
-        kps = p.kernel_seconds_per_request
-        out.append({"name": p.name, "service": service, "trace": p.path.split("/")[-1],
-                    "kernel_active_ms": fmt(p.kernel_active_us / 1000, 3),
-                    "gpu_window_ms": fmt(p.gpu_window_us / 1000, 3),
-                    "gap_ratio": fmt(p.gap_ratio, 6), "gap_basis": p.gap_basis,
-                    "kernel_seconds_per_request": fmt(kps, 9),
-                    "categories": [{"category": r.category, "ms": f"{r.total_us / 1000:.3f}",
-                                    "share": f"{r.total_us / total_us:.4f}" if total_us else None}
-                                   for r in p.categories.sort_values("total_us", ascending=False).itertuples()],
-                    "top_kernels": [{"name": r.name, "category": r.category, "count": int(r.count),
-                                     "ms": f"{r.total_us / 1000:.3f}",
-                                     "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
-                                    for r in kernels.itertuples()],
-                    "top_call_paths": [row for group in analyses.get(service, {}).get("call_paths", [])
-                                       for row in group["top"]][:10]})
-    return out
-
-
-def _analyses(result) -> dict:
-    """Kernel-level analysis (call paths, findings) of each profile with a trace on disk, parsed once."""
-    from audit.trace.analyse import analyse
-
-    out = {}
-    for service, profile in sorted(result.profiles.items()):
-        if Path(profile.path).is_file():  # a profile given in memory (tests) has no trace to read
-            out[service] = analyse([Path(profile.path)], None)[0]
-    return out
-
-
-def _findings(result, analyses: dict) -> list[dict]:
-    """Kernel-level findings of each profile, costed as share × the cost of the part they lie in.
-
-    Findings explain the buckets and never add to them (METHOD §6).
-    """
-    parts = defaultdict(lambda: ZERO)
-    for p in result.ledger.parts.values():
-        parts[(p.bucket, p.name, p.service)] += p.amount
-    out = []
-    for service, analysis in analyses.items():
-        profile = result.profiles[service]
-        for finding in analysis["findings"]:
-            amount = parts.get((finding["bucket"], finding["part"], service))
-            share_of = Decimal(finding["share"]) if finding.get("share") else None
-            cost = cents(share_of * amount) if amount is not None and share_of is not None else None
-            out.append({**finding, "service": service, "profile": profile.name,
-                        "cost": None if cost is None else str(cost), "price_per_gpu_hour": None,
-                        "profile_cost": None,
-                        "reason": None if cost is not None else
-                        f"part {finding['bucket']}.{finding['part']} of {service} not measured in this case",
-                        "cost_basis": (f"share of the profile's GPU time × {finding['bucket']}.{finding['part']}"
-                                       f" of {service}")})
-    return out
-
-
-def _option(o, case) -> dict:
-    def bands(values, places=2):
-        return None if values is None else {k: fmt(v, places) for k, v in values.items()}
-    return {"rank": o.rank, "id": o.id, "title": o.title, "bucket": o.bucket, "acts_on": o.acts_on,
-            "status": o.status, "part_monthly": fmt(o.part_monthly, 2),
-            "monthly_saving": bands(o.saving), "one_off_cost": bands(o.cost),
-            "payback_months": bands(o.payback, 2), "effort_hours": bands(o.effort, 1),
-            "assumptions": o.assumptions, "overridden": o.overridden, "reason": o.reason}
-
-
-def _sources(result) -> list[dict]:
-    folder = result.case.folder
-    out = []
-    for f in result.collected.frames:
-        out.append({"name": f.spec.name, "kind": f.spec.kind, "format": f.spec.format,
-                    "path": _relative(f.spec, folder), "rows": f.rows,
-                    "covered": {"start": _iso(f.covered[0]), "end": _iso(f.covered[1])},
-                    "sha256": f.sha256, "status": "read", "reason": None, **_read_notes(f)})
-    for m in result.collected.missing:
-        out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
-                    "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,
-                    "status": "missing", "reason": m.reason})
-    return out
-
-
-def _read_notes(frame) -> dict:
-    """For a billing source: the invoice lines read (``lines``) and how many rows of the audit's
-    line table they were summed into; for any source: what was read in a way the file did not spell
-    out (``notes``: row, column, note; at most 20, with the count)."""
-    out: dict = {}
-    lines = frame.tables.get("lines")
-    if lines is not None:
-        out["lines"] = line_total(lines)
-        out["summed_into"] = int(len(lines))
-    notes = frame.tables.get("notes")
-    if notes is not None and len(notes):
-        out["notes"] = [{"row": int(n.row), "column": n.column or None, "note": n.note}
-                        for n in notes.head(20).itertuples()]
-        out["notes_total"] = int(len(notes))
-    return out
-
-
-def _relative(spec, folder) -> str:
-    """A source's path relative to the case folder (its uri / table / url when remote)."""
-    if spec.path is None:
-        return spec.where
-    try:
-        return str(spec.path.relative_to(folder))
-    except ValueError:
-        return spec.path.name
-
-
-def _notes(result) -> list[str]:
-    notes = ["Billing timestamps without an offset were read as UTC, as FOCUS defines.",
-             f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "
-             "spread evenly over the GPU-seconds it bills.",
-             "Model compute includes padding not separated (no batch-shape measurement)."]
-    for p in result.profiles.values():
-        if p.gap_basis == "gpu_window":
-            notes.append(f"Profile {p.name}: no request markers; gap ratio taken over the trace's GPU window.")
-    if result.extra_gpu_nodes:
-        notes.append("Telemetry names more GPUs than billed on: " + ", ".join(sorted(result.extra_gpu_nodes)))
-    for m in result.collected.missing:
-        notes.append(f"Source {m.spec.name} could not be read: {m.reason}")
-    return notes
+    case: Case
+    collected: Collected
+    lines: pd.DataFrame                              # every billing line read (schemas.billing.BillingLine)
+    scope_mask: pd.Series                            # lines in scope
+    scope_reasons: tuple[str, ...]                   # why lines fell outside the scope
+    charges: pd.DataFrame                            # classified lines in scope, adjusted and priced
+    ledger: Ledger
+    intervals: tuple[ServiceInterval, ...]
+    groups: Mapping[tuple[str, datetime], Group]
+    coverage: Mapping[str, NodeCoverage]
+    telemetry: Telemetry
+    profiles: Mapping[str, ProfileSummary]
+    traffic: Mapping[str, TrafficTotals]
+    unit_costs: Mapping[str, UnitCost]
+    reconciliation: Reconciliation
+    options: tuple[Option, ...]
+    extra_gpu_nodes: frozenset[str]
+    evidence: Evidence

@@ -46,13 +46,19 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class SourceFrame:
-    """What a connector returns: named tables plus provenance."""
+    """What a connector returns: named tables plus provenance.
+
+    ``parsed`` is what the connector parsed the tables from, when a later stage reads it again
+    (a profiles connector's trace columns, which the audit's kernel evidence analyses): kept so
+    that no file is parsed twice in a run. None for every other source.
+    """
 
     spec: SourceSpec
     tables: Mapping[str, pd.DataFrame]
     rows: int
     covered: tuple[datetime | None, datetime | None]
     sha256: str
+    parsed: Any = field(default=None, repr=False, compare=False)
 
 
 def file_sha256(path: Path) -> str:
@@ -72,6 +78,8 @@ class Connector:
     schemas: ClassVar[Mapping[str, Any]] = {}
     retries: ClassVar[int] = 3
     backoff_seconds: ClassVar[float] = 0.5
+    #: set by fetch() where a later stage reads what it parsed (see SourceFrame.parsed)
+    parsed: Any = None
 
     def __init__(self, spec: SourceSpec, ctx: ReadContext):
         self.spec = spec
@@ -127,7 +135,7 @@ class Connector:
         for name, schema in self.schemas.items():
             if name in tables:
                 tables[name] = validate(schema, tables[name], self._local or self.spec.where, name)
-        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint())
+        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint(), self.parsed)
 
     def fingerprint(self) -> str:
         """sha256 of what was read: the file, or every file of a folder (sorted by name)."""

@@ -13,9 +13,9 @@ from tests.paths import DEMO, ROOT
 @pytest.fixture(scope="session")
 def demo_audit() -> dict:
     """audit.json of fixtures/demo as a dict (``run_audit`` in this process)."""
+    from audit.audit_json import to_dict
     from audit.case import load_case
     from audit.pipeline import run_audit
-    from audit.result import to_dict
 
     return to_dict(run_audit(load_case(DEMO)))
 

@@ -8,6 +8,9 @@ statement counts, at module level or inside a function, ``import x`` and ``from 
 alike, relative ones resolved (names looked up with ``importlib`` at run time are not seen).
 The modules are those of the packages pyproject.toml ships; each test is parametrised by module,
 so a failure names it.
+
+The audit stages (``STAGES``) never import each other: what they share lives in modules that are
+not stages (``SHARED``), and only the pipeline (with the CLI and the billing summary) imports a stage.
 """
 from __future__ import annotations
 
@@ -34,6 +37,16 @@ ALLOWED = {
     "audit.cli": {"schemas", "connectors", "collector", "audit", "audit.cli"},
 }
 HEAVY = ("torch", "weasyprint", "pandas", "duckdb", "numpy", "isal", "boto3")
+#: the audit stages, in pipeline order: none imports another, only STAGE_CALLERS import them
+STAGES = ("audit.collect", "audit.normalise", "audit.classify", "audit.adjust", "audit.prices", "audit.gpusplit",
+          "audit.attribute", "audit.unit_costs", "audit.reconcile", "audit.rank", "audit.evidence", "audit.render")
+#: what stages share, and the only modules of audit (beside the helper packages below) a stage may import
+SHARED = ("audit", "audit.case", "audit.money", "audit.errors", "audit.buckets", "audit.collected",
+          "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result")
+#: packages of helpers a stage may use: trace analyzers (evidence), reporters (render)
+STAGE_HELPERS = ("audit.trace", "audit.reporters")
+#: the modules that may import a stage: the pipeline (the order), the CLI, and `costaudit billing`'s summary
+STAGE_CALLERS = ("audit.pipeline", "audit.billing_summary")
 
 
 def modules() -> dict[str, Path]:
@@ -185,3 +198,32 @@ def test_importing_the_cli_loads_no_heavy_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def _in_package(name: str, packages) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_the_stages_are_found():
+    missing = [s for s in STAGES + SHARED if s not in MODULES]
+    assert not missing, f"stage or shared modules named in tests/test_floors.py but not found: {missing}"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_no_stage_imports_another_stage(stage):
+    wrong = [f"line {line}: {target}" for target, line in imports(stage) if target in STAGES]
+    assert not wrong, (f"stage {stage} imports another stage: " + "; ".join(wrong)
+                       + f" (put what stages share in one of {', '.join(SHARED)}, or a new shared module)")
+    unknown = [f"line {line}: {target}" for target, line in imports(stage)
+               if layer(target) == "audit" and target not in SHARED and not _in_package(target, STAGE_HELPERS)]
+    assert not unknown, (f"stage {stage} imports audit modules that are neither shared nor helpers: "
+                         + "; ".join(unknown) + " (add a shared module to SHARED in tests/test_floors.py)")
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - set(STAGES)))
+def test_only_the_pipeline_imports_stages(module):
+    if module in STAGE_CALLERS or layer(module) == "audit.cli":
+        return
+    wrong = [f"line {line}: {target}" for target, line in imports(module) if target in STAGES]
+    assert not wrong, (f"{module} imports a stage: " + "; ".join(wrong)
+                       + f" (only {', '.join(STAGE_CALLERS)} and audit.cli may)")

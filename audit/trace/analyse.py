@@ -10,41 +10,78 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from audit.trace.profile_view import ProfileView
+    from connectors.profiles.events import Trace
 
 TOP_PATHS = 10
 
 
 def analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
     """The JSON document of a rank set, and its folded stacks."""
+    from audit.trace.breakdown import breakdown, hta_breakdown
+    from audit.trace.callpath import folded_stacks
     from audit.trace.findings import load_profile, views_findings
-    from audit.trace.profile_view import ProfileView
-    from audit.trace.breakdown import breakdown, hta_breakdown, ranks
-    from audit.trace.callpath import folded_stacks, path_table
-    from connectors.profiles.events import GPU_WORK
 
     traces = [load_profile(Path(p)) for p in paths]
     document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),
                 "ranks": _rounded(breakdown(traces)), "hta_compatible": _rounded(hta_breakdown(traces)),
                 "call_paths": [], "findings": []}
     stacks: list[str] = []
-    for rank, trace in zip(ranks(traces), traces):
-        if not np.isin(trace.role, GPU_WORK).any():
-            continue
-        view = ProfileView(trace, rank)
-        table = path_table(trace, view.paths).head(TOP_PATHS)
-        document["call_paths"].append({"rank": rank, "file": trace.path.name, "top": [
-            {"call_path": r.call_path, "top_kernel": r.top_kernel, "events": int(r.events),
-             "gpu_us": round(float(r.gpu_us), 3), "share_of_gpu_work": f"{r.share:.6f}"}
-            for r in table.itertuples()]})
+    for rank, trace, view in gpu_views(traces):
+        document["call_paths"].append(top_call_paths(rank, trace, view))
         document["findings"] += views_findings(view, price)
         stacks += folded_stacks(trace, view.paths)
-    document["findings"].sort(key=lambda f: (-float(f["gpu_ms"]), f["id"], f["trace"], f["call_path"]))
+    document["findings"] = sorted_findings(document["findings"])
     for device in (d for r in document["ranks"] for d in r["devices"]):
         active = device["kernel_active_us"]
         device["gap_ratio"] = round((device["window_us"] - active) / active, 6) if active > 0 else None
     return document, stacks
+
+
+def kernel_evidence(traces: list[Trace]) -> tuple[list[dict], list[dict]]:
+    """The call paths and the (unpriced) findings of a rank set, as :func:`analyse` reports them.
+
+    The audit's evidence stage calls this on the traces its profiles connectors parsed.
+    """
+    from audit.trace.findings import views_findings
+
+    call_paths, findings = [], []
+    for rank, trace, view in gpu_views(traces):
+        call_paths.append(top_call_paths(rank, trace, view))
+        findings += views_findings(view, None)
+    return call_paths, sorted_findings(findings)
+
+
+def gpu_views(traces: list[Trace]) -> Iterator[tuple[int, Trace, ProfileView]]:
+    """(rank, trace, view) of every trace of a rank set with GPU work, one view at a time."""
+    from audit.trace.breakdown import ranks
+    from audit.trace.profile_view import ProfileView
+    from connectors.profiles.events import GPU_WORK
+
+    for rank, trace in zip(ranks(traces), traces):
+        if np.isin(trace.role, GPU_WORK).any():
+            yield rank, trace, ProfileView(trace, rank)
+
+
+def top_call_paths(rank: int, trace: Trace, view: ProfileView) -> dict:
+    """One rank's busiest call paths by GPU time (at most TOP_PATHS)."""
+    from audit.trace.callpath import path_table
+
+    table = path_table(trace, view.paths).head(TOP_PATHS)
+    return {"rank": rank, "file": trace.path.name, "top": [
+        {"call_path": r.call_path, "top_kernel": r.top_kernel, "events": int(r.events),
+         "gpu_us": round(float(r.gpu_us), 3), "share_of_gpu_work": f"{r.share:.6f}"}
+        for r in table.itertuples()]}
+
+
+def sorted_findings(findings: list[dict]) -> list[dict]:
+    """Findings largest GPU time first (then id, trace, call path)."""
+    return sorted(findings, key=lambda f: (-float(f["gpu_ms"]), f["id"], f["trace"], f["call_path"]))
 
 
 def _rounded(value):

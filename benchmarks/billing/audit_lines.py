@@ -39,7 +39,7 @@ def child(grain: str, export: Path) -> None:
     """One case: read, classify, spread, price; print a JSON line."""
     from audit import classify as classify_mod
     from audit.adjust import spread
-    from audit.pipeline import _add_prices
+    from audit.prices import priced
     from connectors.base import ReadContext, SourceSpec
     from connectors.billing.cur import CurConnector
 
@@ -47,8 +47,8 @@ def child(grain: str, export: Path) -> None:
     spec = SourceSpec("bench", "billing", "cur", export, {"grain": grain})
     lines = CurConnector(spec, ReadContext(*WINDOW, "USD")).read().tables["lines"]
     classes = classify_mod.classify(lines, (), set(), set())
-    charges, _ = spread(classes, "effective")
-    _add_prices(charges)
+    spread_charges, _ = spread(classes, "effective")
+    charges = priced(spread_charges)
     seconds = time.perf_counter() - began
     net = sum(charges["net"], start=Decimal(0))
     print(json.dumps({"grain": grain, "seconds": seconds, "rss": peak_rss(), "rows": len(lines),

@@ -3,7 +3,7 @@
 Reads ``trace.json.gz`` with the Kineto reader (same three tables) and takes ``requests``,
 ``prompt_tokens`` and ``generated_tokens`` served in the profiler window from ``profile.json``;
 figures written on the case's ``[[profiles]]`` entry take precedence. The returned frame's spec
-names the trace file (so the kernel findings read it); the fingerprint covers the whole bundle.
+names the trace file (audit.json names the trace); the fingerprint covers the whole bundle.
 """
 from __future__ import annotations
 
@@ -38,12 +38,13 @@ class ProfileBundleConnector(Connector):
         trace = load_trace(trace_path)
         if trace.kind.size == 0:
             raise InputError(trace_path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+        self.parsed = trace.trace  # the whole trace's columns, for the audit's kernel evidence
         events = event_frame(trace)
         tables = {"profile": profile_table(trace, trace_path.name), "kernels": kernel_table(events),
                   "categories": category_table(events)}
         found = {k: window.get(k) for k in TRAFFIC if window.get(k) is not None}
         options = {**found, **{k: v for k, v in self.spec.options.items() if v is not None}}
-        # the frame names the trace itself, so that the kernel findings (audit/result.py) read it
+        # the frame names the trace itself (audit.json profiles[].trace), not the bundle folder
         self.spec = dataclasses.replace(self.spec, path=trace_path, options=options)
         return tables, trace.rows, (None, None)
 

@@ -40,6 +40,7 @@ class KinetoConnector(Connector):
         trace = load_trace(self.path)
         if trace.kind.size == 0:
             raise InputError(self.path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+        self.parsed = trace.trace  # the whole trace's columns, for the audit's kernel evidence
         events = event_frame(trace)
         tables = {
             "profile": profile_table(trace, self.path.name),

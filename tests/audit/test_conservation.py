@@ -7,9 +7,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit.collect import Collected
+from audit.audit_json import to_dict
+from audit.collected import Collected
 from audit.pipeline import audit_collected
-from audit.result import to_dict
 from tests.builders import activity, frame, line, lines_frame, make_case, window
 
 START, END = window("2026-09-01", "2026-09-02")
@@ -73,19 +73,18 @@ def test_buckets_sum_to_total_to_the_cent(items, with_profile, basis):
     rows = [build_line(i + 1, k, a, h) for i, (k, a, h) in enumerate(items)]
     if all(r["sub_account_id"] == "222" for r in rows):
         rows.append(build_line(len(rows) + 1, "lb", Decimal("1"), 0))
-    collected = Collected()
-    collected.frames.append(frame("billing", "focus", {"lines": lines_frame(rows)}))
+    frames = [frame("billing", "focus", {"lines": lines_frame(rows)})]
     nodes = pd.DataFrame([{"node": "n0", "provider_id": "aws:///z/i-gpu0", "resource_id": "i-gpu0", "instance_type": ""},
                           {"node": "c0", "provider_id": "aws:///z/i-cpu", "resource_id": "i-cpu", "instance_type": ""}])
-    collected.frames.append(frame("telemetry", "openmetrics", {"gpu_activity": telemetry_frame(), "node_info": nodes}))
+    frames.append(frame("telemetry", "openmetrics", {"gpu_activity": telemetry_frame(), "node_info": nodes}))
     if with_profile:
         profile = pd.DataFrame([{"trace": "t", "device": "H100", "gpu_window_us": 110.0, "kernel_active_us": 100.0,
                                  "busy_us": 100.0, "idle_us": 10.0, "gap_ratio": 0.1, "gap_basis": "gpu_window",
                                  "kernels": 3, "sync_us": 0.0}])
-        collected.frames.append(frame("profiles", "kineto", {"profile": profile, "kernels": pd.DataFrame(),
-                                                             "categories": pd.DataFrame()},
-                                      service="chat", requests=10))
-    document = to_dict(audit_collected(make_case(basis=basis), collected))
+        frames.append(frame("profiles", "kineto", {"profile": profile, "kernels": pd.DataFrame(),
+                                                   "categories": pd.DataFrame()},
+                            service="chat", requests=10))
+    document = to_dict(audit_collected(make_case(basis=basis), Collected(tuple(frames))))
     buckets = document["buckets"]
     total = Decimal(document["total"])
     key = "effective_cost" if basis == "effective" else "billed_cost"

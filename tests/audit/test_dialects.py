@@ -5,19 +5,18 @@ from decimal import Decimal
 
 import pandas as pd
 
-from audit.collect import Collected
+from audit.audit_json import to_dict
+from audit.collected import Collected
 from audit.pipeline import audit_collected
-from audit.result import to_dict
 from tests.builders import activity, frame, line, lines_frame, make_case
 
 HOUR = pd.Timestamp("2026-09-01T00:00:00Z")
 
 
 def run(lines, acts, nodes):
-    collected = Collected()
-    collected.frames.append(frame("billing", "focus", {"lines": lines_frame(lines)}))
-    collected.frames.append(frame("telemetry", "openmetrics", {"gpu_activity": activity(acts),
-                                                               "node_info": pd.DataFrame(nodes)}))
+    collected = Collected((frame("billing", "focus", {"lines": lines_frame(lines)}),
+                           frame("telemetry", "openmetrics", {"gpu_activity": activity(acts),
+                                                              "node_info": pd.DataFrame(nodes)})))
     return to_dict(audit_collected(make_case(accounts=()), collected))
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from audit.audit_json import to_dict
 from audit.case import load_case
 from audit.pipeline import run_audit
-from audit.result import to_dict
 from tests.builders import billing_case
 from tests.paths import DATA
 

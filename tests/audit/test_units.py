@@ -7,7 +7,7 @@ import pandas as pd
 
 from audit.case import Service
 from audit.reconcile import _denominator_drivers
-from audit.units import traffic_by_service
+from audit.unit_costs import traffic_by_service
 
 SERVICES = {"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)}
 TS = pd.Timestamp("2026-09-01T00:00:00Z")

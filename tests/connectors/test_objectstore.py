@@ -22,9 +22,9 @@ import pytest
 import connectors.objectstore as objectstore
 import connectors.objectstore_cache as objectstore_cache
 import connectors.objectstore_faults as objectstore_faults
+from audit.audit_json import to_dict
 from audit.case import load_case
 from audit.pipeline import run_audit
-from audit.result import to_dict
 from connectors.base import ReadContext, SourceSpec
 from connectors.billing.focus import FocusConnector
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError

@@ -10,7 +10,8 @@ import duckdb
 import pytest
 
 from audit.billing_summary import summarise
-from audit.classify import classify, gpu_hours_of
+from audit.classify import classify
+from audit.lines import gpu_hours_of
 from benchmarks.billing.generate import generate
 from connectors.base import ReadContext, SourceSpec
 from connectors.billing.totals import read_totals

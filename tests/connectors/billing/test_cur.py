@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from audit.audit_json import to_dict
 from audit.case import load_case
 from audit.classify import classify
 from audit.pipeline import run_audit
-from audit.result import to_dict
 from connectors.billing.cur import CurConnector
 from connectors.errors import InputError, InputErrors
 from connectors.registry import resolve

@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from audit.audit_json import to_dict
 from audit.case import load_case
 from audit.pipeline import run_audit
-from audit.result import to_dict
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError

@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from audit.audit_json import to_dict
 from audit.case import Case, Service
-from audit.collect import Collected
+from audit.collected import Collected
 from audit.pipeline import audit_collected
 from audit.render import render
-from audit.result import to_dict
 from connectors import registry
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
@@ -255,10 +255,8 @@ def collected(tables: dict) -> Collected:
                pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("3.912"),
                billed_cost=Decimal("3.912"), effective_cost=Decimal("3.912"),
                start=pd.Timestamp(START), end=pd.Timestamp(END))
-    out = Collected()
-    out.frames.append(frame("billing", "focus", {"lines": lines_frame([gpu])}))
-    out.frames.append(frame("telemetry", "openmetrics", tables, name="serving"))
-    return out
+    return Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
+                      frame("telemetry", "openmetrics", tables, name="serving")))
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,31 @@
-"""The serving-path evidence of audit.json (METHOD §3): reported beside the buckets, never moving money.
+"""Stage: the evidence that explains the buckets without moving money (METHOD §3, §6).
 
-:func:`serving_evidence` gives, per declared service, the queue, batching, occupancy, prefix-cache,
-DCGM-activity and replica figures of the window, each with its source or, unmeasured, null and
-the reason; :func:`with_evidence` lists beside each option the measured figures that bear on it.
-Used by :func:`audit.result.to_dict` only.
+:func:`gather` returns, per declared service, the serving figures of the window (queue, batching,
+occupancy, prefix-cache, DCGM-activity and replica figures, each with its source or, unmeasured,
+null and the reason), the measured figures that bear on each option, and per kernel profile its
+top call paths and its findings, costed on the part of the ledger they lie in. Each trace is the
+one its profiles connector parsed (``ProfileSummary.trace``); a profile given without one is
+parsed here, once, when its file exists.
 """
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pandas as pd
+
+from audit.case import Case, Service
+from audit.ledger import Ledger
+from audit.normalised import ProfileSummary, Telemetry
+from audit.result import Evidence, Figure, KernelFinding
+from audit.services import service_of
+
+if TYPE_CHECKING:
+    from connectors.profiles.events import Trace
+
+TOP_CALL_PATHS = 10  # call paths listed per profile in audit.json
 
 #: figure -> (table, the families/metrics that can measure it, per family)
 EVIDENCE_METRICS = {
@@ -40,7 +58,45 @@ REPLICA_EVIDENCE = {"replicas_spec": ("deployment", "spec_replicas", "kube_deplo
                     "hpa_max": ("hpa", "max_replicas", "kube_horizontalpodautoscaler_spec_max_replicas")}
 
 
-def _figure(value, source, reason=None) -> dict:
+def gather(case: Case, tele: Telemetry, profiles: Mapping[str, ProfileSummary], ledger: Ledger) -> Evidence:
+    """Serving figures per service, the figures that bear on each option, and the kernel evidence."""
+    from audit.trace.analyse import kernel_evidence  # the trace analyzers (numpy, msgspec) load when it runs
+
+    serving = serving_evidence(tele, case.services)
+    call_paths: dict[str, tuple[Mapping[str, Any], ...]] = {}
+    findings: list[KernelFinding] = []
+    amounts = ledger.amounts()
+    for service, profile in sorted(profiles.items()):
+        trace = _trace_of(profile)
+        if trace is None:
+            continue
+        paths, found = kernel_evidence([trace])
+        call_paths[service] = tuple(row for group in paths for row in group["top"])[:TOP_CALL_PATHS]
+        findings += [_costed(finding, service, profile.name, amounts) for finding in found]
+    return Evidence(serving, option_evidence(serving), call_paths, tuple(findings))
+
+
+def _trace_of(profile: ProfileSummary) -> Trace | None:
+    """The trace the connector parsed; else the profile's file, parsed here (None without a file)."""
+    if profile.trace is not None:
+        return profile.trace
+    if Path(profile.path).is_file():
+        from audit.trace.findings import load_profile
+
+        return load_profile(Path(profile.path))
+    return None  # a profile given in memory (tests) has no trace to read
+
+
+def _costed(finding: Mapping[str, Any], service: str, profile: str,
+            amounts: Mapping[tuple[str, str, str | None], Decimal]) -> KernelFinding:
+    """A finding's cost: its share of the profile's GPU time × the part it lies in (unrounded)."""
+    amount = amounts.get((finding["bucket"], finding["part"], service))
+    share_of = Decimal(finding["share"]) if finding.get("share") else None
+    cost = share_of * amount if amount is not None and share_of is not None else None
+    return KernelFinding(service, profile, finding, cost)
+
+
+def _figure(value, source, reason=None) -> dict[str, str | None]:
     """One evidence figure: a 6-place decimal string with its source, or null with the reason."""
     if value is None or not math.isfinite(float(value)):
         return {"value": None, "source": source or None, "reason": reason}
@@ -55,9 +111,9 @@ def _unmeasured(figure: str, table, column: str, metrics: str) -> dict:
     return _figure(None, None, why)
 
 
-def _of_service(frame, services, columns=("namespace", "pod", "model_name", "container")):
+def _of_service(frame: pd.DataFrame, services: Mapping[str, Service],
+                columns=("namespace", "pod", "model_name", "container")) -> pd.DataFrame:
     """The frame with a ``service`` column (rows that match no service dropped)."""
-    from audit.gpusplit import service_of
     if frame.empty:
         return frame.assign(service=[])
     keys = [c for c in columns if c in frame]
@@ -138,10 +194,9 @@ def _ratio_rows(rows, num: str, den: str, metrics: dict) -> dict:
     return _figure(float(both[num].sum()) / total, source)
 
 
-def serving_evidence(result) -> dict:
+def serving_evidence(tele: Telemetry, services: Mapping[str, Service]) -> dict[str, dict[str, Figure]]:
     """Per declared service, over the window: queue time, batching, occupancy, prefix cache,
     DCGM activity and replicas, each figure with its source or, unmeasured, null and the reason."""
-    tele, services = result.telemetry, result.case.services
     serving = _of_service(tele.serving, services)
     activity = tele.activity
     evidence = tele.gpu_evidence
@@ -196,12 +251,10 @@ OPTION_EVIDENCE = {
 }
 
 
-def with_evidence(options: list[dict], evidence: dict) -> list[dict]:
-    """Each option with the measured serving-evidence figures that bear on it, per service."""
-    for option in options:
-        option["evidence"] = [
-            {"service": service, "figure": key, "value": figure["value"], "source": figure["source"]}
-            for service, figures in sorted(evidence.items())
-            for key in OPTION_EVIDENCE.get(option["id"], ())
-            if (figure := figures.get(key)) and figure.get("value") is not None]
-    return options
+def option_evidence(serving: Mapping[str, Mapping[str, Figure]]) -> dict[str, tuple[dict[str, Any], ...]]:
+    """Option id -> the measured serving-evidence figures that bear on it, per service."""
+    return {option: tuple({"service": service, "figure": key, "value": figure["value"], "source": figure["source"]}
+                          for service, figures in sorted(serving.items())
+                          for key in keys
+                          if (figure := figures.get(key)) and figure.get("value") is not None)
+            for option, keys in OPTION_EVIDENCE.items()}

@@ -1,0 +1,148 @@
+"""The ledger of bucket parts, and what adjustment and the GPU split hand to attribution.
+
+Adjustment (:mod:`audit.adjust`) leaves the :class:`Leftover` adjustments that had no charge to
+apply to; the GPU split (:mod:`audit.gpusplit`) fills :class:`Group` sums per holder and interval and
+:class:`NodeCoverage` per billed resource; attribution (:mod:`audit.attribute`) turns them into
+:class:`Part` amounts of the :class:`Ledger` and per-service :class:`ServiceInterval` splits, which
+unit costs, reconciliation, ranking, evidence and the audit.json writer read. A holder is a declared
+service or one of the ``__…__`` names below.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Mapping
+
+from audit.money import ZERO
+
+UNALLOCATED = "__unallocated__"
+UNKNOWN = "__allocation_unknown__"
+UNDECLARED = "__undeclared__"
+NO_SAMPLE = "__no_sample__"
+NOT_IN_TELEMETRY = "__not_in_telemetry__"
+#: holders whose GPU time telemetry did not measure (no sample, or a GPU it never names)
+UNMEASURED_HOLDERS = (NO_SAMPLE, NOT_IN_TELEMETRY)
+
+
+def is_service(holder: str) -> bool:
+    """A declared service, rather than one of the ``__…__`` holders."""
+    return not holder.startswith("__")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """An adjustment with no charge to apply to: reported as unattributed."""
+
+    line_id: str
+    amount: Decimal
+    reason: str
+
+
+@dataclass
+class Group:
+    """Sums over the GPU-intervals of one holder in one interval (filled by the GPU split)."""
+
+    holder: str
+    ts: datetime
+    gpus: int = 0
+    paid: Decimal = ZERO          # net cost (after tax, credits, commitments)
+    gross: Decimal = ZERO         # cost-basis cost before tax and credits
+    priced: Decimal = ZERO        # quantity × unit price
+    busy: Decimal = ZERO          # Σ b × net cost
+    paid_seconds: Decimal = ZERO
+    busy_seconds: Decimal = ZERO
+    sources: set[str] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    pods: set[str] = field(default_factory=set)
+
+
+@dataclass
+class NodeCoverage:
+    """Paid vs observed GPU-hours of one billed resource (filled by the GPU split)."""
+
+    resource_id: str
+    node: str
+    instance_type: str
+    paid_seconds: Decimal = ZERO
+    observed_seconds: Decimal = ZERO
+
+
+@dataclass
+class Part:
+    """One named part of a bucket, summed over the window."""
+
+    bucket: str
+    name: str
+    service: str | None
+    amount: Decimal = ZERO
+    gpu_seconds: Decimal | None = None
+    sources: set[str] = field(default_factory=set)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceInterval:
+    """The split of one service's GPUs over one interval (METHOD §3 table)."""
+
+    service: str
+    ts: datetime
+    gpus: int
+    paid: Decimal
+    gross: Decimal
+    priced: Decimal
+    kernel: Decimal
+    serving: Decimal | None
+    overhead: Decimal
+    headroom: Decimal | None
+    paid_seconds: Decimal
+    busy_seconds: Decimal
+    serving_seconds: Decimal | None
+    pods: frozenset[str] = frozenset()
+
+
+class Ledger:
+    """Parts keyed by (bucket, name, service), accumulated by attribution and read by every later stage."""
+
+    def __init__(self) -> None:
+        self.parts: dict[tuple[str, str, str | None], Part] = {}
+
+    def add(self, bucket: str, name: str, service: str | None, amount: Decimal, source: str | None,
+            reason: str, seconds: Decimal | None = None) -> None:
+        key = (bucket, name, service)
+        part = self.parts.get(key)
+        if part is None:
+            part = self.parts[key] = Part(bucket, name, service, reason=reason)
+        part.amount += amount
+        if seconds is not None:
+            part.gpu_seconds = (part.gpu_seconds or ZERO) + seconds
+        if source:
+            part.sources.add(source)
+
+    def total(self) -> Decimal:
+        """The sum of every part (unrounded)."""
+        return sum((p.amount for p in self.parts.values()), ZERO)
+
+    def amounts(self) -> dict[tuple[str, str, str | None], Decimal]:
+        """(bucket, name, service) -> amount."""
+        return {key: part.amount for key, part in self.parts.items()}
+
+
+@dataclass(frozen=True)
+class GpuSplit:
+    """What the GPU split hands to attribution and reconciliation."""
+
+    #: (holder, interval start) -> the sums of its GPU-intervals
+    groups: Mapping[tuple[str, datetime], Group]
+    #: billed resource key (or line id) -> paid vs observed GPU time
+    coverage: Mapping[str, NodeCoverage]
+    #: nodes on which telemetry names more GPUs than the invoice bills
+    extra_gpus: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What attribution hands on: the ledger of parts and the per-service interval splits."""
+
+    ledger: Ledger
+    intervals: tuple[ServiceInterval, ...]

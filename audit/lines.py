@@ -1,0 +1,53 @@
+"""What a billing line says: its resource key, its cost-basis amount, the GPU time it bills.
+
+Read by several stages (classification, the GPU split, the writer) and by ``costaudit billing``;
+kept out of the stages so that none of them imports another.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Mapping
+
+import pandas as pd
+
+from connectors.billing.catalogue import gpu_skus
+
+
+def resource_key(resource_id: str) -> str:
+    """A billing resource id and a scheduler provider id reduced to the same key.
+
+    AWS ARNs of instances -> the instance id; GCP full resource names -> the instance name; Azure ARM
+    ids are case-insensitive -> lower case.
+    """
+    rid = (resource_id or "").strip()
+    if rid.startswith("arn:aws:ec2:") and ":instance/" in rid:
+        return rid.rsplit("/", 1)[-1]
+    if "/instances/" in rid and ("compute.googleapis.com" in rid or rid.startswith("projects/")):
+        return rid.rsplit("/", 1)[-1]
+    if rid.lower().startswith("/subscriptions/"):
+        return rid.lower()
+    return rid
+
+
+def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:
+    """The cost-basis amount of every line (Decimal): EffectiveCost, or BilledCost for "billed"."""
+    return lines["effective_cost" if basis == "effective" else "billed_cost"]
+
+
+def gpu_sku_model(line: Mapping) -> str:
+    """The GPU model when the line is a per-GPU meter (GCP), else ""."""
+    text = str(line.get("charge_description", ""))
+    for pattern, model in gpu_skus():
+        if pattern.search(text):
+            return model
+    return ""
+
+
+def gpu_hours_of(line: Mapping) -> Decimal:
+    """GPU-hours a gpu_compute line bills: GPU meter quantity, or instance-hours × GPUs."""
+    quantity = line.get("pricing_quantity") or line.get("consumed_quantity") or Decimal(0)
+    if line.get("gpus_per_instance"):
+        return quantity * line["gpus_per_instance"]
+    if gpu_sku_model(line):
+        return quantity
+    return Decimal(0)

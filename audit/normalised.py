@@ -1,0 +1,109 @@
+"""What normalisation hands on: the telemetry tables, the kernel profiles, and which billed
+resource is which telemetry node.
+
+Built by :mod:`audit.normalise`; read by the GPU split, reconciliation, ranking, evidence and the
+audit.json writer. Every table keeps the columns its pandera model names (schemas/usage.py,
+schemas/serving.py), and is empty with those columns where no source has it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from connectors.profiles.events import Trace
+
+ACTIVITY_COLUMNS = ["node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "ts",
+                    "step_seconds", "busy_fraction", "source"]
+REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus"]
+TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_tokens", "generated_tokens"]
+QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
+NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]
+SERVING_STATS_COLUMNS = ["ts", "family", "model_name", "namespace", "pod", "requests", "failures",
+                         "queue_seconds", "queue_requests", "queue_seconds_per_request",
+                         "batch_items", "batch_steps", "batch_size", "tokens_per_step", "running",
+                         "waiting", "compute_input_seconds", "compute_infer_seconds",
+                         "compute_output_seconds", "prefix_queries", "prefix_hits",
+                         "prefix_hit_rate", "kv_cache_usage"]
+EVIDENCE_COLUMNS = ["node", "gpu", "uuid", "ts", "sm_active", "tensor_active", "dram_active",
+                    "fb_used_mib", "power_watts"]
+REPLICA_COLUMNS = ["ts", "namespace", "kind", "name", "spec_replicas", "available_replicas",
+                   "current_replicas", "desired_replicas", "min_replicas", "max_replicas"]
+
+
+def empty_table(columns: list[str]) -> pd.DataFrame:
+    """A table with the given columns and no row."""
+    return pd.DataFrame({c: [] for c in columns})
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """A service's kernel profile reduced to what the split and reconciliation need.
+
+    ``trace`` is the trace the profiles connector parsed (its columns), kept for the evidence
+    stage so that no trace is parsed twice; None for a profile given as tables only.
+    """
+
+    name: str
+    service: str
+    path: str
+    gap_ratio: Decimal | None
+    gap_basis: str
+    kernel_active_us: Decimal
+    gpu_window_us: Decimal
+    requests: int | None
+    prompt_tokens: int | None
+    generated_tokens: int | None
+    summary: Mapping[str, Any]
+    kernels: pd.DataFrame
+    categories: pd.DataFrame
+    trace: Trace | None = field(default=None, repr=False)
+
+    @property
+    def kernel_seconds_per_request(self) -> Decimal | None:
+        if not self.requests:
+            return None
+        return self.kernel_active_us / Decimal(1_000_000) / Decimal(self.requests)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """Telemetry tables concatenated over sources (empty frames when absent).
+
+    ``activity`` (schemas.usage.GpuInterval), ``nodes``, ``requests`` (GpuRequest), ``traffic``
+    (schemas.serving.ServiceTraffic, each row naming its ``source``), ``queue`` (QueueDepth); ``step``
+    is the interval in seconds.
+    """
+
+    activity: pd.DataFrame
+    nodes: pd.DataFrame
+    requests: pd.DataFrame
+    traffic: pd.DataFrame
+    queue: pd.DataFrame
+    step: int
+    #: evidence only (never moves money): serving statistics, DCGM evidence, replica counts,
+    #: each row with the ``source`` ("<name> (<format>)") that read it
+    serving: pd.DataFrame = field(default_factory=lambda: empty_table(SERVING_STATS_COLUMNS + ["source"]))
+    gpu_evidence: pd.DataFrame = field(default_factory=lambda: empty_table(EVIDENCE_COLUMNS + ["source"]))
+    replicas: pd.DataFrame = field(default_factory=lambda: empty_table(REPLICA_COLUMNS + ["source"]))
+    #: label values one source names and another does not (see ``normalise.label_mismatches``)
+    label_mismatches: tuple[Mapping[str, Any], ...] = ()
+    #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None
+    replica_services: Mapping[tuple[str, str, str], str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    """Which billed resource is which telemetry node (several nodes for a scale set).
+
+    ``nodes_of`` maps a billing resource key (:func:`audit.lines.resource_key`) to its nodes, from
+    the telemetry's node table and the case's ``[nodes]``; ``cluster`` holds every such resource and
+    ``with_gpus`` those whose nodes telemetry saw GPUs on.
+    """
+
+    nodes_of: Mapping[str, tuple[str, ...]]
+    cluster: frozenset[str]
+    with_gpus: frozenset[str]

@@ -1,0 +1,37 @@
+"""Which declared service a pod belongs to: the case's ``[services]`` matchers over pod labels.
+
+Shared by the stages that meet pods (the GPU split, normalisation, unit costs, evidence) and the
+audit.json writer.
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import pandas as pd
+
+from audit.case import Service
+
+#: (namespace, pod) -> the model name the pod serves
+PodModels = Mapping[tuple[str, str], str]
+
+
+def service_of(labels: Mapping[str, str], services: Mapping[str, Service], pod_models: PodModels) -> str | None:
+    """The declared service whose matchers all hold for a pod's labels."""
+    values = dict(labels)
+    values.setdefault("model_name", pod_models.get((labels.get("namespace", ""), labels.get("pod", "")), ""))
+    for name, service in services.items():
+        if all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
+            return name
+    return None
+
+
+def _match(pattern: str, value: str) -> bool:
+    if pattern.startswith("re:"):
+        return re.search(pattern[3:], value) is not None
+    return pattern == value
+
+
+def pod_models(traffic: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(namespace, pod) -> served model name, from the serving counters."""
+    return {(r.namespace, r.pod): r.model_name for r in traffic.itertuples(index=False) if r.pod}
