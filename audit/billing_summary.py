@@ -25,14 +25,16 @@ SNIFF = (
 
 
 def sniff_format(path: Path) -> str:
+    import csv
+
+    from connectors.bounds import EITHER, check_source_path
     """The billing format of a file, from its header (or first JSON record)."""
     from connectors.errors import InputError
 
-    if not path.exists():
-        raise InputError(path, "file not found", expected="a billing export file or folder")
+    check_source_path(path, EITHER, expected="a billing export file or folder")
     try:
         names = {n.lower() for n in _header(path)}
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, csv.Error, RecursionError) as exc:
         raise InputError(path, f"unreadable header: {exc}",
                          expected="a billing export (CSV, CSV.gz, Parquet)") from None
     for fmt_name, markers in SNIFF:
@@ -52,7 +54,9 @@ def _header(path: Path) -> list[str]:
         return pq.read_schema(path).names
     opener = gzip.open if name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
-        first = handle.readline()
+        first = handle.readline(1 << 20)
+    if "\0" in first:
+        raise ValueError("NUL bytes in the first line: not CSV text")
     if first.lstrip().startswith("{"):
         return list(json.loads(first))
     import csv

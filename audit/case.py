@@ -12,6 +12,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from audit.errors import ConfigError
+from connectors.bounds import check_source_path, shown
+from connectors.errors import InputError
 
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"}
@@ -32,6 +34,12 @@ OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reaso
 CLASSES = {"gpu_compute", "serving_compute", "serving_network", "egress", "observability",
            "orchestration", "commitment_unused", "unmatched"}
 SOURCE_KINDS = ("billing", "telemetry", "profiles")
+MAX_CASE_BYTES = 4 << 20
+"""Largest case.toml read (a case is a page of settings; 4 MiB is far beyond any)."""
+YEARS = (1970, 2200)
+"""Window years accepted: every table keeps nanosecond timestamps (pandas' range ends in 2262)."""
+MAX_STEP = 366 * 86400
+LIMITS = {"gpus_per_replica": 1024, "min_replicas": 1_000_000}
 
 
 @dataclass(frozen=True)
@@ -100,13 +108,16 @@ def parse_duration(value: Any) -> int:
     """Seconds from 30, "30s", "5m", "1h" or "1d"."""
     if isinstance(value, bool):
         raise ValueError("expected a duration")
-    if isinstance(value, int) and value > 0:
+    if isinstance(value, int) and 0 < value <= MAX_STEP:
         return value
-    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", str(value))
+    match = re.fullmatch(r"\s*(\d{1,12})\s*([smhd]?)\s*", str(value)) if isinstance(value, (int, str)) else None
     if not match or int(match.group(1)) <= 0:
-        raise ValueError(f"expected a duration such as 30s, 5m, 1h; got {value!r}")
+        raise ValueError(f"expected a duration such as 30s, 5m, 1h; got {shown(value)}")
     unit = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-    return int(match.group(1)) * unit
+    seconds = int(match.group(1)) * unit
+    if seconds > MAX_STEP:
+        raise ValueError(f"expected a duration of at most 366 days; got {shown(value)}")
+    return seconds
 
 
 def load_case(path: str | Path) -> Case:
@@ -116,15 +127,58 @@ def load_case(path: str | Path) -> Case:
         path = path / "case.toml"
     if not path.exists():
         raise ConfigError(path, ["case file not found (expected a folder with case.toml)"])
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
+    raw = _read_toml(path)
     problems: list[str] = []
     case = _build(path.resolve(), raw, problems)
     if problems:
         raise ConfigError(path, problems)
     return case
+
+
+def _read_toml(path: Path) -> dict:
+    """The case file's TOML: a regular file of at most MAX_CASE_BYTES, else a ConfigError."""
+    try:
+        check_source_path(path, expected="a case.toml file")
+    except InputError as exc:
+        raise ConfigError(path, [exc.message]) from None
+    if path.stat().st_size > MAX_CASE_BYTES:
+        raise ConfigError(path, [f"larger than {MAX_CASE_BYTES >> 20} MiB: not a case file"])
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
+    except RecursionError:
+        raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
+
+
+def _table(value, where: str, problems: list[str]) -> dict:
+    """``value`` when it is a TOML table, else {} and a problem."""
+    if isinstance(value, dict):
+        return value
+    problems.append(f"{where}: expected a table, got {shown(value)}")
+    return {}
+
+
+def _tables(value, where: str, problems: list[str]) -> list[tuple[int, dict]]:
+    """(position, entry) of an array of tables; anything else is a problem."""
+    if not isinstance(value, list):
+        problems.append(f"{where}: expected an array of tables, got {shown(value)}")
+        return []
+    out = []
+    for i, entry in enumerate(value, 1):
+        if isinstance(entry, dict):
+            out.append((i, entry))
+        else:
+            problems.append(f"{where} #{i}: expected a table, got {shown(entry)}")
+    return out
+
+
+def _texts(value, where: str, problems: list[str]) -> list[str]:
+    """A list of strings (numbers are read as their text); anything else is a problem."""
+    if not isinstance(value, list) or any(isinstance(v, (dict, list)) for v in value):
+        problems.append(f"{where}: expected a list of strings, got {shown(value)}")
+        return []
+    return [str(v) for v in value]
 
 
 def _unknown(keys, valid, where: str, problems: list[str]) -> None:
@@ -144,25 +198,28 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     _unknown(head, CASE_KEYS, "[case]", problems)
     start, end = _window(head.get("window"), problems)
     currency = str(head.get("currency", "")).upper()
-    if not re.fullmatch(r"[A-Z]{3}", currency):
+    if not isinstance(head.get("currency", ""), str) or not re.fullmatch(r"[A-Z]{3}", currency):
         problems.append("[case].currency: expected an ISO 4217 code such as 'USD'")
     basis = head.get("cost_basis", "effective")
-    if basis not in ("effective", "billed"):
-        problems.append(f"[case].cost_basis: expected 'effective' or 'billed', got {basis!r}")
+    if not isinstance(basis, str) or basis not in ("effective", "billed"):
+        problems.append(f"[case].cost_basis: expected 'effective' or 'billed', got {shown(basis)}")
     tolerance = _decimal(head, "tolerance", "0.02", problems, lo=Decimal(0), hi=Decimal(1))
     target = _decimal(head, "target_utilisation", "0.8", problems, lo=Decimal("0.01"), hi=Decimal(1))
     rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal(0))
     step = _duration(head, "step", None, "[case]", problems)
+    name = head.get("name", path.parent.name)
+    if isinstance(name, (dict, list)):
+        problems.append(f"[case].name: expected a string, got {shown(name)}")
     sources = _sources(raw, path.parent, problems)
-    services = _services(raw.get("services", {}), problems)
+    services = _services(_table(raw.get("services", {}), "[services]", problems), problems)
     _check_profiles(sources, services, problems)
-    scope = _scope(raw.get("scope", {}), problems)
-    rules = _rules(raw.get("rules", []), problems)
+    scope = _scope(_table(raw.get("scope", {}), "[scope]", problems), problems)
+    rules = _rules(_tables(raw.get("rules", []), "[[rules]]", problems), problems)
     nodes = _nodes(raw.get("nodes", {}), problems)
-    overrides = _options(raw.get("options", []), problems)
+    overrides = _options(_tables(raw.get("options", []), "[[options]]", problems), problems)
     if problems:
         return None
-    return Case(path=path, name=str(head.get("name", path.parent.name)), start=start, end=end,
+    return Case(path=path, name=str(name), start=start, end=end,
                 currency=currency, cost_basis=basis, tolerance=tolerance, step_seconds=step,
                 target_utilisation=target, loaded_rate=rate, sources=tuple(sources),
                 services=MappingProxyType(services), scope=MappingProxyType(scope), rules=tuple(rules),
@@ -178,6 +235,9 @@ def _window(value, problems: list[str]):
     except ValueError as exc:
         problems.append(f"[case].window: {exc}")
         return None, None
+    if not all(YEARS[0] <= moment.year < YEARS[1] for moment in (start, end)):
+        problems.append(f"[case].window: expected dates from {YEARS[0]} to {YEARS[1] - 1}")
+        return None, None
     if end <= start:
         problems.append("[case].window: the end must come after the start")
     return start, end
@@ -190,10 +250,13 @@ def _utc(value) -> datetime:
         try:
             moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"expected an ISO date such as 2026-09-01, got {value!r}") from None
+            raise ValueError(f"expected an ISO date such as 2026-09-01, got {shown(value)}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"expected an ISO date such as 2026-09-01, got {shown(value)}") from None
 
 
 def _decimal(table, key, default, problems, lo=None, hi=None) -> Decimal | None:
@@ -202,9 +265,11 @@ def _decimal(table, key, default, problems, lo=None, hi=None) -> Decimal | None:
         problems.append(f"[case].{key}: required (a number)")
         return None
     try:
-        number = Decimal(str(value))
+        number = Decimal(str(value)) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
     except InvalidOperation:
-        problems.append(f"[case].{key}: expected a number, got {value!r}")
+        number = None
+    if number is None or not number.is_finite():
+        problems.append(f"[case].{key}: expected a number, got {shown(value)}")
         return None
     if (lo is not None and number < lo) or (hi is not None and number > hi):
         problems.append(f"[case].{key}: expected a number between {lo} and {hi if hi is not None else '∞'}")
@@ -229,12 +294,17 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
         if not isinstance(entries, list):
             problems.append(f"[[{kind}]]: expected an array of tables")
             continue
-        for i, entry in enumerate(entries, 1):
+        for i, entry in _tables(entries, f"[[{kind}]]", problems):
             where = f"[[{kind}]] #{i}"
             _unknown(entry, PROFILE_KEYS if kind == "profiles" else SOURCE_KEYS, where, problems)
             locations = [k for k in ("path", "uri", "table", "url") if entry.get(k)]
             if "format" not in entry or len(locations) != 1:
                 problems.append(f"{where}: needs 'format' and exactly one of 'path', 'uri', 'table', 'url'")
+                continue
+            wrong = [k for k in ("name", "format", *locations)
+                     if k in entry and (not isinstance(entry[k], str) or "\0" in entry[k])]
+            if wrong:
+                problems.append(f"{where}.{wrong[0]}: expected a string, got {shown(entry[wrong[0]])}")
                 continue
             name = str(entry.get("name", f"{kind}-{i}"))
             if name in names:
@@ -263,13 +333,14 @@ def _services(raw, problems) -> dict[str, Service]:
             if pattern.startswith("re:"):
                 try:
                     re.compile(pattern[3:])
-                except re.error as exc:
-                    problems.append(f"{where}.{key}: bad regular expression: {exc}")
+                except (re.error, RecursionError, OverflowError) as exc:
+                    problems.append(f"{where}.{key}: bad regular expression: {shown(str(exc))}")
         ints = {}
         for key, default in (("gpus_per_replica", 1), ("min_replicas", 1)):
             value = entry.get(key, default)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "gpus_per_replica" else 0):
-                problems.append(f"{where}.{key}: expected a whole number ≥ {1 if key == 'gpus_per_replica' else 0}")
+            low = 1 if key == "gpus_per_replica" else 0
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= LIMITS[key]:
+                problems.append(f"{where}.{key}: expected a whole number from {low} to {LIMITS[key]:,}")
                 value = default
             ints[key] = value
         reaction = _duration(entry, "scale_reaction", "1h", where, problems) or 3600
@@ -284,32 +355,35 @@ def _check_profiles(sources, services, problems) -> None:
         service = s.options.get("service")
         if service is None:
             problems.append(f"[[profiles]] {s.name!r}: needs 'service' (the service it represents)")
+        elif not isinstance(service, str):
+            problems.append(f"[[profiles]] {s.name!r}.service: expected a service name, got {shown(service)}")
         elif service not in services:
             problems.append(f"[[profiles]] {s.name!r}: service {service!r} is not declared in [services]")
         for key in ("requests", "prompt_tokens", "generated_tokens"):
             value = s.options.get(key)
-            if value is not None and (not isinstance(value, int) or value < 0):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 problems.append(f"[[profiles]] {s.name!r}.{key}: expected a whole number ≥ 0")
 
 
 def _scope(raw, problems) -> dict:
     _unknown(raw, SCOPE_KEYS, "[scope]", problems)
-    scope = {"accounts": [str(a) for a in raw.get("accounts", [])],
-             "services": [str(s) for s in raw.get("services", [])],
-             "tags": {str(k): str(v) for k, v in dict(raw.get("tags", {})).items()}}
+    tags = _table(raw.get("tags", {}), "[scope].tags", problems)
+    scope = {"accounts": _texts(raw.get("accounts", []), "[scope].accounts", problems),
+             "services": _texts(raw.get("services", []), "[scope].services", problems),
+             "tags": {str(k): str(v) for k, v in tags.items()}}
     return scope
 
 
 def _rules(raw, problems) -> list[Rule]:
     out = []
-    for i, entry in enumerate(raw, 1):
+    for i, entry in raw:
         where = f"[[rules]] #{i}"
         _unknown(entry, RULE_KEYS, where, problems)
         klass, reason, when = entry.get("class"), entry.get("reason"), entry.get("when")
-        if klass not in CLASSES:
+        if not isinstance(klass, str) or klass not in CLASSES:
             near = difflib.get_close_matches(str(klass), sorted(CLASSES), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            problems.append(f"{where}.class: {klass!r} is not a class ({', '.join(sorted(CLASSES))}){hint}")
+            problems.append(f"{where}.class: {shown(klass)} is not a class ({', '.join(sorted(CLASSES))}){hint}")
         if not reason:
             problems.append(f"{where}: needs a 'reason'")
         if not isinstance(when, dict) or not when:
@@ -328,7 +402,7 @@ def _nodes(raw, problems) -> dict[str, str]:
 
 def _options(raw, problems) -> dict[str, dict]:
     out = {}
-    for i, entry in enumerate(raw, 1):
+    for i, entry in raw:
         where = f"[[options]] #{i}"
         _unknown(entry, OPTION_KEYS, where, problems)
         if "id" not in entry:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Mapping, final
 
 import pandas as pd
 
+from connectors.bounds import FILE, check_source_path, shown
 from connectors.errors import InputError, RetriableSourceError
 
 
@@ -78,6 +79,8 @@ class Connector:
     schemas: ClassVar[Mapping[str, Any]] = {}
     retries: ClassVar[int] = 3
     backoff_seconds: ClassVar[float] = 0.5
+    #: what a local source may be: "file", "folder" or "file or folder" (connectors.bounds)
+    accepts: ClassVar[str] = FILE
     #: set by fetch() where a later stage reads what it parsed (see SourceFrame.parsed)
     parsed: Any = None
 
@@ -127,8 +130,7 @@ class Connector:
         local = self._locate_with_retries()
         if local is not None:
             self._local = local
-            if not local.exists():
-                raise InputError(local, "file not found", expected=f"a {self.format_name} file")
+            check_source_path(local, self.accepts, expected=f"a {self.format_name} {self.accepts}")
             if local.is_file() and local.stat().st_size == 0:
                 raise InputError(local, "file is empty", expected=f"a {self.format_name} file")
         tables, rows, covered = self._fetch_with_retries()
@@ -180,7 +182,7 @@ def validate(schema, frame: pd.DataFrame, path: Path, table: str) -> pd.DataFram
     except pa_errors.SchemaErrors as exc:
         cases = exc.failure_cases.head(20)
         errors = [
-            InputError(path, f"table {table}: check {row['check']} failed for value {row['failure_case']!r}",
+            InputError(path, f"table {table}: check {row['check']} failed for value {shown(row['failure_case'])}",
                        row=_row_number(row.get("index")), column=str(row.get("column")))
             for _, row in cases.iterrows()
         ]

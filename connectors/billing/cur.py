@@ -49,6 +49,7 @@ from connectors.billing import cur_sql as sql
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
+from connectors.bounds import EITHER
 from connectors.duck import MAX_ERRORS, first_line, object_series, quote_text, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
 from schemas.billing import BillingLine
@@ -70,6 +71,7 @@ class CurConnector(Connector):
     """Reads a CUR file or export folder into the ``lines`` table (and ``split_rows``)."""
 
     format_name = "cur"
+    accepts = EITHER
     kind = "billing"
     schemas = {"lines": BillingLine}
 

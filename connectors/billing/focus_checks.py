@@ -21,6 +21,7 @@ from connectors.billing.focus_load import (
     TIMESTAMP_RANGE,
     Columns,
 )
+from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text
 from connectors.errors import InputError
 from schemas.billing import CHARGE_CATEGORIES
@@ -43,14 +44,24 @@ def check_rows(con, columns: Columns, path: Path, repeated: set[int]) -> list[In
 
 
 def check_numbers(con, path: Path) -> list[InputError]:
-    """Money and quantity cells that are not decimal numbers; required money that is null."""
+    """Money and quantity cells that are not decimal numbers, or outside what the audit sums
+    exactly (DECIMAL(38, 20): less than 10^18 in magnitude); required money that is null."""
     required = set(MONEY_FIELDS.values())
-    queries = []
+    queries, ranges = [], []
     for name in list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values()):
         null_bad = "TRUE" if name in required else "FALSE"
         queries.append((name, f"SELECT rn, {name} FROM n WHERE ({name} IS NULL AND {null_bad}) OR "
                               f"NOT regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)})"))
-    return column_errors(con, path, queries, "unparseable number", "a decimal number")
+        ranges.append((name, f"SELECT rn, {name} FROM n WHERE {name} IS NOT NULL AND "
+                             f"regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)}) AND "
+                             f"TRY_CAST(trim({name}) AS {AMOUNT_TYPE}) IS NULL"))
+    errors = column_errors(con, path, queries, "unparseable number", "a decimal number")
+    return errors + column_errors(con, path, ranges, "number out of range", AMOUNT_RANGE,
+                                  MAX_ERRORS - len(errors))
+
+
+AMOUNT_TYPE = "DECIMAL(38,20)"
+AMOUNT_RANGE = "a decimal number less than 10^18 in magnitude (DECIMAL(38, 20))"
 
 
 def check_timestamps(con, path: Path) -> list[InputError]:
@@ -63,15 +74,16 @@ def check_timestamps(con, path: Path) -> list[InputError]:
                          "an ISO 8601 timestamp (no offset = UTC)")
 
 
-def column_errors(con, path: Path, queries, what: str, expected: str) -> list[InputError]:
-    """Run (column, query selecting rn and the bad value) checks; at most MAX_ERRORS errors in all."""
+def column_errors(con, path: Path, queries, what: str, expected: str,
+                  limit: int = MAX_ERRORS) -> list[InputError]:
+    """Run (column, query selecting rn and the bad value) checks; at most ``limit`` errors in all."""
     errors: list[InputError] = []
     for name, sql in queries:
-        for rn, value in con.execute(f"{sql} ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}").fetchall():
-            message = "missing value" if value is None else f"{what} {value!r}"
-            errors.append(InputError(path, message, row=rn, column=name, expected=expected))
-        if len(errors) >= MAX_ERRORS:
+        if len(errors) >= limit:
             break
+        for rn, value in con.execute(f"{sql} ORDER BY rn LIMIT {limit - len(errors)}").fetchall():
+            message = "missing value" if value is None else f"{what} {shown(value)}"
+            errors.append(InputError(path, message, row=rn, column=name, expected=expected))
     return errors
 
 
@@ -80,7 +92,7 @@ def check_period_order(con, path: Path) -> list[InputError]:
     sql = ("SELECT rn, ChargePeriodStart, ChargePeriodEnd FROM n "
            "WHERE _pe < _ps "
            f"ORDER BY rn LIMIT {MAX_ERRORS}")
-    return [InputError(path, f"period ends ({end!r}) before it starts ({start!r})", row=rn,
+    return [InputError(path, f"period ends ({shown(end)}) before it starts ({shown(start)})", row=rn,
                        column="ChargePeriodEnd", expected="an end at or after ChargePeriodStart")
             for rn, start, end in con.execute(sql).fetchall()]
 
@@ -90,7 +102,7 @@ def check_categories(con, path: Path) -> list[InputError]:
     allowed = ", ".join(quote_text(c) for c in CHARGE_CATEGORIES)
     sql = (f"SELECT rn, ChargeCategory FROM n WHERE ChargeCategory IS NULL OR "
            f"ChargeCategory NOT IN ({allowed}) ORDER BY rn LIMIT {MAX_ERRORS}")
-    return [InputError(path, f"unknown charge category {value!r}" if value else "missing value",
+    return [InputError(path, f"unknown charge category {shown(value)}" if value else "missing value",
                        row=rn, column="ChargeCategory", expected="one of " + ", ".join(CHARGE_CATEGORIES))
             for rn, value in con.execute(sql).fetchall()]
 
@@ -102,7 +114,7 @@ def check_currency(con, path: Path) -> list[InputError]:
     found = con.execute(sql).fetchall()
     if len(found) <= 1:
         return []
-    listed = ", ".join(f"{value!r} (first on row {rn})" for value, rn in found[:10])
+    listed = ", ".join(f"{shown(value)} (first on row {rn})" for value, rn in found[:10])
     return [InputError(path, f"mixed currencies in one file: {listed}", column="BillingCurrency",
                        expected="one billing currency per file")]
 
@@ -145,7 +157,7 @@ def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
         sql = (f"SELECT rn, {name}, first FROM (SELECT rn, {name}, first_value(rn) OVER "
                f"(PARTITION BY {name} ORDER BY rn) AS first FROM n WHERE {name} IS NOT NULL) "
                f"WHERE rn <> first ORDER BY rn LIMIT {MAX_ERRORS}")
-        errors += [InputError(path, f"duplicate line id {value!r} (also on row {first})", row=rn,
+        errors += [InputError(path, f"duplicate line id {shown(value)} (also on row {first})", row=rn,
                               column=columns.header[int(columns.focus[name][1:])],
                               expected="a unique id per line")
                    for rn, value, first in con.execute(sql).fetchall()]

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from connectors.billing.focus_load import DECIMAL_FIELDS, MONEY_FIELDS, TEXT_FIELDS, Columns
 from connectors.billing.gpu_sql import HINT_KEYS, gpu_meter_sql, hint_sql, instance_type_sql, load_gpu_instances
+from connectors.bounds import MAX_DEPTH, deeper_than, nested_too_deep
 from connectors.duck import MAX_ERRORS, object_series, quote_text, raise_all, utc_series, utc_text
 from connectors.errors import InputError
 from schemas.billing import BillingLine
@@ -175,21 +176,43 @@ def canonical_tags(values: list, rows: list[int], path: Path) -> list[str]:
             seen[value] = canonical_object(value)
         if seen[value] is None:
             if len(errors) < MAX_ERRORS:
-                errors.append(InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn,
-                                         column="Tags", expected="a JSON object"))
+                errors.append(tags_error(value, rn, path))
             continue
         result.append(seen[value])
     raise_all(errors)
     return result
 
 
-def canonical_object(value: str) -> str | None:
-    """Canonical text of a JSON object, or None when ``value`` is not one."""
+def tags_error(value: str, rn: int, path: Path) -> InputError:
+    """The error for a Tags cell that is not a JSON object (or nests too deeply)."""
+    if parse_object(value) is TOO_DEEP:
+        return InputError(path, f"Tags {shorten(value)!r}: {nested_too_deep(MAX_DEPTH)}", row=rn,
+                          column="Tags", expected=f"a JSON object at most {MAX_DEPTH} levels deep")
+    return InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn, column="Tags",
+                      expected="a JSON object")
+
+
+TOO_DEEP = object()
+"""What :func:`parse_object` returns for JSON nested past MAX_DEPTH."""
+
+
+def parse_object(value: str):
+    """The JSON object of ``value``; None when it is not one, TOO_DEEP when it nests too deeply."""
     try:
         parsed = json.loads(value)
+    except RecursionError:
+        return TOO_DEEP
     except ValueError:
         return None
-    return canonical_json(parsed) if isinstance(parsed, dict) else None
+    if not isinstance(parsed, dict):
+        return None
+    return TOO_DEEP if deeper_than(parsed, MAX_DEPTH) else parsed
+
+
+def canonical_object(value: str) -> str | None:
+    """Canonical text of a JSON object, or None when ``value`` is not one (or nests too deeply)."""
+    parsed = parse_object(value)
+    return None if parsed is None or parsed is TOO_DEEP else canonical_json(parsed)
 
 
 def extra_json(kept: pa.Table, columns: Columns) -> list[str]:
@@ -211,11 +234,8 @@ def extra_json(kept: pa.Table, columns: Columns) -> list[str]:
 def embed(name: str, value: str):
     """SkuPriceDetails as an object when it parses as one; every other value as its text."""
     if name.lower() == "skupricedetails":
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, dict) else value
+        parsed = parse_object(value)
+        return value if parsed is None or parsed is TOO_DEEP else parsed
     return value
 
 

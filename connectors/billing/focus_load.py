@@ -112,20 +112,53 @@ def load(con, path: Path, fmt: str) -> Columns:
 
 
 def csv_header(path: Path, fmt: str) -> list[str]:
-    """The header record (BOM stripped); an empty file or a broken gzip is an InputError."""
-    opener = gzip.open if fmt == "csv.gz" else open
+    """The header record (BOM stripped), read from the first HEADER_BYTES of the file only.
+
+    An empty file, a broken gzip, NUL bytes (a binary file, or gigabytes of zeros) or no line
+    break in the first HEADER_BYTES is an InputError.
+    """
+    head = _head(path, fmt)
+    if b"\0" in head:
+        raise InputError(path, "NUL bytes in the first "
+                         f"{len(head):,} bytes{' (decompressed)' if fmt == 'csv.gz' else ''}: not CSV text",
+                         row=0, expected="a UTF-8 CSV file with a header of FOCUS column names")
+    if len(head) >= HEADER_BYTES:
+        cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
+        if cut < 0:
+            raise InputError(path, f"no line break in the first {HEADER_BYTES:,} bytes: not a CSV header",
+                             row=0, expected="a UTF-8 CSV header of FOCUS column names")
+        head = head[:cut + 1]
     try:
-        with opener(path, "rb") as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
-            for record in csv.reader(text):
-                if any(field.strip() for field in record):
-                    return [field.strip() for field in record]
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise gzip_error(path, exc) from None
+        text = io.TextIOWrapper(io.BytesIO(head), encoding="utf-8-sig", newline="")
+        for record in csv.reader(text):
+            if any(field.strip() for field in record):
+                return [field.strip() for field in record]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(path, f"unreadable header: {exc}", row=0,
                          expected="a UTF-8 CSV header of FOCUS column names") from None
     raise InputError(path, "file is empty (no header)", expected="a FOCUS CSV header and data rows")
+
+
+HEADER_BYTES = 1 << 20
+"""Bytes read for the header: a FOCUS header is a few hundred bytes."""
+
+
+def _head(path: Path, fmt: str) -> bytes:
+    """The first HEADER_BYTES of the (decompressed) file; a gzip stream that breaks before any
+    line was read is an InputError (one that breaks later is reported by the full read)."""
+    opener = gzip.open if fmt == "csv.gz" else open
+    head = b""
+    try:
+        with opener(path, "rb") as raw:
+            while len(head) < HEADER_BYTES:
+                block = raw.read(min(1 << 16, HEADER_BYTES - len(head)))
+                if not block:
+                    break
+                head += block
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        if b"\n" not in head and b"\r" not in head:
+            raise gzip_error(path, exc) from None
+    return head
 
 
 def parquet_header(con, path: Path) -> list[str]:

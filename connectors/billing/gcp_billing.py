@@ -45,6 +45,7 @@ from connectors.base import Connector
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
+from connectors.bounds import EITHER
 from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
@@ -86,6 +87,7 @@ class GcpBillingConnector(Connector):
     """Reads a GCP billing export (BigQuery table or local files) into the ``lines`` table."""
 
     format_name = "gcp_billing"
+    accepts = EITHER
     kind = "billing"
     schemas = {"lines": BillingLine}
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 from connectors.base import Connector
+from connectors.bounds import FOLDER
 from connectors.errors import InputError
 from connectors.profiles.kineto import (EXPECTED_CUDA, NO_GPU_EVENTS, category_table, event_frame,
                                kernel_table, profile_table)
@@ -30,6 +31,7 @@ class ProfileBundleConnector(Connector):
     def fetch(self):
         """Kineto tables of the bundle's trace; the window's traffic merged into the spec's options."""
         document = self._document()
+    accepts = FOLDER
         window = document.get("window") or {}
         if not window.get("measured"):
             raise InputError(self.path, window.get("reason", "the bundle has no profiler window"),

@@ -45,10 +45,11 @@ if "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ:
 import msgspec
 import numpy as np
 
+from connectors.bounds import check_source_path
 from connectors.profiles.columns import (ANNOTATION, CPU_OP, GPU_ANNOTATION, KERNEL, MEMCPY,  # noqa: F401
                                       MEMSET, OTHER, PYTHON, ROLES, RUNTIME, SYNC, TRACE, Interner,
                                       chunk_columns, concatenate)
-from connectors.profiles.stream import EventStream
+from connectors.profiles.stream import EXPECTED_TRACE, EventStream
 
 GPU_WORK = (KERNEL, MEMCPY, MEMSET)
 SYNC_CALLS = (
@@ -214,6 +215,7 @@ class Trace:
 def read_trace(path: Path) -> Trace:
     """Stream the Chrome trace at ``path`` into columns; bad input raises InputError."""
     path = Path(path)
+    check_source_path(path, expected=EXPECTED_TRACE)
     stream = EventStream(path, Event, Top, FAST_EVENT, only_complete_kept)
     intern = Interner()
     collecting = gc.isenabled()

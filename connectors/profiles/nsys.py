@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table
 from connectors.profiles.columns import (ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table)
@@ -35,6 +36,9 @@ MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed
 SYNC_TYPES = {0: "Unknown Sync", 1: "Context Sync", 2: "Event Sync", 3: "Stream Sync", 4: "Stream Wait Event"}
 NVTX_RANGES = (59, 60)            # push/pop and start/end ranges
 COLUMNS = ("role", "ts", "dur", "thread", "device", "stream", "correlation", "external", "name")
+MAX_NS = 1 << 62
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+NS_RANGE = "integer nanoseconds from 0 to 2^62"
 
 
 class NsysConnector(Connector):
@@ -60,6 +64,7 @@ class NsysConnector(Connector):
 def read_nsys(path: Path) -> Trace:
     """The export at ``path`` as a Trace (source 'nsys'); bad input raises InputError."""
     path = Path(path)
+    check_source_path(path, expected=EXPECTED)
     with open(path, "rb") as handle:
         if handle.read(16) != b"SQLite format 3\x00":
             raise InputError(path, "not an SQLite database", expected=EXPECTED)
@@ -68,6 +73,11 @@ def read_nsys(path: Path) -> Trace:
         return _read(path, db)
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"cannot read the export: {exc}", expected=EXPECTED) from None
+    except BadValue as exc:
+        raise InputError(path, f"{exc.table}: {exc.column} is {cell(exc.value)}", row=exc.row,
+                         column=exc.column, expected=exc.expected) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(path, f"a cell of an unexpected type ({exc})", expected=EXPECTED) from None
     finally:
         db.close()
 
@@ -99,15 +109,53 @@ def _read(path: Path, db: sqlite3.Connection) -> Trace:
                  **extras, **columns)
 
 
-def _frame(role: int, start, end, thread, device, stream, correlation, name) -> dict[str, np.ndarray]:
+def _frame(role: int, start, end, thread, device, stream, correlation, name,
+           table: str = "") -> dict[str, np.ndarray]:
     """Trace columns of one table's rows (ns integers in, us floats out)."""
-    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    start, end = _times(start, table, "start"), _times(end, table, "end")
     n = start.size
     return {"role": np.full(n, role, np.int8), "ts": start / 1000.0, "dur": np.maximum(end - start, 0) / 1000.0,
             "thread": np.asarray(thread, np.int32).reshape(n), "device": np.asarray(device, np.int32).reshape(n),
-            "stream": np.asarray(stream, np.int64).reshape(n),
-            "correlation": np.asarray(correlation, np.int64).reshape(n),
+            "stream": _integers(stream, table, "streamId").reshape(n),
+            "correlation": _integers(correlation, table, "correlationId").reshape(n),
             "external": np.full(n, -1, np.int64), "name": np.asarray(name, np.int32).reshape(n)}
+
+
+class BadValue(Exception):
+    """A cell of the export that is not what its column holds (turned into an InputError)."""
+
+    def __init__(self, table: str, column: str, row: int, value, expected: str):
+        self.table, self.column, self.row, self.value, self.expected = table, column, row, value, expected
+        super().__init__(f"{table}.{column} is {cell(value)}")
+
+
+def cell(value) -> str:
+    """A cell as an error message shows it (NULL for None)."""
+    return "NULL" if value is None else shown(value)
+
+
+def _integers(values, table: str, column: str, expected: str = "an integer") -> np.ndarray:
+    """An int64 column of a table's rows; a cell that is no integer (NULL, text, 2e30) is a BadValue."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    for row, value in enumerate(values, 1):
+        try:
+            np.asarray([value], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise BadValue(table, column, row, value, expected) from None
+    raise AssertionError("no bad value found")
+
+
+def _times(values, table: str, column: str) -> np.ndarray:
+    """Nanosecond timestamps: integers from 0 to MAX_NS (2^62, the year 2116 after the epoch)."""
+    column_values = _integers(values, table, column, NS_RANGE)
+    bad = np.flatnonzero((column_values < 0) | (column_values >= MAX_NS))
+    if bad.size:
+        row = int(bad[0])
+        raise BadValue(table, column, row + 1, values[row], NS_RANGE)
+    return column_values
 
 
 def _rows(db, sql: str) -> list[tuple]:
@@ -123,8 +171,9 @@ def _kernels(db, tables, strings, names: Table, devices: Table):
                      "gridX * gridY * gridZ, blockX * blockY * blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL")
     cols = list(zip(*rows)) if rows else [[]] * 8
     part = _frame(KERNEL, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
-                  cols[4], [names.id(strings.get(n, str(n))) for n in cols[5]])
-    part["kernel.blocks"], part["kernel.threads"] = np.asarray(cols[6], np.int64), np.asarray(cols[7], np.int64)
+                  cols[4], [names.id(strings.get(n, str(n))) for n in cols[5]], KERNEL_TABLE)
+    part["kernel.blocks"] = _integers(cols[6], KERNEL_TABLE, "gridX * gridY * gridZ")
+    part["kernel.threads"] = _integers(cols[7], KERNEL_TABLE, "blockX * blockY * blockZ")
     return part
 
 
@@ -153,8 +202,8 @@ def _memcpys(db, tables, names: Table, devices: Table):
     labels = [f"Memcpy {_direction(kinds.get(k, str(k)))} ({memory.get(s, '?')} -> {memory.get(d, '?')})"
               for k, s, d in zip(cols[5], cols[6], cols[7])]
     part = _frame(MEMCPY, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
-                  cols[4], [names.id(label) for label in labels])
-    part["copy.bytes"] = np.asarray(cols[8], np.int64)
+                  cols[4], [names.id(label) for label in labels], "CUPTI_ACTIVITY_KIND_MEMCPY")
+    part["copy.bytes"] = _integers(cols[8], "CUPTI_ACTIVITY_KIND_MEMCPY", "bytes")
     return part
 
 
@@ -176,8 +225,8 @@ def _memsets(db, tables, names: Table, devices: Table):
                      "FROM CUPTI_ACTIVITY_KIND_MEMSET")
     cols = list(zip(*rows)) if rows else [[]] * 6
     part = _frame(MEMSET, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
-                  cols[4], [names.id("Memset (Device)")] * len(rows))
-    part["copy.bytes"] = np.asarray(cols[5], np.int64)
+                  cols[4], [names.id("Memset (Device)")] * len(rows), "CUPTI_ACTIVITY_KIND_MEMSET")
+    part["copy.bytes"] = _integers(cols[5], "CUPTI_ACTIVITY_KIND_MEMSET", "bytes")
     return part
 
 
@@ -191,7 +240,8 @@ def _syncs(db, tables, names: Table, devices: Table):
     cols = list(zip(*rows)) if rows else [[]] * 6
     streams = [s if s < 2 ** 31 - 1 else -1 for s in cols[3]]
     return _frame(SYNC, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], streams,
-                  cols[4], [names.id(SYNC_TYPES.get(t, types.get(t, str(t)))) for t in cols[5]])
+                  cols[4], [names.id(SYNC_TYPES.get(t, types.get(t, str(t)))) for t in cols[5]],
+                  "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")
 
 
 def _runtime(db, tables, strings, names: Table, threads: Table):
@@ -209,7 +259,7 @@ def _runtime(db, tables, strings, names: Table, threads: Table):
     cols = list(zip(*kept)) if kept else [[]] * 5
     label = [names.id(VERSION_SUFFIX.sub("", strings.get(n, str(n)))) for n in cols[4]]
     return _frame(RUNTIME, cols[0], cols[1], [threads.id(t) for t in cols[2]], [-1] * len(kept),
-                  [-1] * len(kept), cols[3], label)
+                  [-1] * len(kept), cols[3], label, "CUPTI_ACTIVITY_KIND_RUNTIME")
 
 
 def _nvtx(db, tables, strings, names: Table, threads: Table):
@@ -223,7 +273,7 @@ def _nvtx(db, tables, strings, names: Table, threads: Table):
     cols = list(zip(*rows)) if rows else [[]] * 5
     label = [names.id(t if t is not None else strings.get(i, "")) for t, i in zip(cols[3], cols[4])]
     return _frame(ANNOTATION, cols[0], cols[1], [threads.id(t) for t in cols[2]], [-1] * len(rows),
-                  [-1] * len(rows), [-1] * len(rows), label)
+                  [-1] * len(rows), [-1] * len(rows), label, "NVTX_EVENTS")
 
 
 def _extras(parts: list[dict], order: np.ndarray) -> dict:

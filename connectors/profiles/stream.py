@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from connectors.bounds import nested_too_deep
 from connectors.errors import InputError
 
 try:                                   # optional: ISA-L inflates gzip 3-4x faster than zlib
@@ -148,6 +149,8 @@ class EventStream:
             value = msgspec.json.decode(buf)
         except msgspec.DecodeError as exc:
             raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+        except RecursionError:
+            raise self._too_deep() from None
         if not isinstance(value, dict):
             raise InputError(self.path, f"unexpected trace structure: a JSON {type(value).__name__}, not an object",
                              expected=EXPECTED_OBJECT)
@@ -159,6 +162,8 @@ class EventStream:
             msgspec.json.decode(b"[" + data)
         except msgspec.DecodeError as exc:
             raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+        except RecursionError:
+            raise self._too_deep() from None
         raise InputError(self.path, "not valid JSON: truncated", expected=EXPECTED_TRACE)
 
     def _piece(self, data: bytearray) -> tuple[list | None, int]:
@@ -189,6 +194,8 @@ class EventStream:
                 pass                           # decided by the reference type below
             except msgspec.DecodeError:
                 return None
+            except RecursionError:
+                raise self._too_deep() from None
             else:
                 if self.accept(events):
                     return events
@@ -200,6 +207,13 @@ class EventStream:
                              expected=EXPECTED_OBJECT) from None
         except msgspec.DecodeError:
             return None
+        except RecursionError:
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> InputError:
+        """The error for events nested deeper than msgspec decodes."""
+        return InputError(self.path, f"traceEvents after event {self.count}: {nested_too_deep()}",
+                          expected=EXPECTED_TRACE)
 
     def _renumber(self, message: str) -> str:
         """msgspec's ``$[i]`` paths, relative to a chunk, as absolute traceEvents indices."""
@@ -253,3 +267,6 @@ class EventStream:
             raise InputError(self.path, f"unexpected trace structure: {exc}", expected=EXPECTED_OBJECT) from None
         except msgspec.DecodeError as exc:
             raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+        except RecursionError:
+            raise InputError(self.path, f"the object around traceEvents: {nested_too_deep()}",
+                             expected=EXPECTED_OBJECT) from None

@@ -36,6 +36,7 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.bounds import EITHER
 from connectors.duck import MAX_ERRORS, first_line, quote_ident, quote_text, raise_all, utc_text
 from connectors.errors import InputError
 from schemas.serving import ServiceTraffic
@@ -61,6 +62,7 @@ class AccessLogConnector(Connector):
     """Counts requests per interval from an access log, health checks and failures apart."""
 
     format_name = "access_log"
+    accepts = EITHER
     kind = "telemetry"
     schemas = {"traffic": ServiceTraffic}
 

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from connectors.bounds import shown
 from connectors.errors import InputError
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -38,7 +39,7 @@ def parse_labels(raw: str | None, path, lineno: int) -> dict[str, str]:
         return labels
     for key, value in _PAIRS.findall(raw):
         if key in labels:
-            raise InputError(path, f"label {key!r} appears twice", row=lineno,
+            raise InputError(path, f"label {shown(key)} appears twice", row=lineno,
                              expected="each label name once per sample")
         if "\\" in value:
             value = _ESCAPE.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(0)), value)

@@ -7,12 +7,14 @@ openmetrics` reads them; samples without a timestamp (a single scrape) are count
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import re
 import zlib
 from contextlib import contextmanager
 from typing import Iterator
 
+from connectors.bounds import MAX_LINE, bounded, open_binary, shown
 from connectors.errors import InputError
 from connectors.telemetry.families import Family, new_families
 
@@ -28,14 +30,10 @@ SAMPLE_FORM = 'name{label="value",...} value [timestamp in seconds]'
 
 @contextmanager
 def open_text(path) -> Iterator:
-    """The file as text lines, gunzipped when it starts with the gzip magic bytes."""
-    with open(path, "rb") as probe:
-        gz = probe.read(2) == b"\x1f\x8b"
-    handle = gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
-    try:
-        yield handle
-    finally:
-        handle.close()
+    """The file as text lines of at most MAX_LINE characters, gunzipped when it starts with the
+    gzip magic bytes (a longer line, or gigabytes without a line break, is an InputError)."""
+    with open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as text:
+        yield bounded(text, path, MAX_LINE)
 
 
 def _number(text: str, path, lineno: int) -> float:
@@ -45,7 +43,7 @@ def _number(text: str, path, lineno: int) -> float:
             raise ValueError(text)
         return float(text)
     except ValueError:
-        raise InputError(path, f"sample value {text!r} is not a number", row=lineno,
+        raise InputError(path, f"sample value {shown(text)} is not a number", row=lineno,
                          expected="a float, +Inf, -Inf or NaN") from None
 
 
@@ -56,7 +54,7 @@ def _timestamp(text: str, path, lineno: int) -> float:
     except ValueError:
         t = math.nan
     if not math.isfinite(t):
-        raise InputError(path, f"timestamp {text!r} is not a number", row=lineno,
+        raise InputError(path, f"timestamp {shown(text)} is not a number", row=lineno,
                          expected="a Unix timestamp in seconds")
     if abs(t) > MS_THRESHOLD:
         raise InputError(path, "timestamp in milliseconds; expected seconds (the form promtool "
@@ -67,7 +65,7 @@ def _timestamp(text: str, path, lineno: int) -> float:
 def _bad_line(line: str, path, lineno: int) -> InputError:
     """Say what is wrong with a line the sample pattern rejected."""
     text = line.rstrip("\r\n")
-    shown = text if len(text) <= 80 else text[:77] + "..."
+    cut = text if len(text) <= 80 else text[:77] + "..."
     head = re.match(_NAME, text)
     labels = re.match(_LABELS, text[head.end():]) if head else None
     if head is None:
@@ -78,7 +76,7 @@ def _bad_line(line: str, path, lineno: int) -> InputError:
         fields = text[head.end() + (labels.end() if labels else 0):].split()
         problem = (f"{len(fields)} fields after the name, expected a value and an optional "
                    "timestamp" if fields else "no value after the metric name")
-    return InputError(path, f"cannot parse sample line ({problem}): {shown!r}", row=lineno,
+    return InputError(path, f"cannot parse sample line ({problem}): {cut!r}", row=lineno,
                       expected=SAMPLE_FORM)
 
 

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import pandas as pd
 
+from connectors.bounds import EITHER
 from connectors.errors import InputError
 from connectors.telemetry.families import new_families
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
@@ -109,6 +110,7 @@ class PromDumpConnector(OpenMetricsConnector):
     """Reads Prometheus ``query_range`` JSON dumps (a file or a folder of them)."""
 
     format_name: ClassVar[str] = "prom_dump"
+    accepts: ClassVar[str] = EITHER
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Load every dump into the OpenMetrics families, then build the tables on one grid."""

@@ -14,7 +14,6 @@ at once so that the caller can split it. Bytes on the wire are counted for the b
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import http.client
 import os
@@ -23,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 from typing import Any, Mapping
 
 import msgspec
@@ -33,9 +33,29 @@ DEFAULT_TOKEN_ENV = "COSTAUDIT_PROMETHEUS_TOKEN"
 USER_ENV = "COSTAUDIT_PROMETHEUS_USER"
 PASSWORD_ENV = "COSTAUDIT_PROMETHEUS_PASSWORD"
 ORG_ID_ENV = "COSTAUDIT_PROMETHEUS_ORG_ID"
+MAX_ANSWER = 256 << 20
+"""Largest answer read, on the wire and decompressed (a bigger one is a gzip bomb or a query to
+narrow: decoded, it would not fit the audit's memory)."""
 TOO_LARGE = ("too many samples", "exceeded maximum resolution", "query timed out",
              "context deadline exceeded", "too many points", "cannot select more than",
              "the query hit the max number of")
+
+
+def gunzip(data: bytes, limit: int) -> bytes | None:
+    """The decompressed gzip members of ``data``; None when they expand past ``limit`` bytes
+    (decompression stops there: a gzip bomb costs ``limit`` bytes, not gigabytes)."""
+    out = bytearray()
+    while data:
+        inflate = zlib.decompressobj(wbits=31)
+        out += inflate.decompress(data, limit + 1 - len(out))
+        if len(out) > limit:
+            return None
+        if not inflate.eof:
+            if inflate.unconsumed_tail:
+                return None
+            raise EOFError("compressed answer ended before the end-of-stream marker")
+        data = inflate.unused_data
+    return bytes(out)
 
 
 class QueryTooLarge(RetriableSourceError):
@@ -130,11 +150,11 @@ class PromClient:
                 **self._headers, "Content-Type": "application/x-www-form-urlencoded"})
         try:
             with self._opener.open(request, timeout=self.timeout_seconds) as response:
-                raw = response.read()
+                raw = self._read(response)
                 encoding = response.headers.get("Content-Encoding", "")
         except urllib.error.HTTPError as exc:
             with exc:
-                raw = exc.read()
+                raw = self._read(exc)
                 encoding = exc.headers.get("Content-Encoding", "") if exc.headers else ""
             raise self._http_error(exc.code, self._decode(raw, encoding)) from None
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
@@ -149,13 +169,26 @@ class PromClient:
         self.digest.update(text)
         return self._data(text)
 
+    def _read(self, response) -> bytes:
+        """The body as sent, at most MAX_ANSWER bytes."""
+        raw = response.read(MAX_ANSWER + 1)
+        if len(raw) > MAX_ANSWER:
+            raise self._too_big("on the wire")
+        return raw
+
+    def _too_big(self, where: str) -> FatalSourceError:
+        return FatalSourceError(f"{self.url}: answer larger than {MAX_ANSWER >> 20} MiB {where} "
+                                "(a gzip bomb, or a query to narrow: a larger step or fewer series)")
+
     def _decode(self, raw: bytes, encoding: str) -> bytes:
-        """The body as JSON bytes, gunzipped when the server compressed it."""
+        """The body as JSON bytes, gunzipped when the server compressed it (at most MAX_ANSWER)."""
         if encoding == "gzip" or raw[:2] == b"\x1f\x8b":
             try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError) as exc:
+                raw = gunzip(raw, MAX_ANSWER)
+            except (OSError, EOFError, zlib.error) as exc:
                 raise RetriableSourceError(f"{self.url}: truncated response ({exc})") from None
+            if raw is None:
+                raise self._too_big("decompressed")
         self.bytes_decoded += len(raw)
         return raw
 

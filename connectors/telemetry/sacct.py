@@ -25,6 +25,7 @@ Tables:
 """
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import ClassVar
@@ -35,6 +36,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from connectors.base import Connector
+from connectors.bounds import DECOMPRESS_ERRORS, read_lines, shown
 from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, NS, Grid, utc_ns
 from connectors.telemetry.nvidia_smi import utc_offset
@@ -45,6 +47,14 @@ NEEDED = ("JobID", "JobName", "Partition", "NodeList", "AllocTRES", "Start", "En
 FORMAT = ("sacct --parsable2 --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,"
           "Start,End,State")
 NO_TIME = {"Unknown", "None", ""}
+MAX_HOSTS = 100_000
+"""Most hosts one job's NodeList may name (the largest clusters have tens of thousands)."""
+MAX_GROUPS = 8
+"""Most bracket groups in one NodeList name (``rack[1-4]-gpu[01-08]`` has two)."""
+MAX_GPUS = 1_000_000
+MAX_ELAPSED = 100 * 365 * 86400
+YEARS = (1970, 2200)
+"""Start and End years read (a Timestamp plus Elapsed must stay within pandas' range)."""
 
 
 class SlurmJob(pa.DataFrameModel):
@@ -82,40 +92,70 @@ def split_top(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def expand_range(spec: str) -> list[str]:
-    """``01-03,07`` -> ['01', '02', '03', '07'], keeping zero padding."""
-    out = []
+def expand_range(spec: str, limit: int = MAX_HOSTS) -> list[str]:
+    """``01-03,07`` -> ['01', '02', '03', '07'], keeping zero padding.
+
+    More than ``limit`` numbers is a ValueError naming the range (checked before expanding).
+    """
+    out: list[str] = []
     for item in spec.split(","):
         low, sep, high = item.partition("-")
         if not sep:
             out.append(low)
             continue
+        first, last = int(low), int(high)
+        if last - first + 1 + len(out) > limit:
+            raise ValueError(f"[{item}] names {last - first + 1:,} hosts")
         width = len(low) if low.startswith("0") else 0
-        out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+        out.extend(str(n).zfill(width) for n in range(first, last + 1))
+    if len(out) > limit:
+        raise ValueError(f"[{spec}] names {len(out):,} hosts")
     return out
 
 
 def expand_nodelist(text: str, path=None, row: int | None = None) -> list[str]:
-    """Slurm's compressed host list as names (``gpu[01-02],cpu7`` -> gpu01, gpu02, cpu7)."""
+    """Slurm's compressed host list as names (``gpu[01-02],cpu7`` -> gpu01, gpu02, cpu7).
+
+    At most MAX_HOSTS names in all: a larger list (``gpu[0-300000000]``) is an InputError naming
+    the row and the range, raised before anything is expanded.
+    """
     if text in ("", "None assigned", "(null)"):
         return []
-    hosts = []
+    hosts: list[str] = []
+    _expand(text, text, hosts, path, row)
+    return hosts
+
+
+def _expand(text: str, whole: str, hosts: list[str], path, row: int | None) -> None:
+    """Append the hosts of ``text`` (a part of NodeList ``whole``) to ``hosts``."""
     for part in split_top(text):
+        if part.count("[") > MAX_GROUPS:
+            raise InputError(path, f"bad NodeList {shown(whole)}: more than {MAX_GROUPS} bracket groups",
+                             row=row, column="NodeList", expected="host names or prefix[01-03,07]")
         found = re.match(r"^([^\[]*)\[([0-9,\-]+)\](.*)$", part)
         if found is None:
             if "[" in part or "]" in part:
-                raise InputError(path, f"bad NodeList {text!r}", row=row, column="NodeList",
+                raise InputError(path, f"bad NodeList {shown(whole)}", row=row, column="NodeList",
                                  expected="host names or prefix[01-03,07]")
             hosts.append(part)
+            if len(hosts) > MAX_HOSTS:
+                raise _too_many(whole, f"{len(hosts):,} hosts", path, row)
             continue
         try:
-            numbers = expand_range(found.group(2))
-        except ValueError:
-            raise InputError(path, f"bad NodeList range in {text!r}", row=row,
+            numbers = expand_range(found.group(2), MAX_HOSTS - len(hosts))
+        except ValueError as exc:
+            if "hosts" in str(exc):
+                raise _too_many(whole, str(exc), path, row) from None
+            raise InputError(path, f"bad NodeList range in {shown(whole)}", row=row,
                              column="NodeList", expected="prefix[01-03,07]") from None
         for number in numbers:
-            hosts.extend(expand_nodelist(found.group(1) + number + found.group(3), path, row))
-    return hosts
+            _expand(found.group(1) + number + found.group(3), whole, hosts, path, row)
+
+
+def _too_many(whole: str, what: str, path, row: int | None) -> InputError:
+    """The error for a NodeList that names more than MAX_HOSTS hosts."""
+    return InputError(path, f"NodeList {shown(whole)}: {what}, more than {MAX_HOSTS:,}", row=row,
+                      column="NodeList", expected=f"at most {MAX_HOSTS:,} hosts per job")
 
 
 def tres(text: str, path, row: int) -> dict[str, str]:
@@ -124,7 +164,7 @@ def tres(text: str, path, row: int) -> dict[str, str]:
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError(path, f"bad AllocTRES entry {item!r}", row=row, column="AllocTRES",
+            raise InputError(path, f"bad AllocTRES entry {shown(item)}", row=row, column="AllocTRES",
                              expected="name=value pairs, e.g. gres/gpu=4")
         out[key] = value
     return out
@@ -136,10 +176,13 @@ def gpu_count(alloc: dict[str, str], path, row: int) -> float:
     total = 0.0
     for key in keys:
         try:
-            total += float(alloc[key])
+            count = float(alloc[key])
         except ValueError:
-            raise InputError(path, f"{key}={alloc[key]!r} is not a number", row=row,
-                             column="AllocTRES", expected=f"{key}=<count>") from None
+            count = math.nan
+        if not 0 <= count <= MAX_GPUS:
+            raise InputError(path, f"{key}={shown(alloc[key])} is not a GPU count", row=row,
+                             column="AllocTRES", expected=f"{key}=<count from 0 to {MAX_GPUS:,}>")
+        total += count
     return total
 
 
@@ -151,10 +194,13 @@ def elapsed_seconds(text: str, path, row: int) -> float:
         if not 1 <= len(parts) <= 3:
             raise ValueError(text)
         seconds = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
-        return seconds + (int(days) * 86400 if days else 0)
+        seconds += int(days) * 86400 if days else 0
+        if not 0 <= seconds <= MAX_ELAPSED:
+            raise ValueError(text)
+        return seconds
     except ValueError:
-        raise InputError(path, f"Elapsed {text!r} is not a duration", row=row, column="Elapsed",
-                         expected="[D-]HH:MM:SS") from None
+        raise InputError(path, f"Elapsed {shown(text)} is not a duration", row=row, column="Elapsed",
+                         expected="[D-]HH:MM:SS, at most 100 years") from None
 
 
 def slurm_time(text: str, offset: timedelta, column: str, path, row: int):
@@ -165,9 +211,9 @@ def slurm_time(text: str, offset: timedelta, column: str, path, row: int):
         local = pd.Timestamp(text)
     except ValueError:
         local = None
-    if local is None or local is pd.NaT or local.tzinfo is not None:
-        raise InputError(path, f"{column} {text!r} is not a time", row=row, column=column,
-                         expected="YYYY-MM-DDTHH:MM:SS (sacct's local time)")
+    if local is None or local is pd.NaT or local.tzinfo is not None or not YEARS[0] <= local.year < YEARS[1]:
+        raise InputError(path, f"{column} {shown(text)} is not a time", row=row, column=column,
+                         expected=f"YYYY-MM-DDTHH:MM:SS (sacct's local time, years {YEARS[0]}-{YEARS[1] - 1})")
     return (local - offset).tz_localize("UTC")
 
 
@@ -177,14 +223,27 @@ def slurm_time(text: str, offset: timedelta, column: str, path, row: int):
 
 def read_jobs(path, offset: timedelta) -> pd.DataFrame:
     """The job lines (steps skipped), parsed; one row per job."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    header = lines[0].split("|") if lines else []
+    try:
+        records = list(_job_records(path, offset))
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text ({exc.reason})", expected=FORMAT) from None
+    except DECOMPRESS_ERRORS as exc:
+        raise InputError(path, f"truncated or corrupt gzip ({exc})", expected=FORMAT) from None
+    columns = ["job", "name", "user", "partition", "hosts", "gpus", "start", "end", "state",
+               "elapsed", "row"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def _job_records(path, offset: timedelta):
+    """Parsed job lines, streamed (each text line at most MAX_LINE characters)."""
+    lines = (piece for line in read_lines(path) for piece in line.splitlines())
+    first = next(lines, None)
+    header = first.split("|") if first is not None else []
     missing = [c for c in NEEDED if c not in header]
     if missing:
         raise InputError(path, f"header lacks {', '.join(missing)}", row=1, column=missing[0],
                          expected=FORMAT)
-    records = []
-    for row, line in enumerate(lines[1:], 2):
+    for row, line in enumerate(lines, 2):
         if not line.strip():
             continue
         fields = line.split("|")
@@ -194,10 +253,7 @@ def read_jobs(path, offset: timedelta) -> pd.DataFrame:
         job = dict(zip(header, fields))
         if "." in job["JobID"]:
             continue
-        records.append(parse_job(job, offset, path, row))
-    columns = ["job", "name", "user", "partition", "hosts", "gpus", "start", "end", "state",
-               "elapsed", "row"]
-    return pd.DataFrame.from_records(records, columns=columns)
+        yield parse_job(job, offset, path, row)
 
 
 def parse_job(job: dict[str, str], offset: timedelta, path, row: int) -> tuple:
