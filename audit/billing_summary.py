@@ -25,10 +25,10 @@ SNIFF = (
 
 
 def sniff_format(path: Path) -> str:
+    """The billing format of a file, from its header (or first JSON record)."""
     import csv
 
     from connectors.bounds import EITHER, check_source_path
-    """The billing format of a file, from its header (or first JSON record)."""
     from connectors.errors import InputError
 
     check_source_path(path, EITHER, expected="a billing export file or folder")

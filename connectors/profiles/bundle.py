@@ -25,13 +25,13 @@ class ProfileBundleConnector(Connector):
     """Reads a bundle folder written by `costaudit collect`."""
 
     format_name = "profile_bundle"
+    accepts = FOLDER
     kind = "profiles"
     schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
 
     def fetch(self):
         """Kineto tables of the bundle's trace; the window's traffic merged into the spec's options."""
         document = self._document()
-    accepts = FOLDER
         window = document.get("window") or {}
         if not window.get("measured"):
             raise InputError(self.path, window.get("reason", "the bundle has no profiler window"),
