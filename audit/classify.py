@@ -1,4 +1,7 @@
-"""Invoice lines -> resource classes by ordered rules (METHOD §2), with GPU model and count."""
+"""Invoice lines -> resource classes by ordered rules (METHOD §2), with GPU model and count.
+
+The output is checked against ``schemas.billing.ClassifiedLine`` before it is handed on.
+"""
 from __future__ import annotations
 
 import json
@@ -11,8 +14,10 @@ from typing import Collection, Iterable, Mapping
 import pandas as pd
 
 from audit.case import Rule
+from audit.errors import AuditError
 from audit.lines import gpu_sku_model, resource_key
 from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, gpu_instances
+from schemas.billing import ClassifiedLine
 
 # FOCUS column name -> BillingLine column, for rule conditions.
 FOCUS_COLUMNS = {
@@ -120,8 +125,10 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
              gpu_resources: Collection[str]) -> pd.DataFrame:
     """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model to billing lines.
 
-    ``lines`` are ``schemas.billing.BillingLine`` rows. ``cluster_resources`` are the billed
-    resources telemetry names as nodes, ``gpu_resources`` those among them on which it saw GPUs.
+    ``lines`` are ``schemas.billing.BillingLine`` rows (which their connector validated); the first
+    line of each distinct combination, whose class every repeat of it shares, is checked against
+    ``ClassifiedLine``. ``cluster_resources`` are the billed resources telemetry names as nodes,
+    ``gpu_resources`` those among them on which it saw GPUs.
     """
     rules = tuple(rules) + shipped_rules()
     keys = {k for r in rules for k in r.when}
@@ -132,7 +139,8 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     numbered = lines.groupby(by, sort=False, dropna=False).ngroup().to_numpy() if len(lines) and by else range(len(lines))
     codes = pd.Series(numbered)  # by position
     # groups are numbered in order of first appearance, so the n-th first occurrence has code n
-    distinct = lines.iloc[codes.drop_duplicates().index]
+    first = codes.drop_duplicates().index
+    distinct = lines.iloc[first]
     for line in distinct.to_dict("records"):
         tags, extra = _json(line.get("tags")), _json(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
@@ -148,7 +156,24 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     result = lines.copy()
     for key, per_distinct in out.items():
         result[key] = pd.Series([per_distinct[c] for c in codes], index=result.index, dtype=CLASS_COLUMNS[key])
+    checked(result.iloc[first])  # every value classification chose: the other rows repeat these
     return result
+
+
+def checked(classified: pd.DataFrame) -> pd.DataFrame:
+    """The classified lines, checked against ``schemas.billing.ClassifiedLine``.
+
+    A mismatch is a fault of the audit (connectors validate what they read), raised as AuditError.
+    """
+    import pandera.errors as pa_errors
+
+    try:
+        return ClassifiedLine.validate(classified, lazy=True)
+    except pa_errors.SchemaErrors as exc:
+        cases = exc.failure_cases.head(5)
+        found = "; ".join(f"column {r['column']}: check {r['check']} failed for {r['failure_case']!r}"
+                          for _, r in cases.iterrows())
+        raise AuditError(f"classified lines do not match schemas.billing.ClassifiedLine: {found}") from None
 
 
 def _json(text) -> dict:

@@ -8,6 +8,9 @@ from pandera.typing import Series
 from schemas.fields import Money, OptionalDecimal
 
 CHARGE_CATEGORIES = ["Usage", "Purchase", "Tax", "Credit", "Adjustment", "Refund"]
+#: the resource classes a classification rule may set (METHOD §2); "unmatched" when none matched
+RESOURCE_CLASSES = ["gpu_compute", "serving_compute", "serving_network", "egress", "observability",
+                    "orchestration", "commitment_unused", "unmatched"]
 
 
 class BillingLine(pa.DataFrameModel):
@@ -56,10 +59,20 @@ class BillingLine(pa.DataFrameModel):
 
 
 class ClassifiedLine(BillingLine):
-    """A billing line with its resource class and the rule that set it."""
+    """A billing line with its resource class, the rule that set it, and the GPUs it bills.
 
-    resource_class: Series[str]
-    rule_reason: Series[str]
+    The audit's line table also carries ``line_count`` (invoice lines a row stands for) and, once
+    its sources are concatenated, ``source`` / ``source_path`` (the case source that read it);
+    tables built in memory may lack them. ``instance_type`` is "" when no instance type is named,
+    ``gpus_per_instance`` 0 for an instance without GPUs (or a per-GPU meter), ``gpu_model`` "" when
+    the line bills no GPU.
+    """
+
+    line_count: Series[int] = pa.Field(ge=1, required=False)
+    source: Series[str] = pa.Field(required=False)
+    source_path: Series[str] = pa.Field(required=False)
+    resource_class: Series[str] = pa.Field(isin=RESOURCE_CLASSES)
+    rule_reason: Series[str] = pa.Field(str_length={"min_value": 1})
     instance_type: Series[str]
     gpus_per_instance: Series[int] = pa.Field(ge=0)
     gpu_model: Series[str]

@@ -1,5 +1,5 @@
-"""The hand-offs between stages: each trace parsed once, a frozen result, the classifier's columns
-typed, and conservation checked by reconciliation."""
+"""The hand-offs between stages: each trace parsed once, a frozen result, the classifier's output
+checked against its model, and conservation checked by reconciliation."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,13 +11,16 @@ import pytest
 import audit.trace.findings
 import connectors.profiles.events
 from audit import classify, evidence, normalise, reconcile
+from audit.case import CLASSES
 from audit.collected import Collected
 from audit.errors import AuditError
 from audit.ledger import Ledger
 from audit.pipeline import audit_collected
 from audit.trace.analyse import analyse
 from connectors.base import ReadContext, SourceSpec
+from connectors.billing.catalogue import GpuType
 from connectors.profiles.kineto import KinetoConnector
+from schemas.billing import RESOURCE_CLASSES
 from tests.builders import ALWAYS, activity, frame, line, lines_frame, make_case
 from tests.paths import DEMO
 
@@ -62,6 +65,28 @@ def test_the_result_is_frozen():
         result.options = ()  # type: ignore[misc]
     assert isinstance(result.options, tuple) and isinstance(result.intervals, tuple)
     assert result.reconciliation.conservation.parts_total == result.ledger.total() == Decimal(2)
+
+
+def test_classified_lines_are_checked_against_their_model():
+    lines = lines_frame([line(1), line(2, charge_description="Load balancer hour")])
+    classified = classify.classify(lines, (), set(), set())
+    assert list(classified["gpus_per_instance"]) == [0, 0]
+    with pytest.raises(AuditError, match="ClassifiedLine.*resource_class"):
+        classify.checked(classified.assign(resource_class="gpu"))
+    with pytest.raises(AuditError, match="ClassifiedLine.*gpus_per_instance"):
+        classify.checked(classified.assign(gpus_per_instance=-1))
+
+
+def test_the_model_knows_every_class_a_case_rule_may_set():
+    assert set(RESOURCE_CLASSES) == CLASSES
+
+
+def test_the_classifier_checks_what_it_hands_on(monkeypatch):
+    monkeypatch.setattr(classify, "gpu_instances", lambda: {"p4d.24xlarge": GpuType("A100", -8)})
+    lines = lines_frame([line(1, charge_description="On Demand Linux p4d.24xlarge Instance Hour",
+                              pricing_unit="Hours")])
+    with pytest.raises(AuditError, match="gpus_per_instance"):
+        classify.classify(lines, (), set(), set())
 
 
 def test_no_line_in_scope_still_classifies_to_the_model():
