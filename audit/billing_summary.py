@@ -11,7 +11,6 @@ import gzip
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
 from audit.money import ZERO, cents, fmt

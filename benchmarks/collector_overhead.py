@@ -21,11 +21,11 @@ import statistics
 import time
 
 from collector import demo
+from collector.drive import drive
 from collector.inprocess import CallableTarget, sender
 from collector.nvml import Sampler
-from collector.drive import drive
-from collector.traffic import Arrival, plan
 from collector.profile import batches
+from collector.traffic import Arrival, plan
 
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,

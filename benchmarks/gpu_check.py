@@ -22,8 +22,9 @@ def check_cuda() -> str:
 
 
 def check_nvml() -> str:
-    from collector.nvml import Sampler
     import torch
+
+    from collector.nvml import Sampler
     sampler = Sampler(interval=0.05).start()
     x = torch.randn(4096, 4096, device="cuda")
     end = time.time() + 1.5
@@ -42,8 +43,8 @@ def check_nvml() -> str:
 
 def check_collect(out: Path) -> str:
     from collector.inprocess import Window
-    from collector.traffic import Arrival
     from collector.profile import CollectConfig, collect_bundle
+    from collector.traffic import Arrival
     doc = collect_bundle(CollectConfig(
         out=out, function="collector.demo:mlp", pre="collector.demo:pre",
         post="collector.demo:post", device="cuda:0",
@@ -61,6 +62,7 @@ def check_collect(out: Path) -> str:
 
 def check_trace(out: Path) -> str:
     from datetime import datetime, timezone
+
     from connectors.base import ReadContext, SourceSpec
     from connectors.profiles.bundle import ProfileBundleConnector
     from connectors.profiles.kineto import KinetoConnector

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector import inprocess as incall
 from collector import http_target as http
-from collector.nvml import Sampler
+from collector import inprocess as incall
 from collector.drive import drive
+from collector.nvml import Sampler
 from collector.stats import run_figures
 from collector.traffic import Arrival, Request, plan, read_traffic
 from schemas.errors import UsageError

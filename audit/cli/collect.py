@@ -6,7 +6,6 @@ inside the command.
 from __future__ import annotations
 
 import json
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Optional
 
@@ -32,7 +31,8 @@ def collect_command(
         shape: float = typer.Option(1.0, "--shape", help="gamma shape (1 = Poisson, <1 burstier)"),
         seed: int = typer.Option(0, "--seed", help="seed of the arrival schedule"),
         requests: int = typer.Option(100, "--requests", help="requests per sweep point"),
-        concurrency: str = typer.Option("1", "--concurrency", help="sweep, e.g. 1,4,16 (closed loop: in flight; open: worker cap)"),
+        concurrency: str = typer.Option("1", "--concurrency",
+                                        help="sweep, e.g. 1,4,16 (closed loop: in flight; open: worker cap)"),
         batch_size: str = typer.Option("1", "--batch-size", help="sweep of batch sizes (callable), e.g. 1,8,32"),
         payload: Optional[str] = typer.Option(None, "--payload", help="JSON payload of every request"),
         traffic: Optional[Path] = typer.Option(None, "--traffic", help="JSONL to replay: {\"t\": s, \"payload\": …} a line"),

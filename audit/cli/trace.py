@@ -26,7 +26,8 @@ TOP_STREAMS = 5
 def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz or Nsight .sqlite; several = ranks"),
           as_json: bool = typer.Option(False, "--json", help="print JSON"),
           price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="price one GPU-hour to cost findings"),
-          folded: Optional[Path] = typer.Option(None, "--folded", help="write folded stacks (flamegraph.pl / speedscope)")) -> None:
+          folded: Optional[Path] = typer.Option(None, "--folded",
+                                                help="write folded stacks (flamegraph.pl / speedscope)")) -> None:
     """Where the GPU time went, which call paths spent it, and what was wasted."""
     try:
         value = Decimal(price) if price is not None else None

@@ -16,13 +16,12 @@ get_gpu_kernel_breakdown(include_memory_kernels=True), rule for rule (docs/trace
 """
 from __future__ import annotations
 
-# trace_events first: it loads numpy with a one-thread BLAS (see there)
-from connectors.profiles.events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask
-
 import numpy as np
 
-from connectors.profiles.categories import (COARSE, HTA_TYPES, coarse_category, fine_category,
-                                   hta_kernel_type)
+from connectors.profiles.categories import COARSE, HTA_TYPES, coarse_category, fine_category, hta_kernel_type
+
+# trace_events first: it loads numpy with a one-thread BLAS (see there)
+from connectors.profiles.events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask
 
 HTA_DEVICE_SYNCS = ("Event Sync", "Context Sync")
 

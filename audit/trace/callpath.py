@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from connectors.profiles.events import (ANNOTATION, CPU_OP, GPU_ANNOTATION, GPU_WORK, PYTHON, RUNTIME,
-                                     Trace)
+from connectors.profiles.events import ANNOTATION, CPU_OP, GPU_ANNOTATION, GPU_WORK, PYTHON, RUNTIME, Trace
 
 if TYPE_CHECKING:  # pandas is imported where the tables are built, off the CLI's start-up path
     import pandas as pd

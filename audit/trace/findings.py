@@ -15,11 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.trace.findings_kernels import batch_size_mismatch, memory_bound_chains
-from audit.trace.findings_rules import (IDLE, Finding, copy_overhead, input_bound, launch_bound,
-                                  sync_waste)
-from audit.trace.profile_view import ProfileView
 from audit.trace.breakdown import ranks
+from audit.trace.findings_kernels import batch_size_mismatch, memory_bound_chains
+from audit.trace.findings_rules import IDLE, Finding, copy_overhead, input_bound, launch_bound, sync_waste
+from audit.trace.profile_view import ProfileView
 from connectors.profiles.events import GPU_WORK, Trace
 
 RULES = (sync_waste, input_bound, launch_bound, copy_overhead, memory_bound_chains, batch_size_mismatch)

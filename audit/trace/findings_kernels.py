@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from audit.trace.findings_rules import (BATCH_MIN_SHARE, CHAIN_MIN_SHARE, KERNEL_TIME, LOW_OCCUPANCY,
-                                  MEMORY_BOUND_CATEGORIES, MEMORY_BOUND_FLOP_PER_BYTE, MIN_CHAIN,
-                                  SHORT_KERNEL_US, SMALL_M, TOP, Finding, _top)
+from audit.trace.findings_rules import (
+    BATCH_MIN_SHARE,
+    CHAIN_MIN_SHARE,
+    KERNEL_TIME,
+    LOW_OCCUPANCY,
+    MEMORY_BOUND_CATEGORIES,
+    MEMORY_BOUND_FLOP_PER_BYTE,
+    MIN_CHAIN,
+    SHORT_KERNEL_US,
+    SMALL_M,
+    TOP,
+    Finding,
+    _top,
+)
 from audit.trace.profile_view import ProfileView
 from connectors.profiles.events import KERNEL
-
 
 # ---------------------------------------------------------------- memory-bound chains
 

@@ -12,11 +12,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from audit.trace.profile_view import ProfileView
 from audit.trace.callpath import GRAPH_LAUNCH
-from connectors.profiles.events import (ANNOTATION, CPU_OP, GPU_ANNOTATION, MEMCPY, PYTHON, RUNTIME,
-                                     SYNC, SYNC_CALLS, covered_up_to, length, merge, name_mask,
-                                     overlap)
+from audit.trace.profile_view import ProfileView
+from connectors.profiles.events import (
+    ANNOTATION,
+    CPU_OP,
+    GPU_ANNOTATION,
+    MEMCPY,
+    PYTHON,
+    RUNTIME,
+    SYNC,
+    SYNC_CALLS,
+    covered_up_to,
+    length,
+    merge,
+    name_mask,
+    overlap,
+)
 
 IDLE, KERNEL_TIME = "in_flight_idle", "kernel_active"
 TOP = 3                       # findings per rule and profile, largest first

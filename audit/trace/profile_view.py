@@ -7,11 +7,10 @@ from functools import cached_property
 
 import numpy as np
 
-from audit.trace.intensity import Intensity, intensity
 from audit.trace.breakdown import event_categories
 from audit.trace.callpath import CallPaths, call_paths
+from audit.trace.intensity import Intensity, intensity
 from connectors.profiles.events import CPU_OP, GPU_WORK, KERNEL, Trace, covered_up_to, merge
-
 
 MODULE_INSTANCE = re.compile(r"(nn\.Module: [^ >]+?)_\d+(?= >|$)")
 
