@@ -17,7 +17,7 @@ HINT_KEYS = ("x_InstanceType", "InstanceType", "x_ArmSkuName", "x_SkuMeterName")
 
 
 def load_gpu_instances(con) -> None:
-    """Table ``gpu_instances`` from connectors/billing/data/gpu_instances.csv (through audit.classify)."""
+    """Table ``gpu_instances`` from connectors/billing/data/gpu_instances.csv (connectors.billing.catalogue)."""
     rows = ", ".join(f"({quote_text(name)}, {quote_text(kind.gpu_model)}, {int(kind.gpus)})"
                      for name, kind in gpu_instances().items())
     con.execute("CREATE TEMP TABLE gpu_instances (instance_type VARCHAR PRIMARY KEY, gpu_model VARCHAR, "
@@ -57,7 +57,7 @@ def hint_sql() -> str:
 
 
 def gpu_meter_sql() -> str:
-    """SQL of :func:`audit.classify.gpu_sku_model` over ``descr``: the first per-GPU meter matched."""
+    """SQL of :func:`audit.lines.gpu_sku_model` over ``descr``: the first per-GPU meter matched."""
     whens = " ".join(f"WHEN regexp_matches(descr, {quote_text('(?i)' + p.pattern)}) THEN {quote_text(m)}"
                      for p, m in gpu_skus())
     return f"CASE {whens} END" if whens else "NULL::VARCHAR"

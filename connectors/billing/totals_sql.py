@@ -21,7 +21,7 @@ TEXT_COLUMNS = ("ChargeCategory", "ServiceName", "BillingCurrency", "PricingUnit
                 "CommitmentDiscountStatus", "ChargeDescription", "ResourceName", "SkuId",
                 "SkuPriceDetails", "x_InstanceType", "x_ArmSkuName", "x_SkuMeterName", "x_UsageType")
 # The sums of focus_lines; GpuQuantity is PricingQuantity, or ConsumedQuantity where that is 0 or
-# missing (audit.classify.gpu_hours_of), on Usage lines.
+# missing (audit.lines.gpu_hours_of), on Usage lines.
 SUM_COLUMNS = ("BilledCost", "EffectiveCost", "GpuQuantity")
 
 
