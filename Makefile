@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl
 
-.PHONY: demo test lint system-deps demo-data bench bench-billing clean
+.PHONY: demo test lint fuzz system-deps demo-data bench bench-billing clean
 
 demo: system-deps $(VENV)/.demo demo-data
 	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
@@ -56,6 +56,12 @@ $(BQ_VENV)/.ok:
 # The demo case is committed; regenerate it when it is missing.
 demo-data: | $(VENV)/bin/python
 	@[ -f fixtures/demo/case.toml ] || $(PY) fixtures/make_demo.py
+
+# The fuzz suite (tests/fuzz) run longer than `make test` runs it: FUZZ_EXAMPLES inputs per parser,
+# fresh ones each run (a failure prints the input and a @reproduce_failure line).
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(VENV)/.test
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
 
 bench: $(VENV)/.test
 	$(PY) benchmarks/telemetry/run.py

@@ -138,6 +138,23 @@ def bounded(text, path: Path, limit: int = MAX_LINE) -> Iterator[str]:
         yield line
 
 
+def text_lines(numbered: Iterator[tuple[int, object]], path: Path, expected: str) -> Iterator[tuple[int, object]]:
+    """(row, line) pairs of a text reader, a decoding fault (not UTF-8, a broken gzip, a CSV field
+    past the csv module's limit) turned into an InputError naming the row after the last one read."""
+    import csv
+
+    row = 0
+    try:
+        for row, line in numbered:
+            yield row, line
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text ({exc.reason})", row=row + 1, expected=expected) from None
+    except csv.Error as exc:
+        raise InputError(path, f"unreadable CSV: {exc}", row=row + 1, expected=expected) from None
+    except DECOMPRESS_ERRORS as exc:
+        raise InputError(path, f"truncated or corrupt gzip ({exc})", row=row + 1, expected=expected) from None
+
+
 def _too_long(path: Path, lineno: int, limit: int) -> InputError:
     return InputError(path, f"line longer than {limit:,} characters (or no line break)", row=lineno,
                       expected=f"text lines of at most {limit:,} characters")

@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from connectors.base import Connector
-from connectors.bounds import FOLDER
+from connectors.bounds import FOLDER, nested_too_deep, shown
 from connectors.errors import InputError
 from connectors.profiles.kineto import (EXPECTED_CUDA, NO_GPU_EVENTS, category_table, event_frame,
                                kernel_table, profile_table)
@@ -37,6 +37,9 @@ class ProfileBundleConnector(Connector):
             raise InputError(self.path, window.get("reason", "the bundle has no profiler window"),
                              expected="a bundle collected from an in-process callable")
         trace_path = self.path / window.get("trace", "trace.json.gz")
+        if self.path.resolve() not in trace_path.resolve().parents:
+            raise InputError(self.path / "profile.json", f"window.trace {shown(window.get('trace'))} is outside the bundle",
+                             column="window", expected="the name of a trace file in the bundle folder")
         trace = load_trace(trace_path)
         if trace.kind.size == 0:
             raise InputError(trace_path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
@@ -55,6 +58,14 @@ class ProfileBundleConnector(Connector):
         if not path.is_file():
             raise InputError(self.path, "no profile.json", expected="a costaudit collect bundle folder")
         try:
-            return json.loads(path.read_text())
+            document = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            raise InputError(path, f"not JSON: {exc}") from exc
+            raise InputError(path, f"not JSON: {shown(str(exc))}") from None
+        except RecursionError:
+            raise InputError(path, nested_too_deep(), expected="a costaudit collect profile.json") from None
+        window = document.get("window") if isinstance(document, dict) else None
+        if window is not None and (not isinstance(window, dict) or not isinstance(window.get("trace", ""), str)
+                                   or not isinstance(window.get("reason", ""), str)):
+            raise InputError(path, f"window is {shown(window)}", column="window",
+                             expected="an object with the trace file name (a string)")
+        return document if isinstance(document, dict) else {}

@@ -25,6 +25,7 @@ try:                                   # ISA-L's CRC is several times zlib's spe
 except ImportError:                    # pragma: no cover
     from zlib import crc32
 
+from connectors.bounds import shown
 from connectors.errors import InputError
 
 KERNEL, MEMCPY, MEMSET, SYNC, GPU_ANNOTATION = 0, 1, 2, 3, 4
@@ -360,8 +361,8 @@ def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> Non
             number = None
         if number is None or not math.isfinite(number):
             index = first + position
-            raise InputError(path, f"traceEvents[{index}] ({event.cat} {str(event.name)[:60]!r}): "
-                             f"{field} is {value!r}", row=index + 1, column=field,
+            raise InputError(path, f"traceEvents[{index}] ({shown(event.cat, 40)} {shown(str(event.name), 60)}): "
+                             f"{field} is {shown(value)}", row=index + 1, column=field,
                              expected="a finite number of microseconds")
     raise AssertionError("no bad time found")
 

@@ -87,7 +87,8 @@ def _read(path: Path, db: sqlite3.Connection) -> Trace:
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:
         raise InputError(path, "no CUPTI_ACTIVITY_KIND_KERNEL or _MEMCPY table", expected=EXPECTED)
-    strings = dict(db.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+    strings = {key: _text(value) for key, value in db.execute("SELECT id, value FROM StringIds")} \
+        if "StringIds" in tables else {}
     names, threads, devices = Table(), Table(), Table()
     parts = [part for part in (
         _kernels(db, tables, strings, names, devices),
@@ -127,6 +128,15 @@ class BadValue(Exception):
     def __init__(self, table: str, column: str, row: int, value, expected: str):
         self.table, self.column, self.row, self.value, self.expected = table, column, row, value, expected
         super().__init__(f"{table}.{column} is {cell(value)}")
+
+
+def _text(value) -> str:
+    """A text cell as a string (SQLite columns take any type): '' for NULL, bytes decoded."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def cell(value) -> str:
@@ -271,7 +281,7 @@ def _nvtx(db, tables, strings, names: Table, threads: Table):
     rows = _rows(db, f"SELECT start, end, globalTid, text, {text_id} FROM NVTX_EVENTS "
                      f"WHERE end IS NOT NULL AND eventType IN {NVTX_RANGES}")
     cols = list(zip(*rows)) if rows else [[]] * 5
-    label = [names.id(t if t is not None else strings.get(i, "")) for t, i in zip(cols[3], cols[4])]
+    label = [names.id(_text(t) if t is not None else strings.get(i, "")) for t, i in zip(cols[3], cols[4])]
     return _frame(ANNOTATION, cols[0], cols[1], [threads.id(t) for t in cols[2]], [-1] * len(rows),
                   [-1] * len(rows), [-1] * len(rows), label, "NVTX_EVENTS")
 
@@ -315,6 +325,6 @@ def _device_props(db, tables) -> dict:
             continue
         sm = sms if sms in columns else "NULL"
         for device, name, count in db.execute(f"SELECT {key}, name, {sm} FROM {table}"):
-            entry = out.setdefault(device, {"name": name or "", "sms": None})
+            entry = out.setdefault(device, {"name": _text(name), "sms": None})
             entry["sms"] = entry["sms"] or (int(count) if count else None)
     return out

@@ -20,6 +20,7 @@ from typing import ClassVar
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.bounds import bounded, shown, text_lines
 from connectors.errors import InputError
 from connectors.telemetry.families import GPU_UTIL, GR_ENGINE_ACTIVE
 from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, series_ids, telemetry_grid
@@ -40,7 +41,7 @@ def options(spec, where) -> tuple[float, float]:
     try:
         start = pd.Timestamp(raw_start)
     except ValueError:
-        raise InputError(where, f"start {raw_start!r} is not a time", column="start",
+        raise InputError(where, f"start {shown(raw_start)} is not a time", column="start",
                          expected="an ISO 8601 time") from None
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
     try:
@@ -48,7 +49,7 @@ def options(spec, where) -> tuple[float, float]:
     except (TypeError, ValueError):
         interval = 0.0
     if not interval > 0:
-        raise InputError(where, f"interval_ms {raw_interval!r} is not positive",
+        raise InputError(where, f"interval_ms {shown(raw_interval)} is not positive",
                          column="interval_ms", expected="the dmon -d delay in milliseconds")
     return start.value / 1e9, interval / 1000.0
 
@@ -60,11 +61,11 @@ def reading(text: str, name: str, path, row: int) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise InputError(path, f"{name} value {text!r} is not a number", row=row, column=name,
+        raise InputError(path, f"{name} value {shown(text)} is not a number", row=row, column=name,
                          expected="a number or N/A") from None
     limit = 100.0 if name == "GPUTL" else 1.0
     if not 0.0 <= value <= limit:
-        raise InputError(path, f"{name} value {text!r} is out of range", row=row, column=name,
+        raise InputError(path, f"{name} value {shown(text)} is out of range", row=row, column=name,
                          expected=f"0 to {limit:g}")
     return value
 
@@ -73,7 +74,8 @@ def read_dmon(path, node: str, start: float, interval: float) -> pd.DataFrame:
     """One sample per GPU, poll and used column, in the DCGM family's columns."""
     records, header, polls = [], None, {}
     with open(path, encoding="utf-8") as handle:
-        for row, line in enumerate(handle, 1):
+        lines = enumerate(bounded(handle, path), 1)
+        for row, line in text_lines(lines, path, "dcgmi dmon output (UTF-8 text)"):
             fields = line.split()
             if not fields or fields[0] == "ID":
                 continue

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from connectors.base import Connector, ReadContext
+from connectors.bounds import bounded, shown, text_lines
 from connectors.errors import InputError
 from connectors.telemetry.families import GPU_UTIL
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
@@ -46,7 +47,7 @@ def utc_offset(text, where) -> timedelta:
         return timedelta(0)
     found = re.fullmatch(r"([+-])(\d{1,2}):?(\d{2})?", str(text).strip())
     if not found:
-        raise InputError(where, f"utc_offset {text!r} is not an offset", column="utc_offset",
+        raise InputError(where, f"utc_offset {shown(text)} is not an offset", column="utc_offset",
                          expected="+HH:MM or -HH:MM")
     sign = -1 if found.group(1) == "-" else 1
     return sign * timedelta(hours=int(found.group(2)), minutes=int(found.group(3) or 0))
@@ -102,7 +103,7 @@ def parse_time(text: str, offset: timedelta, path, row: int) -> float:
         except ValueError:
             continue
         return (pd.Timestamp(local - offset, tz="UTC").value) / 1e9
-    raise InputError(path, f"timestamp {text!r} is not a time", row=row, column="timestamp",
+    raise InputError(path, f"timestamp {shown(text)} is not a time", row=row, column="timestamp",
                      expected="YYYY/MM/DD HH:MM:SS.fff")
 
 
@@ -116,7 +117,7 @@ def parse_percent(text: str, path, row: int) -> float:
     except ValueError:
         number = float("nan")
     if not 0.0 <= number <= 100.0:
-        raise InputError(path, f"utilization {text!r} is not a percentage", row=row,
+        raise InputError(path, f"utilization {shown(text)} is not a percentage", row=row,
                          column="utilization.gpu", expected="0 to 100 %")
     return number
 
@@ -125,7 +126,8 @@ def read_log(path, node: str, offset: timedelta) -> pd.DataFrame:
     """One row per GPU poll, in the DCGM family's columns (metric GPU_UTIL, value in %)."""
     records, columns = [], None
     with open(path, encoding="utf-8", newline="") as handle:
-        for row, fields in enumerate(csv.reader(handle, skipinitialspace=True), 1):
+        reader = enumerate(csv.reader(bounded(handle, path), skipinitialspace=True), 1)
+        for row, fields in text_lines(reader, path, "nvidia-smi --format=csv output (UTF-8 text)"):
             fields = [f.strip() for f in fields]
             if not fields or fields == [""]:
                 continue

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pandas as pd
 
-from connectors.bounds import EITHER
+from connectors.bounds import EITHER, nested_too_deep, shown
 from connectors.errors import InputError
 from connectors.telemetry.families import new_families
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
@@ -46,15 +46,17 @@ def load_matrix(path: Path) -> list:
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(path, f"not valid JSON ({exc})", expected=DUMP_FORM) from None
+        raise InputError(path, f"not valid JSON ({shown(str(exc))})", expected=DUMP_FORM) from None
+    except RecursionError:
+        raise InputError(path, nested_too_deep(), expected=DUMP_FORM) from None
     if isinstance(body, dict) and body.get("status", "success") != "success":
-        raise InputError(path, f"query failed: {body.get('error', body.get('status'))}",
+        raise InputError(path, f"query failed: {shown(body.get('error', body.get('status')))}",
                          column="status", expected='"success"')
     if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
         raise InputError(path, "no 'data' object", column="data", expected=DUMP_FORM)
     data = body["data"]
     if data.get("resultType") != "matrix":
-        raise InputError(path, f"resultType is {data.get('resultType')!r}",
+        raise InputError(path, f"resultType is {shown(data.get('resultType'))}",
                          column="resultType", expected='"matrix" (a query_range result)')
     result = data.get("result")
     if not isinstance(result, list):
@@ -73,12 +75,14 @@ def raw_labels(metric: dict[str, str]) -> str:
 def sample(pair, path: Path, row: int) -> tuple[float, float]:
     """(seconds, value) of one ``[ts, "value"]`` pair."""
     try:
+        if not isinstance(pair, list) or len(pair) != 2 or any(isinstance(p, (bool, list, dict)) for p in pair):
+            raise TypeError(pair)
         t, v = float(pair[0]), float(pair[1])
-    except (TypeError, ValueError, IndexError, KeyError):
-        raise InputError(path, f"bad sample {pair!r}", row=row, column="values",
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(path, f"bad sample {shown(pair)}", row=row, column="values",
                          expected='[unix seconds, "value"]') from None
     if not math.isfinite(t) or abs(t) > MS_THRESHOLD:
-        raise InputError(path, f"timestamp {pair[0]!r} is not Unix seconds", row=row,
+        raise InputError(path, f"timestamp {shown(pair[0])} is not Unix seconds", row=row,
                          column="values", expected="a Unix timestamp in seconds")
     return t, v
 
@@ -89,10 +93,15 @@ def scan_matrix(result: list, path: Path, by_name: dict, scan: Scan) -> None:
         if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
             raise InputError(path, "series has no 'metric' object", row=row, column="metric",
                              expected=DUMP_FORM)
-        name = series["metric"].get("__name__")
-        if not name:
+        metric = series["metric"]
+        name = metric.get("__name__")
+        if not name or not isinstance(name, str):
             raise InputError(path, "series has no __name__ label", row=row, column="metric",
                              expected="query_range results that keep the metric name")
+        wrong = next((k for k, v in metric.items() if not isinstance(v, str)), None)
+        if wrong is not None:
+            raise InputError(path, f"label {shown(wrong)} is {shown(metric[wrong])}, not a string", row=row,
+                             column="metric", expected="label values as strings")
         values = series.get("values")
         if not isinstance(values, list):
             raise InputError(path, "series has no 'values' list", row=row, column="values",
