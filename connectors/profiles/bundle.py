@@ -13,9 +13,15 @@ import json
 from connectors.base import Connector
 from connectors.bounds import FOLDER, nested_too_deep, shown
 from connectors.errors import InputError
-from connectors.profiles.kineto import (EXPECTED_CUDA, NO_GPU_EVENTS, category_table, event_frame,
-                               kernel_table, profile_table)
 from connectors.profiles.events import load_trace
+from connectors.profiles.kineto import (
+    EXPECTED_CUDA,
+    NO_GPU_EVENTS,
+    category_table,
+    event_frame,
+    kernel_table,
+    profile_table,
+)
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 TRAFFIC = ("requests", "prompt_tokens", "generated_tokens")

@@ -46,9 +46,23 @@ import msgspec
 import numpy as np
 
 from connectors.bounds import check_source_path
-from connectors.profiles.columns import (ANNOTATION, CPU_OP, GPU_ANNOTATION, KERNEL, MEMCPY,  # noqa: F401
-                                      MEMSET, OTHER, PYTHON, ROLES, RUNTIME, SYNC, TRACE, Interner,
-                                      chunk_columns, concatenate)
+from connectors.profiles.columns import (  # noqa: F401
+    ANNOTATION,
+    CPU_OP,
+    GPU_ANNOTATION,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OTHER,
+    PYTHON,
+    ROLES,
+    RUNTIME,
+    SYNC,
+    TRACE,
+    Interner,
+    chunk_columns,
+    concatenate,
+)
 from connectors.profiles.stream import EXPECTED_TRACE, EventStream
 
 GPU_WORK = (KERNEL, MEMCPY, MEMSET)

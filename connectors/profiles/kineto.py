@@ -18,9 +18,15 @@ import numpy as np
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.profiles.categories import (KERNEL_CATEGORIES, MEMCPY_KINDS, kernel_category,  # noqa: F401
-                                   fine_category, memcpy_category, without_parameters)
 from connectors.errors import InputError
+from connectors.profiles.categories import (  # noqa: F401
+    KERNEL_CATEGORIES,
+    MEMCPY_KINDS,
+    fine_category,
+    kernel_category,
+    memcpy_category,
+    without_parameters,
+)
 from connectors.profiles.events import KERNEL, TraceData, length, load_trace, merge, overlap
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 

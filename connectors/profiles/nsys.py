@@ -22,9 +22,9 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
-from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table
-from connectors.profiles.columns import (ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table)
+from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
 from connectors.profiles.events import Trace, gpu_view
+from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 EXPECTED = "an Nsight Systems SQLite export (nsys export --type sqlite) with CUDA trace tables"

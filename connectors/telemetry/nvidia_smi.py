@@ -140,7 +140,7 @@ def read_log(path, node: str, offset: timedelta) -> pd.DataFrame:
             if len(fields) < len(columns):
                 raise InputError(path, f"{len(fields)} fields, the header has {len(columns)}",
                                  row=row, expected="one value per header column")
-            get = lambda name: fields[columns[name]] if name in columns else ""  # noqa: E731
+            get = lambda name, fields=fields, columns=columns: fields[columns[name]] if name in columns else ""  # noqa: E731
             records.append((GPU_UTIL, node, get("index"), get("uuid"), get("name"), "", "", "",
                             parse_time(get("timestamp"), offset, path, row),
                             parse_percent(get("utilization.gpu"), path, row)))

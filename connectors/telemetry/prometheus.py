@@ -37,9 +37,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from connectors.telemetry import promtables as pt
 from connectors.base import Connector
 from connectors.errors import InputError
+from connectors.telemetry import promtables as pt
 from connectors.telemetry.families import (
     COUNTERS,
     DCGM_EVIDENCE,

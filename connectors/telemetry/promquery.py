@@ -19,6 +19,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 

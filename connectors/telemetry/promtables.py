@@ -15,8 +15,15 @@ import numpy as np
 import pandas as pd
 
 from connectors.telemetry.families import GR_ENGINE_ACTIVE, QUEUE_GAUGES
-from connectors.telemetry.tables import (GPU_KEY, SERVING_KEY, empty_table, finish, per_interval_table,
-                                         resource_id, traffic_from_increases)
+from connectors.telemetry.tables import (
+    GPU_KEY,
+    SERVING_KEY,
+    empty_table,
+    finish,
+    per_interval_table,
+    resource_id,
+    traffic_from_increases,
+)
 
 #: raw(key values, interval) -> raw samples (resolved label columns, t, v) of that interval
 Raw = Callable[[dict, int], pd.DataFrame]
