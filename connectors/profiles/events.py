@@ -60,6 +60,7 @@ from connectors.profiles.columns import (  # noqa: F401
     SYNC,
     TRACE,
     Interner,
+    accumulate,
     chunk_columns,
     concatenate,
 )
@@ -235,16 +236,27 @@ def read_trace(path: Path) -> Trace:
     collecting = gc.isenabled()
     gc.disable()                  # the parse makes no cycles; the collector would only rescan chunks
     try:
-        parts = [chunk_columns(path, first, events, intern, Complete) for first, events in stream]
+        parts = accumulate(chunk_columns(path, first, events, intern, Complete) for first, events in stream)
     finally:
         if collecting:
             gc.enable()
     columns = concatenate(parts)
+    release_freed_memory()
     top = stream.top
     return Trace(path=path, rows=stream.count, names=intern.names.keys_list(),
                  threads=intern.threads.keys_list(), device_keys=intern.devices.keys_list(),
                  devices=_devices(top.deviceProperties), rank=_rank(top.distributedInfo),
                  strings=[_text(s) for s in intern.strings], **columns)
+
+
+def release_freed_memory() -> None:
+    """Hand the heap the parse freed back to the system (glibc keeps it otherwise: the chunks'
+    small arrays and decoded events leave it fragmented, and resident)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):      # not glibc: nothing to do
+        pass
 
 
 def _text(value: Any) -> str:
