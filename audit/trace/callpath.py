@@ -105,7 +105,7 @@ def call_paths(trace: Trace) -> CallPaths:
                       parent=host_parents(trace), by_external=_operators_by_external(trace))
     annotations = _gpu_annotations(trace)
     ops: dict[int, int] = {}
-    for position, row in enumerate(launch.tolist()):
+    for position, row in _launch_order(launch, annotations):
         if row < 0:
             paths.path_of[position] = paths.intern(_annotation_path(trace, paths, annotations, work[position]),
                                                    NO_LAUNCH)
@@ -113,7 +113,25 @@ def call_paths(trace: Trace) -> CallPaths:
             paths.path_of[position] = _node_path(paths, row)
             found = ops.get(row)
             paths.op_of[position] = found if found is not None else ops.setdefault(row, _operator(paths, row))
+    if not annotations[0].size and (launch < 0).any():
+        paths.path_of[launch < 0] = paths.intern(0, NO_LAUNCH)
     return paths
+
+
+def _launch_order(launch: np.ndarray, annotations) -> list[tuple[int, int]]:
+    """(position, launch row) of the work events whose path must be found one by one, in order.
+
+    Work without a launch takes the path of the GPU annotations around it; when the trace has none,
+    every such event has the same path, found once at the first of them (its place in the order
+    keeps the path ids what a walk over every event gives) and given to the others at once.
+    """
+    if annotations[0].size:
+        return list(enumerate(launch.tolist()))
+    todo = np.flatnonzero(launch >= 0)
+    missing = np.flatnonzero(launch < 0)
+    if missing.size:
+        todo = np.insert(todo, int(np.searchsorted(todo, missing[0])), missing[0])
+    return list(zip(todo.tolist(), launch[todo].tolist()))
 
 
 def _operator(paths: CallPaths, row: int) -> int:

@@ -28,7 +28,7 @@ def memory_bound_chains(view: ProfileView) -> list[Finding]:
     if kernels.size == 0:
         return []
     order = kernels[np.lexsort((view.start[kernels], view.stream[kernels], view.device[kernels]))]
-    flagged = np.array([_memory_bound(view, int(p)) for p in order.tolist()], dtype=bool)
+    flagged = _memory_bound(view, order)
     groups: dict[tuple[int, str], list] = {}
     for run in _runs(view, order, flagged):
         _add_chain(view, groups, run)
@@ -45,36 +45,44 @@ def memory_bound_chains(view: ProfileView) -> list[Finding]:
             for (device, path), (us, chains, kernels_n, saving, top_kernel, intensities) in _top(groups, TOP)]
 
 
-def _memory_bound(view: ProfileView, position: int) -> bool:
-    """Short and memory-bound: low FLOPs per byte from shapes, else an elementwise-type category."""
-    if view.dur[position] >= SHORT_KERNEL_US:
-        return False
-    found = view.op_intensity(position)
-    if found is not None and found.m is None:
-        return found.per_byte < MEMORY_BOUND_FLOP_PER_BYTE
-    return view.category[position] in MEMORY_BOUND_CATEGORIES
+def _memory_bound(view: ProfileView, positions: np.ndarray) -> np.ndarray:
+    """Per work position: short and memory-bound (low FLOPs per byte from the launching operator's
+    shapes, else an elementwise-type category). Operators are looked at once each."""
+    short = view.dur[positions] < SHORT_KERNEL_US
+    by_category = np.isin(view.category[positions], list(MEMORY_BOUND_CATEGORIES)) if positions.size else short
+    flagged = short & by_category
+    ops = view.paths.op_of[positions]
+    for at in np.flatnonzero(short & (ops >= 0)).tolist():
+        found = view.op_intensity(int(positions[at]))
+        if found is not None and found.m is None:
+            flagged[at] = found.per_byte < MEMORY_BOUND_FLOP_PER_BYTE
+    return flagged
 
 
 def _runs(view: ProfileView, order: np.ndarray, flagged: np.ndarray):
-    """Maximal runs of flagged kernels, consecutive on one device and stream, MIN_CHAIN or longer."""
-    run: list[int] = []
-    last = None
-    for position, hit in zip(order.tolist(), flagged.tolist()):
-        key = (int(view.device[position]), int(view.stream[position]))
-        if hit and key == last and run:
-            run.append(position)
-            continue
-        if len(run) >= MIN_CHAIN:
-            yield run
-        run = [position] if hit else []
-        last = key
-    if len(run) >= MIN_CHAIN:
-        yield run
+    """Maximal runs of flagged kernels, consecutive on one device and stream, MIN_CHAIN or longer
+    (as arrays of work positions, in order)."""
+    if order.size == 0:
+        return
+    device, stream = view.device[order], view.stream[order]
+    same = np.zeros(order.size, dtype=bool)
+    same[1:] = (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
+    carried = np.zeros(order.size, dtype=bool)
+    carried[1:] = flagged[1:] & flagged[:-1] & same[1:]
+    starts = np.flatnonzero(flagged & ~carried)
+    continues = np.zeros(order.size, dtype=bool)
+    continues[:-1] = carried[1:]
+    stops = np.flatnonzero(flagged & ~continues) + 1
+    for start, stop in zip(starts.tolist(), stops.tolist()):
+        if stop - start >= MIN_CHAIN:
+            yield order[start:stop]
 
 
-def _add_chain(view: ProfileView, groups: dict, run: list[int]) -> None:
+def _add_chain(view: ProfileView, groups: dict, run: np.ndarray) -> None:
     """Add one chain to its group, keyed by device and the call path its kernels share."""
-    frames = [view.pattern(int(view.paths.path_of[p])).split(" > ") for p in run]
+    paths = view.paths.path_of[run]
+    distinct = paths[np.sort(np.unique(paths, return_index=True)[1])]
+    frames = [view.pattern(int(p)).split(" > ") for p in distinct.tolist()]
     shared = frames[0]
     for other in frames[1:]:
         n = 0
@@ -83,12 +91,12 @@ def _add_chain(view: ProfileView, groups: dict, run: list[int]) -> None:
         shared = shared[:n]
     key = (int(view.device[run[0]]), " > ".join(shared) or "(various)")
     durations = view.dur[run]
-    group = groups.setdefault(key, [0.0, 0, 0, 0.0, view.kernel_name(run[int(np.argmax(durations))]), []])
+    group = groups.setdefault(key, [0.0, 0, 0, 0.0, view.kernel_name(int(run[int(np.argmax(durations))])), []])
     group[0] += float(durations.sum())
     group[1] += 1
     group[2] += len(run)
     group[3] += float(durations.sum() - durations.max())
-    for p in run:
+    for p in run.tolist():
         found = view.op_intensity(p)
         if found is not None:
             group[5].append(found.per_byte)

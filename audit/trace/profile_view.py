@@ -26,6 +26,8 @@ class ProfileView:
     trace: Trace
     rank: int
     paths: CallPaths = field(init=False)
+    _patterns: dict[int, str] = field(init=False, default_factory=dict, repr=False)
+    _intensities: dict[int, Intensity | None] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.paths = call_paths(self.trace)
@@ -89,8 +91,11 @@ class ProfileView:
 
     def pattern(self, path: int) -> str:
         """The readable call path with nn.Module instance numbers dropped (``BertLayer_3`` →
-        ``BertLayer``), so that findings group the same code across layers."""
-        return MODULE_INSTANCE.sub(r"\1", self.paths.display(path))
+        ``BertLayer``), so that findings group the same code across layers (once per path)."""
+        found = self._patterns.get(path)
+        if found is None:
+            found = self._patterns[path] = MODULE_INSTANCE.sub(r"\1", self.paths.display(path))
+        return found
 
     def host_display(self, row: int) -> str:
         """Readable call path of a host event (a sync call, a DataLoader step)."""
@@ -98,8 +103,15 @@ class ProfileView:
 
     def op_intensity(self, position: int) -> Intensity | None:
         """Intensity of the CPU operator that launched the work event at ``position`` (shapes
-        recorded), looking outwards for the first GEMM operator when the innermost is not one."""
+        recorded), looking outwards for the first GEMM operator when the innermost is not one
+        (found once per operator: it depends on the operator only)."""
         op = int(self.paths.op_of[position])
+        if op not in self._intensities:
+            self._intensities[op] = self._outward_intensity(op)
+        return self._intensities[op]
+
+    def _outward_intensity(self, op: int) -> Intensity | None:
+        """Intensity of CPU operator row ``op``, or of the first GEMM operator around it."""
         found = None
         while op >= 0:
             found = self._intensity(op) if found is None else found
