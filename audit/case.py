@@ -186,7 +186,7 @@ def _unknown(keys, valid, where: str, problems: list[str]) -> None:
         if key not in valid:
             near = difflib.get_close_matches(key, sorted(valid), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
-            problems.append(f"unknown key {key!r} in {where}{hint}")
+            problems.append(f"unknown key {shown(key)} in {where}{hint}")
 
 
 def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
@@ -308,7 +308,7 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
                 continue
             name = str(entry.get("name", f"{kind}-{i}"))
             if name in names:
-                problems.append(f"{where}: duplicate source name {name!r}")
+                problems.append(f"{where}: duplicate source name {shown(name)}")
             names.add(name)
             options = {k: v for k, v in entry.items() if k not in ("name", "format", "path")}
             path = (folder / entry["path"]).resolve() if "path" in entry else None
@@ -354,15 +354,15 @@ def _check_profiles(sources, services, problems) -> None:
             continue
         service = s.options.get("service")
         if service is None:
-            problems.append(f"[[profiles]] {s.name!r}: needs 'service' (the service it represents)")
+            problems.append(f"[[profiles]] {shown(s.name)}: needs 'service' (the service it represents)")
         elif not isinstance(service, str):
-            problems.append(f"[[profiles]] {s.name!r}.service: expected a service name, got {shown(service)}")
+            problems.append(f"[[profiles]] {shown(s.name)}.service: expected a service name, got {shown(service)}")
         elif service not in services:
-            problems.append(f"[[profiles]] {s.name!r}: service {service!r} is not declared in [services]")
+            problems.append(f"[[profiles]] {shown(s.name)}: service {shown(service)} is not declared in [services]")
         for key in ("requests", "prompt_tokens", "generated_tokens"):
             value = s.options.get(key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                problems.append(f"[[profiles]] {s.name!r}.{key}: expected a whole number ≥ 0")
+                problems.append(f"[[profiles]] {shown(s.name)}.{key}: expected a whole number ≥ 0")
 
 
 def _scope(raw, problems) -> dict:

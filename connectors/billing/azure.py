@@ -64,6 +64,7 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
+from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text, raise_all, session
 from connectors.errors import InputError
 from schemas.billing import BillingLine
@@ -199,7 +200,7 @@ def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
     """Unparseable dates and numbers, unknown charge types, named by the file's own column names."""
     errors = []
     sql = f"SELECT rn, date FROM az WHERE day IS NULL ORDER BY rn LIMIT {MAX_ERRORS}"
-    errors += [InputError(path, "missing value" if value is None else f"unparseable date {value!r}",
+    errors += [InputError(path, "missing value" if value is None else f"unparseable date {shown(value)}",
                           row=rn, column=roles.name("date"),
                           expected="a date as MM/DD/YYYY, YYYY-MM-DD or ISO 8601")
                for rn, value in con.execute(sql).fetchall()]
@@ -209,12 +210,12 @@ def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
         null_bad = "TRUE" if role == "cost" else "FALSE"
         sql = (f"SELECT rn, {role} FROM az WHERE ({role} IS NULL AND {null_bad}) OR NOT "
                f"regexp_full_match(trim({role}), {quote_text(NUMBER_PATTERN)}) ORDER BY rn LIMIT {MAX_ERRORS}")
-        errors += [InputError(path, "missing value" if value is None else f"unparseable number {value!r}",
+        errors += [InputError(path, "missing value" if value is None else f"unparseable number {shown(value)}",
                               row=rn, column=roles.name(role), expected="a decimal number")
                    for rn, value in con.execute(sql).fetchall()]
     known = ", ".join(quote_text(k) for k in CHARGE_TYPES)
     sql = f"SELECT rn, charge_type FROM az WHERE ct NOT IN ({known}) ORDER BY rn LIMIT {MAX_ERRORS}"
-    errors += [InputError(path, f"unknown charge type {value!r}", row=rn, column=roles.name("charge_type"),
+    errors += [InputError(path, f"unknown charge type {shown(value)}", row=rn, column=roles.name("charge_type"),
                           expected="an Azure ChargeType: Usage, Purchase, Refund, Tax, RoundingAdjustment, "
                                    "UnusedReservation, UnusedSavingsPlan (or Credit, Adjustment)")
                for rn, value in con.execute(sql).fetchall()]
@@ -229,9 +230,9 @@ def cost_view(con, path: Path, stated) -> tuple[str, str]:
     if stated is not None:
         view = VIEWS.get(str(stated).strip().lower())
         if view is None:
-            raise InputError(path, f"unknown view {stated!r}", column="view", expected='"actual" or "amortized"')
+            raise InputError(path, f"unknown view {shown(stated)}", column="view", expected='"actual" or "amortized"')
         if view == "actual" and amortised:
-            raise InputError(path, f"view {stated!r} stated, but {amortised[0]}", row=amortised[1],
+            raise InputError(path, f"view {shown(stated)} stated, but {amortised[0]}", row=amortised[1],
                              column="view", expected="the view the export was made with")
         return view, "case"
     if amortised and actual:

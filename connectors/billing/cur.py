@@ -49,7 +49,7 @@ from connectors.billing import cur_sql as sql
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
-from connectors.bounds import EITHER
+from connectors.bounds import EITHER, shown
 from connectors.duck import MAX_ERRORS, first_line, object_series, quote_text, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
 from schemas.billing import BillingLine
@@ -181,7 +181,7 @@ def listed_files(manifest: Path, root: Path, files: list[Path]) -> list[Path]:
         match = [p for rel, p in local.items() if rel == key or key.endswith("/" + rel)
                  or rel.endswith("/" + key)]
         if not match:
-            raise InputError(manifest, f"lists {key!r}, which is not in the folder",
+            raise InputError(manifest, f"lists {shown(key)}, which is not in the folder",
                              expected="every data file the current manifest lists")
         found.append(match[0])
     return found
@@ -241,7 +241,7 @@ def check_raw(con, layouts: list[sql.Layout]) -> list[InputError]:
             break
         for index, row, value in con.execute(f"{query} ORDER BY _file, _row LIMIT {limit}").fetchall():
             layout = layouts[index]
-            text = message if value is None else f"{message} {value!r}"
+            text = message if value is None else f"{message} {shown(value)}"
             errors.append(InputError(layout.path, text, row=int(row), column=layout.spelling(field),
                                      expected=expected))
     return errors

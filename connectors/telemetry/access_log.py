@@ -36,7 +36,7 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.bounds import EITHER
+from connectors.bounds import EITHER, shown
 from connectors.duck import MAX_ERRORS, first_line, quote_ident, quote_text, raise_all, utc_text
 from connectors.errors import InputError
 from schemas.serving import ServiceTraffic
@@ -207,7 +207,7 @@ def parquet_errors(con, path: Path, ts_name: str, status_name: str) -> list[Inpu
     for where, cell, column, message, expected in checks:
         sql = f"SELECT rn, {cell} FROM req WHERE {where} ORDER BY rn LIMIT {MAX_ERRORS}"
         for rn, value in con.execute(sql).fetchall():
-            errors.append(InputError(path, f"{message} {value!r}" if value is not None else message,
+            errors.append(InputError(path, f"{message} {shown(value)}" if value is not None else message,
                                      row=int(rn), column=column, expected=expected))
     return errors[:MAX_ERRORS]
 

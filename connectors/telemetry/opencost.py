@@ -30,6 +30,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from connectors.base import Connector
+from connectors.bounds import nested_too_deep, shown
 from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
 from connectors.telemetry.prom_dump import dump_files
@@ -61,11 +62,13 @@ def load(path) -> list:
     try:
         body = json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(path, f"not valid JSON ({exc})", expected=FORM) from None
+        raise InputError(path, f"not valid JSON ({shown(str(exc))})", expected=FORM) from None
+    except RecursionError:
+        raise InputError(path, nested_too_deep(), expected=FORM) from None
     if not isinstance(body, dict) or not isinstance(body.get("data"), list):
         raise InputError(path, "no 'data' list", column="data", expected=FORM)
     if body.get("code", 200) != 200:
-        raise InputError(path, f"API answered code {body.get('code')}: {body.get('message', '')}",
+        raise InputError(path, f"API answered code {shown(body.get('code'))}: {shown(body.get('message', ''))}",
                          column="code", expected="200")
     return body["data"]
 
@@ -77,21 +80,26 @@ def decimal(entry: dict, key: str, path, row: int) -> Decimal:
         out = Decimal(str(value))
     except InvalidOperation:
         out = Decimal("NaN")
-    if not out.is_finite():
-        raise InputError(path, f"{key} {value!r} is not a number", row=row, column=key,
-                         expected="a number")
+    if not out.is_finite() or abs(out) >= LIMIT or isinstance(value, bool):
+        raise InputError(path, f"{key} {shown(value)} is not a number", row=row, column=key,
+                         expected="a number less than 10^18 in magnitude")
     return out
+
+
+LIMIT = Decimal(10) ** 18
+"""Amounts and hours are read up to what the audit sums exactly (DECIMAL(38, 20), as billing)."""
 
 
 def when(entry: dict, key: str, path, row: int) -> pd.Timestamp:
     """The allocation's ``start`` / ``end`` (falling back to its window's) as UTC."""
-    text = entry.get(key) or (entry.get("window") or {}).get(key)
+    window = entry.get("window") or {}
+    text = entry.get(key) or (window.get(key) if isinstance(window, dict) else None)
     try:
         stamp = pd.Timestamp(text)
     except (TypeError, ValueError):
         stamp = None
     if stamp is None or stamp is pd.NaT:
-        raise InputError(path, f"{key} {text!r} is not a time", row=row, column=key,
+        raise InputError(path, f"{key} {shown(text)} is not a time", row=row, column=key,
                          expected="an RFC 3339 time")
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
@@ -99,8 +107,11 @@ def when(entry: dict, key: str, path, row: int) -> pd.Timestamp:
 def record(key: str, entry, path, row: int) -> dict:
     """One allocation as a row of ``allocations``."""
     if not isinstance(entry, dict):
-        raise InputError(path, f"allocation {key!r} is not an object", row=row, expected=FORM)
+        raise InputError(path, f"allocation {shown(key)} is not an object", row=row, expected=FORM)
     props = entry.get("properties") or {}
+    if not isinstance(props, dict):
+        raise InputError(path, f"allocation {shown(key)}: properties is {shown(props)}", row=row,
+                         column="properties", expected="an object")
     start, end = when(entry, "start", path, row), when(entry, "end", path, row)
     if end < start:
         raise InputError(path, "end is before start", row=row, column="end",

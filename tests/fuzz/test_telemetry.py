@@ -91,3 +91,15 @@ def test_access_log(data, gz):
         path = folder / ("access.log.gz" if gz else "access.log")
         path.write_bytes(gzip.compress(data) if gz else data)
         check(lambda: read_source("access_log", path, window=LOG_WINDOW, step=3600, service="web"), path)
+
+
+OPENCOST = json.loads((OFFLINE / "opencost_allocation.json").read_text())
+
+
+@FUZZ
+@given(data=st.one_of(json_mutated(OPENCOST), mutated((OFFLINE / "opencost_allocation.json").read_bytes())))
+def test_opencost(data):
+    with scratch() as folder:
+        path = folder / "allocation.json"
+        path.write_bytes(data)
+        check(lambda: read_source("opencost", path, window=OFFLINE_WINDOW, step=3600), path)
