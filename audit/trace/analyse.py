@@ -22,7 +22,23 @@ TOP_PATHS = 10
 
 
 def analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
-    """The JSON document of a rank set, and its folded stacks."""
+    """The JSON document of a rank set, and its folded stacks.
+
+    Running out of memory (a trace of tens of millions of events on a small machine) is one named
+    error, not a traceback.
+    """
+    try:
+        return _analyse(paths, price)
+    except MemoryError:
+        from connectors.errors import InputError
+
+        raise InputError(", ".join(str(p) for p in paths), "not enough memory to analyse the trace "
+                         "(it needs about 250 bytes per event)",
+                         expected="fewer ranks at once, or a machine with more memory") from None
+
+
+def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
+    """:func:`analyse`, unguarded."""
     from audit.trace.breakdown import breakdown, hta_breakdown
     from audit.trace.callpath import folded_stacks
     from audit.trace.findings import load_profile, views_findings

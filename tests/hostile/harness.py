@@ -102,16 +102,29 @@ class Outcome:
         return f"rc={self.rc} peak={self.peak_mb} MB {self.seconds:.1f}s {last[:200]}"
 
 
-def costaudit(*args, cwd: Path, timeout: int = 300) -> Outcome:
-    """Run ``costaudit ARGS`` in a child process; its peak RSS comes from getrusage at exit."""
+def costaudit(*args, cwd: Path, timeout: int = 300, address_space_mb: int | None = None) -> Outcome:
+    """Run ``costaudit ARGS`` in a child process; its peak RSS comes from getrusage at exit.
+    ``address_space_mb`` caps the child's address space (RLIMIT_AS), as a small machine would."""
     peak_file = cwd / ".peak"
     env = {**os.environ, "COSTAUDIT_PEAK_FILE": str(peak_file), "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", RUNNER, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
+                          cwd=cwd, env=env, timeout=timeout, preexec_fn=_limit(address_space_mb))
     seconds = time.monotonic() - started
     peak = int(peak_file.read_text()) // 1024 if peak_file.exists() else -1
     return Outcome(done.returncode, done.stdout, done.stderr, peak, seconds)
+
+
+def _limit(megabytes: int | None):
+    """A preexec_fn capping the address space, or None."""
+    if megabytes is None:
+        return None
+
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (megabytes << 20, megabytes << 20))
+    return apply
 
 
 def assert_named_error(outcome: Outcome, names: str | Path, *words: str) -> None:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.trace.findings_kernels import _runs
-from tests.hostile.harness import RSS_BOUND_MB, costaudit
+from tests.hostile.harness import RSS_BOUND_MB, assert_named_error, costaudit
 
 MIN_CHAIN = __import__("audit.trace.findings_rules", fromlist=["MIN_CHAIN"]).MIN_CHAIN
 
@@ -69,13 +69,27 @@ def test_runs_match_the_per_kernel_walk(cells):
     assert [r.tolist() for r in _runs(view, order, flagged)] == list(reference_runs(view, order, flagged))
 
 
+@pytest.fixture(scope="module")
+def five_million(tmp_path_factory):
+    """A folder holding big.json.gz: 5 M tiny kernels (about 6 MB)."""
+    folder = tmp_path_factory.mktemp("big")
+    tiny_kernels(folder / "big.json.gz", 5_000_000)
+    return folder
+
+
 @pytest.mark.slow
-def test_five_million_tiny_kernels_within_the_bound(tmp_path):
-    tiny_kernels(tmp_path / "big.json.gz", 5_000_000)
-    outcome = costaudit("trace", "big.json.gz", "--json", cwd=tmp_path, timeout=900)
+def test_five_million_tiny_kernels_within_the_bound(five_million):
+    outcome = costaudit("trace", "big.json.gz", "--json", cwd=five_million, timeout=900)
     assert outcome.rc == 0, outcome.stderr[-2000:]
     assert '"kernels": 5000000' in outcome.stdout
     assert 0 < outcome.peak_mb < RSS_BOUND_MB, outcome.line()
+
+
+@pytest.mark.slow
+def test_out_of_memory_is_one_named_error(five_million, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")     # BLAS thread buffers would take the address space
+    outcome = costaudit("trace", "big.json.gz", cwd=five_million, timeout=900, address_space_mb=1100)
+    assert_named_error(outcome, "big.json.gz", "not enough memory")
 
 
 @pytest.mark.slow
