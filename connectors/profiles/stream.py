@@ -212,7 +212,7 @@ class EventStream:
 
     def _too_deep(self) -> InputError:
         """The error for events nested deeper than msgspec decodes."""
-        return InputError(self.path, f"traceEvents after event {self.count}: {nested_too_deep()}",
+        return InputError(self.path, f"traceEvents[{self.count}] or an event after it: {nested_too_deep()}",
                           expected=EXPECTED_TRACE)
 
     def _renumber(self, message: str) -> str:
