@@ -21,9 +21,11 @@ import os
 import stat
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 from connectors.errors import InputError
+
+T = TypeVar("T")
 
 SHOWN = 80
 """Characters of an input value echoed in a message (then an ellipsis)."""
@@ -138,7 +140,7 @@ def bounded(text, path: Path, limit: int = MAX_LINE) -> Iterator[str]:
         yield line
 
 
-def text_lines(numbered: Iterator[tuple[int, object]], path: Path, expected: str) -> Iterator[tuple[int, object]]:
+def text_lines(numbered: Iterator[tuple[int, T]], path: Path, expected: str) -> Iterator[tuple[int, T]]:
     """(row, line) pairs of a text reader, a decoding fault (not UTF-8, a broken gzip, a CSV field
     past the csv module's limit) turned into an InputError naming the row after the last one read."""
     import csv

@@ -46,6 +46,7 @@ import msgspec
 import numpy as np
 
 from connectors.bounds import check_source_path
+from connectors.profiles.blocks import accumulate, concatenate
 from connectors.profiles.columns import (  # noqa: F401
     ANNOTATION,
     CPU_OP,
@@ -60,9 +61,7 @@ from connectors.profiles.columns import (  # noqa: F401
     SYNC,
     TRACE,
     Interner,
-    accumulate,
     chunk_columns,
-    concatenate,
 )
 from connectors.profiles.stream import EXPECTED_TRACE, EventStream
 

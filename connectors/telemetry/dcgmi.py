@@ -72,7 +72,8 @@ def reading(text: str, name: str, path, row: int) -> float | None:
 
 def read_dmon(path, node: str, start: float, interval: float) -> pd.DataFrame:
     """One sample per GPU, poll and used column, in the DCGM family's columns."""
-    records, header, polls = [], None, {}
+    records, header = [], None
+    polls: dict[str, int] = {}
     with open(path, encoding="utf-8") as handle:
         lines = enumerate(bounded(handle, path), 1)
         for row, line in text_lines(lines, path, "dcgmi dmon output (UTF-8 text)"):
