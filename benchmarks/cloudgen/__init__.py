@@ -1,0 +1,17 @@
+"""cloudgen: seeded GKE, AKS and EKS cases in the providers' own formats, each with its truth.
+
+A standalone generator for measuring costaudit on clusters it has never seen. For one cloud and one
+seed it writes a complete case folder: a FOCUS CSV as that provider exports it, an OpenMetrics file
+as dcgm-exporter, kube-state-metrics and vLLM write it, a kernel profile (a copy of a public trace),
+``case.toml`` and ``truth.json``: the bucket totals of METHOD sections 2-3, computed from the hidden
+states the files were made from (every GPU-interval's busy fraction, holder and cost), never by
+reading the files back.
+
+It imports only the standard library and numpy: nothing of costaudit (``tests/benchmarks`` holds a
+test that says so), so that its truth is independent of the engine it measures.
+
+    python -m benchmarks.cloudgen --cloud gke|aks|eks --seed N --out DIR
+"""
+from __future__ import annotations
+
+CLOUDS = ("eks", "gke", "aks")

@@ -1,0 +1,56 @@
+"""Write one case folder: billing, telemetry, profile, case.toml, truth.json, PROVENANCE.md."""
+from __future__ import annotations
+
+import decimal
+import gzip
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.cloudgen import aks, eks, gke
+from benchmarks.cloudgen import profile as prof
+from benchmarks.cloudgen.case import PROFILE_FILE, TELEMETRY_FILE, case_toml, provenance
+from benchmarks.cloudgen.focus import write_csv
+from benchmarks.cloudgen.telemetry import write_telemetry
+from benchmarks.cloudgen.truth import compute_truth
+from benchmarks.cloudgen.world import services
+
+BUILDERS = {"eks": eks.build, "gke": gke.build, "aks": aks.build}
+SALT = {"eks": 1, "gke": 2, "aks": 3}
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=6, mtime=0) as handle:
+        handle.write(data)
+    return buf.getvalue()
+
+
+def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_profile: bool = True) -> dict:
+    """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth."""
+    decimal.getcontext().prec = 60
+    profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
+    kps = profile.kernel_seconds_per_request if profile else 0.0028395
+    rng = np.random.default_rng([seed, SALT[cloud]])
+    cc = BUILDERS[cloud](seed, rng, services(kps))
+    billing = write_csv(cc.lines, cc.columns, cc.stamp, {"BillingPeriodStart": "start", "BillingPeriodEnd": "end"})
+    truth = compute_truth(cc.world, cc.lines, profile, {
+        "cloud": cloud, "case": f"cloudgen-{cloud}-seed{seed}", "currency": cc.currency,
+        "window": {"start": "2026-09-01T00:00:00Z", "end": "2026-09-02T00:00:00Z"}, "cost_basis": "effective",
+        "scope_accounts": cc.accounts, "identities": cc.identities})
+    files = {
+        "case.toml": case_toml(cc, with_profile).encode(),
+        cc.billing_file: billing,
+        TELEMETRY_FILE: gzip_bytes(write_telemetry(cc.world)),
+        "truth.json": (json.dumps(truth, indent=2, sort_keys=True) + "\n").encode(),
+        "PROVENANCE.md": provenance(cc, with_profile).encode(),
+    }
+    if profile:
+        files[PROFILE_FILE] = profile.path.read_bytes()
+    for rel, data in files.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return truth

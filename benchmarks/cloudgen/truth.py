@@ -1,0 +1,175 @@
+"""truth.json: the bucket totals of METHOD sections 2-3, from the hidden states and the lines written.
+
+Per GPU and hour: the GPU-interval's cost is the cost of the lines that bill its machine that hour,
+spread evenly over the nodes a line covers, its hours and the machine's GPUs (a machine billed in
+parts sums its vCPU, RAM and GPU lines). Its holder and kernel-active fraction b (the mean of the
+hour's four DCGM samples) decide where it goes: per service and hour, B = sum b x cost and P = sum
+cost over its GPUs; with a profile S = min(g B, P - B) is serving path, O = P - B - S overhead
+(headroom up to (B + S)/u - B - S, the rest capacity above demand); without one B is unattributed
+(no kernel profile) and P - B overhead (idle, serving-path share not separated). A GPU no pod holds
+is overhead (unallocated), one an undeclared pod holds is unattributed (undeclared workload), an
+hour its exporter sent nothing for is unattributed (no activity sample). Non-GPU lines go to their
+class's part. No tax, credit or commitment: billed = effective.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import ROUND_FLOOR, Decimal
+
+from benchmarks.cloudgen.focus import Line
+from benchmarks.cloudgen.profile import Profile
+from benchmarks.cloudgen.world import HOURS, World
+
+CENT = Decimal("0.01")
+SIX = Decimal("0.000001")
+TARGET_UTILISATION = Decimal("0.8")
+SIMPLE = {
+    "serving_compute": ("serving_path", "serving_compute"),
+    "serving_network": ("serving_path", "serving_network"),
+    "egress": ("platform_overhead", "egress"),
+    "observability": ("platform_overhead", "observability"),
+    "orchestration": ("platform_overhead", "orchestration"),
+}
+BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
+
+
+def round_lr(amounts: dict[str, Decimal], target: Decimal) -> dict[str, Decimal]:
+    """Cents that sum to target, by largest remainder."""
+    floors = {k: v.quantize(CENT, rounding=ROUND_FLOOR) for k, v in amounts.items()}
+    left = int((target - sum(floors.values(), Decimal(0))) / CENT)
+    assert 0 <= left <= len(amounts), (left, amounts, target)
+    for key in sorted(amounts, key=lambda k: (-(amounts[k] - floors[k]), k))[:left]:
+        floors[key] += CENT
+    return floors
+
+
+def node_hour_costs(lines: list[Line]) -> dict[tuple[int, int], Decimal]:
+    """Cost per GPU machine and hour, from the gpu_compute lines that bill it."""
+    out: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    for line in lines:
+        if line.cls != "gpu_compute":
+            continue
+        share = line.cost / (len(line.nodes) * (line.end_h - line.start_h))
+        for n in line.nodes:
+            for h in range(line.start_h, line.end_h):
+                out[(n, h)] += share
+    return out
+
+
+class Ledger:
+    def __init__(self, world: World, g: Decimal | None) -> None:
+        self.world, self.g = world, g
+        self.parts: dict[str, dict[str, Decimal]] = {b: defaultdict(Decimal) for b in BUCKETS}
+        self.svc: dict[str, dict[str, Decimal]] = {s: defaultdict(Decimal) for s in world.services}
+        self.paid_gpu_hours = self.observed_gpu_hours = 0
+
+    def hour(self, h: int, cost: dict[tuple[int, int], Decimal]) -> None:
+        paid: dict[str, Decimal] = defaultdict(Decimal)
+        busy: dict[str, Decimal] = defaultdict(Decimal)
+        for n in self.world.gpu_nodes():
+            node = self.world.nodes[n]
+            per = cost[(n, h)] / node.gpus
+            self.paid_gpu_hours += node.gpus
+            if h in self.world.missing_hours.get(n, frozenset()):
+                self.parts["unattributed"]["no_activity_sample"] += per * node.gpus
+                for g in range(node.gpus):
+                    holder = self.world.holders[(n, g)]
+                    if holder.kind == "service":
+                        self.svc[holder.service]["unmeasured"] += per
+                continue
+            self.observed_gpu_hours += node.gpus
+            for g in range(node.gpus):
+                holder = self.world.holders[(n, g)]
+                if holder.kind == "free":
+                    self.parts["platform_overhead"]["unallocated"] += per
+                elif holder.kind == "undeclared":
+                    self.parts["unattributed"]["undeclared_workload"] += per
+                else:
+                    b = Decimal(self.world.hour_busy_micro(n, g, h)) / Decimal(4_000_000)
+                    paid[holder.service] += per
+                    busy[holder.service] += b * per
+        for name in paid:
+            self.split(name, paid[name], busy[name])
+
+    def split(self, name: str, P: Decimal, B: Decimal) -> None:
+        s = self.svc[name]
+        s["paid"] += P
+        s["kernel_active"] += B
+        if self.g is not None and self.world.services[name].profiled:
+            S = min(self.g * B, P - B)
+            over = P - B - S
+            headroom = min(over, max(Decimal(0), (B + S) / TARGET_UTILISATION - B - S))
+            self.parts["model_compute"]["kernel_active"] += B
+            self.parts["serving_path"]["in_flight_idle"] += S
+            self.parts["platform_overhead"]["headroom"] += headroom
+            self.parts["platform_overhead"]["capacity_above_demand"] += over - headroom
+            s["in_flight_idle"] += S
+            s["overhead"] += over
+        else:
+            self.parts["unattributed"]["no_kernel_profile"] += B
+            self.parts["platform_overhead"]["idle_not_separated"] += P - B
+            s["unattributed"] += B
+            s["overhead"] += P - B
+
+
+def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta: dict) -> dict:
+    scope = [ln for ln in lines if ln.cls != "outside"]
+    outside = [ln for ln in lines if ln.cls == "outside"]
+    total = sum((ln.cost for ln in scope), Decimal(0))
+    outside_total = sum((ln.cost for ln in outside), Decimal(0))
+    g = Decimal(repr(profile.gap_ratio)) if profile else None
+    ledger = Ledger(world, g)
+    for ln in scope:
+        if ln.cls in SIMPLE:
+            bucket, part = SIMPLE[ln.cls]
+            ledger.parts[bucket][part] += ln.cost
+    cost = node_hour_costs(scope)
+    for h in range(HOURS):
+        ledger.hour(h, cost)
+    exact = {b: sum(p.values(), Decimal(0)) for b, p in ledger.parts.items()}
+    assert abs(sum(exact.values(), Decimal(0)) - total) < Decimal("1e-20"), (exact, total)
+    invoice = (total + outside_total).quantize(CENT)
+    rounded = round_lr({**exact, "outside_scope": outside_total}, invoice)
+    buckets = {}
+    for b in BUCKETS:
+        parts = {k: v for k, v in ledger.parts[b].items()}
+        buckets[b] = {
+            "amount": str(rounded[b]),
+            "exact": str(exact[b].quantize(SIX)),
+            "parts": {k: str(v) for k, v in sorted(round_lr(parts, rounded[b]).items())} if parts else {},
+            "parts_exact": {k: str(v.quantize(SIX)) for k, v in sorted(parts.items())},
+        }
+    classes: dict[str, dict] = {}
+    for ln in lines:
+        entry = classes.setdefault(ln.cls, {"lines": 0, "amount": Decimal(0)})
+        entry["lines"] += 1
+        entry["amount"] += ln.cost
+    services: dict[str, dict[str, object]] = {name: {k: str(v.quantize(SIX)) for k, v in sorted(s.items())}
+                for name, s in ledger.svc.items()}
+    for name, svc in world.services.items():
+        pods = sorted(h.pod for h in world.holders.values() if h.service == name)
+        services[name].update({
+            "pods": len(pods), "requests": int(sum(int(world.requests[p].sum()) for p in pods)),
+            "profiled": bool(profile) and svc.profiled})
+    return {
+        "about": "Ground truth of a cloudgen case (benchmarks/cloudgen), computed from the generator's hidden "
+                 "states and the lines it wrote (METHOD sections 2-3, effective basis = billed basis: no "
+                 "commitments, tax or credits). Amounts in the case currency; buckets and outside_scope are "
+                 "rounded together, by largest remainder, so that they add up to invoice_total.",
+        **meta,
+        "seed": world.seed,
+        "total": str(sum((rounded[b] for b in BUCKETS), Decimal(0))),
+        "total_exact": str(total),
+        "invoice_total": str(invoice),
+        "outside_scope": {"amount": str(rounded["outside_scope"]), "exact": str(outside_total),
+                          "lines": len(outside)},
+        "lines": {"total": len(lines), "in_scope": len(scope)},
+        "buckets": buckets,
+        "classes": {k: {"lines": v["lines"], "amount": str(v["amount"])} for k, v in sorted(classes.items())},
+        "services": services,
+        "profile": None if not profile else {
+            "service": "chat", "kernels": profile.kernels, "kernel_active_us": f"{profile.kernel_active_us:.3f}",
+            "gpu_window_us": f"{profile.gpu_window_us:.3f}", "gap_ratio": f"{profile.gap_ratio:.9f}",
+            "gap_basis": "gpu_window"},
+        "coverage": {"paid_gpu_hours": ledger.paid_gpu_hours, "observed_gpu_hours": ledger.observed_gpu_hours},
+    }

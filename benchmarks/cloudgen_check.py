@@ -1,0 +1,115 @@
+"""How close the audit comes to the truth on unseen GKE, AKS and EKS cases (issue 12's bar: 0.5 %).
+
+Generates each cloud's case for a few seeds with ``benchmarks.cloudgen`` (which imports nothing of
+ours) into a temporary folder, audits it in process (``audit.case.load_case`` →
+``audit.pipeline.run_audit`` → ``audit.audit_json.to_dict``, the same document ``costaudit run``
+writes) and prints, per cloud, seed and bucket, audit vs truth and the relative error, then the parts
+that differ by more than a cent. Exit 1 when any bucket, the total or the outside-scope amount is
+off by more than 0.5 %.
+
+    .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.cloudgen import CLOUDS  # noqa: E402
+from benchmarks.cloudgen.generate import generate  # noqa: E402
+
+BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
+TOLERANCE = Decimal("0.005")
+
+
+def audit_document(case_dir: Path) -> dict:
+    """The audit.json document of a case folder."""
+    from audit.audit_json import to_dict
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+
+    return to_dict(run_audit(load_case(case_dir)))
+
+
+def relative_error(got: Decimal, want: Decimal) -> Decimal | None:
+    """|got - want| / |want|; None (infinite) when want is 0 and got is not."""
+    if want == 0:
+        return Decimal(0) if abs(got) < Decimal("0.01") else None
+    return abs(got - want) / abs(want)
+
+
+def audit_parts(document: dict, bucket: str) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for part in document["buckets"][bucket]["parts"]:
+        out[part["name"]] = out.get(part["name"], Decimal(0)) + Decimal(part["amount"])
+    return out
+
+
+def compare(document: dict, truth: dict) -> dict:
+    """Rows (figure, audit, truth, relative error) and the parts that differ."""
+    rows = []
+    for name in BUCKETS:
+        rows.append((name, Decimal(document["buckets"][name]["amount"]), Decimal(truth["buckets"][name]["amount"])))
+    rows.append(("total", Decimal(document["total"]), Decimal(truth["total"])))
+    rows.append(("outside_scope", Decimal(document["outside_scope"]["amount"]),
+                 Decimal(truth["outside_scope"]["amount"])))
+    figures = [{"figure": f, "audit": str(a), "truth": str(t),
+                "error": None if (e := relative_error(a, t)) is None else str(e.quantize(Decimal("0.000001"))),
+                "ok": e is not None and e <= TOLERANCE} for f, a, t in rows]
+    parts = []
+    for name in BUCKETS:
+        got, want = audit_parts(document, name), {k: Decimal(v) for k, v in truth["buckets"][name]["parts"].items()}
+        for part in sorted(set(got) | set(want)):
+            a, t = got.get(part, Decimal(0)), want.get(part, Decimal(0))
+            if abs(a - t) > Decimal("0.01"):
+                parts.append({"bucket": name, "part": part, "audit": str(a), "truth": str(t), "diff": str(a - t)})
+    return {"figures": figures, "parts": parts, "ok": all(f["ok"] for f in figures)}
+
+
+def check(cloud: str, seed: int, work: Path) -> dict:
+    case_dir = work / f"{cloud}-{seed}"
+    truth = generate(cloud, seed, case_dir)
+    result = compare(audit_document(case_dir), truth)
+    return {"cloud": cloud, "seed": seed, **result}
+
+
+def print_result(result: dict) -> None:
+    status = "ok" if result["ok"] else "FAIL"
+    print(f"\n{result['cloud'].upper()} seed {result['seed']}: {status}")
+    print(f"  {'figure':<18} {'audit':>12} {'truth':>12} {'rel. error':>11}")
+    for f in result["figures"]:
+        err = "inf" if f["error"] is None else f"{Decimal(f['error']) * 100:.3f} %"
+        print(f"  {f['figure']:<18} {f['audit']:>12} {f['truth']:>12} {err:>11}{'' if f['ok'] else '  <-'}")
+    for p in result["parts"]:
+        print(f"    part {p['bucket']}.{p['part']}: audit {p['audit']}, truth {p['truth']} (diff {p['diff']})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clouds", nargs="+", choices=CLOUDS, default=list(CLOUDS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cloudgen-") as tmp:
+        for cloud in args.clouds:
+            for seed in args.seeds:
+                results.append(check(cloud, seed, Path(tmp)))
+                print_result(results[-1])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    failed = [f"{r['cloud']} seed {r['seed']}" for r in results if not r["ok"]]
+    print(f"\n{len(results) - len(failed)} of {len(results)} cases within 0.5 % on every bucket"
+          + (f"; off: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
