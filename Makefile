@@ -1,6 +1,8 @@
 # The two commands of the README: `make demo` and `make test`. Both set everything up themselves.
 VENV   ?= .venv
 BQ_VENV ?= .venv-bq
+FOCUS_VENV ?= .venv-focus
+FOCUS_TOOLKIT_VERSION := 0.14.1
 BQ_PACKAGES := bqemulator==1.4.0 duckdb==1.5.5 duckdb-extensions==1.5.5 duckdb-extension-spatial==1.5.5 duckdb-extension-avro==1.5.5 numpy
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
@@ -14,7 +16,7 @@ demo: system-deps $(VENV)/.demo demo-data
 	  if [ $$rc -eq 2 ]; then echo "(exit 2: the audit ran but does not reconcile; the report says why)"; fi; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 2 ]
 
-test: system-deps $(VENV)/.test $(BQ_VENV)/.ok demo-data
+test: system-deps $(VENV)/.test $(BQ_VENV)/.ok $(FOCUS_VENV)/.ok-$(FOCUS_TOOLKIT_VERSION) demo-data
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Style (ruff) and types (mypy, against the committed baseline .ci/mypy-baseline.txt).
@@ -51,6 +53,13 @@ $(BQ_VENV)/.ok:
 	python3 -m venv $(BQ_VENV)
 	$(BQ_VENV)/bin/python -m pip -q --disable-pip-version-check install $(BQ_PACKAGES)
 	$(BQ_VENV)/bin/python -c "import duckdb_extensions as d; [d.import_extension(n) for n in ('spatial','avro')]"
+	@touch $@
+
+# focus-data-toolkit (pure Python, offline once installed) for the FOCUS 1.3 and conformance tests
+# (tests/connectors/billing/focus_toolkit.py pins the same version), in its own environment.
+$(FOCUS_VENV)/.ok-$(FOCUS_TOOLKIT_VERSION):
+	python3 -m venv $(FOCUS_VENV)
+	$(FOCUS_VENV)/bin/python -m pip -q --disable-pip-version-check install focus-data-toolkit==$(FOCUS_TOOLKIT_VERSION)
 	@touch $@
 
 # The demo case is committed; regenerate it when it is missing.

@@ -5,7 +5,6 @@ commitment purchase (billed basis) is spread over the lines that used it. Nothin
 """
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any, Mapping
 
@@ -13,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from audit.ledger import Leftover
-from audit.lines import basis_amount
+from audit.lines import basis_amount, tags_of
 from audit.money import ZERO, dsum, split_evenly
 
 CREDIT_CATEGORIES = {"Credit", "Refund", "Adjustment"}
@@ -32,8 +31,11 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     if services:
         mask &= lines["service_name"].isin(services) | adjustments
         reasons.append("service not in [scope].services")
-    for key, value in dict(scope.get("tags") or {}).items():
-        mask &= lines["tags"].map(lambda t, key=key, value=value: str(json.loads(t or "{}").get(key, "")) == value) | adjustments
+    wanted = dict(scope.get("tags") or {})
+    # Tags, with a FOCUS 1.3 split row's AllocatedTags over them (audit.lines.line_tags)
+    tagged = tags_of(lines) if wanted else pd.Series(dtype="object")
+    for key, value in wanted.items():
+        mask &= tagged.map(lambda t, key=key, value=value: str(t.get(key, "")) == value) | adjustments
         reasons.append(f"tag {key}={value} absent")
     return mask, reasons
 

@@ -57,8 +57,22 @@ def to_dict(result: AuditResult) -> dict:
         "options": [_option(o, result) for o in result.options],
         "findings": [_finding(f) for f in result.evidence.findings],
         "sources": _sources(result),
+        "commitments": _commitments(result),
         "notes": _notes(result),
     }
+
+
+def _commitments(result) -> list[dict]:
+    """The contract commitments of the case's FOCUS 1.3 Contract Commitment datasets (METHOD §7)."""
+    def number(value):
+        return None if value is None else str(value)
+
+    return [{"id": c.id, "type": c.type, "category": c.category, "start": _iso(c.start), "end": _iso(c.end),
+             "term_months": fmt(c.term_months, 2), "months_after_window": fmt(c.months_after_window, 2),
+             "unit": c.unit or None, "quantity": number(c.quantity), "cost": number(c.cost),
+             "currency": c.currency, "contract_id": c.contract_id or None, "contract_end": _iso(c.contract_end),
+             "description": c.description or None, "source": c.source}
+            for c in result.commitments]
 
 
 def _buckets(result, total: Decimal) -> dict:

@@ -24,7 +24,7 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "workgroup", "database", "output_location", "catalog", "view", "service", "health_path",
                "token_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s",
-               "node", "utc_offset", "start", "interval_ms"}
+               "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}
@@ -311,11 +311,28 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
                 problems.append(f"{where}: duplicate source name {shown(name)}")
             names.add(name)
             options = {k: v for k, v in entry.items() if k not in ("name", "format", "path")}
+            options.update(_contract_commitment(entry, folder, where, problems))
             path = (folder / entry["path"]).resolve() if "path" in entry else None
             out.append(Source(kind, name, str(entry["format"]), path, MappingProxyType(options)))
     if not any(s.kind == "billing" for s in out):
         problems.append("no [[billing]] source: an audit needs an invoice")
     return out
+
+
+def _contract_commitment(entry: dict, folder: Path, where: str, problems: list[str]) -> dict:
+    """Option ``contract_commitment`` of a FOCUS billing source: the FOCUS 1.3 Contract Commitment
+    file, resolved against the case folder as ``path`` is ({} when not given)."""
+    if "contract_commitment" not in entry:
+        return {}
+    value = entry["contract_commitment"]
+    if entry.get("format") != "focus" or "path" not in entry:
+        problems.append(f"{where}.contract_commitment: read by a 'focus' source with a 'path' only")
+        return {}
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        problems.append(f"{where}.contract_commitment: expected the path of a FOCUS 1.3 Contract Commitment "
+                        f"file, got {shown(value)}")
+        return {}
+    return {"contract_commitment": str((folder / value).resolve())}
 
 
 def _services(raw, problems) -> dict[str, Service]:

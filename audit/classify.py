@@ -15,8 +15,8 @@ import pandas as pd
 
 from audit.case import Rule
 from audit.errors import AuditError
-from audit.lines import gpu_sku_model, resource_key
-from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, gpu_instances
+from audit.lines import gpu_sku_model, line_tags, resource_key
+from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, category_class, gpu_instances
 from schemas.billing import ClassifiedLine
 
 # FOCUS column name -> BillingLine column, for rule conditions.
@@ -30,6 +30,10 @@ FOCUS_COLUMNS = {
     "CommitmentDiscountType": "commitment_discount_type", "ResourceId": "resource_id",
     "ResourceName": "resource_name", "ResourceType": "resource_type", "RegionId": "region",
     "SkuId": "sku_id", "SkuPriceId": "sku_price_id", "BillingCurrency": "currency",
+    # FOCUS 1.1+ / 1.3 (ServiceProviderName is ProviderName's 1.3 name)
+    "ServiceSubcategory": "service_subcategory", "ServiceProviderName": "provider",
+    "HostProviderName": "host_provider", "AllocatedMethodId": "allocated_method_id",
+    "AllocatedResourceId": "allocated_resource_id", "AllocatedResourceName": "allocated_resource_name",
 }
 PART_RE = re.compile(r"(?i)\b(core|cpu|ram|memory|gpu|local ssd)\b")
 
@@ -135,21 +139,22 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     out: dict[str, list] = {column: [] for column in CLASS_COLUMNS}
     # A line's class depends only on its text columns (never on its period or amounts): classify
     # each distinct combination once; a month of hourly lines repeats a few thousand of them.
-    by = [c for c in list(FOCUS_COLUMNS.values()) + ["tags", "extra"] if c in lines.columns]
+    by = [c for c in dict.fromkeys(list(FOCUS_COLUMNS.values()) + ["tags", "allocated_tags", "extra"])
+          if c in lines.columns]
     numbered = lines.groupby(by, sort=False, dropna=False).ngroup().to_numpy() if len(lines) and by else range(len(lines))
     codes = pd.Series(numbered)  # by position
     # groups are numbered in order of first appearance, so the n-th first occurrence has code n
     first = codes.drop_duplicates().index
     distinct = lines.iloc[first]
     for line in distinct.to_dict("records"):
-        tags, extra = _json(line.get("tags")), _json(line.get("extra"))
+        tags, extra = line_tags(line.get("tags"), line.get("allocated_tags")), _json(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
         values = {k: field_value(k, line, tags, extra, derived) for k in keys}
-        rule = next((r for r in rules if matches(r, values)), None)
+        rule = next((r for r in rules if matches(r, values)), None) or category_rule(line)
         itype = derived["Derived.InstanceType"]
         gpu_type = gpu_instances().get(itype)
         out["resource_class"].append(rule.resource_class if rule else "unmatched")
-        out["rule_reason"].append(f"{rule.origin} rule: {rule.reason}" if rule else "no rule matched")
+        out["rule_reason"].append(rule_reason(rule) if rule else "no rule matched")
         out["instance_type"].append(itype)
         out["gpus_per_instance"].append(gpu_type.gpus if gpu_type else 0)
         out["gpu_model"].append(gpu_type.gpu_model if gpu_type else gpu_sku_model(line))
@@ -158,6 +163,24 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
         result[key] = pd.Series([per_distinct[c] for c in codes], index=result.index, dtype=CLASS_COLUMNS[key])
     checked(result.iloc[first])  # every value classification chose: the other rows repeat these
     return result
+
+
+def category_rule(line: Mapping) -> Rule | None:
+    """METHOD §2's last resort: the class the line's FOCUS ServiceCategory and ServiceSubcategory name
+    where they are unambiguous (``connectors/billing/data/service_categories.csv``), else None."""
+    found = category_class(str(line.get("service_category", "")), str(line.get("service_subcategory", "")))
+    if found is None:
+        return None
+    return Rule({"ServiceCategory": found.category, "ServiceSubcategory": found.subcategory},
+                found.resource_class, found.reason, origin="category")
+
+
+def rule_reason(rule: Rule) -> str:
+    """The reason a line's class was chosen, naming the rule's origin (case, shipped, category)."""
+    if rule.origin == "category":
+        where = f"{rule.when['ServiceCategory']} / {rule.when['ServiceSubcategory']}"
+        return f"no rule named the line; FOCUS ServiceCategory / ServiceSubcategory {where}: {rule.reason}"
+    return f"{rule.origin} rule: {rule.reason}"
 
 
 def checked(classified: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,7 @@ kept out of the stages so that none of them imports another.
 """
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Mapping
 
@@ -27,6 +28,45 @@ def resource_key(resource_id: str) -> str:
     if rid.lower().startswith("/subscriptions/"):
         return rid.lower()
     return rid
+
+
+def line_tags(tags: str | None, allocated: str | None = None) -> dict:
+    """The tags a line carries: its Tags, with a FOCUS 1.3 split-allocation row's AllocatedTags over
+    them (the tags of the workload the charge was split onto win over the shared resource's).
+
+    ``[scope].tags``, a rule's ``Tags.<key>`` and a service's tag claims all read these."""
+    merged = _object(tags)
+    merged.update(_object(allocated))
+    return merged
+
+
+def tags_of(lines: pd.DataFrame) -> pd.Series:
+    """:func:`line_tags` of every line (a table built in memory may lack ``allocated_tags``)."""
+    allocated = lines["allocated_tags"] if "allocated_tags" in lines.columns else pd.Series("{}", index=lines.index)
+    seen: dict[tuple, dict] = {}
+    values = []
+    for pair in zip(lines["tags"], allocated):
+        if pair not in seen:
+            seen[pair] = line_tags(*pair)
+        values.append(seen[pair])
+    return pd.Series(values, index=lines.index, dtype="object")
+
+
+def line_resources(line: Mapping) -> tuple[str, ...]:
+    """The resource keys a line names: its ResourceId and, on a FOCUS 1.3 split-allocation row, the
+    AllocatedResourceId it was split onto (a service claiming either claims the line)."""
+    keys = (resource_key(line.get("resource_id", "")), resource_key(line.get("allocated_resource_id", "") or ""))
+    return tuple(dict.fromkeys(k for k in keys if k))
+
+
+def _object(text) -> dict:
+    if not text or not isinstance(text, str):
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:

@@ -140,6 +140,54 @@ class Evidence:
     findings: tuple[KernelFinding, ...]
 
 
+#: days in a month for commitment terms (METHOD §7: a month is 30.4375 days)
+MONTH_DAYS = Decimal("30.4375")
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """One contract commitment of a FOCUS 1.3 Contract Commitment dataset (METHOD §7: its end is
+    when a saving that lies on committed capacity can start)."""
+
+    id: str
+    type: str                           # ContractCommitmentType: "Savings Plan", "Reserved Instance", …
+    category: str                       # "Spend" or "Usage"
+    start: datetime
+    end: datetime
+    term_months: Decimal                # (end − start) in months of 30.4375 days
+    months_after_window: Decimal        # end − the window's end, in months (negative: ended before it)
+    unit: str                           # ContractCommitmentUnit ("" for a spend commitment)
+    quantity: Decimal | None
+    cost: Decimal | None
+    currency: str
+    contract_id: str
+    contract_end: datetime | None
+    description: str
+    source: str                         # the billing source whose option named the dataset
+
+
+def commitments_of(collected: Collected, window_end: datetime) -> tuple[Commitment, ...]:
+    """The commitments of every billing source that read a Contract Commitment dataset, by end date."""
+    found = []
+    for frame in collected.frames:
+        table = frame.tables.get("commitments")
+        if table is None:
+            continue
+        for r in table.to_dict("records"):
+            start, end = r["start"].to_pydatetime(), r["end"].to_pydatetime()
+            found.append(Commitment(
+                r["commitment_id"], r["commitment_type"], r["category"], start, end,
+                _months(end - start), _months(end - window_end), r["unit"], r["quantity"], r["cost"],
+                r["currency"], r["contract_id"],
+                None if pd.isna(r["contract_end"]) else r["contract_end"].to_pydatetime(),
+                r["description"], frame.spec.name))
+    return tuple(sorted(found, key=lambda c: (c.end, c.id)))
+
+
+def _months(span) -> Decimal:
+    return Decimal(int(span.total_seconds())) / (MONTH_DAYS * 86400)
+
+
 @dataclass(frozen=True)
 class AuditResult:
     """Everything the report needs, built once by the pipeline; read by :func:`audit.audit_json.to_dict`."""
@@ -162,3 +210,8 @@ class AuditResult:
     options: tuple[Option, ...]
     extra_gpu_nodes: frozenset[str]
     evidence: Evidence
+
+    @property
+    def commitments(self) -> tuple[Commitment, ...]:
+        """The contract commitments the billing sources' Contract Commitment datasets list."""
+        return commitments_of(self.collected, self.case.end)

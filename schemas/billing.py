@@ -52,6 +52,41 @@ class BillingLine(pa.DataFrameModel):
     currency: Series[str]
     tags: Series[str]
     extra: Series[str]
+    # FOCUS 1.1+ / 1.3 columns, "" (JSON: "{}" / "[]") where a file lacks them. Optional in tables built
+    # in memory; every billing connector writes them.
+    service_subcategory: Series[str] = pa.Field(required=False)
+    host_provider: Series[str] = pa.Field(required=False)
+    #: split cost allocation (FOCUS 1.3): the method, and the resource and tags the charge was split onto
+    allocated_method_id: Series[str] = pa.Field(required=False)
+    allocated_resource_id: Series[str] = pa.Field(required=False)
+    allocated_resource_name: Series[str] = pa.Field(required=False)
+    allocated_tags: Series[str] = pa.Field(required=False)
+    #: the ContractCommitmentIds of ContractApplied, distinct and sorted, as a JSON array text
+    contract_applied: Series[str] = pa.Field(required=False)
+
+    class Config:
+        strict = False
+        coerce = False
+
+
+class ContractCommitment(pa.DataFrameModel):
+    """One row of a FOCUS 1.3 Contract Commitment dataset: one term of a contract (METHOD §7 reads
+    its end for deferred savings). Times are UTC; amounts Decimal or None."""
+
+    row: Series[int] = pa.Field(ge=1)
+    commitment_id: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
+    commitment_type: Series[str]
+    category: Series[str] = pa.Field(isin=["Spend", "Usage"])
+    description: Series[str]
+    cost: Series[object] = OptionalDecimal()
+    quantity: Series[object] = OptionalDecimal()
+    unit: Series[str]
+    currency: Series[str]
+    start: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    end: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    contract_id: Series[str]
+    contract_start: Series[pd.DatetimeTZDtype] = pa.Field(nullable=True, dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    contract_end: Series[pd.DatetimeTZDtype] = pa.Field(nullable=True, dtype_kwargs={"unit": "ns", "tz": "UTC"})
 
     class Config:
         strict = False

@@ -1,8 +1,10 @@
-"""The GPU catalogue: which instance types and per-GPU meters bill GPU time, and how many GPUs.
+"""The billing catalogue: which instance types and per-GPU meters bill GPU time, and how many GPUs;
+which FOCUS service categories name a resource class.
 
-Shipped as ``connectors/billing/data/gpu_instances.csv`` and ``gpu_skus.csv``. The billing readers
-use it to keep the hours of lines that may bill GPU time (in DuckDB); the audit's classifier uses
-it to give each line its GPU model and count.
+Shipped as ``connectors/billing/data/gpu_instances.csv``, ``gpu_skus.csv`` and
+``service_categories.csv``. The billing readers use the GPU tables to keep the hours of lines that
+may bill GPU time (in DuckDB); the audit's classifier uses them to give each line its GPU model and
+count, and the category table as its last resort (METHOD §2).
 """
 from __future__ import annotations
 
@@ -40,3 +42,27 @@ def gpu_skus() -> list[tuple[re.Pattern, str]]:
     text = resources.files("connectors.billing").joinpath("data/gpu_skus.csv").read_text()
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return [(re.compile(r["pattern"], re.I), r["gpu_model"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class CategoryClass:
+    """The resource class a FOCUS ServiceCategory / ServiceSubcategory pair names, and why."""
+
+    category: str
+    subcategory: str
+    resource_class: str
+    reason: str
+
+
+@lru_cache(maxsize=1)
+def service_categories() -> dict[tuple[str, str], CategoryClass]:
+    """The shipped (category, subcategory) table, keyed in lower case."""
+    text = resources.files("connectors.billing").joinpath("data/service_categories.csv").read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return {(r["category"].casefold(), r["subcategory"].casefold()):
+            CategoryClass(r["category"], r["subcategory"], r["class"], r["reason"]) for r in rows}
+
+
+def category_class(category: str, subcategory: str) -> CategoryClass | None:
+    """The class a line's ServiceCategory and ServiceSubcategory name, where they are unambiguous."""
+    return service_categories().get(((category or "").strip().casefold(), (subcategory or "").strip().casefold()))

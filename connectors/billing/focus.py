@@ -1,4 +1,4 @@
-"""FOCUS 1.0–1.2 billing data (CSV, gzipped CSV or Parquet) → table ``lines`` (``BillingLine``).
+"""FOCUS 1.0–1.3 billing data (CSV, gzipped CSV or Parquet) → table ``lines`` (``BillingLine``).
 
 DuckDB reads every column as text (CSV: all VARCHAR; Parquet: each column CAST to VARCHAR), so
 no amount ever passes through a float: money becomes ``decimal.Decimal`` in Python, from the text.
@@ -30,6 +30,15 @@ Conventions (see docs/architecture.md, "focus → table lines"):
   the case's is left for the audit to report.
 * ``extra`` holds every ``x_*`` column and SkuPriceDetails that is not null, as text (sorted
   keys); SkuPriceDetails is embedded as an object when it parses as a JSON object.
+* FOCUS 1.3: ServiceProviderName is the provider (ProviderName / PublisherName, deprecated, are
+  still read where it is absent: 1.0–1.2 files load unchanged), HostProviderName ``host_provider``.
+  Split cost allocation rows (AllocatedMethodId, AllocatedResourceId, AllocatedResourceName,
+  AllocatedTags) are lines like any other: a provider's split *replaces* the charge it splits, so
+  every row counts once; the allocated columns stay on the line (AllocatedTags as canonical JSON)
+  for the scope and the services to match. ContractApplied keeps its ContractCommitmentIds (JSON
+  array text); ContractApplied and AllocatedMethodDetails must be ``{"Elements": [...]}`` objects.
+* Source option ``contract_commitment``: a FOCUS 1.3 Contract Commitment dataset read beside the
+  lines into table ``commitments`` (:mod:`connectors.billing.focus_commitments`).
 
 The work is split in three: :mod:`connectors.billing.focus_load` (the file as table ``src``, view
 ``n``), :mod:`connectors.billing.focus_checks` (row checks, repeated lines, notes) and
@@ -50,11 +59,13 @@ from connectors.billing.focus_checks import (
     repeat_notes,
     repeated_lines,
 )
+from connectors.billing.focus_commitments import read_commitments
 from connectors.billing.focus_lines import build_lines, covered, file_currency, select_window
 from connectors.billing.focus_load import ID_COLUMNS, Columns, create_view, file_format, load, require, resolve_columns
+from connectors.bounds import check_source_path
 from connectors.duck import quote_ident, raise_all, session
 from connectors.errors import InputError
-from schemas.billing import BillingLine
+from schemas.billing import BillingLine, ContractCommitment
 
 
 class FocusConnector(Connector):
@@ -62,14 +73,37 @@ class FocusConnector(Connector):
 
     format_name = "focus"
     kind = "billing"
-    schemas = {"lines": BillingLine}
+    schemas = {"lines": BillingLine, "commitments": ContractCommitment}
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
-        """Load, check every row, keep the lines in the window and normalise them."""
+        """Load, check every row, keep the lines in the window and normalise them; read the
+        Contract Commitment dataset the ``contract_commitment`` option names."""
         fmt = file_format(self.path)
         with session() as con:
             columns = load(con, self.path, fmt)
-            return read_focus_table(con, columns, self.path, self.ctx, grain=self.spec.options.get("grain"))
+            tables, rows, span = read_focus_table(con, columns, self.path, self.ctx,
+                                                  grain=self.spec.options.get("grain"))
+        dataset = commitment_path(self.spec.options.get("contract_commitment"), self.path)
+        if dataset is not None:
+            currency = str(tables["lines"]["currency"].iloc[0]) if len(tables["lines"]) else self.ctx.currency
+            tables["commitments"] = read_commitments(dataset, currency)
+        return tables, rows, span
+
+
+def commitment_path(value, lines_path: Path) -> Path | None:
+    """The Contract Commitment file of option ``contract_commitment`` (None when not given).
+
+    The case resolves it against the case folder; a relative path given to the connector directly
+    lies beside the Cost and Usage file."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise InputError(lines_path, f"contract_commitment {value!r} is not a file name", column="contract_commitment",
+                         expected="the path of a FOCUS 1.3 Contract Commitment file (.csv, .csv.gz, .parquet)")
+    path = Path(value)
+    path = path if path.is_absolute() else lines_path.parent / path
+    check_source_path(path, expected="a FOCUS 1.3 Contract Commitment file")
+    return path
 
 
 def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "note",

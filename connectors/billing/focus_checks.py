@@ -39,6 +39,7 @@ def check_rows(con, columns: Columns, path: Path, repeated: set[int]) -> list[In
     errors += check_period_order(con, path)
     errors += check_categories(con, path)
     errors += check_currency(con, path)
+    errors += check_elements(con, path)
     errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in repeated]
     return errors
 
@@ -105,6 +106,29 @@ def check_categories(con, path: Path) -> list[InputError]:
     return [InputError(path, f"unknown charge category {shown(value)}" if value else "missing value",
                        row=rn, column="ChargeCategory", expected="one of " + ", ".join(CHARGE_CATEGORIES))
             for rn, value in con.execute(sql).fetchall()]
+
+
+#: FOCUS 1.3 JSON columns holding an object with an ``Elements`` array of objects
+ELEMENTS_COLUMNS = {"ContractApplied": "ContractCommitmentId", "AllocatedMethodDetails": "AllocatedRatio"}
+
+
+def elements_test(column: str) -> str:
+    """SQL: the cell is a JSON object with an ``Elements`` array (FOCUS 1.3 ContractApplied,
+    AllocatedMethodDetails). Evaluated lazily, so a cell that is no JSON at all is never parsed on."""
+    return (f"CASE WHEN json_valid({column}) THEN coalesce(json_type({column}) = 'OBJECT' "
+            f"AND json_type({column}, '$.Elements') = 'ARRAY', FALSE) ELSE FALSE END")
+
+
+def check_elements(con, path: Path) -> list[InputError]:
+    """ContractApplied / AllocatedMethodDetails cells that are not ``{"Elements": [...]}`` objects."""
+    errors: list[InputError] = []
+    for name, key in ELEMENTS_COLUMNS.items():
+        sql = (f"SELECT rn, {name} FROM n WHERE {name} IS NOT NULL AND NOT ({elements_test(name)}) "
+               f"ORDER BY rn LIMIT {MAX_ERRORS - len(errors)}")
+        errors += [InputError(path, f"{name} {shown(value)} is not a FOCUS 1.3 JSON object", row=rn,
+                              column=name, expected=f'{{"Elements": [{{"{key}": ...}}, ...]}}')
+                   for rn, value in con.execute(sql).fetchall()]
+    return errors
 
 
 def check_currency(con, path: Path) -> list[InputError]:

@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.billing.focus_checks import elements_test
 from connectors.billing.focus_load import DECIMAL_FIELDS, MONEY_FIELDS, TEXT_FIELDS, Columns
 from connectors.billing.gpu_sql import HINT_KEYS, gpu_meter_sql, hint_sql, instance_type_sql, load_gpu_instances
 from connectors.bounds import MAX_DEPTH, deeper_than, nested_too_deep
@@ -49,7 +50,8 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     parts = ["rn", f"{quote_text(name)} || ':' || rn AS line_id"]
     parts += [f"coalesce({', '.join(names)}, '') AS {out}" for out, names in TEXT_FIELDS.items()]
     parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
-    parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags"]
+    parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags",
+              "AllocatedTags AS allocated_tags", f"{contract_ids_sql('ContractApplied')} AS contract_applied"]
     parts += [f"e{i}" for i in range(len(columns.extras))]
     parts += ["_ps AS p_start", "_pe AS p_end"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW kept AS SELECT * FROM (SELECT {', '.join(parts)} FROM n) "
@@ -72,6 +74,15 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
 SUMMED = ("billed_cost", "effective_cost", "list_cost", "contracted_cost", "pricing_quantity",
           "consumed_quantity")
 SUM_TYPE = "DECIMAL(38,20)"
+
+
+def contract_ids_sql(column: str) -> str:
+    """SQL: the ContractCommitmentIds of a FOCUS 1.3 ContractApplied cell, distinct and sorted, as a
+    JSON array text (``[]`` when null). The applied amounts stay behind: they differ line by line
+    and would keep apart lines the audit sums; the line's own cost is what the audit counts."""
+    ids = f"json_extract_string({column}, '$.Elements[*].ContractCommitmentId')"
+    return (f"CASE WHEN {column} IS NULL THEN '[]' WHEN {elements_test(column)} "
+            f"THEN CAST(to_json(list_sort(list_distinct({ids}))) AS VARCHAR) ELSE '[]' END")
 
 
 def lossy_sums(con) -> bool:
@@ -97,7 +108,7 @@ def grouped_sql(con, columns: Columns) -> str:
       and counted over the window).
     A sum of one line keeps the line's own text; sums are exact (DECIMAL(38,20), checked first).
     """
-    keys = (["currency", "tags", "list_unit_price", "contracted_unit_price"]
+    keys = (["currency", "tags", "allocated_tags", "contract_applied", "list_unit_price", "contracted_unit_price"]
             + [out for out in TEXT_FIELDS] + [f"e{i}" for i in range(len(columns.extras))])
     same = ", ".join(keys + list(SUMMED) + ["p_end - p_start"])
     island = ("epoch(p_start) - epoch(p_end - p_start) * "
@@ -156,12 +167,16 @@ def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
     out["start"] = utc_series(kept.column("p_start").to_pandas())
     out["end"] = utc_series(kept.column("p_end").to_pandas())
     out["tags"] = pd.Series(canonical_tags(kept.column("tags").to_pylist(), rows, path), dtype="str")
+    out["allocated_tags"] = pd.Series(canonical_tags(kept.column("allocated_tags").to_pylist(), rows, path,
+                                                     "AllocatedTags"), dtype="str")
+    out["contract_applied"] = kept.column("contract_applied").to_pandas().astype("str")
     out["extra"] = pd.Series(extra_json(kept, columns), dtype="str")
     return pd.DataFrame({name: out[name] for name in OUTPUT_COLUMNS + ["line_count"]})
 
 
-def canonical_tags(values: list, rows: list[int], path: Path) -> list[str]:
-    """Tags as canonical JSON object text; null → ``{}``; a cell that is no JSON object is an error.
+def canonical_tags(values: list, rows: list[int], path: Path, column: str = "Tags") -> list[str]:
+    """Tags (or AllocatedTags) as canonical JSON object text; null → ``{}``; a cell that is no JSON
+    object is an error.
 
     Exports repeat a handful of tag sets over millions of lines, so each distinct text is parsed once.
     """
@@ -176,19 +191,19 @@ def canonical_tags(values: list, rows: list[int], path: Path) -> list[str]:
             seen[value] = canonical_object(value)
         if seen[value] is None:
             if len(errors) < MAX_ERRORS:
-                errors.append(tags_error(value, rn, path))
+                errors.append(tags_error(value, rn, path, column))
             continue
         result.append(seen[value])
     raise_all(errors)
     return result
 
 
-def tags_error(value: str, rn: int, path: Path) -> InputError:
-    """The error for a Tags cell that is not a JSON object (or nests too deeply)."""
+def tags_error(value: str, rn: int, path: Path, column: str = "Tags") -> InputError:
+    """The error for a Tags (AllocatedTags) cell that is not a JSON object (or nests too deeply)."""
     if parse_object(value) is TOO_DEEP:
-        return InputError(path, f"Tags {shorten(value)!r}: {nested_too_deep(MAX_DEPTH)}", row=rn,
-                          column="Tags", expected=f"a JSON object at most {MAX_DEPTH} levels deep")
-    return InputError(path, f"unparseable Tags {shorten(value)!r}", row=rn, column="Tags",
+        return InputError(path, f"{column} {shorten(value)!r}: {nested_too_deep(MAX_DEPTH)}", row=rn,
+                          column=column, expected=f"a JSON object at most {MAX_DEPTH} levels deep")
+    return InputError(path, f"unparseable {column} {shorten(value)!r}", row=rn, column=column,
                       expected="a JSON object")
 
 

@@ -30,12 +30,15 @@ MANDATORY = ("BilledCost", "EffectiveCost", "ChargeCategory", "ChargePeriodStart
 TIMESTAMP_RANGE = ("1678-01-01", "2262-01-01")
 
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
-    # ServiceProviderName is the FOCUS 1.3 name of ProviderName; accepting it costs nothing.
-    "provider": ("ProviderName", "ServiceProviderName", "PublisherName", "InvoiceIssuerName"),
+    # FOCUS 1.3 names the provider ServiceProviderName (ProviderName and PublisherName are deprecated
+    # there, still read for 1.0-1.2 files); HostProviderName (1.3) has no earlier equivalent.
+    "provider": ("ServiceProviderName", "ProviderName", "PublisherName", "InvoiceIssuerName"),
+    "host_provider": ("HostProviderName",),
     "billing_account_id": ("BillingAccountId",),
     "sub_account_id": ("SubAccountId",),
     "service_name": ("ServiceName",),
     "service_category": ("ServiceCategory",),
+    "service_subcategory": ("ServiceSubcategory",),
     "charge_category": ("ChargeCategory",),
     "charge_class": ("ChargeClass",),
     "charge_description": ("ChargeDescription",),
@@ -52,6 +55,10 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "region": ("RegionId",),
     "sku_id": ("SkuId",),
     "sku_price_id": ("SkuPriceId",),
+    # FOCUS 1.3 split cost allocation: a provider's split of a shared charge onto what used it.
+    "allocated_method_id": ("AllocatedMethodId",),
+    "allocated_resource_id": ("AllocatedResourceId",),
+    "allocated_resource_name": ("AllocatedResourceName",),
 }
 MONEY_FIELDS = {"billed_cost": "BilledCost", "effective_cost": "EffectiveCost"}
 DECIMAL_FIELDS = {
@@ -65,7 +72,10 @@ DECIMAL_FIELDS = {
 PERIOD = ("ChargePeriodStart", "ChargePeriodEnd")
 # Line-id columns: a repeated value is a duplicated line even when other columns differ.
 ID_COLUMNS = ("Id", "x_Id")
-OTHER_COLUMNS = ("BillingCurrency", "Tags", "SkuPriceDetails")
+# JSON columns: Tags and AllocatedTags (key-value objects), ContractApplied (FOCUS 1.3: the contract
+# commitments a charge counts towards), AllocatedMethodDetails (1.3: the split's ratios, checked only).
+JSON_COLUMNS = ("Tags", "AllocatedTags", "ContractApplied", "AllocatedMethodDetails")
+OTHER_COLUMNS = ("BillingCurrency", "SkuPriceDetails") + JSON_COLUMNS
 KNOWN_COLUMNS = tuple(dict.fromkeys(
     [n for names in TEXT_FIELDS.values() for n in names]
     + list(MONEY_FIELDS.values()) + list(DECIMAL_FIELDS.values())
