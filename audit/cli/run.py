@@ -1,19 +1,30 @@
 """`costaudit run`, `validate` and `init`: the audit of a case, its checks, and a case template.
 
 Exit codes: 0 the audit reconciles (or nothing could be measured, and the verdict says so);
-1 an input or configuration error (nothing written); 2 it ran but does not reconcile (report written).
+1 an input or configuration error (nothing written); 2 it ran but does not reconcile (report written);
+130 / 143 interrupted by SIGINT / SIGTERM (the output folder as it was, no temporary left).
+
+The reports replace the whole output folder at once (audit/render.py). Without ``--out`` it is
+``out/<case name as a safe folder name>``; an ``--out`` that is the case folder or holds it, a file,
+or a folder holding other files is refused before the audit runs.
 """
 from __future__ import annotations
 
+import os
+import re
+import unicodedata
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK, reports_errors
+from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK, fail, reports_errors
 from schemas.errors import UsageError
 
 FORMATS = "pdf,html,json,xlsx,csv"
+#: runs of characters a folder name under out/ does not take (anything but letters, digits, _ . -)
+_UNSAFE = re.compile(r"[^\w.-]+")
+MAX_FOLDER_CHARS, MAX_FOLDER_BYTES = 64, 200
 
 
 @reports_errors
@@ -25,11 +36,59 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
     loaded = load_case(case)
-    target = out or Path("out") / loaded.name
-    document, written = _with_progress(loaded, target, formats)
-    _summary(document, written)
+    target = out if out is not None else Path("out") / folder_name(loaded.name)
+    _check_out(target, loaded.folder, out is None)
+    document, written = _run_interruptibly(loaded, target, formats)
+    _summary(document, target, written)
     verdict = document["reconciliation"]["verdict"]
     raise typer.Exit(NOT_RECONCILED if verdict == "does_not_reconcile" else OK)
+
+
+def folder_name(name: object) -> str:
+    """A case name as one safe folder name under out/: letters, digits, ``_``, ``.`` and ``-``
+    (any other run of characters becomes one ``-``), no leading or trailing ``.`` or ``-``, at most
+    64 characters and 200 bytes; ``case`` when nothing is left (``..``, ``/``, an empty name)."""
+    slug = _UNSAFE.sub("-", unicodedata.normalize("NFC", str(name))).strip(".-")[:MAX_FOLDER_CHARS]
+    while len(slug.encode("utf-8")) > MAX_FOLDER_BYTES:
+        slug = slug[:-1]
+    return slug.rstrip(".-") or "case"
+
+
+def _check_out(target: Path, case_folder: Path, default: bool) -> None:
+    """Refuse, before the audit runs, an output folder the reports cannot replace: the case folder
+    or one holding it, a file, a folder holding files no report writes."""
+    from audit.render import check_target
+
+    real, folder = Path(os.path.realpath(target)), Path(os.path.realpath(case_folder))
+    if real == folder or real in folder.parents:
+        what = "is the case folder" if real == folder else f"holds the case folder {case_folder}"
+        given = "the output folder" if default else "--out"
+        raise UsageError(f"{given} {target} {what}; the reports replace the whole output folder, "
+                         "so give --out a folder of its own (e.g. --out out/report)")
+    check_target(target)
+
+
+def _run_interruptibly(case, target: Path, formats: list[str]):
+    """:func:`_with_progress`, where SIGINT and SIGTERM end the run with one line and exit 130 / 143."""
+    from audit.cli.interrupts import Interrupted, interruptible
+
+    before = _identity(target)
+    try:
+        with interruptible():
+            return _with_progress(case, target, formats)
+    except Interrupted as stop:
+        state = (f"the reports had been written to {target}" if _identity(target) != before
+                 else f"{target} is as it was, nothing written")
+        fail(f"interrupted by {stop.name}; {state}", stop.exit_code)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, None when there is none: a swapped-in output folder is a new one."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _with_progress(case, target: Path, formats: list[str]):
@@ -54,7 +113,7 @@ def _console():
     return Console(stderr=True)
 
 
-def _summary(document: dict, written) -> None:
+def _summary(document: dict, target: Path, written) -> None:
     b, r = document["buckets"], document["reconciliation"]
     cur = document["currency"]
     typer.echo(f"total in scope ({document['cost_basis']}): {document['total']} {cur}")
@@ -62,6 +121,7 @@ def _summary(document: dict, written) -> None:
         typer.echo(f"  {name:<18} {b[name]['amount']:>14} {cur}  ({b[name]['share']})")
     gap = r["gap"] if r["gap"] is not None else "n/a"
     typer.echo(f"reconciliation: {r['verdict']} (gap {gap}, tolerance {r['tolerance']})")
+    typer.echo(f"reports in {target}")
     for path in written:
         typer.echo(f"wrote {path}")
 
