@@ -45,8 +45,9 @@ SHARED = ("audit", "audit.case", "audit.money", "audit.errors", "audit.buckets",
           "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result")
 #: packages of helpers a stage may use: trace analyzers (evidence), reporters (render)
 STAGE_HELPERS = ("audit.trace", "audit.reporters")
-#: the modules that may import a stage: the pipeline (the order), the CLI, and `costaudit billing`'s summary
-STAGE_CALLERS = ("audit.pipeline", "audit.billing_summary")
+#: the modules that may import a stage: the pipeline (the order), the CLI, `costaudit billing`'s summary
+#: and `costaudit init --from`'s billing facts (both classify lines as the audit does)
+STAGE_CALLERS = ("audit.pipeline", "audit.billing_summary", "audit.discover.billing")
 
 
 def modules() -> dict[str, Path]:

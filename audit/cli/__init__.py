@@ -1,6 +1,6 @@
 """The costaudit command line: one module per command, each a thin layer over an API function.
 
-``run`` / ``validate`` / ``init`` (audit/cli/run.py), ``billing`` (billing.py), ``trace``
+``run`` / ``validate`` (audit/cli/run.py), ``init`` (init.py), ``billing`` (billing.py), ``trace``
 (trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``connectors`` (formats.py). Errors
 become one line on stderr and an exit code (audit/cli/common.py). Nothing heavy is imported at
 start-up: pandas, DuckDB, torch and weasyprint load inside the commands that need them.
@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from audit.cli import billing, collect, compare, formats, run, trace
+from audit.cli import billing, collect, compare, formats, init, run, trace
 from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK  # noqa: F401  (the exit codes, for callers)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 app.command()(run.run)
 app.command()(run.validate)
-app.command()(run.init)
+app.command()(init.init)
 app.command()(billing.billing)
 app.command()(trace.trace)
 app.command()(formats.connectors)

@@ -1,4 +1,4 @@
-"""`costaudit run`, `validate` and `init`: the audit of a case, its checks, and a case template.
+"""`costaudit run` and `validate`: the audit of a case and its checks (`init` is audit/cli/init.py).
 
 Exit codes: 0 the audit reconciles (or nothing could be measured, and the verdict says so);
 1 an input or configuration error (nothing written); 2 it ran but does not reconcile (report written);
@@ -140,16 +140,3 @@ def validate(case: Path = typer.Argument(..., help="case folder or case file")) 
     if problems:
         raise typer.Exit(INPUT_ERROR)
     typer.echo(f"{loaded.path}: case and {len(loaded.sources)} source(s) are valid")
-
-
-@reports_errors
-def init(folder: Path = typer.Argument(..., help="folder to create the case in")) -> None:
-    """Write a commented case.toml template into FOLDER."""
-    from importlib import resources
-
-    target = folder / "case.toml"
-    if target.exists():
-        raise UsageError(f"{target} already exists; not overwriting it")
-    folder.mkdir(parents=True, exist_ok=True)
-    target.write_text(resources.files("audit").joinpath("data/case_template.toml").read_text())
-    typer.echo(f"wrote {target}: fill in the window, sources and services, then `costaudit validate {folder}`")

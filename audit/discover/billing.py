@@ -1,0 +1,118 @@
+"""What the billing sources ``costaudit init --from`` was given say: currencies, accounts, GPU resources.
+
+Every line is classified by the shipped rules (and the rules of a case given to ``--from``), as
+the audit and ``costaudit billing`` classify them, so that "GPU spend" here means what the audit
+will call ``gpu_compute``. Amounts are on the case's cost basis (EffectiveCost by default), summed
+as Decimal.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Iterable
+
+from audit.case import Rule
+from audit.discover.read import Read
+from audit.lines import gpu_hours_of, resource_key
+
+ZERO = Decimal(0)
+
+
+@dataclass
+class Account:
+    """One billing account (its SubAccountId, else its BillingAccountId) and its spend."""
+
+    id: str
+    name: str = ""
+    total: Decimal = ZERO
+    gpu: Decimal = ZERO
+    gpu_hours: Decimal = ZERO
+
+
+@dataclass
+class GpuResource:
+    """One billed GPU machine (or scale set): what the lines that bill it carry."""
+
+    key: str                  # audit.lines.resource_key of its ResourceId
+    resource_id: str
+    resource_name: str = ""
+    instance_type: str = ""
+    gpu_model: str = ""
+    gpus: int = 0
+    gpu_hours: Decimal = ZERO
+    cost: Decimal = ZERO
+    account: str = ""
+
+
+@dataclass
+class Billing:
+    """The billing sources together."""
+
+    lines: int = 0
+    currencies: dict[str, int] = field(default_factory=dict)
+    accounts: dict[str, Account] = field(default_factory=dict)
+    resources: dict[str, GpuResource] = field(default_factory=dict)
+    gpu_lines_without_resource: int = 0
+    gpu_total: Decimal = ZERO
+    total: Decimal = ZERO
+
+
+def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective") -> Billing:
+    """Classify every billing line and sum what the proposals rest on."""
+    from audit.classify import classify  # the audit's own classification (imports pandas)
+
+    out = Billing()
+    amount_of = "effective_cost" if basis == "effective" else "billed_cost"
+    for read in reads:
+        if read.source.kind != "billing" or read.frame is None or "lines" not in read.tables:
+            continue
+        lines = classify(read.tables["lines"], tuple(rules), set(), set())
+        for line in lines.to_dict("records"):
+            _add(out, line, line[amount_of])
+    return out
+
+
+def _add(out: Billing, line: dict, amount: Decimal) -> None:
+    count = int(line.get("line_count") or 1)
+    out.lines += count
+    currency = str(line.get("currency") or "")
+    if currency:
+        out.currencies[currency] = out.currencies.get(currency, 0) + count
+    account_id = str(line.get("sub_account_id") or line.get("billing_account_id") or "")
+    name = str(line.get("sub_account_name") or line.get("billing_account_name") or "")
+    account = out.accounts.setdefault(account_id, Account(account_id, name))
+    account.total += amount
+    out.total += amount
+    if line["resource_class"] != "gpu_compute":
+        return
+    hours = gpu_hours_of(line)
+    account.gpu += amount
+    account.gpu_hours += hours
+    out.gpu_total += amount
+    raw = str(line.get("resource_id") or "")
+    if not raw:
+        out.gpu_lines_without_resource += count
+        return
+    key = resource_key(raw)
+    found = out.resources.setdefault(key, GpuResource(key, raw, account=account_id))
+    found.resource_name = found.resource_name or str(line.get("resource_name") or "")
+    found.instance_type = found.instance_type or str(line.get("instance_type") or "")
+    found.gpu_model = found.gpu_model or str(line.get("gpu_model") or "")
+    found.gpus = max(found.gpus, int(line.get("gpus_per_instance") or 0))
+    found.gpu_hours += hours
+    found.cost += amount
+
+
+def gpu_accounts(billing: Billing) -> tuple[list[Account], list[Account]]:
+    """(accounts with GPU spend, the others), each by spend, largest first."""
+    ordered = sorted(billing.accounts.values(), key=lambda a: (-a.gpu, -a.total, a.id))
+    return [a for a in ordered if a.gpu != 0], [a for a in ordered if a.gpu == 0]
+
+
+def by_type(resources: Iterable[GpuResource]) -> dict[str, list[GpuResource]]:
+    """GPU resources by instance type ("" where the lines name none)."""
+    out: dict[str, list[GpuResource]] = defaultdict(list)
+    for r in resources:
+        out[r.instance_type].append(r)
+    return dict(out)
