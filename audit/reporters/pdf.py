@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import functools
 import mimetypes
+import os
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
 from urllib.request import url2pathname
@@ -82,7 +84,23 @@ def write_pdf(html: str, path: Path, fetcher=None) -> None:
 
     fetcher = fetcher if fetcher is not None else make_fetcher()
     document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
-    document.write_pdf(str(path))
+    with fixed_font_dates():
+        document.write_pdf(str(path))
+
+
+@contextmanager
+def fixed_font_dates():
+    """The same report prints to the same bytes: the font subsets weasyprint embeds carry their
+    creation time (fontTools reads SOURCE_DATE_EPOCH, the reproducible-builds convention), so it
+    is pinned while printing unless the user set it; the document has no date of its own."""
+    if "SOURCE_DATE_EPOCH" in os.environ:
+        yield
+        return
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop("SOURCE_DATE_EPOCH", None)
 
 
 class PdfReporter:
