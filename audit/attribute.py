@@ -18,6 +18,7 @@ from audit.case import Case
 from audit.collected import Collected
 from audit.ledger import (
     NO_SAMPLE,
+    NO_VALID_SAMPLE,
     NOT_IN_TELEMETRY,
     UNALLOCATED,
     UNDECLARED,
@@ -50,6 +51,9 @@ HOLDER_PARTS = {
               "allocation unknown: neither pod labels nor scheduler GPU requests for these GPU-intervals"),
     UNDECLARED: ("unattributed", "undeclared_workload", "pods that match no [services] entry"),
     NO_SAMPLE: ("unattributed", "no_activity_sample", "GPU-intervals with no kernel-activity sample"),
+    NO_VALID_SAMPLE: ("unattributed", "no_valid_activity_sample",
+                      "GPU-intervals whose every kernel-activity sample was excluded (out of range "
+                      "or not finite; counted under telemetry.excluded_samples)"),
     NOT_IN_TELEMETRY: ("unattributed", "gpu_not_in_telemetry",
                        "GPUs billed on the invoice that telemetry never names"),
 }

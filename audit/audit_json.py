@@ -228,8 +228,22 @@ def _queue(result) -> list[dict]:
 
 
 def _telemetry(result) -> dict:
-    """Telemetry checks: label values one source names and another does not (never fatal)."""
-    return {"label_mismatches": list(result.telemetry.label_mismatches)}
+    """Telemetry checks (never fatal): label values one source names and another does not;
+    samples excluded as out of range, not finite or negative counter values, per source, metric
+    and reason; counter resets (restarts) per source and metric."""
+    tele = result.telemetry
+    return {"label_mismatches": list(tele.label_mismatches),
+            "excluded_samples": _excluded_samples(tele.excluded_samples),
+            "counter_resets": [{"source": str(r.source), "metric": str(r.metric), "resets": int(r.resets)}
+                               for r in tele.counter_resets.sort_values(["source", "metric"]).itertuples()]}
+
+
+def _excluded_samples(table) -> list[dict]:
+    """One entry per source, metric and reason: how many samples, what was expected, an example."""
+    rows = table.sort_values(["source", "metric", "reason"]) if len(table) else table
+    return [{"source": str(r.source), "metric": str(r.metric), "reason": str(r.reason), "count": int(r.count),
+             "expected": str(r.expected), "example": str(r.example), "first_at": _iso(r.first_ts)}
+            for r in rows.itertuples()]
 
 
 def _serving_evidence(result) -> dict:

@@ -2,7 +2,8 @@
 
 A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
 line bills (METHOD §3). Each GPU-interval goes to one holder: a declared service, no workload
-(unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured.
+(unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured,
+and so is one whose every sample was excluded (out of range or not finite), under a reason of its own.
 :func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.ledger import (
     NO_SAMPLE,
+    NO_VALID_SAMPLE,
     NOT_IN_TELEMETRY,
     UNALLOCATED,
     UNDECLARED,
@@ -36,7 +38,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     gpu_lines = charges[charges["resource_class"] == "gpu_compute"]
     gpus = gpus_of_resources(gpu_lines)
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
-                           pod_models(tele.traffic), tele.step)
+                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals)
     for line in gpu_lines.to_dict("records"):
         quantity = line["pricing_quantity"] or line["consumed_quantity"]
         counts_time = bool(quantity) and (bool(line["gpus_per_instance"]) or bool(gpu_sku_model(line)))
@@ -67,12 +69,14 @@ class GpuSplitter:
 
     def __init__(self, case: Case, services: Mapping[str, Service], activity: pd.DataFrame,
                  nodes_of_resource: Mapping[str, tuple[str, ...]], requests: pd.DataFrame, pod_models: PodModels,
-                 step: int):
+                 step: int, unmeasured: pd.DataFrame | None = None):
         self.case, self.services, self.step = case, services, step
         self.nodes_of_resource = nodes_of_resource
         self.pod_models = pod_models
         self.samples = self._index_activity(activity)
+        self.excluded = self._index_unmeasured(unmeasured)
         self.nodes_seen = set(activity["node"]) if len(activity) else set()
+        self.nodes_seen |= {node for node, _ in self.excluded}
         # dcgm-exporter maps GPUs to pods cluster-wide: once any GPU carries a pod label, an empty
         # label means no pod held that GPU.
         self.pod_mapping = bool(len(activity)) and bool((activity["pod"] != "").any())
@@ -88,6 +92,16 @@ class GpuSplitter:
             index[(row.node, row.ts.to_pydatetime())].append(row)
         for rows in index.values():
             rows.sort(key=lambda r: (_gpu_key(r.gpu), r.uuid))
+        return index
+
+    @staticmethod
+    def _index_unmeasured(unmeasured: pd.DataFrame | None) -> dict:
+        """(node, interval) -> {(gpu, uuid): metric} of GPU-intervals whose samples were all excluded."""
+        index: defaultdict = defaultdict(dict)
+        if unmeasured is None:
+            return index
+        for row in unmeasured.itertuples(index=False):
+            index[(row.node, row.ts.to_pydatetime())].setdefault((row.gpu, row.uuid), row.metric)
         return index
 
     @staticmethod
@@ -129,6 +143,10 @@ class GpuSplitter:
             rows = rows[:gpus]
         cover.observed_seconds += overlap * len(rows)
         missing = gpus - len(rows)
+        excluded = self._excluded_gpus(node, ts, rows)[:missing]
+        for metric in excluded:
+            self._accumulate(NO_VALID_SAMPLE, ts, 1, per_gpu, overlap, ZERO, metric, node, "")
+        missing -= len(excluded)
         if missing:
             holder = NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY
             self._accumulate(holder, ts, missing, per_gpu, overlap, ZERO, "", node, "")
@@ -136,6 +154,14 @@ class GpuSplitter:
         for row, (holder, pod) in zip(rows, assigned):
             busy = Decimal(repr(float(row.busy_fraction)))
             self._accumulate(holder, ts, 1, per_gpu, overlap, busy, row.source, node, pod)
+
+    def _excluded_gpus(self, node, ts, rows) -> list[str]:
+        """The metric of each GPU of the node whose samples in the interval were all excluded."""
+        if not node:
+            return []
+        seen = {(r.gpu, r.uuid) for r in rows}
+        found = self.excluded.get((node, ts), {})
+        return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1])) if key not in seen]
 
     def _holders(self, node, ts, rows) -> list[tuple[str, str]]:
         """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests."""

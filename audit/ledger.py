@@ -20,9 +20,11 @@ UNALLOCATED = "__unallocated__"
 UNKNOWN = "__allocation_unknown__"
 UNDECLARED = "__undeclared__"
 NO_SAMPLE = "__no_sample__"
+NO_VALID_SAMPLE = "__no_valid_sample__"
 NOT_IN_TELEMETRY = "__not_in_telemetry__"
-#: holders whose GPU time telemetry did not measure (no sample, or a GPU it never names)
-UNMEASURED_HOLDERS = (NO_SAMPLE, NOT_IN_TELEMETRY)
+#: holders whose GPU time telemetry did not measure (no sample, samples all excluded as out of
+#: range or not finite, or a GPU it never names)
+UNMEASURED_HOLDERS = (NO_SAMPLE, NO_VALID_SAMPLE, NOT_IN_TELEMETRY)
 
 
 def is_service(holder: str) -> bool:

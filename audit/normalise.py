@@ -14,12 +14,15 @@ from audit.lines import resource_key
 from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
+    EXCLUDED_COLUMNS,
     NODE_COLUMNS,
     QUEUE_COLUMNS,
     REPLICA_COLUMNS,
     REQUEST_COLUMNS,
+    RESET_COLUMNS,
     SERVING_STATS_COLUMNS,
     TRAFFIC_COLUMNS,
+    UNMEASURED_COLUMNS,
     NodeMap,
     ProfileSummary,
     Telemetry,
@@ -74,7 +77,11 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      table("queue", QUEUE_COLUMNS), step,
                      serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
                      gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
-                     replicas=_sourced(collected, "replicas", REPLICA_COLUMNS))
+                     replicas=_sourced(collected, "replicas", REPLICA_COLUMNS),
+                     excluded_samples=_sourced(collected, "excluded_samples", EXCLUDED_COLUMNS),
+                     counter_resets=_sourced(collected, "counter_resets", RESET_COLUMNS),
+                     unmeasured_intervals=_sourced(collected, "unmeasured_intervals",
+                                                   UNMEASURED_COLUMNS))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 

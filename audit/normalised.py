@@ -32,6 +32,11 @@ EVIDENCE_COLUMNS = ["node", "gpu", "uuid", "ts", "sm_active", "tensor_active", "
                     "fb_used_mib", "power_watts"]
 REPLICA_COLUMNS = ["ts", "namespace", "kind", "name", "spec_replicas", "available_replicas",
                    "current_replicas", "desired_replicas", "min_replicas", "max_replicas"]
+#: samples excluded from a source (connectors.telemetry.validity), counted per metric and reason
+EXCLUDED_COLUMNS = ["metric", "reason", "count", "expected", "example", "first_ts"]
+RESET_COLUMNS = ["metric", "resets"]
+#: GPU-intervals whose every kernel-activity sample was excluded
+UNMEASURED_COLUMNS = ["node", "gpu", "uuid", "ts", "metric"]
 
 
 def empty_table(columns: list[str]) -> pd.DataFrame:
@@ -93,6 +98,12 @@ class Telemetry:
     label_mismatches: tuple[Mapping[str, Any], ...] = ()
     #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None
     replica_services: Mapping[tuple[str, str, str], str | None] = field(default_factory=dict)
+    #: data quality, each row with its ``source``: samples excluded (out of range, not finite,
+    #: negative counter values), counter resets, and GPU-intervals left with no valid sample
+    excluded_samples: pd.DataFrame = field(default_factory=lambda: empty_table(EXCLUDED_COLUMNS + ["source"]))
+    counter_resets: pd.DataFrame = field(default_factory=lambda: empty_table(RESET_COLUMNS + ["source"]))
+    unmeasured_intervals: pd.DataFrame = field(
+        default_factory=lambda: empty_table(UNMEASURED_COLUMNS + ["source"]))
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ PART_LABELS = {
     "commitment_unused": "Unused commitment",
     "unmatched_line": "Unmatched invoice lines",
     "no_activity_sample": "No kernel-activity sample",
+    "no_valid_activity_sample": "No valid kernel-activity sample",
     "gpu_not_in_telemetry": "GPU not in telemetry",
     "allocation_unknown": "Allocation unknown",
     "no_kernel_profile": "No kernel profile",

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
+from audit.reporters import quality
 from audit.reporters.formatting import (
     BASIS,
     BUCKET_LABELS,
@@ -174,6 +175,10 @@ class ReportModel:
     evidence_services: list[str] = field(default_factory=list)
     serving_evidence: list[dict[str, Any]] = field(default_factory=list)
     label_mismatches: list[dict[str, str]] = field(default_factory=list)
+    #: telemetry data quality (audit.reporters.quality): page-1 notice, excluded samples, resets
+    data_quality: dict[str, Any] = field(default_factory=dict)
+    excluded_samples: list[dict[str, str]] = field(default_factory=list)
+    counter_resets: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -239,6 +244,9 @@ def build_model(audit: dict) -> ReportModel:
         serving_evidence=_serving_evidence(audit.get("serving_evidence") or {}),
         label_mismatches=[_mismatch(x) for x in
                           ((audit.get("telemetry") or {}).get("label_mismatches") or [])],
+        data_quality=quality.page_one(audit),
+        excluded_samples=quality.excluded_rows(audit.get("telemetry") or {}),
+        counter_resets=quality.reset_rows(audit.get("telemetry") or {}),
     )
 
 

@@ -12,6 +12,8 @@ The n-th line of a GPU (from 0) is placed at ``start + n * interval_ms``. busy_f
 GRACT (field 1001, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``) per GPU, else GPUTL (203) / 100, averaged per
 interval of the window grid; ``source`` names the column used (``dcgmi GRACT`` / ``dcgmi GPUTL``).
 ``N/A`` readings make no sample; entities other than whole GPUs (``GPU-I``, ``GPU-CI``) are skipped.
+A reading out of range (GRACT outside 0–1, GPUTL outside 0–100) or not finite is excluded and counted
+(table ``excluded_samples``); a GPU-interval whose every reading was excluded is unmeasured.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from connectors.bounds import bounded, shown, text_lines
 from connectors.errors import InputError
 from connectors.telemetry.families import GPU_UTIL, GR_ENGINE_ACTIVE
 from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, series_ids, telemetry_grid
-from connectors.telemetry.tables import gpu_activity
+from connectors.telemetry.tables import gpu_activity, quality_tables
+from connectors.telemetry.validity import renamed
 from schemas.usage import GpuInterval
 
 COLUMNS = {"GRACT": GR_ENGINE_ACTIVE, "GPUTL": GPU_UTIL}
@@ -55,19 +58,15 @@ def options(spec, where) -> tuple[float, float]:
 
 
 def reading(text: str, name: str, path, row: int) -> float | None:
-    """One column's value; None for N/A."""
+    """One column's value; None for N/A. A number out of range is kept: the busy rules exclude
+    and count it (connectors.telemetry.validity), as for every other DCGM reader."""
     if text in MISSING:
         return None
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise InputError(path, f"{name} value {shown(text)} is not a number", row=row, column=name,
                          expected="a number or N/A") from None
-    limit = 100.0 if name == "GPUTL" else 1.0
-    if not 0.0 <= value <= limit:
-        raise InputError(path, f"{name} value {shown(text)} is out of range", row=row, column=name,
-                         expected=f"0 to {limit:g}")
-    return value
 
 
 def read_dmon(path, node: str, start: float, interval: float) -> pd.DataFrame:
@@ -121,6 +120,7 @@ class DcgmiConnector(Connector):
             raise InputError(self.path, "no GRACT or GPUTL readings",
                              expected="dcgmi dmon -e 1001 and/or 203 output")
         grid = telemetry_grid(self.path, self.ctx, samples)
-        activity = gpu_activity(samples, grid)
-        activity["source"] = activity["source"].map(SOURCES)
-        return {"gpu_activity": activity}, len(samples), covered(samples, grid)
+        busy = gpu_activity(samples, grid)
+        activity = busy.activity.assign(source=busy.activity["source"].map(SOURCES))
+        quality = {name: renamed(table, SOURCES) for name, table in quality_tables(busy).items()}
+        return {"gpu_activity": activity, **quality}, len(samples), covered(samples, grid)

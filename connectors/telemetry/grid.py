@@ -49,6 +49,11 @@ class Grid:
         k = np.asarray(k, dtype=np.int64)
         return pd.to_datetime(self.start_ns + k * (self.step * NS), utc=True)
 
+    def window(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Samples in [start, end), whatever their value, with their interval number ``k``."""
+        frame = frame.loc[(frame["t"] >= self.start) & (frame["t"] < self.end)]
+        return frame.assign(k=self.index(frame["t"]))
+
     def gauges(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Finite samples in [start, end), with their interval number ``k``."""
         keep = (frame["t"] >= self.start) & (frame["t"] < self.end) & np.isfinite(frame["v"])

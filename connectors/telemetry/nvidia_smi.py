@@ -14,7 +14,9 @@ Case options:
 
 busy_fraction = utilization.gpu / 100, averaged per interval of the window grid (the case's step,
 else the median poll spacing); ``source`` is ``nvidia-smi utilization.gpu``; pod, namespace and
-container are "" (nvidia-smi knows no pods). Polls reading ``[N/A]`` make no sample.
+container are "" (nvidia-smi knows no pods). Polls reading ``[N/A]`` make no sample; a reading
+outside 0–100 % or not finite is excluded and counted (table ``excluded_samples``), and a
+GPU-interval whose every reading was excluded is unmeasured.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from connectors.bounds import bounded, shown, text_lines
 from connectors.errors import InputError
 from connectors.telemetry.families import GPU_UTIL
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
-from connectors.telemetry.tables import gpu_activity
+from connectors.telemetry.tables import gpu_activity, quality_tables
+from connectors.telemetry.validity import renamed
 from schemas.usage import GpuInterval
 
 SOURCE = "nvidia-smi utilization.gpu"
@@ -107,23 +110,22 @@ def parse_time(text: str, offset: timedelta, path, row: int) -> float:
                      expected="YYYY/MM/DD HH:MM:SS.fff")
 
 
-def parse_percent(text: str, path, row: int) -> float:
-    """A ``55 %`` reading as 55.0; NaN for ``[N/A]``."""
+def parse_percent(text: str, path, row: int) -> float | None:
+    """A ``55 %`` reading as 55.0; None for ``[N/A]``. A number outside 0–100 (or NaN, inf) is kept:
+    the busy rules exclude and count it (connectors.telemetry.validity)."""
     value = text.removesuffix("%").strip()
     if value in MISSING:
-        return float("nan")
+        return None
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
-        number = float("nan")
-    if not 0.0 <= number <= 100.0:
         raise InputError(path, f"utilization {shown(text)} is not a percentage", row=row,
-                         column="utilization.gpu", expected="0 to 100 %")
-    return number
+                         column="utilization.gpu", expected="0 to 100 %") from None
 
 
 def read_log(path, node: str, offset: timedelta) -> pd.DataFrame:
-    """One row per GPU poll, in the DCGM family's columns (metric GPU_UTIL, value in %)."""
+    """One row per GPU poll, in the DCGM family's columns (metric GPU_UTIL, value in %);
+    ``missing`` marks a poll reading ``[N/A]`` (it places the poll in time, and is no sample)."""
     records, columns = [], None
     with open(path, encoding="utf-8", newline="") as handle:
         reader = enumerate(csv.reader(bounded(handle, path), skipinitialspace=True), 1)
@@ -141,12 +143,13 @@ def read_log(path, node: str, offset: timedelta) -> pd.DataFrame:
                 raise InputError(path, f"{len(fields)} fields, the header has {len(columns)}",
                                  row=row, expected="one value per header column")
             get = lambda name, fields=fields, columns=columns: fields[columns[name]] if name in columns else ""  # noqa: E731
+            percent = parse_percent(get("utilization.gpu"), path, row)
             records.append((GPU_UTIL, node, get("index"), get("uuid"), get("name"), "", "", "",
                             parse_time(get("timestamp"), offset, path, row),
-                            parse_percent(get("utilization.gpu"), path, row)))
+                            np.nan if percent is None else percent, percent is None))
     if columns is None:
         raise InputError(path, "no header line", expected="nvidia-smi ... --format=csv output")
-    frame = pd.DataFrame.from_records(records, columns=list(DCGM_COLUMNS) + ["t", "v"])
+    frame = pd.DataFrame.from_records(records, columns=list(DCGM_COLUMNS) + ["t", "v", "missing"])
     frame = frame.astype({c: "str" for c in DCGM_COLUMNS})
     return frame.assign(sid=series_ids(frame, ["node", "gpu", "uuid"]) if len(frame) else 0)
 
@@ -167,6 +170,8 @@ class NvidiaSmiConnector(Connector):
             raise InputError(self.path, "no GPU polls in the log",
                              expected="one line per GPU and poll after the header")
         grid = telemetry_grid(self.path, self.ctx, samples)
-        activity = gpu_activity(samples, grid)
-        activity["source"] = SOURCE
-        return {"gpu_activity": activity}, len(samples), covered(samples, grid)
+        busy = gpu_activity(samples.loc[~samples["missing"].astype(bool)], grid)
+        activity = busy.activity.assign(source=SOURCE)
+        quality = {name: renamed(table, {GPU_UTIL: SOURCE})
+                   for name, table in quality_tables(busy).items()}
+        return {"gpu_activity": activity, **quality}, len(samples), covered(samples, grid)

@@ -5,7 +5,9 @@ The connector: the file (optionally gzipped) is streamed once by ``omtext`` into
 `promtool tsdb create-blocks-from openmetrics` reads them), then every table is built by
 ``tables`` on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
 per interval, counters differenced with resets handled. Samples without a timestamp (a single
-scrape) are counted but cannot be placed in time.
+scrape) are counted but cannot be placed in time. Kernel-activity samples out of range or not
+finite, and counter samples not finite or negative, are excluded and counted (tables
+``excluded_samples``, ``counter_resets``, ``unmeasured_intervals``: connectors.telemetry.validity).
 
 Families: DCGM busy (GR_ENGINE_ACTIVE / GPU_UTIL) and evidence gauges, kube-state-metrics nodes,
 pods, GPU requests, deployments and HPAs, and the serving servers (vLLM V0/V1, Triton, TGI); the
@@ -30,6 +32,7 @@ from connectors.telemetry.tables import (
     gpu_evidence,
     gpu_requests,
     node_info,
+    quality_tables,
     queue,
     replicas,
     serving_stats,
@@ -67,12 +70,13 @@ class OpenMetricsConnector(Connector):
         """Every normalised table from the parsed families, on one grid, and the time covered."""
         frames = {role: family.frame() for role, family in roles.items()}
         grid = self._grid(frames)
-        increases = pd.concat([counter_increases(frames["counters"], grid),
-                               counter_increases(frames["server_counters"], grid)],
-                              ignore_index=True)
+        counted = [counter_increases(frames["counters"], grid),
+                   counter_increases(frames["server_counters"], grid)]
+        increases = pd.concat([c.increases for c in counted], ignore_index=True)
+        busy = gpu_activity(frames["dcgm"], grid)
         queue_table = queue(frames["queue"], grid)
         tables = {
-            "gpu_activity": gpu_activity(frames["dcgm"], grid),
+            "gpu_activity": busy.activity,
             "node_info": node_info(frames["node_info"], frames["node_labels"]),
             "gpu_requests": gpu_requests(frames["requests"], frames["pod_info"], grid),
             "traffic": traffic_from_increases(increases, grid),
@@ -84,6 +88,7 @@ class OpenMetricsConnector(Connector):
                 gauge_means(frames["dcgm_evidence"], grid, list(EVIDENCE_COLUMNS)), grid),
             "replicas": replicas(gauge_means(frames["replicas"], grid, list(REPLICA_COLUMNS)),
                                  grid),
+            **quality_tables(busy, counted),
         }
         self.step_seconds = grid.step
         return tables, covered(list(frames.values()), grid)

@@ -39,6 +39,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
+from connectors.telemetry import promsettle as ps
 from connectors.telemetry import promtables as pt
 from connectors.telemetry.families import (
     COUNTERS,
@@ -67,7 +68,20 @@ from connectors.telemetry.promquery import (
     seconds_text,
     source_step,
 )
-from connectors.telemetry.tables import gpu_evidence, replicas, serving_stats
+from connectors.telemetry.tables import (
+    Busy,
+    Counted,
+    gpu_evidence,
+    quality_tables,
+    replicas,
+    serving_stats,
+)
+from connectors.telemetry.validity import (
+    counter_name,
+    counter_reasons,
+    excluded_table,
+    resets_table,
+)
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
 REQUESTS = "kube_pod_container_resource_requests"
@@ -107,12 +121,13 @@ def sum_count(selector: str, by: list[str]) -> str:
 
 
 def counter_points(name: str) -> str:
-    """A union query: per series and interval, last and min values, resets, lone samples."""
+    """A union query: per series and interval, last and min values, resets, lone samples, and
+    ``bad`` where a sample is not finite or negative (settled from the raw samples)."""
     sel = f"{name}{{$M}}[$R]"
     parts = {"last": f"last_over_time({sel})", "min": f"min_over_time({sel})",
              "resets": f"resets({sel}) > 0", "single": f"count_over_time({sel}) == 1"}
-    return " or ".join(f'label_replace({q}, "costaudit_agg", "{a}", "", "")'
-                       for a, q in parts.items())
+    return " or ".join([f'label_replace({q}, "costaudit_agg", "{a}", "", "")'
+                        for a, q in parts.items()] + [ps.counter_bad(sel)])
 
 
 def labelled(frame: pd.DataFrame, plain: dict[str, str], exported: dict[str, str]) -> pd.DataFrame:
@@ -196,8 +211,11 @@ class PrometheusConnector(Connector):
         labels = self._presence(NODE_LABELS)
         increases = self._increases()
         queue_table = pt.queue(self._queue(), self.grid)
+        activity = pt.gpu_activity(self._dcgm(), self.grid, self._raw_dcgm)
+        busy = Busy(activity, excluded_table(self._busy_bad),
+                    ps.unmeasured_rows(self._unmeasured, self.grid))
         return {
-            "gpu_activity": pt.gpu_activity(self._dcgm(), self.grid, self._raw_dcgm),
+            "gpu_activity": activity,
             "node_info": pt.node_info(info, labels, self._raw_nodes(NODE_INFO),
                                       self._raw_nodes(NODE_LABELS)),
             "gpu_requests": self._gpu_requests(),
@@ -211,6 +229,7 @@ class PrometheusConnector(Connector):
                 self.grid),
             "replicas": replicas(
                 self._gauge_means(REPLICA_GAUGES, "replicas", REPLICA_BY, "namespace"), self.grid),
+            **quality_tables(busy, [self._counted]),
         }
 
     def _grid(self, template: str, by: list[str] | None, shard: str | None = None,
@@ -246,16 +265,18 @@ class PrometheusConnector(Connector):
                 pattern = "|".join(re.escape(h) for h in hosts)
                 parts.append(self._dcgm_rows(GPU_UTIL, f"Hostname=~{promql_string(pattern)},"))
         parts = [p for p in parts if len(p)]
-        if not parts:
-            return pd.DataFrame(columns=["node", "gpu", "uuid", "model_name", "pod", "namespace",
-                                         "container", "metric", "k", "sum", "n"])
-        return pd.concat(parts, ignore_index=True)
+        rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[
+            "node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "metric", "k",
+            "sum", "n", "dirty"])
+        rows, self._busy_bad, self._unmeasured = ps.settle_busy(ps.preferred(rows), self._raw_busy)
+        return rows
 
     def _dcgm_rows(self, metric: str, restrict: str) -> pd.DataFrame:
-        """Per GPU label set and interval: sum and count of one DCGM gauge."""
-        template = sum_count(f"{metric}{{{restrict}$M}}", DCGM_BY)
+        """Per GPU label set and interval: sum and count of one DCGM gauge, and whether a sample
+        the busy rules exclude spoils them (``dirty``)."""
+        template = ps.busy_query(f"{metric}{{{restrict}$M}}", DCGM_BY, metric)
         frame = self._grid(template, DCGM_BY, "Hostname", f"{metric}{{{restrict.rstrip(',')}}}")
-        rows = pt.sums_and_counts(frame, DCGM_BY)
+        rows = pt.busy_sums(frame, DCGM_BY)
         return labelled(rows, DCGM_PLAIN, POD_LABELS).assign(metric=metric)
 
     def _util_only_hosts(self) -> list[str]:
@@ -267,9 +288,13 @@ class PrometheusConnector(Connector):
                        if gpu != "" or uuid != ""})
 
     def _raw_dcgm(self, key: dict, k: int) -> pd.DataFrame:
-        """Raw samples of one GPU's preferred metric in interval k."""
+        """Valid raw samples of one GPU's preferred metric in interval k."""
         gpu = (key["node"], key["gpu"], key["uuid"])
         metric = GR_ENGINE_ACTIVE if gpu in self._gr_gpus else GPU_UTIL
+        return ps.valid_only(self._raw_busy(metric, gpu, k), metric)
+
+    def _raw_busy(self, metric: str, gpu: tuple[str, str, str], k: int) -> pd.DataFrame:
+        """Every raw sample of one GPU's ``metric`` in interval k, in table columns."""
         selector = metric + "{" + matchers({"Hostname": gpu[0], "gpu": gpu[1], "UUID": gpu[2]}) + "}"
         return labelled(self.puller.raw(selector, k), DCGM_PLAIN, POD_LABELS)
 
@@ -348,50 +373,74 @@ class PrometheusConnector(Connector):
         return pooled["sum"] / pooled["n"]
 
     def _increases(self) -> pd.DataFrame:
-        """Per-series counter increases of every serving counter name the server holds."""
+        """Per-series counter increases of every serving counter name the server holds; their
+        excluded samples and resets are kept in ``_counted``."""
         parts = [self._counter(name) for name in COUNTER_NAMES + SERVER_COUNTER_NAMES
                  if name in self.names]
-        parts = [p for p in parts if len(p)]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        increases = [p for p, _ in parts if len(p)]
+        bad = [b for _, b in parts if len(b)]
+        out = pd.concat(increases, ignore_index=True) if increases else pd.DataFrame()
+        resets = (resets_table(counter_name(out["family"], out["metric"]), out["resets"])
+                  if len(out) else resets_table([], []))
+        self._counted = Counted(out, excluded_table(pd.concat(bad, ignore_index=True))
+                                if bad else excluded_table(pd.DataFrame()), resets)
+        return out
 
-    def _counter(self, name: str) -> pd.DataFrame:
-        """One counter: first/last/resets per series and interval, settled and differenced."""
+    def _counter(self, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """One counter: first/last/resets per series and interval, settled and differenced; and
+        its excluded samples (metric, t, v, reason)."""
         frame = self._grid(counter_points(name), None, "pod", name)
         if frame.empty:
-            return frame
+            return frame, pd.DataFrame()
         wide = frame.pivot_table(index=["id", "k"], columns="costaudit_agg", values="v",
                                  aggfunc="first").reset_index()
-        for column in ("last", "min", "resets", "single"):
+        for column in ("last", "min", "resets", "single", "bad"):
             if column not in wide:
                 wide[column] = np.nan
-        wide = wide.dropna(subset=["last", "min"])
+        settle = (wide["resets"].fillna(0) > 0) | wide["bad"].notna()
+        wide = wide.loc[settle | (wide["last"].notna() & wide["min"].notna())].assign(
+            _settle=settle)
         wide["first"], wide["within"] = wide["min"], wide["last"] - wide["min"]
         wide["count"] = np.where(wide["single"].notna(), 1, 2)
-        for i in wide.index[wide["resets"].fillna(0) > 0]:
-            first, within, count = self._raw_counter(name, wide.at[i, "id"], int(wide.at[i, "k"]))
-            wide.loc[i, ["first", "within", "count"]] = [first, within, count]
+        wide["resets"] = 0
+        metric = _report_name(name)
+        bad = []
+        for i in wide.index[wide["_settle"]]:
+            raw = self._raw_counter(name, wide.at[i, "id"], int(wide.at[i, "k"]))
+            wide.loc[i, ["first", "last", "within", "count", "resets"]] = [
+                raw.first, raw.last, raw.within, raw.samples, raw.resets]
+            bad.append(raw.bad.assign(metric=metric))
+        wide = wide.loc[wide["count"] > 0]
+        ends, end_bad = self._end_values(name)
+        bad.append(end_bad.assign(metric=metric))
         meta = _series_meta(wide["id"], name)
         points = wide.merge(meta, on="id", how="left")
-        return pt.counter_increases(points, self._end_values(name))
+        return pt.counter_increases(points, ends), pd.concat(bad, ignore_index=True)
 
-    def _raw_counter(self, name: str, series_id: str, k: int) -> tuple[float, float, int]:
-        """First value, inner increase and sample count of one series in interval k, from raw."""
+    def _raw_counter(self, name: str, series_id: str, k: int) -> pt.RawCounter:
+        """First and last value, inner increase, samples, resets and excluded samples of one
+        series in interval k, from raw."""
         labels = dict(json.loads(series_id))
         samples = self.puller.raw(f"{name}{{{matchers(labels)}}}", k)
         return pt.raw_counter_stats(samples.loc[samples["id"] == series_id])
 
-    def _end_values(self, name: str) -> pd.Series:
-        """Values of samples exactly at the window end (the file connector keeps them)."""
+    def _end_values(self, name: str) -> tuple[pd.Series, pd.DataFrame]:
+        """Valid values of samples exactly at the window end (the file connector keeps them),
+        and the excluded ones (t, v, reason)."""
         window = self.puller.window
         _, result = self.client.query(f"{name}[1ms]", seconds_text(window.end_ms))
-        ends = {}
+        ends, bad = {}, []
         for series in result:
             labels = {k: v for k, v in (series.get("metric") or {}).items() if k != "__name__"}
             for t, v in series.get("values") or []:
                 if round(float(t) * 1000) == window.end_ms:
-                    ends[json.dumps(sorted(labels.items()))] = float(v)
-        self.puller.points += len(ends)
-        return pd.Series(ends, dtype=float)
+                    reason = counter_reasons([float(v)])[0]
+                    if reason:
+                        bad.append((window.end_ms / 1000, float(v), reason))
+                    else:
+                        ends[json.dumps(sorted(labels.items()))] = float(v)
+        self.puller.points += len(ends) + len(bad)
+        return pd.Series(ends, dtype=float), pd.DataFrame(bad, columns=["t", "v", "reason"])
 
 
 def _node_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -401,6 +450,13 @@ def _node_columns(frame: pd.DataFrame) -> pd.DataFrame:
     beta = frame.get("label_beta_kubernetes_io_instance_type", pd.Series("", index=frame.index))
     out["instance_type"] = new.where(new != "", beta).astype("str")
     return out
+
+
+def _report_name(name: str) -> str:
+    """The counter a sample name's increases are reported under (as the file connector names it)."""
+    meta = COUNTER_DESCRIBE[name](name, {})
+    column, family = meta[:2] if meta else (name, "")
+    return str(counter_name([family], [column])[0])
 
 
 def _series_meta(ids: pd.Series, name: str) -> pd.DataFrame:

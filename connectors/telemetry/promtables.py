@@ -9,7 +9,7 @@ an interval), the raw samples of that one interval are fetched through a callbac
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -24,9 +24,29 @@ from connectors.telemetry.tables import (
     resource_id,
     traffic_from_increases,
 )
+from connectors.telemetry.validity import counter_reasons
 
 #: raw(key values, interval) -> raw samples (resolved label columns, t, v) of that interval
 Raw = Callable[[dict, int], pd.DataFrame]
+
+
+def busy_sums(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Rows of a busy sum/count/high/low union query: labels, k, sum, n and ``dirty``.
+
+    ``dirty``: the interval holds a sample that is not finite (the sum is not) or out of range
+    (the ``high`` / ``low`` members are present only then); its raw samples settle it.
+    """
+    if frame.empty:
+        return pd.DataFrame(columns=labels + ["k", "sum", "n", "dirty"])
+    agg, v = frame["costaudit_agg"], frame["v"].to_numpy(dtype=float)
+    flagged = frame.assign(bad=((agg == "sum") & ~np.isfinite(v)) | agg.isin(["high", "low"]))
+    dirty = flagged.groupby(labels + ["k"], observed=True)["bad"].any().rename("dirty")
+    counted = flagged.loc[agg.isin(["sum", "count"])]
+    wide = counted.pivot_table(index=labels + ["k"], columns="costaudit_agg", values="v",
+                               aggfunc="sum", observed=True)
+    wide = wide.join(dirty, how="left").rename(columns={"count": "n"}).reset_index()
+    wide["dirty"] = wide["dirty"].fillna(False).astype(bool)
+    return wide.dropna(subset=["n"]).loc[lambda f: f["n"] > 0]
 
 
 def sums_and_counts(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
@@ -211,12 +231,13 @@ def counter_increases(points: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
 
     ``points``: id, metric, model_name, namespace, pod, k, first, last, within (the increase
     inside the interval, resets handled) and count (samples, 2 meaning "at least two").
-    ``ends``: per series id, the value of a sample exactly at the window end (the file rule keeps
-    it). The pair from an interval's last sample to the series' next sample counts in it; a drop
-    means the counter restarted from 0, so that pair's increase is the later value.
+    ``ends``: per series id, the value of a valid sample exactly at the window end (the file rule
+    keeps it). The pair from an interval's last sample to the series' next sample counts in it; a
+    drop means the counter restarted from 0, so that pair's increase is the later value.
+    ``resets`` (restarts inside the interval, when the points have it) gains the one across.
     """
     if points.empty:
-        return points.assign(increase=pd.Series([], dtype=float))
+        return points.assign(increase=pd.Series([], dtype=float), resets=pd.Series([], dtype=int))
     p = points.sort_values(["id", "k"], kind="stable").reset_index(drop=True)
     following = p.groupby("id", sort=False)["first"].shift(-1)
     at_end = p["id"].map(ends) if len(ends) else pd.Series(np.nan, index=p.index)
@@ -225,15 +246,31 @@ def counter_increases(points: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
     later, earlier = following.to_numpy(dtype=float), p["last"].to_numpy(dtype=float)
     cross = np.where(later >= earlier, later - earlier, later)
     p["increase"] = p["within"].to_numpy(dtype=float) + np.where(has_next, cross, 0.0)
+    inside = p["resets"].fillna(0).to_numpy(dtype=int) if "resets" in p else 0
+    p["resets"] = inside + (has_next & (later < earlier)).astype(int)
     return p.loc[has_next | (p["count"].to_numpy() >= 2)]
 
 
-def raw_counter_stats(samples: pd.DataFrame) -> tuple[float, float, int]:
-    """(first value, increase inside the interval with resets handled, samples) of raw samples."""
-    v = samples.sort_values("t", kind="stable").drop_duplicates("t", keep="last")["v"].to_numpy()
-    v = v[np.isfinite(v)]
+class RawCounter(NamedTuple):
+    """One series' valid raw samples in one interval, summed up; ``bad``: its excluded samples."""
+
+    first: float
+    last: float
+    within: float
+    samples: int
+    resets: int
+    bad: pd.DataFrame
+
+
+def raw_counter_stats(samples: pd.DataFrame) -> RawCounter:
+    """First and last valid value, increase inside the interval (resets handled), valid samples,
+    resets, and the excluded samples (t, v, reason: not finite or negative) of raw samples."""
+    ordered = samples.sort_values("t", kind="stable").drop_duplicates("t", keep="last")
+    reason = counter_reasons(ordered["v"])
+    bad = ordered.loc[reason != "", ["t", "v"]].assign(reason=reason[reason != ""])
+    v = ordered["v"].to_numpy(dtype=float)[reason == ""]
     if not len(v):
-        return (np.nan, 0.0, 0)
+        return RawCounter(np.nan, np.nan, 0.0, 0, 0, bad)
     later, earlier = v[1:], v[:-1]
     within = float(np.where(later >= earlier, later - earlier, later).sum())
-    return (float(v[0]), within, len(v))
+    return RawCounter(float(v[0]), float(v[-1]), within, len(v), int((later < earlier).sum()), bad)

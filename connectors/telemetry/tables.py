@@ -1,14 +1,16 @@
 """Per-interval tables from per-family samples: GPU activity, nodes, requests, serving, replicas.
 
 Samples are binned on a ``Grid``; gauges are averaged per interval, counters differenced with
-resets handled. ``TABLE_COLUMNS`` is the contract of every table (columns and dtypes); the file
-connectors build their tables here, and the Prometheus connector (``promtables``) reproduces the
-same rules from aggregates.
+resets handled; kernel-activity and counter samples that are out of range, not finite or negative
+are excluded and counted (``connectors.telemetry.validity``). ``TABLE_COLUMNS`` is the contract
+of every table (columns and dtypes); the file connectors build their tables here, and the
+Prometheus connector (``promtables``) reproduces the same rules from aggregates.
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,18 @@ from connectors.telemetry.families import (
     SERVING_SCALE,
 )
 from connectors.telemetry.grid import NS, Grid
+from connectors.telemetry.validity import (
+    UNMEASURED_COLUMNS,
+    busy_reasons,
+    counter_name,
+    counter_reasons,
+    excluded_table,
+    finish_table,
+    merge_excluded,
+    no_resets,
+    no_unmeasured,
+    resets_table,
+)
 
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "gpu_activity": {
@@ -92,22 +106,51 @@ def most_frequent(frame: pd.DataFrame, keys: list[str], column: str,
 GPU_KEY = ["node", "gpu", "uuid"]
 
 
+class Busy(NamedTuple):
+    """The ``gpu_activity`` table and what its valid samples left out (connectors.telemetry.validity)."""
+
+    activity: pd.DataFrame
+    excluded: pd.DataFrame
+    unmeasured: pd.DataFrame
+
+
 def prefer_engine_active(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU: GR_ENGINE_ACTIVE samples when it has any, else GPU_UTIL / 100."""
+    """Per GPU: GR_ENGINE_ACTIVE samples when it has any in the window (valid or not), else GPU_UTIL."""
     is_gr = frame["metric"] == GR_ENGINE_ACTIVE
     has_gr = is_gr.groupby([frame[c] for c in GPU_KEY]).transform("any")
-    frame = frame.loc[is_gr == has_gr]
-    scale = np.where(frame["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
-    return frame.assign(v=frame["v"] * scale)
+    return frame.loc[is_gr == has_gr]
 
 
-def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """Mean kernel-active fraction per GPU and interval, with the pod that held the GPU."""
-    frame = grid.gauges(dcgm)
-    frame = frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")]
+def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The preferred metric's samples of each GPU in the window: valid ones as fractions (GPU_UTIL
+    / 100), and the excluded ones with their ``reason`` (out of range, not finite)."""
+    frame = grid.window(dcgm)
+    frame = prefer_engine_active(frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")])
+    reason = busy_reasons(frame["metric"], frame["v"])
+    ok = reason == ""
+    valid = frame.loc[ok]
+    scale = np.where(valid["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
+    return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok])
+
+
+def unmeasured_intervals(bad: pd.DataFrame, valid_keys: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """GPU-intervals that had kernel-activity samples, every one of them excluded."""
+    if bad.empty:
+        return no_unmeasured()
+    keys = GPU_KEY + ["k"]
+    out = bad.drop_duplicates(keys)[keys + ["metric"]]
+    out = out.merge(valid_keys[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    out = out.loc[out["_merge"] == "left_only"].sort_values(keys, kind="stable")
+    return finish_table(out.assign(ts=grid.stamps(out["k"])), UNMEASURED_COLUMNS)
+
+
+def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
+    """Mean kernel-active fraction per GPU and interval over its valid samples, with the pod that
+    held the GPU; excluded samples counted, and the GPU-intervals they leave unmeasured."""
+    frame, bad = busy_samples(dcgm, grid)
+    excluded, unmeasured = excluded_table(bad), unmeasured_intervals(bad, frame, grid)
     if frame.empty:
-        return empty_table("gpu_activity")
-    frame = prefer_engine_active(frame)
+        return Busy(empty_table("gpu_activity"), excluded, unmeasured)
     keys = GPU_KEY + ["k"]
     busy = frame.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
                                               source=("metric", "first")).reset_index()
@@ -116,10 +159,21 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     out = busy.merge(pods, on=keys, how="left").merge(models, on=GPU_KEY, how="left")
     out[["pod", "namespace", "container", "model_name"]] = (
         out[["pod", "namespace", "container", "model_name"]].fillna(""))
-    out["busy_fraction"] = out["busy_fraction"].clip(0.0, 1.0)
+    out["busy_fraction"] = out["busy_fraction"].clip(0.0, 1.0)  # float rounding only: samples are in range
     out["ts"] = grid.stamps(out["k"])
     out["step_seconds"] = grid.step
-    return finish("gpu_activity", out)
+    return Busy(finish("gpu_activity", out), excluded, unmeasured)
+
+
+def quality_tables(busy: Busy, counted: Sequence[Counted] = ()) -> dict[str, pd.DataFrame]:
+    """The data-quality tables of a source: excluded samples (kernel activity and counters),
+    counter resets, and the GPU-intervals left unmeasured by exclusions."""
+    excluded = merge_excluded(busy.excluded, *(c.excluded for c in counted))
+    resets = [c.resets for c in counted if len(c.resets)]
+    reset_table = (resets_table(pd.concat(resets)["metric"], pd.concat(resets)["resets"])
+                   if resets else no_resets())
+    return {"excluded_samples": excluded, "counter_resets": reset_table,
+            "unmeasured_intervals": busy.unmeasured}
 
 
 def resource_id(provider_id: str) -> str:
@@ -188,24 +242,44 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> 
 SERVING_KEY = ["k", "model_name", "namespace", "pod"]
 
 
-def counter_increases(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """Increase between consecutive samples of each series, at the interval of the earlier one."""
+class Counted(NamedTuple):
+    """Per-series counter increases, and the samples and resets behind them."""
+
+    increases: pd.DataFrame
+    excluded: pd.DataFrame
+    resets: pd.DataFrame
+
+
+def counter_increases(counters: pd.DataFrame, grid: Grid) -> Counted:
+    """Increase between consecutive valid samples of each series, at the interval of the earlier one.
+
+    Samples in [start, end] that are not finite or negative are excluded and counted; a decrease
+    between valid samples is a restart from 0 (its increase is the later value), counted as a reset.
+    """
     t = counters["t"]
-    frame = counters.loc[(t >= grid.start) & (t <= grid.end) & np.isfinite(counters["v"])]
+    frame = counters.loc[(t >= grid.start) & (t <= grid.end)]
+    reason = counter_reasons(frame["v"])
+    ok = reason == ""
+    bad = frame.loc[~ok]
+    bad = bad.assign(metric=counter_name(bad["family"], bad["metric"]), reason=reason[~ok])
+    frame = frame.loc[ok]
     frame = frame.iloc[np.lexsort((frame["t"].to_numpy(), frame["sid"].to_numpy()))]
     frame = frame.drop_duplicates(["sid", "t"], keep="last")
     sid, t, v = (frame[c].to_numpy() for c in ("sid", "t", "v"))
     same = np.zeros(len(sid), dtype=bool)
     same[1:] = sid[1:] == sid[:-1]
     later, earlier = v[1:][same[1:]], v[:-1][same[1:]]
-    increase = np.where(later >= earlier, later - earlier, later)  # a drop: restarted from 0
+    dropped = later < earlier
+    increase = np.where(dropped, later, later - earlier)  # a drop: restarted from 0
     k = grid.index(t[:-1][same[1:]])
-    return frame.loc[same].assign(increase=increase, k=k)
+    pairs = frame.loc[same]
+    return Counted(pairs.assign(increase=increase, k=k), excluded_table(bad),
+                   resets_table(counter_name(pairs["family"], pairs["metric"]), dropped))
 
 
 def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     """Requests and tokens per interval and pod: counter increases summed over series."""
-    return traffic_from_increases(counter_increases(counters, grid), grid)
+    return traffic_from_increases(counter_increases(counters, grid).increases, grid)
 
 
 def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:

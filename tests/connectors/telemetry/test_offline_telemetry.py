@@ -189,8 +189,10 @@ def test_nvidia_smi_defaults_to_utc_and_median_step():
 
 
 def test_nvidia_smi_bad_value(tmp_path):
+    """A reading out of range is excluded and counted (tests/hostile/test_telemetry_values.py);
+    text that is no number is an error naming the row."""
     lines = (FIXTURES / "nvidia_smi.csv").read_text().splitlines()
-    lines[3] = lines[3].replace("60 %", "160 %")
+    lines[3] = lines[3].replace("60 %", "sixty %")
     path = tmp_path / "smi.csv"
     path.write_text("\n".join(lines) + "\n")
     error = fails(NvidiaSmiConnector, path, utc_offset="+02:00")
@@ -252,7 +254,9 @@ def test_dcgmi_needs_start_and_interval():
 
 
 def test_dcgmi_bad_value(tmp_path):
-    text = (FIXTURES / "dcgmi_dmon.txt").read_text().replace("0.400", "4.000")
+    """A reading out of range is excluded and counted (tests/hostile/test_telemetry_values.py);
+    text that is no number is an error naming the row."""
+    text = (FIXTURES / "dcgmi_dmon.txt").read_text().replace("0.400", "0.4x0")
     path = tmp_path / "dmon.txt"
     path.write_text(text)
     error = fails(DcgmiConnector, path, **DMON)

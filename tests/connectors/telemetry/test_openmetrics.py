@@ -79,17 +79,23 @@ def test_binning_means_and_window(tmp_path):
         "node-a", "0", "GPU-node-a-0", "NVIDIA H100 80GB HBM3", "")
 
 
-def test_engine_active_preferred_util_fallback_and_clip(tmp_path):
+def test_engine_active_preferred_util_fallback_and_out_of_range_excluded(tmp_path):
     lines = [line(GR, gpu(0), 0.5, 0), line(UTIL, gpu(0), 90, 0),
              line(UTIL, gpu(1), 45, 0), line(UTIL, gpu(1), 150, 60),
              line(GR, gpu(2), -0.1, 0)]
-    frame = read(tmp_path, lines).tables["gpu_activity"].set_index(["gpu", "ts"])
+    source = read(tmp_path, lines)
+    frame = source.tables["gpu_activity"].set_index(["gpu", "ts"])
     start = pd.Timestamp(START)
     assert frame.loc[("0", start), ["busy_fraction", "source"]].tolist() == [0.5, GR]
     assert frame.loc[("1", start), ["busy_fraction", "source"]].tolist() == [0.45, UTIL]
-    assert frame.loc[("1", start + pd.Timedelta(seconds=60)), "busy_fraction"] == 1.0
-    assert frame.loc[("2", start), "busy_fraction"] == 0.0
-    assert len(frame) == 4
+    assert len(frame) == 2  # GPU_UTIL 150 and GR -0.1 are excluded, never clipped
+    excluded = source.tables["excluded_samples"].set_index("metric")
+    assert excluded.loc[UTIL, ["reason", "count", "expected", "example"]].tolist() == [
+        "out of range", 1, "0 to 100", "150.0"]
+    assert excluded.loc[GR, ["reason", "count", "example"]].tolist() == ["out of range", 1, "-0.1"]
+    unmeasured = source.tables["unmeasured_intervals"]
+    assert sorted(zip(unmeasured["gpu"], unmeasured["ts"] - start)) == [
+        ("1", pd.Timedelta(seconds=60)), ("2", pd.Timedelta(0))]
 
 
 def test_pod_label_follows_the_gpu_not_the_series(tmp_path):
@@ -136,11 +142,14 @@ def test_label_escapes_and_openmetrics_extras(tmp_path):
              f" 0.25 {T0}.5 # {{trace_id=\"x\"}} 1",
              "", f"{GR}{{ gpu = \"1\" , UUID=\"v\" }} 1e0 {T0}", f"{GR}{{gpu=\"2\"}} NaN {T0}",
              f"{GR}{{gpu=\"3\"}} +Inf {T0}"]
-    frame = read(tmp_path, lines).tables["gpu_activity"].set_index("gpu")
+    source = read(tmp_path, lines)
+    frame = source.tables["gpu_activity"].set_index("gpu")
     assert frame.loc["0", "pod"] == 'a"b\\c\nd'
     assert frame.loc["0", "busy_fraction"] == 0.25
     assert frame.loc["1", "busy_fraction"] == 1.0
     assert "2" not in frame.index and "3" not in frame.index  # NaN, +Inf: no measurement
+    excluded = source.tables["excluded_samples"]
+    assert excluded[["reason", "count"]].values.tolist() == [["not finite", 2]]  # counted, not lost
 
 
 # ------------------------------------------------------------------------------ serving

@@ -1,0 +1,151 @@
+"""Samples that are well formed but wrong: which are excluded, why, and how many (METHOD §3).
+
+A kernel-activity sample outside its range (``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` outside [0, 1],
+``DCGM_FI_DEV_GPU_UTIL`` outside [0, 100]) or not finite (NaN, ±Inf) is excluded: an interval's
+busy fraction comes from its valid samples, and a GPU-interval with none is unmeasured. A counter
+sample that is not finite or negative is excluded the same way; a counter that decreases to a
+value of zero or more is a restart (a reset, counted). Every telemetry reader (OpenMetrics files,
+``query_range`` dumps, Prometheus, dcgmi, nvidia-smi) applies these rules, so that the same samples
+give the same counts, which the audit reports per source and metric.
+
+Tables (``EXCLUDED``, ``RESETS``, ``UNMEASURED``): what each connector hands on beside its data.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from connectors.telemetry.families import COUNTERS, GPU_UTIL, GR_ENGINE_ACTIVE, SERVING_COUNTERS
+
+OUT_OF_RANGE = "out of range"
+NOT_FINITE = "not finite"
+NEGATIVE_COUNTER = "negative counter value"
+
+#: kernel-activity metric -> (low, high, how the range reads)
+BUSY_RANGES = {GR_ENGINE_ACTIVE: (0.0, 1.0, "0 to 1"), GPU_UTIL: (0.0, 100.0, "0 to 100")}
+COUNTER_RANGE = "a finite value of 0 or more"
+
+#: the report's name of a counter, by (family, column) as the families describe its series
+COUNTER_NAMES = {("vllm", column): name for name, column in COUNTERS.items()}
+COUNTER_NAMES.update({pair: name for name, pair in SERVING_COUNTERS.items()})
+
+EXCLUDED_COLUMNS = {"metric": "str", "reason": "str", "count": "int64", "expected": "str",
+                    "example": "str", "first_ts": "datetime64[ns, UTC]"}
+RESET_COLUMNS = {"metric": "str", "resets": "int64"}
+UNMEASURED_COLUMNS = {"node": "str", "gpu": "str", "uuid": "str", "ts": "datetime64[ns, UTC]",
+                      "metric": "str"}
+
+
+def _empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in columns.items()})
+
+
+def no_exclusions() -> pd.DataFrame:
+    """An ``excluded_samples`` table with no row."""
+    return _empty(EXCLUDED_COLUMNS)
+
+
+def no_resets() -> pd.DataFrame:
+    """A ``counter_resets`` table with no row."""
+    return _empty(RESET_COLUMNS)
+
+
+def no_unmeasured() -> pd.DataFrame:
+    """An ``unmeasured_intervals`` table with no row."""
+    return _empty(UNMEASURED_COLUMNS)
+
+
+def shown_value(value: float) -> str:
+    """A sample value as the exposition format writes it: ``NaN``, ``+Inf``, ``-Inf``, ``7.5``."""
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def busy_reasons(metric: pd.Series, v: pd.Series) -> np.ndarray:
+    """Per sample of a kernel-activity metric: "" when valid, else why it is excluded."""
+    values = v.to_numpy(dtype=float)
+    metrics = metric.to_numpy(dtype=object)
+    high = np.array([BUSY_RANGES.get(m, (0.0, np.inf, ""))[1] for m in metrics], dtype=float)
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore"):
+        inside = (values >= 0.0) & (values <= high)
+    return np.where(~finite, NOT_FINITE, np.where(inside, "", OUT_OF_RANGE)).astype(object)
+
+
+def counter_reasons(v: pd.Series | np.ndarray) -> np.ndarray:
+    """Per counter sample: "" when valid, else why it is excluded (not finite, negative)."""
+    values = np.asarray(v, dtype=float)
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore"):
+        negative = values < 0
+    return np.where(~finite, NOT_FINITE, np.where(negative, NEGATIVE_COUNTER, "")).astype(object)
+
+
+def expected_of(metric: str, reason: str) -> str:
+    """What a valid sample of ``metric`` is."""
+    if metric in BUSY_RANGES:
+        return BUSY_RANGES[metric][2]
+    return COUNTER_RANGE
+
+
+def excluded_table(bad: pd.DataFrame) -> pd.DataFrame:
+    """Counts per metric and reason of excluded samples (metric, reason, t in seconds, v).
+
+    ``example`` is the earliest excluded value (ties: the smallest), ``first_ts`` its time.
+    """
+    if bad.empty:
+        return no_exclusions()
+    frame = bad[["metric", "reason", "t", "v"]].copy()
+    frame["_order"] = np.where(np.isnan(frame["v"].to_numpy(dtype=float)), np.inf, frame["v"])
+    frame = frame.sort_values(["metric", "reason", "t", "_order"], kind="stable")
+    first = frame.drop_duplicates(["metric", "reason"])
+    counts = frame.groupby(["metric", "reason"], sort=True).size().rename("count").reset_index()
+    out = counts.merge(first[["metric", "reason", "t", "v"]], on=["metric", "reason"])
+    out["expected"] = [expected_of(m, r) for m, r in zip(out["metric"], out["reason"])]
+    out["example"] = [shown_value(v) for v in out["v"]]
+    micros = np.rint(out["t"].to_numpy(dtype=float) * 1e6).astype(np.int64)
+    out["first_ts"] = pd.to_datetime(micros * 1000, utc=True)
+    return finish_table(out, EXCLUDED_COLUMNS)
+
+
+def merge_excluded(*tables: pd.DataFrame) -> pd.DataFrame:
+    """Several ``excluded_samples`` tables as one: counts added, the earliest example kept."""
+    parts = [t for t in tables if len(t)]
+    if not parts:
+        return no_exclusions()
+    frame = pd.concat(parts, ignore_index=True).sort_values(
+        ["metric", "reason", "first_ts"], kind="stable")
+    counts = frame.groupby(["metric", "reason"], sort=True)["count"].sum().reset_index()
+    first = frame.drop_duplicates(["metric", "reason"]).drop(columns="count")
+    return finish_table(counts.merge(first, on=["metric", "reason"]), EXCLUDED_COLUMNS)
+
+
+def resets_table(metrics: pd.Series | np.ndarray, resets: pd.Series | np.ndarray) -> pd.DataFrame:
+    """Resets summed per metric (metrics with none left out)."""
+    frame = pd.DataFrame({"metric": np.asarray(metrics, dtype=object),
+                          "resets": np.asarray(resets, dtype=np.int64)})
+    frame = frame.groupby("metric", sort=True)["resets"].sum().reset_index()
+    return finish_table(frame.loc[frame["resets"] > 0], RESET_COLUMNS)
+
+
+def counter_name(family: pd.Series, column: pd.Series) -> np.ndarray:
+    """The counter a series' increases come from, as the report names it."""
+    return np.array([COUNTER_NAMES.get((f, c), c) for f, c in zip(family, column)], dtype=object)
+
+
+def finish_table(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """The columns in order, typed, with a fresh index."""
+    if frame.empty:
+        return _empty(columns)
+    out = frame[list(columns)].reset_index(drop=True)
+    return out.astype({c: d for c, d in columns.items() if not d.startswith("datetime")})
+
+
+def renamed(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """A table with its ``metric`` column renamed (a reader naming its own columns)."""
+    if table.empty:
+        return table
+    return table.assign(metric=table["metric"].map(lambda m: names.get(m, m)))
