@@ -15,6 +15,7 @@ from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
 from schemas.billing import line_total
+from schemas.secrets import mask_url, redact
 
 FORMAT_VERSION = 1  # 1: first published layout
 
@@ -259,7 +260,7 @@ def _profiles(result) -> list[dict]:
         kernels = p.kernels.sort_values("total_us", ascending=False).head(10) if len(p.kernels) else p.kernels
         kernel_total = float(p.kernels["total_us"].sum()) if len(p.kernels) else 0.0
         kps = p.kernel_seconds_per_request
-        out.append({"name": p.name, "service": service, "trace": p.path.split("/")[-1],
+        out.append({"name": p.name, "service": service, "trace": mask_url(p.path.split("/")[-1]),
                     "kernel_active_ms": fmt(p.kernel_active_us / 1000, 3),
                     "gpu_window_ms": fmt(p.gpu_window_us / 1000, 3),
                     "gap_ratio": fmt(p.gap_ratio, 6), "gap_basis": p.gap_basis,
@@ -312,7 +313,7 @@ def _sources(result) -> list[dict]:
     for m in result.collected.missing:
         out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
                     "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,
-                    "status": "missing", "reason": m.reason})
+                    "status": "missing", "reason": redact(m.reason)})
     return out
 
 
@@ -334,13 +335,13 @@ def _read_notes(frame) -> dict:
 
 
 def _relative(spec, folder) -> str:
-    """A source's path relative to the case folder (its uri / table / url when remote)."""
+    """A source's path relative to the case folder (its uri / table / url when remote), masked."""
     if spec.path is None:
         return spec.where
     try:
-        return str(spec.path.relative_to(folder))
+        return mask_url(spec.path.relative_to(folder))
     except ValueError:
-        return spec.path.name
+        return mask_url(spec.path.name)
 
 
 def _notes(result) -> list[str]:
@@ -354,5 +355,5 @@ def _notes(result) -> list[str]:
     if result.extra_gpu_nodes:
         notes.append("Telemetry names more GPUs than billed on: " + ", ".join(sorted(result.extra_gpu_nodes)))
     for m in result.collected.missing:
-        notes.append(f"Source {m.spec.name} could not be read: {m.reason}")
+        notes.append(f"Source {m.spec.name} could not be read: {redact(m.reason)}")
     return notes

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from audit.money import ZERO, cents, fmt
+from schemas.secrets import mask_url
 
 SNIFF = (
     ("cur", ("lineitem/unblendedcost", "line_item_unblended_cost")),
@@ -80,7 +81,7 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
             rows, lines = _pushdown(out, path, kind, (start, end), currency)
         else:
             rows, lines = _connector(out, path, kind, (start, end), currency)
-        out["sources"].append({"source": source, "format": kind, "rows": rows, "lines": lines})
+        out["sources"].append({"source": mask_url(source), "format": kind, "rows": rows, "lines": lines})
     return _finish(out)
 
 

@@ -12,8 +12,10 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from audit.errors import ConfigError
+from connectors.base import url_credential_problems
 from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
+from schemas.secrets import remember_env
 
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"}
@@ -22,7 +24,7 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
                "workgroup", "database", "output_location", "catalog", "view", "service", "health_path",
-               "token_env", "ca_file", "insecure_skip_verify",
+               "token_env", "username_env", "password_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s",
                "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
@@ -40,6 +42,8 @@ YEARS = (1970, 2200)
 """Window years accepted: every table keeps nanosecond timestamps (pandas' range ends in 2262)."""
 MAX_STEP = 366 * 86400
 LIMITS = {"gpus_per_replica": 1024, "min_replicas": 1_000_000}
+CREDENTIAL_ENV = ("token_env", "username_env", "password_env")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 
 @dataclass(frozen=True)
@@ -312,11 +316,27 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
             names.add(name)
             options = {k: v for k, v in entry.items() if k not in ("name", "format", "path")}
             options.update(_contract_commitment(entry, folder, where, problems))
+            _credentials(options, f"[[{kind}]] {shown(name)}", problems)
             path = (folder / entry["path"]).resolve() if "path" in entry else None
             out.append(Source(kind, name, str(entry["format"]), path, MappingProxyType(options)))
     if not any(s.kind == "billing" for s in out):
         problems.append("no [[billing]] source: an audit needs an invoice")
     return out
+
+
+def _credentials(options, where: str, problems) -> None:
+    """No url carries credentials; token_env / username_env / password_env name environment
+    variables, whose values are masked in every message from now on."""
+    for key, problem in url_credential_problems(options):
+        problems.append(f"{where}.{key}: {problem}")
+    named = {k: options[k] for k in CREDENTIAL_ENV if k in options}
+    for key, value in named.items():
+        if not isinstance(value, str) or not ENV_NAME.fullmatch(value):
+            problems.append(f"{where}.{key}: expected the name of an environment variable, got {shown(value)}")
+    if "token_env" in named and ("username_env" in named or "password_env" in named):
+        problems.append(f"{where}: name token_env (a bearer token) or username_env / password_env "
+                        "(basic auth), not both")
+    remember_env(str(v) for k, v in named.items() if k != "username_env")
 
 
 def _contract_commitment(entry: dict, folder: Path, where: str, problems: list[str]) -> dict:

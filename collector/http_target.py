@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from collector.traffic import Request
+from schemas.errors import UsageError
+from schemas.secrets import mask_url, url_credentials
 
 MODES = ("completions", "chat", "json")
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -28,6 +30,9 @@ class HttpTarget:
     model: str | None = None
     timeout: float = 30.0
     stream: bool = True
+
+    def __post_init__(self) -> None:
+        refuse_credentials(self.url, "url")
 
     def endpoint(self) -> tuple[str, str, int, str]:
         """(scheme, host, port, path) of the request url."""
@@ -48,6 +53,16 @@ class HttpTarget:
                 body["stream"] = True
                 body.setdefault("stream_options", {"include_usage": True})
         return body
+
+
+def refuse_credentials(url: str, option: str) -> None:
+    """A target url with credentials in it (user:password@, a token parameter) is a UsageError
+    that shows it masked: the collector sends no credentials, and would write the url into the bundle."""
+    carried = url_credentials(url)
+    if carried:
+        raise UsageError(f"{option} {mask_url(url)}: credentials may not be written into the url (it "
+                         f"carries {carried}); the collector sends none, so point it at a target that "
+                         "needs none (a local port or a port-forward)")
 
 
 def sender(target: HttpTarget):

@@ -12,6 +12,7 @@ import pandas as pd
 
 from connectors.bounds import FILE, check_source_path, shown
 from connectors.errors import InputError, RetriableSourceError
+from schemas.secrets import mask_url, url_credentials
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,47 @@ class SourceSpec:
 
     @property
     def where(self) -> str:
-        """How error messages name the source: its path, or its uri / table / url."""
+        """How messages and outputs name the source: its path, or its uri / table / url, masked
+        (no user information, no secret query value: schemas.secrets.mask_url)."""
         if self.path is not None:
-            return str(self.path)
+            return mask_url(self.path)
         for key in ("uri", "table", "url"):
             if self.options.get(key):
-                return str(self.options[key])
+                return mask_url(self.options[key])
         return self.name
+
+    def __repr__(self) -> str:
+        """Every field, with urls and paths masked (a case's options may name a url with a secret)."""
+        options = {k: mask_url(v) if isinstance(v, str) else v for k, v in self.options.items()}
+        path = None if self.path is None else mask_url(self.path)
+        return (f"SourceSpec(name={self.name!r}, kind={self.kind!r}, format={self.format!r}, "
+                f"path={path!r}, options={options!r})")
+
+
+#: the options that hold a url or uri: none may carry credentials (see url_credential_problems)
+URL_OPTIONS = ("url", "uri", "endpoint_url", "api_endpoint", "output_location")
+AWS_CHAIN = ("costaudit takes AWS credentials from the AWS credential chain (AWS_ACCESS_KEY_ID and "
+             "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, a profile, SSO or a role)")
+INSTEAD = {
+    "url": ("put them in environment variables and name those with username_env and password_env "
+            "(basic auth) or token_env (a bearer token)"),
+    "api_endpoint": ("costaudit takes Google credentials from Application Default Credentials "
+                     "(GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`)"),
+    "uri": AWS_CHAIN, "endpoint_url": AWS_CHAIN, "output_location": AWS_CHAIN,
+}
+
+
+def url_credential_problems(options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(option, message) for every url option that carries credentials; the message shows the url
+    masked and says where credentials come from instead."""
+    problems = []
+    for key in URL_OPTIONS:
+        value = options.get(key)
+        what = url_credentials(value) if isinstance(value, str) else None
+        if what:
+            problems.append((key, f"credentials may not be written into a url: {mask_url(value)} "
+                                  f"carries {what}; {INSTEAD[key]}"))
+    return problems
 
 
 @dataclass(frozen=True)
@@ -127,6 +162,9 @@ class Connector:
     @final
     def read(self) -> SourceFrame:
         """Fetch with retries on transient faults, validate each table, record provenance."""
+        refused = url_credential_problems(self.spec.options)
+        if refused:  # before any request: the url is never used
+            raise InputError(f"source {self.spec.name!r}", refused[0][1], column=refused[0][0])
         local = self._locate_with_retries()
         if local is not None:
             self._local = local

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from schemas.errors import CostauditError
+from schemas.secrets import redact
 
 
 class SourceError(CostauditError):
@@ -43,7 +44,7 @@ class InputError(SourceError):
         text = f"{head}: {self.message}"
         if self.expected:
             text += f" (expected {self.expected})"
-        return text
+        return redact(text)   # no credential in any message (schemas.secrets)
 
 
 class InputErrors(SourceError):

@@ -48,6 +48,7 @@ from connectors import objectstore_faults as faults  # faults.MAX_RETRIES: read 
 from connectors.errors import InputError, RetriableSourceError, missing_library
 from connectors.objectstore_cache import Cache, S3Object, cache_root
 from connectors.objectstore_faults import LOG_NAME, Location, guard_logs, translated
+from schemas.secrets import mask_url, url_credentials
 
 log = logging.getLogger(LOG_NAME)
 
@@ -59,7 +60,6 @@ PERIOD = re.compile(r"(?:^|/)(\d{8}-\d{8}|BILLING_PERIOD=\d{4}-\d{2})(?=/|$)")
 CREDENTIAL_OPTIONS = {"aws_access_key_id", "aws_secret_access_key", "aws_session_token",
                       "access_key_id", "secret_access_key", "session_token", "access_key",
                       "secret_key", "secret", "token", "password", "credentials"}
-USERINFO = re.compile(r"^([a-z0-9]+://)[^/@:]+:[^@]*@", re.I)   # scheme://user:secret@...
 BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{2,254}")
 
 
@@ -100,8 +100,9 @@ def materialise_prefix(client, store: "Cache", location: Location) -> Path:
 def parse_uri(uri: str) -> Location:
     """Split ``s3://bucket/key``; anything else is an InputError (credentials in it masked)."""
     text = str(uri).strip()
-    if USERINFO.match(text):
-        raise InputError(USERINFO.sub(r"\1***@", text), "credentials may not be written into the uri",
+    credentials = url_credentials(text)
+    if credentials:
+        raise InputError(mask_url(text), f"credentials may not be written into the uri (it carries {credentials})",
                          expected="s3://bucket/key; credentials come from the AWS credential chain")
     if not text.startswith("s3://"):
         raise InputError(text, "not an s3:// uri", expected="s3://bucket/key or s3://bucket/prefix/")

@@ -3,19 +3,20 @@
 :func:`translated` turns boto3 / network faults into ``RetriableSourceError`` (throttling, 5xx,
 dropped connections, timeouts: after botocore's own ``MAX_RETRIES`` retries), ``FatalSourceError``
 (access denied, naming the bucket, the prefix and the permission needed; rejected or missing
-credentials) or ``InputError`` (a missing bucket, the wrong region). :func:`scrub` masks access
-key ids, signatures, session tokens and secrets in a text; :func:`guard_logs` puts a filter doing
-so on the botocore / boto3 / s3transfer / urllib3 loggers and the object store's own.
+credentials) or ``InputError`` (a missing bucket, the wrong region); what a fault quotes is
+redacted (``schemas.secrets.redact``: access key ids, signatures, session tokens, secrets).
+:func:`guard_logs` puts the redacting filter on the botocore / boto3 / s3transfer / urllib3
+loggers and the object store's own (botocore logs signed headers at DEBUG).
 """
 from __future__ import annotations
 
 import logging
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError, SourceError
+from schemas.secrets import REDACTING, redact
 
 # The logger every object store module writes to.
 LOG_NAME = "connectors.objectstore"
@@ -130,50 +131,16 @@ def core_fault(exc, location: Location, action: str, target: str) -> SourceError
         return FatalSourceError(f"{where}: no usable AWS credentials ({type(exc).__name__}); costaudit "
                                 "uses the AWS credential chain: environment, profile, SSO or role")
     if isinstance(exc, (bx.ParamValidationError, bx.InvalidRegionError)):
-        return InputError(location.uri, f"invalid request: {scrub(str(exc))}")
+        return InputError(location.uri, f"invalid request: {redact(str(exc))}")
     if isinstance(exc, bx.NoRegionError):
         return InputError(location.uri, "no AWS region configured", column="region",
                           expected="region in the source table, AWS_REGION or a profile with one")
     return RetriableSourceError(f"{where}: {action} failed after {attempts()} attempts: "
-                                f"{type(exc).__name__}: {scrub(str(exc))}")
+                                f"{type(exc).__name__}: {redact(str(exc))}")
 
 
 # --------------------------------------------------------------------------------------------
 # no credential in any log line
-
-_SECRETS = [
-    (re.compile(r"(Credential=)[^/\s,'\"&]+", re.I), r"\1***"),
-    (re.compile(r"(X-Amz-Credential=)[^&\s'\"]+", re.I), r"\1***"),
-    (re.compile(r"(Signature[=:]\s*)[0-9a-f]{16,}", re.I), r"\1***"),
-    (re.compile(r"(x-amz-security-token['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"\s,&}]+", re.I), r"\1***"),
-    (re.compile(r"((?:aws_)?(?:secret_access_key|session_token|access_key_id)['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+",
-                re.I), r"\1***"),
-    (re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|ABIA|ACCA)[A-Z0-9]{16}\b"), "***"),
-]
-
-
-def scrub(text: str) -> str:
-    """``text`` with access key ids, signatures, session tokens and secrets masked."""
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-class RedactCredentials(logging.Filter):
-    """Masks credentials in records of the AWS SDK loggers (botocore logs signed headers at DEBUG)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            text = record.getMessage()
-        except Exception:  # a malformed record is not ours to break
-            return True
-        clean = scrub(text)
-        if clean != text:
-            record.msg, record.args = clean, None
-        return True
-
-
-_REDACT = RedactCredentials()
 
 
 def guard_logs() -> None:
@@ -183,8 +150,8 @@ def guard_logs() -> None:
         logging.getLogger(name)
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger) and (name.split(".")[0] in LOGGERS or name == LOG_NAME):
-            if _REDACT not in logger.filters:
-                logger.addFilter(_REDACT)
+            if REDACTING not in logger.filters:
+                logger.addFilter(REDACTING)
 
 
 guard_logs()  # at import too: any boto3 client made in this process logs masked from now on

@@ -42,9 +42,12 @@ def collect_command(
         slo_ms: Optional[float] = typer.Option(None, "--slo-ms", help="a slower request counts as bad in goodput"),
         no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar")) -> None:
     """Drive traffic at a model, measure it, and write a profile bundle."""
+    from collector.http_target import refuse_credentials
     from collector.profile import CollectConfig, collect_bundle
     from collector.traffic import Arrival, parse_list
 
+    if url:
+        refuse_credentials(url, "--url")   # before the bundle folder is made
     config = CollectConfig(
         out=out, url=url, mode=mode, model=model, function=callable_, pre=pre, post=post,
         device=device, arrival=Arrival(arrival, rate, shape, seed, requests),

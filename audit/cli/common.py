@@ -3,7 +3,9 @@
 Every error costaudit raises on purpose derives from :class:`schemas.errors.CostauditError` and
 names its kind in ``slug``. A command decorated with :func:`reports_errors` turns one into
 ``costaudit: error: <message>`` on stderr and the exit code of its kind (:data:`EXIT_CODES`);
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. Every message printed is redacted
+(``schemas.secrets.redact``: no url credential, token, key or password), and every log handler
+that prints gets the redacting filter before the command runs.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Callable, NoReturn, TypeVar
 import typer
 
 from schemas.errors import CostauditError
+from schemas.secrets import guard_logging, redact
 
 OK, INPUT_ERROR, NOT_RECONCILED = 0, 1, 2
 
@@ -33,8 +36,8 @@ F = TypeVar("F", bound=Callable)
 
 
 def fail(message: str, code: int = INPUT_ERROR) -> NoReturn:
-    """Print ``costaudit: error: MESSAGE`` on stderr and exit with ``code`` (1 by default)."""
-    typer.echo(f"costaudit: error: {message}", err=True)
+    """Print ``costaudit: error: MESSAGE`` (redacted) on stderr and exit with ``code`` (1 by default)."""
+    typer.echo(f"costaudit: error: {redact(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -47,6 +50,7 @@ def reports_errors(command: F) -> F:
     """A command whose CostauditErrors become one line on stderr and the exit code of their kind."""
     @functools.wraps(command)
     def run(*args, **kwargs):
+        guard_logging()
         try:
             return command(*args, **kwargs)
         except CostauditError as exc:

@@ -21,6 +21,7 @@ from audit.discover.billing import Billing, billing_facts, gpu_accounts
 from audit.discover.nodes import NodeFit, fit_nodes, telemetry_nodes
 from audit.discover.read import Read
 from audit.discover.workloads import Workload, fit_matchers, gather
+from schemas.secrets import mask_url
 
 SHOWN_ACCOUNTS = 10
 DEFAULTS = {"cost_basis": "effective", "tolerance": "0.02", "target_utilisation": "0.8", "loaded_rate": "150"}
@@ -219,7 +220,7 @@ def _rule(rule) -> dict[str, Any]:
 def _source(read: Read, workloads: list[Workload], services: list[ServiceEntry], case: Case | None) -> SourceEntry:
     s = read.source
     key = "path" if s.path is not None else next(k for k in ("url", "uri", "table") if s.options.get(k))
-    location = (key, str(s.path) if s.path is not None else str(s.options[key]))
+    location = (key, str(s.path) if s.path is not None else mask_url(s.options[key]))   # no url credential
     options = {k: v for k, v in s.options.items() if k not in ("url", "uri", "table", "path")}
     entry = SourceEntry(s.kind, read.name, s.format, location, options, [s.why])
     if read.frame is not None:

@@ -53,8 +53,9 @@ from connectors.errors import (
     missing_library,
 )
 from connectors.objectstore import refuse_credentials
-from connectors.objectstore_faults import THROTTLING, guard_logs, scrub
+from connectors.objectstore_faults import THROTTLING, guard_logs
 from schemas.billing import BillingLine
+from schemas.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,7 @@ def access_denied(opts: Options, action: str, detail: str = "") -> str:
     text = (f"access denied {action} Athena table {opts.catalog}.{opts.name} in workgroup "
             f"{opts.workgroup!r} with results to {opts.output}: the credentials need {PERMISSIONS} "
             "(see docs/access.md)")
-    return text + (f"; AWS said: {scrub(detail)}" if detail else "")
+    return text + (f"; AWS said: {redact(detail)}" if detail else "")
 
 
 def query_failed(execution: dict, opts: Options) -> SourceError:
@@ -325,7 +326,7 @@ def query_failed(execution: dict, opts: Options) -> SourceError:
     status = execution.get("Status") or {}
     qid = execution.get("QueryExecutionId")
     error = status.get("AthenaError") or {}
-    reason = scrub(str(status.get("StateChangeReason") or error.get("ErrorMessage") or "no reason given"))
+    reason = redact(str(status.get("StateChangeReason") or error.get("ErrorMessage") or "no reason given"))
     if status.get("State") == "CANCELLED":
         return FatalSourceError(f"{opts.name}: Athena query {qid} was cancelled ({reason})")
     if ACCESS.search(reason):
@@ -355,7 +356,7 @@ def source_error(exc: Exception, opts: Options) -> SourceError:
     if isinstance(exc, bx.ClientError):
         code, status = _code(exc), _status(exc)
         operation = getattr(exc, "operation_name", "") or "a request"
-        message = scrub(str((exc.response.get("Error") or {}).get("Message") or ""))
+        message = redact(str((exc.response.get("Error") or {}).get("Message") or ""))
         if code in THROTTLING or code in ("ThrottlingException", "TooManyRequestsException",
                                           "InternalServerException", "InternalServiceException",
                                           "ServiceUnavailableException") or status == 429 or status >= 500:
@@ -387,12 +388,12 @@ def source_error(exc: Exception, opts: Options) -> SourceError:
         return InputError(opts.name, "no AWS region configured", column="region",
                           expected="region in the source table, AWS_REGION or a profile with one")
     if isinstance(exc, (bx.ParamValidationError, bx.InvalidRegionError)):
-        return InputError(opts.name, f"invalid request: {scrub(str(exc))}")
+        return InputError(opts.name, f"invalid request: {redact(str(exc))}")
     if isinstance(exc, ValueError):
         return InputError(opts.name, str(exc))
     if isinstance(exc, (bx.BotoCoreError, ConnectionError, TimeoutError, OSError)):
         return RetriableSourceError(f"{opts.name}: Athena request failed after {MAX_RETRIES + 1} attempts: "
-                                    f"{type(exc).__name__}: {scrub(first_line(exc))}")
+                                    f"{type(exc).__name__}: {redact(first_line(exc))}")
     raise exc
 
 

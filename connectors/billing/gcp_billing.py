@@ -50,6 +50,7 @@ from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
 from schemas.errors import UsageError
+from schemas.secrets import mask_url, redact
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ def make_client(options, table: str):
         kwargs["client_options"] = ClientOptions(api_endpoint=str(endpoint))
         if urlparse(str(endpoint)).scheme == "http":
             if not is_loopback(str(endpoint)):
-                raise InputError(table, f"api_endpoint {endpoint!r} is plain http off this machine",
+                raise InputError(table, f"api_endpoint {mask_url(endpoint)!r} is plain http off this machine",
                                  column="api_endpoint", expected="https, or http on a loopback address")
             from google.auth.credentials import AnonymousCredentials
 
@@ -282,7 +283,7 @@ def source_error(exc: Exception, table: str, limit: int) -> Exception:
     from google.auth import exceptions as auth_exc
 
     reasons = {e.get("reason") for e in (getattr(exc, "errors", None) or []) if isinstance(e, dict)}
-    message = first_line(exc)
+    message = redact(first_line(exc))   # a response body may quote a token or key
     if isinstance(exc, QueryTimeout):
         return FatalSourceError(f"{table}: {message}")
     if "bytesBilledLimitExceeded" in reasons:

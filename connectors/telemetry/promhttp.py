@@ -1,11 +1,14 @@
 """A small client of the Prometheus HTTP API (also served by Thanos, Mimir and VictoriaMetrics).
 
 Standard library only (urllib, ssl, gzip). Credentials come from environment variables, never from
-the case file: a bearer token from the variable named by ``token_env`` (default
-``COSTAUDIT_PROMETHEUS_TOKEN``), else basic auth from ``COSTAUDIT_PROMETHEUS_USER`` and
-``COSTAUDIT_PROMETHEUS_PASSWORD``; ``COSTAUDIT_PROMETHEUS_ORG_ID`` sets Mimir's ``X-Scope-OrgID``.
-TLS certificates are verified (``ca_file`` adds a private CA; ``insecure_skip_verify = true``
-turns verification off). Redirects are refused so that credentials never follow them.
+the case file (a url with ``user:password@`` is refused): a bearer token from the variable named by
+``token_env`` (default ``COSTAUDIT_PROMETHEUS_TOKEN``), else basic auth from the variables named by
+``username_env`` and ``password_env`` (defaults ``COSTAUDIT_PROMETHEUS_USER`` and
+``COSTAUDIT_PROMETHEUS_PASSWORD``); ``COSTAUDIT_PROMETHEUS_ORG_ID`` sets Mimir's ``X-Scope-OrgID``.
+Every credential read is masked in messages from then on, the url is shown masked, and an error
+body is redacted before it is quoted (a server may echo the Authorization header). TLS
+certificates are verified (``ca_file`` adds a private CA; ``insecure_skip_verify = true`` turns
+verification off). Redirects are refused so that credentials never follow them.
 
 Each request is retried with exponential backoff on connection errors, socket timeouts, 429 and
 5xx answers; a query that timed out or would load too many samples raises :class:`QueryTooLarge`
@@ -28,6 +31,7 @@ from typing import Any, Mapping
 import msgspec
 
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError
+from schemas.secrets import mask_url, redact, remember, url_credentials
 
 DEFAULT_TOKEN_ENV = "COSTAUDIT_PROMETHEUS_TOKEN"
 USER_ENV = "COSTAUDIT_PROMETHEUS_USER"
@@ -82,18 +86,41 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
 
 def auth_headers(options: Mapping[str, Any], environ: Mapping[str, str] = os.environ
                  ) -> dict[str, str]:
-    """Authorization (bearer, else basic) and tenant headers from the environment."""
+    """Authorization (bearer, else basic) and tenant headers from the environment.
+
+    A case that names ``username_env`` / ``password_env`` asks for basic auth: the default token
+    variable is then not read, and a named variable that is unset is an InputError. Every value
+    read is remembered by :mod:`schemas.secrets`, so that no message shows it.
+    """
     headers: dict[str, str] = {}
-    token = environ.get(str(options.get("token_env") or DEFAULT_TOKEN_ENV), "")
-    user, password = environ.get(USER_ENV, ""), environ.get(PASSWORD_ENV, "")
+    basic = bool(options.get("username_env") or options.get("password_env"))
+    token = "" if basic else environ.get(str(options.get("token_env") or DEFAULT_TOKEN_ENV), "")
+    user = _variable(options, "username_env", USER_ENV, environ)
+    password = _variable(options, "password_env", PASSWORD_ENV, environ)
     if token:
+        remember(token)
         headers["Authorization"] = "Bearer " + token.strip()
     elif user:
         pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        remember(password, pair)
         headers["Authorization"] = "Basic " + pair
+    elif basic:
+        raise InputError(USER_ENV, "basic auth needs a user name", column="username_env",
+                         expected="username_env naming a variable that holds the user name")
     if environ.get(ORG_ID_ENV):
         headers["X-Scope-OrgID"] = environ[ORG_ID_ENV]
     return headers
+
+
+def _variable(options: Mapping[str, Any], option: str, default: str, environ: Mapping[str, str]) -> str:
+    """The value of the variable an option names (an unset one is an InputError), else of the default."""
+    name = options.get(option)
+    if not name:
+        return environ.get(default, "")
+    if not environ.get(str(name)):
+        raise InputError(str(name), f"the environment variable that {option} names is not set",
+                         column=option, expected=f"{name} set to the {option[:-4]} of the Prometheus API")
+    return environ[str(name)]
 
 
 class PromClient:
@@ -106,9 +133,16 @@ class PromClient:
 
     def __init__(self, url: str, options: Mapping[str, Any]):
         self.url = url.rstrip("/")
+        self.shown = mask_url(self.url)   # how messages name the endpoint
+        credentials = url_credentials(self.url)
+        if credentials:
+            raise InputError(self.shown, f"credentials may not be written into the url (it carries "
+                             f"{credentials})", column="url",
+                             expected="the url alone; credentials in the variables named by "
+                                      "username_env / password_env or token_env")
         scheme = urllib.parse.urlsplit(self.url).scheme
         if scheme not in ("http", "https"):
-            raise InputError(url, "not an http(s) url", column="url",
+            raise InputError(self.shown, "not an http(s) url", column="url",
                              expected="http://host:9090 or https://host/prometheus")
         self._headers = {"Accept": "application/json", "Accept-Encoding": "gzip",
                          "User-Agent": "costaudit", **auth_headers(options)}
@@ -123,7 +157,7 @@ class PromClient:
 
     def __repr__(self) -> str:
         """The endpoint only: headers hold secrets."""
-        return f"PromClient({self.url!r})"
+        return f"PromClient({self.shown!r})"
 
     def call(self, path: str, params: Mapping[str, str], method: str = "POST") -> Any:
         """The ``data`` of one API call, retried on transient faults."""
@@ -160,9 +194,9 @@ class PromClient:
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLCertVerificationError):
-                raise FatalSourceError(f"{self.url}: TLS certificate not trusted ({reason.reason}); "
+                raise FatalSourceError(f"{self.shown}: TLS certificate not trusted ({reason.reason}); "
                                        "set ca_file") from None
-            raise RetriableSourceError(f"{self.url}: cannot connect ({reason})") from None
+            raise RetriableSourceError(f"{self.shown}: cannot connect ({redact(reason)})") from None
         text = self._decode(raw, encoding)
         self.bytes_received += len(raw)
         self.requests += 1
@@ -177,7 +211,7 @@ class PromClient:
         return raw
 
     def _too_big(self, where: str) -> FatalSourceError:
-        return FatalSourceError(f"{self.url}: answer larger than {MAX_ANSWER >> 20} MiB {where} "
+        return FatalSourceError(f"{self.shown}: answer larger than {MAX_ANSWER >> 20} MiB {where} "
                                 "(a gzip bomb, or a query to narrow: a larger step or fewer series)")
 
     def _decode(self, raw: bytes, encoding: str) -> bytes:
@@ -186,7 +220,7 @@ class PromClient:
             try:
                 raw = gunzip(raw, MAX_ANSWER)
             except (OSError, EOFError, zlib.error) as exc:
-                raise RetriableSourceError(f"{self.url}: truncated response ({exc})") from None
+                raise RetriableSourceError(f"{self.shown}: truncated response ({exc})") from None
             if raw is None:
                 raise self._too_big("decompressed")
         self.bytes_decoded += len(raw)
@@ -197,21 +231,24 @@ class PromClient:
         try:
             answer = msgspec.json.decode(text)
         except msgspec.DecodeError:
-            raise RetriableSourceError(f"{self.url}: answer is not JSON") from None
+            raise RetriableSourceError(f"{self.shown}: answer is not JSON") from None
         if not isinstance(answer, dict) or answer.get("status") != "success":
             raise self._http_error(200, text)
         return answer.get("data")
 
     def _http_error(self, code: int, text: bytes) -> Exception:
-        """Map an error answer onto QueryTooLarge, retriable or fatal."""
+        """Map an error answer onto QueryTooLarge, retriable or fatal. The body is quoted redacted
+        (a server may echo the Authorization header), then cut."""
         try:
             answer = msgspec.json.decode(text)
         except msgspec.DecodeError:
             answer = {}
         answer = answer if isinstance(answer, dict) else {}
-        kind = str(answer.get("errorType", ""))
-        message = str(answer.get("error") or text[:200].decode("utf-8", "replace")).strip()
-        where = f"{self.url}: HTTP {code}" + (f" {kind}" if kind else "") + f": {message}"
+        kind = redact(str(answer.get("errorType", "")))[:40]
+        body = answer.get("error") or text[:64 << 10].decode("utf-8", "replace")
+        message = redact(str(body)[:64 << 10]).strip()   # redacted whole, then cut
+        shown = message if len(message) <= 200 else message[:199] + "…"
+        where = f"{self.shown}: HTTP {code}" + (f" {kind}" if kind else "") + f": {shown}"
         if kind == "timeout" or any(s in message.lower() for s in TOO_LARGE):
             return QueryTooLarge(where)
         if code in (408, 429) or code >= 500 or kind in ("unavailable", "internal"):

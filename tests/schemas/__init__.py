@@ -1,0 +1,1 @@
+"""Tests of the schemas package: the table models and the modules every layer shares."""
