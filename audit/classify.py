@@ -94,6 +94,9 @@ def derived_fields(line: Mapping, extra: Mapping, cluster_resources: Collection[
         "Derived.GpuInstanceHour": str(bool(hourly and gpu_type)).lower(),
         "Derived.GpuMachinePart": str(bool(gpu_part and not gpu_type)).lower(),
         "Derived.ClusterInstanceHour": str(bool(hourly and itype and resource in cluster_resources)).lower(),
+        "Derived.ClusterMachinePart": str(bool(
+            line.get("charge_category") == "Usage" and hourly and not itype and resource in cluster_resources
+            and resource not in gpu_resources and PART_RE.search(str(line.get("charge_description", ""))))).lower(),
     }
 
 

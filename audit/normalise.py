@@ -86,17 +86,39 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 
 
-def node_map(case: Case, tele: Telemetry) -> NodeMap:
-    """Billing resource key -> telemetry nodes: the node table's provider ids and the case's [nodes]."""
+def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> NodeMap:
+    """Billing resource key -> telemetry nodes: the node table's provider ids and the case's [nodes].
+
+    A GCP line names its machine by the numeric instance id (ResourceId) and the instance name
+    (ResourceName), while the scheduler's ``gce://`` provider id carries the name: the numeric key
+    of such a line is joined to the node of its name (METHOD §2).
+    """
     nodes_of = defaultdict(set)
     for r in tele.nodes.itertuples(index=False):
         if r.resource_id:
             nodes_of[resource_key(r.resource_id)].add(r.node)
     for node, resource in case.nodes.items():
         nodes_of[resource_key(resource)].add(node)
+    for numeric, name in _named_instances(lines):
+        if name in nodes_of and numeric not in nodes_of:
+            nodes_of[numeric] = set(nodes_of[name])
     seen = set(tele.activity["node"])
     return NodeMap({k: tuple(sorted(v)) for k, v in nodes_of.items()}, frozenset(nodes_of),
                    frozenset(r for r, nodes in nodes_of.items() if seen & set(nodes)))
+
+
+def _named_instances(lines: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """(numeric instance key, instance name) of the billing lines whose ResourceId is a GCP compute
+    instance named by its numeric id and whose ResourceName holds the name."""
+    if lines is None or lines.empty or "resource_name" not in lines:
+        return []
+    pairs = lines[["resource_id", "resource_name"]].drop_duplicates()
+    out = []
+    for rid, name in pairs.itertuples(index=False):
+        key, name = resource_key(str(rid or "")), str(name or "").strip()
+        if key.isdigit() and name and "/instances/" in str(rid):
+            out.append((key, name))
+    return out
 
 
 def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:

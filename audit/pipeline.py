@@ -60,7 +60,7 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
     lines = normalise.billing_lines(case, collected)
     tele = normalise.telemetry(case, collected)
     profiles = normalise.profiles(collected)
-    nodes = normalise.node_map(case, tele)
+    nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus)
     spread, leftovers = adjust.spread(classified, case.cost_basis)

@@ -23,14 +23,6 @@ from tests.paths import ROOT
 PACKAGE = ROOT / "benchmarks" / "cloudgen"
 SEED = 11
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
-#: clouds on which the engine misses the truth today, and why (benchmarks/cloudgen_check.py prints the parts)
-FAILS_TODAY = {
-    "gke": "GKE: kube_node_info provider_id gce://P/Z/NAME never meets GCP's ResourceId (the global name "
-           "with the numeric instance id): the GPU SKU lines become gpu_not_in_telemetry, the A3/G2/N2 "
-           "Instance Core and Ram parts unmatched; GCP load balancing (ServiceName Networking) is unmatched",
-}
-
-
 def files_of(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -121,14 +113,8 @@ def test_the_project_reads_every_file(cloud, cases):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def expected_to_fail(cloud: str):
-    if cloud in FAILS_TODAY:
-        return pytest.param(cloud, marks=pytest.mark.xfail(strict=True, reason=FAILS_TODAY[cloud]))
-    return cloud
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("cloud", [expected_to_fail(c) for c in CLOUDS])
+@pytest.mark.parametrize("cloud", CLOUDS)
 def test_audit_within_half_a_percent_of_truth(cloud, cases):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
