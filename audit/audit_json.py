@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from audit import __version__
 from audit.buckets import BUCKETS
+from audit.gpuunits import shared_gpu_notes
 from audit.lines import basis_amount
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
 from audit.result import AuditResult, KernelFinding, Option
@@ -60,7 +61,14 @@ def to_dict(result: AuditResult) -> dict:
         "sources": _sources(result),
         "commitments": _commitments(result),
         "notes": _notes(result),
+        "fit": _fit(result),
     }
+
+
+def _fit(result) -> list[dict]:
+    """What of the case matches nothing in the data (audit/fit.py), in the case's order."""
+    return [{"kind": m.kind, "subject": m.subject, "severity": m.severity, "message": m.message,
+             "nearest": list(m.nearest)} for m in result.fit.misfits]
 
 
 def _commitments(result) -> list[dict]:
@@ -354,6 +362,7 @@ def _notes(result) -> list[str]:
             notes.append(f"Profile {p.name}: no request markers; gap ratio taken over the trace's GPU window.")
     if result.extra_gpu_nodes:
         notes.append("Telemetry names more GPUs than billed on: " + ", ".join(sorted(result.extra_gpu_nodes)))
+    notes.extend(shared_gpu_notes(result.telemetry.activity))
     for m in result.collected.missing:
         notes.append(f"Source {m.spec.name} could not be read: {redact(m.reason)}")
     return notes

@@ -15,6 +15,7 @@ from audit import (
     attribute,
     classify,
     evidence,
+    fit,
     gpusplit,
     normalise,
     prices,
@@ -28,6 +29,7 @@ from audit.collected import Collected
 from audit.money import use_context
 from audit.result import AuditResult
 from connectors.base import SourceSpec
+from connectors.errors import InputError, InputErrors
 
 #: called with each source's spec as it is read, then with None when the audit is done
 Progress = Callable[[SourceSpec | None], None]
@@ -49,13 +51,35 @@ def run_case(case: Case, out_dir: Path, formats: Sequence[str],
 
 
 def run_audit(case: Case, progress: Progress | None = None) -> AuditResult:
-    """Run every stage on a case."""
+    """Run every stage on a case; a case that does not fit its data (audit/fit.py errors: a service
+    that matches nothing) stops before any figure is made, as ``costaudit validate`` does."""
     use_context()
-    return audit_collected(case, collect_sources(case, progress))
+    return audit_collected(case, collect_sources(case, progress), strict=True)
 
 
-def audit_collected(case: Case, collected: Collected) -> AuditResult:
-    """Every stage after collection (tests feed in-memory source frames here)."""
+def fit_of(case: Case, collected: Collected) -> fit.Fit:
+    """Whether the case fits its data (for ``costaudit validate``): the stages up to classification."""
+    use_context()
+    lines = normalise.billing_lines(case, collected)
+    tele = normalise.telemetry(case, collected)
+    nodes = normalise.node_map(case, tele, lines)
+    mask, _ = adjust.in_scope(lines, case.scope)
+    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus)
+    return fit.fit(case, lines, _gpu(classified), tele, nodes)
+
+
+def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
+    """The errors of a fit as input errors naming the case file (exit 1)."""
+    return InputErrors([InputError(case.path, m.message) for m in found.errors])
+
+
+def _gpu(classified):
+    return classified[classified["resource_class"] == "gpu_compute"]
+
+
+def audit_collected(case: Case, collected: Collected, strict: bool = False) -> AuditResult:
+    """Every stage after collection (tests feed in-memory source frames here); ``strict``: raise the
+    fit's errors (a service that matches nothing) before any figure is made."""
     use_context()
     lines = normalise.billing_lines(case, collected)
     tele = normalise.telemetry(case, collected)
@@ -63,6 +87,9 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus)
+    fitted = fit.fit(case, lines, _gpu(classified), tele, nodes)
+    if strict and fitted.errors:
+        raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread)
     split = gpusplit.split_gpus(case, charges, tele, nodes)
@@ -76,4 +103,5 @@ def audit_collected(case: Case, collected: Collected) -> AuditResult:
     options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles))
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,
-                       split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found)
+                       split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found,
+                       fitted)

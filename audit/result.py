@@ -16,6 +16,7 @@ import pandas as pd
 
 from audit.case import Case
 from audit.collected import Collected
+from audit.fit import Fit
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary, Telemetry
@@ -210,6 +211,8 @@ class AuditResult:
     options: tuple[Option, ...]
     extra_gpu_nodes: frozenset[str]
     evidence: Evidence
+    #: what of the case matches nothing in the data (audit/fit.py), as audit.json ``fit`` lists it
+    fit: Fit = Fit()
 
     @property
     def commitments(self) -> tuple[Commitment, ...]:

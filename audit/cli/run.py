@@ -39,6 +39,8 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
     target = out if out is not None else Path("out") / folder_name(loaded.name)
     _check_out(target, loaded.folder, out is None)
     document, written = _run_interruptibly(loaded, target, formats)
+    for misfit in document.get("fit") or []:
+        typer.echo(f"costaudit: warning: {misfit['message']}", err=True)
     _summary(document, target, written)
     verdict = document["reconciliation"]["verdict"]
     raise typer.Exit(NOT_RECONCILED if verdict == "does_not_reconcile" else OK)
@@ -128,15 +130,32 @@ def _summary(document: dict, target: Path, written) -> None:
 
 @reports_errors
 def validate(case: Path = typer.Argument(..., help="case folder or case file")) -> None:
-    """Check the case file and every source; print every problem at once."""
+    """Check the case file and every source, and whether the case fits the data; print every problem
+    at once. A piece of the case that matches nothing is a warning (exit 0), a service that matches
+    nothing at all an error (exit 1), as ``run`` refuses it."""
     from audit.case import load_case
     from audit.collect import check
-    from audit.normalise import billing_lines
 
     loaded = load_case(case)
-    problems = check(loaded, case_checks=billing_lines)
+    fitted: list = []
+    problems = check(loaded, case_checks=lambda c, collected: fitted.append(_fit(c, collected)))
+    found = fitted[0] if fitted else None
+    for misfit in found.warnings if found else ():
+        typer.echo(f"costaudit: warning: {misfit.message}", err=True)
+    if found is not None and found.errors:
+        from audit.pipeline import misfit_errors
+        problems.extend(misfit_errors(loaded, found).errors)
     for problem in problems:
         typer.echo(f"costaudit: error: {problem}", err=True)
     if problems:
         raise typer.Exit(INPUT_ERROR)
-    typer.echo(f"{loaded.path}: case and {len(loaded.sources)} source(s) are valid")
+    warned = f", with {len(found.warnings)} warning(s)" if found and found.warnings else ""
+    typer.echo(f"{loaded.path}: case and {len(loaded.sources)} source(s) are valid{warned}")
+
+
+def _fit(case, collected):
+    """The checks that need every source together: currency and lines in the window
+    (``billing_lines`` raises them), then whether the case fits the data (audit/fit.py)."""
+    from audit.pipeline import fit_of
+
+    return fit_of(case, collected)

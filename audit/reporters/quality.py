@@ -5,6 +5,10 @@ carries one sentence per source, metric and reason (at most ``PAGE_ONE``, then h
 that a reviewer sees "12 DCGM_FI_PROF_GR_ENGINE_ACTIVE samples from source prom (openmetrics) were
 out of range (expected 0 to 1, e.g. 7.5) and excluded" before any figure that rests on them.
 Sources, metric names and examples are untrusted text: the template autoescapes them.
+
+Beside it, :func:`misfits` gives page 1's notice of what of the case matches nothing in the data
+(audit.json ``fit``, audit/fit.py): one sentence each, errors first, at most ``PAGE_ONE``; their
+values come from the data and the case, cut to readable length by the writer, escaped by the template.
 """
 from __future__ import annotations
 
@@ -57,3 +61,16 @@ def page_one(audit: dict[str, Any]) -> dict[str, Any]:
     lost = any(p.get("name") == "no_valid_activity_sample" for p in parts)
     return {"sentences": [r["sentence"] for r in rows[:PAGE_ONE]],
             "more": max(0, len(rows) - PAGE_ONE), "intervals_unmeasured": lost}
+
+
+def misfits(audit: dict[str, Any]) -> dict[str, Any]:
+    """What page 1 says of the case's fit: the first misfit sentences (errors first) and how many more."""
+    found = [m for m in audit.get("fit") or [] if isinstance(m, dict)]
+    found.sort(key=lambda m: m.get("severity") != "error")
+    return {"sentences": [_sentence(str(m.get("message") or "")) for m in found[:PAGE_ONE]],
+            "more": max(0, len(found) - PAGE_ONE), "count": len(found)}
+
+
+def _sentence(message: str) -> str:
+    message = message[:1].upper() + message[1:]
+    return message if message.endswith((".", "?", "!")) else message + "."

@@ -177,6 +177,8 @@ class ReportModel:
     label_mismatches: list[dict[str, str]] = field(default_factory=list)
     #: telemetry data quality (audit.reporters.quality): page-1 notice, excluded samples, resets
     data_quality: dict[str, Any] = field(default_factory=dict)
+    #: what of the case matches nothing in the data (audit.json ``fit``): page-1 notice
+    misfits: dict[str, Any] = field(default_factory=dict)
     excluded_samples: list[dict[str, str]] = field(default_factory=list)
     counter_resets: list[dict[str, str]] = field(default_factory=list)
 
@@ -245,6 +247,7 @@ def build_model(audit: dict) -> ReportModel:
         label_mismatches=[_mismatch(x) for x in
                           ((audit.get("telemetry") or {}).get("label_mismatches") or [])],
         data_quality=quality.page_one(audit),
+        misfits=quality.misfits(audit),
         excluded_samples=quality.excluded_rows(audit.get("telemetry") or {}),
         counter_resets=quality.reset_rows(audit.get("telemetry") or {}),
     )

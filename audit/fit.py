@@ -1,0 +1,402 @@
+"""Whether the case fits the data: every piece of the case that matches nothing, by name (METHOD §2–§4).
+
+A case that does not fit its data is quietly wrong: a ``[services]`` matcher that finds no pod sends
+that service's GPU time to *undeclared workload*, a ``[scope]`` tag key no line carries leaves a total
+of 0.00, a request-log source naming an undeclared service counts its requests for nobody. :func:`fit`
+finds each such piece and says what the data holds instead, nearest values first (``difflib``):
+
+* ``service_matcher``: a matcher of a service that finds no pod (with the pods it could have meant and,
+  for a value written with regular-expression characters but without ``re:``, the ``re:`` form);
+* ``service_unmatched`` (**error**): a service that matches nothing at all — no pod in telemetry and
+  no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
+* ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
+* ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
+* ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
+  names, or whose resource no billing line bills;
+* ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
+  telemetry GPU node that do not meet, each with the identifiers the other side carries.
+
+The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
+written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
+are untrusted: each is cut to a readable length with control characters escaped (``shown``).
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from audit.case import Case, Service
+from audit.lines import resource_key, tags_of
+from audit.normalised import NodeMap, Telemetry
+from audit.services import pod_models, service_of
+from connectors.bounds import shown
+
+#: values listed after "present:" (nearest first), then how many more
+LISTED = 5
+#: characters a value may show
+VALUE_CHARS = 60
+#: characters that make a plain matcher value look like a regular expression written without ``re:``
+REGEX_CHARACTERS = set(".*+?[](){}|^$\\")
+PLURAL = {"namespace": "namespaces", "pod": "pods", "container": "containers", "model_name": "model names"}
+MATCH_KEYS = ("namespace", "pod", "container", "model_name")
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """One piece of the case that matches nothing in the data."""
+
+    kind: str
+    subject: str                 # what in the case: "service ranker", "[scope] tag app", "[nodes] n1"
+    message: str                 # the whole sentence, with the nearest values and a suggestion
+    nearest: tuple[str, ...]     # the nearest values the data does contain, nearest first
+    severity: str = "warning"    # "warning" (the audit runs, the note says so) or "error" (exit 1)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Every misfit of a case, in the order the case declares its pieces."""
+
+    misfits: tuple[Misfit, ...] = ()
+
+    @property
+    def errors(self) -> tuple[Misfit, ...]:
+        return tuple(m for m in self.misfits if m.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Misfit, ...]:
+        return tuple(m for m in self.misfits if m.severity == "warning")
+
+
+def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> Fit:
+    """Every misfit of the case against its data.
+
+    ``lines`` are every billing line read (before the scope), ``gpu_lines`` the classified lines in
+    scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map.
+    """
+    found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
+             + nodes_fit(case, lines, gpu_lines, tele, nodes))
+    return Fit(tuple(found))
+
+
+# ---- values and suggestions ---------------------------------------------------------------------
+
+def text(value: object, limit: int = VALUE_CHARS) -> str:
+    """A value from the data or the case, control characters escaped and cut to ``limit``."""
+    cut = shown(str(value), limit + 2)
+    return cut[1:-1] if len(cut) >= 2 and cut[0] == cut[-1] and cut[0] in "'\"" else cut.strip("'\"")
+
+
+def nearest(wanted: str, values: Iterable[str]) -> list[str]:
+    """Distinct values, nearest to ``wanted`` first (difflib ratio), then by name."""
+    distinct = sorted({str(v) for v in values if str(v) != ""})
+    probe = wanted[3:] if wanted.startswith("re:") else wanted
+    ratio = {v: difflib.SequenceMatcher(None, probe.lower(), v.lower()).ratio() for v in distinct}
+    return sorted(distinct, key=lambda v: (-ratio[v], v))
+
+
+def listing(values: list[str]) -> str:
+    """The first values, cut to readable length, with how many more."""
+    shown_values = ", ".join(text(v) for v in values[:LISTED])
+    more = len(values) - LISTED
+    return shown_values + (f" … ({more} more)" if more > 0 else "") if values else "none"
+
+
+def suggestion(pattern: str, values: list[str]) -> str | None:
+    """A matcher value that would match some of ``values``: the ``re:`` form of a plain value written
+    with regular-expression characters (``ranker-.*`` → ``re:^ranker-``), else the nearest value."""
+    if not pattern.startswith("re:") and REGEX_CHARACTERS & set(pattern):
+        for candidate in _regex_forms(pattern):
+            if any(_search(candidate[3:], v) for v in values):
+                return candidate
+    close = difflib.get_close_matches(pattern[3:] if pattern.startswith("re:") else pattern, values, n=1,
+                                      cutoff=0.6)
+    return close[0] if close else None
+
+
+def _regex_forms(pattern: str) -> list[str]:
+    literal = re.split(r"[.*+?\[\](){}|^$\\]", pattern.lstrip("^"), maxsplit=1)[0]
+    forms = [f"re:^{literal}"] if literal else []
+    return forms + [f"re:{pattern}"]
+
+
+def _search(regex: str, value: str) -> bool:
+    try:
+        return re.search(regex, value) is not None
+    except (re.error, RecursionError, OverflowError):
+        return False
+
+
+def _matches(pattern: str, value: str) -> bool:
+    return _search(pattern[3:], value) if pattern.startswith("re:") else pattern == value
+
+
+def _written(key: str, pattern: str) -> str:
+    return f'{key} = "{text(pattern)}"'
+
+
+# ---- services -------------------------------------------------------------------------------------
+
+def pod_labels(tele: Telemetry) -> list[dict[str, str]]:
+    """Every distinct label set of a pod that telemetry names (GPU activity, GPU requests, serving
+    counters), the model it serves filled in from the counters; request-log rows (no labels) left out."""
+    models = pod_models(tele.traffic) if len(tele.traffic) else {}
+    rows: dict[tuple, dict[str, str]] = {}
+    for table in (tele.activity, tele.requests, tele.traffic):
+        if table.empty or "pod" not in table:
+            continue
+        present = [k for k in MATCH_KEYS if k in table]
+        for values in table[present].drop_duplicates().itertuples(index=False):
+            labels = {k: "" if pd.isna(v) else str(v) for k, v in zip(present, values)}
+            if not labels.get("pod") or (not labels.get("namespace") and not labels.get("model_name")
+                                         and table is tele.traffic):
+                continue
+            for k in MATCH_KEYS:
+                labels.setdefault(k, "")
+            if not labels["model_name"]:
+                labels["model_name"] = models.get((labels["namespace"], labels["pod"]), "")
+            rows[tuple(labels[k] for k in MATCH_KEYS)] = labels
+    return list(rows.values())
+
+
+def request_log_services(case: Case) -> dict[str, list[str]]:
+    """service named by a telemetry source's ``service`` option -> the sources naming it."""
+    named: dict[str, list[str]] = {}
+    for source in case.sources:
+        service = source.options.get("service") if source.kind == "telemetry" else None
+        if isinstance(service, str) and service:
+            named.setdefault(service, []).append(source.name)
+    return named
+
+
+def services_fit(case: Case, tele: Telemetry) -> list[Misfit]:
+    """A misfit per service matcher that finds no pod, and an error per service that matches nothing."""
+    pods = pod_labels(tele)
+    logs = request_log_services(case)
+    out = []
+    for name, service in case.services.items():
+        if pods and any(service_of(labels, {name: service}, {}) == name for labels in pods):
+            continue
+        out.extend(_service_misfits(name, service, pods, logs.get(name, [])))
+    return out
+
+
+def _service_misfits(name: str, service: Service, pods: list[dict[str, str]], logs: list[str]) -> list[Misfit]:
+    subject = f"service {text(name)}"
+    if not pods:
+        message = (f"{subject}: telemetry names no pod, so none of its matchers "
+                   f"({', '.join(_written(k, v) for k, v in service.match.items())}) can find its GPU time")
+        return [Misfit("service_matcher", subject, message, ())]
+    reasons, near = _why_no_pod(service, pods)
+    if logs:
+        message = (f"{subject}: {reasons}; its requests come from {', '.join(text(s) for s in logs)}, but its "
+                   f"GPU time is counted as undeclared workload")
+        return [Misfit("service_matcher", subject, message, tuple(near))]
+    message = (f"{subject} matches nothing in the data: {reasons}; no request-log source names it. "
+               f"Its GPU time would be counted as undeclared workload")
+    return [Misfit("service_unmatched", subject, message, tuple(near), "error")]
+
+
+def _why_no_pod(service: Service, pods: list[dict[str, str]]) -> tuple[str, list[str]]:
+    """Which matchers find no pod, the pods they could have meant, and the ``re:`` form to write."""
+    parts: list[str] = []
+    near_all: list[str] = []
+    for key, pattern in service.match.items():
+        others = {k: v for k, v in service.match.items() if k != key}
+        context = [p for p in pods if all(_matches(v, p.get(k, "")) for k, v in others.items())]
+        if context and any(_matches(pattern, p.get(key, "")) for p in context):
+            continue
+        if not context and any(_matches(pattern, p.get(key, "")) for p in pods):
+            continue  # this matcher finds pods; another one finds none
+        where = _where(others) if context else " in telemetry"
+        pool = context or pods
+        values = nearest(pattern, (p.get(key, "") for p in pool))
+        sentence = f"{_written(key, pattern)} matches no {key}; {PLURAL[key]}{where}: {listing(values)}"
+        hint = suggestion(pattern, values)
+        if hint:
+            sentence += f" — did you mean `{text(hint)}`?"
+        parts.append(sentence)
+        near_all.extend(text(v) for v in values[:LISTED])
+    if not parts:
+        parts.append("no pod has " + " and ".join(_written(k, v) for k, v in service.match.items())
+                     + " together")
+    return "; ".join(parts), near_all
+
+
+def _where(others: Mapping[str, str]) -> str:
+    if not others:
+        return " in telemetry"
+    if list(others) == ["namespace"] and not others["namespace"].startswith("re:"):
+        return f" in namespace {text(others['namespace'])}"
+    return " with " + " and ".join(_written(k, v) for k, v in others.items())
+
+
+# ---- scope ----------------------------------------------------------------------------------------
+
+def scope_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
+    """A misfit per ``[scope]`` account, service or tag that no billing line carries."""
+    scope = case.scope
+    out: list[Misfit] = []
+    if lines.empty:
+        return out
+    accounts = set(lines["sub_account_id"].astype(str)) | set(lines["billing_account_id"].astype(str))
+    for account in scope.get("accounts") or []:
+        if account not in accounts:
+            out.append(_absent("scope_account", f"[scope] account {text(account)}", "matches no line",
+                               "accounts present", account, accounts))
+    names = set(lines["service_name"].astype(str))
+    for service in scope.get("services") or []:
+        if service not in names:
+            out.append(_absent("scope_service", f"[scope] service {text(service)}", "matches no line",
+                               "services present", service, names))
+    wanted = dict(scope.get("tags") or {})
+    if wanted:
+        tags = list(tags_of(lines))
+        keys = {str(k) for t in tags for k in t}
+        for key, value in wanted.items():
+            if key not in keys:
+                out.append(_absent("scope_tag", f"[scope] tag {text(key)}", "matches no line",
+                                   "tag keys present", key, keys))
+                continue
+            values = {str(t[key]) for t in tags if key in t}
+            if value not in values:
+                out.append(_absent("scope_tag", f"[scope] tag {text(key)} = \"{text(value)}\"", "matches no line",
+                                   f"values of {text(key)} present", value, values))
+    return out
+
+
+def _absent(kind: str, subject: str, what: str, present: str, wanted: str, values: Iterable[str]) -> Misfit:
+    near = nearest(wanted, values)
+    message = f"{subject} {what}; {present}: {listing(near)}"
+    return Misfit(kind, subject, message, tuple(text(v) for v in near[:LISTED]))
+
+
+# ---- request logs ---------------------------------------------------------------------------------
+
+def request_logs_fit(case: Case, tele: Telemetry) -> list[Misfit]:
+    """A misfit per telemetry source whose ``service`` option names no declared service."""
+    out = []
+    traffic = tele.traffic
+    for service, sources in request_log_services(case).items():
+        if service in case.services:
+            continue
+        mine = traffic[(traffic["pod"] == service) & (traffic["namespace"] == "") & (traffic["model_name"] == "")] \
+            if len(traffic) else traffic
+        requests = int(sum(float(r) for r in mine["requests"])) if len(mine) else 0
+        near = nearest(service, case.services)
+        names = ", ".join(text(s) for s in sources)
+        message = (f"request-log source {names} names service {text(service)}, which has no [services] "
+                   f"entry: its {requests:,} requests count for no service; services declared: {listing(near)}")
+        hint = difflib.get_close_matches(service, list(case.services), n=1)
+        if hint:
+            message += f" — did you mean {text(hint[0])}?"
+        out.append(Misfit("request_log_service", f"source {names}", message, tuple(text(v) for v in near[:LISTED])))
+    return out
+
+
+# ---- nodes and billed GPU resources ---------------------------------------------------------------
+
+def _telemetry_nodes(tele: Telemetry) -> dict[str, str]:
+    """node -> the provider / resource id telemetry carries for it ("" when none)."""
+    carried: dict[str, str] = {}
+    for table in (tele.activity, tele.requests):
+        if "node" in table:
+            carried.update({str(n): "" for n in table["node"] if str(n)})
+    for r in tele.nodes.itertuples(index=False):
+        carried[str(r.node)] = str(r.resource_id or r.provider_id or "")
+    return carried
+
+
+def _billed_keys(lines: pd.DataFrame) -> set[str]:
+    keys = {resource_key(str(r)) for r in lines["resource_id"]} if len(lines) else set()
+    if "allocated_resource_id" in lines:
+        keys |= {resource_key(str(r)) for r in lines["allocated_resource_id"]}
+    if "resource_name" in lines:
+        keys |= {str(n).strip() for n in lines["resource_name"]}
+    return {k for k in keys if k}
+
+
+def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry,
+              nodes: NodeMap) -> list[Misfit]:
+    """[nodes] entries, billed GPU resources and telemetry GPU nodes that do not meet each other."""
+    carried = _telemetry_nodes(tele)
+    billed = _billed_keys(lines)
+    gpu = _gpu_resources(gpu_lines)
+    out = []
+    for node, resource in case.nodes.items():
+        subject = f"[nodes] {text(node)}"
+        if carried and node not in carried:
+            near = nearest(node, carried)
+            out.append(Misfit("node_not_in_telemetry", subject,
+                              f"{subject} = \"{text(resource)}\": telemetry names no node {text(node)}; "
+                              f"telemetry nodes: {_carrying(near, carried)}", tuple(text(v) for v in near[:LISTED])))
+        if len(lines) and resource_key(resource) not in billed:
+            near = nearest(resource_key(resource), gpu or billed)
+            what = "GPU resources billed" if gpu else "resources billed"
+            out.append(Misfit("node_not_billed", subject,
+                              f"{subject} = \"{text(resource)}\": no billing line names this resource; "
+                              f"{what}: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
+    seen = set(tele.activity["node"].astype(str)) if len(tele.activity) else set()
+    if seen:
+        out.extend(_unmet_gpu_resources(gpu, nodes, seen, carried))
+    out.extend(_unbilled_gpu_nodes(seen, nodes, gpu, carried))
+    return out
+
+
+def _gpu_resources(gpu_lines: pd.DataFrame) -> dict[str, str]:
+    """resource key -> what the line says of it (instance type, resource name) for billed GPU time."""
+    out: dict[str, str] = {}
+    for r in gpu_lines.itertuples(index=False):
+        key = resource_key(str(r.resource_id))
+        if key:
+            said = [str(getattr(r, c, "") or "") for c in ("instance_type", "resource_name")]
+            out.setdefault(key, ", ".join(dict.fromkeys(s for s in said if s and s != key)))
+    return out
+
+
+def _carrying(names: list[str], carried: Mapping[str, str]) -> str:
+    if not names:
+        return "none"
+    parts = [f"{text(n)} ({text(carried[n])})" if carried.get(n) else text(n) for n in names[:LISTED]]
+    more = len(names) - LISTED
+    return ", ".join(parts) + (f" … ({more} more)" if more > 0 else "")
+
+
+def _unmet_gpu_resources(gpu: Mapping[str, str], nodes: NodeMap, seen: set[str],
+                         carried: Mapping[str, str]) -> list[Misfit]:
+    out = []
+    for key, said in sorted(gpu.items()):
+        if set(nodes.nodes_of.get(key, ())) & seen:
+            continue
+        near = nearest(key, [n for n in carried if n in seen])
+        subject = f"billed GPU resource {text(key)}"
+        detail = f" ({text(said)})" if said else ""
+        out.append(Misfit("gpu_resource_not_in_telemetry", subject,
+                          f"{subject}{detail} meets no telemetry node (its cost is unattributed: GPU not in "
+                          f"telemetry); telemetry GPU nodes carry: {_carrying(near, carried)}; "
+                          f"[nodes] can join them", tuple(text(v) for v in near[:LISTED])))
+    return out
+
+
+def _unbilled_gpu_nodes(seen: set[str], nodes: NodeMap, gpu: Mapping[str, str],
+                        carried: Mapping[str, str]) -> list[Misfit]:
+    met = {n for key in gpu for n in nodes.nodes_of.get(key, ())}
+    if seen and not gpu:
+        names = sorted(seen)
+        subject = "telemetry GPU nodes"
+        return [Misfit("telemetry_node_not_billed", subject,
+                       f"telemetry shows GPU activity on {len(names)} node(s) ({_carrying(names, carried)}) "
+                       f"but no GPU line in scope bills any", tuple(text(v) for v in names[:LISTED]))]
+    out = []
+    for node in sorted(seen - met):
+        subject = f"telemetry node {text(node)}"
+        detail = f" ({text(carried[node])})" if carried.get(node) else " (no provider id)"
+        near = nearest(resource_key(carried.get(node, "")) or node, gpu)
+        listed = ", ".join(f"{text(k)} ({text(gpu[k])})" if gpu[k] else text(k) for k in near[:LISTED]) or "none"
+        out.append(Misfit("telemetry_node_not_billed", subject,
+                          f"{subject}{detail} shows GPU activity but no GPU line in scope bills it; "
+                          f"GPU resources billed: {listed}", tuple(text(v) for v in near[:LISTED])))
+    return out

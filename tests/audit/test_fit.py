@@ -1,0 +1,198 @@
+"""No silent misfit (issue 12, audit/fit.py): each piece of a case that matches nothing in its data is a
+warning in ``costaudit validate`` and ``run``, a note on page 1 and an audit.json ``fit`` entry, with
+the nearest values the data holds; a service that matches nothing at all stops both with exit 1.
+
+Cases are real-format ones written by ``benchmarks.cloudgen`` (EKS, seed 1: FOCUS billing, OpenMetrics
+DCGM / kube-state-metrics telemetry, a Kineto profile), their case.toml edited to introduce each misfit;
+a request log is an nginx combined log.
+"""
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+CASE = "case.toml"
+
+
+def costaudit(*args):
+    return subprocess.run([sys.executable, "-m", "audit", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def eks(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cloudgen") / "eks"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "eks", "--seed", "1",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def edited(eks: Path, tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the generated case with one piece of case.toml replaced."""
+    import shutil
+    target = tmp_path / "case"
+    shutil.copytree(eks, target)
+    text = (target / CASE).read_text(encoding="utf-8")
+    assert old in text, old
+    (target / CASE).write_text(text.replace(old, new, 1), encoding="utf-8")
+    return target
+
+
+def warnings_of(stderr: str) -> list[str]:
+    return [line.removeprefix("costaudit: warning: ") for line in stderr.splitlines()
+            if line.startswith("costaudit: warning: ")]
+
+
+def test_the_generated_case_fits(eks):
+    result = costaudit("validate", eks)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr and "with" not in result.stdout
+
+
+def test_a_regex_without_re_is_an_error_with_the_re_form(eks, tmp_path):
+    case = edited(eks, tmp_path, 'pod = "re:^chat-"', 'pod = "chat-.*"')
+    result = costaudit("validate", case)
+    assert result.returncode == 1
+    line = next(x for x in result.stderr.splitlines() if "service chat" in x)
+    assert 'service chat matches nothing in the data: pod = "chat-.*" matches no pod' in line
+    assert "pods in namespace llm: chat-" in line and "did you mean `re:^chat-`?" in line
+    assert "Traceback" not in result.stderr
+    run = costaudit("run", case, "--out", tmp_path / "out", "--format", "json")
+    assert run.returncode == 1 and line.split(": ", 1)[1] in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_matcher_without_pods_is_a_warning_when_a_request_log_names_the_service(eks, tmp_path):
+    case = edited(eks, tmp_path, 'namespace = "embed"\npod = "re:^embed-"', 'namespace = "embedding"\npod = "re:^embed-"')
+    log = case / "telemetry" / "access.log"
+    log.write_text("".join(f'10.0.0.{i} - - [01/Sep/2026:0{i}:10:00 +0000] "POST /v1/embeddings HTTP/1.1" 200 '
+                           f'512 "-" "python-httpx/0.27"\n' for i in range(5)), encoding="utf-8")
+    with (case / CASE).open("a", encoding="utf-8") as toml:
+        toml.write('\n[[telemetry]]\nname = "gateway-log"\nformat = "access_log"\npath = "telemetry/access.log"\n'
+                   'service = "embed"\n')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    (warning,) = [w for w in warnings_of(result.stderr) if "service embed" in w]
+    assert 'namespace = "embedding" matches no namespace' in warning and "did you mean `embed`?" in warning
+    assert "gateway-log" in warning and "undeclared workload" in warning
+    assert "with 1 warning(s)" in result.stdout
+
+
+def test_a_request_log_naming_an_undeclared_service(eks, tmp_path):
+    case = edited(eks, tmp_path, "[services.embed]", "[services.embed]")
+    (case / "telemetry" / "access.log").write_text(
+        "".join(f'10.0.0.1 - - [01/Sep/2026:0{i}:20:00 +0000] "POST /v1/chat/completions HTTP/1.1" 200 90 "-" '
+                f'"curl/8.5"\n' for i in range(3)), encoding="utf-8")
+    with (case / CASE).open("a", encoding="utf-8") as toml:
+        toml.write('\n[[telemetry]]\nname = "alb"\nformat = "access_log"\npath = "telemetry/access.log"\n'
+                   'service = "chatt"\n')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    (warning,) = warnings_of(result.stderr)
+    assert ("request-log source alb names service chatt, which has no [services] entry: its 3 requests count "
+            "for no service; services declared: chat, embed — did you mean chat?") == warning
+    out = tmp_path / "out"
+    run = costaudit("run", case, "--out", out, "--format", "json,html")
+    assert run.returncode in (0, 2), run.stderr
+    assert warning in warnings_of(run.stderr)
+    fit = json.loads((out / "audit.json").read_text())["fit"]
+    assert [(f["kind"], f["severity"], f["nearest"]) for f in fit] == [
+        ("request_log_service", "warning", ["chat", "embed"])]
+    page = html.unescape((out / "report.html").read_text())
+    first = page[:page.index("Where the money in scope goes")]
+    assert "The case does not fit the data everywhere." in first
+    assert "Request-log source alb names service chatt" in first
+
+
+def test_a_scope_tag_no_line_carries(eks, tmp_path):
+    case = edited(eks, tmp_path, 'accounts = ["111111111111"]',
+                  'accounts = ["111111111111"]\ntags = { "eks:nodegroup" = "p5-chat" }')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    found = warnings_of(result.stderr)
+    assert found[0].startswith("[scope] tag eks:nodegroup matches no line; tag keys present: "
+                               "eks:nodegroup-name, ")
+    assert any("no GPU line in scope bills any" in w for w in found)
+    out = tmp_path / "out"
+    run = costaudit("run", case, "--out", out, "--format", "json,html")
+    assert "total in scope (effective): 0.00" in run.stdout and found[0] in warnings_of(run.stderr)
+    document = json.loads((out / "audit.json").read_text())
+    assert document["fit"][0]["kind"] == "scope_tag" and document["fit"][0]["nearest"][0] == "eks:nodegroup-name"
+    page = html.unescape((out / "report.html").read_text())
+    assert "[scope] tag eks:nodegroup matches no line" in page[:page.index("Where the money in scope goes")]
+
+
+def test_a_scope_tag_value_accounts_and_services_no_line_carries(eks, tmp_path):
+    case = edited(eks, tmp_path, 'accounts = ["111111111111"]',
+                  'accounts = ["11111111111"]\nservices = ["Amazon EC2"]\ntags = { team = "analytic" }')
+    found = warnings_of(costaudit("validate", case).stderr)
+    assert found[0] == ("[scope] account 11111111111 matches no line; accounts present: 111111111111, "
+                        "222222222222, 999999999999")
+    assert found[1].startswith("[scope] service Amazon EC2 matches no line; services present: ")
+    assert "Amazon Elastic Compute Cloud" in found[1] and "Elastic Load Balancing" in found[1]
+    assert found[2] == '[scope] tag team = "analytic" matches no line; values of team present: analytics'
+
+
+def test_nodes_that_meet_nothing_are_named_with_what_each_side_carries(eks, tmp_path):
+    case = edited(eks, tmp_path, "[services.chat]",
+                  '[nodes]\n"ip-10-0-9-9.ec2.internal" = "i-0123456789abcdef0"\n\n[services.chat]')
+    found = warnings_of(costaudit("validate", case).stderr)
+    assert len(found) == 2
+    assert found[0].startswith('[nodes] ip-10-0-9-9.ec2.internal = "i-0123456789abcdef0": telemetry names no node '
+                               "ip-10-0-9-9.ec2.internal; telemetry nodes: ip-10-0-")
+    assert "(i-0" in found[0]
+    assert found[1].startswith('[nodes] ip-10-0-9-9.ec2.internal = "i-0123456789abcdef0": no billing line names '
+                               "this resource; GPU resources billed: i-0")
+
+
+def test_a_billed_gpu_and_a_telemetry_node_that_do_not_meet(eks, tmp_path):
+    case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
+    billing = case / "billing" / "focus_aws.csv"
+    text = billing.read_text(encoding="utf-8")
+    gpu_instance = "i-085599882ec70c1f6"
+    assert gpu_instance in text
+    billing.write_text(text.replace(gpu_instance, "i-0aaaaaaaaaaaaaaaa"), encoding="utf-8")
+    found = warnings_of(costaudit("validate", case).stderr)
+    billed = next(w for w in found if w.startswith("billed GPU resource i-0aaaaaaaaaaaaaaaa"))
+    assert "(p5.48xlarge)" in billed and "meets no telemetry node" in billed and f"({gpu_instance})" in billed
+    node = next(w for w in found if w.startswith("telemetry node "))
+    assert f"({gpu_instance}) shows GPU activity but no GPU line in scope bills it" in node
+    assert "i-0aaaaaaaaaaaaaaaa (p5.48xlarge)" in node
+
+
+def test_untrusted_values_are_cut_and_escaped():
+    from audit.fit import listing, suggestion, text
+    assert text("a\nb") == "a\\nb" and len(text("x" * 500)) <= 61
+    assert listing([str(i) for i in range(9)]) == "0, 1, 2, 3, 4 … (4 more)"
+    assert suggestion("ranker-.*", ["ranker-7d9f-0", "ranker-7d9f-1"]) == "re:^ranker-"
+    assert suggestion("ranker-00", ["ranker-0", "chat-0"]) == "ranker-0"
+    assert suggestion("zzz", ["ranker-0"]) is None
+
+
+def test_the_page_one_note_is_escaped():
+    from audit.reporters.html import charts_of, render_html
+    from audit.reporters.view import build_model
+    document = json.loads((ROOT / "tests" / "data" / "sample_audit.json").read_text())
+    document["fit"] = [{"kind": "scope_tag", "subject": "x", "severity": "warning", "nearest": [],
+                        "message": "[scope] tag <script>alert(1)</script> matches no line"}]
+    model = build_model(document)
+    page = render_html(model, charts_of(model))
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "The case does not fit the data everywhere." in page
+
+
+def test_no_fit_entry_no_note():
+    from audit.reporters.html import charts_of, render_html
+    from audit.reporters.view import build_model
+    document = json.loads((ROOT / "tests" / "data" / "sample_audit.json").read_text())
+    document["fit"] = []
+    model = build_model(document)
+    assert "does not fit the data" not in render_html(model, charts_of(model))
