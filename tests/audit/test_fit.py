@@ -196,3 +196,38 @@ def test_no_fit_entry_no_note():
     document["fit"] = []
     model = build_model(document)
     assert "does not fit the data" not in render_html(model, charts_of(model))
+
+
+# ---- the engine, on in-memory tables (tests/builders.py) ------------------------------------------
+
+def _collected(pods: list[dict]):
+    from audit.collected import Collected
+    from tests.builders import activity, frame, line, lines_frame
+    billing = frame("billing", "focus", {"lines": lines_frame([line(1, resource_id="i-1")])})
+    if not pods:
+        return Collected((billing,))
+    rows = [{"node": "n1", "ts": "2026-09-01T00:00:00Z", "busy_fraction": 0.5, **p} for p in pods]
+    return Collected((billing, frame("telemetry", "openmetrics", {"gpu_activity": activity(rows)})))
+
+
+def test_without_pods_a_service_is_a_warning_and_strict_runs():
+    from audit.pipeline import audit_collected
+    from tests.builders import make_case
+    result = audit_collected(make_case(), _collected([]), strict=True)
+    (misfit,) = result.fit.misfits
+    assert misfit.severity == "warning" and "telemetry names no pod" in misfit.message
+
+
+def test_a_service_matching_nothing_stops_a_strict_audit_only():
+    from audit.audit_json import to_dict
+    from audit.pipeline import audit_collected
+    from connectors.errors import InputErrors
+    from tests.builders import make_case
+    collected = _collected([{"namespace": "search", "pod": "ranker-7d9f-0"},
+                            {"namespace": "search", "pod": "ranker-7d9f-1"}])
+    with pytest.raises(InputErrors, match='namespace = "llm" matches no namespace; namespaces in telemetry: search'):
+        audit_collected(make_case(), collected, strict=True)
+    document = to_dict(audit_collected(make_case(), collected))
+    assert [(f["kind"], f["severity"], f["nearest"]) for f in document["fit"]] == [
+        ("service_unmatched", "error", ["search"]),
+        ("telemetry_node_not_billed", "warning", ["n1"])]
