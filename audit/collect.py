@@ -65,7 +65,8 @@ def duplicate_billing(frames: list[SourceFrame]) -> list[InputError]:
     repeat, naming both sources. Whole sources are compared by their fingerprint, and the files
     of local sources one by one (a file listed alone and inside a listed folder)."""
     billing = [f for f in frames if f.spec.kind == "billing"]
-    errors, first = [], {}
+    errors: list[InputError] = []
+    first: dict[str, SourceSpec] = {}
     for frame in billing:
         if frame.sha256 and frame.sha256 in first:
             errors.append(_duplicate(first[frame.sha256], frame.spec, frame.spec.where))
@@ -81,7 +82,8 @@ def _duplicate_files(specs: list[SourceSpec]) -> list[InputError]:
     for spec in specs:
         for item in _files(spec.path):
             by_size[item.stat().st_size].append((spec, item))
-    errors, seen = [], {}
+    errors: list[InputError] = []
+    seen: dict[str, tuple[SourceSpec, Path]] = {}
     for group in by_size.values():
         if len({spec.name for spec, _ in group}) < 2:
             continue
