@@ -16,6 +16,7 @@ from typing import Mapping
 import pandas as pd
 
 from audit.case import Case, Service
+from audit.gpuunits import Sharing, device_key, devices, sharing_note, units_of
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -44,7 +45,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
         counts_time = bool(quantity) and (bool(line["gpus_per_instance"]) or bool(gpu_sku_model(line)))
         key = resource_key(line["resource_id"]) or line["line_id"]
         splitter.add_line(line, gpus.get(key, 0), counts_time)
-    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus))
+    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
+                    splitter.sharing_notes())
 
 
 def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: datetime):
@@ -84,6 +86,11 @@ class GpuSplitter:
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
         self.extra_gpus: set[str] = set()
+        self.shared: dict[tuple[str, str, str], Sharing] = {}
+
+    def sharing_notes(self) -> tuple[str, ...]:
+        """How each shared GPU (MIG, time-sliced) was split, one note per GPU and method."""
+        return tuple(sharing_note(s) for _, s in sorted(self.shared.items()))
 
     @staticmethod
     def _index_activity(activity: pd.DataFrame) -> dict:
@@ -138,30 +145,50 @@ class GpuSplitter:
     def _add_interval(self, node, ts, overlap, gpus, per_gpu, cover) -> None:
         cover.paid_seconds += overlap * gpus
         rows = self.samples.get((node, ts), []) if node else []
-        if len(rows) > gpus:
+        found = devices(rows)
+        if len(found) > gpus:
             self.extra_gpus.add(node)
-            rows = rows[:gpus]
-        cover.observed_seconds += overlap * len(rows)
-        missing = gpus - len(rows)
-        excluded = self._excluded_gpus(node, ts, rows)[:missing]
+            found = found[:gpus]
+        cover.observed_seconds += overlap * len(found)
+        missing = gpus - len(found)
+        excluded = self._excluded_gpus(node, ts, [r for d in found for r in d])[:missing]
         for metric in excluded:
             self._accumulate(NO_VALID_SAMPLE, ts, 1, per_gpu, overlap, ZERO, metric, node, "")
         missing -= len(excluded)
         if missing:
             holder = NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY
             self._accumulate(holder, ts, missing, per_gpu, overlap, ZERO, "", node, "")
-        assigned = self._holders(node, ts, rows)
-        for row, (holder, pod) in zip(rows, assigned):
-            busy = Decimal(repr(float(row.busy_fraction)))
-            self._accumulate(holder, ts, 1, per_gpu, overlap, busy, row.source, node, pod)
+        units = self._units(found)
+        held = [u for u in units if u.row is not None]
+        assigned = self._holders(node, ts, [u.row for u in held])
+        for unit, (holder, pod) in zip(held, assigned):
+            self._accumulate(holder, ts, unit.weight, per_gpu, overlap, unit.busy, unit.row.source, node, pod)
+        for unit in units:
+            if unit.row is None:  # MIG slices no instance holds
+                self._accumulate(UNALLOCATED, ts, unit.weight, per_gpu, overlap, ZERO, "", node, "")
+
+    def _units(self, found: list[list]) -> list:
+        """The units of each physical GPU; how a shared one was split is kept for the notes."""
+        out = []
+        for device in found:
+            units, share = units_of(device)
+            if share is not None:
+                self.shared.setdefault((share.node, share.gpu, share.method), share)
+            out.extend(units)
+        return out
 
     def _excluded_gpus(self, node, ts, rows) -> list[str]:
-        """The metric of each GPU of the node whose samples in the interval were all excluded."""
+        """The metric of each GPU of the node whose samples in the interval were all excluded
+        (the MIG instances of one GPU count as that GPU)."""
         if not node:
             return []
-        seen = {(r.gpu, r.uuid) for r in rows}
-        found = self.excluded.get((node, ts), {})
-        return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1])) if key not in seen]
+        seen = {device_key(r) for r in rows}
+        found: dict = {}
+        for (gpu, uuid), metric in self.excluded.get((node, ts), {}).items():
+            key = device_key(_Unit(gpu, uuid))
+            if key not in seen:
+                found.setdefault(key, metric)
+        return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1]))]
 
     def _holders(self, node, ts, rows) -> list[tuple[str, str]]:
         """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests."""
@@ -214,6 +241,13 @@ def instances_billed(line: dict) -> int:
     if not line.get("gpus_per_instance") or not quantity or not hours:
         return 1
     return max(1, int((quantity / hours).to_integral_value()))
+
+
+class _Unit:
+    """The identifiers of a GPU unit (what device_key reads)."""
+
+    def __init__(self, gpu: str, uuid: str):
+        self.gpu, self.uuid = gpu, uuid
 
 
 def _gpu_key(gpu: str):

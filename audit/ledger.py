@@ -140,6 +140,8 @@ class GpuSplit:
     coverage: Mapping[str, NodeCoverage]
     #: nodes on which telemetry names more GPUs than the invoice bills
     extra_gpus: frozenset[str]
+    #: how each shared GPU (MIG instances, time-sliced pods) was split (METHOD §3)
+    sharing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ STAGES = ("audit.collect", "audit.normalise", "audit.classify", "audit.adjust", 
           "audit.attribute", "audit.unit_costs", "audit.reconcile", "audit.rank", "audit.evidence", "audit.render")
 #: what stages share, and the only modules of audit (beside the helper packages below) a stage may import
 SHARED = ("audit", "audit.case", "audit.money", "audit.errors", "audit.buckets", "audit.collected",
-          "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result", "audit.fit")
+          "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result", "audit.fit",
+          "audit.gpuunits")
 #: packages of helpers a stage may use: trace analyzers (evidence), reporters (render)
 STAGE_HELPERS = ("audit.trace", "audit.reporters")
 #: the modules that may import a stage: the pipeline (the order), the CLI, `costaudit billing`'s summary

@@ -107,9 +107,38 @@ class Family:
 # The families: series metadata by sample name
 # --------------------------------------------------------------------------------------------
 
+#: compute slices of a whole A100 / H100 GPU: a MIG instance's share of the GPU's cost is its
+#: profile's leading number over these (3g.40gb = 3/7)
+MIG_COMPUTE_SLICES = 7
+_MIG_PROFILE = re.compile(r"^(\d+)g\.")
+
+
+def unit_uuid(labels: dict[str, str]) -> str:
+    """The identifier of a GPU unit: the device UUID, and on a MIG instance (dcgm-exporter's
+    ``GPU_I_ID`` / ``GPU_I_PROFILE`` labels) ``UUID/GPU_I_ID/GPU_I_PROFILE``, so that the slices of
+    one GPU stay apart in every table."""
+    uuid = labels.get("UUID", "")
+    instance = labels.get("GPU_I_ID", "")
+    if instance == "":
+        return uuid
+    return f"{uuid}/{instance}/{labels.get('GPU_I_PROFILE', '')}"
+
+
+def mig_slice(uuid: str) -> tuple[str, str, int] | None:
+    """(device UUID, instance id, compute slices) of a MIG unit's identifier; None for a whole GPU.
+
+    Compute slices are the profile's leading number (``3g.40gb`` -> 3); 0 when the profile is
+    missing or unreadable."""
+    parts = uuid.rsplit("/", 2)
+    if len(parts) != 3:
+        return None
+    found = _MIG_PROFILE.match(parts[2])
+    return parts[0], parts[1], int(found.group(1)) if found else 0
+
+
 def _dcgm(name: str, labels: dict[str, str]) -> tuple:
     """Series metadata of a DCGM activity gauge."""
-    return (name, labels.get("Hostname", ""), labels.get("gpu", ""), labels.get("UUID", ""),
+    return (name, labels.get("Hostname", ""), labels.get("gpu", ""), unit_uuid(labels),
             labels.get("modelName", ""), label(labels, "pod"), label(labels, "namespace"),
             label(labels, "container"))
 
@@ -237,7 +266,7 @@ def _server_family(table: dict[str, tuple[str, str]]) -> Describe:
 def _dcgm_evidence(name: str, labels: dict[str, str]) -> tuple:
     """Series metadata of a DCGM evidence gauge: its column and the GPU."""
     return (DCGM_EVIDENCE[name], labels.get("Hostname", ""), labels.get("gpu", ""),
-            labels.get("UUID", ""))
+            unit_uuid(labels))
 
 
 def _replicas(name: str, labels: dict[str, str]) -> tuple:

@@ -51,7 +51,9 @@ from connectors.telemetry.families import (
     SERVING_COLUMNS,
     SERVING_COUNTERS,
     SERVING_GAUGES,
+    mig_slice,
     new_families,
+    unit_uuid,
 )
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
 from connectors.telemetry.openmetrics import OpenMetricsConnector
@@ -72,6 +74,7 @@ from connectors.telemetry.tables import (
     Busy,
     Counted,
     gpu_evidence,
+    is_mig_unit,
     quality_tables,
     replicas,
     serving_stats,
@@ -95,8 +98,9 @@ WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS
 #: describe functions of the file connector, by sample name: the same metadata from both
 _ROLES, _BY_NAME = new_families()
 COUNTER_DESCRIBE = {name: _BY_NAME[name].describe for name in COUNTER_NAMES + SERVER_COUNTER_NAMES}
-DCGM_BY = ["Hostname", "gpu", "UUID", "modelName", "pod", "namespace", "container",
-           "exported_pod", "exported_namespace", "exported_container"]
+#: GPU_I_ID / GPU_I_PROFILE keep the MIG instances of one GPU apart (families.unit_uuid)
+DCGM_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "modelName", "pod", "namespace",
+           "container", "exported_pod", "exported_namespace", "exported_container"]
 DCGM_PLAIN = {"node": "Hostname", "gpu": "gpu", "uuid": "UUID", "model_name": "modelName"}
 POD_LABELS = {"pod": "pod", "namespace": "namespace", "container": "container"}
 NODE_BY = ["node", "exported_node", "provider_id", "label_node_kubernetes_io_instance_type",
@@ -107,7 +111,7 @@ POD_BY = ["namespace", "pod", "node", "exported_namespace", "exported_pod", "exp
 SERVING_BY = ["model_name", "namespace", "pod", "exported_namespace", "exported_pod", "engine"]
 SERVER_BY = ["model_name", "model", "version", "engine", "namespace", "pod", "exported_namespace",
              "exported_pod"]
-EVIDENCE_BY = ["Hostname", "gpu", "UUID"]
+EVIDENCE_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE"]
 REPLICA_BY = ["namespace", "exported_namespace", "deployment", "exported_deployment",
               "horizontalpodautoscaler", "exported_horizontalpodautoscaler", "hpa", "exported_hpa"]
 
@@ -128,6 +132,26 @@ def counter_points(name: str) -> str:
              "resets": f"resets({sel}) > 0", "single": f"count_over_time({sel}) == 1"}
     return " or ".join([f'label_replace({q}, "costaudit_agg", "{a}", "", "")'
                         for a, q in parts.items()] + [ps.counter_bad(sel)])
+
+
+def gpu_units(frame: pd.DataFrame) -> pd.DataFrame:
+    """``UUID`` as the GPU unit's identifier: a MIG instance's carries GPU_I_ID / GPU_I_PROFILE."""
+    if "GPU_I_ID" not in frame or frame.empty:
+        return frame
+    out = frame.copy()
+    blank = pd.Series("", index=out.index)
+    parts = [out.get(c, blank).fillna("").astype(str) for c in ("UUID", "GPU_I_ID", "GPU_I_PROFILE")]
+    out["UUID"] = [unit_uuid({"UUID": u, "GPU_I_ID": i, "GPU_I_PROFILE": p}) for u, i, p in zip(*parts)]
+    return out
+
+
+def unit_matchers(gpu: tuple[str, str, str]) -> dict[str, str]:
+    """Label matchers of one GPU unit (node, gpu, unit uuid)."""
+    found = mig_slice(gpu[2])
+    if found is None:
+        return {"Hostname": gpu[0], "gpu": gpu[1], "UUID": gpu[2], "GPU_I_ID": ""}
+    return {"Hostname": gpu[0], "gpu": gpu[1], "UUID": found[0], "GPU_I_ID": found[1],
+            "GPU_I_PROFILE": gpu[2].rsplit("/", 2)[2]}
 
 
 def labelled(frame: pd.DataFrame, plain: dict[str, str], exported: dict[str, str]) -> pd.DataFrame:
@@ -268,7 +292,11 @@ class PrometheusConnector(Connector):
         rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[
             "node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "metric", "k",
             "sum", "n", "dirty"])
-        rows, self._busy_bad, self._unmeasured = ps.settle_busy(ps.preferred(rows), self._raw_busy)
+        rows = ps.preferred(rows)
+        if len(rows):  # GPU_UTIL of a MIG instance: its raw samples are excluded (NOT_ON_MIG)
+            util_on_mig = (rows["metric"] != GR_ENGINE_ACTIVE).to_numpy() & is_mig_unit(rows["uuid"])
+            rows = rows.assign(dirty=rows["dirty"].to_numpy(dtype=bool) | util_on_mig)
+        rows, self._busy_bad, self._unmeasured = ps.settle_busy(rows, self._raw_busy)
         return rows
 
     def _dcgm_rows(self, metric: str, restrict: str) -> pd.DataFrame:
@@ -276,13 +304,14 @@ class PrometheusConnector(Connector):
         the busy rules exclude spoils them (``dirty``)."""
         template = ps.busy_query(f"{metric}{{{restrict}$M}}", DCGM_BY, metric)
         frame = self._grid(template, DCGM_BY, "Hostname", f"{metric}{{{restrict.rstrip(',')}}}")
-        rows = pt.busy_sums(frame, DCGM_BY)
+        rows = gpu_units(pt.busy_sums(frame, DCGM_BY))
         return labelled(rows, DCGM_PLAIN, POD_LABELS).assign(metric=metric)
 
     def _util_only_hosts(self) -> list[str]:
         """Hosts with a GPU that reports GPU_UTIL but never GR_ENGINE_ACTIVE in the window."""
         found = self.puller.spans(
-            f"group by (Hostname, gpu, UUID) (last_over_time({GPU_UTIL}[$R]))")
+            f"group by (Hostname, gpu, UUID, GPU_I_ID, GPU_I_PROFILE) (last_over_time({GPU_UTIL}[$R]))")
+        found = gpu_units(found)
         keys = set(found[["Hostname", "gpu", "UUID"]].itertuples(index=False, name=None))
         return sorted({host for host, gpu, uuid in keys - self._gr_gpus
                        if gpu != "" or uuid != ""})
@@ -295,8 +324,8 @@ class PrometheusConnector(Connector):
 
     def _raw_busy(self, metric: str, gpu: tuple[str, str, str], k: int) -> pd.DataFrame:
         """Every raw sample of one GPU's ``metric`` in interval k, in table columns."""
-        selector = metric + "{" + matchers({"Hostname": gpu[0], "gpu": gpu[1], "UUID": gpu[2]}) + "}"
-        return labelled(self.puller.raw(selector, k), DCGM_PLAIN, POD_LABELS)
+        selector = metric + "{" + matchers(unit_matchers(gpu)) + "}"
+        return labelled(gpu_units(self.puller.raw(selector, k)), DCGM_PLAIN, POD_LABELS)
 
     def _presence(self, metric: str) -> pd.DataFrame:
         """Node metadata label sets present per interval (node, provider_id, instance_type, k)."""

@@ -15,10 +15,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from connectors.telemetry.families import GR_ENGINE_ACTIVE
+from connectors.telemetry.families import GR_ENGINE_ACTIVE, mig_slice
 from connectors.telemetry.tables import GPU_KEY
 from connectors.telemetry.validity import (
     BUSY_RANGES,
+    NOT_ON_MIG,
     UNMEASURED_COLUMNS,
     busy_reasons,
     finish_table,
@@ -78,6 +79,8 @@ def settle_busy(rows: pd.DataFrame, raw: RawBusy) -> tuple[pd.DataFrame, pd.Data
     for node, gpu, uuid, k, metric in dirty.itertuples(index=False, name=None):
         samples = raw(metric, (node, gpu, uuid), int(k))
         reason = busy_reasons(pd.Series(metric, index=samples.index), samples["v"])
+        if metric != GR_ENGINE_ACTIVE and mig_slice(uuid) is not None:
+            reason = np.where(reason == "", NOT_ON_MIG, reason).astype(object)
         bad.append(samples.loc[reason != "", ["t", "v"]].assign(metric=metric,
                                                                   reason=reason[reason != ""]))
         valid = samples.loc[reason == ""]

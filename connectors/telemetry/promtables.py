@@ -142,17 +142,53 @@ def gpu_activity(rows: pd.DataFrame, grid, raw: Raw) -> pd.DataFrame:
     rows = rows.loc[is_gr == has_gr].copy()
     rows["sum"] = rows["sum"] * np.where(rows["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
     keys = GPU_KEY + ["k"]
-    busy = rows.groupby(keys, sort=True).agg(total=("sum", "sum"), n=("n", "sum"),
-                                             source=("metric", "first")).reset_index()
+    is_shared = _in_keys(rows, keys, shared_intervals(rows, keys, raw))
+    single = rows.loc[~is_shared]
+    busy = single.groupby(keys, sort=True).agg(total=("sum", "sum"), n=("n", "sum"),
+                                               source=("metric", "first")).reset_index()
     busy["busy_fraction"] = (busy["total"] / busy["n"]).clip(0.0, 1.0)
-    pods = pick(rows, keys, "pod", ("namespace", "container"), raw)
+    busy = busy.merge(pick(single, keys, "pod", ("namespace", "container"), raw), on=keys, how="left")
+    if is_shared.any():
+        busy = pd.concat([busy, _per_pod(rows.loc[is_shared], keys)], ignore_index=True)
+        busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
     models = pick(rows, GPU_KEY, "model_name", (), raw)
-    out = busy.merge(pods, on=keys, how="left").merge(models, on=GPU_KEY, how="left")
+    out = busy.merge(models, on=GPU_KEY, how="left")
     labels = ["pod", "namespace", "container", "model_name"]
     out[labels] = out[labels].fillna("")
     out["ts"] = grid.stamps(out["k"])
     out["step_seconds"] = grid.step
     return finish("gpu_activity", out)
+
+
+def shared_intervals(rows: pd.DataFrame, keys: list[str], raw: Raw) -> list[tuple]:
+    """GPU-intervals several pods held at once (tables.time_shared): where the aggregates name
+    two pods, the raw samples of that interval say whether their series overlap in time."""
+    named = rows.loc[rows["pod"] != ""]
+    pods = named.drop_duplicates(keys + ["namespace", "pod"]).groupby(keys, sort=True).size()
+    out = []
+    for key in pods.index[pods > 1]:
+        values = dict(zip(keys, key))
+        samples = raw(values, int(values["k"]))
+        samples = samples.loc[samples["pod"] != "", ["t", "namespace", "pod"]].drop_duplicates()
+        if len(samples) and (samples.groupby("t").size() > 1).any():
+            out.append(tuple(key))
+    return out
+
+
+def _in_keys(rows: pd.DataFrame, keys: list[str], found: list[tuple]) -> np.ndarray:
+    if not found:
+        return np.zeros(len(rows), dtype=bool)
+    return rows.set_index(keys).index.isin(pd.MultiIndex.from_tuples(found, names=keys))
+
+
+def _per_pod(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per pod of a time-shared GPU-interval: the pooled mean of that pod's own series."""
+    rows = rows.loc[rows["pod"] != ""].sort_values("n", kind="stable")
+    out = rows.groupby(keys + ["namespace", "pod"], sort=True).agg(
+        total=("sum", "sum"), n=("n", "sum"), source=("metric", "first"),
+        container=("container", "last")).reset_index()
+    out["busy_fraction"] = (out["total"] / out["n"]).clip(0.0, 1.0)
+    return out
 
 
 def node_info(info: pd.DataFrame, node_labels: pd.DataFrame, raw_info: Raw,

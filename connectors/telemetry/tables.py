@@ -23,9 +23,11 @@ from connectors.telemetry.families import (
     QUEUE_GAUGES,
     REPLICA_GAUGES,
     SERVING_SCALE,
+    mig_slice,
 )
 from connectors.telemetry.grid import NS, Grid
 from connectors.telemetry.validity import (
+    NOT_ON_MIG,
     UNMEASURED_COLUMNS,
     busy_reasons,
     counter_name,
@@ -126,11 +128,42 @@ def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataF
     / 100), and the excluded ones with their ``reason`` (out of range, not finite)."""
     frame = grid.window(dcgm)
     frame = prefer_engine_active(frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")])
-    reason = busy_reasons(frame["metric"], frame["v"])
+    reason = mig_reasons(frame, busy_reasons(frame["metric"], frame["v"]))
     ok = reason == ""
     valid = frame.loc[ok]
     scale = np.where(valid["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
     return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok])
+
+
+def is_mig_unit(uuid: pd.Series) -> np.ndarray:
+    """Per row: whether the GPU unit is a MIG instance (connectors.telemetry.families.unit_uuid)."""
+    return np.array([mig_slice(u) is not None for u in uuid], dtype=bool)
+
+
+def mig_reasons(frame: pd.DataFrame, reason: np.ndarray) -> np.ndarray:
+    """GPU_UTIL samples of a MIG instance are excluded (METHOD §3: the profiling metrics only)."""
+    util = (frame["metric"] != GR_ENGINE_ACTIVE).to_numpy() & is_mig_unit(frame["uuid"])
+    return np.where(util & (reason == ""), NOT_ON_MIG, reason).astype(object)
+
+
+def time_shared(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per GPU-interval (``keys``): whether several pods held it at once (time-slicing, virtual
+    GPUs): two pods' series of the GPU have a sample at the same time. A pod handing the GPU to
+    the next one within the interval is not sharing."""
+    named = frame.loc[frame["pod"] != "", keys + ["t", "namespace", "pod"]]
+    if named.empty:
+        return pd.Series(False, index=pd.MultiIndex.from_arrays([[]] * len(keys), names=keys))
+    per_time = named.drop_duplicates().groupby(keys + ["t"], sort=False).size()
+    return (per_time > 1).groupby(level=keys).any()
+
+
+def shared_activity(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per pod of each time-shared GPU-interval: the mean of that pod's own samples."""
+    pod_keys = keys + ["namespace", "pod"]
+    named = frame.loc[frame["pod"] != ""]
+    return named.groupby(pod_keys, sort=True).agg(
+        busy_fraction=("v", "mean"), source=("metric", "first"),
+        container=("container", "last")).reset_index()
 
 
 def unmeasured_intervals(bad: pd.DataFrame, valid_keys: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -152,11 +185,19 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
     if frame.empty:
         return Busy(empty_table("gpu_activity"), excluded, unmeasured)
     keys = GPU_KEY + ["k"]
-    busy = frame.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
-                                              source=("metric", "first")).reset_index()
-    pods = most_frequent(frame, keys, "pod", ("namespace", "container"))
+    shared = time_shared(frame, keys)
+    shared = shared[shared]
+    is_shared = frame.set_index(keys).index.isin(shared.index) if len(shared) else np.zeros(len(frame), bool)
+    single = frame.loc[~is_shared]
+    busy = single.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
+                                               source=("metric", "first")).reset_index()
+    pods = most_frequent(single, keys, "pod", ("namespace", "container"))
+    busy = busy.merge(pods, on=keys, how="left")
+    if is_shared.any():
+        busy = pd.concat([busy, shared_activity(frame.loc[is_shared], keys)], ignore_index=True)
+        busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
     models = most_frequent(frame, GPU_KEY, "model_name")
-    out = busy.merge(pods, on=keys, how="left").merge(models, on=GPU_KEY, how="left")
+    out = busy.merge(models, on=GPU_KEY, how="left")
     out[["pod", "namespace", "container", "model_name"]] = (
         out[["pod", "namespace", "container", "model_name"]].fillna(""))
     out["busy_fraction"] = out["busy_fraction"].clip(0.0, 1.0)  # float rounding only: samples are in range

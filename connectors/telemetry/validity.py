@@ -19,6 +19,8 @@ from connectors.telemetry.families import COUNTERS, GPU_UTIL, GR_ENGINE_ACTIVE, 
 
 OUT_OF_RANGE = "out of range"
 NOT_FINITE = "not finite"
+#: DCGM_FI_DEV_GPU_UTIL on a MIG instance: not defined there (only the profiling metrics are)
+NOT_ON_MIG = "GPU_UTIL is not defined on a MIG instance (needs DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
 NEGATIVE_COUNTER = "negative counter value"
 
 #: kernel-activity metric -> (low, high, how the range reads)

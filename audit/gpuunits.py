@@ -1,0 +1,136 @@
+"""GPU units of a node's GPU in one interval: whole GPUs, MIG instances, time-shared GPUs.
+
+A GPU's cost goes to its units by weight, the weights of one GPU summing to exactly 1 (METHOD §3):
+- a whole GPU held by one pod (or none) is one unit of weight 1;
+- a MIG instance (dcgm-exporter's ``GPU_I_ID`` / ``GPU_I_PROFILE``) weighs its compute slices over
+  the GPU's 7 (3g.40gb = 3/7), with its own activity; slices no instance holds are a unit no
+  workload held (unallocated) for their share;
+- a GPU time-sliced between pods (several pods' series of the GPU at once) goes to the pods by
+  their share of the GPU's activity where it is measured per pod, else evenly (the exporter copies
+  the device's value to every pod): the GPU's kernel-active time is counted once.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+from connectors.telemetry.families import MIG_COMPUTE_SLICES, mig_slice
+
+ONE = Decimal(1)
+EVEN = "split evenly (the exporter reports one value per device)"
+BY_ACTIVITY = "split by each pod's share of the GPU's activity (measured per pod)"
+
+
+class Unit(NamedTuple):
+    """One holder's part of a GPU in an interval: the activity row (None: free MIG slices),
+    its weight (share of the GPU's cost and time) and its kernel-active fraction of that share."""
+
+    row: Any
+    weight: Any  # int 1 for a whole GPU (outputs unchanged), else an exact-sum Decimal
+    busy: Decimal
+
+
+class Sharing(NamedTuple):
+    """How a shared GPU was split, for the notes: node, GPU, kind, pods, method."""
+
+    node: str
+    gpu: str
+    kind: str  # "mig" or "time-sliced"
+    pods: tuple[str, ...]
+    method: str
+
+
+def device_key(row) -> tuple[str, str]:
+    """The physical GPU a row belongs to: MIG instances of one GPU share (gpu index, device UUID)."""
+    found = mig_slice(row.uuid)
+    return (str(row.gpu), found[0] if found else row.uuid)
+
+
+def devices(rows: list) -> list[list]:
+    """The rows of one node and interval grouped per physical GPU, in first-seen order."""
+    out: dict[tuple[str, str], list] = {}
+    for row in rows:
+        out.setdefault(device_key(row), []).append(row)
+    return list(out.values())
+
+
+def fraction(value: float) -> Decimal:
+    """A kernel-active fraction as the split has always read it."""
+    return Decimal(repr(float(value)))
+
+
+def exact_weights(parts: list[Decimal], total: Decimal) -> list[Decimal]:
+    """parts / total, the last one set so that the weights sum to exactly 1 (conservation)."""
+    weights = [p / total for p in parts[:-1]]
+    return weights + [ONE - sum(weights, Decimal(0))]
+
+
+def units_of(device: list) -> tuple[list[Unit], Sharing | None]:
+    """The units of one physical GPU and, when it is shared, how it was split."""
+    if mig_slice(device[0].uuid) is not None:
+        return _mig_units(device)
+    if len(device) == 1:
+        row = device[0]
+        return [Unit(row, 1, fraction(row.busy_fraction))], None
+    return _time_sliced(device)
+
+
+def _mig_units(device: list) -> tuple[list[Unit], Sharing]:
+    """MIG instances by compute slices; the GPU's free slices as one unit without a row."""
+    slices = [Decimal(max(0, mig_slice(r.uuid)[2])) for r in device]  # type: ignore[index]
+    held = sum(slices, Decimal(0))
+    total = max(Decimal(MIG_COMPUTE_SLICES), held)
+    free = total - held
+    parts = slices + ([free] if free > 0 else [])
+    weights = exact_weights(parts, total)
+    units = [Unit(r, w, fraction(r.busy_fraction)) for r, w in zip(device, weights)]
+    if free > 0:
+        units.append(Unit(None, weights[-1], Decimal(0)))
+    profiles = ", ".join(f"{r.uuid.rsplit('/', 2)[2] or '?'} ({r.pod or 'no pod'})" for r in device)
+    method = (f"MIG instances {profiles}: each its compute slices of {total}"
+              + (f"; {free} free slice(s) unallocated" if free > 0 else ""))
+    return units, Sharing(device[0].node, str(device[0].gpu), "mig",
+                          tuple(r.pod for r in device if r.pod), method)
+
+
+def _time_sliced(device: list) -> tuple[list[Unit], Sharing]:
+    """Pods sharing one GPU: by activity share where each pod's value is its own, else evenly."""
+    values = [fraction(r.busy_fraction) for r in device]
+    copied = len(set(values)) == 1
+    total = sum(values, Decimal(0))
+    if copied or total == 0:
+        weights = exact_weights([ONE] * len(device), Decimal(len(device)))
+        busy = [values[0] if copied else Decimal(0)] * len(device)
+        method = EVEN
+    else:
+        weights = exact_weights(values, total)
+        busy = [min(ONE, total)] * len(device)
+        method = BY_ACTIVITY
+    units = [Unit(r, w, b) for r, w, b in zip(device, weights, busy)]
+    return units, Sharing(device[0].node, str(device[0].gpu), "time-sliced",
+                          tuple(r.pod for r in device), method)
+
+
+def sharing_note(share: Sharing) -> str:
+    """One line for audit.json and the report's notes naming the GPU, the pods and the split."""
+    pods = ", ".join(share.pods) or "no pod"
+    if share.kind == "mig":
+        return f"GPU {share.gpu} on node {share.node} split into MIG instances: {share.method} (pods: {pods})"
+    return (f"GPU {share.gpu} on node {share.node} time-sliced between {len(share.pods)} pods "
+            f"({pods}): {share.method}")
+
+
+def shared_gpu_notes(activity) -> list[str]:
+    """How each shared GPU of the activity table was split (MIG, time-sliced), one note per GPU
+    and method, in node and GPU order; none when no GPU is shared."""
+    if not len(activity):
+        return []
+    mig = activity["uuid"].map(lambda u: mig_slice(u) is not None)
+    rows = activity.loc[activity.duplicated(["node", "gpu", "ts"], keep=False) | mig]
+    found: dict[tuple[str, str, str], Sharing] = {}
+    for _, group in rows.groupby(["node", "ts"], sort=False):
+        for device in devices(list(group.itertuples(index=False))):
+            share = units_of(device)[1]
+            if share is not None:
+                found.setdefault((share.node, share.gpu, share.method), share)
+    return [sharing_note(found[key]) for key in sorted(found)]
