@@ -1,4 +1,5 @@
-"""MIG and time-sliced GPUs read through a real Prometheus give the OpenMetrics reader's tables.
+"""MIG and time-sliced GPUs read through a real Prometheus (and a query_range dump) give the
+OpenMetrics reader's tables.
 
 dcgm-exporter's MIG labels (``GPU_I_ID``, ``GPU_I_PROFILE``) are part of every group-by, so the
 instances of one GPU stay apart; a GPU time-sliced between pods keeps one row per pod, as the
@@ -13,8 +14,10 @@ import pytest
 
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.prom_dump import PromDumpConnector
 from connectors.telemetry.prometheus import PrometheusConnector
 from tests.audit.test_shared_gpus import START, mig_metrics, shifted, sliced_metrics
+from tests.builders import query_range_dump
 from tests.servers.prometheus import PromServer, backfill
 
 #: day -> exposition: MIG with profiling metrics, time-sliced (copied and per-pod values), MIG with
@@ -76,3 +79,17 @@ def test_mig_instances_and_shared_pods_in_the_file_table(tmp_path):
     assert set(excluded["reason"]) == {"GPU_UTIL is not defined on a MIG instance (needs DCGM_FI_PROF_GR_ENGINE_ACTIVE)"}
     assert int(excluded["count"].sum()) == 3 * 8
     assert len(tables["unmeasured_intervals"]) == 3 * 2
+
+
+@pytest.mark.parametrize("day", list(DAYS))
+def test_query_range_dump_gives_the_file_tables(tmp_path, day):
+    start = START + timedelta(days=day)
+    ctx = ReadContext(start, start + timedelta(hours=2), "USD", 3600)
+    path = tmp_path / "m.om"
+    path.write_text(day_text(day))
+    dump = query_range_dump(path, tmp_path / "dump.json")
+    expected = read_file(path, ctx)
+    got = PromDumpConnector(SourceSpec("t", "telemetry", "prom_dump", dump), ctx).read()
+    for name in ("gpu_activity", "excluded_samples", "unmeasured_intervals"):
+        pd.testing.assert_frame_equal(expected.tables[name], got.tables[name], check_exact=False,
+                                      rtol=0, atol=1e-9, obj=name)
