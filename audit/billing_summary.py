@@ -1,9 +1,12 @@
 """The totals behind `costaudit billing`: the quick look at invoices a user takes before an audit.
 
 Totals by ChargeCategory, ServiceName and currency (billed and effective), and GPU-hours by
-instance type, for each source named on the command line. The format is sniffed from the file's
-header unless given. FOCUS and CUR sources are totalled in DuckDB, where they lie (no line reaches
-pandas); Azure and GCP exports still go through their connectors.
+instance type, for each source named on the command line. Money is never added across currencies:
+every category and service total is kept per BillingCurrency; over sources in several currencies
+each of their rows names its currency (one row per name and currency, no grand total across them).
+The format is sniffed from the file's header unless given. FOCUS and CUR sources are totalled in
+DuckDB, where they lie (no line reaches pandas); Azure and GCP exports still go through their
+connectors.
 """
 from __future__ import annotations
 
@@ -101,12 +104,14 @@ def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime
     from connectors.billing.totals import read_totals
 
     totals = read_totals(path, kind, window, currency)
+    source_currency = next(iter(totals.by_currency), currency)  # one per source (DuckDB checks it)
     for key, table in (("by_category", totals.by_category), ("by_service", totals.by_service),
                        ("by_currency", totals.by_currency)):
         for name, (billed, effective) in table.items():
             name = (name or "(none)") if key == "by_service" else name
-            out[key][name][0] += billed
-            out[key][name][1] += effective
+            slot = out[key][name] if key == "by_currency" else out[key][(source_currency, name)]
+            slot[0] += billed
+            slot[1] += effective
     for name, hours in totals.gpu_hours.items():
         out["gpu_hours"][name] += hours
     return totals.rows, totals.lines
@@ -133,8 +138,9 @@ def _pair():
 def _accumulate(out: dict, lines) -> None:
     from audit.lines import gpu_hours_of
     for line in lines.to_dict("records"):
-        for key, value in (("by_category", line["charge_category"]), ("by_service", line["service_name"] or "(none)"),
-                           ("by_currency", line["currency"])):
+        money = line["currency"]
+        for key, value in (("by_category", (money, line["charge_category"])),
+                           ("by_service", (money, line["service_name"] or "(none)")), ("by_currency", money)):
             out[key][value][0] += line["billed_cost"]
             out[key][value][1] += line["effective_cost"]
         if line["resource_class"] == "gpu_compute":
@@ -142,11 +148,24 @@ def _accumulate(out: dict, lines) -> None:
 
 
 def _finish(out: dict) -> dict:
-    def table(rows):
-        return [{"name": k, "billed": str(cents(v[0])), "effective": str(cents(v[1]))}
-                for k, v in sorted(rows.items(), key=lambda kv: (-kv[1][0], kv[0]))]
-    return {"sources": out["sources"], "by_charge_category": table(out["by_category"]),
-            "by_service": table(out["by_service"]), "by_currency": table(out["by_currency"]),
+    """The JSON-able summary. Category and service rows are keyed by (currency, name): with one
+    currency they are ``{name, billed, effective}``; with several, ``{name, currency, billed,
+    effective}``, one row per name and currency, ordered by currency."""
+    several = len(out["by_currency"]) > 1
+
+    def amounts(v) -> dict:
+        return {"billed": str(cents(v[0])), "effective": str(cents(v[1]))}
+
+    def per_currency(rows) -> list[dict]:
+        ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][0], kv[0][1]) if several
+                         else (-kv[1][0], kv[0][1]))
+        return [{"name": name, **({"currency": money} if several else {}), **amounts(v)}
+                for (money, name), v in ordered]
+
+    currencies = [{"name": k, **amounts(v)}
+                  for k, v in sorted(out["by_currency"].items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    return {"sources": out["sources"], "by_charge_category": per_currency(out["by_category"]),
+            "by_service": per_currency(out["by_service"]), "by_currency": currencies,
             "gpu_hours_by_instance_type": [{"instance_type": k, "gpu_hours": fmt(v, 2)}
                                            for k, v in sorted(out["gpu_hours"].items())]}
 

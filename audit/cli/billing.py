@@ -36,19 +36,28 @@ def billing(sources: List[str] = typer.Argument(..., help="billing files, folder
 
 
 def render_text(summary: dict) -> str:
-    """A plain-text rendering of the summary."""
+    """A plain-text rendering of the summary: each money table per currency, never summed across."""
     lines = []
     for s in summary["sources"]:
         lines.append(f"{s['source']}: {s['format']}, {s['rows']} rows, {s['lines']} lines in the window")
-    for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service"),
-                       ("By currency", "by_currency")):
-        lines.append(f"\n{title + ':':<48}{'billed':>16}{'effective':>16}")
-        for row in summary[key]:
-            lines.append(f"  {row['name'][:46]:<46}{row['billed']:>16}{row['effective']:>16}")
+    only = [row["name"] for row in summary["by_currency"]]
+    for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service")):
+        for money in sorted(only) or [""]:
+            rows = [row for row in summary[key] if row.get("currency", money) == money]
+            lines += money_table(f"{title}, {money}" if money else title, rows)
+    lines += money_table("By currency", summary["by_currency"])
     lines.append("\nGPU-hours by instance type:")
     for row in summary["gpu_hours_by_instance_type"] or [{"instance_type": "(no GPU instance lines)", "gpu_hours": ""}]:
         lines.append(f"  {row['instance_type']:<46}{row['gpu_hours']:>16}")
     return "\n".join(lines)
+
+
+def money_table(title: str, rows: list[dict]) -> list[str]:
+    """One table of billed / effective amounts, all in one currency (or one row per currency)."""
+    lines = [f"\n{title + ':':<48}{'billed':>16}{'effective':>16}"]
+    for row in rows:
+        lines.append(f"  {row['name'][:46]:<46}{row['billed']:>16}{row['effective']:>16}")
+    return lines
 
 
 def parse_day(text: str) -> datetime:

@@ -69,3 +69,32 @@ def test_missing_file_is_a_clear_error(tmp_path):
     broken.write_bytes(b"PAR1 not parquet")
     result = billing(broken)
     assert result.returncode == 1 and str(broken) in result.stderr and "Traceback" not in result.stderr
+
+
+def test_two_currencies_are_never_added():
+    """A CAD Azure export and the USD FOCUS sample together: every money row names its currency,
+    each currency's rows add up to its own total, and no row or total mixes the two."""
+    cad = DATA / "billing" / "focus_converters" / "azure_ea_anonymized_cad.csv"
+    alone = json.loads(billing(SAMPLE, "--json").stdout)
+    result = billing(cad, SAMPLE, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    totals = {row["name"]: row for row in summary["by_currency"]}
+    assert set(totals) == {"CAD", "USD"}
+    assert (totals["CAD"]["billed"], totals["CAD"]["effective"]) == ("1.26", "1.26")
+    assert totals["USD"] == {"name": "USD", "billed": "20.52", "effective": "14.98"}
+    for key in ("by_charge_category", "by_service"):
+        rows = summary[key]
+        assert all(row["currency"] in totals for row in rows)
+        assert len({(row["currency"], row["name"]) for row in rows}) == len(rows)
+        for money, total in totals.items():
+            mine = [row for row in rows if row["currency"] == money]
+            gap = sum(Decimal(r["billed"]) for r in mine) - Decimal(total["billed"])
+            assert abs(gap) <= Decimal("0.005") * len(mine), (key, money)  # rows rounded one by one
+    usd = [{k: v for k, v in row.items() if k != "currency"} for row in summary["by_charge_category"]
+           if row["currency"] == "USD"]
+    assert usd == alone["by_charge_category"]  # the USD rows are the USD file's, untouched by CAD
+    assert "currency" not in alone["by_charge_category"][0]  # one currency: the rows as before
+    text = billing(cad, SAMPLE).stdout
+    assert "By charge category, CAD:" in text and "By charge category, USD:" in text
+    assert "By service, CAD:" in text and "\nBy charge category:" not in text
