@@ -67,6 +67,7 @@ def render(document: dict) -> str:
     hta = {r["rank"]: r for r in document["hta_compatible"]}
     for rank in document["ranks"]:
         lines.append(f"rank {rank['rank']}  {rank['file']}  ({rank['source']})")
+        lines += _excluded_lines(rank.get("excluded_events") or {})
         for device in rank["devices"]:
             lines += _device_lines(device)
         h = hta.get(rank["rank"])
@@ -82,6 +83,16 @@ def render(document: dict) -> str:
         lines.append("")
     lines += _finding_lines(document["findings"], document["price_per_gpu_hour"])
     return "\n".join(lines)
+
+
+EXCLUDED_TEXT = {"negative_dur": "with a negative duration", "missing_dur": "with no duration",
+                 "no_name": "with no name"}
+
+
+def _excluded_lines(excluded: dict) -> list[str]:
+    """The events a trace left out of every time figure, by kind (nothing when none was)."""
+    parts = [f"{count} {EXCLUDED_TEXT.get(kind, kind)}" for kind, count in excluded.items() if count]
+    return [f"  excluded events (not counted as work): {', '.join(parts)}"] if parts else []
 
 
 def _device_lines(device: dict) -> list[str]:

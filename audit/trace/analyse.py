@@ -12,8 +12,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
-
 if TYPE_CHECKING:
     from audit.trace.profile_view import ProfileView
     from connectors.profiles.events import Trace
@@ -33,12 +31,16 @@ def analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
         from connectors.errors import InputError
 
         raise InputError(", ".join(str(p) for p in paths), "not enough memory to analyse the trace "
-                         "(it needs about 250 bytes per event)",
+                         "(it needs about 30 bytes per event)",
                          expected="fewer ranks at once, or a machine with more memory") from None
 
 
 def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
-    """:func:`analyse`, unguarded."""
+    """:func:`analyse`, unguarded. pandas (the call-path tables) is loaded before the traces are
+    read: short of memory, it is the analysis that fails (one named error), not the loading of a
+    library half-way through (an ImportError, or worse)."""
+    import pandas  # noqa: F401
+
     from audit.trace.breakdown import breakdown, hta_breakdown
     from audit.trace.callpath import folded_stacks
     from audit.trace.findings import load_profile, views_findings
@@ -78,9 +80,10 @@ def gpu_views(traces: list[Trace]) -> Iterator[tuple[int, Trace, ProfileView]]:
     from audit.trace.breakdown import ranks
     from audit.trace.profile_view import ProfileView
     from connectors.profiles.events import GPU_WORK
+    from connectors.profiles.intervals import among
 
     for rank, trace in zip(ranks(traces), traces):
-        if np.isin(trace.role, GPU_WORK).any():
+        if among(trace.role, GPU_WORK).any():
             yield rank, trace, ProfileView(trace, rank)
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from connectors.profiles.blocks import compact
 from connectors.profiles.categories import COARSE, HTA_TYPES, coarse_category, fine_category, hta_kernel_type
-
-# trace_events first: it loads numpy with a one-thread BLAS (see there)
-from connectors.profiles.events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask
+from connectors.profiles.events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask, take
+from connectors.profiles.intervals import among, distinct_keys, lookup
 
 HTA_DEVICE_SYNCS = ("Event Sync", "Context Sync")
 
@@ -44,69 +44,79 @@ def ranks(traces: list[Trace]) -> list[int]:
 # ---------------------------------------------------------------- default rules
 
 def breakdown(traces: list[Trace]) -> list[dict]:
-    """Per rank, per device and per stream: window, busy, idle and categories (default rules)."""
+    """Per rank, per device and per stream: window, busy, idle and categories (default rules);
+    and the events each trace left out (a negative or no duration, no name)."""
     return [{"rank": rank, "file": trace.path.name, "source": trace.source,
+             "excluded_events": dict(trace.excluded),
              "devices": [device_breakdown(trace, d) for d in _work_devices(trace)]}
             for rank, trace in zip(ranks(traces), traces)]
 
 
 def _work_devices(trace: Trace) -> list[int]:
     """Device indices that ran GPU work, in order."""
-    work = np.isin(trace.role, GPU_WORK)
-    return distinct(trace.device[work]).tolist()
+    work = among(trace.role, GPU_WORK)
+    return distinct(take(trace.device, work)).tolist()
 
 
 def category_codes(trace: Trace, mask: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Fine categories of the selected GPU work events as (labels, code per event), classified
-    once per distinct (kind, name) pair."""
+    """Fine categories of the selected GPU work events as (labels, code per event, in the
+    narrowest integer type), classified once per distinct (kind, name) pair."""
     width = max(len(trace.names), 1)
-    key = trace.role[mask].astype(np.int64) * width + trace.name[mask]
-    keys, inverse = _distinct_keys(key, (int(trace.role.max(initial=0)) + 1) * width)
+    bound = (int(trace.role.max(initial=0)) + 1) * width
+    key: np.ndarray = take(trace.role, mask).astype(next(t for t in (np.int8, np.int16, np.int32, np.int64)
+                                             if bound <= np.iinfo(t).max))
+    key *= width
+    key += take(trace.name, mask)
+    keys, inverse = distinct_keys(key, bound)
+    del key
     per_key = [fine_category(trace.names[k % width], k // width) for k in keys.tolist()]
     labels = sorted(set(per_key))
     code_of = {label: i for i, label in enumerate(labels)}
-    codes = np.array([code_of[c] for c in per_key], dtype=np.int64)
-    return labels, codes[inverse] if key.size else np.zeros(0, dtype=np.int64)
-
-
-def _distinct_keys(key: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_inverse=True)`` for keys in [0, bound): by a table of the bound's
-    size instead of a sort (8 bytes per event and no sorting, for traces of millions of events)."""
-    if bound > max(4 * key.size, 1 << 16):
-        keys, inverse = np.unique(key, return_inverse=True)
-        return keys, inverse.ravel()
-    present = np.zeros(bound, dtype=bool)
-    present[key] = True
-    keys = np.flatnonzero(present)
-    index = np.cumsum(present) - 1
-    return keys, index[key]
+    codes = compact(np.array([code_of[c] for c in per_key], dtype=np.int64))
+    return labels, lookup(codes, inverse) if inverse.size else np.zeros(0, dtype=np.int8)
 
 
 def event_categories(trace: Trace, mask: np.ndarray) -> np.ndarray:
-    """Fine category per selected GPU work event (object array)."""
+    """Fine category per selected GPU work event (object array; small traces and tests)."""
     labels, codes = category_codes(trace, mask)
     return np.array(labels or [""], dtype=object)[codes] if codes.size else np.array([], dtype=object)
 
 
 def device_breakdown(trace: Trace, device: int) -> dict:
     """Window, busy, idle, kernel-active and categories of one device, with its streams."""
-    mine = np.isin(trace.role, GPU_WORK) & (trace.device == device)
-    start, end, role = trace.start[mine], trace.end[mine], trace.role[mine]
+    mine = among(trace.role, GPU_WORK)
+    mine &= trace.device == device
+    start, end, role = take(trace.start, mine), take(trace.end, mine), take(trace.role, mine)
     labels, codes = category_codes(trace, mine)
-    coarse = np.array([COARSE.index(coarse_category(label)) for label in labels] or [0], dtype=np.int64)[codes]
-    sums = np.bincount(codes, weights=end - start, minlength=len(labels)) if codes.size else np.zeros(0)
+    coarse = lookup(compact(np.array([COARSE.index(coarse_category(label)) for label in labels] or [0])), codes)
+    sums = _sums(codes, start, end, take(trace.dur, mine), len(labels))
     kernels = role == 0
     out = {"device": str(trace.device_keys[device]), "name": trace.device_name(device),
            **interval_figures(start, end),
-           "kernel_active_us": length(*merge(start[kernels], end[kernels])),
+           "kernel_active_us": length(*merge(take(start, kernels), take(end, kernels))),
            "kernels": int(kernels.sum()),
-           "coarse_us": {c: length(*merge(start[coarse == i], end[coarse == i])) for i, c in enumerate(COARSE)},
+           "coarse_us": {c: length(*merge(take(start, coarse == i), take(end, coarse == i)))
+                         for i, c in enumerate(COARSE)},
            "categories_us": dict(sorted(((label, float(total)) for label, total in zip(labels, sums)),
                                         key=lambda kv: (-kv[1], kv[0])))}
-    streams = trace.stream[mine]
-    out["streams"] = [{"stream": int(s), **interval_figures(start[streams == s], end[streams == s]),
-                       "events": int((streams == s).sum())} for s in distinct(streams)]
+    del kernels, coarse, codes
+    streams = take(trace.stream, mine)
+    out["streams"] = []
+    for s in distinct(streams).tolist():
+        on = streams == s
+        out["streams"].append({"stream": int(s), **interval_figures(take(start, on), take(end, on)),
+                               "events": int(on.sum())})
     return out
+
+
+def _sums(codes: np.ndarray, start: np.ndarray, end: np.ndarray, dur: np.ndarray, labels: int) -> list:
+    """Per category code: the sum of end - start. Whole-number times sum exactly in any order
+    (one category at a time, no float64 copy of the events); float ones as np.bincount sums them."""
+    if codes.size == 0:
+        return []
+    if dur.dtype.kind in "iu" and start.dtype.kind in "iu":     # end - start is dur, exactly
+        return [float(dur.sum()) if labels == 1 else float(dur[codes == i].sum()) for i in range(labels)]
+    return np.bincount(codes, weights=end - start, minlength=labels).tolist()
 
 
 def interval_figures(start: np.ndarray, end: np.ndarray) -> dict:
@@ -125,42 +135,63 @@ def hta_breakdown(traces: list[Trace]) -> list[dict]:
     steps = set()
     for trace in traces:
         steps |= {n for n in trace.names if "ProfilerStep" in n}
-    origin = min((float(t.ts[t.role != TRACE].min()) for t in traces if (t.role != TRACE).any()), default=0.0)
+    origin = min((t.base for t in traces if (t.role != TRACE).any()), default=0.0)
     return [{"rank": rank, "file": trace.path.name, **_hta_rank(trace, len(steps) > 1, origin)}
             for rank, trace in zip(ranks(traces), traces)]
 
 
+def _hta_times(trace: Trace, devices: np.ndarray, origin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (us after ``origin``) of the selected events: the trace's own columns when
+    ``origin`` is its base (ts - origin is then exactly its start), else ts - origin as HTA has it."""
+    if origin == trace.base and trace.written_ts is None:
+        return take(trace.start, devices), take(trace.end, devices)
+    start = take(trace.ts, devices) - origin
+    return start, start + take(trace.dur, devices)
+
+
 def _hta_rank(trace: Trace, filter_steps: bool, origin: float) -> dict:
     """HTA's figures for one rank."""
-    kept = _hta_kept(trace, filter_steps)
-    devices = kept & (trace.stream != -1)
-    start = trace.ts[devices] - origin
-    end = start + trace.dur[devices]
+    devices = _hta_kept(trace, filter_steps)
+    devices &= trace.stream != -1
+    start, end = _hta_times(trace, devices, origin)
     if start.size == 0:
         return {"window_us": 0.0, "busy_us": 0.0, "idle_us": 0.0, "compute_us": 0.0,
                 "non_compute_us": 0.0, "kernel_types_us": {}}
     merged = merge(start, end)
     window = float(merged[1][-1] - merged[0][0])
     idle = window - (float(merged[1].sum()) - float(merged[0].sum()))
-    per_name = np.array([hta_kernel_type(n) for n in trace.names] or [""], dtype=object)
-    types = per_name[trace.name[devices]]
-    compute = merge(start[types == "COMPUTATION"], end[types == "COMPUTATION"])
+    del merged
+    per_name = np.array([_hta_code(hta_kernel_type(n)) for n in trace.names] or [-1], dtype=np.int8)
+    types = lookup(per_name, take(trace.name, devices))
+    del devices
+    computing = types == 0
+    compute = merge(take(start, computing), take(end, computing))
+    del computing
     compute_us = float(compute[1].sum()) - float(compute[0].sum())
     return {"window_us": window, "busy_us": window - idle, "idle_us": idle, "compute_us": compute_us,
             "non_compute_us": window - compute_us - idle,
             "kernel_types_us": hta_kernel_types(start, end, types)}
 
 
+def _hta_code(kind: str) -> int:
+    """Index of a kernel type in HTA_TYPES (-1: OTHER)."""
+    return HTA_TYPES.index(kind) if kind in HTA_TYPES else -1
+
+
 def _hta_kept(trace: Trace, filter_steps: bool) -> np.ndarray:
-    """Events HTA keeps after dropping the last ProfilerStep (all of them when it does not)."""
+    """Events HTA keeps after dropping the last ProfilerStep (all of them when it does not).
+
+    Timestamps are compared as starts (the same order: starts restore their timestamps exactly,
+    else the timestamps are kept and compared)."""
     present = trace.role != TRACE
     if not filter_steps:
         return present
+    ts = trace.start if trace.written_ts is None else trace.written_ts
     gpu = ((trace.stream >= 0) & (trace.correlation >= 0)) | name_mask(trace, lambda n: n in HTA_DEVICE_SYNCS)
     host = present & ~gpu
     steps = host & name_mask(trace, lambda n: "ProfilerStep" in n)
-    last_start = trace.ts[steps].max() if steps.any() else np.nan
-    host &= trace.ts < last_start
+    last_start = ts[steps].max() if steps.any() else np.nan
+    host &= ts < last_start
     candidates = np.flatnonzero(present & gpu)
     launched = np.zeros(trace.role.size, dtype=bool)
     launched[candidates] = member(trace.correlation[candidates], trace.correlation[host])
@@ -172,11 +203,22 @@ def hta_kernel_types(start: np.ndarray, end: np.ndarray, types: np.ndarray) -> d
 
     Each type's intervals are merged; a sweep over their starts and ends labels every segment with
     the set of types running ("COMPUTATION overlapping MEMORY"), and each segment's length is
-    truncated to whole microseconds, as HTA's ``astype(int)`` does.
+    truncated to whole microseconds, as HTA's ``astype(int)`` does. ``types`` holds indices into
+    HTA_TYPES (-1: none of them). When one type runs alone, its segments are its merged intervals
+    (no sweep, no copy of the events). Type labels (strings) are taken too.
     """
+    if types.dtype.kind in "OUS":
+        types = np.array([_hta_code(str(t)) for t in types.tolist()], dtype=np.int8)
+    present = [index for index in range(len(HTA_TYPES)) if bool((types == index).any())]
+    if len(present) == 1:
+        mine = types == present[0]
+        s, e = merge(take(start, mine), take(end, mine))
+        del mine
+        whole = s.dtype.kind in "iu" and e.dtype.kind in "iu"      # trunc changes no whole number
+        return {HTA_TYPES[present[0]]: length(s, e) if whole else float(np.trunc(e - s).sum())}
     times, deltas = [], []
-    for index, kind in enumerate(HTA_TYPES):
-        s, e = merge(start[types == kind], end[types == kind])  # HTA's merge_kernel_intervals
+    for index in range(len(HTA_TYPES)):
+        s, e = merge(start[types == index], end[types == index])  # HTA's merge_kernel_intervals
         times += [s, e]
         deltas += [np.full(s.size, 1 << index), np.full(e.size, -(1 << index))]
     time = np.concatenate(times)

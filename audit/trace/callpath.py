@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from connectors.profiles.events import ANNOTATION, CPU_OP, GPU_ANNOTATION, GPU_WORK, PYTHON, RUNTIME, Trace
+from connectors.profiles.blocks import compact
+from connectors.profiles.events import ANNOTATION, CPU_OP, GPU_ANNOTATION, GPU_WORK, PYTHON, RUNTIME, Trace, distinct
+from connectors.profiles.intervals import PER_EVENT_ROWS, among, distinct_keys, group_sums, lean, positions
 
 if TYPE_CHECKING:  # pandas is imported where the tables are built, off the CLI's start-up path
     import pandas as pd
@@ -44,6 +46,7 @@ class CallPaths:
     nodes: list[tuple[int, str]] = field(default_factory=lambda: [(-1, "")])   # id -> (parent, frame)
     index: dict[tuple[int, str], int] = field(default_factory=dict)
     memo: dict[int, int] = field(default_factory=dict)
+    has_ops: bool = True                   # whether any work event has a CPU operator (op_of >= 0)
     _prefix: int | None = None
 
     @property
@@ -83,7 +86,7 @@ class CallPaths:
         """How many leading short frames all GPU work paths share (harness frames)."""
         if self._prefix is None:
             shared: list[str] | None = None
-            for path in np.unique(self.path_of).tolist():
+            for path in distinct(self.path_of).tolist():
                 frames = short_frames(self.frames(path))
                 if shared is None:
                     shared = frames
@@ -97,25 +100,45 @@ class CallPaths:
 
 
 def call_paths(trace: Trace) -> CallPaths:
-    """The call path of every kernel, memcpy and memset of ``trace``."""
-    work = np.flatnonzero(np.isin(trace.role, GPU_WORK))
+    """The call path of every kernel, memcpy and memset of ``trace``.
+
+    Per work event, ``path_of``, ``launch_of`` and ``op_of`` are held in the narrowest integer
+    type, and as a read-only broadcast when they hold one value throughout (no launch in the
+    trace: a column of -1 costs nothing)."""
+    work = positions(among(trace.role, GPU_WORK))
     launch = launches(trace, work)
-    paths = CallPaths(trace=trace, work=work, path_of=np.zeros(work.size, dtype=np.int64),
-                      launch_of=launch, op_of=np.full(work.size, -1, dtype=np.int64),
-                      parent=host_parents(trace), by_external=_operators_by_external(trace))
+    paths = CallPaths(trace=trace, work=work, path_of=np.zeros(0, dtype=np.int8), launch_of=launch,
+                      op_of=np.zeros(0, dtype=np.int8), parent=host_parents(trace),
+                      by_external=_operators_by_external(trace))
     annotations = _gpu_annotations(trace)
     ops: dict[int, int] = {}
+    done, path_ids, op_rows = [], [], []          # per work event whose path is found one by one
     for position, row in _launch_order(launch, annotations):
+        done.append(position)
         if row < 0:
-            paths.path_of[position] = paths.intern(_annotation_path(trace, paths, annotations, work[position]),
-                                                   NO_LAUNCH)
+            path_ids.append(paths.intern(_annotation_path(trace, paths, annotations, work[position]), NO_LAUNCH))
+            op_rows.append(-1)
         else:
-            paths.path_of[position] = _node_path(paths, row)
+            path_ids.append(_node_path(paths, row))
             found = ops.get(row)
-            paths.op_of[position] = found if found is not None else ops.setdefault(row, _operator(paths, row))
-    if not annotations[0].size and (launch < 0).any():
-        paths.path_of[launch < 0] = paths.intern(0, NO_LAUNCH)
+            op_rows.append(found if found is not None else ops.setdefault(row, _operator(paths, row)))
+    rest = paths.intern(0, NO_LAUNCH) if not annotations[0].size and (launch < 0).any() else 0
+    paths.path_of = _spread(work.size, rest, done, path_ids)
+    paths.op_of = _spread(work.size, -1, done, op_rows)
+    paths.has_ops = bool(op_rows) and max(op_rows) >= 0
     return paths
+
+
+def _spread(size: int, rest: int, at: list[int], values: list[int]) -> np.ndarray:
+    """A column of ``size`` holding ``values`` at positions ``at`` and ``rest`` elsewhere, in the
+    narrowest integer type (a read-only broadcast when it holds one value throughout)."""
+    found = set(values)
+    if not found or found == {rest} or (len(found) == 1 and len(values) == size):
+        only = values[0] if len(values) == size and found else rest
+        return np.broadcast_to(np.full(1, only, dtype=np.int64), (size,))
+    out = np.full(size, rest, dtype=compact(np.array([rest, min(values), max(values)])).dtype)
+    out[np.asarray(at, dtype=np.int64)] = values
+    return lean(out)
 
 
 def _launch_order(launch: np.ndarray, annotations) -> list[tuple[int, int]]:
@@ -147,20 +170,27 @@ def _operator(paths: CallPaths, row: int) -> int:
 def launches(trace: Trace, work: np.ndarray) -> np.ndarray:
     """Row of the runtime call that launched each work event (by correlation id), -1 if none."""
     runtime = np.flatnonzero((trace.role == RUNTIME) & (trace.correlation != -1))
+    if runtime.size == 0:
+        return np.broadcast_to(np.full(1, -1, dtype=np.int32), work.shape)
     keys = trace.correlation[runtime]
     order = np.argsort(keys, kind="stable")
     keys, runtime = keys[order], runtime[order]
-    wanted = trace.correlation[work]
+    wanted = trace.correlation if work.size == trace.role.size else trace.correlation[work]
     at = np.searchsorted(keys, wanted)
-    at = np.minimum(at, max(keys.size - 1, 0))
-    found = (keys.size > 0) & (wanted != -1)
-    found = found & (keys[at] == wanted) if keys.size else np.zeros(wanted.size, dtype=bool)
-    return np.where(found, runtime[at] if keys.size else -1, -1)
+    np.minimum(at, keys.size - 1, out=at)
+    found = keys[at] == wanted
+    found &= wanted != -1
+    out = runtime.astype(np.int32 if trace.role.size < 1 << 31 else np.int64)[at]
+    del at
+    out[~found] = -1
+    return lean(out)
 
 
 def host_parents(trace: Trace) -> np.ndarray:
     """Per event, the row of the innermost host event that encloses it on its thread (-1: none)."""
-    host = np.flatnonzero(np.isin(trace.role, HOST_ROLES))
+    host = np.flatnonzero(among(trace.role, HOST_ROLES))
+    if host.size == 0:
+        return np.broadcast_to(np.full(1, -1, dtype=np.int64), trace.role.shape)
     rank = np.zeros(11, dtype=np.int8)
     rank[list(HOST_ROLES)] = np.arange(len(HOST_ROLES))
     order = np.lexsort((rank[trace.role[host]], -trace.dur[host], trace.start[host], trace.thread[host]))
@@ -168,7 +198,7 @@ def host_parents(trace: Trace) -> np.ndarray:
     threads = trace.thread[host][order].tolist()
     starts = trace.start[host][order].tolist()
     ends = trace.end[host][order].tolist()
-    parent = np.full(trace.role.size, -1, dtype=np.int64)
+    parent = np.full(trace.role.size, -1, dtype=np.int32 if trace.role.size < 1 << 31 else np.int64)
     found = []
     stack: list[tuple[int, float]] = []
     current = None
@@ -321,6 +351,11 @@ def short_frames(frames: list[str]) -> list[str]:
     return [f for i, f in enumerate(out) if i == 0 or f != out[i - 1]]
 
 
+def per_event(trace: Trace, paths: CallPaths) -> bool:
+    """Whether the call-path tables are summed over a per-event pandas table (see PER_EVENT_ROWS)."""
+    return trace.dur.dtype.kind == "f" and paths.work.size <= PER_EVENT_ROWS
+
+
 def work_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
     """One row per GPU work event: row, path id, kernel name, role, start, end, duration."""
     import pandas as pd
@@ -331,16 +366,38 @@ def work_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
                          "start": trace.start[rows], "end": trace.end[rows], "dur": trace.dur[rows]})
 
 
+def pair_sums(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
+    """One row per (path id, kernel name) of the GPU work: ``path``, ``name``, ``dur`` (summed)
+    and ``events``, in key order (the tables built from it do not depend on their order)."""
+    import pandas as pd
+
+    every = paths.work.size == trace.role.size
+    name = trace.name if every else trace.name[paths.work]
+    dur = trace.dur if every else trace.dur[paths.work]
+    width = max(len(trace.names), 1)
+    bound = (int(paths.path_of.max(initial=0)) + 1) * width
+    key: np.ndarray = paths.path_of.astype(next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max))
+    key *= width
+    key += name
+    keys, inverse = distinct_keys(key, bound)
+    del key
+    sums, counts = group_sums(inverse, dur, keys.size)
+    return pd.DataFrame({"path": keys // width, "name": keys % width, "dur": sums, "events": counts})
+
+
 def path_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
     """Call path → GPU time: short path, its top kernel, events and GPU time, largest first."""
-
-    frame = work_table(trace, paths)
-    short = {p: paths.display(p) for p in np.unique(frame["path"]).tolist()}
+    frame = work_table(trace, paths) if per_event(trace, paths) else pair_sums(trace, paths)
+    short = {p: paths.display(p) for p in distinct(frame["path"].to_numpy()).tolist()}
     frame["call_path"] = frame["path"].map(short)
     per_kernel = frame.groupby(["call_path", "name"], sort=False)["dur"].sum().reset_index()
     top = per_kernel.sort_values(["dur", "name"], ascending=[False, True]).drop_duplicates("call_path")
-    table = frame.groupby("call_path", sort=False).agg(events=("dur", "size"), gpu_us=("dur", "sum"),
-                                                       kernels=("name", "nunique")).reset_index()
+    if "events" in frame:
+        table = frame.groupby("call_path", sort=False).agg(events=("events", "sum"), gpu_us=("dur", "sum"),
+                                                           kernels=("name", "nunique")).reset_index()
+    else:
+        table = frame.groupby("call_path", sort=False).agg(events=("dur", "size"), gpu_us=("dur", "sum"),
+                                                           kernels=("name", "nunique")).reset_index()
     table = table.merge(top.rename(columns={"name": "top_kernel", "dur": "top_kernel_us"}), on="call_path")
     table["top_kernel"] = [trace.names[n] for n in table["top_kernel"]]
     total = float(frame["dur"].sum())
@@ -352,8 +409,10 @@ def folded_stacks(trace: Trace, paths: CallPaths, unit: str = "us") -> list[str]
     """``frame;frame;kernel <weight>`` lines (flamegraph.pl, speedscope): GPU time per full path and
     kernel, as whole microseconds (``unit='ns'``: nanoseconds); stacks under half a unit are left out."""
     scale = {"us": 1.0, "ns": 1000.0}[unit]
-    frame = work_table(trace, paths)
-    sums = frame.groupby(["path", "name"], sort=False)["dur"].sum()
+    if per_event(trace, paths):
+        sums = work_table(trace, paths).groupby(["path", "name"], sort=False)["dur"].sum()
+    else:
+        sums = pair_sums(trace, paths).set_index(["path", "name"])["dur"]
     lines = []
     for (path, name), dur in sums.items():
         weight = int(round(dur * scale))

@@ -13,13 +13,12 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
-import numpy as np
-
 from audit.trace.breakdown import ranks
 from audit.trace.findings_kernels import batch_size_mismatch, memory_bound_chains
 from audit.trace.findings_rules import IDLE, Finding, copy_overhead, input_bound, launch_bound, sync_waste
 from audit.trace.profile_view import ProfileView
 from connectors.profiles.events import GPU_WORK, Trace
+from connectors.profiles.intervals import among
 
 RULES = (sync_waste, input_bound, launch_bound, copy_overhead, memory_bound_chains, batch_size_mismatch)
 BUCKET_OF_PART = {IDLE: "serving_path", "kernel_active": "model_compute"}
@@ -46,7 +45,7 @@ def findings_from_traces(traces: list[Trace], price_per_gpu_hour=None) -> list[d
     price = None if price_per_gpu_hour is None else Decimal(str(price_per_gpu_hour))
     out = []
     for rank, trace in zip(ranks(traces), traces):
-        if np.isin(trace.role, GPU_WORK).any():
+        if among(trace.role, GPU_WORK).any():
             out += views_findings(ProfileView(trace, rank), price)
     return sorted(out, key=lambda f: (-float(f["gpu_ms"]), f["id"], f["trace"], f["call_path"]))
 

@@ -23,12 +23,15 @@ from connectors.profiles.events import (
     RUNTIME,
     SYNC,
     SYNC_CALLS,
+    ascending,
     covered_up_to,
     length,
+    member,
     merge,
     name_mask,
     overlap,
 )
+from connectors.profiles.intervals import among
 
 IDLE, KERNEL_TIME = "in_flight_idle", "kernel_active"
 TOP = 3                       # findings per rule and profile, largest first
@@ -73,24 +76,36 @@ def _top(groups: dict, limit: int = TOP) -> list:
 # ---------------------------------------------------------------- synchronisation waste
 
 def blocking_calls(view: ProfileView) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of host calls that block the CPU on the GPU, and the device each waits on."""
+    """Rows of host calls that block the CPU on the GPU, and the device each waits on (found once
+    per view: sync_waste and launch_bound both read them)."""
+    if "blocking" not in view.cache:
+        view.cache["blocking"] = _blocking_calls(view)
+    return view.cache["blocking"]
+
+
+def _blocking_calls(view: ProfileView) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`blocking_calls`, found."""
     t = view.trace
     runtime = t.role == RUNTIME
     calls = runtime & name_mask(t, lambda n: n.startswith(SYNC_CALLS) or bool(BLOCKING_COPY.fullmatch(n)))
     pageable = [view.paths.launch_of[i] for i in np.flatnonzero(view.role == MEMCPY)
                 if "Pageable" in view.kernel_name(i) and view.paths.launch_of[i] >= 0]
     rows = np.union1d(np.flatnonzero(calls), np.asarray(pageable, dtype=np.int64))
-    twins = (t.role == SYNC) & ~name_mask(t, lambda n: n in GPU_SIDE_WAITS)
-    lone = np.flatnonzero(twins & ~np.isin(t.correlation, t.correlation[rows]))
+    twins = np.flatnonzero((t.role == SYNC) & ~name_mask(t, lambda n: n in GPU_SIDE_WAITS))
+    lone = twins[~member(t.correlation[twins], t.correlation[rows])]
     rows = np.union1d(rows, lone).astype(np.int64)
     return rows, _wait_devices(view, rows)
 
 
 def _wait_devices(view: ProfileView, rows: np.ndarray) -> np.ndarray:
     """The device a blocking call waits on: its own work's, its cuda_sync twin's, else the primary."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64)
     t = view.trace
     device = np.full(rows.size, view.primary, dtype=np.int64)
-    known = {int(c): int(d) for c, d in zip(t.correlation[t.device >= 0], t.device[t.device >= 0])
+    on_gpu = np.flatnonzero(t.device >= 0)
+    on_gpu = on_gpu[member(t.correlation[on_gpu], t.correlation[rows])]      # the twins of these calls
+    known = {int(c): int(d) for c, d in zip(t.correlation[on_gpu], t.device[on_gpu])
              if c != -1 and d in view.windows}
     for i, row in enumerate(rows.tolist()):
         if t.device[row] in view.windows:
@@ -124,7 +139,7 @@ def sync_waste(view: ProfileView) -> list[Finding]:
 def data_waits(view: ProfileView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host intervals spent fetching input (DataLoader), merged; and the longest such event's row."""
     t = view.trace
-    mask = np.isin(t.role, (CPU_OP, ANNOTATION, PYTHON)) & name_mask(t, lambda n: bool(DATA_WAIT.search(n)))
+    mask = among(t.role, (CPU_OP, ANNOTATION, PYTHON)) & name_mask(t, lambda n: bool(DATA_WAIT.search(n)))
     rows = np.flatnonzero(mask)
     starts, ends = merge(t.start[rows], t.end[rows])
     return starts, ends, rows
@@ -160,14 +175,27 @@ def _first_work_after(view: ProfileView, device: int, time: float) -> str:
 # ---------------------------------------------------------------- launch-bound execution
 
 def launch_bound(view: ProfileView) -> list[Finding]:
-    """GPU idle between kernels because the next launch had not been issued (host-starved)."""
+    """GPU idle between kernels because the next launch had not been issued (host-starved).
+
+    A device none of whose work has a launch in the trace has no starved gap (no copy of its
+    events is made to find that out)."""
+    launched = view.paths.launch_of >= 0
+    devices = [d for d in view.devices if bool(_on(launched, view.on_device(d)).any())]
+    del launched
+    if not devices:
+        return []
     excluded = _excluded(view)
     out = []
-    for device in view.devices:
+    for device in devices:
         found = _starved(view, device, excluded)
         if found is not None:
             out.append(found)
     return out
+
+
+def _on(mask: np.ndarray, device: np.ndarray | None) -> np.ndarray:
+    """``mask`` on one device's work events (``device`` None: every event is on it)."""
+    return mask if device is None else mask & device
 
 
 def _excluded(view: ProfileView) -> tuple[np.ndarray, np.ndarray]:
@@ -181,16 +209,19 @@ def _excluded(view: ProfileView) -> tuple[np.ndarray, np.ndarray]:
 def _starved(view: ProfileView, device: int, excluded) -> Finding | None:
     """The launch-bound finding of one device, or None below the threshold."""
     mine = np.flatnonzero(view.device == device)
-    order = mine[np.argsort(view.start[mine], kind="stable")]
+    start = view.start[mine]
+    order = mine if ascending(start) else mine[np.argsort(start, kind="stable")]
     busy_s, busy_e = view.busy[device]
     if busy_s.size < 2:
         return None
     g0, g1 = busy_e[:-1], busy_s[1:]
     nxt = order[np.searchsorted(view.start[order], g1, side="left")]
+    del order, start
     launch = view.paths.launch_of[nxt]
     t = view.trace
     ls, le = t.start[np.maximum(launch, 0)], t.end[np.maximum(launch, 0)]
-    graph = np.array([bool(GRAPH_LAUNCH.search(t.names[t.name[r]])) if r >= 0 else False for r in launch.tolist()])
+    graph_names = np.array([bool(GRAPH_LAUNCH.search(n)) for n in t.names] or [False])
+    graph = (launch >= 0) & graph_names[t.name[np.maximum(launch, 0)]]
     starved = (launch >= 0) & ((ls >= g0) | (~graph & (le > g0)))
     gap = (g1 - g0) - (covered_up_to(excluded, g1) - covered_up_to(excluded, g0)) if excluded[0].size else g1 - g0
     gap = np.where(starved, np.maximum(gap, 0.0), 0.0)
@@ -238,7 +269,7 @@ def copy_overhead(view: ProfileView) -> list[Finding]:
         window = view.windows[device][1] - view.windows[device][0]
         groups: dict[str, list] = {}
         for kind in ("memcpy_htod", "memcpy_dtoh"):
-            mine = np.flatnonzero((view.device == device) & (view.category == kind))
+            mine = np.flatnonzero((view.device == device) & view.in_categories(kind))
             if mine.size:
                 copies = merge(view.start[mine], view.end[mine])
                 exposed = length(*copies) - overlap(copies, view.kernel_busy[device])

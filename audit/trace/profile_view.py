@@ -7,10 +7,11 @@ from functools import cached_property
 
 import numpy as np
 
-from audit.trace.breakdown import event_categories
+from audit.trace.breakdown import category_codes
 from audit.trace.callpath import CallPaths, call_paths
 from audit.trace.intensity import Intensity, intensity
-from connectors.profiles.events import CPU_OP, GPU_WORK, KERNEL, Trace, covered_up_to, merge
+from connectors.profiles.events import CPU_OP, GPU_WORK, KERNEL, Trace, covered_up_to, distinct, merge, take
+from connectors.profiles.intervals import among, lookup
 
 MODULE_INSTANCE = re.compile(r"(nn\.Module: [^ >]+?)_\d+(?= >|$)")
 
@@ -20,7 +21,9 @@ class ProfileView:
     """One trace (one rank), prepared for the finding rules.
 
     ``work`` arrays run over the kernels, memcpys and memsets of the trace in row order (the order
-    of ``paths.work``). Windows and busy sets are per device.
+    of ``paths.work``); when every event is GPU work they are the trace's own columns (no copy).
+    Categories are codes into ``categories`` (:meth:`in_categories` selects by label). Windows and
+    busy sets are per device.
     """
 
     trace: Trace
@@ -28,39 +31,57 @@ class ProfileView:
     paths: CallPaths = field(init=False)
     _patterns: dict[int, str] = field(init=False, default_factory=dict, repr=False)
     _intensities: dict[int, Intensity | None] = field(init=False, default_factory=dict, repr=False)
+    cache: dict = field(init=False, default_factory=dict, repr=False)   # what more than one rule reads
 
     def __post_init__(self) -> None:
         self.paths = call_paths(self.trace)
         rows = self.paths.work
         t = self.trace
-        self.rows, self.role, self.device = rows, t.role[rows], t.device[rows]
-        self.stream, self.start, self.end = t.stream[rows], t.start[rows], t.end[rows]
-        self.dur, self.name = t.dur[rows], t.name[rows]
-        self.category = event_categories(t, np.isin(t.role, GPU_WORK))
+        every = rows.size == t.role.size
+
+        def pick(column: np.ndarray) -> np.ndarray:
+            return column if every else column[rows]
+
+        self.rows, self.role, self.device = rows, pick(t.role), pick(t.device)
+        self.stream, self.start, self.end = pick(t.stream), pick(t.start), pick(t.end)
+        self.dur, self.name = pick(t.dur), pick(t.name)
+        self.categories, self.category = category_codes(t, among(t.role, GPU_WORK))
+
+    def in_categories(self, *labels: str) -> np.ndarray:
+        """Per work event: whether its fine category is one of ``labels``."""
+        wanted = np.array([label in labels for label in self.categories] or [False])
+        return lookup(wanted, self.category) if self.category.size else np.zeros(0, dtype=bool)
 
     @cached_property
     def devices(self) -> list[int]:
         """Device indices that ran GPU work."""
-        return sorted(int(d) for d in np.unique(self.device))
+        return [int(d) for d in distinct(self.device)]
+
+    def on_device(self, device: int) -> np.ndarray | None:
+        """The work events of ``device`` (None: all of them, the trace has one device)."""
+        return None if len(self.devices) == 1 and device == self.devices[0] else self.device == device
 
     @cached_property
     def busy(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Merged busy intervals (kernels, memcpys, memsets) per device."""
-        return {d: merge(self.start[self.device == d], self.end[self.device == d]) for d in self.devices}
+        return {d: merge(take(self.start, self.on_device(d)), take(self.end, self.on_device(d))) for d in self.devices}
 
     @cached_property
     def kernel_busy(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Merged kernel intervals per device."""
         out = {}
         for d in self.devices:
-            mine = (self.device == d) & (self.role == KERNEL)
-            out[d] = merge(self.start[mine], self.end[mine])
+            mine = self.role == KERNEL
+            on = self.on_device(d)
+            if on is not None:
+                mine &= on
+            out[d] = merge(take(self.start, mine), take(self.end, mine))
         return out
 
     @cached_property
     def windows(self) -> dict[int, tuple[float, float]]:
         """(first start, last end) of GPU work per device."""
-        return {d: (float(self.start[self.device == d].min()), float(self.end[self.device == d].max()))
+        return {d: (float(take(self.start, self.on_device(d)).min()), float(take(self.end, self.on_device(d)).max()))
                 for d in self.devices}
 
     @cached_property
@@ -71,6 +92,8 @@ class ProfileView:
     @cached_property
     def primary(self) -> int:
         """The device with the most busy time (where host-side waits are measured by default)."""
+        if len(self.devices) == 1:
+            return self.devices[0]
         return max(self.devices, key=lambda d: float(np.sum(self.busy[d][1] - self.busy[d][0])))
 
     def idle_within(self, device: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -105,7 +128,10 @@ class ProfileView:
         """Intensity of the CPU operator that launched the work event at ``position`` (shapes
         recorded), looking outwards for the first GEMM operator when the innermost is not one
         (found once per operator: it depends on the operator only)."""
-        op = int(self.paths.op_of[position])
+        return self.intensity_of_op(int(self.paths.op_of[position]))
+
+    def intensity_of_op(self, op: int) -> Intensity | None:
+        """:meth:`op_intensity` by the operator's row (-1: none), found once per operator."""
         if op not in self._intensities:
             self._intensities[op] = self._outward_intensity(op)
         return self._intensities[op]

@@ -25,8 +25,7 @@ try:                                   # ISA-L's CRC is several times zlib's spe
 except ImportError:                    # pragma: no cover
     from zlib import crc32
 
-from connectors.bounds import shown
-from connectors.errors import InputError
+from connectors.profiles.times import left_out, time_column
 
 KERNEL, MEMCPY, MEMSET, SYNC, GPU_ANNOTATION = 0, 1, 2, 3, 4
 RUNTIME, CPU_OP, ANNOTATION, PYTHON, OTHER, TRACE = 5, 6, 7, 8, 9, 10
@@ -128,6 +127,8 @@ class Interner:
         self.names, self.threads, self.devices, self.strings = Table(), Table(), Table(), Table()
         self.roles: dict[Any, int] = {}
         self.rows = 0
+        self.excluded = {"negative_dur": 0, "missing_dur": 0, "no_name": 0}
+        self.excluded_at: dict[str, tuple[str, int]] = {}   # kind -> ("traceEvents", row) of the first
         self.shapes = Texts(self._shape)       # Input Dims / Input type, keyed by their JSON bytes
         self.stacks = Texts(self._stack)       # Call stack strings, keyed by the string
 
@@ -158,7 +159,9 @@ SKIP = -1
 
 def chunk_columns(path: Path, first: int, events: list, intern: Interner,
                   complete: type | None = None) -> dict[str, np.ndarray]:
-    """Columns of the events in one chunk that have a category and a duration (or are complete).
+    """Columns of the events in one chunk that have a category and a duration (or are complete),
+    less those with a negative or no duration or no name (counted in ``intern``, never read as
+    zero-duration work: connectors/profiles/times.py).
 
     ``events`` are Events, or (fast decoding) instances of ``complete`` (``ph`` X) among events of
     other phases that hold no more than their category and duration and are known not to be kept.
@@ -184,12 +187,22 @@ def chunk_columns(path: Path, first: int, events: list, intern: Interner,
         durs, names, ts, pids, tids, args = map(pick, (durs, names, ts, pids, tids, args))
         role = role[keep]
     at = keep if where is None else where[keep]       # positions in ``events``, for error messages
+    start = time_column(path, first, at, events, ts, "ts")
+    dur = time_column(path, first, at, events, durs, "dur")
+    bad = left_out(intern, first, at, dur, names)
+    if bad is not None:
+        good = np.flatnonzero(~bad)
+        if good.size == 0:
+            return _empty(intern)
+        pick = _picker(good)
+        names, pids, tids, args = map(pick, (names, pids, tids, args))
+        role, start, dur, at = role[good], start[good], dur[good], at[good]
     ext, devices, streams, correlations, ext_2021, *extra = zip(*map(astuple, args))
     external = _ints(ext)
     out = {
         "role": role,
-        "ts": _times(path, first, at, events, ts, "ts"),
-        "dur": _times(path, first, at, events, durs, "dur"),
+        "ts": start,
+        "dur": dur,
         "thread": _threads(intern.threads, pids, tids),
         "stream": _ints(streams),
         "correlation": _ints(correlations),
@@ -199,7 +212,7 @@ def chunk_columns(path: Path, first: int, events: list, intern: Interner,
         "device": _devices(role, devices, pids, intern),
     }
     out.update(_extras(role, extra, intern))
-    intern.rows += keep.size
+    intern.rows += role.size
     return out
 
 
@@ -332,39 +345,6 @@ def _ints(values: tuple) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
         return np.array([v if v.__class__ is int else _as_int(v) for v in values], dtype=np.int64)
-
-
-def _times(path: Path, first: int, keep: tuple, events: list, values: tuple, field: str) -> np.ndarray:
-    """``ts`` or ``dur`` as float64 us; a missing dur is 0, a negative one is clipped to 0."""
-    try:
-        column = np.fromiter(values, dtype=np.float64, count=len(values))
-    except (TypeError, ValueError):
-        column = None
-    if column is not None and field == "dur":
-        missing = np.isnan(column)
-        if missing.any():
-            column[missing & np.array([v is None for v in values])] = 0.0
-    if column is None or not np.isfinite(column).all():
-        _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
-    return np.maximum(column, 0.0) if field == "dur" else column
-
-
-def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> None:
-    """Name the first event whose ``field`` is not a finite number of microseconds."""
-    for position, event in zip(keep, kept):
-        value = getattr(event, field)
-        if field == "dur" and value is None:
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = None
-        if number is None or not math.isfinite(number):
-            index = first + position
-            raise InputError(path, f"traceEvents[{index}] ({shown(event.cat, 40)} {shown(str(event.name), 60)}): "
-                             f"{field} is {shown(value)}", row=index + 1, column=field,
-                             expected="a finite number of microseconds")
-    raise AssertionError("no bad time found")
 
 
 def _devices(role: np.ndarray, devices: tuple, pids: tuple, intern: Interner) -> np.ndarray:

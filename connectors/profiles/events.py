@@ -13,14 +13,16 @@ sub-nanosecond precision.
 
 Every event with a category and a duration becomes one row of a ``Trace``; its ``role`` says what
 it is (a kernel, a memcpy, a runtime call, a CPU operator, a Python frame …). Both the 2021 schema
-(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) and the current one are read.
+(``Kernel``, ``Runtime``, ``Operator``, ``Memcpy``, ``Memset``) and the current one are read. An
+event with a negative duration, a complete event with none, or an event with no name is left out
+and counted by kind (``Trace.excluded``), never read as zero-duration work.
 """
 from __future__ import annotations
 
 import gc
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import filterfalse
 from operator import attrgetter
@@ -46,7 +48,7 @@ import msgspec
 import numpy as np
 
 from connectors.bounds import check_source_path
-from connectors.profiles.blocks import accumulate, concatenate
+from connectors.profiles.blocks import accumulate, concatenate, timeline
 from connectors.profiles.columns import (  # noqa: F401
     ANNOTATION,
     CPU_OP,
@@ -62,6 +64,17 @@ from connectors.profiles.columns import (  # noqa: F401
     TRACE,
     Interner,
     chunk_columns,
+)
+from connectors.profiles.intervals import (  # noqa: F401
+    among,
+    ascending,
+    covered_up_to,
+    distinct,
+    length,
+    member,
+    merge,
+    overlap,
+    take,
 )
 from connectors.profiles.stream import EXPECTED_TRACE, EventStream
 
@@ -174,15 +187,26 @@ class Top(msgspec.Struct, gc=False):
     distributedInfo: Distributed | None = None
 
 
+EXCLUDED_KINDS = ("negative_dur", "missing_dur", "no_name")
+"""Events left out of the columns, counted per trace: a negative duration, a complete event with
+no duration (absent or null), an event with no name (absent, null or empty)."""
+
+
 @dataclass
 class Trace:
-    """Every event with a category and a duration, as columns (one row per event)."""
+    """Every event with a category and a duration, as columns (one row per event).
+
+    Times are microseconds after ``base``: ``start`` and ``dur`` are float64, or integers of the
+    narrowest type when every value is a whole number (connectors/profiles/blocks.py: exact, and
+    the same numbers in every sum and difference). ``ts`` (as written) is ``start + base``.
+    """
 
     path: Path
     rows: int                  # events in traceEvents, of any kind
     role: np.ndarray           # int8 role code
-    ts: np.ndarray             # float64 us as written
-    dur: np.ndarray            # float64 us (missing 0, negative clipped to 0)
+    start: np.ndarray          # us after ``base`` (exact)
+    dur: np.ndarray            # us as written (events with a negative or no duration are excluded)
+    base: float                # the earliest timestamp of the trace (Trace-category events aside)
     thread: np.ndarray         # int32 index into ``threads``
     device: np.ndarray         # int32 index into ``device_keys`` (-1 for host events)
     stream: np.ndarray         # int64 (-1 when absent or not an integer)
@@ -199,17 +223,14 @@ class Trace:
     op: dict[str, np.ndarray]       # rows, dims, types, stack of CPU operators (-1: none)
     strings: list[str]              # shapes, dtypes and call stacks referenced by ``op``
     source: str = "kineto"
+    excluded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EXCLUDED_KINDS, 0))
+    excluded_at: dict[str, tuple[str, int]] = field(default_factory=dict)   # kind -> (table, row) of the first
+    written_ts: np.ndarray | None = field(default=None, repr=False)   # ts, when start + base is not it
 
-    @cached_property
-    def base(self) -> float:
-        """The earliest timestamp of the trace (Trace-category events aside)."""
-        mine = self.ts[self.role != TRACE]
-        return float(mine.min()) if mine.size else 0.0
-
-    @cached_property
-    def start(self) -> np.ndarray:
-        """Start times in us after ``base`` (exact)."""
-        return self.ts - self.base
+    @property
+    def ts(self) -> np.ndarray:
+        """Timestamps (us) as written."""
+        return self.written_ts if self.written_ts is not None else self.start + self.base
 
     @cached_property
     def end(self) -> np.ndarray:
@@ -226,11 +247,19 @@ class Trace:
         return [names[i] for i in self.name[mask]]
 
 
+def times(ts: np.ndarray, dur: np.ndarray, role: np.ndarray) -> dict[str, Any]:
+    """The time fields of a Trace from the timestamps and durations as written (``ts`` is reused)."""
+    others = role != TRACE
+    base = float(ts[others].min()) if others.any() else 0.0
+    return timeline([ts], dur, base)
+
+
 def read_trace(path: Path) -> Trace:
     """Stream the Chrome trace at ``path`` into columns; bad input raises InputError."""
     path = Path(path)
     check_source_path(path, expected=EXPECTED_TRACE)
     stream = EventStream(path, Event, Top, FAST_EVENT, only_complete_kept)
+    map_large_arrays()
     intern = Interner()
     collecting = gc.isenabled()
     gc.disable()                  # the parse makes no cycles; the collector would only rescan chunks
@@ -239,13 +268,31 @@ def read_trace(path: Path) -> Trace:
     finally:
         if collecting:
             gc.enable()
-    columns = concatenate(parts)
+    columns = concatenate(parts, TRACE)
     release_freed_memory()
     top = stream.top
     return Trace(path=path, rows=stream.count, names=intern.names.keys_list(),
                  threads=intern.threads.keys_list(), device_keys=intern.devices.keys_list(),
                  devices=_devices(top.deviceProperties), rank=_rank(top.distributedInfo),
-                 strings=[_text(s) for s in intern.strings], **columns)
+                 strings=[_text(s) for s in intern.strings], excluded=dict(intern.excluded),
+                 excluded_at=dict(intern.excluded_at), **columns)
+
+
+MAPPED_FROM = 1 << 18
+"""Allocations from this size up are mapped on their own (glibc's mmap threshold)."""
+
+
+def map_large_arrays() -> None:
+    """Have glibc map every allocation of MAPPED_FROM bytes or more on its own, so that freeing it
+    hands it back to the system at once. By default glibc raises that threshold to the size of
+    the largest block freed so far, after which the trace's blocks and the analyzers' temporaries
+    come from the heap, where a freed one stays resident: a 50-million-event trace would peak at
+    twice its size. (Process-wide: the setting suits any process that analyses a large trace.)"""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").mallopt(-3, MAPPED_FROM)       # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):      # not glibc: nothing to do
+        pass
 
 
 def release_freed_memory() -> None:
@@ -287,16 +334,19 @@ def _rank(info: Distributed | None) -> int | None:
 
 @dataclass
 class TraceData:
-    """The GPU work of a trace (kernels, memcpys, memsets) as columns, plus host sync time."""
+    """The GPU work of a trace (kernels, memcpys, memsets) as columns, plus host sync time.
+
+    The columns are the trace's own (no copy) when every event of the trace is GPU work."""
 
     rows: int
     kind: np.ndarray          # int8 KERNEL / MEMCPY / MEMSET
-    start: np.ndarray         # float64 us after ``base``
-    end: np.ndarray           # float64 us after ``base``
-    dur: np.ndarray           # float64 us, as written
+    start: np.ndarray         # us after ``base``
+    end: np.ndarray           # us after ``base``
+    dur: np.ndarray           # us, as written
     base: float               # trace time (us) that start and end count from
     device: np.ndarray        # int index into ``device_keys``
-    names: list[str]
+    name: np.ndarray          # int index into ``names``
+    names: list[str]          # the trace's names
     device_keys: list[Any]
     device_names: dict[Any, str]
     sync_us: float
@@ -311,11 +361,11 @@ def load_trace(path: Path) -> TraceData:
 
 def gpu_view(trace: Trace) -> TraceData:
     """Kernels, memcpys and memsets of ``trace``; host sync time; request spans."""
-    work = np.isin(trace.role, GPU_WORK)
+    work = among(trace.role, GPU_WORK)
     return TraceData(
-        rows=trace.rows, kind=trace.role[work], start=trace.start[work], end=trace.end[work],
-        dur=trace.dur[work], base=trace.base, device=trace.device[work],
-        names=trace.names_of(work), device_keys=trace.device_keys,
+        rows=trace.rows, kind=take(trace.role, work), start=take(trace.start, work), end=take(trace.end, work),
+        dur=take(trace.dur, work), base=trace.base, device=take(trace.device, work),
+        name=take(trace.name, work), names=trace.names, device_keys=trace.device_keys,
         device_names={key: props["name"] for key, props in trace.devices.items()},
         sync_us=sync_us(trace), spans=request_spans(trace), trace=trace)
 
@@ -341,69 +391,6 @@ def sync_us(trace: Trace) -> float:
 
 def request_spans(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) of the ``costaudit.request*`` annotations, host or GPU side."""
-    mask = np.isin(trace.role, (ANNOTATION, GPU_ANNOTATION))
+    mask = among(trace.role, (ANNOTATION, GPU_ANNOTATION))
     mask &= name_mask(trace, lambda n: n.startswith(REQUEST_PREFIX))
     return trace.start[mask], trace.end[mask]
-
-
-# ---------------------------------------------------------------- interval arithmetic
-
-def distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values of an integer array: ``np.unique`` without its options, which
-    imports numpy.ma on first use (15 ms)."""
-    ordered = np.sort(values, kind="stable")
-    if ordered.size < 2:
-        return ordered
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-
-
-def member(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """Per value: whether it is in ``pool`` (``np.isin`` for integer arrays, by binary search; the
-    sorting path of np.isin calls np.unique, which imports numpy.ma on first use)."""
-    if values.size == 0 or pool.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    pool = np.sort(pool)
-    at = np.minimum(np.searchsorted(pool, values), pool.size - 1)
-    return pool[at] == values
-
-
-def merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint, sorted intervals covering the same points as [starts, ends)."""
-    if starts.size == 0:
-        return starts.astype(np.float64), ends.astype(np.float64)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    opens = np.empty(s.size, dtype=bool)
-    opens[0] = True
-    opens[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(opens)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], reach[last]
-
-
-def length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length of disjoint intervals."""
-    return float(np.sum(ends - starts)) if starts.size else 0.0
-
-
-def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the intersection of two disjoint, sorted interval sets."""
-    (a_s, a_e), (b_s, b_e) = a, b
-    if a_s.size == 0 or b_s.size == 0:
-        return 0.0
-    return float(np.sum(_covered_up_to(a_s, a_e, b_e) - _covered_up_to(a_s, a_e, b_s)))
-
-
-def covered_up_to(merged: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
-    """For each x, the length of the disjoint, sorted intervals ``merged`` that lies before x."""
-    return _covered_up_to(merged[0], merged[1], np.asarray(x, dtype=np.float64))
-
-
-def _covered_up_to(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """For each x, the length of the disjoint intervals that lies before x."""
-    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    i = np.searchsorted(starts, x, side="right")     # intervals starting at or before x
-    inside = np.where(i > 0, np.clip(x - starts[np.maximum(i - 1, 0)], 0.0, None), 0.0)
-    partial = np.minimum(inside, (ends - starts)[np.maximum(i - 1, 0)])
-    return before[np.maximum(i - 1, 0)] * (i > 0) + partial

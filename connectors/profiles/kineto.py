@@ -27,7 +27,8 @@ from connectors.profiles.categories import (  # noqa: F401
     memcpy_category,
     without_parameters,
 )
-from connectors.profiles.events import KERNEL, TraceData, length, load_trace, merge, overlap
+from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace, merge, overlap, take
+from connectors.profiles.intervals import PER_EVENT_ROWS, distinct_keys, group_sums
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
@@ -53,7 +54,31 @@ class KinetoConnector(Connector):
             "kernels": kernel_table(events),
             "categories": category_table(events),
         }
+        if trace.trace is not None and any(trace.trace.excluded.values()):
+            tables["notes"] = excluded_notes(trace.trace)
         return tables, trace.rows, (None, None)
+
+
+EXCLUDED_NOTES = {"negative_dur": ("dur", "", "with a negative duration"),
+                  "missing_dur": ("dur", "complete (ph X) ", "with no duration"),
+                  "no_name": ("name", "", "with no name")}
+"""Kind of excluded event -> (column, what precedes the noun, what follows it) in its note."""
+
+
+def excluded_notes(trace: Trace) -> pd.DataFrame:
+    """Table ``notes``: one row per kind of event the trace left out of every time figure (a
+    negative or no duration, no name), at the first of them: how many, and that none was read as
+    zero-duration work."""
+    rows = []
+    for kind, count in trace.excluded.items():
+        if count:
+            column, before, after = EXCLUDED_NOTES[kind]
+            table, row = trace.excluded_at.get(kind, ("traceEvents", 0))
+            noun = ("row" if trace.source == "nsys" else "event") + ("s" if count != 1 else "")
+            column = "end" if trace.source == "nsys" and kind == "negative_dur" else column
+            rows.append((row, column, f"{count} {before}{noun} {after} (the first here, in {table}) excluded "
+                                      "from the time accounting, not read as zero-duration work"))
+    return pd.DataFrame(rows, columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
 
 
 def profile_table(trace: TraceData, name: str) -> pd.DataFrame:
@@ -84,13 +109,15 @@ def profile_table(trace: TraceData, name: str) -> pd.DataFrame:
 def device_figures(trace: TraceData, device: int, basis: str) -> np.ndarray:
     """[window, kernel-active in window, busy in window, kernel-active overall] of one device."""
     mine = trace.device == device
-    kernels = mine & (trace.kind == KERNEL)
-    kernel_set = merge(trace.start[kernels], trace.end[kernels])
-    busy_set = merge(trace.start[mine], trace.end[mine])
+    start, end = take(trace.start, mine), take(trace.end, mine)
+    kernels = take(trace.kind, mine) == KERNEL
+    kernel_set = merge(take(start, kernels), take(end, kernels))
+    del kernels
+    busy_set = merge(start, end)
     if basis == "request_spans":
         window_set = merge(*trace.spans)
     else:
-        window_set = (np.array([trace.start[mine].min()]), np.array([trace.end[mine].max()]))
+        window_set = (np.array([start.min()]), np.array([end.max()]))
     return np.array([
         length(*window_set),
         overlap(kernel_set, window_set),
@@ -100,8 +127,15 @@ def device_figures(trace: TraceData, device: int, basis: str) -> np.ndarray:
 
 
 def event_frame(trace: TraceData) -> pd.DataFrame:
-    """One row per GPU event: name, category, duration."""
-    frame = pd.DataFrame({"name": trace.names, "kind": trace.kind, "dur": trace.dur})
+    """GPU time by name and kind: name, kind, category, dur (summed) and count. Up to
+    PER_EVENT_ROWS events with fractional durations it has one row per event (pandas then sums
+    them, compensated: the reference); else one row per (kind, name), summed by numpy (exact for
+    durations in whole microseconds)."""
+    if trace.dur.dtype.kind == "f" and trace.kind.size <= PER_EVENT_ROWS:
+        frame = pd.DataFrame({"name": [trace.names[i] for i in trace.name.tolist()], "kind": trace.kind,
+                              "dur": trace.dur, "count": np.ones(trace.kind.size, dtype=np.int64)})
+    else:
+        frame = _pair_frame(trace)
     categories = {}
     for (name, kind) in frame[["name", "kind"]].drop_duplicates().itertuples(index=False):
         categories[(name, kind)] = fine_category(name, kind)
@@ -109,10 +143,23 @@ def event_frame(trace: TraceData) -> pd.DataFrame:
     return frame
 
 
+def _pair_frame(trace: TraceData) -> pd.DataFrame:
+    """One row per (kind, name) of the GPU work: name, kind, dur (summed) and count."""
+    width = max(len(trace.names), 1)
+    key = trace.kind.astype(np.int64)
+    key *= width
+    key += trace.name
+    keys, inverse = distinct_keys(key, (int(trace.kind.max(initial=0)) + 1) * width)
+    del key
+    sums, counts = group_sums(inverse, trace.dur, keys.size)
+    return pd.DataFrame({"name": [trace.names[k % width] for k in keys.tolist()], "kind": keys // width,
+                         "dur": sums, "count": counts})
+
+
 def kernel_table(events: pd.DataFrame) -> pd.DataFrame:
     """GPU time and launches per kernel name, largest total first."""
     frame = events[events["kind"] == KERNEL]
-    grouped = frame.groupby(["name", "category"], sort=False)["dur"].agg(["count", "sum"])
+    grouped = frame.groupby(["name", "category"], sort=False).agg(count=("count", "sum"), sum=("dur", "sum"))
     table = grouped.reset_index().rename(columns={"sum": "total_us"})
     table["count"] = table["count"].astype("int64")
     table["total_us"] = table["total_us"].astype("float64")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,8 +24,8 @@ from connectors.base import Connector
 from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
-from connectors.profiles.events import Trace, gpu_view
-from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table
+from connectors.profiles.events import Trace, gpu_view, times
+from connectors.profiles.kineto import category_table, event_frame, excluded_notes, kernel_table, profile_table
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 EXPECTED = "an Nsight Systems SQLite export (nsys export --type sqlite) with CUDA trace tables"
@@ -58,6 +59,8 @@ class NsysConnector(Connector):
         events = event_frame(view)
         tables = {"profile": profile_table(view, self.path.name), "kernels": kernel_table(events),
                   "categories": category_table(events)}
+        if any(trace.excluded.values()):
+            tables["notes"] = excluded_notes(trace)
         return tables, trace.rows, (None, None)
 
 
@@ -98,28 +101,47 @@ def _read(path: Path, db: sqlite3.Connection) -> Trace:
         _runtime(db, tables, strings, names, threads),
         _nvtx(db, tables, strings, names, threads),
     ) if part is not None]
-    columns = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
+    columns: dict[str, Any] = {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
     order = np.argsort(columns["ts"], kind="stable")
     columns = {c: v[order] for c, v in columns.items()}
     extras = _extras(parts, order)
-    return Trace(path=path, rows=int(sum(p["role"].size for p in parts)), names=names.keys_list(),
+    columns.update(times(columns.pop("ts"), columns.pop("dur"), columns["role"]))
+    negative = [p for p in parts if p["negative"]]
+    return Trace(path=path, rows=int(sum(p["role"].size + p["negative"] for p in parts)), names=names.keys_list(),
                  threads=threads.keys_list(), device_keys=devices.keys_list(),
                  devices=_device_props(db, tables), rank=None, strings=[], source="nsys",
                  op={"rows": np.zeros(0, np.int64), "dims": np.zeros(0, np.int32),
                      "types": np.zeros(0, np.int32), "stack": np.zeros(0, np.int32)},
+                 excluded={"negative_dur": sum(p["negative"] for p in negative), "missing_dur": 0, "no_name": 0},
+                 excluded_at={"negative_dur": (negative[0]["table"], negative[0]["first_negative"])} if negative else {},
                  **extras, **columns)
 
 
 def _frame(role: int, start, end, thread, device, stream, correlation, name,
-           table: str = "") -> dict[str, np.ndarray]:
-    """Trace columns of one table's rows (ns integers in, us floats out)."""
+           table: str = "") -> dict:
+    """Trace columns of one table's rows (ns integers in, us floats out); rows that end before
+    they start are left out and counted (``negative``; ``first_negative``: the row of the first,
+    from 1; ``good``: the rows kept, for the caller's extras)."""
     start, end = _times(start, table, "start"), _times(end, table, "end")
     n = start.size
-    return {"role": np.full(n, role, np.int8), "ts": start / 1000.0, "dur": np.maximum(end - start, 0) / 1000.0,
+    part = {"role": np.full(n, role, np.int8), "ts": start / 1000.0, "dur": (end - start) / 1000.0,
             "thread": np.asarray(thread, np.int32).reshape(n), "device": np.asarray(device, np.int32).reshape(n),
             "stream": _integers(stream, table, "streamId").reshape(n),
             "correlation": _integers(correlation, table, "correlationId").reshape(n),
-            "external": np.full(n, -1, np.int64), "name": np.asarray(name, np.int32).reshape(n)}
+            "external": np.full(n, -1, np.int64), "name": np.asarray(name, np.int32).reshape(n),
+            "table": table, "negative": 0, "first_negative": 0, "good": None}
+    bad = end < start
+    if bad.any():
+        good = ~bad
+        for column in COLUMNS:
+            part[column] = part[column][good]
+        part.update(negative=int(bad.sum()), first_negative=int(np.argmax(bad)) + 1, good=good)
+    return part
+
+
+def _kept(part: dict, values: np.ndarray) -> np.ndarray:
+    """An extras column, for the rows :func:`_frame` kept."""
+    return values if part["good"] is None else values[part["good"]]
 
 
 class BadValue(Exception):
@@ -182,8 +204,8 @@ def _kernels(db, tables, strings, names: Table, devices: Table):
     cols = list(zip(*rows)) if rows else [[]] * 8
     part = _frame(KERNEL, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
                   cols[4], [names.id(strings.get(n, str(n))) for n in cols[5]], KERNEL_TABLE)
-    part["kernel.blocks"] = _integers(cols[6], KERNEL_TABLE, "gridX * gridY * gridZ")
-    part["kernel.threads"] = _integers(cols[7], KERNEL_TABLE, "blockX * blockY * blockZ")
+    part["kernel.blocks"] = _kept(part, _integers(cols[6], KERNEL_TABLE, "gridX * gridY * gridZ"))
+    part["kernel.threads"] = _kept(part, _integers(cols[7], KERNEL_TABLE, "blockX * blockY * blockZ"))
     return part
 
 
@@ -213,7 +235,7 @@ def _memcpys(db, tables, names: Table, devices: Table):
               for k, s, d in zip(cols[5], cols[6], cols[7])]
     part = _frame(MEMCPY, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
                   cols[4], [names.id(label) for label in labels], "CUPTI_ACTIVITY_KIND_MEMCPY")
-    part["copy.bytes"] = _integers(cols[8], "CUPTI_ACTIVITY_KIND_MEMCPY", "bytes")
+    part["copy.bytes"] = _kept(part, _integers(cols[8], "CUPTI_ACTIVITY_KIND_MEMCPY", "bytes"))
     return part
 
 
@@ -236,7 +258,7 @@ def _memsets(db, tables, names: Table, devices: Table):
     cols = list(zip(*rows)) if rows else [[]] * 6
     part = _frame(MEMSET, cols[0], cols[1], [-1] * len(rows), [devices.id(d) for d in cols[2]], cols[3],
                   cols[4], [names.id("Memset (Device)")] * len(rows), "CUPTI_ACTIVITY_KIND_MEMSET")
-    part["copy.bytes"] = _integers(cols[5], "CUPTI_ACTIVITY_KIND_MEMSET", "bytes")
+    part["copy.bytes"] = _kept(part, _integers(cols[5], "CUPTI_ACTIVITY_KIND_MEMSET", "bytes"))
     return part
 
 

@@ -1,0 +1,65 @@
+"""The times and names of one chunk of trace events: timestamps and durations as float64 columns,
+and the events left out of the trace because their duration is negative or absent or they have no
+name (counted by kind, never read as zero-duration work). connectors/profiles/columns.py calls these.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import NoReturn
+
+import numpy as np
+
+from connectors.bounds import shown
+from connectors.errors import InputError
+
+
+def time_column(path: Path, first: int, keep: np.ndarray, events: list, values: tuple, field: str) -> np.ndarray:
+    """``ts`` or ``dur`` as float64 us; a missing (absent or null) dur is NaN, for the caller to
+    exclude and count (never read as zero)."""
+    try:
+        column = np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError):
+        _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
+    finite = np.isfinite(column)
+    if field == "dur" and not finite.all():
+        finite |= np.isnan(column) & np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    if not finite.all():
+        _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
+    return column
+
+
+def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> NoReturn:
+    """Name the first event whose ``field`` is not a finite number of microseconds."""
+    for position, event in zip(keep, kept):
+        value = getattr(event, field)
+        if field == "dur" and value is None:
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = None
+        if number is None or not math.isfinite(number):
+            index = first + position
+            raise InputError(path, f"traceEvents[{index}] ({shown(event.cat, 40)} {shown(str(event.name), 60)}): "
+                             f"{field} is {shown(value)}", row=index + 1, column=field,
+                             expected="a finite number of microseconds")
+    raise AssertionError("no bad time found")
+
+
+def left_out(intern, first: int, at: np.ndarray, dur: np.ndarray, names: tuple) -> np.ndarray | None:
+    """Per kept event: whether it is left out (a negative duration, none (NaN here), or no name),
+    counted by kind in ``intern``; None when none is."""
+    negative, missing = dur < 0, np.isnan(dur)
+    nameless = names.count(None) + names.count("")
+    if not (nameless or negative.any() or missing.any()):
+        return None
+    unnamed = np.fromiter((n is None or n == "" for n in names), dtype=bool, count=len(names)) if nameless \
+        else np.zeros(dur.size, dtype=bool)
+    unnamed &= ~(negative | missing)
+    for kind, mask in (("negative_dur", negative), ("missing_dur", missing), ("no_name", unnamed)):
+        hits = np.flatnonzero(mask)
+        if hits.size:
+            intern.excluded[kind] += int(hits.size)
+            intern.excluded_at.setdefault(kind, ("traceEvents", first + int(at[hits[0]]) + 1))
+    return negative | missing | unnamed

@@ -1,0 +1,145 @@
+"""Trace events whose times or names are missing or wrong: excluded, counted per trace, never work.
+
+Before: a complete Kineto event with no ``dur`` (absent or null) was read as lasting 0 us and a
+negative one was clipped to 0, so both counted as zero-length GPU work (a kernel, a window edge,
+a call path); an event with no name became "(unnamed)". An Nsight Systems row that ended before it
+started was clipped to 0 the same way. Now each such event is left out of the columns and counted
+by kind (``negative_dur``, ``missing_dur``, ``no_name``) per trace file: `costaudit trace` prints the
+counts (``excluded_events`` per rank in --json), and a `costaudit run` case records them as notes
+of its profile source in audit.json (``sources[].notes``), which the report shows.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from audit.audit_json import to_dict
+from audit.case import load_case
+from audit.pipeline import run_audit
+from connectors.profiles.events import KERNEL, read_trace
+from connectors.profiles.nsys import read_nsys
+from tests.builders import CURRENT, GEMM, gpu_events, host_events, trace_doc, write_trace, x
+from tests.hostile.harness import costaudit, profile, write_case
+
+EXPECTED = {"negative_dur": 1, "missing_dur": 2, "no_name": 2}
+
+
+def spoiled_events() -> list[dict]:
+    """The synthetic trace plus, far after its last event (where a zero-length kernel would move
+    the window's end), kernels with a negative, absent and null dur, and two with no name."""
+    bad = [x(CURRENT["kernel"], GEMM, 900.0, -4.0, stream=7), x(CURRENT["kernel"], GEMM, 950.0, 1.0, stream=7),
+           x(CURRENT["kernel"], GEMM, 960.0, 1.0, stream=7), x(CURRENT["kernel"], "", 970.0, 2.0, stream=7),
+           x(CURRENT["kernel"], "ignored", 980.0, 2.0, stream=7)]
+    del bad[1]["dur"]
+    bad[2]["dur"] = None
+    del bad[4]["name"]
+    return gpu_events(CURRENT) + host_events(CURRENT) + bad
+
+
+def test_kineto_events_without_a_valid_dur_or_a_name_are_counted_not_read(tmp_path):
+    clean = read_trace(write_trace(tmp_path, trace_doc(gpu_events(CURRENT) + host_events(CURRENT)), "clean.json"))
+    trace = read_trace(write_trace(tmp_path, trace_doc(spoiled_events()), "spoiled.json"))
+    assert trace.excluded == EXPECTED and clean.excluded == dict.fromkeys(EXPECTED, 0)
+    assert trace.role.size == clean.role.size and int((trace.role == KERNEL).sum()) == 3
+    assert (trace.dur >= 0).all() and "" not in trace.names and "(unnamed)" not in trace.names
+    first = len(gpu_events(CURRENT) + host_events(CURRENT))      # traceEvents row (from 1) of the first
+    assert trace.excluded_at == {"negative_dur": ("traceEvents", first + 1), "missing_dur": ("traceEvents", first + 2),
+                                 "no_name": ("traceEvents", first + 4)}
+
+
+def test_trace_command_reports_the_counts(tmp_path):
+    write_trace(tmp_path, trace_doc(spoiled_events()), "spoiled.json")
+    write_trace(tmp_path, trace_doc(gpu_events(CURRENT) + host_events(CURRENT)), "clean.json")
+    spoiled = costaudit("trace", "spoiled.json", "--json", cwd=tmp_path)
+    clean = costaudit("trace", "clean.json", "--json", cwd=tmp_path)
+    assert spoiled.rc == 0 and clean.rc == 0, spoiled.stderr + clean.stderr
+    bad, good = json.loads(spoiled.stdout), json.loads(clean.stdout)
+    assert bad["ranks"][0]["excluded_events"] == EXPECTED
+    assert good["ranks"][0]["excluded_events"] == dict.fromkeys(EXPECTED, 0)
+    # the left-out events change no time figure: windows, busy time, kernels and call paths
+    for document in (bad, good):
+        document["ranks"][0].pop("excluded_events")
+        for entry in document["ranks"] + document["hta_compatible"] + document["call_paths"] + document["findings"]:
+            entry.pop("file", None)
+            entry.pop("trace", None)
+        document.pop("traces")
+    assert bad == good
+    text = costaudit("trace", "spoiled.json", cwd=tmp_path)
+    assert text.rc == 0 and ("excluded events (not counted as work): 1 with a negative duration, "
+                             "2 with no duration, 2 with no name") in text.stdout
+
+
+def test_a_clean_trace_prints_no_excluded_line(tmp_path):
+    write_trace(tmp_path, trace_doc(gpu_events(CURRENT) + host_events(CURRENT)), "clean.json")
+    outcome = costaudit("trace", "clean.json", cwd=tmp_path)
+    assert outcome.rc == 0 and "excluded events" not in outcome.stdout
+
+
+def test_all_kernels_excluded_is_one_named_error(tmp_path):
+    events = [x(CURRENT["kernel"], GEMM, 1.0, -1.0, stream=7), x(CURRENT["kernel"], "", 2.0, 1.0, stream=7)]
+    path = write_trace(tmp_path, trace_doc(events), "none.json")
+    trace = read_trace(path)
+    assert trace.role.size == 0 and trace.excluded == {"negative_dur": 1, "missing_dur": 0, "no_name": 1}
+    outcome = costaudit("trace", "none.json", "--json", cwd=tmp_path)
+    assert outcome.rc == 0 and json.loads(outcome.stdout)["ranks"][0]["excluded_events"]["negative_dur"] == 1
+
+
+def test_run_case_notes_the_excluded_events(tmp_path):
+    case = write_case(tmp_path / "case", extra=profile("kineto", "spoiled.json"))
+    write_trace(case, trace_doc(spoiled_events()), "spoiled.json")
+    document = to_dict(run_audit(load_case(case)))
+    source = next(s for s in document["sources"] if s["kind"] == "profiles")
+    notes = {n["note"].split(" (the first")[0]: (n["row"], n["column"]) for n in source["notes"]}
+    first = len(gpu_events(CURRENT) + host_events(CURRENT))
+    assert source["notes_total"] == 3
+    assert notes == {"1 event with a negative duration": (first + 1, "dur"),
+                     "2 complete (ph X) events with no duration": (first + 2, "dur"),
+                     "2 events with no name": (first + 4, "name")}
+    assert all("not read as zero-duration work" in n["note"] for n in source["notes"])
+    profile_entry = document["profiles"][0]
+    assert profile_entry["kernel_active_ms"] == to_dict(run_audit(load_case(_clean_case(tmp_path))))["profiles"][0][
+        "kernel_active_ms"]
+
+
+def _clean_case(tmp_path):
+    case = write_case(tmp_path / "clean", extra=profile("kineto", "clean.json"))
+    write_trace(case, trace_doc(gpu_events(CURRENT) + host_events(CURRENT)), "clean.json")
+    return case
+
+
+# ---------------------------------------------------------------- Nsight Systems
+
+def nsys_export(path, rows):
+    """A minimal export: kernels (start, end) on device 0, stream 7, named by StringIds."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    db.execute("INSERT INTO StringIds VALUES (1, 'kernel_a')")
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+               "streamId INTEGER, correlationId INTEGER, demangledName INTEGER, gridX INTEGER, gridY INTEGER, "
+               "gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER)")
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, 1, ?, 1, 1, 128, 1, 1)",
+                   [(s, e, i, 10 + i) for i, (s, e) in enumerate(rows)])
+    db.commit()
+    db.close()
+    return path
+
+
+def test_nsys_rows_ending_before_they_start_are_counted_not_read(tmp_path):
+    good = [(1000, 2000), (3000, 5000)]
+    trace = read_nsys(nsys_export(tmp_path / "bad.sqlite", good + [(90_000, 80_000)]))
+    clean = read_nsys(nsys_export(tmp_path / "good.sqlite", good))
+    assert trace.excluded == {"negative_dur": 1, "missing_dur": 0, "no_name": 0}
+    assert trace.excluded_at == {"negative_dur": ("CUPTI_ACTIVITY_KIND_KERNEL", 3)}
+    assert trace.role.size == 2 and trace.rows == 3 and trace.kernel["blocks"].tolist() == [10, 11]
+    assert float(trace.end.max()) == float(clean.end.max()) == 4.0
+    outcome = costaudit("trace", "bad.sqlite", "--json", cwd=tmp_path)
+    assert outcome.rc == 0 and json.loads(outcome.stdout)["ranks"][0]["excluded_events"]["negative_dur"] == 1
+
+
+@pytest.mark.parametrize("dur", [0, 0.0])
+def test_zero_dur_is_valid_work(tmp_path, dur):
+    events = gpu_events(CURRENT) + [x(CURRENT["kernel"], GEMM, 900.0, dur, stream=7)]
+    trace = read_trace(write_trace(tmp_path, trace_doc(events)))
+    assert trace.excluded == dict.fromkeys(EXPECTED, 0) and int((trace.role == KERNEL).sum()) == 4
