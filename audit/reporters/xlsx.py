@@ -1,4 +1,9 @@
-"""XlsxReporter: one sheet per table; amounts kept exact as text cells (format '@').
+"""XlsxReporter: one sheet per table, amounts as numeric cells in the case currency's format.
+
+Each column has a kind (:mod:`audit.reporters.xlsx_cells`): money and unit costs are numbers (the
+exact Decimal of their audit.json text) with a currency format, counts and quantities numbers,
+fractions percentages; headers are readable words; the header row is frozen. Sheets: the summary,
+the CSV tables, the options with their low / expected / high ranges, and the findings.
 
 Every data string is written as a string cell, never a formula (a node named ``=HYPERLINK(…)``
 stays text). The file is the same bytes for the same audit: the document dates are the audit
@@ -13,32 +18,90 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from audit.reporters.csv import build_tables, is_number
+from audit.reporters.csv import build_tables
+from audit.reporters.xlsx_cells import (
+    decimals,
+    findings_table,
+    header,
+    kind_of,
+    number,
+    number_format,
+    safe_currency,
+    summary_table,
+)
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 DOC_DATES = re.compile(rb"(<dcterms:(created|modified)[^>]*>)[^<]*(</dcterms:\2>)")
+MAX_WIDTH = 60
 
 SHEETS = {
     "summary": "Summary", "buckets": "Buckets and parts", "services": "Services - unit costs",
-    "options": "Options", "reconciliation": "Reconciliation", "coverage": "Coverage by node",
-    "gpu_split": "GPU split", "sources": "Sources", "classes": "Classes",
+    "options": "Options", "findings": "Findings", "reconciliation": "Reconciliation",
+    "coverage": "Coverage by node", "gpu_split": "GPU split", "sources": "Sources", "classes": "Classes",
 }
 
 
-def summary_table(a: dict) -> tuple[list[str], list[list[Any]]]:
-    window, recon = a.get("window") or {}, a.get("reconciliation") or {}
-    rows: list[list[Any]] = [
-        ["case", a.get("case")], ["window_start", window.get("start")],
-        ["window_end", window.get("end")], ["days", window.get("days")],
-        ["currency", a.get("currency")], ["cost_basis", a.get("cost_basis")],
-        ["total", a.get("total")], ["invoice_total", a.get("invoice_total")],
-        ["outside_scope", (a.get("outside_scope") or {}).get("amount")],
-    ]
-    rows += [[f"bridge.{k}", v] for k, v in (a.get("bridge") or {}).items()]
-    rows += [[f"bucket.{k}", b.get("amount")] for k, b in (a.get("buckets") or {}).items()]
-    rows += [[f"reconciliation.{k}", recon.get(k)] for k in ("verdict", "gap", "tolerance", "top_down",
-                                                              "bottom_up")]
-    return ["field", "value"], rows
+def sheet_specs(audit: dict) -> dict[str, tuple[list[str], list[list[Any]], list[list[str | None]]]]:
+    """Every sheet as (header, rows, kind of each cell), in workbook order."""
+    (head, rows), row_kinds = summary_table(audit)
+    specs = {"summary": (head, rows, [[None, kind] for kind in row_kinds])}
+    tables = {**build_tables(audit), "findings": findings_table(audit)}
+    for name in SHEETS:
+        if name in tables:
+            head, rows = tables[name]
+            kinds = [kind_of(column) for column in head]
+            specs[name] = (head, rows, [kinds] * len(rows))
+    return specs
+
+
+def fill(sheet, head: list[str], rows: list[list[Any]], kinds: list[list[str | None]], currency: str) -> None:
+    """Write one table: readable bold headers, typed cells, column widths, the header row frozen."""
+    from openpyxl.styles import Font
+
+    sheet.append([header(column) for column in head])
+    for c in sheet[1]:
+        c.font = Font(bold=True)
+    places = column_places(rows, kinds)
+    for r, (row, row_kinds) in enumerate(zip(rows, kinds), 2):
+        for i, (value, kind) in enumerate(zip(row, row_kinds), 1):
+            put(sheet.cell(r, i), value, kind, number_format(kind, places[(i, kind)], currency) if kind else "@")
+    widths(sheet, head, rows)
+    sheet.freeze_panes = "A2"
+
+
+def put(cell, value: Any, kind: str | None, shown: str) -> None:
+    """One cell: a number (typed column, finite decimal), empty (typed column, not measured) or text."""
+    from openpyxl.styles import Alignment
+
+    exact = number(value) if kind else None
+    if exact is not None:
+        cell.value = exact if isinstance(exact, int) else format(exact, "f")
+        cell.data_type = "n"  # a number whose stored text is the exact decimal (no float)
+        cell.number_format = shown
+        cell.alignment = Alignment(horizontal="right")
+    elif kind and value is None:
+        return  # not measured: an empty cell, never a zero
+    else:
+        cell.value = "" if value is None else str(value)
+        cell.data_type = "s"  # a string cell, even when it starts with "=": never a formula
+        cell.number_format = "@"
+
+
+def column_places(rows: list[list[Any]], kinds: list[list[str | None]]) -> dict[tuple[int, str | None], int]:
+    """Decimals to show for (column, kind): the most any value of that kind in the column carries."""
+    places: dict[tuple[int, str | None], int] = {}
+    for row, row_kinds in zip(rows, kinds):
+        for i, (value, kind) in enumerate(zip(row, row_kinds), 1):
+            places[(i, kind)] = max(places.get((i, kind), 0), decimals(value))
+    return places
+
+
+def widths(sheet, head: list[str], rows: list[list[Any]]) -> None:
+    """Column widths from the longest header or value (numbers: room for separators and currency)."""
+    for i, column in enumerate(head, 1):
+        longest = max([len(header(column))] + [len(str(r[i - 1] if r[i - 1] is not None else "")) for r in rows])
+        numeric = any(number(r[i - 1]) is not None for r in rows)
+        sheet.column_dimensions[sheet.cell(1, i).column_letter].width = min(MAX_WIDTH, longest + (8 if numeric else 2))
 
 
 def stamp(audit: dict) -> str:
@@ -71,31 +134,12 @@ class XlsxReporter:
 
     def report(self, audit: dict, path: Path) -> None:
         from openpyxl import Workbook
-        from openpyxl.styles import Alignment, Font
 
-        tables = {"summary": summary_table(audit), **build_tables(audit)}
         book = Workbook()
         book.remove(book.active)
-        right, bold = Alignment(horizontal="right"), Font(bold=True)
-        for name, (head, rows) in tables.items():
-            sheet = book.create_sheet(SHEETS[name])
-            sheet.append(head)
-            for c in sheet[1]:
-                c.font = bold
-            for row in rows:
-                sheet.append([v if isinstance(v, int) and not isinstance(v, bool) else
-                              ("" if v is None else str(v)) for v in row])
-            for row in sheet.iter_rows(min_row=2):
-                for c in row:
-                    if isinstance(c.value, str):
-                        c.data_type = "s"  # a string cell, even when it starts with "=": never a formula
-                        c.number_format = "@"  # text: the exact decimal string, never a float
-                    if is_number(c.value):
-                        c.alignment = right
-            for i, title in enumerate(head, 1):
-                width = max([len(str(title))] + [len(str(r[i - 1] or "")) for r in rows])
-                sheet.column_dimensions[sheet.cell(1, i).column_letter].width = min(60, width + 2)
-            sheet.freeze_panes = "A2"
+        currency = safe_currency(audit.get("currency"))
+        for name, (head, rows, kinds) in sheet_specs(audit).items():
+            fill(book.create_sheet(SHEETS[name]), head, rows, kinds, currency)
         buffer = io.BytesIO()
         book.save(buffer)
         Path(path).write_bytes(reproducible(buffer.getvalue(), stamp(audit)))

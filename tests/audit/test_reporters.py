@@ -157,18 +157,18 @@ def test_csv_numbers_are_the_exact_decimal_strings(rendered, sample):
     assert unpriced and all(o["monthly_saving_expected"] == "" and o["reason"] for o in unpriced)
 
 
-def test_xlsx_has_one_sheet_per_table_with_text_amounts(rendered, sample):
+def test_xlsx_has_one_sheet_per_table_with_numeric_amounts(rendered, sample):
     from openpyxl import load_workbook
 
     book = load_workbook(rendered[0] / "tables.xlsx")
-    for sheet in ("Buckets and parts", "Services - unit costs", "Options", "Reconciliation",
-                  "Coverage by node", "GPU split", "Sources", "Classes"):
+    for sheet in ("Summary", "Buckets and parts", "Services - unit costs", "Options", "Findings",
+                  "Reconciliation", "Coverage by node", "GPU split", "Sources", "Classes"):
         assert sheet in book.sheetnames
     sheet = book["Buckets and parts"]
     header = [c.value for c in sheet[1]]
-    amount = sheet.cell(2, header.index("amount") + 1)
-    assert amount.value == sample["buckets"]["model_compute"]["parts"][0]["amount"]
-    assert isinstance(amount.value, str) and amount.number_format == "@"
+    amount = sheet.cell(2, header.index("Amount") + 1)
+    assert Decimal(repr(amount.value)) == Decimal(sample["buckets"]["model_compute"]["parts"][0]["amount"])
+    assert amount.data_type == "n" and amount.number_format == '#,##0.00 "USD"'
     book.close()
 
 

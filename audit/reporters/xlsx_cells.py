@@ -1,0 +1,145 @@
+"""What each spreadsheet column holds, its readable header and its number format.
+
+The workbook's tables are the CSV tables (:func:`audit.reporters.csv.build_tables`) plus a summary
+and the findings; here each column is given a *kind*:
+
+* ``money``: an amount in the case currency, a numeric cell with a currency format
+  (``#,##0.00 "USD"``), as many decimals as the column's amounts carry (at least 2);
+* ``unit``: a unit cost (per request, per 1,000 requests, per 1 M tokens, per GPU-hour), a
+  currency format with at least 6 decimals (METHOD §4);
+* ``qty``: a quantity (GPU-hours, months, hours, requests per currency unit), ``#,##0.00``-style
+  with the column's decimals;
+* ``int``: a count, ``#,##0``;
+* ``pct``: a fraction shown as a percentage, as many decimals as the fraction carries.
+
+A value becomes a number only in a typed column and only when it is a finite decimal: the
+Decimal of its audit.json text, never a float computed here, stored in the sheet as its exact
+fixed-point text (``<v>90745.49</v>``, never ``0E-8``). A spreadsheet holds a number as a double,
+exact to 15 significant digits: a longer amount (beyond 10^13 at the cent) stays an exact text
+cell. Everything else (names, reasons, a number-looking name) is a text cell.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from audit.reporters.csv import BANDS, Table, is_number
+
+MONEY = {"amount", "bucket_amount", "cost", "shared_cost", "unattributed", "model_compute",
+         "serving_path", "platform_overhead", "top_down", "bottom_up", "gross", "tax", "credits",
+         "net", "profile_cost", "total", "invoice_total", "outside_scope",
+         *(f"{g}_{k}" for g in ("monthly_saving", "one_off_cost") for k in BANDS)}
+QTY = {f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS}
+INTS = {"requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days"}
+PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance"}
+QTY_SUFFIXES = ("_hours", "_months", "_gpu_hours", "_ms")
+UNIT_PREFIXES = ("cost_per_", "price_per_")
+MIN_DECIMALS = {"money": 2, "unit": 6, "qty": 0, "pct": 0, "int": 0}
+EXACT_DIGITS = 15
+
+HEADERS = {
+    "acts_on": "Part", "id": "ID", "sha256": "SHA-256", "gpus": "GPUs", "cost_per_1k_requests":
+    "Cost per 1,000 Requests", "cost_per_1m_tokens": "Cost per 1 M Tokens", "gpu_ms": "GPU ms",
+    "covered_hours": "Covered Hours", "one_off_cost": "One-off Cost", "effort_hours": "Engineering Hours",
+    "mean_busy_fraction": "Mean Busy Share", "gap_ratio": "Gap Ratio", "bucket_share": "Share of Total",
+}
+SMALL = {"per", "of", "by", "in", "on", "to", "and", "a", "the"}
+ACRONYMS = {"gpu": "GPU", "gpus": "GPUs", "id": "ID", "cpu": "CPU", "1m": "1 M", "1k": "1,000", "url": "URL"}
+
+
+def kind_of(column: str) -> str | None:
+    """The kind of a column from its audit.json key (None: text)."""
+    if column in MONEY:
+        return "money"
+    if column.startswith(UNIT_PREFIXES):
+        return "unit"
+    if column in PCT:
+        return "pct"
+    if column in INTS:
+        return "int"
+    if column in QTY or column.endswith(QTY_SUFFIXES) or column.startswith("requests_per_"):
+        return "qty"
+    return None
+
+
+def header(column: str) -> str:
+    """A readable header: ``monthly_saving_low`` → ``Monthly Saving (Low)``."""
+    for group in ("monthly_saving", "one_off_cost", "payback_months", "effort_hours"):
+        for band in BANDS:
+            if column == f"{group}_{band}":
+                return f"{header(group)} ({band.title()})"
+    if column in HEADERS:
+        return HEADERS[column]
+    words = column.split("_")
+    return " ".join(ACRONYMS.get(w, w if i and w in SMALL else w[:1].upper() + w[1:])
+                    for i, w in enumerate(words))
+
+
+def number(value: Any) -> Any:
+    """The cell value of a typed column: an int as it is, a decimal text as its exact Decimal
+    (None where it is not a finite decimal, or too long to survive as a spreadsheet number)."""
+    if isinstance(value, bool) or not is_number(value):
+        return None
+    if isinstance(value, int):
+        return value
+    exact = Decimal(value)
+    return exact if len(exact.as_tuple().digits) <= EXACT_DIGITS else None
+
+
+def decimals(value: Any) -> int:
+    """Decimal places of an audit.json number (0 for an int)."""
+    if isinstance(value, int) or not is_number(value):
+        return 0
+    exponent = Decimal(value).as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
+def number_format(kind: str, places: int, currency: str) -> str:
+    """The Excel number format of a kind with ``places`` decimals (at least the kind's minimum)."""
+    if kind == "pct":
+        places = max(0, places - 2)
+        return "0" + ("." + "0" * places if places else "") + "%"
+    places = max(places, MIN_DECIMALS[kind])
+    body = "#,##0" + ("." + "0" * places if places else "")
+    return f'{body} "{currency}"' if kind in ("money", "unit") else body
+
+
+def safe_currency(code: Any) -> str:
+    """The case currency for a number format: letters only (a format string is parsed by the app)."""
+    letters = re.sub(r"[^A-Za-z]", "", str(code or ""))[:8]
+    return letters.upper() or "USD"
+
+
+# --- tables that only the workbook has --------------------------------------------------------
+
+def summary_table(a: dict) -> tuple[Table, list[str | None]]:
+    """The audit in one column of field / value, with the kind of each row's value."""
+    window, recon = a.get("window") or {}, a.get("reconciliation") or {}
+    rows: list[tuple[str, Any, str | None]] = [
+        ("Case", a.get("case"), None), ("Window Start", window.get("start"), None),
+        ("Window End", window.get("end"), None), ("Days", window.get("days"), "qty"),
+        ("Currency", a.get("currency"), None), ("Cost Basis", a.get("cost_basis"), None),
+        ("Total in Scope", a.get("total"), "money"), ("Invoice Total", a.get("invoice_total"), "money"),
+        ("Outside Scope", (a.get("outside_scope") or {}).get("amount"), "money"),
+    ]
+    rows += [(f"Bridge: {header(k)}", v, "money") for k, v in (a.get("bridge") or {}).items()]
+    rows += [(f"Bucket: {header(k)}", b.get("amount"), "money") for k, b in (a.get("buckets") or {}).items()]
+    rows += [(f"Reconciliation: {header(k)}", recon.get(k), kind) for k, kind in (
+        ("verdict", None), ("gap", "pct"), ("tolerance", "pct"), ("top_down", "money"), ("bottom_up", "money"))]
+    return (["field", "value"], [[label, value] for label, value, _ in rows]), [kind for *_, kind in rows]
+
+
+FINDING_COLUMNS = ("rank", "title", "service", "bucket", "part", "cost", "share", "gpu_ms", "kernel",
+                   "profile", "trace", "device", "fix", "cost_basis", "price_per_gpu_hour", "profile_cost",
+                   "evidence", "reason", "id", "call_path")
+
+
+def findings_table(a: dict) -> Table:
+    """The kernel-level findings (METHOD §6), one row each; evidence as ``key=value`` pairs."""
+    def value(f: dict, column: str) -> Any:
+        if column == "evidence":
+            return "; ".join(f"{k}={v}" for k, v in sorted((f.get("evidence") or {}).items()))
+        return f.get(column)
+    return list(FINDING_COLUMNS), [[value(f, c) for c in FINDING_COLUMNS] for f in a.get("findings") or []]
