@@ -3,7 +3,7 @@
 A GPU's cost goes to its units by weight, the weights of one GPU summing to exactly 1 (METHOD §3):
 - a whole GPU held by one pod (or none) is one unit of weight 1;
 - a MIG instance (dcgm-exporter's ``GPU_I_ID`` / ``GPU_I_PROFILE``) weighs its compute slices over
-  the GPU's 7 (3g.40gb = 3/7), with its own activity; slices no instance holds are a unit no
+  the GPU's 7 (3g.40gb = 3/7; an A30's 4), with its own activity; slices no instance holds are a unit no
   workload held (unallocated) for their share;
 - a GPU time-sliced between pods (several pods' series of the GPU at once) goes to the pods by
   their share of the GPU's activity where it is measured per pod, else evenly (the exporter copies
@@ -14,7 +14,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from connectors.telemetry.families import MIG_COMPUTE_SLICES, mig_slice
+from connectors.telemetry.families import mig_compute_slices, mig_slice
 
 ONE = Decimal(1)
 EVEN = "split evenly (the exporter reports one value per device)"
@@ -79,7 +79,7 @@ def _mig_units(device: list) -> tuple[list[Unit], Sharing]:
     """MIG instances by compute slices; the GPU's free slices as one unit without a row."""
     slices = [Decimal(max(0, mig_slice(r.uuid)[2])) for r in device]  # type: ignore[index]
     held = sum(slices, Decimal(0))
-    total = max(Decimal(MIG_COMPUTE_SLICES), held)
+    total = max(Decimal(mig_compute_slices(r.uuid.rsplit('/', 2)[2] for r in device)), held)
     free = total - held
     parts = slices + ([free] if free > 0 else [])
     weights = exact_weights(parts, total)

@@ -110,7 +110,16 @@ class Family:
 #: compute slices of a whole A100 / H100 GPU: a MIG instance's share of the GPU's cost is its
 #: profile's leading number over these (3g.40gb = 3/7)
 MIG_COMPUTE_SLICES = 7
+"""Compute slices of a MIG-capable GPU (A100, H100, H200, B200, GH200) ..."""
+A30_COMPUTE_SLICES = 4
+"""... except the A30, whose profiles are its own (NVIDIA MIG user guide, supported profiles)."""
+A30_PROFILES = frozenset({"1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"})
 _MIG_PROFILE = re.compile(r"^(\d+)g\.")
+
+
+def mig_compute_slices(profiles) -> int:
+    """The compute slices of the GPU whose MIG instances have ``profiles`` (``3g.40gb``, ...)."""
+    return A30_COMPUTE_SLICES if any(p in A30_PROFILES for p in profiles) else MIG_COMPUTE_SLICES
 
 
 def unit_uuid(labels: dict[str, str]) -> str:

@@ -295,3 +295,17 @@ def test_stored_fixtures_run(tmp_path):
 
 if __name__ == "__main__":
     stored_fixtures(DATA)
+
+
+def test_an_a30_has_four_compute_slices():
+    from types import SimpleNamespace
+
+    from audit.gpuunits import _mig_units
+    from connectors.telemetry.families import mig_compute_slices
+
+    assert mig_compute_slices(["3g.40gb", "1g.10gb"]) == 7 and mig_compute_slices(["2g.12gb", "1g.6gb"]) == 4
+    rows = [SimpleNamespace(uuid=f"GPU-a30/{i}/{p}", busy_fraction=0.5, pod=f"p{i}", node="n", gpu=0)
+            for i, p in ((1, "2g.12gb"), (2, "1g.6gb"))]
+    units, sharing = _mig_units(rows)
+    assert [u.weight for u in units] == [Decimal(2) / 4, Decimal(1) / 4, Decimal(1) / 4]
+    assert "of 4" in sharing.method and "1 free slice" in sharing.method
