@@ -24,8 +24,16 @@ HEADER = ("BillingAccountId,ProviderName,ServiceName,ChargeCategory,ChargePeriod
 RUNNER = """
 import atexit, os, resource, sys
 def _peak():
+    # VmHWM is the high-water mark of this process's own memory: ru_maxrss would carry the RSS of
+    # the parent it was forked from across exec (Linux keeps the larger of the two).
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        with open("/proc/self/status") as status:
+            peak = next(int(l.split()[1]) for l in status if l.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        pass
     with open(os.environ["COSTAUDIT_PEAK_FILE"], "w") as out:
-        out.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+        out.write(str(peak))
 atexit.register(_peak)
 sys.argv = ["costaudit", *sys.argv[1:]]
 from audit.cli import main
