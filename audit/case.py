@@ -17,6 +17,8 @@ from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
 from schemas.secrets import remember_env
 
+#: the cost bases of METHOD §1: FOCUS EffectiveCost, BilledCost, ListCost, ContractedCost
+COST_BASES = ("effective", "billed", "list", "contracted")
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"}
 TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options"}
@@ -205,8 +207,8 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     if not isinstance(head.get("currency", ""), str) or not re.fullmatch(r"[A-Z]{3}", currency):
         problems.append("[case].currency: expected an ISO 4217 code such as 'USD'")
     basis = head.get("cost_basis", "effective")
-    if not isinstance(basis, str) or basis not in ("effective", "billed"):
-        problems.append(f"[case].cost_basis: expected 'effective' or 'billed', got {shown(basis)}")
+    if not isinstance(basis, str) or basis not in COST_BASES:
+        problems.append(f"[case].cost_basis: expected one of {', '.join(map(repr, COST_BASES))}, got {shown(basis)}")
     tolerance = _decimal(head, "tolerance", "0.02", problems, lo=Decimal(0), hi=Decimal(1))
     target = _decimal(head, "target_utilisation", "0.8", problems, lo=Decimal("0.01"), hi=Decimal(1))
     rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal(0))
