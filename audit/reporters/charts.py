@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from audit.buckets import BUCKETS
-from audit.reporters.formatting import BUCKET_LABELS, money, percent
+from audit.reporters.formatting import BUCKET_LABELS, axis_money, money, nice_ticks, percent
 
 COLOURS = {
     "model_compute": "#1f4e79",
@@ -71,7 +71,7 @@ def bucket_chart(audit: dict) -> str:
                 f"{money(b.get('amount'), cur)}  ({percent(b.get('share'))})",
                 va="center", fontsize=8.5, color=NEUTRAL)
     ax.set_xlim(0, top * 1.38)
-    ax.xaxis.set_major_formatter(_axis_money(cur))
+    _money_ticks(ax.xaxis, top * 1.38, cur)
     ax.tick_params(axis="y", length=0)
     ax.set_title(f"Spend in scope by bucket ({cur}, total {money(audit.get('total'), cur)})")
     return _svg(fig)
@@ -82,12 +82,16 @@ def _whole(value: float, cur: str) -> str:
     return money(Decimal(round(value)), cur).rsplit(".", 1)[0]
 
 
-def _axis_money(cur: str):
-    from matplotlib.ticker import FuncFormatter
+def _money_ticks(axis, limit: float, cur: str) -> list[str]:
+    """Ticks from 0 to ``limit`` at a nice step (1, 2, 2.5 or 5 × 10^k), labelled with the decimals
+    the step needs ($2.5 steps read $0.0 / $2.5 / $5.0, never $2 / $5 / $8); returns the labels."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator
 
-    def fmt(x, _pos):
-        return _whole(x, cur) if x >= 0 else ""
-    return FuncFormatter(fmt)
+    ticks, step = nice_ticks(0, Decimal(repr(limit)), max_ticks=6)
+    labels = [axis_money(t, step, cur) for t in ticks]
+    axis.set_major_locator(FixedLocator([float(t) for t in ticks]))
+    axis.set_major_formatter(FixedFormatter(labels))
+    return labels
 
 
 def _waterfall_steps(audit: dict) -> list[tuple[str, float, float, str, str]]:
@@ -131,7 +135,7 @@ def waterfall_chart(audit: dict) -> str:
                 va="bottom", fontsize=6, color=NEUTRAL)
     ax.set_ylim(0, top * 1.1)
     ax.set_xticks(list(xs), [s[0] for s in steps], fontsize=7)
-    ax.yaxis.set_major_formatter(_axis_money(cur))
+    _money_ticks(ax.yaxis, top * 1.1, cur)
     ax.tick_params(axis="x", length=0)
     ax.set_title("From invoice to buckets")
     side = fig.add_subplot(grid[1])

@@ -8,7 +8,7 @@ of buckets, parts, verdicts and cost bases live here too, so both :mod:`audit.re
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 NOT_MEASURED = "not measured"
@@ -42,10 +42,17 @@ VERDICTS = {
     "not_measured": ("Not measured", "one side of the reconciliation could not be measured"),
 }
 BASIS = {
-    "effective": "effective (FOCUS EffectiveCost, commitments amortised)",
-    "billed": "billed (FOCUS BilledCost, as invoiced)",
+    "effective": "effective: what the usage cost once commitments are spread over the hours they cover "
+                 "(FOCUS EffectiveCost)",
+    "billed": "billed: as invoiced, commitments charged when bought (FOCUS BilledCost)",
+    "list": "list: at the provider's public prices, before any discount (FOCUS ListCost)",
+    "contracted": "contracted: at the negotiated prices, before commitments (FOCUS ContractedCost)",
 }
-
+#: the FOCUS cost column of each cost basis
+BASIS_COLUMNS = {"effective": "EffectiveCost", "billed": "BilledCost", "list": "ListCost",
+                 "contracted": "ContractedCost"}
+#: the mantissas of a "nice" axis step: 1, 2, 2.5 or 5 × 10^k
+NICE_STEPS = (Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5))
 
 
 def to_decimal(value: Any) -> Decimal | None:
@@ -120,3 +127,59 @@ def short_hash(sha: str | None) -> str:
 def day(ts: str | None) -> str:
     """The date part of an ISO timestamp; '—' when there is none."""
     return ts[:10] if ts else "—"
+
+
+def nice_step(span: Any, max_ticks: int = 6) -> Decimal:
+    """The smallest step of 1, 2, 2.5 or 5 × 10^k that covers ``span`` in at most ``max_ticks`` steps."""
+    width = to_decimal(span)
+    if width is None or not width.is_finite() or width <= 0:
+        return Decimal(1)
+    raw = width / max(1, max_ticks)
+    power = Decimal(1).scaleb(raw.adjusted())
+    for scale in (power, power * 10):
+        for mantissa in NICE_STEPS:
+            if mantissa * scale >= raw:
+                return _fixed(mantissa * scale)
+    return _fixed(power * 100)  # not reached: 10 × 10^k ≥ raw always holds
+
+
+def _fixed(d: Decimal) -> Decimal:
+    """``d`` without trailing zeros and without an exponent: 2E+4 → 20000, 2.50 → 2.5."""
+    d = d.normalize()
+    return d.quantize(Decimal(1)) if d.as_tuple().exponent > 0 else d
+
+
+def nice_ticks(low: Any, high: Any, max_ticks: int = 6) -> tuple[list[Decimal], Decimal]:
+    """Axis ticks from ``low`` to ``high`` (both included where they fall on a step) at a nice step."""
+    lo, hi = to_decimal(low) or Decimal(0), to_decimal(high) or Decimal(0)
+    if hi < lo:
+        lo, hi = hi, lo
+    step = nice_step(hi - lo, max_ticks)
+    unit = Decimal(1).scaleb(-step_places(step))
+    tick = ((lo / step).to_integral_value(rounding=ROUND_CEILING) * step).quantize(unit)
+    ticks = []
+    while tick <= hi:
+        ticks.append(tick)
+        tick += step
+    return ticks, step
+
+
+def step_places(step: Any) -> int:
+    """The decimals a tick label needs to show every tick of ``step`` exactly: 2.5 → 1, 0.25 → 2, 500 → 0."""
+    d = to_decimal(step)
+    if d is None or not d.is_finite() or d == 0:
+        return 0
+    return max(0, -int(d.normalize().as_tuple().exponent))
+
+
+def axis_money(value: Any, step: Any, currency: str) -> str:
+    """A money tick label with the decimals its axis step needs: (2.5, 2.5) → '$2.5', (20000, 5000) → '$20,000'."""
+    d = to_decimal(value)
+    if d is None or not d.is_finite():
+        return ""
+    places = step_places(step)
+    body = f"{abs(d):,.{places}f}"
+    symbol = SYMBOLS.get(currency)
+    body = f"{symbol}{body}" if symbol else f"{currency} {body}"
+    return f"-{body}" if d < 0 else body
+

@@ -13,7 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
-from audit.reporters import quality
+from audit.reporters import quality, wording
+from audit.reporters.bridge_view import bridge_rows
 from audit.reporters.formatting import (
     BASIS,
     BUCKET_LABELS,
@@ -72,6 +73,8 @@ class BucketView:
     share_width: str  # CSS width of the stacked bar, e.g. "41.23%"
     sources: list[str]
     parts: list[PartView]
+    meaning: str = ""  # what the bucket holds, in words
+    measured_by: list[str] = field(default_factory=list)  # its sources in plain words (page 1)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class OptionView:
     overridden: bool
     reason: str
     evidence: list[str]
+    target: str = ""  # the part it acts on, in words: "Platform overhead · Unallocated GPUs"
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ class ReportModel:
     total: str
     invoice_total: str
     outside_scope: dict[str, Any]
-    bridge: list[tuple[str, str]]
+    bridge: list[tuple[str, str, str, bool]]  # label, amount, note, is a total
     buckets: list[BucketView]
     classes: list[dict[str, str]]
     services: list[ServiceView]
@@ -181,6 +185,11 @@ class ReportModel:
     misfits: dict[str, Any] = field(default_factory=dict)
     excluded_samples: list[dict[str, str]] = field(default_factory=list)
     counter_resets: list[dict[str, str]] = field(default_factory=list)
+    #: page 1 in plain words: why top-down differs from the total, the terms it uses; the appendix
+    #: table of the metric names behind each figure (audit.reporters.wording)
+    top_down_note: str = ""
+    glossary: list[tuple[str, str]] = field(default_factory=list)
+    measurements: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -221,12 +230,8 @@ def build_model(audit: dict) -> ReportModel:
             "by_account": [(a.get("account", ""), m(a.get("amount")))
                            for a in outside.get("by_account") or []],
         },
-        bridge=[(label, m(bridge[key])) for key, label in (
-            ("billed", "Billed"), ("commitment_purchases", "Commitment purchases"),
-            ("amortised_commitment", "Amortised commitment"),
-            ("unused_commitment", "Unused commitment"), ("effective", "Effective"))
-            if key in bridge],
-        buckets=[_bucket(k, (audit.get("buckets") or {}).get(k) or {}, m) for k in BUCKETS],
+        bridge=bridge_rows(bridge, m),
+        buckets=[_bucket(k, (audit.get("buckets") or {}).get(k) or {}, m, basis) for k in BUCKETS],
         classes=[{"class": c.get("class", ""), "gross": m(c.get("gross")), "tax": m(c.get("tax")),
                   "credits": m(c.get("credits")), "net": m(c.get("net")),
                   "lines": number(c.get("lines"))} for c in audit.get("classes") or []],
@@ -250,6 +255,9 @@ def build_model(audit: dict) -> ReportModel:
         misfits=quality.misfits(audit),
         excluded_samples=quality.excluded_rows(audit.get("telemetry") or {}),
         counter_resets=quality.reset_rows(audit.get("telemetry") or {}),
+        top_down_note=wording.top_down_line(audit),
+        glossary=wording.glossary(wording.page_one_texts(audit)),
+        measurements=wording.measurements(audit),
     )
 
 
@@ -315,7 +323,7 @@ def _finding(f: dict, m) -> dict[str, str]:
             "fix": str(f.get("fix") or "")}
 
 
-def _bucket(key: str, bucket: dict, m) -> BucketView:
+def _bucket(key: str, bucket: dict, m, basis: str = "") -> BucketView:
     parts = [PartView(
         name=p.get("name") or "", label=label(p.get("name")), service=p.get("service") or "shared",
         amount=m(p.get("amount")),
@@ -326,7 +334,8 @@ def _bucket(key: str, bucket: dict, m) -> BucketView:
     share = to_decimal(bucket.get("share")) or Decimal(0)
     width = max(Decimal(0), min(Decimal(100), share * 100)).quantize(Decimal("0.01"))
     return BucketView(key, BUCKET_LABELS[key], m(bucket.get("amount", "0.00")),
-                      percent(bucket.get("share", "0")), f"{width}%", sources, parts)
+                      percent(bucket.get("share", "0")), f"{width}%", sources, parts,
+                      wording.BUCKET_WORDS.get(key, ""), wording.bucket_sources(bucket.get("parts") or [], basis))
 
 
 def _service(name: str, s: dict, m) -> ServiceView:
@@ -443,6 +452,7 @@ def _option(o: dict, m) -> OptionView:
         overridden=bool(o.get("overridden")), reason=o.get("reason") or "",
         evidence=[f"{e.get('service')}: {str(e.get('figure', '')).replace('_', ' ')} {_evidence_value(e.get('value'))}"
                   for e in o.get("evidence") or []],
+        target=wording.option_target(o.get("acts_on") or ""),
     )
 
 

@@ -1,0 +1,299 @@
+"""Plain words for page 1: what measured each figure, why the reconciliation's top-down figure
+differs from the total in scope, options by title, and the terms page 1 uses.
+
+Every word is derived from audit.json fields: a part's ``source`` text (audit/attribute.py writes
+it as ``<metrics> (<telemetry sources>) × GPU-interval cost of FOCUS lines (<billing sources>)``,
+optionally ``; gap ratio g = <g> from kernel profile <name> (<trace>)``, or ``FOCUS lines
+(<billing sources>), class <class>``), the ``sources`` list, ``reconciliation``, ``coverage`` and
+the buckets' parts. A source text of any other shape is shown as it is, never dropped. The metric
+names themselves go to the appendix table :func:`measurements` (figure → metric names → source).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Iterable
+
+from audit.buckets import BUCKETS
+from audit.reporters.formatting import (
+    BASIS,
+    BASIS_COLUMNS,
+    BUCKET_LABELS,
+    VERDICTS,
+    label,
+    money,
+    number,
+    to_decimal,
+)
+
+_GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of FOCUS lines "
+                  r"\((?P<billing>[^()]*)\)(?:; gap ratio g = (?P<g>[0-9.]+) from kernel profile "
+                  r"(?P<profile>.+?) \((?P<trace>[^()]*)\))?$")
+_LINES = re.compile(r"^FOCUS lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)$")
+_LINE = re.compile(r"^FOCUS line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
+NO_SAMPLE = "no kernel-activity sample"
+
+#: metric name (or its prefix) → (what it measures, the tool that reports it)
+METRICS = (
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "GPU activity", "DCGM"),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU activity", "DCGM"),
+    ("DCGM_FI_", "GPU figures", "DCGM"),
+    ("dcgmi ", "GPU activity", "dcgmi"),
+    ("nvidia-smi ", "GPU activity", "nvidia-smi"),
+    ("vllm:request_success", "request counts", "vLLM"),
+    ("vllm:", "serving figures", "vLLM"),
+    ("nv_inference_request_success", "request counts", "Triton"),
+    ("nv_inference", "serving figures", "Triton"),
+    ("tgi_request_success", "request counts", "TGI"),
+    ("tgi_", "serving figures", "TGI"),
+    ("kube_", "pod and replica figures", "kube-state-metrics"),
+)
+#: a metric name inside free text (with its label selector, if any)
+_METRIC = re.compile(r"\b(?:DCGM_FI_\w+|vllm:\w+|nv_inference_\w+|tgi_\w+|kube_\w+)(?:\{[^}]*\})?")
+#: what each bucket holds, in words (METHOD §3)
+BUCKET_WORDS = {
+    "model_compute": "GPU time computing the models' answers",
+    "serving_path": "GPU idle while requests are served; CPU and network that serve them",
+    "platform_overhead": "paid capacity nothing used; the platform's own services",
+    "unattributed": "not measurable, each with its reason; never spread over the others",
+}
+#: words page 1 always shows (the template's own): the glossary looks for its terms in them too
+PAGE_ONE_WORDS = ("Total in scope", "Cost basis", "Reconciliation verdict: top-down, bottom-up, tolerance",
+                  "Payback, months")
+#: resource classes of invoice lines (audit/data/rules.toml) in words
+CLASS_WORDS = {
+    "gpu_compute": "GPU instances",
+    "serving_compute": "CPU nodes on the request path",
+    "serving_network": "load balancers and NAT",
+    "egress": "data transfer out",
+    "observability": "logging and monitoring",
+    "orchestration": "cluster control plane and registry",
+    "commitment_unused": "unused commitment",
+    "unmatched": "lines no rule matched",
+}
+#: unattributed parts whose cost the reconciliation's top-down figure leaves out
+#: (METHOD §5: top-down covers the GPU-intervals telemetry covers and the non-GPU classes)
+OUTSIDE_TOP_DOWN = {
+    "no_activity_sample": "GPU time with no activity sample",
+    "no_valid_activity_sample": "GPU time whose every activity sample was excluded",
+    "gpu_not_in_telemetry": "GPUs on the invoice that telemetry never names",
+    "unapplied_adjustment": "tax or credits with no charge to apply to",
+}
+#: term → its explanation; page 1 lists those of its words that appear on it
+GLOSSARY = (
+    ("in scope", "the lines of the case's accounts and window"),
+    ("top-down", "the invoice's amounts for what telemetry covers"),
+    ("bottom-up", "the same spend rebuilt from measured usage × unit prices"),
+    ("tolerance", "the largest gap the case accepts"),
+    ("GPU-hour", "one GPU for one hour"),
+    ("telemetry", "the usage metrics the cluster recorded"),
+    ("DCGM", "NVIDIA's GPU monitoring"),
+    ("vLLM", "the model server, whose counters give the requests"),
+    ("kernel", "one computation on the GPU"),
+    ("kernel profile", "a trace of the GPU's work on sample requests"),
+    ("idle-to-busy ratio", "GPU idle seconds per second of computing while serving, from a kernel profile"),
+    ("commitment", "capacity bought ahead (reservations, savings plans)"),
+    ("payback", "one-off cost ÷ monthly saving"),
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one bucket part was measured by, in words, with the names behind the words."""
+
+    words: str
+    metrics: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+def source_formats(audit: dict) -> dict[str, str]:
+    """Source name → format, from audit.json ``sources``."""
+    return {str(s.get("name")): str(s.get("format") or "") for s in audit.get("sources") or []}
+
+
+def metric_words(metric: str) -> tuple[str, str]:
+    """(what it measures, the tool) of a metric name; ('measurements', the name) when unknown."""
+    for prefix, what, tool in METRICS:
+        if metric.startswith(prefix):
+            return what, tool
+    return "measurements", metric
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def measured(source: str, basis: str) -> Measured:
+    """A part's audit.json ``source`` in words; unknown shapes are kept as they are."""
+    column = BASIS_COLUMNS.get(basis, "cost")
+    found = _GPU.match(source)
+    if found:
+        return _gpu_measured(found, column)
+    found = _LINES.match(source)
+    if found:
+        klass = found["klass"]
+        words = f"invoice lines ({found['billing']}): {CLASS_WORDS.get(klass, klass.replace('_', ' '))}"
+        return Measured(words, (column,), _names(found["billing"]))
+    found = _LINE.match(source)
+    if found:
+        return Measured(f"invoice line {found['line']} ({found['billing']})", (column,), _names(found["billing"]))
+    return Measured(in_words(source), tuple(dict.fromkeys(m.group(0) for m in _METRIC.finditer(source))), ())
+
+
+def in_words(text: str) -> str:
+    """Free source text with each metric name replaced by what it measures and the tool that
+    reports it, and invoice wording in words (a source text of a shape :func:`measured` does not know)."""
+    text = _METRIC.sub(lambda m: " from ".join(metric_words(m.group(0))), text)
+    text = re.sub(r"\bclass (\w+)", lambda m: CLASS_WORDS.get(m.group(1), m.group(1).replace("_", " ")), text)
+    return text.replace("FOCUS lines", "invoice lines")
+
+
+def _gpu_measured(found: re.Match, column: str) -> Measured:
+    metrics = tuple(m for m in found["metrics"].split("/") if m and m != NO_SAMPLE)
+    if metrics:
+        kinds = list(dict.fromkeys(" from ".join(metric_words(m)) for m in metrics))
+        activity = f"{' and '.join(kinds)} ({found['telemetry']})"
+    else:
+        activity = f"GPU time with no activity sample in telemetry ({found['telemetry']})"
+    words = f"{activity} × GPU cost from the invoice ({found['billing']})"
+    sources = _names(found["telemetry"]) + _names(found["billing"])
+    if found["g"]:
+        words += f" × idle-to-busy ratio {found['g']} from the kernel profile {found['profile']}"
+        sources += (found["profile"],)
+        metrics += (f"kernel timeline of {found['trace']}",)
+    return Measured(words, metrics + (column,), sources)
+
+
+def bucket_sources(parts: Iterable[dict], basis: str) -> list[str]:
+    """The distinct measurements of a bucket's parts, in words; invoice classes of one billing
+    source joined into one phrase."""
+    phrases: list[str] = []
+    classes: dict[str, list[str]] = {}
+    for part in parts:
+        text = str(part.get("source") or "")
+        found = _LINES.match(text)
+        if found:
+            words = CLASS_WORDS.get(found["klass"], found["klass"].replace("_", " "))
+            key = f"invoice lines ({found['billing']})"
+            if key not in classes:
+                classes[key] = []
+                phrases.append(key)
+            if words not in classes[key]:
+                classes[key].append(words)
+        elif text:
+            phrase = measured(text, basis).words
+            if phrase not in phrases:
+                phrases.append(phrase)
+    return [f"{p}: {', '.join(classes[p])}" if p in classes else p for p in phrases]
+
+
+def measurements(audit: dict) -> list[dict[str, str]]:
+    """The appendix table: each figure, the metric names behind it and their sources (with format)."""
+    formats = source_formats(audit)
+    basis = str(audit.get("cost_basis") or "")
+    named = lambda names: ", ".join(f"{n} ({formats[n]})" if formats.get(n) else n for n in names)  # noqa: E731
+    rows = []
+    for key in BUCKETS:
+        for part in ((audit.get("buckets") or {}).get(key) or {}).get("parts") or []:
+            found = measured(str(part.get("source") or ""), basis)
+            service = part.get("service")
+            figure = f"{BUCKET_LABELS.get(key, key)}: {label(part.get('name'))}" + (f" ({service})" if service else "")
+            rows.append({"figure": figure, "metrics": ", ".join(found.metrics) or "—",
+                         "source": named(found.sources) or str(part.get("source") or "—")})
+    for split in audit.get("gpu_split") or []:
+        if split.get("busy_source"):
+            rows.append({"figure": f"GPU busy fraction ({split.get('service')})",
+                         "metrics": str(split["busy_source"]).replace("/", ", "),
+                         "source": _telemetry_of(audit, formats)})
+    for name, service in (audit.get("services") or {}).items():
+        for counted in str(service.get("traffic_source") or "").split(", "):
+            where, _, metric = counted.rpartition(": ")
+            if metric:
+                rows.append({"figure": f"Requests ({name})", "metrics": metric,
+                             "source": where or _telemetry_of(audit, formats)})
+    return rows
+
+
+def _telemetry_of(audit: dict, formats: dict[str, str]) -> str:
+    names = [str(s.get("name")) for s in audit.get("sources") or [] if s.get("kind") == "telemetry"]
+    return ", ".join(f"{n} ({formats[n]})" for n in names) or "—"
+
+
+def option_target(acts_on: str) -> str:
+    """``platform_overhead.unallocated`` → 'Platform overhead · Unallocated GPUs'."""
+    bucket, _, part = acts_on.partition(".")
+    if not part:
+        return label(bucket)
+    return f"{BUCKET_LABELS.get(bucket, label(bucket))} · {label(part)}"
+
+
+def top_down_line(audit: dict) -> str:
+    """One sentence: why the reconciliation's top-down figure differs from the total in scope,
+    with the amount and the reasons (the parts it leaves out, the GPU-hours telemetry misses)."""
+    cur = str(audit.get("currency") or "")
+    recon = audit.get("reconciliation") or {}
+    total, top = to_decimal(audit.get("total")), to_decimal(recon.get("top_down"))
+    if total is None or top is None:
+        return ""
+    difference = total - top
+    head = (f"Top-down is {money(abs(difference), cur)} {'below' if difference >= 0 else 'above'} "
+            f"the total in scope ({money(total, cur)})")
+    if recon.get("verdict") == "not_measured":
+        return f"{head}: with no GPU time covered by telemetry it holds only the non-GPU invoice lines."
+    if difference == 0:
+        return f"Top-down equals the total in scope ({money(total, cur)}): telemetry covers every paid GPU-hour."
+    reasons, explained = _left_out(audit, cur)
+    if not reasons:
+        return f"{head}."
+    rest = difference - explained
+    cents = Decimal("0.01") * len(reasons)
+    if abs(rest) > cents:
+        reasons.append(f"{money(rest, cur)} this report cannot name (see audit.json reconciliation)")
+    elif rest:
+        cents_apart = number(abs(rest) * 100, 0)
+        reasons[-1] = reasons[-1][:-1] + f"; {cents_apart} {'cent' if cents_apart == '1' else 'cents'} apart by rounding)"
+    return (f"{head}: it counts only the GPU time telemetry covers, plus the non-GPU lines, so it leaves "
+            f"out {'; '.join(reasons)}.")
+
+
+def _left_out(audit: dict, cur: str) -> tuple[list[str], Decimal]:
+    """The unattributed parts outside the top-down figure, in words, and their sum."""
+    paid = (audit.get("coverage") or {}).get("paid_gpu_hours")
+    reasons, explained = [], Decimal(0)
+    for part in (audit.get("buckets") or {}).get("unattributed", {}).get("parts") or []:
+        name = part.get("name")
+        amount = to_decimal(part.get("amount"))
+        if name not in OUTSIDE_TOP_DOWN or amount is None:
+            continue
+        explained += amount
+        hours = part.get("gpu_hours")
+        measure = ""
+        if hours is not None:
+            measure = f"{number(hours, 2)} of {number(paid, 2)} paid GPU-hours: " if paid is not None \
+                else f"{number(hours, 2)} GPU-hours: "
+        reasons.append(f"{OUTSIDE_TOP_DOWN[name]} ({measure}{money(amount, cur)}, unattributed)")
+    return reasons, explained
+
+
+def glossary(texts: Iterable[Any]) -> list[tuple[str, str]]:
+    """The terms of :data:`GLOSSARY` that occur in ``texts`` (case-insensitive), in glossary order."""
+    page = " ".join(str(t) for t in texts).lower()
+    return [(term, words) for term, words in GLOSSARY if term.lower() in page]
+
+
+def page_one_texts(audit: dict) -> list[str]:
+    """Every text page 1 shows, for :func:`glossary` to find its terms in."""
+    basis = str(audit.get("cost_basis") or "")
+    texts = list(PAGE_ONE_WORDS) + [BASIS.get(basis, basis), top_down_line(audit)]
+    texts += [" ".join(VERDICTS.get(str((audit.get("reconciliation") or {}).get("verdict")), ("", "")))]
+    for key in BUCKETS:
+        bucket = (audit.get("buckets") or {}).get(key) or {}
+        texts += [BUCKET_WORDS.get(key, ""), *bucket_sources(bucket.get("parts") or [], basis)]
+        if key == "unattributed":
+            texts += [f"{label(p.get('name'))} {p.get('reason') or ''}" for p in bucket.get("parts") or []]
+    priced = [o for o in audit.get("options") or [] if o.get("status") == "priced"][:3]
+    texts += [f"{o.get('title') or ''} {option_target(o.get('acts_on') or '')}" for o in priced]
+    return texts
+

@@ -1,0 +1,190 @@
+"""Page 1 in plain words (audit.reporters.wording), and words never broken inside in the PDF.
+
+Page 1 names each measurement by what it measures and the case's source name, options by title,
+and says why the reconciliation's top-down figure differs from the total in scope; the metric
+names go to the Evidence appendix table. Every figure is traceable to audit.json.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from audit.render import render
+from audit.reporters import wording
+from audit.reporters.formatting import money
+from audit.reporters.view import build_model
+from tests.paths import TEST_DATA
+
+GPU_SOURCE = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × GPU-interval cost of FOCUS lines "
+              "(aws-focus)")
+BOTH = ("DCGM_FI_DEV_GPU_UTIL/DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × GPU-interval cost of "
+        "FOCUS lines (aws-focus)")
+SERVING = GPU_SOURCE + "; gap ratio g = 0.0929 from kernel profile chat-qwen-prefill (chat.json.gz)"
+#: long service names of a real case; "ordering" was printed "orderin g" in the unit-cost table
+SERVICES = ("ordering", "recommendations", "checkout-gateway")
+RAW = re.compile(r"DCGM_FI_|vllm:|kube_pod|nv_inference|tgi_request|GPU-interval cost of FOCUS")
+
+
+def sample() -> dict:
+    with open(TEST_DATA / "sample_audit.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def demo_shaped() -> dict:
+    """The sample with parts, sources and reconciliation of the shape the engine writes."""
+    audit = sample()
+    audit["sources"] = [{"name": "aws-focus", "kind": "billing", "format": "focus"},
+                        {"name": "prometheus-export", "kind": "telemetry", "format": "openmetrics"},
+                        {"name": "chat-qwen-prefill", "kind": "profiles", "format": "kineto"}]
+    buckets = audit["buckets"]
+    for key, source in (("model_compute", GPU_SOURCE), ("serving_path", SERVING), ("platform_overhead", BOTH)):
+        for part in buckets[key]["parts"]:
+            part["source"] = source
+    buckets["platform_overhead"]["parts"][-1]["source"] = "FOCUS lines (aws-focus), class observability"
+    buckets["unattributed"]["parts"] = [
+        {"name": "no_activity_sample", "amount": "1035.00", "gpu_hours": "138.00", "service": None,
+         "source": "no kernel-activity sample (prometheus-export) × GPU-interval cost of FOCUS lines (aws-focus)",
+         "reason": "GPU-intervals with no kernel-activity sample"},
+        {"name": "unmatched_line", "amount": "1063.00", "gpu_hours": None, "service": None,
+         "source": "FOCUS lines (aws-focus), class unmatched", "reason": "no rule matched"}]
+    audit["reconciliation"]["top_down"] = str(Decimal(audit["total"]) - Decimal("1035.01"))
+    return audit
+
+
+# ---- words ------------------------------------------------------------------------------------
+
+def test_a_gpu_part_reads_as_the_measurement_in_words_and_the_source_names():
+    found = wording.measured(GPU_SOURCE, "effective")
+    assert found.words == "GPU activity from DCGM (prometheus-export) × GPU cost from the invoice (aws-focus)"
+    assert found.metrics == ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "EffectiveCost")
+    assert found.sources == ("prometheus-export", "aws-focus")
+    assert wording.measured(BOTH, "billed").words == found.words  # utilisation and engine activity: one kind
+
+
+def test_the_serving_part_names_the_profile_and_its_ratio():
+    found = wording.measured(SERVING, "effective")
+    assert found.words.endswith("× idle-to-busy ratio 0.0929 from the kernel profile chat-qwen-prefill")
+    assert "kernel timeline of chat.json.gz" in found.metrics and "chat-qwen-prefill" in found.sources
+
+
+def test_invoice_classes_of_one_source_are_one_phrase():
+    parts = [{"source": "FOCUS lines (aws-focus), class egress"},
+             {"source": "FOCUS lines (aws-focus), class observability"}, {"source": GPU_SOURCE}]
+    assert wording.bucket_sources(parts, "effective") == [
+        "invoice lines (aws-focus): data transfer out, logging and monitoring",
+        "GPU activity from DCGM (prometheus-export) × GPU cost from the invoice (aws-focus)"]
+
+
+def test_an_unknown_source_shape_is_kept_with_its_metric_names_in_words():
+    text = "vllm:num_batched_tokens vs CUDA-graph batch sizes (prometheus-vllm)"
+    found = wording.measured(text, "effective")
+    assert found.words == "serving figures from vLLM vs CUDA-graph batch sizes (prometheus-vllm)"
+    assert found.metrics == ("vllm:num_batched_tokens",)
+
+
+def test_options_are_named_by_the_part_they_act_on_in_words():
+    assert wording.option_target("platform_overhead.unallocated") == "Platform overhead · Unallocated GPUs"
+    assert wording.option_target("serving_path.in_flight_idle") == "Serving path · In-flight idle"
+
+
+def test_the_top_down_line_gives_the_difference_and_its_reasons_from_audit_json():
+    audit = demo_shaped()
+    line = wording.top_down_line(audit)
+    difference = Decimal(audit["total"]) - Decimal(audit["reconciliation"]["top_down"])
+    assert f"Top-down is {money(difference, 'USD')} below the total in scope ({money(audit['total'], 'USD')})" in line
+    assert "GPU time with no activity sample (138.00 of 14,400.00 paid GPU-hours: $1,035.00, unattributed" in line
+    assert "1 cent apart by rounding" in line
+    assert "no rule matched" not in line  # unmatched lines are in the top-down figure
+
+
+def test_the_top_down_line_when_nothing_is_covered_or_everything_is():
+    audit = demo_shaped()
+    audit["reconciliation"].update(verdict="not_measured", top_down="1000.00")
+    assert "holds only the non-GPU invoice lines" in wording.top_down_line(audit)
+    audit["reconciliation"].update(verdict="reconciles", top_down=audit["total"])
+    assert "telemetry covers every paid GPU-hour" in wording.top_down_line(audit)
+
+
+def test_a_difference_the_parts_do_not_explain_is_said_not_hidden():
+    audit = demo_shaped()
+    audit["reconciliation"]["top_down"] = str(Decimal(audit["total"]) - Decimal("1535.00"))
+    assert "$500.00 this report cannot name" in wording.top_down_line(audit)
+
+
+def test_the_glossary_explains_the_terms_page_one_uses_only():
+    terms = dict(wording.glossary(wording.page_one_texts(demo_shaped())))
+    assert {"top-down", "bottom-up", "tolerance", "DCGM", "idle-to-busy ratio", "payback"} <= set(terms)
+    assert "vLLM" not in terms  # page 1 of this audit never says vLLM
+    assert dict(wording.glossary(["nothing here"])) == {}
+
+
+def test_the_appendix_table_carries_every_metric_name_with_its_source():
+    rows = build_model(demo_shaped()).measurements
+    model = next(r for r in rows if r["figure"].startswith("Model compute"))
+    assert model["metrics"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE, EffectiveCost"
+    assert model["source"] == "prometheus-export (openmetrics), aws-focus (focus)"
+    assert any(r["figure"] == "Requests (chat)" and r["metrics"] == "vllm:request_success_total" for r in rows)
+
+
+# ---- the printed report ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory) -> tuple[dict, Path]:
+    """The demo-shaped sample with long service names, printed to PDF once for this module."""
+    audit = demo_shaped()
+    audit["services"] = {name: copy.deepcopy(s) for name, s in zip(SERVICES, audit["services"].values())}
+    audit["services"]["checkout-gateway"] = copy.deepcopy(audit["services"]["ordering"])
+    for service in audit["services"].values():  # wide figures squeeze the name column
+        service.update(cost="1234567.89", shared_cost="1234567.89", unattributed="1234567.89",
+                       cost_per_request="0.00000976", cost_per_1k_requests="0.009761",
+                       cost_per_1m_tokens="0.004763")
+    out = tmp_path_factory.mktemp("page-one") / "out"
+    render(audit, out, ["pdf"])
+    return audit, out / "report.pdf"
+
+
+def pdf_text(path: Path, first: int | None = None, last: int | None = None) -> str:
+    pages = (["-f", str(first)] if first else []) + (["-l", str(last)] if last else [])
+    return subprocess.run(["pdftotext", "-layout", *pages, str(path), "-"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_page_one_speaks_in_words_and_the_appendix_in_metric_names(printed):
+    audit, pdf = printed
+    page1 = pdf_text(pdf, 1, 1)
+    assert not RAW.findall(page1), RAW.findall(page1)
+    assert "GPU activity from DCGM (prometheus-export)" in re.sub(r"\s+", " ", page1)
+    assert "platform_overhead." not in page1 and "Platform overhead · Unallocated GPUs" in page1
+    assert "Terms." in page1 and "Top-down is" in page1
+    rest = pdf_text(pdf, 2)
+    assert "Metric names behind each figure" in rest and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in rest
+
+
+def broken_words(text: str, names) -> list[tuple[str, str]]:
+    """(line start, word) where a line starts with a proper prefix (3 letters or more) of a word
+    of ``names``: the rest of the word went to the next line."""
+    words = {w for name in names for w in re.findall(r"[a-z]+", name)}
+    found = []
+    for line in text.splitlines():
+        first = re.match(r"\s*([A-Za-z]+)", line)
+        if first:
+            found += [(first[1], w) for w in words if 3 <= len(first[1]) < len(w) and w.startswith(first[1])]
+    return found
+
+
+def test_no_service_name_is_broken_inside_a_word(printed):
+    """Under ``overflow-wrap: anywhere`` these figures printed "recommendat ions" (and, in a real
+    case, "orderin g") in the unit-cost table."""
+    _, pdf = printed
+    text = pdf_text(pdf)
+    assert broken_words(text, SERVICES) == []
+    assert broken_words("recommendat   $1.00\nions", SERVICES) == [("recommendat", "recommendations")]
+    rows = [line for line in text.splitlines() if "$0.00000976" in line]  # the unit-cost table
+    assert len(rows) == len(SERVICES) and all(line.rstrip().endswith("$1,234,567.89") for line in rows), rows
