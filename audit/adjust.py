@@ -1,7 +1,17 @@
 """Scope, cost basis, and the spreading of commitments, credits and tax (METHOD §1–§2).
 
 Tax follows the charges it taxes, credits are netted into the charges they apply to, and a
-commitment purchase (billed basis) is spread over the lines that used it. Nothing is rounded here.
+commitment purchase is handled as its basis says (METHOD §1):
+
+* ``billed``: the purchase or fee is what was invoiced; it is spread over the lines that used (or
+  left unused) that commitment, whose own BilledCost is 0 where the commitment covered them;
+* ``effective``: the purchase carries EffectiveCost 0 (its amortisation already sits in the covered
+  and unused lines), so spreading it moves nothing;
+* ``list`` and ``contracted``: the purchase is no part of the basis (:func:`audit.lines.basis_amount`
+  counts it 0): these bases price the covered usage itself, at the public on-demand or the
+  negotiated rate, before any commitment. The purchase lines leave the charges.
+
+Nothing is rounded here.
 """
 from __future__ import annotations
 
@@ -12,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from audit.ledger import Leftover
-from audit.lines import basis_amount, tags_of
+from audit.lines import PRE_COMMITMENT, basis_amount, commitment_purchases, tags_of
 from audit.money import ZERO, dsum, split_evenly
 
 CREDIT_CATEGORIES = {"Credit", "Refund", "Adjustment"}
@@ -45,13 +55,16 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     amount = basis_amount(lines, basis)
     is_tax = lines["charge_category"] == "Tax"
     is_credit = lines["charge_category"].isin(CREDIT_CATEGORIES)
-    is_purchase = (lines["charge_category"] == "Purchase") & (lines["commitment_discount_id"] != "")
+    is_purchase = commitment_purchases(lines)
     charges = lines[~(is_tax | is_credit)].copy()
     charges["gross"] = amount[charges.index]
     for column in ("commitment", "credits", "tax"):
         charges[column] = [ZERO] * len(charges)
     leftovers: list[Leftover] = []
-    spent = _spread_purchases(charges, lines[is_purchase], amount)
+    if basis in PRE_COMMITMENT:  # priced before commitments: the purchases count 0 and leave
+        spent = list(lines.index[is_purchase])
+    else:
+        spent = _spread_purchases(charges, lines[is_purchase], amount)
     charges = charges.drop(index=spent)
     targets = _Targets(charges)
     charges["credits"] = _spread_adjustments(charges, lines[is_credit], amount, targets, targets.of_credit, leftovers)

@@ -9,10 +9,12 @@ from collections import defaultdict
 from decimal import Decimal
 
 from audit import __version__
+from audit.bridge import bridge
 from audit.buckets import BUCKETS
+from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import basis_amount
-from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
+from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
 from schemas.billing import line_total
@@ -116,16 +118,21 @@ def _outside(result, amounts) -> dict:
 
 
 def _bridge(result) -> dict:
-    lines = result.lines[result.scope_mask]
-    billed, effective = dsum(lines["billed_cost"]), dsum(lines["effective_cost"])
-    purchases = dsum(lines.loc[lines["charge_category"] == "Purchase", "billed_cost"])
-    committed = lines["commitment_discount_status"].str.lower()
-    unused = dsum(lines.loc[committed == "unused", "effective_cost"])
-    used = dsum(lines.loc[committed == "used", "effective_cost"])
-    other = effective - (billed - purchases + used + unused)
-    return {"billed": str(cents(billed)), "commitment_purchases": str(cents(-purchases)),
-            "amortised_commitment": str(cents(used)), "unused_commitment": str(cents(unused)),
-            "other_differences": str(cents(other)), "effective": str(cents(effective))}
+    """The bridge across the four cost bases, in scope (audit/bridge.py), at the cent: every row's
+    amount (None: not measured); ``not_measured`` says which rows and why; ``<step>_lines`` names the
+    lines that carry a step outside the commitment groups."""
+    found = bridge(result.lines[result.scope_mask])
+    out: dict = {key: None if value is None else plain(value) for key, value in found.rounded().items()}
+    reasons: dict[str, list[str]] = {}
+    for step in found.steps:
+        if step.reason:
+            reasons.setdefault(step.reason, []).append(step.key)
+        elif step.examples and step.amount != 0:
+            more = ", …" if step.lines > len(step.examples) else ""
+            out[f"{step.key}_lines"] = f"{step.lines} line(s): {', '.join(step.examples)}{more}"
+    if reasons:
+        out["not_measured"] = "; ".join(f"{', '.join(keys)}: {why}" for why, keys in reasons.items())
+    return out
 
 
 def _classes(result) -> list[dict]:
@@ -317,7 +324,8 @@ def _sources(result) -> list[dict]:
         out.append({"name": f.spec.name, "kind": f.spec.kind, "format": f.spec.format,
                     "path": _relative(f.spec, folder), "rows": f.rows,
                     "covered": {"start": _iso(f.covered[0]), "end": _iso(f.covered[1])},
-                    "sha256": f.sha256, "status": "read", "reason": None, **_read_notes(f)})
+                    "sha256": f.sha256, "status": "read", "reason": None, **_read_notes(f),
+                    **cost_columns(f.spec)})
     for m in result.collected.missing:
         out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
                     "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,

@@ -12,6 +12,8 @@ from typing import Mapping
 import pandas as pd
 
 from connectors.billing.catalogue import gpu_skus
+from connectors.errors import InputError, InputErrors
+from schemas.billing import line_total
 
 
 def resource_key(resource_id: str) -> str:
@@ -69,9 +71,53 @@ def _object(text) -> dict:
     return dict(value) if isinstance(value, dict) else {}
 
 
+#: cost basis (METHOD §1) → the line column that holds it, and its FOCUS name
+BASIS_COLUMNS = {"effective": "effective_cost", "billed": "billed_cost", "list": "list_cost",
+                 "contracted": "contracted_cost"}
+FOCUS_NAMES = {"effective_cost": "EffectiveCost", "billed_cost": "BilledCost", "list_cost": "ListCost",
+               "contracted_cost": "ContractedCost"}
+#: the bases priced before commitments: a commitment purchase or fee is no part of them (the usage it
+#: covers carries its own list / contracted price)
+PRE_COMMITMENT = ("list", "contracted")
+
+
 def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:
-    """The cost-basis amount of every line (Decimal): EffectiveCost, or BilledCost for "billed"."""
-    return lines["effective_cost" if basis == "effective" else "billed_cost"]
+    """The cost-basis amount of every line (Decimal): its EffectiveCost, BilledCost, ListCost or
+    ContractedCost (METHOD §1).
+
+    On the list and contracted bases a commitment purchase or fee counts 0: those bases price the
+    usage before commitments, and the covered usage carries its own ListCost / ContractedCost. A line
+    the basis counts whose column is missing (an export without ListCost / ContractedCost, or a null
+    cell) is an error naming the source file, the column and the rows, never a 0.
+    """
+    column = BASIS_COLUMNS[basis]
+    values = lines[column]
+    if basis not in PRE_COMMITMENT:
+        return values
+    purchase = commitment_purchases(lines)
+    missing = values.isna() & ~purchase
+    if missing.any():
+        raise missing_basis(lines[missing], column, basis)
+    return values.where(~purchase, Decimal(0))
+
+
+def commitment_purchases(lines: pd.DataFrame) -> pd.Series:
+    """Whether each line buys a commitment (a Purchase naming a CommitmentDiscountId: an upfront or
+    recurring Savings Plan / reservation fee)."""
+    return (lines["charge_category"] == "Purchase") & (lines["commitment_discount_id"].fillna("") != "")
+
+
+def missing_basis(lines: pd.DataFrame, column: str, basis: str) -> InputErrors:
+    """One error per source file: the lines whose ``column`` is missing, on the basis that needs it."""
+    paths = lines["source_path"] if "source_path" in lines.columns else pd.Series("billing", index=lines.index)
+    errors = []
+    for path, group in lines.groupby(paths.astype(str), sort=True):
+        rows = ", ".join(str(r) for r in sorted(group["row"])[:5]) + (", …" if len(group) > 5 else "")
+        errors.append(InputError(path, f"cost_basis = {basis!r} needs {FOCUS_NAMES[column]} on every line it "
+                                       f"counts; it is missing on {line_total(group)} line(s) (rows {rows})",
+                                 column=FOCUS_NAMES[column],
+                                 expected=f"an export with {FOCUS_NAMES[column]}, or another cost_basis"))
+    return InputErrors(errors)
 
 
 def gpu_sku_model(line: Mapping) -> str:

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from audit.case import Rule
 from audit.discover.read import Read
-from audit.lines import gpu_hours_of, resource_key
+from audit.lines import basis_amount, gpu_hours_of, resource_key
 
 ZERO = Decimal(0)
 
@@ -63,13 +63,12 @@ def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "e
     from audit.classify import classify  # the audit's own classification (imports pandas)
 
     out = Billing()
-    amount_of = "effective_cost" if basis == "effective" else "billed_cost"
     for read in reads:
         if read.source.kind != "billing" or read.frame is None or "lines" not in read.tables:
             continue
         lines = classify(read.tables["lines"], tuple(rules), set(), set())
-        for line in lines.to_dict("records"):
-            _add(out, line, line[amount_of])
+        for line, amount in zip(lines.to_dict("records"), basis_amount(lines, basis)):
+            _add(out, line, amount)
     return out
 
 

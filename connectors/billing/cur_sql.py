@@ -224,9 +224,66 @@ def case_of(mapping: dict[str, str], default: str = "NULL") -> str:
     return f"CASE t {whens} ELSE {default} END"
 
 
+UNBLENDED = "line_item_unblended_cost"
+RI_FEE = "reservation_reservation_arn IS NOT NULL"
+# The FOCUS cost columns of a CUR line: (SQL per line item type, SQL for every other type).
+COSTS: dict[str, tuple[dict[str, str], str]] = {
+    # Covered usage and its negation net to zero on the invoice; as in AWS's FOCUS export both
+    # carry BilledCost 0 (the Savings Plan fee is what was billed), so no line carries money
+    # that another line takes back.
+    "BilledCost": ({"SavingsPlanCoveredUsage": "'0'", "SavingsPlanNegation": "'0'"}, UNBLENDED),
+    "EffectiveCost": ({
+        "DiscountedUsage": "reservation_effective_cost",
+        "SavingsPlanCoveredUsage": "savings_plan_savings_plan_effective_cost",
+        "SavingsPlanNegation": "'0'", "SavingsPlanUpfrontFee": "'0'",
+        "SavingsPlanRecurringFee": "'0'", "RIFee": "'0'",
+        "Fee": f"CASE WHEN {RI_FEE} THEN '0' ELSE {UNBLENDED} END"}, UNBLENDED),
+    # The public on-demand price of the line (AWS: of the highest tier where a SKU is tiered).
+    "ListCost": ({}, "pricing_public_on_demand_cost"),
+    # Before commitments, at the account's own rates: a CUR prices every line at them in its unblended
+    # cost (negotiated discounts are lines of their own, ``*Discount`` types), except reservation-covered
+    # usage, which it bills at 0 with no rate of the account: there only the public on-demand cost says
+    # what the usage costs before the reservation. A negation takes nothing back before commitments.
+    "ContractedCost": ({"DiscountedUsage": "pricing_public_on_demand_cost", "SavingsPlanNegation": "'0'"},
+                       UNBLENDED),
+}
+# An unused-commitment row (:data:`UNUSED`) bills nothing and is no usage: list and contracted 0.
+UNUSED_COSTS = {"BilledCost": "'0'", "ListCost": "'0'", "ContractedCost": "'0'"}
+
+
+def cost_sql(name: str) -> str:
+    """SQL of FOCUS cost column ``name`` over ``raw`` (line item type as ``t``)."""
+    by_type, default = COSTS[name]
+    return case_of(by_type, default) if by_type else default
+
+
+def cost_columns() -> dict[str, dict[str, str]]:
+    """Which CUR columns feed each FOCUS cost column, per line item type where it differs: FOCUS
+    column → {"*" (every other type) or a line item type → CUR expression}, with the rows for unused
+    commitments that the reader adds (``unused commitment (RIFee)`` …). Expressions name the CUR 2.0 /
+    Athena spelling of each field (``line_item_unblended_cost``; legacy ``lineItem/UnblendedCost``)."""
+    out: dict[str, dict[str, str]] = {}
+    for name, (by_type, default) in COSTS.items():
+        entry = {"*": _readable(default)}
+        entry.update({t: _readable(expr) for t, expr in by_type.items()})
+        for fee, (amount, *_rest) in UNUSED.items():
+            entry[f"unused commitment ({fee})"] = _readable(dec_text(amount) if name == "EffectiveCost"
+                                                            else UNUSED_COSTS[name])
+        out[name] = entry
+    return out
+
+
+def _readable(expr: str) -> str:
+    """A cost expression as a reader wants it: a literal as its value, the DECIMAL casts of the
+    unused amounts dropped (``coalesce(x, '0')`` reads as ``x``)."""
+    text = re.sub(r"regexp_replace\(CAST\((.*) AS VARCHAR\), '.*?'\)$", r"\1", expr)
+    text = re.sub(r"CAST\(coalesce\((\w+), '0'\) AS DECIMAL\(38,20\)\)", r"\1", text)
+    text = re.sub(r"^CASE WHEN (\w+) IS NOT NULL THEN '0' ELSE (\w+) END$", r"0 where \1 is set, else \2", text)
+    return text[1:-1] if re.fullmatch(r"'[^']*'", text) else text
+
+
 def base_columns() -> dict[str, str]:
     """FOCUS name → SQL over ``raw`` (line item type as ``t``), for the CUR line itself."""
-    unblended = "line_item_unblended_cost"
     ri_fee = "reservation_reservation_arn IS NOT NULL"
     category = case_of({t: quote_text(c) for t, c in CATEGORY.items()},
                        f"CASE WHEN t LIKE '%{DISCOUNT_SUFFIX}' THEN 'Credit' END")
@@ -246,17 +303,7 @@ def base_columns() -> dict[str, str]:
         "ChargeDescription": "line_item_line_item_description",
         "ChargePeriodStart": "line_item_usage_start_date",
         "ChargePeriodEnd": "line_item_usage_end_date",
-        # Covered usage and its negation net to zero on the invoice; as in AWS's FOCUS export both
-        # carry BilledCost 0 (the Savings Plan fee is what was billed), so no line carries money
-        # that another line takes back.
-        "BilledCost": case_of({"SavingsPlanCoveredUsage": "'0'", "SavingsPlanNegation": "'0'"}, unblended),
-        "EffectiveCost": case_of({
-            "DiscountedUsage": "reservation_effective_cost",
-            "SavingsPlanCoveredUsage": "savings_plan_savings_plan_effective_cost",
-            "SavingsPlanNegation": "'0'", "SavingsPlanUpfrontFee": "'0'",
-            "SavingsPlanRecurringFee": "'0'", "RIFee": "'0'",
-            "Fee": f"CASE WHEN {ri_fee} THEN '0' ELSE {unblended} END"}, unblended),
-        "ListCost": "pricing_public_on_demand_cost",
+        **{name: cost_sql(name) for name in COSTS},  # BilledCost, EffectiveCost, ListCost, ContractedCost
         "ListUnitPrice": "pricing_public_on_demand_rate",
         "ContractedUnitPrice": case_of({"Usage": "line_item_unblended_rate",
                                         "SavingsPlanCoveredUsage": "savings_plan_savings_plan_rate"}),
@@ -309,7 +356,7 @@ def unused_columns(amount: str, commitment: str, description: str, kind: str) ->
     cols.update({name: base_columns()[name] for name in keep})
     cols.update({
         "ChargeCategory": "'Usage'", "ChargeFrequency": "'Usage-Based'",
-        "ChargeDescription": quote_text(description), "BilledCost": "'0'",
+        "ChargeDescription": quote_text(description), **UNUSED_COSTS,
         "EffectiveCost": dec_text(amount), "PricingCategory": "'Committed'",
         "CommitmentDiscountId": commitment, "CommitmentDiscountStatus": "'Unused'",
         "CommitmentDiscountType": quote_text(kind),

@@ -393,4 +393,4 @@ def test_workshop_day_through_the_whole_audit(tmp_path, basis):
     expected = total(lines.billed_cost if basis == "billed" else lines.effective_cost)
     assert Decimal(doc["total"]) == expected.quantize(Decimal("0.01"))
     assert sum(Decimal(b["amount"]) for b in doc["buckets"].values()) == Decimal(doc["total"])
-    assert Decimal(doc["bridge"]["other_differences"]) == 0
+    assert Decimal(doc["bridge"]["other_billed_to_effective"]) == 0

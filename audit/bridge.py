@@ -1,0 +1,156 @@
+"""The bridge between the four cost bases (METHOD §1), from the in-scope lines, in exact Decimal.
+
+list total → negotiated discounts → contracted total → commitment-covered usage and commitment
+purchases and fees → billed total → amortisation of commitments → unused commitments → effective
+total. Every step is the sum, over one named group of lines, of the difference between two of the
+line's cost columns, so the steps between two totals add up to their difference by construction
+and no plug is needed. The groups:
+
+* ``purchases``: commitment purchases and fees (a Purchase naming a CommitmentDiscountId). They are
+  no part of the list and contracted totals (:func:`audit.lines.basis_amount`): those bases price the
+  covered usage itself, before commitments;
+* ``covered``: usage a commitment covered (CommitmentDiscountStatus ``Used``);
+* ``unused``: the unused part of a commitment (status ``Unused``);
+* ``adjustments``: tax, credits, refunds and adjustments;
+* ``other``: every other line (on-demand usage, other purchases).
+
+A difference a group other than the named commitment groups carries (``other`` and ``adjustments``
+lines whose BilledCost differs from their ContractedCost or EffectiveCost) is a step of its own,
+with the lines that carry it. A step that needs a column the lines lack (ListCost, ContractedCost
+missing on some in-scope line) is not measured: None, with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from audit.lines import commitment_purchases
+from audit.money import ZERO, cents, largest_remainder
+from schemas.billing import line_total
+
+ADJUSTMENTS = ("Tax", "Credit", "Refund", "Adjustment")
+COLUMNS = {"L": "list_cost", "C": "contracted_cost", "B": "billed_cost", "E": "effective_cost"}
+NAMES = {"L": "ListCost", "C": "ContractedCost", "B": "BilledCost", "E": "EffectiveCost"}
+EXAMPLES = 3  # line ids named for a step carried by lines outside the commitment groups
+
+#: (key, label, groups, to-column, from-column); a total sums its column over its groups
+TOTAL, STEP = "total", "step"
+PLAN = (
+    (TOTAL, "list", "List (public on-demand)", ("covered", "unused", "adjustments", "other"), "L", None),
+    (STEP, "negotiated_discounts", "Negotiated discounts", ("covered", "unused", "other"), "C", "L"),
+    (STEP, "adjustments_list_to_contracted", "Tax, credits and adjustments: contracted vs list",
+     ("adjustments",), "C", "L"),
+    (TOTAL, "contracted", "Contracted (negotiated rates)", ("covered", "unused", "adjustments", "other"), "C", None),
+    (STEP, "covered_usage", "Commitment-covered usage (0 on the invoice)", ("covered",), "B", "C"),
+    (STEP, "commitment_purchases", "Commitment purchases and fees", ("purchases",), "B", None),
+    (STEP, "unused_commitment_billed", "Unused commitment: billed vs contracted", ("unused",), "B", "C"),
+    (STEP, "other_contracted_to_billed", "Other lines: billed vs contracted", ("adjustments", "other"), "B", "C"),
+    (TOTAL, "billed", "Billed (invoiced)", ("purchases", "covered", "unused", "adjustments", "other"), "B", None),
+    (STEP, "amortised_commitment", "Amortised commitment on covered usage", ("covered",), "E", "B"),
+    (STEP, "unused_commitment", "Unused commitment", ("unused",), "E", "B"),
+    (STEP, "purchases_amortised", "Purchases and fees, replaced by their amortisation", ("purchases",), "E", "B"),
+    (STEP, "other_billed_to_effective", "Other lines: effective vs billed", ("adjustments", "other"), "E", "B"),
+    (TOTAL, "effective", "Effective (commitments amortised)", ("purchases", "covered", "unused", "adjustments",
+                                                                "other"), "E", None),
+)
+#: steps carried by lines outside the commitment groups: their lines are named
+NAMED_LINES = ("adjustments_list_to_contracted", "other_contracted_to_billed", "other_billed_to_effective")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of the bridge: a total or a step, exact (None when not measured)."""
+
+    key: str
+    label: str
+    kind: str
+    amount: object  # Decimal | None
+    lines: int = 0  # invoice lines whose difference is not zero (steps only)
+    examples: tuple[str, ...] = ()  # their first line ids, for the steps in NAMED_LINES
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """The bridge, in order; ``rounded`` gives each measured row at the cent, footing."""
+
+    steps: tuple[Step, ...]
+
+    def rounded(self) -> dict[str, object]:
+        """Every row at the cent: totals rounded each; the steps between two measured totals rounded
+        by largest remainder so that they add up to the rounded difference (each stays within a cent
+        of its exact sum); a step beside an unmeasured total rounded on its own."""
+        out: dict[str, object] = {}
+        segment: list[Step] = []
+        previous: Step | None = None
+        for step in self.steps:
+            if step.kind == STEP:
+                segment.append(step)
+                continue
+            out.update(_segment(previous, segment, step))
+            out[step.key] = None if step.amount is None else cents(step.amount)
+            previous, segment = step, []
+        return out
+
+
+def bridge(lines: pd.DataFrame) -> Bridge:
+    """The bridge of ``lines`` (the in-scope lines)."""
+    groups = _groups(lines)
+    missing = {c: _missing(lines, groups, COLUMNS[c]) for c in ("L", "C")}
+    return Bridge(tuple(_row(lines, groups, missing, *plan) for plan in PLAN))
+
+
+def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:
+    purchases = commitment_purchases(lines)
+    status = lines["commitment_discount_status"].fillna("").str.lower()
+    covered = (status == "used") & ~purchases
+    unused = (status == "unused") & ~purchases
+    adjustments = lines["charge_category"].isin(ADJUSTMENTS) & ~purchases & ~covered & ~unused
+    other = ~(purchases | covered | unused | adjustments)
+    return {"purchases": purchases, "covered": covered, "unused": unused, "adjustments": adjustments,
+            "other": other}
+
+
+def _missing(lines: pd.DataFrame, groups: dict[str, pd.Series], column: str) -> str | None:
+    """Why ``column`` cannot be summed over the lines the list / contracted totals count (None: it can)."""
+    counted = ~groups["purchases"]
+    absent = lines[counted & lines[column].isna()]
+    if absent.empty:
+        return None
+    name = NAMES[next(k for k, v in COLUMNS.items() if v == column)]
+    paths = sorted(set(absent["source_path"].astype(str))) if "source_path" in absent.columns else []
+    where = f" of {', '.join(paths)}" if paths else ""
+    return f"{name} is missing on {line_total(absent)} in-scope line(s){where}"
+
+
+def _row(lines, groups, missing, kind, key, label, names, to, frm) -> Step:
+    reasons = [missing[c] for c in (to, frm) if c in missing and missing[c]]
+    if reasons:
+        return Step(key, label, kind, None, reason=" and ".join(reasons))
+    mask = groups[names[0]].copy()
+    for name in names[1:]:
+        mask |= groups[name]
+    chosen = lines[mask]
+    values = list(chosen[COLUMNS[to]])
+    if frm is not None:
+        values = [a - b for a, b in zip(values, chosen[COLUMNS[frm]])]
+    total = ZERO
+    for v in values:
+        total += v
+    if kind == TOTAL:
+        return Step(key, label, kind, total)
+    moved = chosen[pd.Series([v != 0 for v in values], index=chosen.index, dtype=bool)]
+    examples = tuple(moved["line_id"].head(EXAMPLES)) if key in NAMED_LINES else ()
+    return Step(key, label, kind, total, line_total(moved), examples)
+
+
+def _segment(previous: Step | None, segment: list[Step], following: Step) -> dict[str, object]:
+    """The steps between two totals at the cent (footing where both totals and every step are measured)."""
+    measured = [s for s in segment if s.amount is not None]
+    whole = (previous is not None and previous.amount is not None and following.amount is not None
+             and len(measured) == len(segment) and segment)
+    if whole:
+        target = cents(following.amount) - cents(previous.amount)  # type: ignore[operator, union-attr]
+        return dict(largest_remainder({s.key: s.amount for s in segment}, target))  # type: ignore[misc]
+    return {s.key: None if s.amount is None else cents(s.amount) for s in segment}  # type: ignore[arg-type]

@@ -1,0 +1,259 @@
+"""The four-basis bridge (METHOD §1, audit/bridge.py) against sums taken straight from the files.
+
+Each expected figure is computed here with DuckDB from the raw file (the FOCUS columns as written,
+or a CUR's own columns through this test's own reading of the CUR line item types), never through
+the connectors or the bridge; the bridge is computed from the lines the connectors read. Every step
+and total must equal its exact sum, and round to within a cent of it while the rounded rows foot.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.bridge import PLAN, bridge
+from audit.lines import basis_amount
+from connectors.base import ReadContext, SourceSpec
+from connectors.billing.azure import AzureExportConnector
+from connectors.billing.focus import FocusConnector
+from connectors.errors import InputErrors
+from tests.builders import ALWAYS, line, lines_frame, read_cur_once
+from tests.paths import DATA
+
+BILLING = DATA / "billing"
+LABS = BILLING / "aws_wa_labs"
+SPEC = BILLING / "focus_spec_examples"
+FOCUS_SAMPLE = BILLING / "focus_sample_data" / "focus_sample_1000.csv"
+TOOLKIT = BILLING / "msft_finops_toolkit"
+CUR_FILES = ["workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz", "Oct2018-WorkshopCUR-00001.snappy.parquet",
+             "Nov2018-WorkshopCUR-00001.snappy.parquet", "Dec2018-WorkshopCUR-00001.snappy.parquet",
+             "workload_efficiency_step1_cur_2019-11-26.csv.gz"]
+DEC = "DECIMAL(38,20)"
+CENT = Decimal("0.01")
+ADJUSTMENTS = "('Tax', 'Credit', 'Refund', 'Adjustment')"
+
+pytestmark = pytest.mark.skipif(not BILLING.exists(), reason="shared billing data not present")
+
+
+# --- the expected figures, from the files ----------------------------------------------------------
+
+GROUP_SQL = f"""
+WITH g AS (SELECT *,
+    ChargeCategory = 'Purchase' AND coalesce(CommitmentDiscountId, '') <> '' AS is_p,
+    lower(coalesce(CommitmentDiscountStatus, '')) AS st FROM lines_sql),
+h AS (SELECT *, CASE WHEN is_p THEN 'purchases' WHEN st = 'used' THEN 'covered' WHEN st = 'unused' THEN 'unused'
+                     WHEN ChargeCategory IN {ADJUSTMENTS} THEN 'adjustments' ELSE 'other' END AS grp FROM g)
+SELECT grp, sum(L), sum(C), sum(B), sum(E), count(*) FILTER (WHERE L IS NULL), count(*) FILTER (WHERE C IS NULL)
+FROM h GROUP BY grp
+"""
+
+
+def expected(con, lines_sql: str) -> dict[str, Decimal | None]:
+    """Every bridge row from ``lines_sql`` (a query with ChargeCategory, CommitmentDiscountId,
+    CommitmentDiscountStatus and the four costs as L, C, B, E), as METHOD §1 defines it."""
+    rows = con.execute(GROUP_SQL.replace("lines_sql", f"({lines_sql})")).fetchall()
+    sums = {r[0]: dict(zip("LCBE", (r[1] or Decimal(0), r[2] or Decimal(0), r[3] or Decimal(0), r[4] or Decimal(0))))
+            for r in rows}
+    nulls = {c: sum(r[5 + i] for r in rows if r[0] != "purchases") for i, c in enumerate("LC")}
+    out: dict[str, Decimal | None] = {}
+    for _kind, key, _label, groups, to, frm in PLAN:
+        if (to in nulls and nulls[to]) or (frm in nulls and nulls[frm]):
+            out[key] = None
+            continue
+        out[key] = sum((sums.get(g, {}).get(to, Decimal(0)) - (sums.get(g, {}).get(frm, Decimal(0)) if frm else 0)
+                        for g in groups), Decimal(0))
+    return out
+
+
+def focus_sql(con, path: Path) -> str:
+    """The FOCUS file as the bridge's columns (a column the file lacks is null)."""
+    header = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_csv('{path}', all_varchar=true)").fetchall()]
+    def money(name: str) -> str:
+        return f"TRY_CAST({name} AS {DEC})" if name in header else f"NULL::{DEC}"
+    def text(name: str) -> str:
+        return name if name in header else "NULL::VARCHAR"
+    return (f"SELECT ChargeCategory, {text('CommitmentDiscountId')} AS CommitmentDiscountId, "
+            f"{text('CommitmentDiscountStatus')} AS CommitmentDiscountStatus, {money('ListCost')} AS L, "
+            f"{money('ContractedCost')} AS C, {money('BilledCost')} AS B, {money('EffectiveCost')} AS E "
+            f"FROM read_csv('{path}', all_varchar=true, nullstr=['', 'NULL', 'null'])")
+
+
+def cur_sql(con, path: Path) -> str:
+    """A CUR file as the bridge's columns, read here from the CUR's own line item types: covered usage
+    and its negation bill 0; reservation-covered usage is contracted at its public on-demand cost; a
+    Savings Plan / RI fee adds one row for its unused part (billed, list, contracted 0)."""
+    if path.suffix == ".parquet":
+        source = f"read_parquet('{path}')"
+    else:
+        source = f"read_csv('{path}', all_varchar=true, header=true, nullstr=['', '\\N'])"
+    names = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    def num(name: str) -> str:
+        return f"TRY_CAST(CAST({name} AS VARCHAR) AS {DEC})" if name in names else f"NULL::{DEC}"  # a double as its shortest text
+    def zero(name: str) -> str:
+        return f"coalesce({num(name)}, 0)"
+    ri = next((n for n in ("reservation_reservation_a_r_n", "reservation_reservation_arn") if n in names), None)
+    ri_arn = ri or "NULL::VARCHAR"
+    sp = next((n for n in ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_arn") if n in names), None)
+    sp_arn = sp or "NULL::VARCHAR"
+    t, u, od = "line_item_line_item_type", num("line_item_unblended_cost"), num("pricing_public_on_demand_cost")
+    base = f"""SELECT
+      CASE WHEN {t} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation') THEN 'Usage'
+           WHEN {t} IN ('SavingsPlanRecurringFee', 'SavingsPlanUpfrontFee', 'RIFee', 'Fee') THEN 'Purchase'
+           WHEN {t} LIKE '%Discount' THEN 'Credit' ELSE {t} END AS ChargeCategory,
+      CASE WHEN {t} IN ('DiscountedUsage', 'RIFee') OR ({t} = 'Fee' AND {ri_arn} IS NOT NULL) THEN {ri_arn}
+           WHEN {t} LIKE 'SavingsPlan%' THEN {sp_arn} END AS CommitmentDiscountId,
+      CASE WHEN {t} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation') THEN 'Used' END
+        AS CommitmentDiscountStatus,
+      {od} AS L,
+      CASE WHEN {t} = 'DiscountedUsage' THEN {od} WHEN {t} = 'SavingsPlanNegation' THEN 0 ELSE {u} END AS C,
+      CASE WHEN {t} IN ('SavingsPlanCoveredUsage', 'SavingsPlanNegation') THEN 0 ELSE {u} END AS B,
+      CASE WHEN {t} = 'DiscountedUsage' THEN {num('reservation_effective_cost')}
+           WHEN {t} = 'SavingsPlanCoveredUsage' THEN {num('savings_plan_savings_plan_effective_cost')}
+           WHEN {t} IN ('SavingsPlanNegation', 'SavingsPlanUpfrontFee', 'SavingsPlanRecurringFee', 'RIFee') THEN 0
+           WHEN {t} = 'Fee' AND {ri_arn} IS NOT NULL THEN 0 ELSE {u} END AS E
+      FROM {source}"""
+    sp_unused = f"{zero('savings_plan_total_commitment_to_date')} - {zero('savings_plan_used_commitment')}"
+    ri_unused = (f"{zero('reservation_unused_amortized_upfront_fee_for_billing_period')} + "
+                 f"{zero('reservation_unused_recurring_fee')}")
+    unused = " UNION ALL ".join(
+        f"SELECT 'Usage', {arn}, 'Unused', 0, 0, 0, {amount} FROM {source} WHERE {t} = '{fee}' AND ({amount}) > 0"
+        for fee, amount, arn in (("SavingsPlanRecurringFee", sp_unused, sp_arn), ("RIFee", ri_unused, ri_arn)))
+    return f"{base} UNION ALL {unused}"
+
+
+def focus_lines(path: Path):
+    spec = SourceSpec(name="f", kind="billing", format="focus", path=path)
+    return FocusConnector(spec, ReadContext(start=ALWAYS[0], end=ALWAYS[1], currency="USD")).read().tables["lines"]
+
+
+def azure_lines(path: Path):
+    spec = SourceSpec(name="az", kind="billing", format="azure", path=path)
+    return AzureExportConnector(spec, ReadContext(start=ALWAYS[0], end=ALWAYS[1], currency="USD")).read().tables["lines"]
+
+
+def assert_matches(found, want: dict[str, Decimal | None]) -> None:
+    """Every row exact, every rounded row within a cent, the rounded steps footing between totals."""
+    exact = {s.key: s.amount for s in found.steps}
+    assert exact == want
+    rounded = found.rounded()
+    for key, value in want.items():
+        assert (rounded[key] is None) == (value is None), key
+        if value is not None:
+            assert abs(rounded[key] - value) <= CENT, key
+    _assert_foots(found, rounded)
+
+
+def _assert_foots(found, rounded) -> None:
+    level = None
+    moved = Decimal(0)
+    for step in found.steps:
+        if step.kind == "step":
+            moved += rounded[step.key] if rounded[step.key] is not None else Decimal("NaN")
+            continue
+        if level is not None and rounded[step.key] is not None and not moved.is_nan():
+            assert level + moved == rounded[step.key], step.key
+        level, moved = rounded[step.key], Decimal(0)
+
+
+# --- real samples ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CUR_FILES)
+def test_cur_bridge_matches_the_file(name):
+    path = LABS / name
+    lines = read_cur_once(path, *ALWAYS).tables["lines"]
+    with duckdb.connect() as con:
+        want = expected(con, cur_sql(con, path))
+    found = bridge(lines)
+    assert_matches(found, want)
+    # the four totals are the four cost columns summed over the lines (list / contracted: but the
+    # commitment purchases, which a CUR prices at 0 on the public on-demand side anyway)
+    for basis in ("list", "contracted", "billed", "effective"):
+        assert want[basis] == sum(basis_amount(lines, basis), Decimal(0)), basis
+    assert want["covered_usage"] <= 0 and want["commitment_purchases"] >= 0
+
+
+def test_savings_plan_day_bridges_to_the_cent():
+    found = bridge(read_cur_once(LABS / CUR_FILES[0], *ALWAYS).tables["lines"]).rounded()
+    # fully used No Upfront plan: the 12.696 fee replaces 19.519065 of covered usage on the invoice,
+    # and the amortised view moves the fee back onto the covered lines
+    assert found["commitment_purchases"] == Decimal("12.70")
+    assert found["purchases_amortised"] == Decimal("-12.70") and found["amortised_commitment"] == Decimal("12.70")
+    assert found["billed"] == found["effective"] == Decimal("70.27")
+    assert found["other_contracted_to_billed"] == found["other_billed_to_effective"] == 0
+
+
+@pytest.mark.parametrize("path", sorted(SPEC.glob("*.csv")), ids=lambda p: p.stem)
+def test_focus_spec_examples(path):
+    with duckdb.connect() as con:
+        want = expected(con, focus_sql(con, path))
+    assert_matches(bridge(focus_lines(path)), want)
+
+
+def test_focus_sample_with_contracted_cost_missing_on_some_lines():
+    lines = focus_lines(FOCUS_SAMPLE)
+    with duckdb.connect() as con:
+        want = expected(con, focus_sql(con, FOCUS_SAMPLE))
+    found = bridge(lines)
+    assert_matches(found, want)
+    # ContractedCost is null on 5 usage and 2 adjustment rows: the contracted steps are not measured
+    reasons = {s.key: s.reason for s in found.steps if s.reason}
+    assert set(reasons) == {"negotiated_discounts", "adjustments_list_to_contracted", "contracted", "covered_usage",
+                            "unused_commitment_billed", "other_contracted_to_billed"}
+    assert all("ContractedCost is missing on 7 in-scope line(s)" in r for r in reasons.values())
+    assert want["list"] is not None and want["billed"] is not None
+    # the anonymiser's rounded EffectiveCost is a real difference, carried by named lines
+    other = next(s for s in found.steps if s.key == "other_billed_to_effective")
+    assert other.amount == want["other_billed_to_effective"] != 0 and other.lines > 0 and other.examples
+    with pytest.raises(InputErrors, match="ContractedCost"):
+        basis_amount(lines, "contracted")
+
+
+@pytest.mark.parametrize("name", ["EA_ActualCost_Small.csv", "EA_AmortizedCost_Small.csv"])
+def test_azure_exports_without_list_or_contracted_say_so(name):
+    lines = azure_lines(TOOLKIT / name)
+    found = {s.key: s for s in bridge(lines).steps}
+    assert found["list"].amount is None and "ListCost is missing" in found["list"].reason
+    assert found["contracted"].amount is None and "ContractedCost is missing" in found["contracted"].reason
+    with duckdb.connect() as con:
+        texts = con.execute(f"SELECT Cost FROM read_csv('{TOOLKIT / name}', all_varchar=true)").fetchall()
+    cost = sum((Decimal(t) for (t,) in texts), Decimal(0))  # exact: more digits than DECIMAL(38,20) keeps
+    column = "billed" if "Actual" in name else "effective"
+    assert found[column].amount == cost
+    assert found["billed"].amount + sum(found[k].amount for k in ("amortised_commitment", "unused_commitment",
+                                                                  "purchases_amortised", "other_billed_to_effective")) \
+        == found["effective"].amount
+
+
+# --- property: the bridge foots for any lines --------------------------------------------------------
+
+AMOUNTS = st.decimals(min_value=-1000, max_value=1000, places=4, allow_nan=False, allow_infinity=False)
+KINDS = st.sampled_from([("Usage", "", ""), ("Usage", "c1", "Used"), ("Usage", "c1", "Unused"),
+                         ("Purchase", "c1", ""), ("Purchase", "", ""), ("Tax", "", ""), ("Credit", "", "")])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(KINDS, AMOUNTS, AMOUNTS, AMOUNTS, AMOUNTS), min_size=1, max_size=30))
+def test_rows_foot_exactly_and_at_the_cent(rows):
+    built = lines_frame([line(i + 1, charge_category=k[0], commitment_discount_id=k[1], commitment_discount_status=k[2],
+                              list_cost=lc, contracted_cost=cc, billed_cost=bc, effective_cost=ec)
+                         for i, (k, lc, cc, bc, ec) in enumerate(rows)])
+    found = bridge(built)
+    exact = {s.key: s.amount for s in found.steps}
+    level, moved = None, Decimal(0)
+    for step in found.steps:  # exact: each total is the previous plus its steps
+        if step.kind == "step":
+            moved += step.amount
+            continue
+        if level is not None:
+            assert level + moved == step.amount
+        level, moved = step.amount, Decimal(0)
+    purchase = [r for r in rows if r[0][0] == "Purchase" and r[0][1]]
+    assert exact["list"] == sum((r[1] for r in rows if r not in purchase), Decimal(0))
+    assert exact["billed"] == sum((r[3] for r in rows), Decimal(0))
+    rounded = found.rounded()
+    _assert_foots(found, rounded)
+    assert all(abs(rounded[k] - v) <= CENT for k, v in exact.items())
