@@ -84,15 +84,20 @@ def describer(collected: Collected, billing_names: str) -> Describer:
 
 
 def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -> None:
-    """Non-GPU classes go whole to their bucket part."""
-    for klass, frame in charges.groupby("resource_class"):
+    """Non-GPU classes go whole to their bucket part: one part per class and owning service
+    (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
+    owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
+    for (klass, owner), frame in charges.groupby([charges["resource_class"], owners.fillna("")], sort=True):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
             continue
         bucket, name = CLASS_PARTS[klass]
         reasons = sorted(set(frame["rule_reason"]))
         source = f"FOCUS lines ({billing_names}), class {klass}"
         reason = "; ".join(reasons)[:300]
-        ledger.add(bucket, name, None, sum(frame["net"], ZERO), source, reason)
+        if owner:
+            claims = sorted(set(frame["claim_reason"])) if "claim_reason" in frame.columns else []
+            reason = ("; ".join(claims)[:200] + "; " + reason)[:400]
+        ledger.add(bucket, name, owner or None, sum(frame["net"], ZERO), source, reason)
 
 
 def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_names: str) -> None:

@@ -1,7 +1,6 @@
 """The case: one frozen object read from case.toml, every problem reported at once."""
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -11,6 +10,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from audit.case_services import (  # noqa: F401  (re-exported: the case's types live together)
+    CLASSES,
+    Allocation,
+    Rule,
+    Service,
+    parse_allocation,
+    parse_rules,
+    parse_services,
+    unknown_keys,
+)
 from audit.errors import ConfigError
 from connectors.base import url_credential_problems
 from connectors.bounds import check_source_path, shown
@@ -21,29 +30,24 @@ from schemas.secrets import remember_env
 COST_BASES = ("effective", "billed", "list", "contracted")
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"}
-TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options"}
+TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options",
+            "allocation"}
 SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
-               "workgroup", "database", "output_location", "catalog", "view", "service", "health_path",
+               "workgroup", "database", "output_location", "catalog", "view", "service", "health_path", "path_filter",
                "token_env", "username_env", "password_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s",
                "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
-SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
-SERVICE_KEYS = SERVICE_MATCH_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}
 SCOPE_KEYS = {"accounts", "services", "tags"}
-RULE_KEYS = {"when", "class", "reason"}
 OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title"}
-CLASSES = {"gpu_compute", "serving_compute", "serving_network", "egress", "observability",
-           "orchestration", "commitment_unused", "unmatched"}
 SOURCE_KINDS = ("billing", "telemetry", "profiles")
 MAX_CASE_BYTES = 4 << 20
 """Largest case.toml read (a case is a page of settings; 4 MiB is far beyond any)."""
 YEARS = (1970, 2200)
 """Window years accepted: every table keeps nanosecond timestamps (pandas' range ends in 2262)."""
 MAX_STEP = 366 * 86400
-LIMITS = {"gpus_per_replica": 1024, "min_replicas": 1_000_000}
 CREDENTIAL_ENV = ("token_env", "username_env", "password_env")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
@@ -57,27 +61,6 @@ class Source:
     format: str
     path: Path | None
     options: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Service:
-    """How a service is recognised in telemetry, and how it may be right-sized."""
-
-    name: str
-    match: Mapping[str, str]
-    gpus_per_replica: int = 1
-    min_replicas: int = 1
-    scale_reaction_seconds: int = 3600
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A classification rule: all conditions ANDed, first match wins."""
-
-    when: Mapping[str, str]
-    resource_class: str
-    reason: str
-    origin: str = "case"
 
 
 @dataclass(frozen=True)
@@ -100,6 +83,7 @@ class Case:
     rules: tuple[Rule, ...]
     nodes: Mapping[str, str]
     option_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    allocation: Allocation = field(default_factory=Allocation)
 
     @property
     def folder(self) -> Path:
@@ -187,21 +171,13 @@ def _texts(value, where: str, problems: list[str]) -> list[str]:
     return [str(v) for v in value]
 
 
-def _unknown(keys, valid, where: str, problems: list[str]) -> None:
-    for key in keys:
-        if key not in valid:
-            near = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
-            problems.append(f"unknown key {shown(key)} in {where}{hint}")
-
-
 def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
-    _unknown(raw, TOP_KEYS, "the top level", problems)
+    unknown_keys(raw, TOP_KEYS, "the top level", problems)
     head = raw.get("case")
     if not isinstance(head, dict):
         problems.append("missing [case] table")
         return None
-    _unknown(head, CASE_KEYS, "[case]", problems)
+    unknown_keys(head, CASE_KEYS, "[case]", problems)
     start, end = _window(head.get("window"), problems)
     currency = str(head.get("currency", "")).upper()
     if not isinstance(head.get("currency", ""), str) or not re.fullmatch(r"[A-Z]{3}", currency):
@@ -217,10 +193,11 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     if isinstance(name, (dict, list)):
         problems.append(f"[case].name: expected a string, got {shown(name)}")
     sources = _sources(raw, path.parent, problems)
-    services = _services(_table(raw.get("services", {}), "[services]", problems), problems)
+    services = parse_services(_table(raw.get("services", {}), "[services]", problems), _duration, problems)
     _check_profiles(sources, services, problems)
     scope = _scope(_table(raw.get("scope", {}), "[scope]", problems), problems)
-    rules = _rules(_tables(raw.get("rules", []), "[[rules]]", problems), problems)
+    rules = parse_rules(_tables(raw.get("rules", []), "[[rules]]", problems), services, problems)
+    allocation = parse_allocation(_table(raw.get("allocation", {}), "[allocation]", problems), services, problems)
     nodes = _nodes(raw.get("nodes", {}), problems)
     overrides = _options(_tables(raw.get("options", []), "[[options]]", problems), problems)
     if problems:
@@ -229,7 +206,8 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
                 currency=currency, cost_basis=basis, tolerance=tolerance, step_seconds=step,
                 target_utilisation=target, loaded_rate=rate, sources=tuple(sources),
                 services=MappingProxyType(services), scope=MappingProxyType(scope), rules=tuple(rules),
-                nodes=MappingProxyType(nodes), option_overrides=MappingProxyType(overrides))
+                nodes=MappingProxyType(nodes), option_overrides=MappingProxyType(overrides),
+                allocation=allocation)
 
 
 def _window(value, problems: list[str]):
@@ -302,7 +280,7 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
             continue
         for i, entry in _tables(entries, f"[[{kind}]]", problems):
             where = f"[[{kind}]] #{i}"
-            _unknown(entry, PROFILE_KEYS if kind == "profiles" else SOURCE_KEYS, where, problems)
+            unknown_keys(entry, PROFILE_KEYS if kind == "profiles" else SOURCE_KEYS, where, problems)
             locations = [k for k in ("path", "uri", "table", "url") if entry.get(k)]
             if "format" not in entry or len(locations) != 1:
                 problems.append(f"{where}: needs 'format' and exactly one of 'path', 'uri', 'table', 'url'")
@@ -357,35 +335,6 @@ def _contract_commitment(entry: dict, folder: Path, where: str, problems: list[s
     return {"contract_commitment": str((folder / value).resolve())}
 
 
-def _services(raw, problems) -> dict[str, Service]:
-    out = {}
-    for name, entry in raw.items():
-        where = f"[services.{name}]"
-        if not isinstance(entry, dict):
-            problems.append(f"{where}: expected a table")
-            continue
-        _unknown(entry, SERVICE_KEYS, where, problems)
-        match = {k: str(entry[k]) for k in SERVICE_MATCH_KEYS if k in entry}
-        if not match:
-            problems.append(f"{where}: needs at least one of {', '.join(sorted(SERVICE_MATCH_KEYS))}")
-        for key, pattern in match.items():
-            if pattern.startswith("re:"):
-                try:
-                    re.compile(pattern[3:])
-                except (re.error, RecursionError, OverflowError) as exc:
-                    problems.append(f"{where}.{key}: bad regular expression: {shown(str(exc))}")
-        ints = {}
-        for key, default in (("gpus_per_replica", 1), ("min_replicas", 1)):
-            value = entry.get(key, default)
-            low = 1 if key == "gpus_per_replica" else 0
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= LIMITS[key]:
-                problems.append(f"{where}.{key}: expected a whole number from {low} to {LIMITS[key]:,}")
-                value = default
-            ints[key] = value
-        reaction = _duration(entry, "scale_reaction", "1h", where, problems) or 3600
-        out[name] = Service(name, MappingProxyType(match), ints["gpus_per_replica"], ints["min_replicas"], reaction)
-    return out
-
 
 def _check_profiles(sources, services, problems) -> None:
     for s in sources:
@@ -405,31 +354,13 @@ def _check_profiles(sources, services, problems) -> None:
 
 
 def _scope(raw, problems) -> dict:
-    _unknown(raw, SCOPE_KEYS, "[scope]", problems)
+    unknown_keys(raw, SCOPE_KEYS, "[scope]", problems)
     tags = _table(raw.get("tags", {}), "[scope].tags", problems)
     scope = {"accounts": _texts(raw.get("accounts", []), "[scope].accounts", problems),
              "services": _texts(raw.get("services", []), "[scope].services", problems),
              "tags": {str(k): str(v) for k, v in tags.items()}}
     return scope
 
-
-def _rules(raw, problems) -> list[Rule]:
-    out = []
-    for i, entry in raw:
-        where = f"[[rules]] #{i}"
-        _unknown(entry, RULE_KEYS, where, problems)
-        klass, reason, when = entry.get("class"), entry.get("reason"), entry.get("when")
-        if not isinstance(klass, str) or klass not in CLASSES:
-            near = difflib.get_close_matches(str(klass), sorted(CLASSES), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            problems.append(f"{where}.class: {shown(klass)} is not a class ({', '.join(sorted(CLASSES))}){hint}")
-        if not reason:
-            problems.append(f"{where}: needs a 'reason'")
-        if not isinstance(when, dict) or not when:
-            problems.append(f"{where}: needs 'when' = {{ Column = \"value\" or \"re:regex\" }}")
-            continue
-        out.append(Rule(MappingProxyType({str(k): str(v) for k, v in when.items()}), str(klass), str(reason)))
-    return out
 
 
 def _nodes(raw, problems) -> dict[str, str]:
@@ -443,7 +374,7 @@ def _options(raw, problems) -> dict[str, dict]:
     out = {}
     for i, entry in raw:
         where = f"[[options]] #{i}"
-        _unknown(entry, OPTION_KEYS, where, problems)
+        unknown_keys(entry, OPTION_KEYS, where, problems)
         if "id" not in entry:
             problems.append(f"{where}: needs 'id' (a catalogue option id)")
             continue

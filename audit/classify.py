@@ -13,7 +13,7 @@ from typing import Collection, Iterable, Mapping
 
 import pandas as pd
 
-from audit.case import Rule
+from audit.case import Rule, Service
 from audit.errors import AuditError
 from audit.lines import gpu_sku_model, line_tags, resource_key
 from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, category_class, gpu_instances
@@ -125,18 +125,21 @@ def matches(rule: Rule, values: Mapping[str, str]) -> bool:
 
 #: the columns classification adds, with their dtypes (schemas.billing.ClassifiedLine)
 CLASS_COLUMNS = {"resource_class": "str", "rule_reason": "str", "instance_type": "str",
-                 "gpus_per_instance": "int64", "gpu_model": "str"}
+                 "gpus_per_instance": "int64", "gpu_model": "str", "claimed_by": "str", "claim_reason": "str"}
 
 
 def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Collection[str],
-             gpu_resources: Collection[str]) -> pd.DataFrame:
-    """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model to billing lines.
+             gpu_resources: Collection[str], services: Mapping[str, Service] | None = None) -> pd.DataFrame:
+    """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model, and the service
+    that owns the line (``claimed_by``, "" when none, with ``claim_reason``) to billing lines.
 
     ``lines`` are ``schemas.billing.BillingLine`` rows (which their connector validated); the first
     line of each distinct combination, whose class every repeat of it shares, is checked against
     ``ClassifiedLine``. ``cluster_resources`` are the billed resources telemetry names as nodes,
-    ``gpu_resources`` those among them on which it saw GPUs.
+    ``gpu_resources`` those among them on which it saw GPUs. A line is owned by the service its
+    rule names, else by the first service (file order) whose ``tags`` or ``resource_ids`` claim it.
     """
+    claimants = [s for s in (services or {}).values() if s.claims_lines]
     rules = tuple(rules) + shipped_rules()
     keys = {k for r in rules for k in r.when}
     out: dict[str, list] = {column: [] for column in CLASS_COLUMNS}
@@ -161,11 +164,34 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
         out["instance_type"].append(itype)
         out["gpus_per_instance"].append(gpu_type.gpus if gpu_type else 0)
         out["gpu_model"].append(gpu_type.gpu_model if gpu_type else gpu_sku_model(line))
+        owner, why = claim_of(line, tags, rule, claimants)
+        out["claimed_by"].append(owner)
+        out["claim_reason"].append(why)
     result = lines.copy()
     for key, per_distinct in out.items():
         result[key] = pd.Series([per_distinct[c] for c in codes], index=result.index, dtype=CLASS_COLUMNS[key])
     checked(result.iloc[first])  # every value classification chose: the other rows repeat these
     return result
+
+
+def claim_of(line: Mapping, tags: Mapping, rule: Rule | None, claimants: Iterable[Service]) -> tuple[str, str]:
+    """(service, reason) that owns a line: its rule's ``service``, else the first claiming service."""
+    if rule is not None and rule.service:
+        return rule.service, f"case rule names service {rule.service}"
+    resource = str(line.get("resource_id", "") or "")
+    for service in claimants:
+        if service.tags and all(_holds(pattern, str(tags.get(key, ""))) for key, pattern in service.tags.items()):
+            shown = ", ".join(f"{k}={v}" for k, v in service.tags.items())
+            return service.name, f"[services.{service.name}].tags claim it ({shown})"
+        if resource and any(_holds(pattern, resource) for pattern in service.resource_ids):
+            return service.name, f"[services.{service.name}].resource_ids claim it ({resource})"
+    return "", ""
+
+
+def _holds(pattern: str, value: str) -> bool:
+    if pattern.startswith("re:"):
+        return re.search(pattern[3:], value) is not None
+    return pattern == value
 
 
 def category_rule(line: Mapping) -> Rule | None:

@@ -64,7 +64,15 @@ def fmt(value: Decimal | None, places: int = 2) -> str | None:
         return None
     q = Decimal(1).scaleb(-places)
     context = decimal.Context(prec=max(50, value.adjusted() + places + 2))
-    return str(value.quantize(q, rounding=ROUND_HALF_EVEN, context=context))
+    return plain(value.quantize(q, rounding=ROUND_HALF_EVEN, context=context))
+
+
+def plain(value: Decimal) -> str:
+    """A Decimal as positional text, never scientific notation (``0E-8`` is ``0.00000000``) and never
+    a negative zero."""
+    if value.is_zero():
+        value = abs(value)
+    return format(value, "f")
 
 
 def share(part: Decimal, whole: Decimal, places: int = 6) -> str | None:

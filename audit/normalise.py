@@ -19,6 +19,7 @@ from audit.normalised import (
     QUEUE_COLUMNS,
     REPLICA_COLUMNS,
     REQUEST_COLUMNS,
+    REQUEST_COUNT_COLUMNS,
     RESET_COLUMNS,
     SERVING_STATS_COLUMNS,
     TRAFFIC_COLUMNS,
@@ -81,7 +82,8 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      excluded_samples=_sourced(collected, "excluded_samples", EXCLUDED_COLUMNS),
                      counter_resets=_sourced(collected, "counter_resets", RESET_COLUMNS),
                      unmeasured_intervals=_sourced(collected, "unmeasured_intervals",
-                                                   UNMEASURED_COLUMNS))
+                                                   UNMEASURED_COLUMNS),
+                     request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 

@@ -37,6 +37,9 @@ EXCLUDED_COLUMNS = ["metric", "reason", "count", "expected", "example", "first_t
 RESET_COLUMNS = ["metric", "resets"]
 #: GPU-intervals whose every kernel-activity sample was excluded
 UNMEASURED_COLUMNS = ["node", "gpu", "uuid", "ts", "metric"]
+#: a request log's lines per interval and class (connectors.telemetry.access_log ``requests_detail``)
+REQUEST_COUNT_COLUMNS = ["ts", "pod", "lines", "successful", "failed", "health_checks", "unparseable",
+                         "other_paths"]
 
 
 def empty_table(columns: list[str]) -> pd.DataFrame:
@@ -104,6 +107,8 @@ class Telemetry:
     counter_resets: pd.DataFrame = field(default_factory=lambda: empty_table(RESET_COLUMNS + ["source"]))
     unmeasured_intervals: pd.DataFrame = field(
         default_factory=lambda: empty_table(UNMEASURED_COLUMNS + ["source"]))
+    #: request logs' line counts per interval and class, each row with its ``source``
+    request_counts: pd.DataFrame = field(default_factory=lambda: empty_table(REQUEST_COUNT_COLUMNS + ["source"]))
 
 
 @dataclass(frozen=True)

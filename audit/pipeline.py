@@ -31,8 +31,9 @@ from audit.result import AuditResult
 from connectors.base import SourceSpec
 from connectors.errors import InputError, InputErrors
 
-#: called with each source's spec as it is read, then with None when the audit is done
-Progress = Callable[[SourceSpec | None], None]
+#: called with each source's spec as it is read, with the words of each later step as it starts
+#: ("splitting GPU time …", "writing report.pdf"), and with None when the audit is done
+Progress = Callable[[SourceSpec | str | None], None]
 
 
 def run_case(case: Case, out_dir: Path, formats: Sequence[str],
@@ -44,17 +45,19 @@ def run_case(case: Case, out_dir: Path, formats: Sequence[str],
     from audit.audit_json import to_dict
     from audit.render import render
 
-    document = to_dict(run_audit(case, progress))
+    result = run_audit(case, progress)
+    _step(progress, "formatting audit.json")
+    document = to_dict(result)
     if progress is not None:
         progress(None)
-    return document, render(document, out_dir, formats)
+    return document, render(document, out_dir, formats, progress=progress)
 
 
 def run_audit(case: Case, progress: Progress | None = None) -> AuditResult:
     """Run every stage on a case; a case that does not fit its data (audit/fit.py errors: a service
     that matches nothing) stops before any figure is made, as ``costaudit validate`` does."""
     use_context()
-    return audit_collected(case, collect_sources(case, progress), strict=True)
+    return audit_collected(case, collect_sources(case, progress), strict=True, progress=progress)
 
 
 def fit_of(case: Case, collected: Collected) -> fit.Fit:
@@ -64,7 +67,7 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     tele = normalise.telemetry(case, collected)
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)
-    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus)
+    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus, case.services)
     return fit.fit(case, lines, _gpu(classified), tele, nodes)
 
 
@@ -77,31 +80,42 @@ def _gpu(classified):
     return classified[classified["resource_class"] == "gpu_compute"]
 
 
-def audit_collected(case: Case, collected: Collected, strict: bool = False) -> AuditResult:
+def _step(progress: Progress | None, words: str) -> None:
+    if progress is not None:
+        progress(words)
+
+
+def audit_collected(case: Case, collected: Collected, strict: bool = False,
+                    progress: Progress | None = None) -> AuditResult:
     """Every stage after collection (tests feed in-memory source frames here); ``strict``: raise the
-    fit's errors (a service that matches nothing) before any figure is made."""
+    fit's errors (a service that matches nothing) before any figure is made; ``progress`` hears of
+    each group of stages as it starts."""
     use_context()
+    _step(progress, "preparing invoice lines and telemetry")
     lines = normalise.billing_lines(case, collected)
     tele = normalise.telemetry(case, collected)
     profiles = normalise.profiles(collected)
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
-    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus)
+    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus, case.services)
     fitted = fit.fit(case, lines, _gpu(classified), tele, nodes)
     if strict and fitted.errors:
         raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread)
+    _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)
     attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles)
     ledger, intervals = attributed.ledger, attributed.intervals
-    traffic = unit_costs.traffic_by_service(tele.traffic, case.services)
-    costs = unit_costs.unit_costs(ledger, intervals, case.services, traffic)
+    _step(progress, "unit costs, reconciliation and options")
+    traffic = unit_costs.traffic_by_service(tele.traffic, case.services, tele.request_counts)
+    costs, shared = unit_costs.unit_costs(ledger, intervals, case.services, traffic, case.allocation)
     recon = reconcile.reconcile(reconcile.ReconcileInput(
         lines, mask, case.cost_basis, charges, ledger, split.groups, intervals, split.coverage, profiles, traffic,
         case.tolerance))
     options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles))
+    _step(progress, "gathering the evidence")
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,
                        split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found,
-                       fitted)
+                       fitted, shared)

@@ -7,7 +7,7 @@ writer's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Mapping
@@ -40,6 +40,9 @@ class TrafficTotals:
     sources: frozenset[str]
     #: every source's request total (the chosen source's included), for the denominator check
     by_source: Mapping[str, Decimal]
+    #: request logs' line classes per source (METHOD §4): lines (all requests), successful, failed,
+    #: health_checks, unparseable, other_paths (2xx/3xx outside the path filter); {} for counters
+    counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def requests_of(self, ts: datetime, pods: frozenset[str] | set[str]) -> Decimal:
         """Requests served in an interval by the given pods (all pods when none of them has counters)."""
@@ -58,6 +61,25 @@ class UnitCost:
     unattributed: Decimal
     by_bucket: Mapping[str, Decimal]
     traffic: TrafficTotals | None
+    #: what the service owns outright, by part: its GPU parts and the lines assigned to it
+    owned_lines: Decimal = ZERO
+
+
+@dataclass(frozen=True)
+class SharedSplit:
+    """How the shared cost was split over services (METHOD §4).
+
+    ``key`` is the case's allocation key, ``used`` the key that split (a fallback when the case's
+    summed to zero, with ``note`` saying so), ``weights`` each service's weight under it, ``pool`` the
+    shared cost and ``unallocated`` what no service could take (there is no service to take it).
+    """
+
+    key: str
+    used: str
+    note: str | None
+    pool: Decimal
+    unallocated: Decimal
+    weights: Mapping[str, Decimal]
 
 
 @dataclass(frozen=True)
@@ -213,6 +235,8 @@ class AuditResult:
     evidence: Evidence
     #: what of the case matches nothing in the data (audit/fit.py), as audit.json ``fit`` lists it
     fit: Fit = Fit()
+    #: how shared cost was split over services (audit/unit_costs.py)
+    shared: SharedSplit | None = None
 
     @property
     def commitments(self) -> tuple[Commitment, ...]:

@@ -17,11 +17,12 @@ PodModels = Mapping[tuple[str, str], str]
 
 
 def service_of(labels: Mapping[str, str], services: Mapping[str, Service], pod_models: PodModels) -> str | None:
-    """The declared service whose matchers all hold for a pod's labels."""
+    """The declared service whose matchers all hold for a pod's labels (a service with no matchers,
+    one that only claims billing lines, owns no pod)."""
     values = dict(labels)
     values.setdefault("model_name", pod_models.get((labels.get("namespace", ""), labels.get("pod", "")), ""))
     for name, service in services.items():
-        if all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
+        if service.match and all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
             return name
     return None
 

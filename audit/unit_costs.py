@@ -1,8 +1,10 @@
 """Unit costs per service (METHOD §4): own GPU parts plus a share of shared costs, per request and token.
 
-:func:`traffic_by_service` sums the serving counters per declared service (the denominators);
-:func:`unit_costs` gives each service its own parts, a share of the shared parts (pro rata to paid
-GPU cost) and what of its GPU time stayed unattributed.
+:func:`traffic_by_service` sums the serving counters and request logs per declared service (the
+denominators, with every log's other counts); :func:`unit_costs` gives each service what it owns
+(its GPU parts and the lines a rule or its claim assigns), a share of the shared parts by the case's
+allocation key (gpu_cost, requests, owned_cost or fixed weights; a key that sums to zero falls back
+to requests, then to equal shares) and what of its cost stayed unattributed.
 """
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from audit.case import Service
+from audit.case import Allocation, Service
 from audit.ledger import Ledger, ServiceInterval
 from audit.money import ZERO, split_evenly
-from audit.result import TrafficTotals, UnitCost
+from audit.result import SharedSplit, TrafficTotals, UnitCost
 from audit.services import service_of
 
 SHARED_PARTS = {("serving_path", "serving_compute"), ("serving_path", "serving_network"),
@@ -49,16 +51,24 @@ class _Counts:
         self.pods.add(row.pod)
         self.sources.add(source)
 
-    def totals(self, by_source: Mapping[str, Decimal]) -> TrafficTotals:
+    def totals(self, by_source: Mapping[str, Decimal], counts: Mapping[str, Mapping[str, int]]) -> TrafficTotals:
         return TrafficTotals(self.requests, self.prompt_tokens, self.generated_tokens, dict(self.by_ts),
-                             dict(self.by_pod_ts), frozenset(self.pods), frozenset(self.sources), dict(by_source))
+                             dict(self.by_pod_ts), frozenset(self.pods), frozenset(self.sources), dict(by_source),
+                             dict(counts))
 
 
-def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service]) -> dict[str, TrafficTotals]:
+#: a request log's classes, as audit.json ``request_counts`` names them
+COUNT_CLASSES = ("lines", "successful", "failed", "health_checks", "unparseable", "other_paths")
+
+
+def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
+                       request_counts: pd.DataFrame | None = None) -> dict[str, TrafficTotals]:
     """Counter increases per service (pods matched by the services' matchers).
 
     When two sources count one service (server counters and request logs), the one that also
-    counts tokens is the denominator; every source's total is kept for the denominator check.
+    counts tokens is the denominator; every source's total is kept for the denominator check, and
+    every request log's line classes (all lines, failed, health checks, unparseable, outside the
+    path filter) are kept beside it (METHOD §4).
     """
     per_source: dict[tuple[str, str], _Counts] = {}
     for row in traffic.itertuples(index=False):
@@ -74,7 +84,22 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service]) -
                                          key=lambda kv: (-(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
         primary.setdefault(name, counts)
         by_source[name][source] = counts.requests
-    return {name: counts.totals(by_source[name]) for name, counts in primary.items()}
+    classes = log_counts(request_counts, services)
+    return {name: counts.totals(by_source[name], classes.get(name, {})) for name, counts in primary.items()}
+
+
+def log_counts(table: pd.DataFrame | None, services: Mapping[str, Service]) -> dict[str, dict[str, dict[str, int]]]:
+    """service -> source -> class -> lines, summed over every interval (undated lines included)."""
+    out: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+    if table is None or table.empty:
+        return out
+    for (source, pod), rows in table.groupby(["source", "pod"], sort=True):
+        labels = {"namespace": "", "pod": str(pod), "model_name": "", "container": ""}
+        name = service_of(labels, services, {}) or (str(pod) if pod in services else None)
+        if name is None:
+            continue
+        out[name][str(source)] = {c: int(rows[c].sum()) if c in rows else 0 for c in COUNT_CLASSES}
+    return out
 
 
 def _named_service(row, services: Mapping[str, Service]) -> str | None:
@@ -85,24 +110,69 @@ def _named_service(row, services: Mapping[str, Service]) -> str | None:
 
 
 def unit_costs(ledger: Ledger, intervals: Sequence[ServiceInterval], services: Mapping[str, Service],
-               traffic: Mapping[str, TrafficTotals]) -> dict[str, UnitCost]:
-    """Own cost, shared share (pro rata to paid GPU cost) and unattributed per service."""
+               traffic: Mapping[str, TrafficTotals],
+               allocation: Allocation | None = None) -> tuple[dict[str, UnitCost], SharedSplit]:
+    """Owned cost, a share of the shared cost (by the case's allocation key) and the unattributed
+    cost each service leaves out (METHOD §4)."""
     own: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
+    lines: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     unattributed: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
-    paid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     by_bucket: defaultdict[str, defaultdict[str, Decimal]] = defaultdict(lambda: defaultdict(lambda: ZERO))
     for part in ledger.parts.values():
         if part.service is None:
             continue
         if part.bucket == "unattributed":
             unattributed[part.service] += part.amount
-        else:
-            own[part.service] += part.amount
-            by_bucket[part.service][part.bucket] += part.amount
+            continue
+        own[part.service] += part.amount
+        by_bucket[part.service][part.bucket] += part.amount
+        if part.name in LINE_PARTS:
+            lines[part.service] += part.amount
+    pool = sum((p.amount for p in ledger.parts.values()
+                if p.service is None and (p.bucket, p.name) in SHARED_PARTS), ZERO)
+    split = shared_split(allocation or Allocation(), list(services), pool,
+                         key_values(intervals, traffic, own, allocation or Allocation()))
+    shares = dict(zip(split.weights, split_evenly(pool - split.unallocated, list(split.weights.values()))))
+    costs = {s: UnitCost(s, own[s], shares.get(s, ZERO), unattributed[s], dict(by_bucket[s]), traffic.get(s), lines[s])
+             for s in services}
+    return costs, split
+
+
+#: ledger parts that hold whole billing lines (a service owns them by a rule or a claim)
+LINE_PARTS = {name for _, name in SHARED_PARTS if name != "unallocated"} | {"unmatched_line"}
+
+
+def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, TrafficTotals],
+               own: Mapping[str, Decimal], allocation: Allocation) -> dict[str, Mapping[str, Decimal]]:
+    """Each allocation key's value per service: paid GPU cost, requests, owned cost, fixed weights."""
+    paid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for iv in intervals:
         paid[iv.service] += iv.paid
-    pool = sum((p.amount for p in ledger.parts.values() if (p.bucket, p.name) in SHARED_PARTS), ZERO)
-    names = [s for s in services if paid[s] > 0]
-    shares = dict(zip(names, split_evenly(pool, [paid[s] for s in names])))
-    return {s: UnitCost(s, own[s], shares.get(s, ZERO), unattributed[s], dict(by_bucket[s]), traffic.get(s))
-            for s in services}
+    return {"gpu_cost": paid, "requests": {s: t.requests for s, t in traffic.items()},
+            "owned_cost": own, "weights": allocation.weights}
+
+
+def shared_split(allocation: Allocation, names: Sequence[str], pool: Decimal,
+                 values: Mapping[str, Mapping[str, Decimal]]) -> SharedSplit:
+    """The weights that split the shared pool: the case's key, else requests, else equal weights
+    (METHOD §4), and the note that says which fell back and why."""
+    note = None
+    for key in dict.fromkeys((allocation.key, "requests")):
+        weights = {s: max(ZERO, values[key].get(s, ZERO)) for s in names}
+        if sum(weights.values(), ZERO) > 0:
+            said = _joined(note, f"split by {key}") if note else None
+            return SharedSplit(allocation.key, key, said, pool, ZERO, {s: w for s, w in weights.items() if w > 0})
+        note = ((note + "; ") if note else "") + f"{KEY_WORDS[key]} sums to zero"
+    if not names:
+        reason = "no service is declared: the shared cost stays unallocated"
+        return SharedSplit(allocation.key, "none", _joined(note, reason), pool, pool, {})
+    return SharedSplit(allocation.key, "equal", _joined(note, "split in equal shares"), pool, ZERO,
+                       {s: Decimal(1) for s in names})
+
+
+KEY_WORDS = {"gpu_cost": "GPU cost (no service holds paid GPU time)", "requests": "requests (no service counted any)",
+             "owned_cost": "owned cost (no service owns any)", "weights": "the fixed weights"}
+
+
+def _joined(note: str | None, tail: str) -> str:
+    return f"{note}: {tail}" if note else tail

@@ -111,6 +111,9 @@ class ClassifiedLine(BillingLine):
     instance_type: Series[str]
     gpus_per_instance: Series[int] = pa.Field(ge=0)
     gpu_model: Series[str]
+    #: the declared service that owns the line ("" when none: a shared line) and why
+    claimed_by: Series[str] = pa.Field(required=False)
+    claim_reason: Series[str] = pa.Field(required=False)
 
 
 def line_total(lines: pd.DataFrame) -> int:

@@ -16,19 +16,23 @@ Each line falls in exactly one class:
   ``health_path`` (the query string ignored; ``re:<regex>`` searches the whole path), whatever
   its status.
 * **failed** – any other status outside 200–399 (4xx, 5xx, and ELB's 0 or ``-``).
-* **successful** – the rest: 2xx and 3xx requests that are not health checks.
+* **other_paths** – with the ``path_filter`` option (an exact path, the query string ignored, or
+  ``re:<regex>`` searched in path and query), a 2xx / 3xx request whose path it does not match.
+* **successful** – the rest: 2xx and 3xx requests that are not health checks (and that the path
+  filter matches).
 
 ``traffic`` has one row per interval with at least one line: ``ts`` = interval start (intervals of
 ``ctx.step_seconds``, default 3600 s, aligned to the window start), ``model_name`` and
 ``namespace`` "", ``pod`` = the entry's ``service`` option (or ""), ``requests`` = successful,
 tokens 0. ``requests_detail`` has the same intervals with ``lines``, ``successful``, ``failed``,
-``health_checks`` and ``unparseable``. Lines outside the window are dropped (counted in ``rows``);
+``health_checks``, ``unparseable`` and ``other_paths``. Lines outside the window are dropped (counted in ``rows``);
 ``covered`` is (first, last) request time kept. A timestamp without an offset is UTC; ELB / ALB
 stamps are UTC by definition. ``row`` numbers in errors count data records from 1 (a text file's
 blank lines are not counted).
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -55,7 +59,8 @@ APACHE_TIME = "%d/%b/%Y:%H:%M:%S %z"
 STAMP_IN_LINE = r'\[(\d\d/[A-Za-z]{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4})\]'
 ISO_AT_START = r'^(?:[a-z0-9]+ )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) '
 PARQUET_REQUIRED = ("timestamp", "status", "path", "user_agent")
-DETAIL_COLUMNS = ["ts", "pod", "lines", "successful", "failed", "health_checks", "unparseable"]
+DETAIL_COLUMNS = ["ts", "pod", "lines", "successful", "failed", "health_checks", "unparseable", "other_paths"]
+CLASSES = ("successful", "failed", "health_checks", "unparseable", "other_paths")
 
 
 class AccessLogConnector(Connector):
@@ -75,11 +80,28 @@ class AccessLogConnector(Connector):
             else:
                 load_text(con, log_files(self.path), self.path)
             rows = con.execute("SELECT count(*) FROM req").fetchall()[0][0]
-            classify_lines(con, self.spec.options.get("health_path"))
+            classify_lines(con, self.spec.options.get("health_path"), self.path_filter)
             detail, covered = count_intervals(con, self.ctx, self.step)
         pod = str(self.spec.options.get("service") or "")
         detail.insert(1, "pod", pod)
         return {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}, int(rows), covered
+
+    @property
+    def path_filter(self) -> str | None:
+        """The ``path_filter`` option: which successful requests count (exact path or ``re:``)."""
+        value = self.spec.options.get("path_filter")
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value or value == "re:":
+            raise InputError(self.path, f"path_filter {shown(value)} is not a path",
+                             expected='a path such as "/index.html", or "re:<regex>"')
+        if value.startswith("re:"):
+            try:
+                re.compile(value[3:])
+            except re.error as exc:
+                raise InputError(self.path, f"path_filter: bad regular expression: {exc}",
+                                 expected="a regular expression DuckDB and Python both read") from None
+        return value
 
     @property
     def step(self) -> int:
@@ -214,20 +236,27 @@ def parquet_errors(con, path: Path, ts_name: str, status_name: str) -> list[Inpu
 
 # --- classification and counting --------------------------------------------------------------
 
-def classify_lines(con, health_path) -> None:
-    """View ``classed``: each line's time (recovered for unparseable lines) and its one class."""
+def classify_lines(con, health_path, path_filter: str | None = None) -> None:
+    """View ``classed``: each line's time (recovered for unparseable lines) and its one class.
+
+    With a ``path_filter``, a 2xx / 3xx request whose path it does not match is ``other_paths``:
+    served, but not one of the requests the unit cost counts.
+    """
     health = f"regexp_matches(coalesce(user_agent, ''), {quote_text(HEALTH_AGENT)})"
     if health_path:
-        health = f"({health} OR {health_path_sql(str(health_path))})"
+        health = f"({health} OR {path_sql(str(health_path))})"
+    counted = f"WHEN NOT {path_sql(path_filter)} THEN 'other_paths' " if path_filter else ""
     con.execute(f"""CREATE TEMP VIEW classed AS SELECT rn,
         CASE WHEN parsed THEN ts ELSE coalesce(ts, stamp_ts) END AS ts,
         CASE WHEN NOT parsed THEN 'unparseable' WHEN {health} THEN 'health_checks'
-             WHEN status BETWEEN 200 AND 399 THEN 'successful' ELSE 'failed' END AS class
+             WHEN status NOT BETWEEN 200 AND 399 OR status IS NULL THEN 'failed'
+             {counted}ELSE 'successful' END AS class
         FROM req""")
 
 
-def health_path_sql(option: str) -> str:
-    """SQL: the path matches the ``health_path`` option (exact path, or ``re:<regex>``)."""
+def path_sql(option: str) -> str:
+    """SQL: the path matches a path option (exact path, the query string ignored, or ``re:<regex>``
+    searched in the whole path and query)."""
     if option.startswith("re:"):
         return f"regexp_matches(coalesce(path, ''), {quote_text(option[3:])})"
     return f"split_part(coalesce(path, ''), '?', 1) = {quote_text(option)}"
@@ -241,8 +270,7 @@ def count_intervals(con, ctx, step: int) -> tuple[pd.DataFrame, tuple[datetime |
                 f"epoch_us(CAST({start} AS TIMESTAMPTZ))) // {step_us} * {step_us}) AS TIMESTAMPTZ)")
     kept = (f"SELECT * FROM classed WHERE ts IS NULL OR (ts >= CAST({start} AS TIMESTAMPTZ) "
             f"AND ts < CAST({end} AS TIMESTAMPTZ))")
-    counts = ", ".join(f"count(*) FILTER (WHERE class = '{c}') AS {c}"
-                       for c in ("successful", "failed", "health_checks", "unparseable"))
+    counts = ", ".join(f"count(*) FILTER (WHERE class = '{c}') AS {c}" for c in CLASSES)
     sql = (f"SELECT CASE WHEN ts IS NULL THEN NULL ELSE {interval} END AS ts, count(*) AS lines, {counts} "
            f"FROM ({kept}) GROUP BY 1 ORDER BY 1 NULLS LAST")
     detail = con.sql(sql).df()

@@ -1,0 +1,97 @@
+"""The audit.json ``services`` and ``allocation`` sections: unit costs per service (METHOD §4).
+
+Formats what :mod:`audit.unit_costs` computed: each service's owned cost, its share of the shared
+cost and the key that split it, the unattributed cost the unit costs leave out, every denominator a
+source counted (successful requests, all requests, failed, health checks, unparseable, outside the
+path filter) and the unit costs from exact quotients: cost per request, per 1,000 requests, per 1 M
+tokens to 6 places and requests per currency unit to 3, rounded half-even.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from audit.money import ZERO, cents, dsum, fmt, share
+from audit.result import AuditResult, SharedSplit, TrafficTotals, UnitCost
+
+BUCKETS3 = ("model_compute", "serving_path", "platform_overhead")
+UNIT_PLACES = 6
+PER_UNIT_PLACES = 3
+
+
+def services(result: AuditResult) -> dict[str, dict[str, Any]]:
+    """audit.json ``services``: one entry per declared service."""
+    used = result.shared.used if result.shared else "gpu_cost"
+    return {name: service_entry(result, uc, used) for name, uc in result.unit_costs.items()}
+
+
+def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]:
+    t = uc.traffic
+    full = uc.own + uc.shared
+    requests = int(t.requests) if t else None
+    tokens = int(t.prompt_tokens + t.generated_tokens) if t else None
+    counts = denominator_counts(t)
+    every = counts["lines"] if counts else None
+    paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == uc.service)
+    return {
+        "requests": requests,
+        "prompt_tokens": int(t.prompt_tokens) if t else None,
+        "generated_tokens": int(t.generated_tokens) if t else None,
+        "gpu_hours": fmt(paid / 3600, 2),
+        "cost": str(cents(uc.own)),
+        "owned_lines": str(cents(uc.owned_lines)),
+        "shared_cost": str(cents(uc.shared)),
+        "allocation_key": key,
+        "total_cost": str(cents(full)),
+        "unattributed": str(cents(uc.unattributed)),
+        "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS3},
+        "traffic_source": ", ".join(sorted(t.sources)) if t else None,
+        "request_counts": counts,
+        "cost_per_request": _per(full, requests, 1),
+        "cost_per_1k_requests": _per(full, requests, 1000),
+        "cost_per_1k_all_requests": _per(full, every, 1000),
+        "cost_per_1m_tokens": _per(full, tokens, 1_000_000),
+        "requests_per_currency_unit": {
+            "successful": fmt(Decimal(requests) / full, PER_UNIT_PLACES) if requests is not None and full > 0 else None,
+            "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
+        },
+        "reason": service_reason(uc, requests, full),
+    }
+
+
+def _per(cost: Decimal, count: int | None, per: int) -> str | None:
+    return fmt(cost * per / count, UNIT_PLACES) if count else None
+
+
+def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
+    """The request log's classes behind the denominator (the source that counted it, else the first
+    log that counts the service); None when no request log counts it."""
+    if t is None or not t.counts:
+        return None
+    source = next((s for s in sorted(t.sources) if s in t.counts), sorted(t.counts)[0])
+    c = t.counts[source]
+    return {"source": source, "lines": c["lines"], "successful": c["successful"], "failed": c["failed"],
+            "health_checks": c["health_checks"], "unparseable": c["unparseable"],
+            "other_paths": c["other_paths"]}
+
+
+def service_reason(uc: UnitCost, requests: int | None, full: Decimal) -> str | None:
+    reasons = []
+    if not requests:
+        reasons.append("no request counter or request log matched this service: unit costs unmeasured")
+    if full == 0:
+        reasons.append("the service owns no cost and takes no shared cost")
+    if uc.unattributed:
+        reasons.append(f"unit costs leave out {cents(uc.unattributed)} of its cost that stayed unattributed")
+    return "; ".join(reasons) or None
+
+
+def allocation(result: AuditResult) -> dict[str, Any] | None:
+    """audit.json ``allocation``: the key that split the shared cost, and each service's share."""
+    split: SharedSplit | None = result.shared
+    if split is None:
+        return None
+    total = dsum(split.weights.values())
+    return {"key": split.key, "used": split.used, "note": split.note,
+            "shared_cost": str(cents(split.pool)), "unallocated": str(cents(split.unallocated)),
+            "weights": {s: share(w, total) for s, w in sorted(split.weights.items())}}
