@@ -9,6 +9,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from audit import __version__
+from audit import audit_json_units as units
 from audit.bridge import bridge
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
@@ -49,7 +50,8 @@ def to_dict(result: AuditResult) -> dict:
         "bridge": _bridge(result),
         "buckets": buckets,
         "classes": _classes(result),
-        "services": _services(result),
+        "services": units.services(result),
+        "allocation": units.allocation(result),
         "reconciliation": _reconciliation(result),
         "coverage": _coverage(result),
         "gpu_split": _gpu_split(result),
@@ -144,36 +146,6 @@ def _classes(result) -> list[dict]:
                     "net": str(cents(dsum(frame["net"])))})
     return out
 
-
-def _services(result) -> dict:
-    out = {}
-    for name, uc in result.unit_costs.items():
-        t = uc.traffic
-        full = uc.own + uc.shared
-        requests = int(t.requests) if t else None
-        tokens = int(t.prompt_tokens + t.generated_tokens) if t else None
-        paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == name)
-        entry = {"requests": requests, "prompt_tokens": int(t.prompt_tokens) if t else None,
-                 "generated_tokens": int(t.generated_tokens) if t else None,
-                 "gpu_hours": _hours(paid), "cost": str(cents(uc.own)), "shared_cost": str(cents(uc.shared)),
-                 "unattributed": str(cents(uc.unattributed)),
-                 "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS[:3]},
-                 "traffic_source": ", ".join(sorted(t.sources)) if t else None,
-                 "cost_per_request": fmt(full / requests, 8) if requests else None,
-                 "cost_per_1k_requests": fmt(full * 1000 / requests, 6) if requests else None,
-                 "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, 6) if tokens else None,
-                 "reason": _service_reason(uc, requests)}
-        out[name] = entry
-    return out
-
-
-def _service_reason(uc, requests) -> str | None:
-    reasons = []
-    if not requests:
-        reasons.append("no request counter matched this service: unit costs unmeasured")
-    if uc.unattributed:
-        reasons.append(f"unit costs exclude {cents(uc.unattributed)} of its GPU cost left unattributed")
-    return "; ".join(reasons) or None
 
 
 def _reconciliation(result) -> dict:
