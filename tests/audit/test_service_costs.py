@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
