@@ -114,6 +114,33 @@ class ServiceView:
     reason: str
     by_bucket: list[tuple[str, str]]
     traffic_source: str
+    #: requests per currency unit (successful, all), and the request log's classes behind them
+    per_unit: str = "—"
+    per_unit_all: str = "—"
+    counts: list[tuple[str, str]] = field(default_factory=list)
+    allocation_key: str = ""
+
+
+#: a request log's classes, as the report names them (audit.json services[].request_counts)
+COUNT_WORDS = (("lines", "All requests (log lines)"), ("successful", "Successful (the denominator)"),
+               ("failed", "Failed (status outside 200–399)"), ("health_checks", "Health checks"),
+               ("unparseable", "Unparseable lines"), ("other_paths", "Outside the path filter"))
+#: how shared cost is split (audit.json allocation.used), in words
+ALLOCATION_WORDS = {"gpu_cost": "in proportion to each service's paid GPU cost",
+                    "requests": "in proportion to each service's requests",
+                    "owned_cost": "in proportion to each service's owned cost",
+                    "weights": "by the fixed weights the case sets",
+                    "equal": "in equal shares", "none": "not at all: no service is declared"}
+
+
+def allocation_words(audit: dict) -> str:
+    """One sentence: how the shared cost was split, with the fallback the audit had to make."""
+    a = audit.get("allocation") or {}
+    used = a.get("used") or "gpu_cost"
+    sentence = f"Shared cost is split {ALLOCATION_WORDS.get(used, used)}"
+    if a.get("note"):
+        sentence += f" (the case's key {a.get('key')}: {a['note']})"
+    return sentence + "."
 
 
 @dataclass(frozen=True)
@@ -190,6 +217,8 @@ class ReportModel:
     top_down_note: str = ""
     glossary: list[tuple[str, str]] = field(default_factory=list)
     measurements: list[dict[str, str]] = field(default_factory=list)
+    #: how the shared cost was split over services, in one sentence
+    allocation: str = ""
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -236,6 +265,7 @@ def build_model(audit: dict) -> ReportModel:
                   "credits": m(c.get("credits")), "net": m(c.get("net")),
                   "lines": number(c.get("lines"))} for c in audit.get("classes") or []],
         services=[_service(n, s, m) for n, s in (audit.get("services") or {}).items()],
+        allocation=allocation_words(audit),
         reconciliation=_reconciliation(audit.get("reconciliation") or {}, m),
         coverage=_coverage(audit.get("coverage") or {}),
         gpu_split=[_gpu_split(g) for g in audit.get("gpu_split") or []],
@@ -355,7 +385,20 @@ def _service(name: str, s: dict, m) -> ServiceView:
         by_bucket=[(BUCKET_LABELS[k], m(by_bucket[k]) if by_bucket.get(k) is not None else "—")
                    for k in BUCKETS[:3]],
         traffic_source=s.get("traffic_source") or "—",
+        per_unit=plain_number((s.get("requests_per_currency_unit") or {}).get("successful")),
+        per_unit_all=plain_number((s.get("requests_per_currency_unit") or {}).get("all")),
+        counts=[(words, number(counts.get(key))) for key, words in COUNT_WORDS]
+        if (counts := s.get("request_counts")) else [],
+        allocation_key=str(s.get("allocation_key") or ""),
     )
+
+
+def plain_number(value: Any) -> str:
+    """A decimal string with thousands separators, its places kept ("6491.809" → "6,491.809")."""
+    if value is None:
+        return "—"
+    whole, _, places = str(value).partition(".")
+    return f"{int(whole):,}" + (f".{places}" if places else "")
 
 
 def _sum(*values: Any) -> Decimal | None:
