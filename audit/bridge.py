@@ -22,6 +22,7 @@ missing on some in-scope line) is not measured: None, with the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pandas as pd
 
@@ -65,7 +66,7 @@ class Step:
     key: str
     label: str
     kind: str
-    amount: object  # Decimal | None
+    amount: Decimal | None
     lines: int = 0  # invoice lines whose difference is not zero (steps only)
     examples: tuple[str, ...] = ()  # their first line ids, for the steps in NAMED_LINES
     reason: str | None = None
@@ -77,11 +78,11 @@ class Bridge:
 
     steps: tuple[Step, ...]
 
-    def rounded(self) -> dict[str, object]:
+    def rounded(self) -> dict[str, Decimal | None]:
         """Every row at the cent: totals rounded each; the steps between two measured totals rounded
         by largest remainder so that they add up to the rounded difference (each stays within a cent
         of its exact sum); a step beside an unmeasured total rounded on its own."""
-        out: dict[str, object] = {}
+        out: dict[str, Decimal | None] = {}
         segment: list[Step] = []
         previous: Step | None = None
         for step in self.steps:
@@ -145,12 +146,11 @@ def _row(lines, groups, missing, kind, key, label, names, to, frm) -> Step:
     return Step(key, label, kind, total, line_total(moved), examples)
 
 
-def _segment(previous: Step | None, segment: list[Step], following: Step) -> dict[str, object]:
+def _segment(previous: Step | None, segment: list[Step], following: Step) -> dict[str, Decimal | None]:
     """The steps between two totals at the cent (footing where both totals and every step are measured)."""
-    measured = [s for s in segment if s.amount is not None]
-    whole = (previous is not None and previous.amount is not None and following.amount is not None
-             and len(measured) == len(segment) and segment)
-    if whole:
-        target = cents(following.amount) - cents(previous.amount)  # type: ignore[operator, union-attr]
-        return dict(largest_remainder({s.key: s.amount for s in segment}, target))  # type: ignore[misc]
-    return {s.key: None if s.amount is None else cents(s.amount) for s in segment}  # type: ignore[arg-type]
+    amounts = {s.key: s.amount for s in segment if s.amount is not None}
+    start = previous.amount if previous is not None else None
+    if segment and start is not None and following.amount is not None and len(amounts) == len(segment):
+        target = cents(following.amount) - cents(start)
+        return dict(largest_remainder(amounts, target))
+    return {s.key: None if s.amount is None else cents(s.amount) for s in segment}
