@@ -7,7 +7,7 @@ BQ_PACKAGES := bqemulator==1.4.0 duckdb==1.5.5 duckdb-extensions==1.5.5 duckdb-e
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl
+APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl chromium
 
 .PHONY: demo test lint fuzz system-deps demo-data bench bench-billing clean
 
@@ -28,7 +28,8 @@ $(VENV)/.lint: pyproject.toml $(VENV)/.test
 	$(PIP) install -e '.[pdf,aws,gcp,test,profile,lint]'
 	@touch $@
 
-# System packages the report and its tests need (pdftotext/pdftoppm, pango for weasyprint, fonts).
+# System packages the report and its tests need (pdftotext/pdftoppm, pango for weasyprint, fonts,
+# chromium for the HTML width test).
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

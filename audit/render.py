@@ -33,7 +33,7 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,8 +54,10 @@ _TOLERATED = re.compile(r"\..+\.tmp|\.DS_Store")
 _SHOWN = 5
 
 
-def render(audit: dict, out_dir: Path, formats: Sequence[str]) -> list[Path]:
-    """Write the reports named by ``formats`` as the whole content of ``out_dir``; return the paths written."""
+def render(audit: dict, out_dir: Path, formats: Sequence[str],
+           progress: Callable[[str], None] | None = None) -> list[Path]:
+    """Write the reports named by ``formats`` as the whole content of ``out_dir``; return the paths
+    written. ``progress`` is told of each report as it starts ("writing report.pdf")."""
     if isinstance(formats, str):
         formats = [formats]
     wanted = list(dict.fromkeys(formats))
@@ -72,7 +74,7 @@ def render(audit: dict, out_dir: Path, formats: Sequence[str]) -> list[Path]:
         with signals_held():
             _make_parents(real.parent, made)
             staging = _staging(real)
-        names = _write(reporters, audit, staging)
+        names = _write(reporters, audit, staging, progress)
         with signals_held():
             _swap(staging, real)
             staging = None
@@ -183,11 +185,14 @@ def _fresh_name(real: Path, suffix: str) -> Path:
             return path
 
 
-def _write(reporters: list, audit: dict, staging: Path) -> list[str]:
+def _write(reporters: list, audit: dict, staging: Path,
+           progress: Callable[[str], None] | None = None) -> list[str]:
     """Every report into ``staging``; the names written (relative, in the reporters' order)."""
     model: ReportModel | None = None
     names: list[str] = []
     for reporter in reporters:
+        if progress is not None:
+            progress(f"writing {reporter.output}" + ("/" if reporter.is_dir else ""))
         path = staging / reporter.output
         if reporter.is_dir:
             os.mkdir(path, 0o777)

@@ -30,15 +30,18 @@ MAX_FOLDER_CHARS, MAX_FOLDER_BYTES = 64, 200
 @reports_errors
 def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or the case file"),
         out: Optional[Path] = typer.Option(None, "--out", help="output folder (default out/<case name>)"),
-        format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS)) -> None:
-    """Run the audit on a case and write the report."""
+        format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr (warnings and errors still)")
+        ) -> None:
+    """Run the audit on a case and write the report; each step is named on stderr as it starts
+    (a spinner on a terminal, one line per step otherwise) unless ``--quiet``."""
     from audit.case import load_case
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
     loaded = load_case(case)
     target = out if out is not None else Path("out") / folder_name(loaded.name)
     _check_out(target, loaded.folder, out is None)
-    document, written = _run_interruptibly(loaded, target, formats)
+    document, written = _run_interruptibly(loaded, target, formats, quiet)
     for misfit in document.get("fit") or []:
         typer.echo(f"costaudit: warning: {misfit['message']}", err=True)
     _summary(document, target, written)
@@ -70,14 +73,14 @@ def _check_out(target: Path, case_folder: Path, default: bool) -> None:
     check_target(target)
 
 
-def _run_interruptibly(case, target: Path, formats: list[str]):
+def _run_interruptibly(case, target: Path, formats: list[str], quiet: bool = False):
     """:func:`_with_progress`, where SIGINT and SIGTERM end the run with one line and exit 130 / 143."""
     from audit.cli.interrupts import Interrupted, interruptible
 
     before = _identity(target)
     try:
         with interruptible():
-            return _with_progress(case, target, formats)
+            return _with_progress(case, target, formats, quiet)
     except Interrupted as stop:
         state = (f"the reports had been written to {target}" if _identity(target) != before
                  else f"{target} is as it was, nothing written")
@@ -93,21 +96,43 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def _with_progress(case, target: Path, formats: list[str]):
-    """Run the case (audit and reports) under a spinner that names the step in progress."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn
-
+def _with_progress(case, target: Path, formats: list[str], quiet: bool = False):
+    """Run the case (audit and reports), naming each step on stderr as it starts: a spinner with the
+    time taken so far on a terminal, one ``costaudit: <step>`` line per step otherwise, nothing
+    with ``quiet``."""
     from audit.pipeline import run_case
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
-                  console=_console()) as bar:
+    if quiet:
+        return run_case(case, target, formats)
+    console = _console()
+    if not console.is_terminal:
+        def line(step) -> None:
+            words = step_words(step)
+            if words:
+                typer.echo(f"costaudit: {words}", err=True)
+        return run_case(case, target, formats, progress=line)
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True,
+                  console=console) as bar:
         task = bar.add_task("reading sources", total=None)
 
-        def step(spec):
-            text = ("writing the reports" if spec is None
-                    else f"reading {spec.kind} source {spec.name} ({spec.format})")
-            bar.update(task, description=text)
+        def step(spec) -> None:
+            words = step_words(spec)
+            if words:
+                bar.update(task, description=words)
         return run_case(case, target, formats, progress=step)
+
+
+def step_words(step) -> str | None:
+    """What a progress call names: a source spec as it is read, a step's words, None (the audit is
+    done: the reports follow, each named as it starts) as nothing."""
+    if step is None:
+        return None
+    if isinstance(step, str):
+        return step
+    return f"reading {step.kind} source {step.name} ({step.format})"
 
 
 def _console():

@@ -1,0 +1,102 @@
+"""The HTML report is readable on a phone (375 px) and a desktop (1280 px): rendered in headless
+Chromium (Debian package ``chromium``, installed by ``make test``), nothing may stick out of the
+page sideways. A wide table may scroll inside its own box (``overflow-x: auto``); the page may not.
+
+Headless Chromium keeps a window at least 500 px wide, so the page is loaded into an ``iframe`` of
+the width under test (``srcdoc``: same origin as the page holding it; its media queries see the
+frame's width). A small script injected into the report measures, once it has loaded, the page's
+scroll width and every element whose box crosses the viewport's edge outside a scrolling box, and
+writes them into the holding page, which ``--dump-dom`` prints. A missing Chromium fails the test
+(never a skip): CI must run it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from audit.render import render
+
+INSTALL = "apt-get install -y --no-install-recommends chromium"
+WIDTHS = (375, 1280)
+PROBE = """<script>
+window.addEventListener("load", function () {
+  var vw = document.documentElement.clientWidth, bad = [];
+  function clipped(el) {
+    for (var a = el.parentElement; a; a = a.parentElement) {
+      var o = getComputedStyle(a).overflowX;
+      if (o === "auto" || o === "scroll" || o === "hidden") return true;
+    }
+    return false;
+  }
+  document.body.querySelectorAll("*").forEach(function (el) {
+    var r = el.getBoundingClientRect();
+    if ((r.width || r.height) && (r.right > vw + 1 || r.left < -1) && !clipped(el))
+      bad.push({tag: el.tagName, cls: String(el.className), left: Math.round(r.left),
+                right: Math.round(r.right), text: (el.textContent || "").trim().slice(0, 60)});
+  });
+  var scrollers = Array.prototype.filter.call(document.querySelectorAll("table.data"), function (t) {
+    return t.scrollWidth > t.clientWidth + 1; }).length;
+  var out = parent.document.createElement("pre");
+  out.id = "overflow-report";
+  out.textContent = JSON.stringify({viewport: vw, page_width: document.documentElement.scrollWidth,
+                                    overflowing: bad.slice(0, 40), count: bad.length, scrolling_tables: scrollers});
+  parent.document.body.appendChild(out);
+});
+</script>"""
+
+
+def chromium() -> str:
+    """Path of Chromium; a clear failure (never a skip) when it is missing."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail(f"Chromium is not installed: run `{INSTALL}` (make test does)")
+    return found
+
+
+def measure(page: Path, width: int, profile: Path) -> dict:
+    """Load ``page`` (with :data:`PROBE` injected) at ``width`` px; the probe's findings."""
+    report = page.read_text(encoding="utf-8").replace("</body>", PROBE + "\n</body>")
+    holder = profile.parent / f"holder-{width}.html"
+    holder.write_text(f'<!DOCTYPE html><html><body style="margin:0"><iframe style="border:0;width:{width}px;'
+                      f'height:2000px" srcdoc="{html.escape(report, quote=True)}"></iframe></body></html>',
+                      encoding="utf-8")
+    done = subprocess.run([chromium(), "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+                           "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}",
+                           f"--window-size={max(width, 500) + 40},2000", "--virtual-time-budget=10000",
+                           "--dump-dom", holder.as_uri()], capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="overflow-report">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"chromium printed no probe result (exit {done.returncode}): {done.stderr[-1500:]}"
+    return json.loads(html.unescape(found[1]))
+
+
+@pytest.fixture(scope="module")
+def demo_page(demo_audit, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("html-widths") / "out"
+    render(demo_audit, out, ["html"])
+    return out / "report.html"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_demo_report_has_no_horizontal_overflow(demo_page, tmp_path, width):
+    found = measure(demo_page, width, tmp_path / "profile")
+    assert found["viewport"] == width, found
+    assert found["page_width"] <= width, found
+    assert found["count"] == 0, json.dumps(found["overflowing"], indent=1)
+
+
+def test_the_probe_finds_an_element_wider_than_a_phone(tmp_path):
+    """The check itself: a 900 px box outside any scrolling box is reported at 375 px."""
+    page = tmp_path / "wide.html"
+    page.write_text('<!DOCTYPE html><html><body><div style="width:900px">wide</div>'
+                    '<div style="overflow-x:auto"><div style="width:900px">scrolls inside</div></div></body></html>',
+                    encoding="utf-8")
+    found = measure(page, 375, tmp_path / "profile")
+    assert found["page_width"] > 375 and found["count"] == 1, found
+    assert found["overflowing"][0]["text"] == "wide"
