@@ -212,3 +212,25 @@ def test_cost_per_request_of_step1_day():
     per_request = Decimal("89.170633") / Decimal(requests)
     assert per_request.quantize(Decimal("0.000000001")) == Decimal("0.000821910")
     assert (per_request * 1000).quantize(Decimal("0.0001")) == Decimal("0.8219")  # per 1,000 requests
+
+
+# --- the path filter (METHOD §4: a path filter may narrow the successful requests) ----------------
+
+@pytest.mark.parametrize("path_filter, successful, other", [
+    ("re:index|image_file", 120728, 620),       # the lab's "valid" customer requests (status 200 only: 1 is a 304)
+    ("/index.html", 34160, 87188),              # exact path, the query string ignored (DuckDB: split_part = /index.html)
+])
+def test_a_path_filter_narrows_successful_and_counts_the_rest(path_filter, successful, other):
+    frame = read(STEP5, service="ordering", path_filter=path_filter)
+    detail = frame.tables["requests_detail"]
+    assert int(detail["successful"].sum()) == successful and int(detail["other_paths"].sum()) == other
+    assert int(detail["successful"].sum() + detail["other_paths"].sum()) == 121348  # the unfiltered successful
+    assert int(detail[["successful", "failed", "health_checks", "unparseable", "other_paths"]].sum().sum()) == 280958
+    assert frame.tables["traffic"]["requests"].sum() == successful
+
+
+@pytest.mark.parametrize("bad", ["re:(", "", "re:", 7])
+def test_a_bad_path_filter_is_one_error_naming_the_option(bad):
+    with pytest.raises(InputError) as caught:
+        read(STEP5, service="ordering", path_filter=bad)
+    assert "path_filter" in str(caught.value)
