@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
-from audit.reporters import quality, wording
+from audit.reporters import evidence_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
 from audit.reporters.formatting import (
     BASIS,
@@ -276,10 +276,10 @@ def build_model(audit: dict) -> ReportModel:
         sources=[_source(s) for s in audit.get("sources") or []],
         notes=[str(n) for n in audit.get("notes") or []],
         findings_count=len(audit.get("findings") or []),
-        findings=[_finding(f, m) for f in audit.get("findings") or []],
+        findings=[evidence_view.finding_row(f, m) for f in audit.get("findings") or []],
         evidence_services=[str(n) for n in (audit.get("serving_evidence") or {})],
-        serving_evidence=_serving_evidence(audit.get("serving_evidence") or {}),
-        label_mismatches=[_mismatch(x) for x in
+        serving_evidence=evidence_view.serving_evidence_rows(audit.get("serving_evidence") or {}),
+        label_mismatches=[evidence_view.mismatch_row(x) for x in
                           ((audit.get("telemetry") or {}).get("label_mismatches") or [])],
         data_quality=quality.page_one(audit),
         misfits=quality.misfits(audit),
@@ -289,68 +289,6 @@ def build_model(audit: dict) -> ReportModel:
         glossary=wording.glossary(wording.page_one_texts(audit)),
         measurements=wording.measurements(audit),
     )
-
-
-#: serving evidence figures shown, in order: key -> (label, formatter)
-EVIDENCE_ROWS = (
-    ("queue_seconds_per_request", "Queue time per request (s)", lambda v: number(v, 4)),
-    ("batch_size", "Mean batch size", lambda v: number(v, 2)),
-    ("tokens_per_step", "Tokens per engine step", lambda v: number(v, 1)),
-    ("mean_running", "Mean requests running (per pod)", lambda v: number(v, 2)),
-    ("mean_waiting", "Mean requests waiting (per pod)", lambda v: number(v, 2)),
-    ("prefix_cache_hit_rate", "Prefix-cache hit rate", percent),
-    ("kv_cache_usage", "KV-cache usage", percent),
-    ("failed_requests", "Failed requests", lambda v: number(v, 0)),
-    ("compute_infer_seconds_per_request", "Infer compute per request (s)", lambda v: number(v, 4)),
-    ("sm_active", "SM active", percent),
-    ("tensor_active", "Tensor pipe active", percent),
-    ("dram_active", "DRAM active", percent),
-    ("fb_used_mib", "Frame buffer used (MiB)", lambda v: number(v, 0)),
-    ("power_watts", "Power (W)", lambda v: number(v, 1)),
-    ("replicas_spec", "Replicas (spec)", lambda v: number(v, 2)),
-    ("replicas_available", "Replicas (available)", lambda v: number(v, 2)),
-    ("hpa_desired", "HPA desired replicas", lambda v: number(v, 2)),
-)
-
-
-def _serving_evidence(evidence: dict) -> list[dict[str, Any]]:
-    """Rows of the evidence table: figure label, one value per service, sources or reasons.
-
-    Values come from audit.json's decimal strings; an unmeasured figure reads "not measured"
-    and its reason is listed (sources, names and reasons are untrusted text: autoescaped).
-    """
-    rows = []
-    for key, title, fmt in EVIDENCE_ROWS:
-        cells, notes = [], []
-        for figures in evidence.values():
-            figure = (figures or {}).get(key) or {}
-            value = figure.get("value")
-            cells.append(fmt(value) if value is not None else NOT_MEASURED)
-            note = figure.get("source") if value is not None else figure.get("reason")
-            if note and note not in notes:
-                notes.append(str(note))
-        rows.append({"label": title, "cells": cells, "notes": "; ".join(notes)[:600]})
-    return rows
-
-
-def _mismatch(x: dict) -> dict[str, str]:
-    """A label-mismatch finding for display."""
-    values = [str(v) for v in x.get("values") or []]
-    shown = ", ".join(values[:8]) + (" …" if int(x.get("count") or 0) > 8 else "")
-    return {"check": str(x.get("check") or "").replace("_", " "), "source": str(x.get("source") or ""),
-            "against": str(x.get("against") or ""), "label": str(x.get("label") or ""),
-            "names": shown, "count": number(x.get("count")), "intervals": number(x.get("intervals"))}
-
-
-def _finding(f: dict, m) -> dict[str, str]:
-    """A kernel-level finding for display (kernel names and call paths are untrusted text)."""
-    share = f.get("share")
-    return {"title": str(f.get("title") or f.get("id") or ""), "service": str(f.get("service") or ""),
-            "kernel": str(f.get("kernel") or ""), "call_path": str(f.get("call_path") or "")[-300:],
-            "share": f"{float(share) * 100:.2f} %" if share not in (None, "") else "—",
-            "part": f"{f.get('bucket', '')}.{f.get('part', '')}",
-            "cost": m(f["cost"]) if f.get("cost") is not None else "not measured",
-            "fix": str(f.get("fix") or "")}
 
 
 def _bucket(key: str, bucket: dict, m, basis: str = "") -> BucketView:
