@@ -238,8 +238,10 @@ COSTS: dict[str, tuple[dict[str, str], str]] = {
         "SavingsPlanNegation": "'0'", "SavingsPlanUpfrontFee": "'0'",
         "SavingsPlanRecurringFee": "'0'", "RIFee": "'0'",
         "Fee": f"CASE WHEN {RI_FEE} THEN '0' ELSE {UNBLENDED} END"}, UNBLENDED),
-    # The public on-demand price of the line (AWS: of the highest tier where a SKU is tiered).
-    "ListCost": ({}, "pricing_public_on_demand_cost"),
+    # The public on-demand price of the line (AWS: of the highest tier where a SKU is tiered). A
+    # negation repeats its covered usage's public on-demand cost (positive, not negated): counted, it
+    # would list the covered usage twice, so it lists nothing, as it bills nothing.
+    "ListCost": ({"SavingsPlanNegation": "'0'"}, "pricing_public_on_demand_cost"),
     # Before commitments, at the account's own rates: a CUR prices every line at them in its unblended
     # cost (negotiated discounts are lines of their own, ``*Discount`` types), except reservation-covered
     # usage, which it bills at 0 with no rate of the account: there only the public on-demand cost says

@@ -84,7 +84,8 @@ def focus_sql(con, path: Path) -> str:
 
 def cur_sql(con, path: Path) -> str:
     """A CUR file as the bridge's columns, read here from the CUR's own line item types: covered usage
-    and its negation bill 0; reservation-covered usage is contracted at its public on-demand cost; a
+    and its negation bill 0, and the negation lists and contracts 0 (its public on-demand cost repeats
+    the covered usage's); reservation-covered usage is contracted at its public on-demand cost; a
     Savings Plan / RI fee adds one row for its unused part (billed, list, contracted 0)."""
     if path.suffix == ".parquet":
         source = f"read_parquet('{path}')"
@@ -108,7 +109,7 @@ def cur_sql(con, path: Path) -> str:
            WHEN {t} LIKE 'SavingsPlan%' THEN {sp_arn} END AS CommitmentDiscountId,
       CASE WHEN {t} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage', 'SavingsPlanNegation') THEN 'Used' END
         AS CommitmentDiscountStatus,
-      {od} AS L,
+      CASE WHEN {t} = 'SavingsPlanNegation' THEN 0 ELSE {od} END AS L,  -- it repeats the covered usage's
       CASE WHEN {t} = 'DiscountedUsage' THEN {od} WHEN {t} = 'SavingsPlanNegation' THEN 0 ELSE {u} END AS C,
       CASE WHEN {t} IN ('SavingsPlanCoveredUsage', 'SavingsPlanNegation') THEN 0 ELSE {u} END AS B,
       CASE WHEN {t} = 'DiscountedUsage' THEN {num('reservation_effective_cost')}
@@ -184,6 +185,9 @@ def test_savings_plan_day_bridges_to_the_cent():
     assert found["purchases_amortised"] == Decimal("-12.70") and found["amortised_commitment"] == Decimal("12.70")
     assert found["billed"] == found["effective"] == Decimal("70.27")
     assert found["other_contracted_to_billed"] == found["other_billed_to_effective"] == 0
+    # the negations repeat the covered usage's public on-demand cost (+19.519065): listed 0, else the
+    # covered usage would be listed twice; what remains between list and contracted is tiered pricing
+    assert found["list"] == Decimal("77.15") and found["negotiated_discounts"] == Decimal("-0.06")
 
 
 @pytest.mark.parametrize("path", sorted(SPEC.glob("*.csv")), ids=lambda p: p.stem)
