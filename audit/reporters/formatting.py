@@ -85,6 +85,8 @@ def percent(value: Any, places: int = 1) -> str:
     if d is None or not d.is_finite():
         return NOT_MEASURED if value is None else str(value)
     pct = (d * 100).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+    if pct == 0:
+        pct = abs(pct)  # -0.000008 reads 0.00 %, not -0.00 %
     return f"{pct:,.{places}f} %"
 
 

@@ -55,9 +55,9 @@ _METRIC = re.compile(r"\b(?:DCGM_FI_\w+|vllm:\w+|nv_inference_\w+|tgi_\w+|kube_\
 #: what each bucket holds, in words (METHOD §3)
 BUCKET_WORDS = {
     "model_compute": "GPU time computing the models' answers",
-    "serving_path": "GPU idle while requests are served; CPU and network that serve them",
-    "platform_overhead": "paid capacity nothing used; the platform's own services",
-    "unattributed": "not measurable, each with its reason; never spread over the others",
+    "serving_path": "GPU idle while serving; the CPU and network serving uses",
+    "platform_overhead": "paid capacity nothing used; platform services",
+    "unattributed": "not measured, with the reason; never spread",
 }
 #: words page 1 always shows (the template's own): the glossary looks for its terms in them too
 PAGE_ONE_WORDS = ("Total in scope", "Cost basis", "Reconciliation verdict: top-down, bottom-up, tolerance",
@@ -166,9 +166,18 @@ def _gpu_measured(found: re.Match, column: str) -> Measured:
     return Measured(words, metrics + (column,), sources)
 
 
-def bucket_sources(parts: Iterable[dict], basis: str) -> list[str]:
+def bucket_sources(parts: Iterable[dict], basis: str, shown: int = 3) -> list[str]:
     """The distinct measurements of a bucket's parts, in words; invoice classes of one billing
-    source joined into one phrase."""
+    source joined into one phrase; past ``shown`` phrases, one more says how many are left (page 1
+    has room for a few; the Evidence appendix lists every part with its source)."""
+    found = _bucket_phrases(parts, basis)
+    if len(found) <= shown:
+        return found
+    rest = len(found) - shown + 1
+    return found[:shown - 1] + [f"and {rest} more measurements (Evidence appendix: bucket parts)"]
+
+
+def _bucket_phrases(parts: Iterable[dict], basis: str) -> list[str]:
     phrases: list[str] = []
     classes: dict[str, list[str]] = {}
     for part in parts:

@@ -188,3 +188,11 @@ def test_no_service_name_is_broken_inside_a_word(printed):
     assert broken_words("recommendat   $1.00\nions", SERVICES) == [("recommendat", "recommendations")]
     rows = [line for line in text.splitlines() if "$0.00000976" in line]  # the unit-cost table
     assert len(rows) == len(SERVICES) and all(line.rstrip().endswith("$1,234,567.89") for line in rows), rows
+
+
+def test_page_one_shows_a_few_measurements_per_bucket_and_counts_the_rest():
+    parts = [{"source": f"FOCUS lines (bill-{i}), class egress"} for i in range(5)]
+    shown = wording.bucket_sources(parts, "effective")
+    assert shown == ["invoice lines (bill-0): data transfer out", "invoice lines (bill-1): data transfer out",
+                     "and 3 more measurements (Evidence appendix: bucket parts)"]
+    assert len(wording.bucket_sources(parts[:3], "effective")) == 3

@@ -72,3 +72,10 @@ def test_the_bucket_chart_axis_has_nice_money_ticks():
     labels = chart_labels(build_charts(audit)["buckets"])
     ticks = [x for x in labels if re.fullmatch(r"\$\d+(\.\d+)?", x)]
     assert ticks == ["$0.0", "$2.5", "$5.0", "$7.5", "$10.0"], labels
+
+
+def test_a_share_that_rounds_to_zero_has_no_sign():
+    from audit.reporters.formatting import percent
+
+    assert percent("-0.000008", 2) == "0.00 %"
+    assert percent("-0.0001", 2) == "-0.01 %"
