@@ -148,7 +148,7 @@ def nice_step(span: Any, max_ticks: int = 6) -> Decimal:
 def _fixed(d: Decimal) -> Decimal:
     """``d`` without trailing zeros and without an exponent: 2E+4 → 20000, 2.50 → 2.5."""
     d = d.normalize()
-    return d.quantize(Decimal(1)) if d.as_tuple().exponent > 0 else d
+    return d.quantize(Decimal(1)) if int(d.as_tuple().exponent) > 0 else d
 
 
 def nice_ticks(low: Any, high: Any, max_ticks: int = 6) -> tuple[list[Decimal], Decimal]:
