@@ -16,6 +16,7 @@ import pandas as pd
 from audit.case import Rule, Service
 from audit.errors import AuditError
 from audit.lines import gpu_sku_model, line_tags, resource_key
+from audit.services import matches as value_matches
 from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, category_class, gpu_instances
 from schemas.billing import ClassifiedLine
 
@@ -113,14 +114,7 @@ def field_value(key: str, line: Mapping, tags: Mapping, extra: Mapping, derived:
 
 def matches(rule: Rule, values: Mapping[str, str]) -> bool:
     """All of a rule's conditions hold."""
-    for key, expected in rule.when.items():
-        actual = values.get(key, "")
-        if expected.startswith("re:"):
-            if not re.search(expected[3:], actual):
-                return False
-        elif actual != expected:
-            return False
-    return True
+    return all(value_matches(expected, values.get(key, "")) for key, expected in rule.when.items())
 
 
 #: the columns classification adds, with their dtypes (schemas.billing.ClassifiedLine)
@@ -180,18 +174,13 @@ def claim_of(line: Mapping, tags: Mapping, rule: Rule | None, claimants: Iterabl
         return rule.service, f"case rule names service {rule.service}"
     resource = str(line.get("resource_id", "") or "")
     for service in claimants:
-        if service.tags and all(_holds(pattern, str(tags.get(key, ""))) for key, pattern in service.tags.items()):
+        if service.tags and all(value_matches(pattern, str(tags.get(key, ""))) for key, pattern in service.tags.items()):
             shown = ", ".join(f"{k}={v}" for k, v in service.tags.items())
             return service.name, f"[services.{service.name}].tags claim it ({shown})"
-        if resource and any(_holds(pattern, resource) for pattern in service.resource_ids):
+        if resource and any(value_matches(pattern, resource) for pattern in service.resource_ids):
             return service.name, f"[services.{service.name}].resource_ids claim it ({resource})"
     return "", ""
 
-
-def _holds(pattern: str, value: str) -> bool:
-    if pattern.startswith("re:"):
-        return re.search(pattern[3:], value) is not None
-    return pattern == value
 
 
 def category_rule(line: Mapping) -> Rule | None:

@@ -10,7 +10,6 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
 """
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
 import pandas as pd
@@ -18,6 +17,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.lines import tags_of
 from audit.misfit import LISTED, Misfit, listing, nearest, text
+from audit.services import matches
 
 
 def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -> list[Misfit]:
@@ -41,15 +41,15 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
 
 def _claimed(service: Service, tags: list[Mapping], resources: list[str]) -> bool:
     """Whether any line is claimed by the service's tags (all must hold) or resource ids (any)."""
-    if service.tags and any(all(_holds(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
+    if service.tags and any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
         return True
-    return any(_holds(p, r) for p in service.resource_ids for r in resources)
+    return any(matches(p, r) for p in service.resource_ids for r in resources)
 
 
 def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str]) -> list[Misfit]:
     subject = f"service {text(service.name)}"
     out = []
-    if service.tags and not any(all(_holds(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
+    if service.tags and not any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
         keys = {str(k) for t in tags for k in t}
         for key, pattern in service.tags.items():
             if key not in keys:
@@ -62,18 +62,9 @@ def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str]) 
                               f"{subject}: tags claim {text(key)} = \"{text(pattern)}\" matches no billing line; "
                               f"{present}", tuple(text(v) for v in near[:LISTED])))
     for pattern in service.resource_ids:
-        if not any(_holds(pattern, r) for r in resources):
+        if not any(matches(pattern, r) for r in resources):
             near = nearest(pattern, resources)
             out.append(Misfit("service_claim", subject,
                               f"{subject}: resource_ids claim \"{text(pattern)}\" matches no billing line; "
                               f"ResourceIds present: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
     return out
-
-
-def _holds(pattern: str, value: str) -> bool:
-    if pattern.startswith("re:"):
-        try:
-            return re.search(pattern[3:], value) is not None
-        except (re.error, RecursionError, OverflowError):
-            return False
-    return pattern == value

@@ -22,12 +22,13 @@ def service_of(labels: Mapping[str, str], services: Mapping[str, Service], pod_m
     values = dict(labels)
     values.setdefault("model_name", pod_models.get((labels.get("namespace", ""), labels.get("pod", "")), ""))
     for name, service in services.items():
-        if service.match and all(_match(pattern, values.get(key, "")) for key, pattern in service.match.items()):
+        if service.match and all(matches(pattern, values.get(key, "")) for key, pattern in service.match.items()):
             return name
     return None
 
 
-def _match(pattern: str, value: str) -> bool:
+def matches(pattern: str, value: str) -> bool:
+    """A case value matches: exactly, or ``re:<regex>`` searched (the case checked the regex)."""
     if pattern.startswith("re:"):
         return re.search(pattern[3:], value) is not None
     return pattern == value
