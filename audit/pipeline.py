@@ -26,6 +26,7 @@ from audit import (
 from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
+from audit.lines import basis_amount
 from audit.money import use_context
 from audit.result import AuditResult
 from connectors.base import SourceSpec
@@ -64,6 +65,7 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     """Whether the case fits its data (for ``costaudit validate``): the stages up to classification."""
     use_context()
     lines = normalise.billing_lines(case, collected)
+    basis_amount(lines, case.cost_basis)  # a basis whose column the export lacks: the run's error, now
     tele = normalise.telemetry(case, collected)
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)

@@ -70,6 +70,9 @@ def test_a_basis_whose_column_is_missing_is_one_clear_error(tmp_path):
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 1 and "ContractedCost" in done.stderr + done.stdout
     assert not out.exists()  # nothing written
+    checked = subprocess.run([sys.executable, "-m", "audit", "validate", str(tmp_path)],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert checked.returncode == 1 and "needs ContractedCost" in checked.stderr  # validate says it too
 
 
 @pytest.mark.skipif(not FOCUS_SAMPLE.exists(), reason="shared billing data not present")
