@@ -16,6 +16,7 @@ from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import basis_amount
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
+from audit.plan import PartPlan, combined
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
 from schemas.billing import line_total
@@ -61,6 +62,7 @@ def to_dict(result: AuditResult) -> dict:
         "telemetry": _telemetry(result),
         "profiles": _profiles(result),
         "options": [_option(o, result) for o in result.options],
+        "plan": _plan(result),
         "findings": [_finding(f) for f in result.evidence.findings],
         "sources": _sources(result),
         "commitments": _commitments(result),
@@ -286,7 +288,32 @@ def _option(o: Option, result) -> dict:
             "monthly_saving": bands(o.saving), "one_off_cost": bands(o.cost),
             "payback_months": bands(o.payback, 2), "effort_hours": bands(o.effort, 1),
             "assumptions": list(o.assumptions), "overridden": o.overridden, "reason": o.reason,
-            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())]}
+            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())], **_planned(o)}
+
+
+def _planned(o: Option) -> dict:
+    """An option's plan fields (audit/plan.py): marginal saving, deferred bands, sensitivity, who acts."""
+    def bands(values):
+        return None if values is None else {k: fmt(v, 2) for k, v in values.items()}
+    return {"counts_towards": o.plan_part, "run_cost_monthly": fmt(o.run_cost, 2),
+            "marginal_saving": bands(o.marginal_saving),
+            "deferred": {"saving_now": bands(o.saving_now), "saving_later": bands(o.saving_deferred),
+                         "months_after_window": fmt(o.deferred_months, 2)},
+            "break_even_monthly_saving": fmt(o.break_even, 2), "horizon_months": fmt(o.horizon_months, 0),
+            "sensitivity": [{"input": s.input, "low": s.low, "high": s.high,
+                             "payback_at_low": fmt(s.payback_at_low, 2), "payback_at_high": fmt(s.payback_at_high, 2)}
+                            for s in o.sensitivity],
+            "owners": list(o.owners), "next_step": o.next_step, "depends_on": list(o.depends_on)}
+
+
+def _plan(result) -> dict:
+    """The combined saving of the ranked options per part and for the whole plan (METHOD §7)."""
+    def row(p: PartPlan) -> dict:
+        return {"part": p.part, "part_monthly": fmt(p.part_monthly, 2), "options": list(p.options),
+                "gross_saving": {k: fmt(v, 2) for k, v in p.gross.items()}, "run_cost_monthly": fmt(p.run_cost, 2),
+                "combined_saving": {k: fmt(v, 2) for k, v in p.saving.items()}}
+    parts, total = combined(result.options)
+    return {"by_part": [row(p) for p in parts], "total": row(total)}
 
 
 def _sources(result) -> list[dict]:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from audit.case_services import (  # noqa: F401  (re-exported: the case's types live together)
     CLASSES,
@@ -29,7 +29,8 @@ from schemas.secrets import remember_env
 #: the cost bases of METHOD §1: FOCUS EffectiveCost, BilledCost, ListCost, ContractedCost
 COST_BASES = ("effective", "billed", "list", "contracted")
 CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
-             "target_utilisation", "loaded_rate"}
+             "target_utilisation", "loaded_rate"} | {"horizon_months", "loaded_rate_range",
+                                                     "target_utilisation_range", "owner_tag"}
 TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options",
             "allocation"}
 SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
@@ -84,6 +85,11 @@ class Case:
     nodes: Mapping[str, str]
     option_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allocation: Allocation = field(default_factory=Allocation)
+    #: the plan's settings (METHOD §7, audit/plan.py): horizon, sensitivity ranges, the owner tag
+    horizon_months: Decimal = Decimal(12)
+    loaded_rate_range: tuple[Decimal, Decimal] | None = None
+    target_utilisation_range: tuple[Decimal, Decimal] | None = None
+    owner_tag: str | None = None
 
     @property
     def folder(self) -> Path:
@@ -110,14 +116,17 @@ def parse_duration(value: Any) -> int:
     return seconds
 
 
-def load_case(path: str | Path) -> Case:
-    """Read and validate a case file (a folder holding case.toml, or the file itself)."""
+def load_case(path: str | Path, edit: Callable[[dict], None] | None = None) -> Case:
+    """Read and validate a case file (a folder holding case.toml, or the file itself); ``edit``
+    changes the TOML document in place before it is validated (``costaudit whatif``'s ``--set``)."""
     path = Path(path)
     if path.is_dir():
         path = path / "case.toml"
     if not path.exists():
         raise ConfigError(path, ["case file not found (expected a folder with case.toml)"])
     raw = _read_toml(path)
+    if edit is not None:
+        edit(raw)
     problems: list[str] = []
     case = _build(path.resolve(), raw, problems)
     if problems:
@@ -200,6 +209,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     allocation = parse_allocation(_table(raw.get("allocation", {}), "[allocation]", problems), services, problems)
     nodes = _nodes(raw.get("nodes", {}), problems)
     overrides = _options(_tables(raw.get("options", []), "[[options]]", problems), problems)
+    planning = _plan_keys(head, problems)
     if problems:
         return None
     return Case(path=path, name=str(name), start=start, end=end,
@@ -207,7 +217,29 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
                 target_utilisation=target, loaded_rate=rate, sources=tuple(sources),
                 services=MappingProxyType(services), scope=MappingProxyType(scope), rules=tuple(rules),
                 nodes=MappingProxyType(nodes), option_overrides=MappingProxyType(overrides),
-                allocation=allocation)
+                allocation=allocation, **planning)
+
+
+def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+    """``horizon_months``, ``loaded_rate_range`` / ``target_utilisation_range`` ([low, high]) and ``owner_tag``."""
+    out: dict[str, Any] = {"horizon_months": _decimal(head, "horizon_months", "12", problems, lo=Decimal(1),
+                                                      hi=Decimal(600)) or Decimal(12)}
+    for key, hi in (("loaded_rate_range", None), ("target_utilisation_range", Decimal(1))):
+        value = head.get(key)
+        if value is None:
+            continue
+        pair = [_decimal({key: v}, key, None, problems, lo=Decimal("0.01"), hi=hi) for v in value] \
+            if isinstance(value, list) and len(value) == 2 else None
+        if pair is None or None in pair or pair[0] > pair[1]:
+            problems.append(f"[case].{key}: expected [low, high], two numbers, low ≤ high")
+        else:
+            out[key] = (pair[0], pair[1])
+    tag = head.get("owner_tag")
+    if tag is not None and (not isinstance(tag, str) or not tag):
+        problems.append(f"[case].owner_tag: expected a tag key (a string), got {shown(tag)}")
+    elif tag is not None:
+        out["owner_tag"] = tag
+    return out
 
 
 def _window(value, problems: list[str]):

@@ -18,7 +18,8 @@ from connectors.bounds import shown
 
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_CLAIM_KEYS = {"tags", "resource_ids"}
-SERVICE_KEYS = SERVICE_MATCH_KEYS | SERVICE_CLAIM_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction"}
+SERVICE_KEYS = SERVICE_MATCH_KEYS | SERVICE_CLAIM_KEYS | {"gpus_per_replica", "min_replicas", "scale_reaction",
+                                                                  "owner"}
 RULE_KEYS = {"when", "class", "reason", "service"}
 ALLOCATION_KEYS = {"key", "weights"}
 #: METHOD §4's allocation keys for shared cost
@@ -45,6 +46,8 @@ class Service:
     scale_reaction_seconds: int = 3600
     tags: Mapping[str, str] = field(default_factory=dict)
     resource_ids: tuple[str, ...] = ()
+    #: who can act on the service's options (METHOD §7); None: not named
+    owner: str | None = None
 
     @property
     def claims_lines(self) -> bool:
@@ -107,8 +110,16 @@ def parse_services(raw: Mapping[str, Any], duration, problems: list[str]) -> dic
         ints = _replica_ints(entry, where, problems)
         reaction = duration(entry, "scale_reaction", "1h", where, problems) or 3600
         out[name] = Service(name, MappingProxyType(match), ints["gpus_per_replica"], ints["min_replicas"], reaction,
-                            MappingProxyType(tags), tuple(resource_ids))
+                            MappingProxyType(tags), tuple(resource_ids), _owner(entry, where, problems))
     return out
+
+
+def _owner(entry: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
+    owner = entry.get("owner")
+    if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+        problems.append(f"{where}.owner: expected a name (a string), got {shown(owner)}")
+        return None
+    return owner
 
 
 def _claims(entry: Mapping[str, Any], where: str, problems: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -28,7 +28,7 @@ from audit.collect import collect_sources
 from audit.collected import Collected
 from audit.lines import basis_amount
 from audit.money import use_context
-from audit.result import AuditResult
+from audit.result import AuditResult, commitments_of
 from connectors.base import SourceSpec
 from connectors.errors import InputError, InputErrors
 
@@ -59,6 +59,18 @@ def run_audit(case: Case, progress: Progress | None = None) -> AuditResult:
     that matches nothing) stops before any figure is made, as ``costaudit validate`` does."""
     use_context()
     return audit_collected(case, collect_sources(case, progress), strict=True, progress=progress)
+
+
+def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None) -> list[AuditResult]:
+    """Several cases audited on one reading of the sources of the first (``costaudit whatif``: the
+    same sources under changed settings; the caller makes sure every case names the same sources)."""
+    use_context()
+    collected = collect_sources(cases[0], progress)
+    results = []
+    for i, case in enumerate(cases, 1):
+        _step(progress, f"auditing case {i} of {len(cases)}")
+        results.append(audit_collected(case, collected, strict=True, progress=progress))
+    return results
 
 
 def fit_of(case: Case, collected: Collected) -> fit.Fit:
@@ -115,7 +127,8 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     recon = reconcile.reconcile(reconcile.ReconcileInput(
         lines, mask, case.cost_basis, charges, ledger, split.groups, intervals, split.coverage, profiles, traffic,
         case.tolerance))
-    options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles))
+    options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles,
+                                                 commitments_of(collected, case.end)))
     _step(progress, "gathering the evidence")
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,

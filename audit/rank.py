@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import difflib
-import math
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
 from importlib import resources
@@ -16,10 +16,17 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.errors import ConfigError
-from audit.ledger import Ledger, ServiceInterval
+from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.result import Option
+from audit.plan import PlanInput, plan
+from audit.pricing import Modelled, assumed
+from audit.pricing.autoscale import autoscale
+from audit.pricing.commitment import right_size_commitment
+from audit.pricing.packing import consolidate
+from audit.pricing.rightsize import right_size, saving_at
+from audit.plan_input import plan_input
+from audit.result import Commitment, Option
 
 MONTH_DAYS = Decimal("30.4375")  # 365.25 / 12
 BANDS = ("low", "expected", "high")
@@ -45,6 +52,10 @@ class RankInput:
     step: int                                    # telemetry interval, seconds
     charges: pd.DataFrame                        # classified, adjusted and priced (audit.prices)
     profiles: Mapping[str, ProfileSummary]
+    commitments: Sequence[Commitment] = ()       # FOCUS 1.3 Contract Commitment dataset (deferred savings)
+    #: the GPU split's sums per (holder, interval) and its billed resources (the consolidation model)
+    groups: Mapping[tuple[str, datetime], Group] = field(default_factory=dict)
+    coverage: Mapping[str, NodeCoverage] = field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -88,28 +99,53 @@ def part_amounts(ledger: Ledger) -> dict[str, Decimal]:
 
 def rightsizable(intervals: Sequence[ServiceInterval], services: Mapping[str, Service], target: Decimal,
                  step: int) -> Decimal:
-    """Money of whole replicas held beyond smoothed demand, capped by capacity above demand."""
-    total = ZERO
-    by_service = defaultdict(list)
-    for iv in intervals:
-        if iv.serving is not None and iv.gpus:
-            by_service[iv.service].append(iv)
-    for name, ivs in by_service.items():
-        svc = services[name]
-        ivs.sort(key=lambda iv: iv.ts)
-        need = [_replicas_needed(iv, target, step, svc.gpus_per_replica) for iv in ivs]
-        reach = max(0, math.ceil(svc.scale_reaction_seconds / step))
-        for i, iv in enumerate(ivs):
-            smoothed = max(max(need[max(0, i - reach): i + reach + 1]), svc.min_replicas)
-            surplus = max(0, iv.gpus // svc.gpus_per_replica - smoothed)
-            money = Decimal(surplus * svc.gpus_per_replica) * iv.paid / iv.gpus
-            total += min(money, iv.overhead - (iv.headroom or ZERO))
-    return total
+    """Money of whole replicas held beyond smoothed demand at ``target`` (audit/pricing/rightsize.py)."""
+    return saving_at(intervals, services, target, step)
 
 
-def _replicas_needed(iv: ServiceInterval, target: Decimal, step: int, per_replica: int) -> int:
-    demand_gpus = (iv.busy_seconds + (iv.serving_seconds or ZERO)) / (target * Decimal(step))
-    return math.ceil(demand_gpus / per_replica)
+def _right_size(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
+    case = given.case
+    return right_size(given.intervals, case.services, case.target_utilisation, given.step,
+                      case.target_utilisation_range)
+
+
+def _autoscale(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
+    target = spec.get("target_utilisation")
+    reaction = spec.get("scale_reaction")
+    return autoscale(given.intervals, given.case.services, given.case.target_utilisation, given.step,
+                     None if target is None else Decimal(str(target)), None if reaction is None else int(reaction))
+
+
+def _consolidate(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
+    node_types = {node: c.instance_type for c in given.coverage.values() for node in c.node.split(", ")
+                  if node and c.instance_type}
+    gpu = given.charges[given.charges["resource_class"] == "gpu_compute"]
+    per_instance: dict[str, int] = {}
+    for kind, count in zip(gpu["instance_type"], gpu["gpus_per_instance"]):
+        if kind and count:
+            per_instance[kind] = max(per_instance.get(kind, 0), int(count))
+    reaction = max((s.scale_reaction_seconds for s in given.case.services.values()), default=0)
+    return consolidate(given.groups, node_types, per_instance, reaction, given.step)
+
+
+def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
+    columns = ["commitment_discount_id", "commitment_discount_status", "resource_class", "charge_category",
+               "start", "end", "net", "list_cost", "effective_cost"]
+    ends = {c.id: c.end for c in given.commitments}
+    return right_size_commitment(given.charges[columns].to_dict("records"), given.case.start, given.case.end, ends)
+
+
+#: the catalogue's ``model`` name -> its model on the rank stage's input (audit/pricing/)
+MODELS = {"right_size": _right_size, "autoscale": _autoscale, "consolidate": _consolidate,
+          "commitment": _commitment}
+
+
+def model_of(spec: Mapping[str, Any], given: RankInput) -> tuple[Modelled | None, str]:
+    """The option's model on the measured data, or None with the reason its saving is assumed."""
+    name = spec.get("model")
+    run = MODELS.get(name or "")
+    found = run(spec, given) if run else None
+    return found, assumed.reason(name)
 
 
 GPU_CAPACITY_PARTS = {"platform_overhead.capacity_above_demand", "platform_overhead.unallocated",
@@ -130,19 +166,18 @@ def rank_options(given: RankInput) -> list[Option]:
     options = []
     for spec, overridden in merged_catalogue(case.option_overrides, case.path):
         part = spec["acts_on"]
-        base: Decimal | None
-        if spec.get("pricing") == "whole_replicas" and part in amounts:
-            base = rightsizable(given.intervals, case.services, case.target_utilisation, given.step)
-            note = "priced on whole replicas above smoothed demand, not on the whole part"
-        else:
-            base, note = amounts.get(part), None
-        option = _price(spec, overridden, part, base, per_month, case, measured, note)
+        modelled, why = model_of(spec, given) if part in amounts or part in measured else (None, "")
+        option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
+                        modelled, why)
         if part in GPU_CAPACITY_PARTS and committed > 0:
             option = replace(option, assumptions=option.assumptions + (
                 f"{committed:.0%} of GPU compute is under a commitment: the saving "
                 "on that capacity starts when the commitment ends",))
         options.append(option)
-    return _ranked(options)
+    return _ranked(options, plan_input(
+        case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
+        [spec for spec, _ in merged_catalogue(case.option_overrides, case.path)], committed,
+        lambda u: rightsizable(given.intervals, case.services, u, given.step)))
 
 
 def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary]) -> set[str]:
@@ -187,13 +222,6 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
     return replace(option, part_monthly=monthly, saving=saving, payback=payback)
 
 
-def _ranked(options: list[Option]) -> list[Option]:
-    priced = sorted((o for o in options if o.status == "priced"), key=_expected_payback)
-    rest = sorted((o for o in options if o.status != "priced"), key=lambda o: (o.status, o.title))
-    return [replace(option, rank=i) for i, option in enumerate(priced + rest, 1)]
-
-
-def _expected_payback(option: Option) -> tuple[Decimal, str]:
-    """A priced option's sort key: its expected payback, then its id."""
-    assert option.payback is not None, option.id  # every priced option has its payback
-    return option.payback["expected"], option.id
+def _ranked(options: list[Option], given: PlanInput) -> list[Option]:
+    """The plan (audit/plan.py): deferred paybacks, empty options unranked, marginal savings, sensitivity."""
+    return plan(options, given)

@@ -132,10 +132,55 @@ class Option:
     overridden: bool = False
     reason: str | None = None
     rank: int | None = None
+    # --- the plan (audit/plan.py, METHOD §7), set by plan.plan(); the defaults mean "not planned" ---
+    #: the bucket.part the option counts towards when options on one part are combined
+    plan_part: str | None = None
+    #: that part's amount a month (the whole part, not the option's own base)
+    plan_part_monthly: Decimal | None = None
+    #: money a month it adds to run (already subtracted from ``saving``)
+    run_cost: Decimal = ZERO
+    #: its saving after the options ranked above it on the same part took theirs (net of run cost)
+    marginal_saving: Bands | None = None
+    #: s₀: the monthly saving available at the end of W; s₁: the extra from the commitment's end
+    saving_now: Bands | None = None
+    saving_deferred: Bands | None = None
+    #: t_c: months from the end of W to the commitment's end (None: no end date known)
+    deferred_months: Decimal | None = None
+    #: payback (expected) under the low and high of each input
+    sensitivity: tuple[Sensitivity, ...] = ()
+    #: the monthly saving that pays the expected cost back within the horizon
+    break_even: Decimal | None = None
+    horizon_months: Decimal | None = None
+    #: who can act: the owners of the part it acts on (services' owner, or the case's owner_tag)
+    owners: tuple[str, ...] = ()
+    next_step: str | None = None
+    depends_on: tuple[str, ...] = ()
+    # --- end of the plan block ---
+    # --- how the saving was formed (audit/pricing/, METHOD §7), set by rank._price ---
+    #: "modelled" (a model of audit/pricing/ on the measured data) or "assumed" (the catalogue fraction)
+    basis: str = "assumed"
+    #: (name, value as text, source) of each figure the saving stood on
+    inputs: tuple[tuple[str, str, str], ...] = ()
+    #: modelled: how low and high were formed; assumed: why no model priced it
+    basis_note: str | None = None
+    #: where the saving starts at a commitment's end: that end, when the billing names it
+    commitment_end: datetime | None = None
+    # --- end of the pricing block ---
 
     @property
     def bucket(self) -> str:
         return self.acts_on.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """An option's expected payback with one input at its low and at its high (METHOD §7)."""
+
+    input: str
+    low: str                          # the input's low, as text ("0.5", "112.50 USD/h")
+    high: str
+    payback_at_low: Decimal | None    # None: no saving at that value
+    payback_at_high: Decimal | None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,88 @@
+"""What the plan (audit/plan.py) needs from the case and the stages, gathered into a
+:class:`~audit.plan.PlanInput`: the parts a month, the catalogue's run costs / next steps /
+dependencies, who owns each part, where savings lie on committed capacity, and the ranges the
+sensitivity uses (METHOD §7). Ranking calls :func:`plan_input` once, at the end of ``rank_options``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from audit.case import CLASSES, Case
+from audit.ledger import Ledger
+from audit.lines import tags_of
+from audit.money import ZERO
+from audit.plan import WHOLLY_COMMITTED, Deferral, PlanInput, owners_by_part, plan_part, target_range
+from audit.result import Commitment
+
+#: parts of GPU capacity: a saving there lies on committed capacity in the committed share of GPU compute
+GPU_CAPACITY_PARTS = {"platform_overhead.capacity_above_demand", "platform_overhead.unallocated",
+                      "platform_overhead.headroom"}
+#: parts measured from GPU time (their lines are the gpu_compute lines); others are named for their class
+GPU_CLASS = "gpu_compute"
+
+
+def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: Sequence[Commitment],
+               part_monthly: Mapping[str, Decimal], specs: Sequence[Mapping[str, Any]], committed: Decimal,
+               base_at: Callable[[Decimal], Decimal]) -> PlanInput:
+    """The plan's input; ``base_at(u)`` is the whole-replicas base at target utilisation ``u``."""
+    owners = owners_by_part(
+        ((f"{p.bucket}.{p.name}", p.service, p.amount) for p in ledger.parts.values()),
+        {name: s.owner for name, s in case.services.items()},
+        tag_values(charges, case.owner_tag, set(part_monthly)) if case.owner_tag else {})
+    given = PlanInput(
+        part_monthly=dict(part_monthly),
+        run_costs={s["id"]: Decimal(str(s.get("run_cost_per_month", 0))) for s in specs},
+        next_steps={s["id"]: str(s["next_step"]) for s in specs if s.get("next_step")},
+        depends_on={s["id"]: tuple(str(d) for d in s.get("depends_on", ())) for s in specs},
+        owners=owners,
+        deferrals={s["id"]: d for s in specs if (d := deferral(s["acts_on"], committed, commitments)).share},
+        loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
+        target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
+        horizon_months=case.horizon_months)
+    whole = [s["id"] for s in specs if s.get("pricing") == "whole_replicas"]
+    if not whole:
+        return given
+    scale = target_scale(base_at, case.target_utilisation, target_range(given))
+    return replace(given, target_scale={i: scale for i in whole}) if scale else given
+
+
+def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment]) -> Deferral:
+    """The share of an option's saving on committed capacity, and t_c: the latest end, after the
+    window, of the commitments the billing lists (0 where all ended; None where none is listed)."""
+    part = plan_part(acts_on)
+    share = Decimal(1) if part in WHOLLY_COMMITTED else committed if part in GPU_CAPACITY_PARTS else ZERO
+    if not share:
+        return Deferral()
+    if not commitments:
+        return Deferral(share, None)
+    return Deferral(share, max((c.months_after_window for c in commitments), default=ZERO).max(ZERO))
+
+
+def target_scale(base_at: Callable[[Decimal], Decimal], target: Decimal,
+                 bounds: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal] | None:
+    """How the whole-replicas base scales at the target's low and high (None where it is zero)."""
+    base = base_at(target)
+    if base <= 0:
+        return None
+    return base_at(bounds[0]) / base, base_at(bounds[1]) / base
+
+
+def tag_values(charges: pd.DataFrame, tag: str, parts: set[str]) -> dict[str, dict[str, Decimal]]:
+    """part -> value of ``tag`` -> amount on the part's lines: lines of the class a part is named for,
+    the GPU compute lines for the parts measured from GPU time."""
+    if charges.empty or "tags" not in charges.columns:
+        return {}
+    values = tags_of(charges).map(lambda t: str(t.get(tag, "")))
+    out: dict[str, dict[str, Decimal]] = {}
+    for part in parts:
+        name = part.split(".")[1]
+        klass = name if name in CLASSES else GPU_CLASS
+        mask = (charges["resource_class"] == klass) & (values != "")
+        for value, amount in zip(values[mask], charges.loc[mask, "net"]):
+            out.setdefault(part, {}).setdefault(value, ZERO)
+            out[part][value] += amount
+    return out

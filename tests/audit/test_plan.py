@@ -1,0 +1,151 @@
+"""The plan (audit/plan.py, METHOD §7): combined not added, deferred payback, no empty option ranked,
+sensitivity, who acts."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from audit.money import cents
+from audit.plan import (
+    Deferral,
+    PlanInput,
+    combined,
+    deferred_payback,
+    marginals,
+    owners_by_part,
+    payback_of,
+    plan,
+)
+from audit.result import Option
+
+PART = "serving_path.in_flight_idle"
+BANDS = ("low", "expected", "high")
+money = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("1e6"), places=2)
+fraction = st.decimals(min_value=Decimal(0), max_value=Decimal(1), places=4)
+
+
+def option(oid: str, saving: Decimal, part_monthly: Decimal = Decimal(1000), hours: Decimal = Decimal(10),
+           acts_on: str = PART, spread: Decimal = Decimal("0.5")) -> Option:
+    bands = {"low": saving * spread, "expected": saving, "high": saving * (2 - spread)}
+    effort = {"low": hours / 2, "expected": hours, "high": hours * 2}
+    return Option(oid, oid.title(), acts_on, "priced", part_monthly, bands,
+                  {b: effort[b] * 100 for b in BANDS}, None, effort)
+
+
+def given_plan(**kw) -> PlanInput:
+    return PlanInput(part_monthly={PART: Decimal(1000)}, loaded_rate=Decimal(100), **kw)
+
+
+@given(st.lists(fraction, min_size=1, max_size=8), money)
+def test_marginals_add_up_to_the_combined_saving_to_the_cent(fs, part):
+    shares, total = marginals(part, fs, [f"o{i}" for i in range(len(fs))])
+    left = Decimal(1)
+    for f in fs:
+        left *= 1 - f
+    assert total == cents(part * (1 - left))
+    assert sum(shares.values()) == total
+    assert all(v == cents(v) for v in shares.values())
+
+
+@given(st.lists(st.decimals(min_value=Decimal(1), max_value=Decimal(900), places=2), min_size=1, max_size=5))
+def test_plan_combines_options_on_one_part(savings):
+    options = plan([option(f"o{i}", s) for i, s in enumerate(savings)], given_plan())
+    parts, total = combined(options)
+    assert [p.part for p in parts] == [PART]
+    for band in BANDS:
+        assert sum(o.marginal_saving[band] for o in options) == parts[0].saving[band] == total.saving[band]
+        # combined, not added: never more than the part, never more than the sum
+        assert parts[0].saving[band] <= Decimal(1000)
+        assert parts[0].saving[band] <= cents(sum(o.saving[band] for o in options)) + Decimal("0.01")
+
+
+@given(money, money, money)
+def test_payback_never_rises_as_a_saving_grows(cost, saving, more):
+    for deferral in (Deferral(), Deferral(Decimal("0.4"), None), Deferral(Decimal("0.4"), Decimal(7))):
+        small = payback_of(cost, saving, Decimal(0), deferral)
+        large = payback_of(cost, saving + more, Decimal(0), deferral)
+        assert large is not None and small is not None and large <= small
+
+
+@given(money, money, money, st.decimals(min_value=Decimal(0), max_value=Decimal(60), places=2))
+def test_a_deferred_saving_never_pays_back_sooner(cost, now, later, months):
+    deferred = deferred_payback(cost, now, later, months)
+    at_once = deferred_payback(cost, now + later, Decimal(0), None)
+    assert deferred is not None and at_once is not None and deferred >= at_once
+
+
+def test_deferred_payback_formula():
+    # C = 1000, s0 = 100 for 4 months (400), then 100 + 150 a month: 4 + 600 / 250 = 6.4
+    assert deferred_payback(Decimal(1000), Decimal(100), Decimal(150), Decimal(4)) == Decimal("6.4")
+    assert deferred_payback(Decimal(300), Decimal(100), Decimal(150), Decimal(4)) == Decimal(3)
+    assert deferred_payback(Decimal(300), Decimal(0), Decimal(150), Decimal(4)) == Decimal(6)
+    assert deferred_payback(Decimal(300), Decimal(0), Decimal(150), None) is None   # s1 not measured
+
+
+def test_an_empty_option_is_never_ranked():
+    tiny = option("tiny", Decimal("0.0001"))
+    zero_part = option("zero_part", Decimal(5), part_monthly=Decimal("0.001"))
+    real = option("real", Decimal(100))
+    out = plan([tiny, zero_part, real], given_plan())
+    assert [(o.id, o.rank) for o in out] == [("real", 1), ("tiny", None), ("zero_part", None)]
+    assert all(o.status == "no_saving" and o.payback is None for o in out[1:])
+    assert all(o.reason.startswith("no saving in this case") for o in out[1:])
+
+
+def test_payback_high_is_null_where_the_low_saving_is_not_positive():
+    out = plan([option("thin", Decimal(100), spread=Decimal(-1))], given_plan())[0]
+    assert out.rank == 1 and out.status == "priced"
+    assert out.payback["high"] is None and out.payback["expected"] == Decimal(1000) / Decimal(100)
+
+
+def test_wholly_deferred_saving_without_an_end_date_is_not_ranked():
+    deferral = {"c": Deferral(Decimal(1), None)}
+    out = plan([option("c", Decimal(100))], given_plan(deferrals=deferral))[0]
+    assert out.rank is None and "end date is not known" in out.reason
+    dated = plan([option("c", Decimal(100))], given_plan(deferrals={"c": Deferral(Decimal(1), Decimal(3))}))[0]
+    assert dated.rank == 1 and dated.payback["expected"] == Decimal(3) + Decimal(1000) / Decimal(100)
+
+
+def test_sensitivity_and_break_even():
+    out = plan([option("o", Decimal(200))], given_plan(horizon_months=Decimal(10)))[0]
+    rows = {s.input: s for s in out.sensitivity}
+    assert out.break_even == Decimal(100)   # 1000 over 10 months
+    rate = rows["loaded rate (per hour)"]
+    assert (rate.low, rate.high) == ("75.00", "125.00")
+    assert rate.payback_at_low == Decimal("3.75") and rate.payback_at_high == Decimal("6.25")
+    effort = rows["effort (hours)"]
+    assert effort.payback_at_low == Decimal("2.5") and effort.payback_at_high == Decimal(10)
+    assert "target utilisation" not in rows   # not an input of this option
+    scaled = plan([option("o", Decimal(200))], given_plan(target_scale={"o": (Decimal(2), Decimal("0.5"))}))[0]
+    target = {s.input: s for s in scaled.sensitivity}["target utilisation"]
+    assert (target.low, target.high) == ("0.7", "0.9")
+    assert target.payback_at_low == Decimal("2.5") and target.payback_at_high == Decimal(10)
+
+
+def test_owners_services_first_then_the_owner_tag():
+    parts = [(PART, "chat", Decimal(10)), (PART, "embed", Decimal(30)), (PART, None, Decimal(5))]
+    owners = owners_by_part(parts, {"chat": "team-chat", "embed": "team-search"},
+                            {PART: {"ml-platform": Decimal(3), "team-chat": Decimal(9)}})
+    assert owners[PART] == ("team-search", "team-chat", "ml-platform")
+
+
+@pytest.fixture(scope="module")
+def wa_labs(tmp_path_factory) -> dict:
+    from audit.audit_json import to_dict
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    case = load_case(Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency")
+    return json.loads(json.dumps(to_dict(run_audit(case))))
+
+
+def test_wa_labs_ranks_no_empty_option(wa_labs):
+    for o in wa_labs["options"]:
+        assert o["rank"] is None, o["id"]
+        assert o["payback_months"] is None
+    assert wa_labs["plan"]["by_part"] == []
+    assert wa_labs["plan"]["total"]["combined_saving"] == {"low": "0.00", "expected": "0.00", "high": "0.00"}
