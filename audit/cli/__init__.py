@@ -1,7 +1,8 @@
 """The costaudit command line: one module per command, each a thin layer over an API function.
 
-``run`` / ``validate`` (audit/cli/run.py), ``init`` (init.py), ``billing`` (billing.py), ``trace``
-(trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``connectors`` (formats.py). Errors
+``run`` / ``validate`` (audit/cli/run.py), ``whatif`` (whatif.py), ``init`` (init.py), ``billing``
+(billing.py), ``trace`` (trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``connectors``
+(formats.py). Errors
 become one line on stderr and an exit code (audit/cli/common.py). Nothing heavy is imported at
 start-up: pandas, DuckDB, torch and weasyprint load inside the commands that need them.
 
@@ -15,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from audit.cli import billing, collect, compare, formats, init, run, trace
+from audit.cli import billing, collect, compare, formats, init, run, trace, whatif
 from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK  # noqa: F401  (the exit codes, for callers)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -23,6 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 app.command()(run.run)
 app.command()(run.validate)
+app.command()(whatif.whatif)
 app.command()(init.init)
 app.command()(billing.billing)
 app.command()(trace.trace)

@@ -1,0 +1,261 @@
+"""What-if: the audited case and a copy of it under changed settings, audited on one reading of the sources.
+
+``costaudit whatif CASE --set KEY=VALUE …`` (audit/cli/whatif.py) calls :func:`run_whatif`. Each
+``--set`` is a TOML key (dotted: ``target_utilisation``, ``services.chat.min_replicas``,
+``options.right_size_replicas.recoverable.expected``, ``allocation.key``) and a TOML literal (``2``,
+``0.7``, ``"30m"``). The key is checked here (an unknown one names the nearest valid key); the value is
+written into the case's TOML document and checked by the case's own validation
+(:func:`audit.case.load_case`), except the ``[[options]]`` figures, which the case file does not
+check and this module does. A key that changes what is read (a source, the window, the step, the
+currency) is refused: what-if changes settings, not sources. The sources are then read once and both
+cases audited on them (:func:`audit.pipeline.audit_on_one_reading`); the comparison is
+audit/whatif_plan.py.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable, Sequence
+
+from audit.case import CASE_KEYS, OPTION_KEYS, SCOPE_KEYS, SOURCE_KINDS, Case, load_case
+from audit.case_services import ALLOCATION_KEYS, SERVICE_KEYS
+from audit.errors import ConfigError
+from schemas.errors import UsageError
+
+#: [case] keys that change what the connectors read (audit/collect.py's ReadContext)
+READ_KEYS = {"window", "step", "currency"}
+BANDS = ("low", "expected", "high")
+#: option figures given as low / expected / high, with the range each band takes
+BAND_KEYS = {"recoverable": (0, 1), "effort_hours": (0, math.inf)}
+NOT_SOURCES = ("what-if changes settings, not sources: {what}; edit the case file and run "
+               "`costaudit run` to audit other sources")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One ``--set``: the key as given, where it lies in the case document, its value before (None:
+    not in the case file, the default applies) and after."""
+
+    key: str
+    path: tuple[str, ...]
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The audited case and the changed one, each as its audit.json document, and the changes."""
+
+    changes: tuple[Change, ...]
+    case: Case
+    changed: Case
+    before: dict
+    after: dict
+
+
+def run_whatif(case: Case, settings: Sequence[str], progress: Callable | None = None) -> WhatIf:
+    """Apply ``settings`` (``KEY=VALUE`` texts) to ``case``, read its sources once and audit both."""
+    changed, changes = changed_case(case, settings)   # every bad setting before anything is read
+    from audit.audit_json import to_dict
+    from audit.pipeline import audit_on_one_reading
+
+    before, after = audit_on_one_reading([case, changed], progress)
+    return WhatIf(tuple(changes), case, changed, to_dict(before), to_dict(after))
+
+
+def changed_case(case: Case, settings: Sequence[str]) -> tuple[Case, list[Change]]:
+    """The case with every setting applied and validated, and the changes; every bad setting is
+    reported together (a UsageError naming each), as is every problem the case's validation finds."""
+    if not settings:
+        raise UsageError("give at least one --set KEY=VALUE (e.g. --set target_utilisation=0.7)")
+    changes: list[Change] = []
+
+    def edit(raw: dict) -> None:
+        problems: list[str] = []
+        for text in settings:
+            try:
+                changes.append(apply(raw, parse_setting(text)))
+            except UsageError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise UsageError("\n".join(problems))
+
+    try:
+        changed = load_case(case.path, edit)
+    except ConfigError as exc:
+        given = ", ".join(f"--set {s}" for s in settings)
+        raise ConfigError(exc.path, [f"with {given}: {p}" for p in exc.problems]) from None
+    _same_reading(case, changed)
+    return changed, changes
+
+
+def parse_setting(text: str) -> tuple[tuple[str, ...], Any, str]:
+    """``KEY=VALUE`` → (the key's path, the TOML value, the key as given)."""
+    key, sep, literal = text.partition("=")
+    key, literal = key.strip(), literal.strip()
+    if not sep or not key or not literal:
+        raise UsageError(f"--set {text!r}: expected KEY=VALUE, e.g. services.chat.min_replicas=2")
+    try:
+        path = _key_path(tomllib.loads(f"{key} = 0"))
+    except tomllib.TOMLDecodeError:
+        raise UsageError(f"--set {text!r}: {key!r} is not a TOML key (dotted, e.g. services.chat.min_replicas)") from None
+    try:
+        value = tomllib.loads(f"v = {literal}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise UsageError(f"--set {key}: {literal!r} is not a TOML value (numbers as 0.7, strings in quotes: "
+                         "\"30m\", lists as [\"a\"])") from None
+    return path, value, key
+
+
+def _key_path(table: dict) -> tuple[str, ...]:
+    path: list[str] = []
+    node: Any = table
+    while isinstance(node, dict):
+        (name, node), = node.items()
+        path.append(name)
+    return tuple(path)
+
+
+def apply(raw: dict, setting: tuple[tuple[str, ...], Any, str]) -> Change:
+    """Write one setting into the case document; refuse a source or a key that changes what is read,
+    and name the nearest valid key for an unknown one."""
+    path, value, key = setting
+    if path[0] in CASE_KEYS:
+        path = ("case", *path)
+    head = path[0]
+    if head in SOURCE_KINDS:
+        raise UsageError(f"--set {key}: " + NOT_SOURCES.format(what=f"[[{head}]] is a source"))
+    if head == "case" and len(path) == 2 and path[1] in READ_KEYS:
+        raise UsageError(f"--set {key}: " + NOT_SOURCES.format(
+            what=f"[case].{path[1]} changes what is read from the sources"))
+    if not _valid(raw, path):
+        raise UsageError(f"--set {key}: unknown key{_nearest('.'.join(path), raw)}")
+    if head == "options":
+        return _set_option(raw, path, value, key)
+    table = raw
+    for name in path[:-1]:
+        table = table.setdefault(name, {})
+        if not isinstance(table, dict):
+            raise UsageError(f"--set {key}: {name!r} is not a table in the case file")
+    before = table.get(path[-1])
+    table[path[-1]] = value
+    return Change(key, path, before, value)
+
+
+def _valid(raw: dict, path: tuple[str, ...]) -> bool:
+    """Whether ``path`` names a setting --set may change (after a bare [case] key got its ``case``)."""
+    head, rest = path[0], path[1:]
+    services = _services(raw)
+    checks = {
+        "case": lambda: len(rest) == 1 and rest[0] in CASE_KEYS - READ_KEYS,
+        "services": lambda: (len(rest) == 2 and rest[0] in services and rest[1] in SERVICE_KEYS)
+        or (len(rest) == 3 and rest[0] in services and rest[1] == "tags"),
+        "options": lambda: len(rest) >= 2 and rest[0] in catalogue_ids() and _option_key(rest[1:]),
+        "allocation": lambda: rest == ("key",) or (len(rest) == 2 and rest[0] == "weights"),
+        "scope": lambda: (len(rest) == 1 and rest[0] in SCOPE_KEYS - {"tags"})
+        or (len(rest) == 2 and rest[0] == "tags"),
+        "nodes": lambda: len(rest) == 1,
+    }
+    return head in checks and bool(checks[head]())
+
+
+def _services(raw: dict) -> dict:
+    found = raw.get("services")
+    return found if isinstance(found, dict) else {}
+
+
+def _option_key(rest: tuple[str, ...]) -> bool:
+    if len(rest) == 1:
+        return rest[0] in OPTION_KEYS - {"id"}
+    return len(rest) == 2 and rest[0] in BAND_KEYS and rest[1] in BANDS
+
+
+def valid_keys(raw: dict) -> list[str]:
+    """Every key --set takes on this case, spelled out (``tags``, ``weights`` and ``nodes`` entries
+    by their table only)."""
+    services = _services(raw)
+    keys = sorted(CASE_KEYS - READ_KEYS)
+    keys += [f"services.{s}.{k}" for s in services for k in sorted(SERVICE_KEYS)]
+    keys += [f"options.{o}.{k}" for o in catalogue_ids() for k in sorted(OPTION_KEYS - {"id"} - set(BAND_KEYS))]
+    keys += [f"options.{o}.{k}.{b}" for o in catalogue_ids() for k in BAND_KEYS for b in BANDS]
+    keys += [f"allocation.{k}" for k in sorted(ALLOCATION_KEYS)] + [f"scope.{k}" for k in sorted(SCOPE_KEYS)]
+    return keys + ["nodes"]
+
+
+def _nearest(key: str, raw: dict) -> str:
+    near = difflib.get_close_matches(key, valid_keys(raw), n=1, cutoff=0.6)
+    if near:
+        return f"; did you mean {near[0]!r}?"
+    return ("; what-if takes [case] settings (target_utilisation, loaded_rate, tolerance), "
+            "services.NAME.KEY, options.ID.KEY, allocation.key, scope.KEY, nodes.NAME")
+
+
+def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Change:
+    """An ``[[options]]`` figure: the entry of that id (added when the case has none); a band set
+    alone keeps the other bands (the case's, else the catalogue's)."""
+    option_id, name, band = path[1], path[2], (path[3] if len(path) > 3 else None)
+    _check_option_value(key, name, band, value)
+    entries = raw.setdefault("options", [])
+    if not isinstance(entries, list):
+        raise UsageError(f"--set {key}: [[options]] in the case file is not an array of tables")
+    entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == option_id), None)
+    if entry is None:
+        entry = {"id": option_id}
+        entries.append(entry)
+    shipped = catalogue()[option_id]
+    if band is None:
+        before = entry.get(name, shipped.get(name))
+        entry[name] = value
+        return Change(key, path, before, value)
+    bands = dict(entry.get(name) or shipped[name])
+    before = bands.get(band)
+    bands[band] = value
+    entry[name] = bands
+    return Change(key, path, before, value)
+
+
+def _check_option_value(key: str, name: str, band: str | None, value: Any) -> None:
+    """The case file does not check option figures (rank reads them): a band is a number in its
+    range, a band table has the three bands, run cost a number ≥ 0, a title or reason a string."""
+    if name in BAND_KEYS:
+        low, high = BAND_KEYS[name]
+        values = [value] if band is not None else (
+            [value.get(b) for b in BANDS] if isinstance(value, dict) and set(value) == set(BANDS) else [None])
+        if not all(_within(v, low, high) for v in values):
+            what = "a number" if band is not None else "a table { low = …, expected = …, high = … } of numbers"
+            bound = f"from {low} to {high}" if high != math.inf else f"≥ {low}"
+            raise UsageError(f"--set {key}: expected {what} {bound}, got {value!r}")
+    elif name == "run_cost_per_month" and not (_number(value) and value >= 0):
+        raise UsageError(f"--set {key}: expected a number ≥ 0 (money a month, in the case currency), got {value!r}")
+    elif name in ("title", "reason") and not isinstance(value, str):
+        raise UsageError(f"--set {key}: expected a string in quotes, got {value!r}")
+
+
+def _within(value: Any, low: float, high: float) -> bool:
+    return _number(value) and low <= value <= high
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> dict[str, dict]:
+    """The shipped options catalogue by id (audit/data/options.toml, as the rank stage reads it)."""
+    raw = tomllib.loads(resources.files("audit").joinpath("data/options.toml").read_text())
+    return {o["id"]: o for o in raw["option"]}
+
+
+def catalogue_ids() -> list[str]:
+    return list(catalogue())
+
+
+def _same_reading(case: Case, changed: Case) -> None:
+    """The changed case reads exactly what the audited one read (the sources are read once)."""
+    read = (case.sources, case.start, case.end, case.currency, case.step_seconds)
+    if read != (changed.sources, changed.start, changed.end, changed.currency, changed.step_seconds):
+        raise UsageError(NOT_SOURCES.format(what="the changed case would read other sources"))
