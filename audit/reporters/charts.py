@@ -191,10 +191,57 @@ def utilisation_chart(audit: dict) -> str | None:
     return _svg(fig)
 
 
+#: most options the tornado chart draws (the first in rank order)
+TORNADO_OPTIONS = 4
+
+
+def _tornado_rows(audit: dict) -> list[tuple[str, float, float | None, float | None]]:
+    """(label, expected payback, payback at the input's low, at its high) per ranked option and input,
+    the widest swing first within each option."""
+    rows = []
+    ranked = [o for o in audit.get("options") or [] if o.get("rank") is not None][:TORNADO_OPTIONS]
+    for o in ranked:
+        expected = _f((o.get("payback_months") or {}).get("expected"))
+        mine = []
+        for s in o.get("sensitivity") or []:
+            lo, hi = (None if s.get(k) is None else _f(s[k]) for k in ("payback_at_low", "payback_at_high"))
+            swing = max(abs((v if v is not None else expected * 4) - expected) for v in (lo, hi))
+            what = str(s.get("input") or "").split(" (")[0]
+            mine.append((swing, f"#{o['rank']} {_short(o.get('id') or '', 24)}: {what}",
+                         expected, lo, hi))
+        rows += [(name, e, lo, hi) for _, name, e, lo, hi in sorted(mine, key=lambda r: -r[0])]
+    return rows
+
+
+def tornado_chart(audit: dict) -> str | None:
+    """Each ranked option's expected payback under the low and the high of each input (METHOD §7):
+    a bar from one to the other around the expected payback; an open end where there is no saving."""
+    from matplotlib.figure import Figure
+
+    rows = _tornado_rows(audit)
+    if not rows:
+        return None
+    top = max([v for _, e, lo, hi in rows for v in (e, lo, hi) if v is not None] + [1.0]) * 1.15
+    fig = Figure(figsize=(7.0, 0.6 + 0.22 * len(rows)))
+    ax = fig.add_subplot()
+    for y, (_, expected, lo, hi) in enumerate(reversed(rows)):
+        for value, colour in ((lo, COLOURS["serving_path"]), (hi, COLOURS["platform_overhead"])):
+            end = top if value is None else value
+            ax.barh(y, end - expected, left=expected, height=0.6, color=colour, hatch="//" if value is None else None)
+        ax.plot([expected, expected], [y - 0.35, y + 0.35], color=NEUTRAL, linewidth=1)
+    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=7)
+    ax.set_xlim(0, top)
+    ax.set_xlabel("payback, months (input at its low: blue; at its high: orange; hatched: no saving)")
+    ax.tick_params(axis="y", length=0)
+    ax.grid(axis="x", color="#e2e2e2", linewidth=0.6)
+    ax.set_title("Payback sensitivity: each input at its low and its high")
+    return _svg(fig)
+
+
 def build_charts(audit: dict) -> dict[str, str | None]:
     """name → ``data:image/svg+xml`` URI (None where there is nothing to draw)."""
     import matplotlib
 
     with matplotlib.rc_context(RC):
         return {"buckets": bucket_chart(audit), "waterfall": waterfall_chart(audit),
-                "utilisation": utilisation_chart(audit)}
+                "utilisation": utilisation_chart(audit), "tornado": tornado_chart(audit)}

@@ -47,11 +47,13 @@ def services_table(a: dict) -> Table:
 
 
 def options_table(a: dict) -> Table:
-    groups = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours")
+    groups = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving")
     head = ["rank", "id", "title", "bucket", "acts_on", "status",
-            *(f"{g}_{k}" for g in groups for k in BANDS), "overridden", "reason", "assumptions"]
+            *(f"{g}_{k}" for g in groups for k in BANDS), "break_even_monthly_saving", "owners", "next_step",
+            "depends_on", "overridden", "reason", "assumptions"]
     rows = [[o.get("rank"), o.get("id"), o.get("title"), o.get("bucket"), o.get("acts_on"),
-             o.get("status"), *(v for g in groups for v in _band(o.get(g))),
+             o.get("status"), *(v for g in groups for v in _band(o.get(g))), o.get("break_even_monthly_saving"),
+             " | ".join(o.get("owners") or []), o.get("next_step"), " | ".join(o.get("depends_on") or []),
              str(bool(o.get("overridden"))).lower(), o.get("reason"),
              " | ".join(o.get("assumptions") or [])] for o in a.get("options") or []]
     return head, rows

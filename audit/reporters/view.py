@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
-from audit.reporters import evidence_view, quality, wording
+from audit.reporters import evidence_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
 from audit.reporters.formatting import (
     BASIS,
@@ -95,6 +95,11 @@ class OptionView:
     reason: str
     evidence: list[str]
     target: str = ""  # the part it acts on, in words: "Platform overhead · Unallocated GPUs"
+    #: the plan (audit.reporters.plan_view): who acts, marginal saving, break-even, deferred saving
+    who: dict[str, str] = field(default_factory=dict)
+    marginal: str = "—"
+    break_even: str = "—"
+    deferred: str = ""
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,9 @@ class ReportModel:
     measurements: list[dict[str, str]] = field(default_factory=list)
     #: how the shared cost was split over services, in one sentence
     allocation: str = ""
+    #: the combined saving per part and for the plan; the sensitivity table (audit.reporters.plan_view)
+    plan: list[dict[str, str]] = field(default_factory=list)
+    sensitivity: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -273,6 +281,7 @@ def build_model(audit: dict) -> ReportModel:
                 "mean_running": number(q.get("mean_running"))} for q in audit.get("queue") or []],
         profiles=[_profile(p) for p in audit.get("profiles") or []],
         options=[_option(o, m) for o in audit.get("options") or []],
+        plan=plan_view.plan_rows(audit, m), sensitivity=plan_view.sensitivity_rows(audit),
         sources=[_source(s) for s in audit.get("sources") or []],
         notes=[str(n) for n in audit.get("notes") or []],
         findings_count=len(audit.get("findings") or []),
@@ -414,26 +423,24 @@ def _clip(text: str, limit: int = 220) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _months(v: Any) -> str:
-    return number(v, 1) if v is not None else NOT_MEASURED
-
-
 def _option(o: dict, m) -> OptionView:
     priced = o.get("status") == "priced" and o.get("monthly_saving") is not None
     return OptionView(
         rank=str(o["rank"]) if o.get("rank") is not None else "—",
         id=o.get("id") or "", title=o.get("title") or "", bucket=label(o.get("bucket")),
         acts_on=o.get("acts_on") or "", priced=priced,
-        status="priced" if priced else NOT_MEASURED,
+        status=plan_view.status_words(o.get("status")),
         saving=band(o.get("monthly_saving") if priced else None, m),
         one_off=band(o.get("one_off_cost") if priced else None, m),
-        payback=band(o.get("payback_months") if priced else None, _months),
+        payback=band(o.get("payback_months") if priced else None, plan_view.months),
         effort=band(o.get("effort_hours"), plain),
         assumptions=[str(a) for a in o.get("assumptions") or []],
         overridden=bool(o.get("overridden")), reason=o.get("reason") or "",
         evidence=[f"{e.get('service')}: {str(e.get('figure', '')).replace('_', ' ')} {_evidence_value(e.get('value'))}"
                   for e in o.get("evidence") or []],
         target=wording.option_target(o.get("acts_on") or ""),
+        who=plan_view.who(o), marginal=plan_view.marginal(o, m), break_even=plan_view.break_even(o, m),
+        deferred=plan_view.deferred(o, m),
     )
 
 

@@ -30,7 +30,8 @@ from audit.reporters.csv import BANDS, Table, is_number
 MONEY = {"amount", "bucket_amount", "cost", "shared_cost", "unattributed", "model_compute",
          "serving_path", "platform_overhead", "top_down", "bottom_up", "gross", "tax", "credits",
          "net", "profile_cost", "total", "invoice_total", "outside_scope",
-         *(f"{g}_{k}" for g in ("monthly_saving", "one_off_cost") for k in BANDS)}
+         *(f"{g}_{k}" for g in ("monthly_saving", "one_off_cost", "marginal_saving") for k in BANDS),
+         "break_even_monthly_saving"}
 QTY = {f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS}
 INTS = {"requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days"}
 PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance"}
@@ -66,7 +67,7 @@ def kind_of(column: str) -> str | None:
 
 def header(column: str) -> str:
     """A readable header: ``monthly_saving_low`` → ``Monthly Saving (Low)``."""
-    for group in ("monthly_saving", "one_off_cost", "payback_months", "effort_hours"):
+    for group in ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving"):
         for band in BANDS:
             if column == f"{group}_{band}":
                 return f"{header(group)} ({band.title()})"

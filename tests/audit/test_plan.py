@@ -149,3 +149,35 @@ def test_wa_labs_ranks_no_empty_option(wa_labs):
         assert o["payback_months"] is None
     assert wa_labs["plan"]["by_part"] == []
     assert wa_labs["plan"]["total"]["combined_saving"] == {"low": "0.00", "expected": "0.00", "high": "0.00"}
+
+
+def test_the_report_shows_the_plan(wa_labs):
+    from audit.audit_json import _option, _plan
+    from audit.reporters import plan_view
+    from audit.reporters.charts import build_charts
+    from audit.reporters.view import _option as option_view
+
+    options = plan([option("real", Decimal(100)), option("tiny", Decimal("0.0001"))],
+                   given_plan(owners={PART: ("team-chat",)}, next_steps={"real": "try it"}))
+
+    class Result:  # what _option / _plan read of an AuditResult
+        class evidence:
+            for_options: dict = {}
+    Result.options = options
+    audit = {"currency": "USD", "options": [_option(o, Result) for o in options], "plan": _plan(Result)}
+    audit = json.loads(json.dumps(audit))
+    views = [option_view(o, lambda v: f"${v}") for o in audit["options"]]
+    assert [(v.rank, v.status, v.payback.expected) for v in views] == [
+        ("1", "priced", "10.0"), ("—", "no saving in this case", "not measured")]
+    assert views[0].who["owners"] == "team-chat" and views[0].who["next_step"] == "try it"
+    assert views[1].marginal == "—" and views[1].break_even == "—"
+    rows = plan_view.plan_rows(audit, lambda v: f"${v}")
+    assert [r["part"] for r in rows] == ["Serving path · in flight idle", "Whole plan"]
+    assert rows[-1]["expected"] == "$100.00"
+    assert len(plan_view.sensitivity_rows(audit)) == 3
+    import matplotlib
+    from audit.reporters.charts import RC, tornado_chart
+    with matplotlib.rc_context(RC):
+        assert tornado_chart(audit).startswith("data:image/svg+xml;base64,")
+        assert tornado_chart({"options": audit["options"][1:]}) is None
+    assert build_charts(wa_labs)["tornado"] is None

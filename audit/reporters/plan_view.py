@@ -1,0 +1,88 @@
+"""The plan in the report (METHOD §7, audit/plan.py): each option's status in words, who acts, its
+marginal saving and break-even; the combined saving per part and for the whole plan; the
+sensitivity table the tornado chart draws. Formats audit.json's figures only.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from audit.reporters.formatting import NOT_MEASURED, label, number
+
+NO_SAVING = "no saving in this case"
+DASH = "—"
+STATUS_WORDS = {"priced": "priced", "no_saving": NO_SAVING, "not_measured": NOT_MEASURED}
+
+
+def status_words(status: str | None) -> str:
+    """'priced', 'no saving in this case' or 'not measured'."""
+    return STATUS_WORDS.get(status or "", NOT_MEASURED)
+
+
+def months(value: Any) -> str:
+    """A payback in months; '—' where there is none (no positive saving at that band)."""
+    return DASH if value is None else number(value, 1)
+
+
+def who(o: dict) -> dict[str, str]:
+    """The options table's 'who acts' cell: owners, next step, what it depends on."""
+    return {"owners": ", ".join(o.get("owners") or []) or "no owner named in the case",
+            "next_step": o.get("next_step") or "",
+            "depends_on": ", ".join(o.get("depends_on") or [])}
+
+
+def marginal(o: dict, m: Callable[[Any], str]) -> str:
+    """The marginal saving (expected), or '—' for an option the plan does not count."""
+    values = o.get("marginal_saving")
+    return DASH if not values else m(values.get("expected"))
+
+
+def break_even(o: dict, m: Callable[[Any], str]) -> str:
+    value = o.get("break_even_monthly_saving")
+    if value is None:
+        return DASH
+    return f"{m(value)} a month within {o.get('horizon_months') or '12'} months"
+
+
+def deferred(o: dict, m: Callable[[Any], str]) -> str:
+    """'… available now, … more from month t_c' where part of the saving waits for a commitment's end."""
+    d = o.get("deferred") or {}
+    later, now = d.get("saving_later"), d.get("saving_now")
+    if not later or not now:
+        return ""
+    return (f"{m(now.get('expected'))} a month available now, {m(later.get('expected'))} more from "
+            f"{number(d.get('months_after_window'), 1)} months after the window")
+
+
+def plan_rows(audit: dict, m: Callable[[Any], str]) -> list[dict[str, str]]:
+    """The combined saving of the ranked options per part, then the whole plan."""
+    plan = audit.get("plan") or {}
+    rows = []
+    for p in list(plan.get("by_part") or []) + ([plan["total"]] if plan.get("total") else []):
+        saving = p.get("combined_saving") or {}
+        rows.append({"part": "Whole plan" if p.get("part") == "total" else _part(p.get("part") or ""),
+                     "total": str(p.get("part") == "total").lower(),
+                     "part_monthly": m(p.get("part_monthly")), "options": ", ".join(p.get("options") or []),
+                     "expected": m(saving.get("expected")),
+                     "range": f"{m(saving.get('low'))} – {m(saving.get('high'))}",
+                     "run_cost": m(p.get("run_cost_monthly"))})
+    return rows
+
+
+def _part(part: str) -> str:
+    bucket, _, name = part.partition(".")
+    return f"{label(bucket)} · {name.replace('_', ' ')}"
+
+
+def sensitivity_rows(audit: dict) -> list[dict[str, str]]:
+    """One row per ranked option and input: the expected payback at the input's low and high."""
+    rows = []
+    for o in audit.get("options") or []:
+        if o.get("rank") is None:
+            continue
+        expected = (o.get("payback_months") or {}).get("expected")
+        for s in o.get("sensitivity") or []:
+            rows.append({"rank": str(o["rank"]), "title": o.get("title") or "", "input": s.get("input") or "",
+                         "low": s.get("low") or "", "high": s.get("high") or "",
+                         "at_low": months(s.get("payback_at_low")), "at_high": months(s.get("payback_at_high")),
+                         "expected": months(expected)})
+    return rows
