@@ -36,7 +36,7 @@ def test_generator_is_deterministic(two_runs):
     first, second = (files_of(p) for p in two_runs)
     assert sorted(first) == [
         "PROVENANCE.md", "billing/focus_2026-09.csv.gz", "case.toml", "profiles/h100_qwen1.5-0.5b-chat.json.gz",
-        "telemetry/metrics.om.gz", "truth.json",
+        "profiles/h100_qwen1.5-0.5b-chat.prefill_decode.derived.json.gz", "telemetry/metrics.om.gz", "truth.json",
     ]
     for name in first:
         assert first[name] == second[name], f"{name} differs between two runs"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
 import sys
@@ -116,11 +117,11 @@ def test_does_not_reconcile_exits_2_and_still_writes(demo_copy, tmp_path):
 def test_validate_reports_every_problem_at_once(demo_copy):
     text = (demo_copy / "case.toml").read_text().replace('format = "openmetrics"', 'format = "openmetricz"')
     (demo_copy / "case.toml").write_text(text)
-    profile = demo_copy / "profiles" / "h100_qwen1.5-0.5b-chat.json.gz"
+    profile = demo_copy / json.loads((DEMO / "truth.json").read_text())["profile"]["trace"]  # the one the case reads
     profile.write_bytes(b"not a trace")
     result = costaudit("validate", demo_copy)
     assert result.returncode == 1
-    assert "openmetricz" in result.stderr and "h100_qwen1.5-0.5b-chat.json.gz" in result.stderr
+    assert "openmetricz" in result.stderr and profile.name in result.stderr
 
 
 def test_validate_checks_the_case_currency(demo_copy):
