@@ -8,11 +8,12 @@ is what audit.json's ``plan`` section and the report's combined table show.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Callable, Iterable, Mapping, Sequence
 
 from audit.money import ZERO, cents, largest_remainder
-from audit.result import Bands, Option, Sensitivity
+from audit.result import MONTH_DAYS, Bands, Option, Sensitivity
 
 BANDS = ("low", "expected", "high")
 ONE = Decimal(1)
@@ -53,6 +54,8 @@ class PlanInput:
     #: option id -> (gross saving scale at the target's low, at its high), for options whose base depends on it
     target_scale: Mapping[str, tuple[Decimal, Decimal]] = field(default_factory=dict)
     horizon_months: Decimal = DEFAULT_HORIZON
+    #: the end of W: an option's own ``commitment_end`` (the billing's commitment dates) gives t_c from it
+    window_end: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ def price(option: Option, given: PlanInput) -> Option:
     if option.saving is None or option.status == "not_measured":
         return replace(option, rank=None, **extras)
     run = given.run_costs.get(option.id, ZERO)
-    deferral = given.deferrals.get(option.id, Deferral())
+    deferral = _dated(given.deferrals.get(option.id, Deferral()), option, given)
     gross = _gross(option, run)
     now = {b: split_saving(gross[b], run, deferral)[0] for b in BANDS}
     later = {b: split_saving(gross[b], run, deferral)[1] for b in BANDS}
@@ -152,6 +155,14 @@ def price(option: Option, given: PlanInput) -> Option:
     return replace(option, sensitivity=sensitivity(option, gross, run, deferral, given),
                    break_even=option.cost["expected"] / given.horizon_months,
                    horizon_months=given.horizon_months)
+
+
+def _dated(deferral: Deferral, option: Option, given: PlanInput) -> Deferral:
+    """t_c from the option's own commitment end (the billing's dates) where the dataset gave none."""
+    if not deferral.share or deferral.months is not None or option.commitment_end is None or given.window_end is None:
+        return deferral
+    seconds = Decimal(int((option.commitment_end - given.window_end).total_seconds()))
+    return replace(deferral, months=max(ZERO, seconds / (MONTH_DAYS * 86400)))
 
 
 def _empty_reason(option: Option, gross: Mapping[str, Decimal], deferral: Deferral) -> str:

@@ -42,7 +42,7 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         deferrals={s["id"]: d for s in specs if (d := deferral(s["acts_on"], committed, commitments)).share},
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
-        horizon_months=case.horizon_months)
+        horizon_months=case.horizon_months, window_end=case.end)
     whole = [s["id"] for s in specs if s.get("pricing") == "whole_replicas"]
     if not whole:
         return given

@@ -176,8 +176,20 @@ def test_the_report_shows_the_plan(wa_labs):
     assert rows[-1]["expected"] == "$100.00"
     assert len(plan_view.sensitivity_rows(audit)) == 3
     import matplotlib
+
     from audit.reporters.charts import RC, tornado_chart
     with matplotlib.rc_context(RC):
         assert tornado_chart(audit).startswith("data:image/svg+xml;base64,")
         assert tornado_chart({"options": audit["options"][1:]}) is None
     assert build_charts(wa_labs)["tornado"] is None
+
+
+def test_the_billing_commitment_end_gives_t_c():
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    end = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    dated = replace(option("c", Decimal(100)), commitment_end=datetime(2027, 1, 1, tzinfo=timezone.utc))
+    out = plan([dated], given_plan(deferrals={"c": Deferral(Decimal(1), None)}, window_end=end))[0]
+    months = Decimal(92 * 86400) / (Decimal("30.4375") * 86400)
+    assert out.rank == 1 and out.deferred_months == months
+    assert out.payback["expected"] == months + Decimal(1000) / Decimal(100)
