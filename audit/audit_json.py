@@ -288,7 +288,15 @@ def _option(o: Option, result) -> dict:
             "monthly_saving": bands(o.saving), "one_off_cost": bands(o.cost),
             "payback_months": bands(o.payback, 2), "effort_hours": bands(o.effort, 1),
             "assumptions": list(o.assumptions), "overridden": o.overridden, "reason": o.reason,
-            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())], **_planned(o)}
+            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())], **_planned(o),
+            **_basis(o)}
+
+
+def _basis(o: Option) -> dict:
+    """How an option's saving was formed (audit/pricing/): modelled or assumed, its inputs and their sources."""
+    return {"basis": o.basis, "basis_note": o.basis_note,
+            "inputs": [{"name": n, "value": v, "source": src} for n, v, src in o.inputs],
+            "commitment_end": _iso(o.commitment_end)}
 
 
 def _planned(o: Option) -> dict:

@@ -128,7 +128,8 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
         lines, mask, case.cost_basis, charges, ledger, split.groups, intervals, split.coverage, profiles, traffic,
         case.tolerance))
     options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles,
-                                                 commitments_of(collected, case.end)))
+                                                 commitments_of(collected, case.end), split.groups,
+                                                 split.coverage))
     _step(progress, "gathering the evidence")
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,

@@ -20,12 +20,12 @@ from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
 from audit.plan import PlanInput, plan
+from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
 from audit.pricing.commitment import right_size_commitment
 from audit.pricing.packing import consolidate
 from audit.pricing.rightsize import right_size, saving_at
-from audit.plan_input import plan_input
 from audit.result import Commitment, Option
 
 MONTH_DAYS = Decimal("30.4375")  # 365.25 / 12
@@ -166,7 +166,7 @@ def rank_options(given: RankInput) -> list[Option]:
     options = []
     for spec, overridden in merged_catalogue(case.option_overrides, case.path):
         part = spec["acts_on"]
-        modelled, why = model_of(spec, given) if part in amounts or part in measured else (None, "")
+        modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
                         modelled, why)
         if part in GPU_CAPACITY_PARTS and committed > 0:
@@ -195,14 +195,19 @@ def committed_share(charges: pd.DataFrame) -> Decimal:
 
 
 def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal | None, per_month: Decimal,
-           case: Case, measured_parts: Collection[str], note: str | None) -> Option:
+           case: Case, measured_parts: Collection[str], note: str | None, model: Modelled | None = None,
+           why: str | None = None) -> Option:
+    """Price one option: from its model where one ran (basis modelled), else the catalogue's
+    recoverable share of the part (basis assumed, with ``why``)."""
     effort = _bands(spec, "effort_hours")
     cost = {b: effort[b] * case.loaded_rate for b in BANDS}
     recover = _bands(spec, "recoverable")
     run_cost = Decimal(str(spec.get("run_cost_per_month", 0)))
-    assumptions = [f"recoverable share of the part {recover['low']} / {recover['expected']} / {recover['high']}",
-                   f"effort {effort['low']} / {effort['expected']} / {effort['high']} h at "
+    assumptions = [f"effort {effort['low']} / {effort['expected']} / {effort['high']} h at "
                    f"{case.loaded_rate} {case.currency}/h", f"why: {spec['reason']}"]
+    if model is None:
+        assumptions.insert(0, f"recoverable share of the part {recover['low']} / {recover['expected']} / "
+                              f"{recover['high']}")
     if run_cost:
         assumptions.append(f"adds {run_cost} {case.currency} a month to run")
     if note:
@@ -210,16 +215,32 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
     option = Option(spec["id"], spec["title"], part, "priced", None, None, cost, None, effort,
                     tuple(assumptions), overridden)
     if part in UNMEASURED_PARTS or (base is None and part not in measured_parts):
-        why = UNMEASURED_PARTS.get(part, "no measurement in this case produced it")
-        return replace(option, status="not_measured", reason=f"part not measured: {why}")
+        why_not = UNMEASURED_PARTS.get(part, "no measurement in this case produced it")
+        return replace(option, status="not_measured", reason=f"part not measured: {why_not}",
+                       basis_note=why or None)
     monthly = (base or ZERO) * per_month
-    saving = {b: monthly * recover[b] - run_cost for b in BANDS}
+    if model is not None:
+        saving = {b: model.saving[b] * per_month - run_cost for b in BANDS}
+        option = replace(option, basis="modelled", inputs=model.inputs, basis_note=model.bands,
+                         commitment_end=model.commitment_end)
+    else:
+        saving = {b: monthly * recover[b] - run_cost for b in BANDS}
+        option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, overridden),
+                         basis_note=why or assumed.NO_MODEL)
     if saving["low"] <= 0:
         return replace(option, part_monthly=monthly, saving=saving, status="no_saving",
-                       reason="the part is zero (or below the run cost) in this case")
+                       reason="the saving is zero (or below the run cost) in this case")
     payback = {"low": cost["low"] / saving["high"], "expected": cost["expected"] / saving["expected"],
                "high": cost["high"] / saving["low"]}
     return replace(option, part_monthly=monthly, saving=saving, payback=payback)
+
+
+def _catalogue_inputs(part: str, base: Decimal | None, recover: Mapping[str, Decimal],
+                      overridden: bool) -> tuple[tuple[str, str, str], ...]:
+    """What an assumed saving stood on: the part's amount over the window and the recoverable share."""
+    return ((f"{part} over the window", f"{base or ZERO:.2f}", "ledger (attribution of the billing)"),
+            ("recoverable share", f"{recover['low']} / {recover['expected']} / {recover['high']}",
+             "case [[options]]" if overridden else "catalogue: audit/data/options.toml"))
 
 
 def _ranked(options: list[Option], given: PlanInput) -> list[Option]:

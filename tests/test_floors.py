@@ -46,7 +46,7 @@ SHARED = ("audit", "audit.case", "audit.money", "audit.errors", "audit.buckets",
           "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result", "audit.fit",
           "audit.gpuunits")
 #: packages of helpers a stage may use: trace analyzers (evidence), reporters (render)
-STAGE_HELPERS = ("audit.trace", "audit.reporters")
+STAGE_HELPERS = ("audit.trace", "audit.reporters", "audit.pricing")
 #: the modules that may import a stage: the pipeline (the order), the CLI, `costaudit billing`'s summary
 #: and `costaudit init --from`'s billing facts (both classify lines as the audit does)
 STAGE_CALLERS = ("audit.pipeline", "audit.billing_summary", "audit.discover.billing")

@@ -1,0 +1,28 @@
+"""Why an option's saving is the catalogue's fraction (*assumed*) rather than a model (METHOD §7).
+
+A model named in the catalogue (``model = …``) whose evidence the case lacks falls back to the
+catalogue fraction with the reason below; an option with no model has the reason of its kind.
+"""
+from __future__ import annotations
+
+#: model name -> why it is assumed where its evidence is missing (or no model exists yet)
+MISSING = {
+    "right_size": "no service has a measured serving split to replay (no kernel profile or no GPUs held)",
+    "consolidate": "no unallocated GPU lies on nodes of a known instance type with GPUs per instance",
+    "autoscale": "no service has a measured serving split to replay, or the option states no policy",
+    "commitment": "no billing line shows usage a commitment covered with its list cost (the discount)",
+    "batching": "needs the collector's batch-size sweep (a profile bundle) against the servers' batch "
+                "counters; the profile bundle reader does not hand the sweep to the audit yet",
+    "fusion": "needs the memory-bound chains' bytes at the device's memory bandwidth; the kernel findings "
+              "are made after the options are priced and carry no bytes",
+    "sync_host": "needs idle by host call path (issue 16)",
+    "prefix_cache": "needs the prefill cost and the measured cache hit rate (prefill / decode: issue 16)",
+    "generation_cap": "needs the decode cost and the distribution of generated tokens (prefill / decode: issue 16)",
+}
+#: for an option that names no model
+NO_MODEL = "no model of this option on the measured data yet: the catalogue's recoverable fraction"
+
+
+def reason(model: str | None) -> str:
+    """The reason an option is assumed, for its model name (None: the option names no model)."""
+    return MISSING.get(model or "", NO_MODEL)

@@ -1,0 +1,62 @@
+"""Autoscaling policy: the demand replay with the option's faster reaction and higher target (METHOD §7).
+
+The policy the option states (``scale_reaction`` seconds, ``target_utilisation``: lower headroom) is
+replayed against the one the case declares; the saving is the whole replicas the policy sheds beyond
+those right-sizing at the case's policy sheds. Under the policy an interval can shed its capacity
+above demand plus the headroom the higher target no longer keeps; under the case's policy only its
+capacity above demand. Low and high: the policy's target ∓ 0.1 (never below the case's target).
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Mapping, Sequence
+
+from audit.case import Service
+from audit.ledger import ServiceInterval
+from audit.money import ZERO
+from audit.pricing import Modelled, ordered
+from audit.pricing.replay import Policy, headroom_at, replay, replayable
+from audit.pricing.rightsize import TARGET_RANGE, TELEMETRY, above_demand, case_policy, clamp_target
+
+
+def policy_target(case_target: Decimal, stated: Decimal | None) -> Decimal:
+    """The target the policy reaches: the option's, never below the case's own."""
+    return max(case_target, clamp_target(stated)) if stated is not None else case_target
+
+
+def shed_under(target: Decimal):
+    """What an interval can shed at a policy's target: its overhead beyond the headroom still kept."""
+    def cap(iv: ServiceInterval) -> Decimal:
+        return iv.overhead - headroom_at(iv, target)
+    return cap
+
+
+def policy_of(service: Service, target: Decimal, reaction: int | None) -> Policy:
+    fastest = service.scale_reaction_seconds if reaction is None else min(reaction, service.scale_reaction_seconds)
+    return Policy(target, fastest, service.gpus_per_replica, service.min_replicas)
+
+
+def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Service], case_target: Decimal,
+              step: int, target: Decimal | None, reaction: int | None) -> Modelled | None:
+    """The autoscaling model, or None where nothing can be replayed or the option states no policy."""
+    by_service = replayable(intervals)
+    if not by_service or (target is None and reaction is None):
+        return None
+    reach = policy_target(case_target, target)
+    bands = {"low": max(case_target, reach - TARGET_RANGE), "expected": reach,
+             "high": clamp_target(reach + TARGET_RANGE)}
+    now = sum((replay(ivs, case_policy(services[n], case_target), step, above_demand).saving
+               for n, ivs in by_service.items()), ZERO)
+    saving = {}
+    for band, t in bands.items():
+        runs = (replay(ivs, policy_of(services[n], t, reaction), step, shed_under(t)) for n, ivs in by_service.items())
+        saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - now)
+    inputs = (("case target utilisation", f"{case_target}", "case: target_utilisation"),
+              ("policy target utilisation", f"{reach}", "options.toml / case [[options]]: target_utilisation"),
+              ("policy scale reaction", "the case's" if reaction is None else f"{reaction} s",
+               "options.toml / case [[options]]: scale_reaction"),
+              ("services replayed", ", ".join(sorted(by_service)), TELEMETRY),
+              ("right-sizing at the case's policy already sheds", f"{now:.2f}", "audit.pricing.rightsize replay"))
+    return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), inputs,
+                    f"low / high: the policy replayed at target utilisation {bands['low']} / {bands['high']}; "
+                    "each less what right-sizing at the case's policy already sheds")

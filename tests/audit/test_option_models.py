@@ -1,0 +1,207 @@
+"""The option models of audit/pricing/ on generated data with known answers, and the demo's bases (METHOD §7)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+
+from audit.case import Service
+from audit.ledger import UNALLOCATED, Group, ServiceInterval
+from audit.pricing import Modelled
+from audit.pricing.autoscale import autoscale
+from audit.pricing.commitment import best_level, right_size_commitment
+from audit.pricing.packing import consolidate
+from audit.pricing.replay import smoothed
+from audit.pricing.rightsize import right_size
+from audit.rank import _price, catalogue
+from tests.builders import make_case
+
+T0 = datetime(2026, 9, 1, tzinfo=timezone.utc)
+HOUR = 3600
+
+
+def interval(i: int, held: int, demand_gpus: Decimal, target: Decimal, paid_per_gpu=Decimal(10)) -> ServiceInterval:
+    """An hour of a service holding ``held`` GPUs whose served work needs ``demand_gpus`` at ``target``."""
+    busy = demand_gpus * target * HOUR
+    paid = paid_per_gpu * held
+    kernel = paid * busy / (held * HOUR)
+    return ServiceInterval("svc", T0 + timedelta(hours=i), held, paid, paid, paid, kernel, Decimal(0),
+                           paid - kernel, Decimal(0), Decimal(held * HOUR), busy, Decimal(0))
+
+
+def service(per_replica=2, minimum=1, reaction=0) -> dict[str, Service]:
+    return {"svc": Service("svc", {"pod": "svc"}, per_replica, minimum, reaction)}
+
+
+TARGET = Decimal("0.5")
+
+
+def test_smoothing_takes_the_most_needed_within_reach_and_the_floor():
+    assert smoothed([1, 1, 5, 1, 1], 1, 2) == [2, 5, 5, 5, 2]
+    assert smoothed([1, 1, 5, 1, 1], 0, 0) == [1, 1, 5, 1, 1]
+
+
+def test_right_size_frees_the_whole_replicas_above_demand():
+    # 8 GPUs held, demand 4 GPUs at the target: 2 replicas of 2 needed, 2 replicas (4 GPUs) spare.
+    ivs = [interval(i, 8, Decimal(4), TARGET) for i in range(3)]
+    found = right_size(ivs, service(), TARGET, HOUR, (TARGET, TARGET))
+    assert found is not None
+    assert found.saving["expected"] == 3 * 4 * Decimal(10)
+    inputs = {name: value for name, value, _ in found.inputs}
+    assert inputs["svc: GPU-hours held"] == "24.00" and inputs["svc: GPU-hours needed"] == "12.00"
+    assert all(source for _, _, source in found.inputs)
+
+
+def test_right_size_smooths_over_the_scale_reaction_and_keeps_the_minimum():
+    demand = [Decimal(2), Decimal(2), Decimal(6), Decimal(2), Decimal(2)]  # replicas needed 1, 1, 3, 1, 1
+    ivs = [interval(i, 8, d, TARGET) for i, d in enumerate(demand)]
+    # reaction one hour: kept 1, 3, 3, 3, 1 (minimum 1): spare 3, 1, 1, 1, 3 replicas of 2 GPUs
+    slow = right_size(ivs, service(reaction=HOUR), TARGET, HOUR, (TARGET, TARGET))
+    assert slow is not None and slow.saving["expected"] == (3 + 1 + 1 + 1 + 3) * 2 * Decimal(10)
+    # minimum 3 replicas: kept 3 everywhere: spare 1 replica each hour
+    floor = right_size(ivs, service(minimum=3), TARGET, HOUR, (TARGET, TARGET))
+    assert floor is not None and floor.saving["expected"] == 5 * 2 * Decimal(10)
+
+
+def test_right_size_bands_come_from_the_target_range():
+    ivs = [interval(i, 8, Decimal(4), TARGET) for i in range(2)]
+    found = right_size(ivs, service(per_replica=1), TARGET, HOUR)  # targets 0.4 / 0.5 / 0.6
+    assert found is not None
+    # demand GPU-seconds 4 × 0.5 × 3600: at 0.4 it needs 5 GPUs, at 0.6 it needs 4 (3.33 → 4)
+    assert found.saving == {"low": 2 * 3 * Decimal(10), "expected": 2 * 4 * Decimal(10),
+                            "high": 2 * 4 * Decimal(10)}
+
+
+def test_right_size_needs_a_measured_serving_split():
+    iv = interval(0, 8, Decimal(4), TARGET)
+    unprofiled = ServiceInterval(iv.service, iv.ts, iv.gpus, iv.paid, iv.gross, iv.priced, iv.kernel, None,
+                                 iv.overhead, None, iv.paid_seconds, iv.busy_seconds, None)
+    assert right_size([unprofiled], service(), TARGET, HOUR) is None
+
+
+def test_autoscale_is_the_extra_a_faster_reaction_sheds():
+    demand = [Decimal(2), Decimal(2), Decimal(6), Decimal(2), Decimal(2)]
+    ivs = [interval(i, 8, d, TARGET) for i, d in enumerate(demand)]
+    # the case reacts in an hour (spare 3, 1, 1, 1, 3 replicas); the policy at once (3, 3, 1, 3, 3):
+    # 4 replicas of 2 GPUs more, at the same target (no headroom freed: the policy target is the case's)
+    found = autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, TARGET, 0)
+    assert found is not None and found.saving["expected"] == 4 * 2 * Decimal(10)
+    assert autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, None, None) is None
+
+
+def group(holder: str, ts: datetime, gpus: int, nodes: set[str], per_gpu=Decimal(5)) -> Group:
+    return Group(holder, ts, gpus=gpus, paid=per_gpu * gpus, paid_seconds=Decimal(gpus * HOUR), nodes=nodes)
+
+
+def test_packing_frees_the_nodes_the_held_gpus_do_not_need():
+    t1, t2 = T0, T0 + timedelta(hours=1)
+    types = {"n1": "p8", "n2": "p8", "n3": "p8"}
+    groups = {
+        # hour 1: 10 GPUs held on n1 + n2, 14 free on n2 + n3: packed, 10 need 2 nodes of 8: 1 node released
+        ("svc", t1): group("svc", t1, 10, {"n1", "n2"}),
+        (UNALLOCATED, t1): group(UNALLOCATED, t1, 14, {"n2", "n3"}),
+        # hour 2: 17 held need 3 nodes: nothing released, though 7 GPUs are free
+        ("svc", t2): group("svc", t2, 17, {"n1", "n2", "n3"}),
+        (UNALLOCATED, t2): group(UNALLOCATED, t2, 7, {"n3"}),
+    }
+    found = consolidate(groups, types, {"p8": 8}, HOUR, HOUR)
+    assert found is not None
+    assert found.saving["expected"] == 8 * Decimal(5)            # one node of 8 GPUs, one hour
+    assert found.saving["high"] == (14 + 7) * Decimal(5)         # every unallocated GPU
+    assert found.saving["low"] == 0                              # no node free in both hours (reach 1)
+    instant = consolidate(groups, types, {"p8": 8}, 0, HOUR)
+    assert instant is not None and instant.saving["low"] == instant.saving["expected"]
+    inputs = {name: value for name, value, _ in found.inputs}
+    assert inputs["node-hours that could be released"] == "1.00"
+
+
+def test_packing_leaves_a_holder_on_several_types_as_it_is():
+    types = {"a1": "a4", "b1": "b8"}
+    groups = {("svc", T0): group("svc", T0, 2, {"a1", "b1"}),
+              (UNALLOCATED, T0): group(UNALLOCATED, T0, 10, {"a1", "b1"})}
+    found = consolidate(groups, types, {"a4": 4, "b8": 8}, 0, HOUR)
+    assert found is None or found.saving["expected"] == 0
+    assert consolidate({}, types, {"a4": 4}, 0, HOUR) is None
+
+
+def commitment_lines(covered: list[Decimal], level: Decimal, discount: Decimal) -> list[dict]:
+    out = []
+    for h, used in enumerate(covered):
+        start, end = pd.Timestamp(T0 + timedelta(hours=h)), pd.Timestamp(T0 + timedelta(hours=h + 1))
+        common = {"commitment_discount_id": "sp-1", "resource_class": "gpu_compute", "charge_category": "Usage",
+                  "start": start, "end": end}
+        out.append(dict(common, commitment_discount_status="Used", net=used, effective_cost=used,
+                        list_cost=used / (1 - discount)))
+        out.append(dict(common, commitment_discount_status="Unused", resource_class="commitment_unused",
+                        net=level - used, effective_cost=level - used, list_cost=None))
+    return out
+
+
+def test_commitment_level_that_minimises_cost_over_the_window():
+    # 100 h at 10 / h and 100 h at 4 / h covered; 12 / h committed; 40 % discount. At 4 / h the window
+    # costs 200 × 4 + 100 × 6 ÷ 0.6 = 1,800; at 10 / h 2,000; at 0, 1,400 ÷ 0.6. Paid now 200 × 12 = 2,400.
+    covered = [Decimal(10)] * 100 + [Decimal(4)] * 100
+    assert best_level(covered, Decimal("0.4")) == Decimal(4)
+    lines = commitment_lines(covered, Decimal(12), Decimal("0.4"))
+    end = datetime(2027, 3, 1, tzinfo=timezone.utc)
+    found = right_size_commitment(lines, T0, T0 + timedelta(hours=200), {"sp-1": end})
+    assert found is not None
+    cents = {band: round(value, 2) for band, value in found.saving.items()}  # the discount is 1 − eff ÷ list
+    assert cents == {"low": Decimal(400), "expected": Decimal(600), "high": Decimal(600)}  # low: 10 / h, the busiest
+    assert found.commitment_end == end
+    inputs = {name: value for name, value, _ in found.inputs}
+    assert inputs["best level (per hour)"] == "4.0000" and inputs["commitment discount"] == "0.4000"
+
+
+def test_commitment_needs_covered_usage_with_a_list_cost():
+    lines = commitment_lines([Decimal(1)], Decimal(2), Decimal("0.3"))
+    for ln in lines:
+        ln["list_cost"] = None
+    assert right_size_commitment(lines, T0, T0 + timedelta(hours=1), {}) is None
+
+
+def test_a_modelled_option_is_priced_on_its_model_not_the_fraction():
+    spec = dict(catalogue()[0])
+    model = Modelled({"low": Decimal(100), "expected": Decimal(200), "high": Decimal(300)},
+                     (("x", "1", "case: x"),), "low / high: test")
+    case = make_case()
+    option = _price(spec, False, spec["acts_on"], Decimal(10_000), Decimal(1), case, {spec["acts_on"]}, None, model)
+    assert option.basis == "modelled" and option.saving["expected"] == Decimal(200)
+    assert option.inputs == (("x", "1", "case: x"),) and option.basis_note == "low / high: test"
+    assumed = _price(spec, False, spec["acts_on"], Decimal(1000), Decimal(1), case, {spec["acts_on"]}, None,
+                     None, "needs idle by host call path (issue 16)")
+    assert assumed.basis == "assumed" and assumed.basis_note == "needs idle by host call path (issue 16)"
+    assert assumed.saving["expected"] == Decimal(1000) * Decimal(str(spec["recoverable"]["expected"]))
+    assert {source for _, _, source in assumed.inputs} >= {"catalogue: audit/data/options.toml"}
+
+
+@pytest.fixture(scope="module")
+def demo_options(demo_run) -> list[dict]:
+    import json
+    result, out = demo_run
+    assert result.returncode in (0, 2), result.stderr
+    return json.loads((out / "audit.json").read_text())["options"]
+
+
+def test_every_demo_option_says_its_basis_and_inputs(demo_options):
+    assert demo_options
+    for o in demo_options:
+        assert o["basis"] in ("modelled", "assumed"), o["id"]
+        assert o["basis_note"], o["id"]
+        if o["status"] != "not_measured":
+            assert o["inputs"], o["id"]
+        for figure in o["inputs"]:
+            assert set(figure) == {"name", "value", "source"} and all(figure.values()), (o["id"], figure)
+
+
+def test_demo_models_run_where_their_evidence_exists(demo_options):
+    by_id = {o["id"]: o for o in demo_options}
+    assert by_id["right_size_replicas"]["basis"] == "modelled"
+    assert by_id["remove_sync_points"]["basis"] == "assumed"
+    assert "issue 16" in by_id["remove_sync_points"]["basis_note"]
+    for o in demo_options:
+        if o["basis"] == "modelled" and o["monthly_saving"]:
+            saving = o["monthly_saving"]
+            assert Decimal(saving["low"]) <= Decimal(saving["expected"]) <= Decimal(saving["high"]), o["id"]
