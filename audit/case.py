@@ -229,11 +229,12 @@ def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
         if value is None:
             continue
         pair = [_decimal({key: v}, key, None, problems, lo=Decimal("0.01"), hi=hi) for v in value] \
-            if isinstance(value, list) and len(value) == 2 else None
-        if pair is None or None in pair or pair[0] > pair[1]:
+            if isinstance(value, list) and len(value) == 2 else []
+        low, high = (pair[0], pair[1]) if len(pair) == 2 else (None, None)
+        if low is None or high is None or low > high:
             problems.append(f"[case].{key}: expected [low, high], two numbers, low ≤ high")
         else:
-            out[key] = (pair[0], pair[1])
+            out[key] = (low, high)
     tag = head.get("owner_tag")
     if tag is not None and (not isinstance(tag, str) or not tag):
         problems.append(f"[case].owner_tag: expected a tag key (a string), got {shown(tag)}")

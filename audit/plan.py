@@ -303,9 +303,10 @@ def combined(options: Sequence[Option]) -> tuple[list[PartPlan], PartPlan]:
 def _total(rows: Sequence[PartPlan]) -> PartPlan:
     def add(get: Callable[[PartPlan], Decimal]) -> Decimal:
         return sum((get(r) for r in rows), ZERO)
+    gross = {b: sum((r.gross[b] for r in rows), ZERO) for b in BANDS}
+    saving = {b: sum((r.saving[b] for r in rows), ZERO) for b in BANDS}
     return PartPlan("total", add(lambda r: r.part_monthly), tuple(i for r in rows for i in r.options),
-                    {b: add(lambda r, b=b: r.gross[b]) for b in BANDS}, add(lambda r: r.run_cost),
-                    {b: add(lambda r, b=b: r.saving[b]) for b in BANDS})
+                    gross, add(lambda r: r.run_cost), saving)
 
 
 def plan(options: Sequence[Option], given: PlanInput) -> list[Option]:

@@ -193,3 +193,25 @@ def test_the_billing_commitment_end_gives_t_c():
     months = Decimal(92 * 86400) / (Decimal("30.4375") * 86400)
     assert out.rank == 1 and out.deferred_months == months
     assert out.payback["expected"] == months + Decimal(1000) / Decimal(100)
+
+
+def test_case_keys_of_the_plan():
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    folder = Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency"
+
+    def keys(**extra):
+        def edit(raw):
+            raw["case"].update(extra)
+            for service in raw.get("services", {}).values():
+                service["owner"] = "team-a"
+        return edit
+    case = load_case(folder, keys(horizon_months=6, loaded_rate_range=[100, 200],
+                                  target_utilisation_range=[0.6, 0.9], owner_tag="team"))
+    assert case.horizon_months == 6 and case.loaded_rate_range == (Decimal(100), Decimal(200))
+    assert case.target_utilisation_range == (Decimal("0.6"), Decimal("0.9")) and case.owner_tag == "team"
+    assert all(s.owner == "team-a" for s in case.services.values())
+    with pytest.raises(ConfigError) as bad:
+        load_case(folder, keys(loaded_rate_range=[200, 100], target_utilisation_range=[0.5], owner_tag=3))
+    text = str(bad.value)
+    assert "loaded_rate_range" in text and "target_utilisation_range" in text and "owner_tag" in text
