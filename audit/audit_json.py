@@ -133,7 +133,8 @@ def _bridge(result) -> dict:
             reasons.setdefault(step.reason, []).append(step.key)
         elif step.examples and step.amount != 0:
             more = ", …" if step.lines > len(step.examples) else ""
-            out[f"{step.key}_lines"] = f"{step.lines} line(s): {', '.join(step.examples)}{more}"
+            named = ", ".join(redact(mask_url(line_id)) for line_id in step.examples)  # ids may carry a url
+            out[f"{step.key}_lines"] = f"{step.lines} line(s): {named}{more}"
     if reasons:
         out["not_measured"] = "; ".join(f"{', '.join(keys)}: {why}" for why, keys in reasons.items())
     return out
