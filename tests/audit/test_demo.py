@@ -81,9 +81,14 @@ def test_options_ranked_by_expected_payback(audit):
     priced = [o for o in audit["options"] if o["status"] == "priced"]
     paybacks = [Decimal(o["payback_months"]["expected"]) for o in priced]
     assert paybacks == sorted(paybacks)
-    assert [o["rank"] for o in audit["options"]] == list(range(1, len(audit["options"]) + 1))
+    # the priced options are ranked 1..n first; an option with no saving or no measurement is never ranked
+    assert [o["rank"] for o in audit["options"]] == list(range(1, len(priced) + 1)) + [None] * (
+        len(audit["options"]) - len(priced))
+    assert [o["status"] for o in audit["options"][:len(priced)]] == ["priced"] * len(priced)
     for o in priced:
-        assert Decimal(o["payback_months"]["low"]) <= Decimal(o["payback_months"]["expected"]) <= Decimal(o["payback_months"]["high"])
+        low, expected, high = (o["payback_months"][b] for b in ("low", "expected", "high"))
+        assert Decimal(low) <= Decimal(expected) and (high is None or Decimal(expected) <= Decimal(high))
+        assert high is not None or Decimal(o["monthly_saving"]["low"]) <= 0  # null only without a low saving
 
 
 def test_demo_pdf_page_one_shows_audit_figures(audit, tmp_path):
