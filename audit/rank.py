@@ -169,11 +169,7 @@ def rank_options(given: RankInput) -> list[Option]:
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
                         modelled, why)
-        if part in GPU_CAPACITY_PARTS and committed > 0:
-            option = replace(option, assumptions=option.assumptions + (
-                f"{committed:.0%} of GPU compute is under a commitment: the saving "
-                "on that capacity starts when the commitment ends",))
-        options.append(option)
+        options.append(option)  # audit/plan.py says what of its saving lies on committed capacity
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         [spec for spec, _ in merged_catalogue(case.option_overrides, case.path)], committed,

@@ -15,9 +15,12 @@ MISSING = {
                 "counters; the profile bundle reader does not hand the sweep to the audit yet",
     "fusion": "needs the memory-bound chains' bytes at the device's memory bandwidth; the kernel findings "
               "are made after the options are priced and carry no bytes",
-    "sync_host": "needs idle by host call path (issue 16)",
-    "prefix_cache": "needs the prefill cost and the measured cache hit rate (prefill / decode: issue 16)",
-    "generation_cap": "needs the decode cost and the distribution of generated tokens (prefill / decode: issue 16)",
+    "sync_host": ("a model needs the GPU idle attributed to the host code that caused it (sync drain, host compute), "
+                  "which the kernel analysis does not give yet"),
+    "prefix_cache": ("a model needs the prefill cost (model compute split into prefill and decode) and the measured "
+                     "cache hit rate, not separated yet"),
+    "generation_cap": ("a model needs the decode cost (model compute split into prefill and decode) and the distribution "
+                       "of generated tokens, not separated yet"),
 }
 #: for an option that names no model
 NO_MODEL = "no model of this option on the measured data yet: the catalogue's recoverable fraction"

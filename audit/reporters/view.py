@@ -100,6 +100,11 @@ class OptionView:
     marginal: str = "—"
     break_even: str = "—"
     deferred: str = ""
+    #: where the saving comes from (METHOD §7): "modelled" from measurements or "assumed" (the
+    #: catalogue fraction), how low / high are formed, and each input with its source
+    basis: str = ""
+    basis_note: str = ""
+    inputs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -441,7 +446,15 @@ def _option(o: dict, m) -> OptionView:
         target=wording.option_target(o.get("acts_on") or ""),
         who=plan_view.who(o), marginal=plan_view.marginal(o, m), break_even=plan_view.break_even(o, m),
         deferred=plan_view.deferred(o, m),
+        basis=BASIS_WORDS.get(str(o.get("basis") or ""), str(o.get("basis") or "")),
+        basis_note=str(o.get("basis_note") or ""),
+        inputs=[f"{i.get('name')} {i.get('value')} ({i.get('source')})" for i in o.get("inputs") or []],
     )
+
+
+#: an option's basis (audit.json options[].basis), in words
+BASIS_WORDS = {"modelled": "Saving modelled on the measured data",
+               "assumed": "Saving assumed: the catalogue's fraction of the part"}
 
 
 def _evidence_value(value: Any) -> str:

@@ -171,8 +171,8 @@ def test_a_modelled_option_is_priced_on_its_model_not_the_fraction():
     assert option.basis == "modelled" and option.saving["expected"] == Decimal(200)
     assert option.inputs == (("x", "1", "case: x"),) and option.basis_note == "low / high: test"
     assumed = _price(spec, False, spec["acts_on"], Decimal(1000), Decimal(1), case, {spec["acts_on"]}, None,
-                     None, "needs idle by host call path (issue 16)")
-    assert assumed.basis == "assumed" and assumed.basis_note == "needs idle by host call path (issue 16)"
+                     None, "needs the GPU idle by host call path")
+    assert assumed.basis == "assumed" and assumed.basis_note == "needs the GPU idle by host call path"
     assert assumed.saving["expected"] == Decimal(1000) * Decimal(str(spec["recoverable"]["expected"]))
     assert {source for _, _, source in assumed.inputs} >= {"catalogue: audit/data/options.toml"}
 
@@ -200,7 +200,7 @@ def test_demo_models_run_where_their_evidence_exists(demo_options):
     by_id = {o["id"]: o for o in demo_options}
     assert by_id["right_size_replicas"]["basis"] == "modelled"
     assert by_id["remove_sync_points"]["basis"] == "assumed"
-    assert "issue 16" in by_id["remove_sync_points"]["basis_note"]
+    assert "host code that caused it" in by_id["remove_sync_points"]["basis_note"]
     for o in demo_options:
         if o["basis"] == "modelled" and o["monthly_saving"]:
             saving = o["monthly_saving"]
