@@ -22,6 +22,7 @@ from audit.normalised import (
     REQUEST_COUNT_COLUMNS,
     RESET_COLUMNS,
     SERVING_STATS_COLUMNS,
+    SWEEP_COLUMNS,
     TRAFFIC_COLUMNS,
     UNMEASURED_COLUMNS,
     NodeMap,
@@ -317,7 +318,7 @@ def profiles(collected: Collected) -> dict[str, ProfileSummary]:
             generated_tokens=opts.get("generated_tokens"), summary=row,
             kernels=_with_columns(frame.tables.get("kernels"), ["name", "category", "count", "total_us"]),
             categories=_with_columns(frame.tables.get("categories"), ["category", "total_us"]),
-            trace=frame.parsed)
+            trace=frame.parsed, sweep=_with_columns(frame.tables.get("sweep"), SWEEP_COLUMNS))
         out.setdefault(summary.service, summary)
     return out
 

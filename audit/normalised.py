@@ -38,6 +38,9 @@ RESET_COLUMNS = ["metric", "resets"]
 #: GPU-intervals whose every kernel-activity sample was excluded
 UNMEASURED_COLUMNS = ["node", "gpu", "uuid", "ts", "metric"]
 #: a request log's lines per interval and class (connectors.telemetry.access_log ``requests_detail``)
+#: a collector bundle's sweep points (schemas.profile.SweepPoint; connectors.profiles.bundle)
+SWEEP_COLUMNS = ["batch_size", "concurrency", "requests", "error_rate", "inferences_per_s", "latency_p50_ms",
+                 "latency_p95_ms", "latency_p99_ms", "slo_ms", "max_error_rate"]
 REQUEST_COUNT_COLUMNS = ["ts", "pod", "lines", "successful", "failed", "health_checks", "unparseable",
                          "other_paths"]
 
@@ -52,7 +55,8 @@ class ProfileSummary:
     """A service's kernel profile reduced to what the split and reconciliation need.
 
     ``trace`` is the trace the profiles connector parsed (its columns), kept for the evidence
-    stage so that no trace is parsed twice; None for a profile given as tables only.
+    stage so that no trace is parsed twice; None for a profile given as tables only. ``sweep`` is a
+    collector bundle's batch-size × concurrency sweep (``SWEEP_COLUMNS``), empty for other profiles.
     """
 
     name: str
@@ -69,6 +73,7 @@ class ProfileSummary:
     kernels: pd.DataFrame
     categories: pd.DataFrame
     trace: Trace | None = field(default=None, repr=False)
+    sweep: pd.DataFrame = field(default_factory=lambda: empty_table(SWEEP_COLUMNS), repr=False)
 
     @property
     def kernel_seconds_per_request(self) -> Decimal | None:

@@ -23,6 +23,7 @@ from audit.plan import PlanInput, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
+from audit.pricing.batching import ServiceBatch, batching, running_batch
 from audit.pricing.commitment import right_size_commitment
 from audit.pricing.packing import consolidate
 from audit.pricing.rightsize import right_size, saving_at
@@ -56,6 +57,8 @@ class RankInput:
     #: the GPU split's sums per (holder, interval) and its billed resources (the consolidation model)
     groups: Mapping[tuple[str, datetime], Group] = field(default_factory=dict)
     coverage: Mapping[str, NodeCoverage] = field(default_factory=dict)
+    #: telemetry serving stats (audit.normalised.Telemetry.serving; the batching model's running batch)
+    serving: pd.DataFrame | None = None
 
 
 @lru_cache(maxsize=1)
@@ -135,16 +138,39 @@ def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
     return right_size_commitment(given.charges[columns].to_dict("records"), given.case.start, given.case.end, ends)
 
 
+def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:
+    running = running_batch(given.serving if given.serving is not None else pd.DataFrame(), given.case.services)
+    bound = spec.get("latency_bound_ms")
+    out = []
+    for name, profile in sorted(given.profiles.items()):
+        if profile.sweep.empty:
+            continue
+        slo = profile.sweep["slo_ms"].dropna()
+        limit, source = ((float(bound), "option: latency_bound_ms") if bound is not None
+                         else (float(slo.iloc[0]), f"collector bundle slo_ms ({profile.name})") if len(slo)
+                         else (None, ""))
+        mean, where = running.get(name, (None, ""))
+        ivs = [iv for iv in given.intervals if iv.service == name]
+        cap = given.ledger.parts.get(("serving_path", "in_flight_idle", name))
+        out.append(ServiceBatch(name, profile.sweep, profile.name, mean, where, sum((iv.paid for iv in ivs), ZERO),
+                                sum((iv.paid_seconds for iv in ivs), ZERO) / 3600, cap.amount if cap else ZERO,
+                                limit, source))
+    return batching(out, str(spec.get("latency_percentile", "p95")))
+
+
 #: the catalogue's ``model`` name -> its model on the rank stage's input (audit/pricing/)
 MODELS = {"right_size": _right_size, "autoscale": _autoscale, "consolidate": _consolidate,
-          "commitment": _commitment}
+          "commitment": _commitment, "batching": _batching}
 
 
 def model_of(spec: Mapping[str, Any], given: RankInput) -> tuple[Modelled | None, str]:
-    """The option's model on the measured data, or None with the reason its saving is assumed."""
+    """The option's model on the measured data, or None with the reason its saving is assumed (a model
+    may return that reason itself, naming the piece of evidence it lacks)."""
     name = spec.get("model")
     run = MODELS.get(name or "")
     found = run(spec, given) if run else None
+    if isinstance(found, str):
+        return None, found
     return found, assumed.reason(name)
 
 

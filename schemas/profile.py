@@ -34,3 +34,19 @@ class CategoryTime(pa.DataFrameModel):
 
     category: Series[str]
     total_us: Series[float] = pa.Field(ge=0)
+
+
+class SweepPoint(pa.DataFrameModel):
+    """One point of a collector bundle's sweep (profile.json ``sweep``): throughput and latency at one
+    (batch size, concurrency); ``slo_ms`` is the latency bound the collector ran under (null: none)."""
+
+    batch_size: Series[int] = pa.Field(ge=1)
+    concurrency: Series[int] = pa.Field(ge=1)
+    requests: Series[int] = pa.Field(ge=0)
+    error_rate: Series[float] = pa.Field(ge=0, le=1, nullable=True)
+    inferences_per_s: Series[float] = pa.Field(ge=0, nullable=True)
+    latency_p50_ms: Series[float] = pa.Field(ge=0, nullable=True)
+    latency_p95_ms: Series[float] = pa.Field(ge=0, nullable=True)
+    latency_p99_ms: Series[float] = pa.Field(ge=0, nullable=True)
+    slo_ms: Series[float] = pa.Field(gt=0, nullable=True)
+    max_error_rate: Series[float] = pa.Field(ge=0, le=1, nullable=True)

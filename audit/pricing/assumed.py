@@ -11,8 +11,8 @@ MISSING = {
     "consolidate": "no unallocated GPU lies on nodes of a known instance type with GPUs per instance",
     "autoscale": "no service has a measured serving split to replay, or the option states no policy",
     "commitment": "no billing line shows usage a commitment covered with its list cost (the discount)",
-    "batching": "needs the collector's batch-size sweep (a profile bundle) against the servers' batch "
-                "counters; the profile bundle reader does not hand the sweep to the audit yet",
+    "batching": "no service's profile is a collector bundle with a batch-size sweep (profile.json sweep) to "
+                "set against the servers' running batch (vllm:num_requests_running)",
     "fusion": "needs the memory-bound chains' bytes at the device's memory bandwidth; the kernel findings "
               "are made after the options are priced and carry no bytes",
     "sync_host": ("a model needs the GPU idle attributed to the host code that caused it (sync drain, host compute), "
