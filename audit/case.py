@@ -42,7 +42,10 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SCOPE_KEYS = {"accounts", "services", "tags"}
-OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title"}
+OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title",
+               # the option models' own inputs (audit/pricing): the autoscaling policy, the batching bound
+               "scale_reaction", "target_utilisation", "latency_bound_ms", "latency_percentile"}
+LATENCY_PERCENTILES = ("p50", "p95", "p99")
 SOURCE_KINDS = ("billing", "telemetry", "profiles")
 MAX_CASE_BYTES = 4 << 20
 """Largest case.toml read (a case is a page of settings; 4 MiB is far beyond any)."""
@@ -411,5 +414,33 @@ def _options(raw, problems) -> dict[str, dict]:
         if "id" not in entry:
             problems.append(f"{where}: needs 'id' (a catalogue option id)")
             continue
-        out[str(entry["id"])] = dict(entry)
+        out[str(entry["id"])] = dict(entry, **_model_inputs(entry, where, problems))
+    return out
+
+
+def _model_inputs(entry: dict, where: str, problems: list[str]) -> dict:
+    """An option's model inputs, checked: scale_reaction (a duration, as seconds), target_utilisation
+    (0.01–1), latency_bound_ms (> 0), latency_percentile (p50, p95 or p99)."""
+    out: dict = {}
+    if "scale_reaction" in entry:
+        seconds = _duration(entry, "scale_reaction", None, where, problems)
+        if seconds is not None:
+            out["scale_reaction"] = seconds
+    for key, low, high in (("target_utilisation", Decimal("0.01"), Decimal(1)),
+                           ("latency_bound_ms", Decimal("0.001"), Decimal(10) ** 9)):
+        if key in entry:
+            value = entry[key]
+            try:
+                number = Decimal(str(value)) if isinstance(value, (int, float, str)) and not isinstance(value, bool) \
+                    else None
+            except InvalidOperation:
+                number = None
+            if number is None or not number.is_finite() or not low <= number <= high:
+                problems.append(f"{where}.{key}: expected a number from {low} to {high:,}, got {shown(value)}")
+            else:
+                out[key] = number
+    percentile = entry.get("latency_percentile")
+    if percentile is not None and percentile not in LATENCY_PERCENTILES:
+        problems.append(f"{where}.latency_percentile: expected one of {', '.join(LATENCY_PERCENTILES)}, "
+                        f"got {shown(percentile)}")
     return out

@@ -205,3 +205,27 @@ def test_demo_models_run_where_their_evidence_exists(demo_options):
         if o["basis"] == "modelled" and o["monthly_saving"]:
             saving = o["monthly_saving"]
             assert Decimal(saving["low"]) <= Decimal(saving["expected"]) <= Decimal(saving["high"]), o["id"]
+
+
+def test_a_case_sets_the_models_own_inputs_and_bad_ones_are_named(tmp_path):
+    """[[options]] may set the autoscaling policy and the batching bound (checked, durations in seconds)."""
+    import shutil
+
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    from tests.paths import FIXTURES
+
+    case = tmp_path / "case"
+    shutil.copytree(FIXTURES / "wa_labs_efficiency", case)
+    base = (case / "case.toml").read_text()
+    (case / "case.toml").write_text(base + '\n[[options]]\nid = "autoscaling_policy"\nscale_reaction = "15m"\n'
+                                    'target_utilisation = 0.85\nlatency_bound_ms = 250\nlatency_percentile = "p99"\n')
+    override = load_case(case).option_overrides["autoscaling_policy"]
+    assert override["scale_reaction"] == 900 and override["target_utilisation"] == Decimal("0.85")
+    assert override["latency_bound_ms"] == Decimal(250) and override["latency_percentile"] == "p99"
+    (case / "case.toml").write_text(base + '\n[[options]]\nid = "batching_limits"\ntarget_utilisation = 1.5\n'
+                                    'latency_percentile = "p90"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_case(case)
+    text = str(caught.value)
+    assert "target_utilisation: expected a number from 0.01 to 1" in text and "one of p50, p95, p99" in text
