@@ -102,3 +102,16 @@ def test_demo_pdf_page_one_shows_audit_figures(audit, tmp_path):
     for bucket in ("model_compute", "serving_path", "platform_overhead", "unattributed"):
         assert f"${Decimal(audit['buckets'][bucket]['amount']):,.2f}" in page1, bucket
     assert audit["reconciliation"]["verdict"] in page1
+
+
+def test_demo_page_one_is_one_page(audit, tmp_path):
+    """Page 1's top options keep one line each (clipped; the options section has the full title): the
+    demo's third option wrapped and pushed the glossary onto a page of its own."""
+    import subprocess
+
+    from audit.render import render
+    render(audit, tmp_path, ["pdf"])
+    pages = [subprocess.run(["pdftotext", "-f", str(n), "-l", str(n), "-layout", str(tmp_path / "report.pdf"), "-"],
+                            capture_output=True, text=True, check=True).stdout for n in (1, 2)]
+    assert "Terms." in pages[0] and "payback: one-off cost" in pages[0]
+    assert "Terms." not in pages[1] and "one-off cost + monthly saving" not in pages[1]

@@ -196,3 +196,4 @@ def test_page_one_shows_a_few_measurements_per_bucket_and_counts_the_rest():
     assert shown == ["invoice lines (bill-0): data transfer out", "invoice lines (bill-1): data transfer out",
                      "and 3 more measurements (Evidence appendix: bucket parts)"]
     assert len(wording.bucket_sources(parts[:3], "effective")) == 3
+
