@@ -9,7 +9,9 @@ from collections import defaultdict
 from decimal import Decimal
 
 from audit import __version__
+from audit import audit_json_review as review
 from audit import audit_json_units as units
+from audit.audit_json_months import months_section
 from audit.bridge import bridge
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
@@ -23,6 +25,7 @@ from schemas.billing import line_total
 from schemas.secrets import mask_url, redact
 
 FORMAT_VERSION = 1  # 1: first published layout
+METHOD_VERSION = review.METHOD_VERSION
 
 
 def _iso(moment) -> str | None:
@@ -38,20 +41,22 @@ def to_dict(result: AuditResult) -> dict:
     case = result.case
     total = result.reconciliation.conservation.parts_total
     all_amounts = basis_amount(result.lines, case.cost_basis)
-    buckets = _buckets(result, total)
+    months = months_section(result)
+    headline = cents(total) if months is None else Decimal(months["quarter"]["total"])
+    buckets = _buckets(result, headline, None if months is None else months["quarter"]["buckets"])
     return {
-        "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__},
+        "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__, "method": METHOD_VERSION},
         "case": case.name,
         "window": {"start": _iso(case.start), "end": _iso(case.end), "days": fmt(case.days, 2)},
         "currency": case.currency,
         "cost_basis": case.cost_basis,
-        "total": str(cents(total)),
+        "total": str(headline),
         "invoice_total": str(cents(dsum(result.lines["billed_cost"]))),
         "outside_scope": _outside(result, all_amounts),
         "bridge": _bridge(result),
         "buckets": buckets,
         "classes": _classes(result),
-        "services": units.services(result),
+        "services": _services(result),
         "allocation": units.allocation(result),
         "reconciliation": _reconciliation(result),
         "coverage": _coverage(result),
@@ -63,12 +68,21 @@ def to_dict(result: AuditResult) -> dict:
         "profiles": _profiles(result),
         "options": [_option(o, result) for o in result.options],
         "plan": _plan(result),
-        "findings": [_finding(f) for f in result.evidence.findings],
+        "findings": [_finding(f, i) for f, i in zip(result.evidence.findings,
+                                                    review.finding_ids(result.evidence.findings))],
         "sources": _sources(result),
         "commitments": _commitments(result),
         "notes": _notes(result),
         "fit": _fit(result),
+        **review.review_fields(result, headline),
+        "months": months,
     }
+
+
+def _services(result) -> dict:
+    """audit.json ``services`` (audit/audit_json_units.py) with each service's components and days."""
+    extra = review.service_fields(result)
+    return {name: {**entry, **extra.get(name, {})} for name, entry in units.services(result).items()}
 
 
 def _fit(result) -> list[dict]:
@@ -90,11 +104,14 @@ def _commitments(result) -> list[dict]:
             for c in result.commitments]
 
 
-def _buckets(result, total: Decimal) -> dict:
+def _buckets(result, total: Decimal, given: dict | None = None) -> dict:
+    """Bucket amounts by largest remainder to ``total`` (cents), or ``given`` (the sums of the rounded
+    months); parts rounded by largest remainder to their bucket's amount."""
     raw: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for p in result.ledger.parts.values():
         raw[p.bucket] += p.amount
-    rounded = largest_remainder({b: raw[b] for b in BUCKETS}, cents(total))
+    rounded = ({b: Decimal(given[b]) for b in BUCKETS} if given is not None
+               else largest_remainder({b: raw[b] for b in BUCKETS}, total))
     out = {}
     for bucket in BUCKETS:
         parts = [p for p in result.ledger.parts.values() if p.bucket == bucket]
@@ -103,8 +120,9 @@ def _buckets(result, total: Decimal) -> dict:
         part_cents = largest_remainder(keys, rounded[bucket]) if parts else {}
         out[bucket] = {
             "amount": str(rounded[bucket]),
-            "share": share(rounded[bucket], cents(total)),
-            "parts": [{"name": p.name, "service": p.service, "amount": str(part_cents[str(i)]),
+            "share": share(rounded[bucket], total),
+            "parts": [{"id": review.part_id(bucket, p.name, p.service), "name": p.name, "service": p.service,
+                       "amount": str(part_cents[str(i)]),
                        "gpu_hours": _hours(p.gpu_seconds), "source": "; ".join(sorted(p.sources)) or None,
                        "reason": p.reason} for i, p in enumerate(parts)],
         }
@@ -266,12 +284,13 @@ def _profiles(result) -> list[dict]:
     return out
 
 
-def _finding(found: KernelFinding) -> dict:
+def _finding(found: KernelFinding, stable_id: str) -> dict:
     """A kernel-level finding with its cost: share of the profile's GPU time × the cost of the part
-    it lies in. Findings explain the buckets and never add to them (METHOD §6)."""
+    it lies in. Findings explain the buckets and never add to them (METHOD §6). ``id`` is its stable
+    id (audit/audit_json_review.py), ``kind`` the analyser's rule."""
     finding, service = found.finding, found.service
     cost = None if found.cost is None else cents(found.cost)
-    return {**finding, "service": service, "profile": found.profile,
+    return {**finding, "id": stable_id, "kind": finding.get("id"), "service": service, "profile": found.profile,
             "cost": None if cost is None else str(cost), "price_per_gpu_hour": None,
             "profile_cost": None,
             "reason": None if cost is not None else
@@ -289,7 +308,8 @@ def _option(o: Option, result) -> dict:
             "monthly_saving": bands(o.saving), "one_off_cost": bands(o.cost),
             "payback_months": bands(o.payback, 2), "effort_hours": bands(o.effort, 1),
             "assumptions": list(o.assumptions), "overridden": o.overridden, "reason": o.reason,
-            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())], **_planned(o),
+            "evidence": [dict(e) for e in result.evidence.for_options.get(o.id, ())],
+            "by_service": review.by_service(o), **_planned(o),
             **_basis(o)}
 
 

@@ -15,9 +15,11 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
     Allocation,
     Rule,
     Service,
+    Shipped,
     parse_allocation,
     parse_rules,
     parse_services,
+    parse_shipped,
     unknown_keys,
 )
 from audit.errors import ConfigError
@@ -32,7 +34,7 @@ CASE_KEYS = {"name", "window", "currency", "cost_basis", "tolerance", "step",
              "target_utilisation", "loaded_rate"} | {"horizon_months", "loaded_rate_range",
                                                      "target_utilisation_range", "owner_tag"}
 TOP_KEYS = {"case", "billing", "telemetry", "profiles", "services", "scope", "rules", "nodes", "options",
-            "allocation"}
+            "allocation", "shipped"}
 SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                # connector options: object stores, warehouses, export views, request logs
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
@@ -93,6 +95,8 @@ class Case:
     loaded_rate_range: tuple[Decimal, Decimal] | None = None
     target_utilisation_range: tuple[Decimal, Decimal] | None = None
     owner_tag: str | None = None
+    #: options that shipped ([[shipped]], METHOD §10), for a later review
+    shipped: tuple[Shipped, ...] = ()
 
     @property
     def folder(self) -> Path:
@@ -213,6 +217,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     nodes = _nodes(raw.get("nodes", {}), problems)
     overrides = _options(_tables(raw.get("options", []), "[[options]]", problems), problems)
     planning = _plan_keys(head, problems)
+    shipped = parse_shipped(_tables(raw.get("shipped", []), "[[shipped]]", problems), services, _utc, problems)
     if problems:
         return None
     return Case(path=path, name=str(name), start=start, end=end,
@@ -220,7 +225,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
                 target_utilisation=target, loaded_rate=rate, sources=tuple(sources),
                 services=MappingProxyType(services), scope=MappingProxyType(scope), rules=tuple(rules),
                 nodes=MappingProxyType(nodes), option_overrides=MappingProxyType(overrides),
-                allocation=allocation, **planning)
+                allocation=allocation, shipped=tuple(shipped), **planning)
 
 
 def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -22,6 +23,7 @@ SERVICE_KEYS = SERVICE_MATCH_KEYS | SERVICE_CLAIM_KEYS | {"gpus_per_replica", "m
                                                                   "owner"}
 RULE_KEYS = {"when", "class", "reason", "service"}
 ALLOCATION_KEYS = {"key", "weights"}
+SHIPPED_KEYS = {"option", "service", "date", "note"}
 #: METHOD §4's allocation keys for shared cost
 ALLOCATION_BASES = ("gpu_cost", "requests", "owned_cost", "weights")
 CLASSES = {"gpu_compute", "serving_compute", "serving_network", "egress", "observability",
@@ -230,3 +232,51 @@ def _weights(raw, services: Mapping[str, Service], problems: list[str]) -> dict[
             continue
         out[str(name)] = weight
     return out
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """An option that shipped (``[[shipped]]``, METHOD §10): its catalogue id, the service it acted on and
+    when it shipped (UTC); a later review measures its realised saving against the earlier projection."""
+
+    option: str
+    service: str
+    date: datetime
+    note: str | None = None
+
+
+def parse_shipped(raw: list[tuple[int, dict]], services: Mapping[str, Service], utc,
+                  problems: list[str]) -> list[Shipped]:
+    """``[[shipped]]`` entries in file order; ``utc(value)`` reads an ISO date or datetime as UTC (a
+    ValueError names what it expected). The option id is not checked here: only the review knows the
+    earlier audit's options."""
+    out = []
+    for i, entry in raw:
+        where = f"[[shipped]] #{i}"
+        unknown_keys(entry, SHIPPED_KEYS, where, problems)
+        option, note = entry.get("option"), entry.get("note")
+        if not isinstance(option, str) or not option.strip():
+            problems.append(f"{where}.option: expected an option id such as 'right_size_replicas', got {shown(option)}")
+        if note is not None and not isinstance(note, str):
+            problems.append(f"{where}.note: expected a string, got {shown(note)}")
+        service = _shipped_service(entry.get("service"), services, where, problems)
+        date = None
+        if "date" not in entry:
+            problems.append(f"{where}: needs 'date' (when it shipped: an ISO date such as 2026-08-15, UTC)")
+        else:
+            try:
+                date = utc(entry["date"])
+            except ValueError as exc:
+                problems.append(f"{where}.date: {exc}")
+        if isinstance(option, str) and option.strip() and service and date is not None:
+            out.append(Shipped(option.strip(), service, date, note if isinstance(note, str) else None))
+    return out
+
+
+def _shipped_service(name, services: Mapping[str, Service], where: str, problems: list[str]) -> str | None:
+    if isinstance(name, str) and name in services:
+        return name
+    near = difflib.get_close_matches(str(name), sorted(services), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else f"; declared: {', '.join(sorted(services)) or 'none'}"
+    problems.append(f"{where}.service: {shown(name)} is not a declared [services] entry{hint}")
+    return None

@@ -80,6 +80,8 @@ class SharedSplit:
     pool: Decimal
     unallocated: Decimal
     weights: Mapping[str, Decimal]
+    #: service -> shared part name -> its share of that part (share × part / pool; they sum to its share)
+    by_part: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class Option:
     basis_note: str | None = None
     #: where the saving starts at a commitment's end: that end, when the billing names it
     commitment_end: datetime | None = None
+    #: service -> low / expected / high monthly saving, where the model replays per service (right-size)
+    by_service: Mapping[str, Bands] | None = None
     # --- end of the pricing block ---
 
     @property
@@ -282,6 +286,9 @@ class AuditResult:
     fit: Fit = Fit()
     #: how shared cost was split over services (audit/unit_costs.py)
     shared: SharedSplit | None = None
+    #: each calendar month of a window that spans two or more, audited as a sub-window on the same
+    #: reading of the sources (audit/pipeline.py; METHOD §10); () for a window inside one month
+    months: tuple[AuditResult, ...] = ()
 
     @property
     def commitments(self) -> tuple[Commitment, ...]:

@@ -9,7 +9,7 @@ to requests, then to equal shares) and what of its cost stayed unattributed.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Mapping, Sequence
@@ -133,9 +133,25 @@ def unit_costs(ledger: Ledger, intervals: Sequence[ServiceInterval], services: M
     split = shared_split(allocation or Allocation(), list(services), pool,
                          key_values(intervals, traffic, own, allocation or Allocation()))
     shares = dict(zip(split.weights, split_evenly(pool - split.unallocated, list(split.weights.values()))))
+    split = replace(split, by_part=shared_by_part(ledger, pool, shares))
     costs = {s: UnitCost(s, own[s], shares.get(s, ZERO), unattributed[s], dict(by_bucket[s]), traffic.get(s), lines[s])
              for s in services}
     return costs, split
+
+
+def shared_by_part(ledger: Ledger, pool: Decimal, shares: Mapping[str, Decimal]) -> dict[str, dict[str, Decimal]]:
+    """Each service's share of each shared part: share × part / pool, the last part taking the rest so
+    that a service's parts sum exactly to its share (audit.json ``components``, METHOD §10)."""
+    parts = sorted((p.name, p.amount) for p in ledger.parts.values()
+                   if p.service is None and (p.bucket, p.name) in SHARED_PARTS and p.amount)
+    out: dict[str, dict[str, Decimal]] = {}
+    for service, taken in shares.items():
+        if not parts or pool == 0:
+            continue
+        each = {name: taken * amount / pool for name, amount in parts}
+        each[parts[-1][0]] = taken - sum((v for n, v in each.items() if n != parts[-1][0]), ZERO)
+        out[service] = each
+    return out
 
 
 #: ledger parts that hold whole billing lines (a service owns them by a rule or a claim)

@@ -1,0 +1,71 @@
+"""audit.json ``months``: each calendar month of a window that spans two or more, audited as a
+sub-window on the same reading of the sources (audit/pipeline.py, METHOD §10).
+
+Each month is rounded on its own (its total to the cent, its buckets by largest remainder to that
+total); the quarter's figures are the sums of the rounded months, and the audit's headline total and
+bucket amounts are those sums, so that the quarter and the headline agree to the cent.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from audit.buckets import BUCKETS
+from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
+from audit.result import AuditResult
+
+UNIT_PLACES = 6
+NOTE = "the quarter's figures are the sums of the rounded months"
+
+
+def _iso(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def months_section(result: AuditResult) -> dict[str, Any] | None:
+    """The months and the quarter (their sums); None when the window lies inside one calendar month."""
+    if not result.months:
+        return None
+    months = [month_entry(m) for m in result.months]
+    services = sorted({name for m in months for name in m["services"]})
+    quarter = {
+        "total": str(dsum(Decimal(m["total"]) for m in months)),
+        "buckets": {b: str(dsum(Decimal(m["buckets"][b]) for m in months)) for b in BUCKETS},
+        "services": {name: _quarter_service([m["services"].get(name) for m in months]) for name in services},
+    }
+    return {"months": months, "quarter": quarter, "note": NOTE}
+
+
+def month_entry(month: AuditResult) -> dict[str, Any]:
+    """One month: its window, total, buckets and shares, unit costs per service and coverage."""
+    total = cents(month.reconciliation.conservation.parts_total)
+    raw = {b: ZERO for b in BUCKETS}
+    for part in month.ledger.parts.values():
+        raw[part.bucket] += part.amount
+    buckets = largest_remainder(raw, total)
+    paid = dsum(c.paid_seconds for c in month.coverage.values())
+    seen = dsum(c.observed_seconds for c in month.coverage.values())
+    return {"month": month.case.start.strftime("%Y-%m"),
+            "window": {"start": _iso(month.case.start), "end": _iso(month.case.end)},
+            "total": str(total), "buckets": {b: str(buckets[b]) for b in BUCKETS},
+            "shares": {b: share(buckets[b], total) for b in BUCKETS},
+            "services": {name: _service(uc) for name, uc in sorted(month.unit_costs.items())},
+            "coverage": {"gpu_hours_paid": fmt(paid / 3600, 2), "gpu_hours_observed": fmt(seen / 3600, 2),
+                         "share": share(seen, paid)}}
+
+
+def _service(uc) -> dict[str, Any]:
+    full = uc.own + uc.shared
+    t = uc.traffic
+    requests = int(t.requests) if t is not None else None
+    tokens = int(t.prompt_tokens + t.generated_tokens) if t is not None else None
+    return {"total_cost": str(cents(full)), "requests": requests,
+            "cost_per_1k_requests": fmt(full * 1000 / requests, UNIT_PLACES) if requests else None,
+            "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, UNIT_PLACES) if tokens else None}
+
+
+def _quarter_service(entries: list[dict[str, Any] | None]) -> dict[str, Any]:
+    present = [e for e in entries if e is not None]
+    counted = [e["requests"] for e in present if e["requests"] is not None]
+    return {"total_cost": str(dsum(Decimal(e["total_cost"]) for e in present)),
+            "requests": sum(counted) if counted else None}
