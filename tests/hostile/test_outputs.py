@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import audit.render as render_module
+import audit.reporters.atomic as atomic_module
 from audit.cli import app
 from audit.cli.interrupts import Interrupted, interruptible
 from audit.cli.run import folder_name
@@ -42,7 +42,7 @@ def sample() -> dict:
 def swap_kind(request, monkeypatch):
     """Each swap test runs with renameat2(RENAME_EXCHANGE) and with the two-rename fallback."""
     if request.param == "two renames":
-        monkeypatch.setattr(render_module, "exchange", lambda first, second: False)
+        monkeypatch.setattr(atomic_module, "exchange", lambda first, second: False)
     return request.param
 
 
@@ -103,7 +103,7 @@ def test_a_failure_into_a_new_folder_leaves_no_folder(tmp_path, sample, monkeypa
 
 
 def test_a_failing_second_rename_puts_the_old_folder_back(tmp_path, sample, monkeypatch):
-    monkeypatch.setattr(render_module, "exchange", lambda first, second: False)
+    monkeypatch.setattr(atomic_module, "exchange", lambda first, second: False)
     out = previous_output(tmp_path / "out")
     before = snapshot(out)
     real_rename = os.rename
