@@ -51,6 +51,7 @@ class StepView:
     service: str
     amount: str
     negative: bool
+    positive: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class PairView:
     appeared: list[dict[str, str]]
     vanished: list[dict[str, str]]
     realised: list[RealisedView]
+    #: the steps that moved most money, largest first (page 1 names them in words)
+    largest: list[StepView] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,10 @@ class ReviewModel:
 
     @property
     def window(self) -> str:
-        return f"{self.audits[0].window} to {self.audits[-1].window}" if self.audits else ""
+        """The span the audits cover: the first one's start to the last one's end."""
+        if not self.audits:
+            return ""
+        return f"{self.audits[0].window.split(' – ')[0]} – {self.audits[-1].window.split(' – ')[-1]}"
 
 
 def build_review_model(document: dict) -> ReviewModel:
@@ -146,6 +152,8 @@ def _pair(p: dict, audits: list[dict], cur: str) -> PairView:
     if change is not None and change > 0:
         pct = "+" + pct
     lines = p.get("lines") or {}
+    raw = [s for s in (bridge or {}).get("steps") or [] if to_decimal(s.get("amount"))]
+    raw.sort(key=lambda s: -abs(to_decimal(s.get("amount")) or Decimal(0)))
     return PairView(
         title=f"{earlier.case} → {later.case}", earlier=earlier, later=later,
         comparable=bool(p.get("comparable")), reasons=[str(r) for r in p.get("reasons") or []],
@@ -155,7 +163,7 @@ def _pair(p: dict, audits: list[dict], cur: str) -> PairView:
         threshold=money(lines.get("threshold"), cur) if lines.get("threshold") is not None else "",
         appeared=[_line(x, cur) for x in lines.get("appeared") or []],
         vanished=[_line(x, cur) for x in lines.get("vanished") or []],
-        realised=[_realised(r, cur) for r in p.get("realised") or []])
+        realised=[_realised(r, cur) for r in p.get("realised") or []], largest=[_step(s, cur) for s in raw[:3]])
 
 
 def _at(items: list[dict], index: Any) -> dict:
@@ -177,7 +185,7 @@ def _step(s: dict, cur: str) -> StepView:
     text = str(s.get("label") or (f"{service}: {KIND_WORDS.get(kind, kind)}" if service else KIND_WORDS.get(kind, kind)))
     amount = to_decimal(s.get("amount"))
     return StepView(kind, KIND_WORDS.get(kind, label(kind)), text, service, signed(s.get("amount"), cur),
-                    amount is not None and amount < 0)
+                    amount is not None and amount < 0, amount is not None and amount > 0)
 
 
 def _service(s: dict, cur: str) -> dict[str, Any]:

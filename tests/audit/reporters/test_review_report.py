@@ -217,3 +217,15 @@ def test_a_second_review_replaces_the_first_whole(tmp_path):
     render_review(doc, out, ["json"])
     assert sorted(p.name for p in out.iterdir()) == ["review.json"]
     assert json.loads((out / "review.json").read_text())["notes"] == ["second run"]
+
+
+@pytest.mark.parametrize("width", (375, 1280))
+def test_the_review_page_has_no_horizontal_overflow(tmp_path, width):
+    """The audit report's Chromium check (tests/audit/reporters/test_html_widths.py) on the review."""
+    from tests.audit.reporters.test_html_widths import measure
+
+    out = tmp_path / "review"
+    render_review(hostile_document(), out, ["html"])
+    found = measure(out / "review.html", width, tmp_path / "profile")
+    assert found["viewport"] == width and found["page_width"] <= width, found
+    assert found["count"] == 0, json.dumps(found["overflowing"], indent=1)
