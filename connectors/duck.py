@@ -1,14 +1,18 @@
 """DuckDB helpers the connectors share: the session, SQL quoting, results as pandas, messages.
 
 Every connector that reads through DuckDB opens its connection with :func:`session` (or calls
-:func:`prepare` on one of its own): UTC, file order kept. Values go into SQL text through
+:func:`prepare` on one of its own): UTC, file order kept, a memory limit and a spill folder under the
+cache (:func:`bound`: ``$COSTAUDIT_DUCKDB_MEMORY``, default 4 GB or half the machine's memory if that is
+less; spill files in ``$COSTAUDIT_CACHE/duckdb-tmp``, never the working directory). Values go into SQL text through
 :func:`quote_ident` / :func:`quote_text` only. Errors are collected, at most ``MAX_ERRORS`` of a
 kind, and raised together by :func:`raise_all`.
 """
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -27,9 +31,49 @@ def session():
 
 
 def prepare(con) -> None:
-    """Session settings every FOCUS read relies on (UTC, file order kept)."""
+    """Session settings every FOCUS read relies on (UTC, file order kept), within :func:`bound`."""
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET preserve_insertion_order = true")
+    bound(con)
+
+
+def bound(con, memory_limit: str | None = None) -> None:
+    """A memory limit and a spill folder under the cache for a DuckDB session (never the cwd)."""
+    con.execute(f"SET memory_limit = {quote_text(memory_limit or default_memory_limit())}")
+    folder = spill_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    con.execute(f"SET temp_directory = {quote_text(str(folder))}")
+
+
+def default_memory_limit() -> str:
+    """``$COSTAUDIT_DUCKDB_MEMORY``, else 4 GB, or half the physical memory where that is less."""
+    given = os.environ.get("COSTAUDIT_DUCKDB_MEMORY")
+    if given:
+        return given
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "4GB"
+    return f"{max(256, min(4096, physical // 2 // 2**20))}MB"
+
+
+def spill_folder() -> Path:
+    """Where DuckDB writes what does not fit: ``$COSTAUDIT_CACHE/duckdb-tmp``, else
+    ``$XDG_CACHE_HOME/costaudit/duckdb-tmp`` (``~/.cache/costaudit/duckdb-tmp``)."""
+    base = os.environ.get("COSTAUDIT_CACHE")
+    if base:
+        return Path(base) / "duckdb-tmp"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "costaudit" / "duckdb-tmp"
+
+
+def spilled_bytes(con) -> int:
+    """Bytes the session holds in spill files now (0 when nothing spilled)."""
+    try:
+        rows = con.execute("SELECT coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchall()
+    except duckdb.Error:
+        return 0
+    return int(rows[0][0]) if rows else 0
 
 
 def quote_ident(name: str) -> str:

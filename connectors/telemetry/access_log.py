@@ -41,7 +41,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.bounds import EITHER, shown
-from connectors.duck import MAX_ERRORS, first_line, quote_ident, quote_text, raise_all, utc_text
+from connectors.duck import MAX_ERRORS, bound, first_line, quote_ident, quote_text, raise_all, utc_text
 from connectors.errors import InputError
 from schemas.serving import ServiceTraffic
 
@@ -75,6 +75,7 @@ class AccessLogConnector(Connector):
         """Load the log into table ``req``, classify every line and count per interval."""
         with duckdb.connect(":memory:") as con:
             con.execute("SET TimeZone = 'UTC'")
+            bound(con)
             if self.path.is_file() and self.path.name.lower().endswith(".parquet"):
                 load_parquet(con, self.path)
             else:
