@@ -29,9 +29,10 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     resources = sorted({str(r) for r in lines["resource_id"].astype(str) if r})
     out: list[Misfit] = []
     for service in claimants:
-        found = _claimed(service, tags, resources)
-        out.extend(_claim_misfits(service, tags, resources))
-        if not found and not service.match and service.name not in logs:
+        tags_hit = _tags_claim_lines(service, tags)
+        resource_hits = {p: any(matches(p, r) for r in resources) for p in service.resource_ids}
+        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits))
+        if not tags_hit and not any(resource_hits.values()) and not service.match and service.name not in logs:
             subject = f"service {text(service.name)}"
             out.append(Misfit("service_unmatched", subject,
                               f"{subject} matches nothing in the data: it has no telemetry matchers, its claims "
@@ -39,17 +40,18 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     return out
 
 
-def _claimed(service: Service, tags: list[Mapping], resources: list[str]) -> bool:
-    """Whether any line is claimed by the service's tags (all must hold) or resource ids (any)."""
-    if service.tags and any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
-        return True
-    return any(matches(p, r) for p in service.resource_ids for r in resources)
+def _tags_claim_lines(service: Service, tags: list[Mapping]) -> bool:
+    """Whether some line carries every tag the service claims (False when it claims none)."""
+    return bool(service.tags) and any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items())
+                                      for t in tags)
 
 
-def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str]) -> list[Misfit]:
+def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str], tags_hit: bool,
+                   resource_hits: Mapping[str, bool]) -> list[Misfit]:
+    """A misfit per claim that matched no line (each claim evaluated once, by the caller)."""
     subject = f"service {text(service.name)}"
     out = []
-    if service.tags and not any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()) for t in tags):
+    if service.tags and not tags_hit:
         keys = {str(k) for t in tags for k in t}
         for key, pattern in service.tags.items():
             if key not in keys:
@@ -62,7 +64,7 @@ def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str]) 
                               f"{subject}: tags claim {text(key)} = \"{text(pattern)}\" matches no billing line; "
                               f"{present}", tuple(text(v) for v in near[:LISTED])))
     for pattern in service.resource_ids:
-        if not any(matches(pattern, r) for r in resources):
+        if not resource_hits[pattern]:
             near = nearest(pattern, resources)
             out.append(Misfit("service_claim", subject,
                               f"{subject}: resource_ids claim \"{text(pattern)}\" matches no billing line; "
