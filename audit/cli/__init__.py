@@ -1,8 +1,8 @@
 """The costaudit command line: one module per command, each a thin layer over an API function.
 
 ``run`` / ``validate`` (audit/cli/run.py), ``whatif`` (whatif.py), ``init`` (init.py), ``billing``
-(billing.py), ``trace`` (trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``connectors``
-(formats.py). Errors
+(billing.py), ``trace`` (trace.py), ``collect`` (collect.py), ``compare`` (compare.py), ``review``
+(review.py), ``connectors`` (formats.py). Errors
 become one line on stderr and an exit code (audit/cli/common.py). Nothing heavy is imported at
 start-up: pandas, DuckDB, torch and weasyprint load inside the commands that need them.
 
@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from audit.cli import billing, collect, compare, formats, init, run, trace, whatif
+from audit.cli import billing, collect, compare, formats, init, review, run, trace, whatif
 from audit.cli.common import INPUT_ERROR, NOT_RECONCILED, OK  # noqa: F401  (the exit codes, for callers)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -31,6 +31,7 @@ app.command()(trace.trace)
 app.command()(formats.connectors)
 app.command("collect")(collect.collect_command)
 app.command("compare")(compare.compare_command)
+app.command("review")(review.review)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -1,0 +1,210 @@
+"""Realised savings of the options that shipped between two audits (METHOD §10).
+
+For a shipped option acting on part P ("bucket.name") of service s, from the later audit's
+``services[s].daily``: x_before, x_after = P's GPU-seconds (its cost where the part has no
+seconds) per request over the days before / from the ship date; p_after = P's cost ÷ its
+GPU-seconds from the ship date; Q_after = the requests from the ship date × 30.4375 ÷ those days.
+Realised monthly saving = (x_before − x_after) · p_after · Q_after: price changes and volume are
+not credited to the option. A day the ship moment falls inside (a ship time that is not midnight
+UTC) is left out of both sides. The projection is the earlier audit's option with that id:
+``by_service[s]`` where it has one, else ``monthly_saving``; ahead (above its high), on track
+(low to high) or behind (below its low).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from fractions import Fraction
+from typing import Any
+
+from audit.money import cents, fmt
+from audit.review.effects import to_decimal
+from audit.review.load import Audit, fraction_of
+from audit.review.words import count, percent
+
+MONTH_DAYS = Fraction("30.4375")
+DAY = timedelta(days=1)
+
+
+@dataclass
+class Side:
+    """The part's daily figures summed over one side of the ship date."""
+
+    days: int = 0
+    requests: Fraction = Fraction(0)
+    quantity: Fraction = Fraction(0)
+    cost: Fraction = Fraction(0)
+
+    def per_request(self) -> Fraction | None:
+        return self.quantity / self.requests if self.requests else None
+
+
+def ship_moment(text: str) -> datetime | None:
+    """The ship date (ISO date or datetime, UTC) as an aware datetime, None if it is not one."""
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), timezone.utc)
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def realised(earlier: Audit, later: Audit) -> list[dict]:
+    """One entry per ``shipped`` option of the later audit."""
+    shipped = later.get("shipped", default=None) or []
+    return [_one(earlier, later, entry if isinstance(entry, dict) else {}, i) for i, entry in enumerate(shipped)]
+
+
+def _options(audit: Audit) -> dict[str, dict]:
+    return {str(o.get("id")): o for o in audit.get("options", default=None) or [] if isinstance(o, dict)}
+
+
+def projection(earlier: Audit, option: dict | None, service: str) -> tuple[dict | None, str | None]:
+    """The projection (low / expected / high) and where it came from."""
+    if option is None:
+        return None, None
+    by_service = option.get("by_service") or {}
+    if isinstance(by_service, dict) and by_service.get(service):
+        return dict(by_service[service]), f"{earlier.path}: options[{option.get('id')}].by_service.{service}"
+    if option.get("monthly_saving"):
+        return dict(option["monthly_saving"]), f"{earlier.path}: options[{option.get('id')}].monthly_saving"
+    return None, None
+
+
+def _one(earlier: Audit, later: Audit, entry: dict, i: int) -> dict:
+    option_id, service = str(entry.get("option")), str(entry.get("service"))
+    proposal = _options(earlier).get(option_id)
+    part = (proposal or _options(later).get(option_id) or {}).get("acts_on")
+    projected, projected_from = projection(earlier, proposal, service)
+    evidence: dict[str, Any] = {}
+    out: dict[str, Any] = {"option": option_id, "service": service, "shipped": entry.get("date"), "part": part,
+           "projection": projected, "realised": None, "verdict": "not measured", "evidence": evidence, "note": None}
+    if entry.get("note"):
+        evidence["shipped_note"] = entry["note"]
+    problem = _unmeasurable(earlier, later, entry, proposal, part, service)
+    if problem:
+        out["note"] = problem
+        return out
+    measured = measure(later, service, str(part), ship_moment(str(entry.get("date"))))  # type: ignore[arg-type]
+    if isinstance(measured, str):
+        out["note"] = measured
+        return out
+    amount, figures, note = measured
+    text = str(cents(to_decimal(amount)))
+    out["realised"] = text
+    evidence.update(figures)
+    if projected_from:
+        evidence["projection_source"] = projected_from
+    out["verdict"], verdict_note = verdict(earlier, text, projected, option_id)
+    out["note"] = "; ".join(n for n in (note, verdict_note) if n) or None
+    return out
+
+
+def _unmeasurable(earlier: Audit, later: Audit, entry: dict, proposal, part, service: str) -> str | None:
+    if ship_moment(str(entry.get("date"))) is None:
+        return f"shipped date {entry.get('date')!r} is not an ISO date or datetime"
+    if part is None:
+        ids = ", ".join(sorted(_options(earlier))) or "none"
+        return (f"option {entry.get('option')} is in neither audit, so the part it acts on is not known "
+                f"(the earlier audit's options: {ids})")
+    entry_s = later.get("services", service, default=None)
+    if not isinstance(entry_s, dict):
+        return f"service {service} is not in the later audit ({later.path})"
+    if not entry_s.get("daily"):
+        return f"the later audit has no daily figures for {service} (services.{service}.daily)"
+    return None
+
+
+def measure(later: Audit, service: str, part: str, moment: datetime):
+    """(realised exact, evidence, note) from the later audit's daily figures, or the reason in words."""
+    days = later.get("services", service, "daily")
+    before, after, straddled = Side(), Side(), 0
+    has_seconds = _has_seconds(days, part)
+    for i, day in enumerate(days):
+        where = f"services.{service}.daily[{i}]"
+        start = datetime.combine(date.fromisoformat(str(day.get("day"))), datetime.min.time(), timezone.utc)
+        side = before if start + DAY <= moment else after if start >= moment else None
+        if side is None:
+            straddled += 1
+            continue
+        figures = (day.get("parts") or {}).get(part) or {}
+        side.days += 1
+        if day.get("requests") is not None:
+            side.requests += fraction_of(later, day.get("requests"), where + ".requests")
+        cost = fraction_of(later, figures.get("cost", "0"), f"{where}.parts.{part}.cost")
+        side.cost += cost
+        side.quantity += (fraction_of(later, figures.get("gpu_seconds") or "0", f"{where}.parts.{part}.gpu_seconds")
+                          if has_seconds else cost)
+    if not before.days or not after.days:
+        which = "before" if not before.days else "from"
+        return f"no day of the later audit's window lies {which} the ship date: nothing to compare"
+    x0, x1 = before.per_request(), after.per_request()
+    if x0 is None or x1 is None:
+        return "no requests counted " + ("before" if x0 is None else "after") + " the ship date: no quantity per request"
+    price, price_note = _price(before, after, has_seconds)
+    if price is None:
+        return f"part {part} has no GPU-seconds before or after the ship date: no unit price"
+    q_month = after.requests * MONTH_DAYS / after.days
+    amount = (x0 - x1) * price * q_month
+    evidence = _evidence(later, service, part, before, after, x0, x1, price, q_month, has_seconds, straddled)
+    notes = [n for n in (price_note, _volume_note(before, after, x0, x1)) if n]
+    return amount, evidence, "; ".join(notes) or None
+
+
+def _has_seconds(days: list, part: str) -> bool:
+    return any(((d.get("parts") or {}).get(part) or {}).get("gpu_seconds") is not None for d in days)
+
+
+def _price(before: Side, after: Side, has_seconds: bool) -> tuple[Fraction | None, str | None]:
+    if not has_seconds:
+        return Fraction(1), None
+    if after.quantity:
+        return after.cost / after.quantity, None
+    if before.quantity:
+        return before.cost / before.quantity, "the part has no GPU-seconds after the ship date: priced at its unit price before"
+    return None, None
+
+
+def _volume_note(before: Side, after: Side, x0: Fraction, x1: Fraction) -> str | None:
+    daily0, daily1 = before.quantity / before.days, after.quantity / after.days
+    if daily0 and daily1 > daily0 and x1 < x0:
+        return (f"the part grew with demand ({percent((daily1 - daily0) / daily0)} a day), "
+                "the saving is measured per request")
+    return None
+
+
+def _evidence(later: Audit, service: str, part: str, before: Side, after: Side, x0, x1, price, q_month,
+              has_seconds: bool, straddled: int) -> dict:
+    measure_word = "gpu_seconds" if has_seconds else "cost"
+    evidence = {
+        "measure": measure_word, "days_before": before.days, "days_after": after.days,
+        "requests_before": _whole(before.requests), "requests_after": _whole(after.requests),
+        "quantity_before": fmt(to_decimal(before.quantity), 6), "quantity_after": fmt(to_decimal(after.quantity), 6),
+        "cost_after": fmt(to_decimal(after.cost), 6),
+        "per_request_before": fmt(to_decimal(x0), 12), "per_request_after": fmt(to_decimal(x1), 12),
+        "unit_price_after": fmt(to_decimal(price), 12), "monthly_requests_after": fmt(to_decimal(q_month), 2),
+        "requests_per_day": f"{count(int(before.requests / before.days))} → {count(int(after.requests / after.days))}",
+        "source": f"{later.path}: services.{service}.daily[].parts[{part}] ({measure_word}) and daily requests",
+    }
+    if straddled:
+        evidence["days_left_out"] = straddled
+    return evidence
+
+
+def _whole(value: Fraction) -> str | None:
+    return str(value.numerator) if value.denominator == 1 else fmt(to_decimal(value), 6)
+
+
+def verdict(earlier: Audit, realised_text: str, projected: dict | None, option_id: str) -> tuple[str, str | None]:
+    """ahead / on track / behind against the projection, or not measured with the reason."""
+    if not projected:
+        return "not measured", (f"no projection: the earlier audit ({earlier.path}) has no priced option {option_id}")
+    low = fraction_of(earlier, projected.get("low"), f"options[{option_id}].low")
+    high = fraction_of(earlier, projected.get("high"), f"options[{option_id}].high")
+    value = Fraction(realised_text)
+    if value > high:
+        return "ahead", None
+    if value >= low:
+        return "on track", None
+    return "behind", None

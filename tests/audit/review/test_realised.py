@@ -1,0 +1,93 @@
+"""Realised savings of a shipped option (METHOD §10): per request before and after the ship date,
+at the later unit price and the later demand; ahead / on track / behind against the projection;
+the part that grew with demand said so; what cannot be measured named."""
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+
+from audit.review import review
+from audit.review.load import checked
+from tests.audit.review.documents import audit, component
+
+PART = "platform_overhead.capacity_above_demand"
+
+
+def days(before: tuple[int, int, str], after: tuple[int, int, str], start=date(2026, 8, 10), n=5) -> list[dict]:
+    """n days before 2026-08-15 and n from it: (requests, GPU-seconds, cost) of the part per day."""
+    out = []
+    for i in range(2 * n):
+        requests, seconds, cost = before if i < n else after
+        out.append({"day": (start + timedelta(days=i)).isoformat(), "requests": str(requests),
+                    "parts": {PART: {"cost": cost, "gpu_seconds": str(seconds)},
+                              "model_compute.kernel_active": {"cost": "1", "gpu_seconds": "1"}}})
+    return out
+
+
+def option(low, expected, high, by_service=True) -> dict:
+    bands = {"low": low, "expected": expected, "high": high}
+    return {"id": "right_size_replicas", "acts_on": PART, "monthly_saving": {"low": "1", "expected": "2", "high": "3"},
+            "by_service": {"chat": bands} if by_service else None}
+
+
+def pair(daily, options, shipped=None):
+    chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
+    earlier = audit("q2", {"chat": chat}, options=options)
+    later = audit("q3", {"chat": {**chat, "daily": daily}},
+                  shipped=shipped if shipped is not None else
+                  [{"option": "right_size_replicas", "service": "chat", "date": "2026-08-15", "note": None}])
+    return review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
+
+
+STEADY = days((1000, 100, "200"), (1200, 90, "135"))  # x 0.1 → 0.075 s per request; p_after 1.5; Q 36,525 a month
+
+
+@pytest.mark.parametrize("bands, verdict", [(("500", "800", "1000"), "ahead"),
+                                            (("1000", "1300", "2000"), "on track"),
+                                            (("2000", "2500", "3000"), "behind")])
+def test_realised_saving_against_the_projection(bands, verdict):
+    (found,) = pair(STEADY, [option(*bands)])
+    # (0.1 − 0.075) × 1.5 × (6,000 × 30.4375 / 5) = 1,369.6875
+    assert found["realised"] == "1369.69" and found["verdict"] == verdict
+    assert found["projection"] == dict(zip(("low", "expected", "high"), bands))
+    assert found["part"] == PART and found["shipped"] == "2026-08-15"
+    evidence = found["evidence"]
+    assert evidence["days_before"] == 5 and evidence["days_after"] == 5
+    assert evidence["per_request_before"] == "0.100000000000" and evidence["per_request_after"] == "0.075000000000"
+    assert evidence["unit_price_after"] == "1.500000000000" and evidence["monthly_requests_after"] == "36525.00"
+    assert "q3/audit.json: services.chat.daily" in evidence["source"]
+    assert evidence["projection_source"] == "q2/audit.json: options[right_size_replicas].by_service.chat"
+    assert found["note"] is None
+
+
+def test_the_whole_option_saving_is_the_projection_without_a_per_service_one():
+    (found,) = pair(STEADY, [option("1", "2", "3", by_service=False)])
+    assert found["projection"] == {"low": "1", "expected": "2", "high": "3"} and found["verdict"] == "ahead"
+
+
+def test_a_part_that_grew_with_demand_says_so():
+    grown = days((1000, 100, "200"), (2000, 110, "165"))   # x 0.1 → 0.055, but 100 → 110 s a day
+    (found,) = pair(grown, [option("1000", "2000", "3000")])
+    # (0.1 − 0.055) × 1.5 × 2,000 × 30.4375 = 4,109.0625
+    assert found["realised"] == "4109.06"
+    assert found["note"] == "the part grew with demand (+10.0 % a day), the saving is measured per request"
+
+
+def test_a_shipped_time_inside_a_day_leaves_that_day_out():
+    (found,) = pair(STEADY, [option("1", "2", "3")],
+                    [{"option": "right_size_replicas", "service": "chat", "date": "2026-08-14T12:00:00Z"}])
+    assert found["evidence"]["days_before"] == 4 and found["evidence"]["days_after"] == 5
+    assert found["evidence"]["days_left_out"] == 1
+
+
+def test_an_option_the_earlier_audit_did_not_propose_is_not_measured():
+    (found,) = pair(STEADY, [], [{"option": "fuse_kernels", "service": "chat", "date": "2026-08-15"}])
+    assert found["verdict"] == "not measured" and found["realised"] is None
+    assert "option fuse_kernels is in neither audit" in found["note"]
+
+
+def test_no_day_after_the_ship_date_is_not_measured():
+    (found,) = pair(STEADY, [option("1", "2", "3")],
+                    [{"option": "right_size_replicas", "service": "chat", "date": "2026-09-30"}])
+    assert found["verdict"] == "not measured" and "no day of the later audit's window lies from" in found["note"]

@@ -1,0 +1,78 @@
+"""`costaudit review`: two audit.json files → review.json written as one set; a bad input is one line
+naming the file and exit 1, nothing written, no traceback."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.audit.review.documents import audit, component
+from tests.paths import ROOT
+
+CHAT_Q2 = {"requests": 1000, "components": {"gpu_busy": component("100", "50"), "line:egress": component("20")}}
+CHAT_Q3 = {"requests": 1200, "components": {"gpu_busy": component("97.2", "54"), "line:egress": component("30")}}
+
+
+def costaudit(*args):
+    return subprocess.run([sys.executable, "-m", "audit", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def write(tmp_path, name, document):
+    path = tmp_path / name
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def test_review_writes_review_json(tmp_path):
+    a = write(tmp_path, "q2.json", audit("q2", {"chat": CHAT_Q2}))
+    b = write(tmp_path, "q3.json", audit("q3", {"chat": CHAT_Q3}))
+    out = tmp_path / "review"
+    result = costaudit("review", a, b, "--out", out, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["review.json"]
+    document = json.loads((out / "review.json").read_text(encoding="utf-8"))
+    assert document["meta"]["tool"] == "costaudit" and document["comparable"] is True
+    assert [a["case"] for a in document["audits"]] == ["q2", "q3"]
+    assert "chat: volume" in result.stdout and "24.00" in result.stdout
+    assert f"costaudit: reading {a}" in result.stderr and "writing review.json" in result.stderr
+    again = costaudit("review", a, b, "--out", out, "--format", "json", "--quiet")
+    assert again.returncode == 0 and again.stderr == ""
+
+
+def test_bad_input_is_one_line_and_exit_1(tmp_path):
+    good = write(tmp_path, "q2.json", audit("q2", {"chat": CHAT_Q2}))
+    broken = tmp_path / "q3.json"
+    broken.write_text("{not json", encoding="utf-8")
+    out = tmp_path / "review"
+    result = costaudit("review", good, broken, "--out", out, "--format", "json")
+    assert result.returncode == 1 and not out.exists()
+    assert result.stderr.strip().splitlines()[-1] == f"costaudit: error: {broken}: not JSON: line 1 column 2: " \
+                                    "Expecting property name enclosed in double quotes"
+    other = write(tmp_path, "other.json", {"hello": 1})
+    result = costaudit("review", good, other, "--out", out)
+    assert result.returncode == 1 and "not an audit.json of costaudit" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = costaudit("review", good, "--out", out)
+    assert result.returncode == 1 and "needs two audits or more" in result.stderr
+    result = costaudit("review", good, tmp_path / "missing.json", "--out", out)
+    assert result.returncode == 1 and "missing.json: no such file or folder" in result.stderr
+
+
+def test_out_may_not_hold_an_input(tmp_path):
+    a = write(tmp_path, "q2.json", audit("q2", {"chat": CHAT_Q2}))
+    b = write(tmp_path, "q3.json", audit("q3", {"chat": CHAT_Q3}))
+    result = costaudit("review", a, b, "--out", tmp_path)
+    assert result.returncode == 1 and "holds the input" in result.stderr
+
+
+def test_help():
+    result = costaudit("review", "--help")
+    assert result.returncode == 0 and "volume, price, efficiency" in result.stdout and "--out" in result.stdout
+
+
+def test_method_version_is_the_audits():
+    from audit.audit_json import METHOD_VERSION
+    from audit.review.document import METHOD_VERSION as REVIEW_METHOD
+
+    assert REVIEW_METHOD == METHOD_VERSION
