@@ -7,6 +7,7 @@ returned and returns a typed result.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -28,6 +29,7 @@ from audit.collect import collect_sources
 from audit.collected import Collected
 from audit.lines import basis_amount
 from audit.money import use_context
+from audit.months import calendar_months, narrowed
 from audit.result import AuditResult, commitments_of
 from connectors.base import SourceSpec
 from connectors.errors import InputError, InputErrors
@@ -58,7 +60,23 @@ def run_audit(case: Case, progress: Progress | None = None) -> AuditResult:
     """Run every stage on a case; a case that does not fit its data (audit/fit.py errors: a service
     that matches nothing) stops before any figure is made, as ``costaudit validate`` does."""
     use_context()
-    return audit_collected(case, collect_sources(case, progress), strict=True, progress=progress)
+    result = audit_collected(case, collect_sources(case, progress), strict=True, progress=progress)
+    return with_months(result, progress)
+
+
+def with_months(result: AuditResult, progress: Progress | None = None) -> AuditResult:
+    """The result with each calendar month audited as a sub-window on the same reading of the sources,
+    when the window spans two or more (METHOD §10: the quarter's figures are the sums of the rounded
+    months); unchanged otherwise. A month is not held to the case's fit (a service may start later)."""
+    windows = calendar_months(result.case.start, result.case.end)
+    if len(windows) < 2:
+        return result
+    months = []
+    for i, (start, end) in enumerate(windows):
+        _step(progress, f"auditing month {start:%Y-%m}")
+        month = replace(result.case, start=start, end=end)
+        months.append(audit_collected(month, narrowed(result.collected, start, end, i == 0, i == len(windows) - 1)))
+    return replace(result, months=tuple(months))
 
 
 def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None) -> list[AuditResult]:

@@ -244,7 +244,8 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
     if model is not None:
         saving = {b: model.saving[b] * per_month - run_cost for b in BANDS}
         option = replace(option, basis="modelled", inputs=model.inputs, basis_note=model.bands,
-                         commitment_end=model.commitment_end)
+                         commitment_end=model.commitment_end, by_service=None if model.by_service is None else
+                         {s: {b: v[b] * per_month for b in BANDS} for s, v in model.by_service.items()})
     else:
         saving = {b: monthly * recover[b] - run_cost for b in BANDS}
         option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, overridden),

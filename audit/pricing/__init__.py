@@ -25,6 +25,8 @@ class Modelled:
     inputs: tuple[Input, ...]
     bands: str                             # how low and high were formed, in words
     commitment_end: datetime | None = None  # where the saving starts at a commitment's end
+    #: service -> low / expected / high over the window, where the model replays per service (right-size)
+    by_service: Mapping[str, Mapping[str, Decimal]] | None = None
 
 
 def ordered(low: Decimal, expected: Decimal, high: Decimal) -> dict[str, Decimal]:

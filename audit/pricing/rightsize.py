@@ -57,10 +57,13 @@ def right_size(intervals: Sequence[ServiceInterval], services: Mapping[str, Serv
     bands = target_bands(target, target_range)
     saving = {}
     replays: dict[str, Replay] = {}
+    per_service: dict[str, dict[str, Decimal]] = {name: {} for name in by_service}
     for band, t in bands.items():
         runs = {name: replay(ivs, case_policy(services[name], t), step, above_demand)
                 for name, ivs in sorted(by_service.items())}
         saving[band] = sum((r.saving for r in runs.values()), ZERO)
+        for name, run in runs.items():
+            per_service[name][band] = run.saving
         if band == "expected":
             replays = runs
     inputs = [("target utilisation", f"{target}", "case: target_utilisation")]
@@ -68,7 +71,8 @@ def right_size(intervals: Sequence[ServiceInterval], services: Mapping[str, Serv
         inputs.extend(service_inputs(name, services[name], run))
     source = "the case's target_utilisation_range" if target_range else f"the case's {target} ∓ {TARGET_RANGE}"
     return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), tuple(inputs),
-                    f"low / high: the same replay at target utilisation {bands['low']} / {bands['high']} ({source})")
+                    f"low / high: the same replay at target utilisation {bands['low']} / {bands['high']} ({source})",
+                    by_service={name: ordered(b["low"], b["expected"], b["high"]) for name, b in per_service.items()})
 
 
 def service_inputs(name: str, service: Service, run: Replay) -> list[Input]:

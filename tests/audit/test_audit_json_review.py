@@ -197,3 +197,15 @@ def test_a_bad_shipped_date_names_the_entry(tmp_path):
     text = str(raised.value)
     assert "[[shipped]] #1.date: expected an ISO date such as 2026-09-01, got 'mid-August'" in text
     assert "unknown key 'when' in [[shipped]] #2" in text and "[[shipped]] #2: needs 'date'" in text
+
+
+def test_right_size_carries_its_saving_per_service(audited):
+    _, doc = audited
+    options = {o["id"]: o for o in doc["options"]}
+    right = options["right_size_replicas"]
+    assert right["basis"] == "modelled" and set(right["by_service"]) == {"chat"}  # embed has no serving split
+    assert Decimal(right["by_service"]["chat"]["expected"]) > 0
+    for band in ("low", "expected", "high"):
+        summed = sum((Decimal(v[band]) for v in right["by_service"].values()), Decimal(0))
+        assert abs(summed - Decimal(right["monthly_saving"][band])) <= Decimal("0.01")
+    assert all(o["by_service"] is None for i, o in options.items() if i != "right_size_replicas")
