@@ -66,6 +66,7 @@ $(FOCUS_VENV)/.ok-$(FOCUS_TOOLKIT_VERSION):
 # The demo case is committed; regenerate it when it is missing.
 demo-data: | $(VENV)/bin/python
 	@[ -f fixtures/demo/case.toml ] || $(PY) fixtures/make_demo.py
+	@[ -f fixtures/history/truth.json ] || $(PY) fixtures/make_history.py
 
 # The fuzz suite (tests/fuzz) run longer than `make test` runs it: FUZZ_EXAMPLES inputs per parser,
 # fresh ones each run (a failure prints the input and a @reproduce_failure line).
