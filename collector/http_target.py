@@ -71,20 +71,23 @@ def sender(target: HttpTarget):
     conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
 
     def send(request: Request) -> None:
-        data = json.dumps(target.body(request.payload)).encode()
+        payload = request.payload() if callable(request.payload) else request.payload   # built late (trace replay)
+        data = json.dumps(target.body(payload)).encode()
         conn = conn_cls(host, port, timeout=target.timeout)
         try:
             request.sent = time.perf_counter()
             conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
             response = conn.getresponse()
             if response.status >= 400:
-                request.error = f"HTTP {response.status}"
-                response.read()
+                request.error = f"HTTP {response.status} from {mask_url(target.url)}{path_note(target)}: " \
+                                f"{error_text(response.read())}"
                 return
             if target.mode in PATHS and target.stream:
                 read_stream(response, request)
             else:
                 read_json(response.read(), request)
+        except OSError as exc:          # refused, reset, timed out: name the target
+            request.error = f"{type(exc).__name__} from {mask_url(target.url)}{path_note(target)}: {exc}"
         finally:
             conn.close()
     return send
@@ -102,6 +105,11 @@ def read_stream(response, request: Request) -> None:
         if data == b"[DONE]":
             break
         event = json.loads(data)
+        if not isinstance(event, dict):
+            continue
+        if event.get("error"):          # vLLM / OpenAI send an error event inside the stream
+            request.error = "stream error: " + error_text(json.dumps(event["error"]).encode())
+            break
         if event.get("usage"):
             usage = event["usage"]
         if _has_content(event):
@@ -110,6 +118,29 @@ def read_stream(response, request: Request) -> None:
         request.ttft = chunks[0] - request.scheduled
         request.itl = [b - a for a, b in zip(chunks, chunks[1:])]
     _tokens(request, usage, len(chunks))
+
+
+def path_note(target: HttpTarget) -> str:
+    """The request path when the url did not carry it."""
+    path = target.endpoint()[3]
+    return "" if target.url.rstrip("/").endswith(path) else f" ({path})"
+
+
+def error_text(body: bytes, limit: int = 300) -> str:
+    """An error response's message: ``error.message`` / ``detail`` of a JSON body, else its text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        inner = doc.get("error", doc.get("detail", doc.get("message")))
+        if isinstance(inner, dict):
+            inner = inner.get("message", inner)
+        if inner is not None:
+            text = inner if isinstance(inner, str) else json.dumps(inner)
+    text = " ".join(text.split())
+    return (text[:limit] + "…" if len(text) > limit else text) or "(empty body)"
 
 
 def _has_content(event: dict) -> bool:

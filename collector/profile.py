@@ -25,8 +25,11 @@ from typing import Any
 from collector import http_target as http
 from collector import inprocess as incall
 from collector.drive import drive
+from collector.latency import LATE_TOLERANCE_S
 from collector.nvml import Sampler
-from collector.stats import run_figures
+from collector.repeat import summarise
+from collector.replay import TraceReplay
+from collector.stats import run_figures, run_wall
 from collector.traffic import Arrival, Request, plan, read_traffic
 from schemas.errors import UsageError
 
@@ -56,6 +59,10 @@ class CollectConfig:
     batch_sizes: list[int] = field(default_factory=lambda: [1])
     payloads: list[Any] = field(default_factory=list)
     traffic: Path | None = None            # JSONL replay (overrides the arrival schedule)
+    trace: TraceReplay | None = None       # Azure LLM trace replay (overrides the arrival schedule)
+    repeat: int = 1                        # runs per sweep point (a t-interval over them when ≥ 2)
+    goodput: dict[str, float] = field(default_factory=dict)   # SLOs in ms: ttft / tpot / e2el
+    late_tolerance: float = LATE_TOLERANCE_S
     cold_command: str | None = None        # shell command started for the cold-start measurement
     cold_timeout: float = 300.0
     window: incall.Window | None = field(default_factory=incall.Window)
@@ -72,9 +79,15 @@ def collect_bundle(config: CollectConfig) -> dict:
     """Run the whole collection and write the bundle; returns profile.json's document."""
     if bool(config.url) == bool(config.function):
         raise UsageError("name exactly one target: an HTTP url or a module:function callable")
+    if config.repeat < 1:
+        raise UsageError(f"--repeat {config.repeat}: expected a whole number ≥ 1")
+    if config.trace is not None and (config.traffic or config.function):
+        raise UsageError("--trace replays at an HTTP target (--url) and replaces --traffic; give one of them")
+    traffic = read_traffic(config.traffic) if config.traffic else None
+    if config.trace is not None:
+        traffic = trace_traffic(config.trace, config.mode)
     _writable(config.out)
     payloads = config.payloads or [DEFAULT_PAYLOADS["callable" if config.function else config.mode]]
-    traffic = read_traffic(config.traffic) if config.traffic else None
     cold, server = cold_start(config, payloads[0])
     try:
         send, cuda = make_sender(config)
@@ -118,9 +131,37 @@ def batches(payloads: list[Any], requests: int, size: int) -> list[list[Any]]:
     return [[payloads[(i * size + j) % n] for j in range(size)] for i in range(requests)]
 
 
+def trace_traffic(trace: TraceReplay, mode: str) -> list[tuple[float, Any]]:
+    """(offset, payload builder) per trace row; the builder carries the stated token counts."""
+    from collector.replay import payload
+    payload(mode, 1, 1, trace.force, trace.prompt_form)        # the mode and forms are checked first
+    return [(r.offset, _Stated(mode, r.prompt_tokens, r.generated_tokens, trace.force, trace.prompt_form))
+            for r in trace.rows()]
+
+
+@dataclass(frozen=True)
+class _Stated:
+    """A trace row's request body, built when it is sent (a full trace's prompts do not sit in memory)."""
+
+    mode: str
+    prompt_tokens: int
+    generated_tokens: int
+    force: str
+    form: str
+
+    def __call__(self) -> dict:
+        from collector.replay import payload
+        return payload(self.mode, self.prompt_tokens, self.generated_tokens, self.force, self.form)
+
+
 def requests_for(config: CollectConfig, payloads, traffic, concurrency: int, size: int) -> list[Request]:
     """The planned requests of one sweep point (callable payloads become batches)."""
     arrival = Arrival(**{**config.arrival.__dict__, "concurrency": concurrency})
+    if config.trace is not None:
+        out = plan(arrival, payloads, 1, traffic)
+        for r in out:
+            r.stated_prompt_tokens, r.stated_generated_tokens = r.payload.prompt_tokens, r.payload.generated_tokens
+        return out
     if config.function:
         if traffic is not None:
             traffic = [(t, [p] * size) for t, p in traffic]
@@ -132,12 +173,26 @@ def requests_for(config: CollectConfig, payloads, traffic, concurrency: int, siz
 
 
 def sweep_point(config, send, payloads, traffic, concurrency: int, size: int) -> dict:
-    """Drive one (concurrency, batch size) point and return its figures."""
-    requests = requests_for(config, payloads, traffic, concurrency, size)
-    with _progress(config.progress, f"c={concurrency} b={size}", len(requests)) as tick:
-        drive(requests, send, concurrency, tick)
-    figures = run_figures(requests, config.max_error_rate, config.slo_ms)
-    return {"concurrency": concurrency, "batch_size": size, **figures}
+    """Drive one (concurrency, batch size) point ``repeat`` times and return its figures: with one
+    run, that run's; with several, every request pooled (throughput over the summed run durations),
+    each run's own figures under ``runs`` and a t-interval per figure under ``repeat``."""
+    runs, pooled, walls = [], [], []
+    for run in range(config.repeat):
+        requests = requests_for(config, payloads, traffic, concurrency, size)
+        label = f"c={concurrency} b={size}" + (f" run {run + 1}/{config.repeat}" if config.repeat > 1 else "")
+        with _progress(config.progress, label, len(requests)) as tick:
+            drive(requests, send, concurrency, tick)
+        runs.append(_figures(config, requests))
+        pooled += requests
+        walls.append(run_wall(requests))
+    point = {"concurrency": concurrency, "batch_size": size}
+    if config.repeat == 1:
+        return {**point, **runs[0]}
+    return {**point, **_figures(config, pooled, sum(walls)), "repeat": summarise(runs), "runs": runs}
+
+
+def _figures(config: CollectConfig, requests: list[Request], wall: float | None = None) -> dict:
+    return run_figures(requests, config.max_error_rate, config.slo_ms, wall, config.goodput, config.late_tolerance)
 
 
 def run_window(config: CollectConfig, send, payloads, cuda: bool) -> dict:
@@ -227,18 +282,25 @@ def bundle_document(config, payloads, sweep, sampling, window, cold) -> dict:
     head = {k: first.get(k) for k in ("requests", "succeeded", "error_rate", "latency_ms",
                                         "requests_per_s", "inferences_per_s", "goodput",
                                         "prompt_tokens", "generated_tokens", "ttft_ms", "itl_ms",
-                                        "host_pre_ms", "host_post_ms", "copy_ms")}
+                                        "host_pre_ms", "host_post_ms", "copy_ms", "first_error",
+                                        "late", "llm", "repeat")}
+    if config.trace is not None:
+        arrival = {**config.trace.describe(config.trace.rows(), config.mode), "concurrency": config.concurrency,
+                   "batch_sizes": config.batch_sizes, "repeat": config.repeat}
+    else:
+        arrival = {**(config.arrival.describe() if not config.traffic else {"process": "replay"}),
+                   "concurrency": config.concurrency, "batch_sizes": config.batch_sizes, "repeat": config.repeat}
+    source = config.trace.path if config.trace is not None else config.traffic
     return {
         "costaudit_profile_bundle": BUNDLE_VERSION,
         "target": {"url": config.url, "mode": config.mode if config.url else "callable",
                    "function": config.function, "pre": config.pre, "post": config.post,
                    "device": config.device, "model": config.model},
-        "arrival": {**(config.arrival.describe() if not config.traffic else {"process": "replay"}),
-                    "concurrency": config.concurrency, "batch_sizes": config.batch_sizes},
-        "traffic_file": str(config.traffic) if config.traffic else None,
-        "traffic_file_sha256": _sha(config.traffic),
+        "arrival": arrival,
+        "traffic_file": str(source) if source else None,
+        "traffic_file_sha256": _sha(source),
         "payload_bytes": sum(len(json.dumps(p, default=str)) for p in payloads) / len(payloads),
-        "max_error_rate": config.max_error_rate, "slo_ms": config.slo_ms,
+        "max_error_rate": config.max_error_rate, "slo_ms": config.slo_ms, "goodput_slo_ms": config.goodput or None,
         **head, "window": window, "cold_start": cold, "sampling": sampling,
         "sweep": sweep, "environment": environment(),
     }

@@ -11,6 +11,7 @@ from typing import Iterable
 
 import numpy as np
 
+from collector.latency import LATE_TOLERANCE_S, late_sends, llm_figures
 from collector.traffic import Request
 
 PERCENTILES = (50, 95, 99)
@@ -27,15 +28,28 @@ def percentiles(values: Iterable[float]) -> dict | None:
     return out
 
 
-def run_figures(requests: list[Request], max_error_rate: float = 0.01,
-                slo_ms: float | None = None) -> dict:
-    """Latency percentiles, throughput, goodput and error rate of one run."""
+HOST_UNMEASURED = {"measured": False, "reason": "not measured: the target's host work runs in the server "
+                   "process (HTTP target); only an in-process callable's pre/post hooks are timed"}
+
+
+def run_wall(requests: list[Request]) -> float:
+    """Seconds from the first scheduled send to the last completion of one run."""
+    done = [r for r in requests if r.done]
+    if not done:
+        return 0.0
+    return max(max(r.done for r in done) - min(r.scheduled for r in done), 1e-9)
+
+
+def run_figures(requests: list[Request], max_error_rate: float = 0.01, slo_ms: float | None = None,
+                wall: float | None = None, slo: dict | None = None,
+                late_tolerance: float = LATE_TOLERANCE_S) -> dict:
+    """Latency percentiles, throughput, goodput, error rate, LLM serving figures and late sends of
+    one run (or of repeated runs pooled, with ``wall`` the sum of their durations)."""
     done = [r for r in requests if r.done]
     ok = [r for r in done if r.ok]
     if not done:
         return {"requests": 0, "reason": "unmeasured: no request completed"}
-    start = min(r.scheduled for r in done)
-    wall = max(max(r.done for r in done) - start, 1e-9)
+    wall = run_wall(requests) if wall is None else max(wall, 1e-9)
     good = [r for r in ok if slo_ms is None or r.latency * 1000 <= slo_ms]
     error_rate = 1 - len(ok) / len(done)
     inferences = sum(r.batch_size for r in ok)
@@ -46,16 +60,34 @@ def run_figures(requests: list[Request], max_error_rate: float = 0.01,
         "goodput": _goodput(good, len(done), wall, max_error_rate, slo_ms),
         "prompt_tokens": _token_sum(ok, "prompt_tokens"),
         "generated_tokens": _token_sum(ok, "generated_tokens"),
-        "host_pre_ms": percentiles(r.pre_s for r in ok),
-        "host_post_ms": percentiles(r.post_s for r in ok),
+        "host_pre_ms": _host(ok, "pre_s"),
+        "host_post_ms": _host(ok, "post_s"),
         "copy_ms": _copy(ok),
         "errors": _error_kinds(done),
+        "first_error": _first_error(done),
+        "late": late_sends(done, late_tolerance),
     }
     streaming = [r for r in ok if r.ttft is not None]
     if streaming:
-        figures["ttft_ms"] = percentiles(r.ttft for r in streaming)
+        figures["ttft_ms"] = percentiles(r.ttft for r in streaming if r.ttft is not None)
         figures["itl_ms"] = percentiles(g for r in streaming for g in r.itl)
+    if streaming or any(r.stated_generated_tokens is not None for r in done):
+        figures["llm"] = llm_figures(done, wall, slo)
     return figures
+
+
+def _host(requests: list[Request], name: str) -> dict | None:
+    """Host pre/post time percentiles, or why they are not measured (never zeros)."""
+    values = [getattr(r, name) for r in requests if getattr(r, name) is not None]
+    if not requests:
+        return None
+    return percentiles(values) if values else dict(HOST_UNMEASURED)
+
+
+def _first_error(requests: list[Request]) -> str | None:
+    """The error of the first failed request (by scheduled send), in full up to 500 characters."""
+    failed = sorted((r for r in requests if not r.ok), key=lambda r: (r.scheduled, r.index))
+    return (failed[0].error or "unknown error")[:500] if failed else None
 
 
 def _goodput(good: list[Request], total: int, wall: float, bound: float, slo_ms) -> dict:
@@ -132,19 +164,36 @@ def _s(value: Decimal | None) -> str | None:
     return None if value is None else str(value)
 
 
-TRAFFIC_KEYS = ("process", "rate_per_s", "shape", "seed", "requests", "concurrency", "batch_sizes")
+TRAFFIC_KEYS = ("process", "rate_per_s", "shape", "seed", "requests", "concurrency", "batch_sizes",
+                "start_s", "duration_s", "time_scale", "force_output", "prompt_form", "mode")
+
+
+def readable(value) -> str:
+    """A figure as a person reads it: 'not set', '1, 4, 16', a short digest, a plain number."""
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable(v) for v in value) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12] + "…"
+    return str(value)
 
 
 def traffic_mismatch(a: dict, b: dict) -> list[str]:
-    """The ways two bundles' traffic differs (empty when identical)."""
+    """The ways two bundles' traffic differs (empty when identical), in readable words."""
     out = []
-    ta, tb = a.get("arrival", {}), b.get("arrival", {})
+    ta, tb = a.get("arrival") or {}, b.get("arrival") or {}
     for key in TRAFFIC_KEYS:
         if ta.get(key) != tb.get(key):
-            out.append(f"arrival.{key}: {ta.get(key)!r} vs {tb.get(key)!r}")
-    for key in ("payload_bytes", "traffic_file_sha256"):
+            out.append(f"{key.replace('_', ' ')} {readable(ta.get(key))} vs {readable(tb.get(key))}")
+    names = {"payload_bytes": "payload size (bytes)", "traffic_file_sha256": "traffic file (sha256)"}
+    for key, name in names.items():
         if a.get(key) != b.get(key):
-            out.append(f"{key}: {a.get(key)!r} vs {b.get(key)!r}")
+            out.append(f"{name} {readable(a.get(key))} vs {readable(b.get(key))}")
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from schemas.errors import UsageError
 
-ARRIVALS = ("poisson", "gamma", "closed", "replay")
+ARRIVALS = ("poisson", "gamma", "closed", "replay", "trace")
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,11 @@ class Request:
     itl: list[float] = field(default_factory=list)   # inter-token gaps in seconds
     prompt_tokens: int | None = None
     generated_tokens: int | None = None
-    pre_s: float = 0.0            # host pre-processing time
-    post_s: float = 0.0           # host post-processing time
+    pre_s: float | None = None    # host pre-processing time (None: not measured, e.g. HTTP)
+    post_s: float | None = None   # host post-processing time (None: not measured)
     copy_s: float | None = None   # host↔device copy time (None: unmeasured)
+    stated_prompt_tokens: int | None = None      # trace replay: the row's counts
+    stated_generated_tokens: int | None = None
 
     @property
     def latency(self) -> float:

@@ -63,7 +63,12 @@ def render_compare(result: dict) -> str:
     for p in result["points"]:
         lat, cost = p["latency_ms"], p["cost_per_1000"]
         lines.append(f"  b={p['batch_size']:<3} c={p['concurrency']:<3} {result['percentile']} "
-                     f"{_ms(lat['a'])} → {_ms(lat['b'])}  cost/1k {cost['a']} → {cost['b']}  {p['verdict']}")
-    lines.append(f"  holds at batch sizes: {result['holds_at_batch_sizes'] or 'none'}; "
-                 f"inverts at: {result['inverts_at_batch_sizes'] or 'none'}")
+                     f"{_ms(lat['a'])} → {_ms(lat['b'])}  cost/1k {cost['a'] or 'n/a'} → {cost['b'] or 'n/a'}  "
+                     f"{p['verdict'].replace('_', ' ')}")
+    lines.append(f"  holds at batch sizes: {_sizes(result['holds_at_batch_sizes'])}; "
+                 f"inverts at: {_sizes(result['inverts_at_batch_sizes'])}")
     return "\n".join(lines)
+
+
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(str(s) for s in sizes) or "none"

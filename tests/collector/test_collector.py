@@ -196,7 +196,7 @@ def test_open_loop_stall_shows_in_p99(tmp_path):
     assert doc["latency_ms"]["p99"] >= 800 and doc["latency_ms"]["max"] >= 950
     assert doc["latency_ms"]["p50"] < 500
     assert doc["arrival"] == {"process": "poisson", "seed": 7, "requests": 200, "concurrency": [64],
-                              "rate_per_s": 100, "batch_sizes": [1]}
+                              "rate_per_s": 100, "batch_sizes": [1], "repeat": 1}
 
 
 def test_http_cold_start(tmp_path):
@@ -265,7 +265,9 @@ def test_cost_per_1000_and_compare_verdict():
     assert first["cost_per_1000"] == {"a": "0.027778", "b": "0.020833"} and first["verdict"] == "net_gain"
     assert second["verdict"] == "no_gain"
     assert compare(a, a, Decimal("1"), Decimal("1"))["verdict"] == "no_gain"
-    assert compare(a, _bundle([(1, 10.0, 50.0)], rate=20), Decimal("1"), Decimal("1"))["verdict"] == "not_comparable"
+    differs = compare(a, _bundle([(1, 10.0, 50.0)], rate=20), Decimal("1"), Decimal("1"))
+    assert differs["verdict"] == "not_comparable"
+    assert differs["reason"] == "traffic differs: rate per s 10 vs 20"      # readable, not Python reprs
 
 
 def test_compare_cli(tmp_path):
@@ -283,7 +285,8 @@ def test_compare_cli(tmp_path):
     result = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"),
                                       "--price-a", "2", "--price-b", "2"])
     assert result.exit_code == 0, result.output
-    assert "verdict: net_gain" in result.output and "holds at batch sizes: [1]" in result.output
+    assert "verdict: net_gain" in result.output and "holds at batch sizes: 1; inverts at: none" in result.output
+    assert "[" not in result.output and "None" not in result.output
 
 
 if __name__ == "__main__":          # the cold-start test's server: python tests/test_collector.py PORT
