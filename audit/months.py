@@ -1,22 +1,28 @@
 """A window's calendar months as sub-windows of one reading of the sources (METHOD §10).
 
 :func:`calendar_months` cuts [start, end) at the first of each month (UTC); :func:`narrowed` keeps,
-of what collection read for the whole window, what falls in one month: the billing lines whose charge
-period starts in it (lines are not prorated: a line that crosses a month boundary counts in the month
-it starts, and a line that started before the window counts in the first month) and the telemetry
-rows of its intervals. Profiles stay whole (a profile is representative traffic, not a period).
+of what collection read for the whole window, what falls in one month: the billing lines of its
+period and the telemetry rows of its intervals. A line whose charge period crosses a month boundary
+(the billing readers join a run of identical hourly GPU charges into one line) is cut at the
+boundary, its costs and quantities pro rata of its time in each month, so that the months partition
+what was read exactly (the first month keeps what of a line lies before the window, the last what
+lies after it, as the whole audit does). Profiles stay whole (a profile is representative traffic,
+not a period).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from decimal import Decimal
 
 import pandas as pd
 
 from audit.collected import Collected
 
-#: the time column of the tables that are cut, per kind of source
-TIME_COLUMNS = {"billing": ("start",), "telemetry": ("ts", "first_ts")}
+#: the time column of the telemetry tables that are cut
+TIME_COLUMNS = ("ts", "first_ts")
+#: a billing line's columns that add up over its period (cut pro rata of time)
+SUMMED = ("billed_cost", "effective_cost", "list_cost", "contracted_cost", "pricing_quantity", "consumed_quantity")
 
 
 def calendar_months(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
@@ -37,14 +43,43 @@ def narrowed(collected: Collected, start: datetime, end: datetime, first: bool, 
     which also keep the rows before / after it (so that the months partition what was read)."""
     frames = []
     for frame in collected.frames:
-        columns = TIME_COLUMNS.get(frame.spec.kind, ())
-        tables = {name: _cut(table, columns, start, end, first, last) for name, table in frame.tables.items()}
+        if frame.spec.kind == "billing":
+            tables = {name: _lines(table, start, end, first, last) if name == "lines" else table
+                      for name, table in frame.tables.items()}
+        elif frame.spec.kind == "telemetry":
+            tables = {name: _cut(table, start, end, first, last) for name, table in frame.tables.items()}
+        else:
+            tables = dict(frame.tables)
         frames.append(replace(frame, tables=tables))
     return Collected(tuple(frames), collected.missing)
 
 
-def _cut(table: pd.DataFrame, columns, start: datetime, end: datetime, first: bool, last: bool) -> pd.DataFrame:
-    column = next((c for c in columns if c in table.columns), None)
+def _lines(table: pd.DataFrame, start: datetime, end: datetime, first: bool, last: bool) -> pd.DataFrame:
+    """The billing lines' pieces in [start, end): each line's period clipped to the month (not at the
+    window's edges), its summed columns × the share of its period the piece covers."""
+    if table.empty or "start" not in table.columns:
+        return table
+    lo, hi = table["start"], table["end"]
+    a = lo if first else lo.clip(lower=pd.Timestamp(start))
+    b = hi if last else hi.clip(upper=pd.Timestamp(end))
+    instant = lo >= hi
+    held = instant & (first | (lo >= pd.Timestamp(start))) & (last | (lo < pd.Timestamp(end)))
+    keep = (~instant & (a < b)) | held
+    out = table[keep].copy()
+    for idx in out.index[(~instant[keep]) & ((a[keep] != lo[keep]) | (b[keep] != hi[keep]))]:
+        span = Decimal(int((hi[idx] - lo[idx]).value))
+        n0, n1 = Decimal(int((a[idx] - lo[idx]).value)), Decimal(int((b[idx] - lo[idx]).value))
+        for column in SUMMED:
+            value = out.at[idx, column] if column in out.columns else None
+            if value is not None and not (isinstance(value, float) and value != value):
+                # the share of [lo, b) less the share of [lo, a): the months' pieces telescope to the line
+                out.at[idx, column] = value * n1 / span - value * n0 / span
+        out.at[idx, "start"], out.at[idx, "end"] = a[idx], b[idx]
+    return out
+
+
+def _cut(table: pd.DataFrame, start: datetime, end: datetime, first: bool, last: bool) -> pd.DataFrame:
+    column = next((c for c in TIME_COLUMNS if c in table.columns), None)
     if column is None or table.empty:
         return table
     moments = pd.to_datetime(table[column], utc=True)

@@ -68,11 +68,14 @@ def test_quarter_is_the_sum_of_the_months_and_the_headline(audited):
         assert parts == summed
     for m in months:
         assert sum((Decimal(v) for v in m["buckets"].values()), Decimal(0)) == Decimal(m["total"])
-    # the months partition what was read: the line that crosses the boundary counts once, in August
+    # the months partition what was read: the line that crosses the boundary is cut there, pro rata
     unrounded = sum((m.reconciliation.conservation.parts_total for m in result.months), Decimal(0))
     assert unrounded == whole.reconciliation.conservation.parts_total
-    assert any(line_id == "inline.csv:9999" for line_id in result.months[0].lines["line_id"])
-    assert not any(line_id == "inline.csv:9999" for line_id in result.months[1].lines["line_id"])
+    pieces = [m.lines.set_index("line_id").loc["inline.csv:9999"] for m in result.months]
+    assert [p["effective_cost"] for p in pieces] == [Decimal("3.8885"), Decimal("3.8885")]
+    assert [(p["start"], p["end"]) for p in pieces] == [
+        (pd.Timestamp("2026-08-31T12:00:00Z"), pd.Timestamp("2026-09-01T00:00:00Z")),
+        (pd.Timestamp("2026-09-01T00:00:00Z"), pd.Timestamp("2026-09-01T12:00:00Z"))]
 
 
 def test_services_per_month_and_quarter(audited):
