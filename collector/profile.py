@@ -282,7 +282,7 @@ def bundle_document(config, payloads, sweep, sampling, window, cold) -> dict:
     head = {k: first.get(k) for k in ("requests", "succeeded", "error_rate", "latency_ms",
                                         "requests_per_s", "inferences_per_s", "goodput",
                                         "prompt_tokens", "generated_tokens", "ttft_ms", "itl_ms",
-                                        "host_pre_ms", "host_post_ms", "copy_ms", "first_error",
+                                        "host_pre_ms", "host_post_ms", "host_reason", "copy_ms", "first_error",
                                         "late", "llm", "repeat")}
     if config.trace is not None:
         arrival = {**config.trace.describe(config.trace.rows(), config.mode), "concurrency": config.concurrency,

@@ -28,8 +28,8 @@ def percentiles(values: Iterable[float]) -> dict | None:
     return out
 
 
-HOST_UNMEASURED = {"measured": False, "reason": "not measured: the target's host work runs in the server "
-                   "process (HTTP target); only an in-process callable's pre/post hooks are timed"}
+HOST_UNMEASURED = ("not measured: the target's host work runs in the server process (HTTP target); "
+                   "only an in-process callable's pre/post hooks are timed")
 
 
 def run_wall(requests: list[Request]) -> float:
@@ -62,6 +62,7 @@ def run_figures(requests: list[Request], max_error_rate: float = 0.01, slo_ms: f
         "generated_tokens": _token_sum(ok, "generated_tokens"),
         "host_pre_ms": _host(ok, "pre_s"),
         "host_post_ms": _host(ok, "post_s"),
+        "host_reason": None if any(r.pre_s is not None for r in ok) else HOST_UNMEASURED,
         "copy_ms": _copy(ok),
         "errors": _error_kinds(done),
         "first_error": _first_error(done),
@@ -77,11 +78,8 @@ def run_figures(requests: list[Request], max_error_rate: float = 0.01, slo_ms: f
 
 
 def _host(requests: list[Request], name: str) -> dict | None:
-    """Host pre/post time percentiles, or why they are not measured (never zeros)."""
-    values = [getattr(r, name) for r in requests if getattr(r, name) is not None]
-    if not requests:
-        return None
-    return percentiles(values) if values else dict(HOST_UNMEASURED)
+    """Host pre/post time percentiles; None (never zeros) when not measured, ``host_reason`` says why."""
+    return percentiles(getattr(r, name) for r in requests if getattr(r, name) is not None)
 
 
 def _first_error(requests: list[Request]) -> str | None:

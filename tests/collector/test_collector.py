@@ -102,7 +102,7 @@ def test_inprocess_bundle_figures(mlp_bundle):
     assert first["succeeded"] == 30 and first["error_rate"] == 0
     assert 0 < first["latency_ms"]["p50"] <= first["latency_ms"]["p99"]
     assert doc["sweep"][2]["inferences_per_s"] == pytest.approx(4 * doc["sweep"][2]["requests_per_s"])
-    assert first["host_pre_ms"]["p50"] > 0 and first["host_post_ms"]["p50"] > 0
+    assert first["host_pre_ms"]["p50"] > 0 and first["host_post_ms"]["p50"] > 0 and first["host_reason"] is None
     assert first["copy_ms"] == {"measured": False, "reason": "unmeasured: no CUDA device"}
     assert doc["window"]["measured"] and doc["window"]["requests"] == 3
     assert doc["arrival"]["process"] == "closed" and doc["arrival"]["seed"] == 0
