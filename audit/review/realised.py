@@ -97,7 +97,8 @@ def _one(earlier: Audit, later: Audit, entry: dict, i: int) -> dict:
     if projected_from:
         evidence["projection_source"] = projected_from
     out["verdict"], verdict_note = verdict(earlier, text, projected, option_id)
-    out["note"] = "; ".join(n for n in (note, verdict_note) if n) or None
+    moved = price_moved(earlier, service, str(part), figures) if out["verdict"] in ("ahead", "behind") else None
+    out["note"] = "; ".join(n for n in (note, verdict_note, moved) if n) or None
     return out
 
 
@@ -190,6 +191,29 @@ def _evidence(later: Audit, service: str, part: str, before: Side, after: Side, 
     if straddled:
         evidence["days_left_out"] = straddled
     return evidence
+
+
+def price_moved(earlier: Audit, service: str, part: str, figures: dict) -> str | None:
+    """Where the part's unit price moved since the earlier audit (its projection was priced there),
+    the move in words; None where the earlier audit has no daily figures for the part, or it held."""
+    if figures.get("measure") != "gpu_seconds":
+        return None
+    days = earlier.get("services", service, "daily", default=None) or []
+    cost = seconds = Fraction(0)
+    for i, day in enumerate(days):
+        got = (day.get("parts") or {}).get(part) or {}
+        where = f"services.{service}.daily[{i}].parts.{part}"
+        cost += fraction_of(earlier, got.get("cost") or "0", where + ".cost")
+        seconds += fraction_of(earlier, got.get("gpu_seconds") or "0", where + ".gpu_seconds")
+    if not seconds or not cost:
+        return None
+    before = cost / seconds
+    after = Fraction(figures["unit_price_after"])
+    change = (after - before) / before
+    if abs(change) < Fraction(1, 1000):
+        return None
+    return (f"the part's unit price moved {percent(change)} since the earlier audit, whose projection is at its "
+            "own price: the realised saving is at the later one")
 
 
 def _whole(value: Fraction) -> str | None:

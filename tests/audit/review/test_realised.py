@@ -91,3 +91,15 @@ def test_no_day_after_the_ship_date_is_not_measured():
     (found,) = pair(STEADY, [option("1", "2", "3")],
                     [{"option": "right_size_replicas", "service": "chat", "date": "2026-09-30"}])
     assert found["verdict"] == "not measured" and "no day of the later audit's window lies from" in found["note"]
+
+
+def test_a_verdict_off_the_band_says_where_the_unit_price_moved():
+    chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
+    earlier = audit("q2", {"chat": {**chat, "daily": days((1000, 100, "200"), (1000, 100, "200"))}},
+                    options=[option("2000", "2500", "3000")])
+    later = audit("q3", {"chat": {**chat, "daily": STEADY}},
+                  shipped=[{"option": "right_size_replicas", "service": "chat", "date": "2026-08-15"}])
+    (found,) = review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
+    assert found["verdict"] == "behind"
+    assert found["note"] == ("the part's unit price moved −25.0 % since the earlier audit, whose projection is at "
+                             "its own price: the realised saving is at the later one")
