@@ -15,6 +15,8 @@ demo: system-deps $(VENV)/.demo demo-data
 	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
 	  if [ $$rc -eq 2 ]; then echo "(exit 2: the audit ran but does not reconcile; the report says why)"; fi; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 2 ]
+	@# The quarterly review: two quarters of the demo deployment (fixtures/history, METHOD §10).
+	$(VENV)/bin/costaudit review fixtures/history/q2 fixtures/history/q3 --out out/review
 
 test: system-deps $(VENV)/.test $(BQ_VENV)/.ok $(FOCUS_VENV)/.ok-$(FOCUS_TOOLKIT_VERSION) demo-data
 	$(PY) -m pytest -q -p no:cacheprovider
