@@ -280,8 +280,16 @@ def _profiles(result) -> list[dict]:
                                      "ms": f"{r.total_us / 1000:.3f}",
                                      "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
                                     for r in kernels.itertuples()],
-                    "top_call_paths": list(result.evidence.call_paths.get(service, ()))})
+                    "top_call_paths": list(result.evidence.call_paths.get(service, ())),
+                    "idle_paths": _idle_paths(result.evidence.idle_paths.get(service, ()))})
     return out
+
+
+def _idle_paths(rows) -> list[dict]:
+    """A profile's top idle call paths (audit/trace/idle.py), each costed as the idle findings are."""
+    return [{"callpath": r["callpath"], "category": r["category"], "idle_us": r["idle_us"], "gaps": r["gaps"],
+             "share": r["share"], **({} if r.get("cost") is None else {"cost": str(cents(r["cost"]))})}
+            for r in rows]
 
 
 def _finding(found: KernelFinding, stable_id: str) -> dict:

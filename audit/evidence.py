@@ -3,7 +3,8 @@
 :func:`gather` returns, per declared service, the serving figures of the window (queue, batching,
 occupancy, prefix-cache, DCGM-activity and replica figures, each with its source or, unmeasured,
 null and the reason), the measured figures that bear on each option, and per kernel profile its
-top call paths and its findings, costed on the part of the ledger they lie in. Each trace is the
+top call paths, its top idle call paths (audit/trace/idle.py) and its findings, costed on the part
+of the ledger they lie in. Each trace is the
 one its profiles connector parsed (``ProfileSummary.trace``); a profile given without one is
 parsed here, once, when its file exists.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -64,16 +65,28 @@ def gather(case: Case, tele: Telemetry, profiles: Mapping[str, ProfileSummary], 
 
     serving = serving_evidence(tele, case.services)
     call_paths: dict[str, tuple[Mapping[str, Any], ...]] = {}
+    idle_paths: dict[str, tuple[Mapping[str, Any], ...]] = {}
     findings: list[KernelFinding] = []
     amounts = ledger.amounts()
     for service, profile in sorted(profiles.items()):
         trace = _trace_of(profile)
         if trace is None:
             continue
-        paths, found = kernel_evidence([trace])
+        paths, found, idle = kernel_evidence([trace])
         call_paths[service] = tuple(row for group in paths for row in group["top"])[:TOP_CALL_PATHS]
+        idle_paths[service] = _costed_idle(idle, service, amounts)
         findings += [_costed(finding, service, profile.name, amounts) for finding in found]
-    return Evidence(serving, option_evidence(serving), call_paths, tuple(findings))
+    return Evidence(serving, option_evidence(serving), call_paths, tuple(findings), idle_paths)
+
+
+def _costed_idle(idle: Sequence[Mapping[str, Any]], service: str,
+                 amounts: Mapping[tuple[str, str, str | None], Decimal]) -> tuple[dict[str, Any], ...]:
+    """A profile's top idle call paths, each costed as the idle findings are: its share of the
+    profile's GPU time × the service's serving_path.in_flight_idle (unrounded; None unmeasured)."""
+    amount = amounts.get(("serving_path", "in_flight_idle", service))
+    rows = sorted((row for group in idle for row in group["top"]), key=lambda r: -r["idle_us"])[:TOP_CALL_PATHS]
+    return tuple({**row, "cost": Decimal(row["share"]) * amount if amount is not None and row["share"] else None}
+                 for row in rows)
 
 
 def _trace_of(profile: ProfileSummary) -> Trace | None:

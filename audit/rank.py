@@ -27,6 +27,7 @@ from audit.pricing.batching import ServiceBatch, batching, running_batch
 from audit.pricing.commitment import right_size_commitment
 from audit.pricing.packing import consolidate
 from audit.pricing.rightsize import right_size, saving_at
+from audit.pricing.sync_points import service_idle, sync_points
 from audit.result import Commitment, Option
 
 MONTH_DAYS = Decimal("30.4375")  # 365.25 / 12
@@ -160,7 +161,8 @@ def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:
 
 #: the catalogue's ``model`` name -> its model on the rank stage's input (audit/pricing/)
 MODELS = {"right_size": _right_size, "autoscale": _autoscale, "consolidate": _consolidate,
-          "commitment": _commitment, "batching": _batching}
+          "commitment": _commitment, "batching": _batching,
+          "sync_host": lambda spec, given: sync_points(service_idle(given.profiles, given.ledger))}
 
 
 def model_of(spec: Mapping[str, Any], given: RankInput) -> tuple[Modelled | None, str]:

@@ -210,6 +210,8 @@ class Evidence:
     #: service -> its profile's top call paths (at most 10)
     call_paths: Mapping[str, tuple[Mapping[str, Any], ...]]
     findings: tuple[KernelFinding, ...]
+    #: service -> its profile's top idle call paths (audit/trace/idle.py; "cost" = share × in_flight_idle)
+    idle_paths: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
 
 #: days in a month for commitment terms (METHOD §7: a month is 30.4375 days)

@@ -27,31 +27,37 @@ def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz o
           as_json: bool = typer.Option(False, "--json", help="print JSON"),
           price: Optional[str] = typer.Option(None, "--price-per-gpu-hour", help="price one GPU-hour to cost findings"),
           folded: Optional[Path] = typer.Option(None, "--folded",
-                                                help="write folded stacks (flamegraph.pl / speedscope)")) -> None:
+                                                help="write folded stacks (flamegraph.pl / speedscope)"),
+          idle_folded: Optional[Path] = typer.Option(None, "--idle-folded",
+                                                     help="write the idle flame graph's folded stacks")) -> None:
     """Where the GPU time went, which call paths spent it, and what was wasted."""
     try:
         value = Decimal(price) if price is not None else None
     except InvalidOperation:
         raise UsageError(f"--price-per-gpu-hour {price!r} is not a number") from None
-    raise typer.Exit(trace_command(traces, as_json, value, folded=folded))
+    raise typer.Exit(trace_command(traces, as_json, value, folded=folded, idle_folded=idle_folded))
 
 
-def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folded: Path | None = None) -> int:
+def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folded: Path | None = None,
+                  idle_folded: Path | None = None) -> int:
     """Analyse the traces at ``paths`` and print a summary (or JSON); 0 on success, else the exit
     code of the error (1 for bad input), printed as one line on stderr.
 
     ``folded``, when given, receives the folded stacks (``frame;frame;kernel <µs>`` per line) of
-    every rank, for flamegraph.pl or speedscope.
+    every rank, for flamegraph.pl or speedscope; ``idle_folded`` those of the idle
+    (``frame;…;[idle: class] <µs>``: each GPU idle gap under the host call path that caused it).
     """
-    from audit.trace.analyse import analyse
+    from audit.trace.analyse import analyse_with_idle
 
     try:
-        document, stacks = analyse(paths, price)
+        document, stacks, idle_stacks = analyse_with_idle(paths, price)
     except CostauditError as exc:
         print(f"costaudit: error: {exc}", file=sys.stderr)
         return exit_code_of(exc)
     if folded is not None:
         Path(folded).write_text("".join(line + "\n" for line in stacks))
+    if idle_folded is not None:
+        Path(idle_folded).write_text("".join(line + "\n" for line in idle_stacks))
     print(json.dumps(document, indent=1, sort_keys=True) if as_json else render(document))
     return 0
 
@@ -81,8 +87,19 @@ def render(document: dict) -> str:
             lines.append(f"  {_ms(r['gpu_us']):>14}  {100 * float(r['share_of_gpu_work']):5.1f} %  "
                          f"{r['call_path']}  →  {r['top_kernel'][:80]}")
         lines.append("")
+    for entry in document.get("idle_paths") or []:
+        lines += _idle_lines(entry)
     lines += _finding_lines(document["findings"], document["price_per_gpu_hour"])
     return "\n".join(lines)
+
+
+def _idle_lines(entry: dict) -> list[str]:
+    """One rank's GPU idle by class and its top idle call paths."""
+    classes = "  ".join(f"{k.replace('_', ' ')} {_ms(v)}" for k, v in entry["by_category_us"].items() if v > 0)
+    out = [f"GPU idle by host call path, rank {entry['rank']}: {classes}"]
+    out += [f"  {_ms(r['idle_us']):>14}  {100 * float(r['share'] or 0):5.1f} %  {r['category']:<12}  {r['callpath']}"
+            for r in entry["top"]]
+    return out + [""]
 
 
 EXCLUDED_TEXT = {"negative_dur": "with a negative duration", "missing_dur": "with no duration",

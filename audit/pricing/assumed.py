@@ -15,8 +15,8 @@ MISSING = {
                 "set against the servers' running batch (vllm:num_requests_running)",
     "fusion": "needs the memory-bound chains' bytes at the device's memory bandwidth; the kernel findings "
               "are made after the options are priced and carry no bytes",
-    "sync_host": ("a model needs the GPU idle attributed to the host code that caused it (sync drain, host compute), "
-                  "which the kernel analysis does not give yet"),
+    "sync_host": ("no service has a kernel profile whose trace could be read to attribute its GPU idle to host "
+                  "call paths (sync drain, host compute)"),
     "prefix_cache": ("a model needs the prefill cost (model compute split into prefill and decode) and the measured "
                      "cache hit rate, not separated yet"),
     "generation_cap": ("a model needs the decode cost (model compute split into prefill and decode) and the distribution "

@@ -30,6 +30,7 @@ from audit.reporters.formatting import (
     short_hash,
     to_decimal,
 )
+from audit.reporters.idle_view import idle_rows
 
 # ---- view dataclasses ------------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class ProfileView:
     categories: list[dict[str, str]]
     top_kernels: list[dict[str, str]]
     top_call_paths: list[dict[str, str]] = field(default_factory=list)
+    idle_paths: list[dict[str, str]] = field(default_factory=list)   # audit.reporters.idle_view
 
 
 @dataclass(frozen=True)
@@ -415,6 +417,7 @@ def _profile(p: dict) -> ProfileView:
                          "top_kernel": _clip(c.get("top_kernel") or "", 120),
                          "ms": number(float(c.get("gpu_us") or 0) / 1000, 2),
                          "share": percent(c.get("share_of_gpu_work"))} for c in p.get("top_call_paths") or []],
+        idle_paths=idle_rows(p),
     )
 
 

@@ -20,7 +20,14 @@ TOP_PATHS = 10
 
 
 def analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
-    """The JSON document of a rank set, and its folded stacks.
+    """The JSON document of a rank set, and its folded stacks (GPU time)."""
+    document, stacks, _ = analyse_with_idle(paths, price)
+    return document, stacks
+
+
+def analyse_with_idle(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str], list[str]]:
+    """The JSON document of a rank set, its folded stacks of GPU time and its folded stacks of
+    idle time (the idle flame graph: each gap under the call path it is attributed to).
 
     Running out of memory (a trace of tens of millions of events on a small machine) is one named
     error, not a traceback.
@@ -35,7 +42,7 @@ def analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
                          expected="fewer ranks at once, or a machine with more memory") from None
 
 
-def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]:
+def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str], list[str]]:
     """:func:`analyse`, unguarded. pandas (the call-path tables) is loaded before the traces are
     read: short of memory, it is the analysis that fails (one named error), not the loading of a
     library half-way through (an ImportError, or worse)."""
@@ -44,35 +51,57 @@ def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str]]
     from audit.trace.breakdown import breakdown, hta_breakdown
     from audit.trace.callpath import folded_stacks
     from audit.trace.findings import load_profile, views_findings
+    from audit.trace.idle import idle_folded
 
     traces = [load_profile(Path(p)) for p in paths]
     document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),
                 "ranks": _rounded(breakdown(traces)), "hta_compatible": _rounded(hta_breakdown(traces)),
-                "call_paths": [], "findings": []}
+                "call_paths": [], "idle_paths": [], "findings": []}
     stacks: list[str] = []
+    idle_stacks: list[str] = []
     for rank, trace, view in gpu_views(traces):
         document["call_paths"].append(top_call_paths(rank, trace, view))
+        document["idle_paths"].append(top_idle_paths(rank, trace, view, price))
         document["findings"] += views_findings(view, price)
         stacks += folded_stacks(trace, view.paths)
+        idle_stacks += idle_folded(view)
     document["findings"] = sorted_findings(document["findings"])
     for device in (d for r in document["ranks"] for d in r["devices"]):
         active = device["kernel_active_us"]
         device["gap_ratio"] = round((device["window_us"] - active) / active, 6) if active > 0 else None
-    return document, stacks
+    return document, stacks, idle_stacks
 
 
-def kernel_evidence(traces: list[Trace]) -> tuple[list[dict], list[dict]]:
-    """The call paths and the (unpriced) findings of a rank set, as :func:`analyse` reports them.
+def kernel_evidence(traces: list[Trace]) -> tuple[list[dict], list[dict], list[dict]]:
+    """The call paths, the (unpriced) findings and the idle call paths of a rank set, as
+    :func:`analyse` reports them.
 
     The audit's evidence stage calls this on the traces its profiles connectors parsed.
     """
     from audit.trace.findings import views_findings
 
-    call_paths, findings = [], []
+    call_paths, findings, idle = [], [], []
     for rank, trace, view in gpu_views(traces):
         call_paths.append(top_call_paths(rank, trace, view))
+        idle.append(top_idle_paths(rank, trace, view, None))
         findings += views_findings(view, None)
-    return call_paths, sorted_findings(findings)
+    return call_paths, sorted_findings(findings), idle
+
+
+def top_idle_paths(rank: int, trace: Trace, view: ProfileView, price: Decimal | None) -> dict:
+    """One rank's idle by class and its top idle call paths (at most TOP_PATHS): ``callpath``,
+    ``category``, ``idle_us``, ``gaps``, ``share`` of the profile's GPU time and, given a price,
+    ``cost`` = share × price (per GPU-hour the workload runs, as the findings' cost)."""
+    from audit.trace.idle import idle_by_category, idle_groups
+
+    top = []
+    for group in idle_groups(view)[:TOP_PATHS]:
+        row = {k: group[k] for k in ("callpath", "category", "idle_us", "gaps", "share")}
+        if price is not None and group["share"] is not None:
+            row["cost"] = format((Decimal(group["share"]) * price).quantize(Decimal("0.0001")), "f")
+        top.append(row)
+    return {"rank": rank, "file": trace.path.name,
+            "by_category_us": {k: round(v, 3) for k, v in idle_by_category(view).items()}, "top": top}
 
 
 def gpu_views(traces: list[Trace]) -> Iterator[tuple[int, Trace, ProfileView]]:

@@ -14,13 +14,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 from audit.trace.breakdown import ranks
+from audit.trace.findings_idle import copy_overhead, host_compute, launch_bound, sync_waste
 from audit.trace.findings_kernels import batch_size_mismatch, memory_bound_chains
-from audit.trace.findings_rules import IDLE, Finding, copy_overhead, input_bound, launch_bound, sync_waste
+from audit.trace.findings_rules import IDLE, Finding, input_bound
 from audit.trace.profile_view import ProfileView
 from connectors.profiles.events import GPU_WORK, Trace
 from connectors.profiles.intervals import among
 
-RULES = (sync_waste, input_bound, launch_bound, copy_overhead, memory_bound_chains, batch_size_mismatch)
+RULES = (sync_waste, input_bound, launch_bound, host_compute, copy_overhead, memory_bound_chains, batch_size_mismatch)
 BUCKET_OF_PART = {IDLE: "serving_path", "kernel_active": "model_compute"}
 US_PER_HOUR = Decimal(3_600_000_000)
 

@@ -199,8 +199,10 @@ def test_every_demo_option_says_its_basis_and_inputs(demo_options):
 def test_demo_models_run_where_their_evidence_exists(demo_options):
     by_id = {o["id"]: o for o in demo_options}
     assert by_id["right_size_replicas"]["basis"] == "modelled"
-    assert by_id["remove_sync_points"]["basis"] == "assumed"
-    assert "host code that caused it" in by_id["remove_sync_points"]["basis_note"]
+    sync = by_id["remove_sync_points"]                   # from the profile's idle by host call path (issue 16)
+    assert sync["basis"] == "modelled" and "sync-drain" in sync["basis_note"]
+    assert {"sync-drain idle share of the profile's GPU time (chat)",
+            "serving_path.in_flight_idle over the window (chat)"} <= {i["name"] for i in sync["inputs"]}
     for o in demo_options:
         if o["basis"] == "modelled" and o["monthly_saving"]:
             saving = o["monthly_saving"]
