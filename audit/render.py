@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from audit.errors import ReportError
 from audit.reporters import REPORTERS, atomic, resolve
@@ -47,7 +48,7 @@ def render(audit: dict, out_dir: Path, formats: Sequence[str],
 
 def outputs() -> dict[str, bool]:
     """Every name a reporter writes in the output folder → True for a folder of files."""
-    classes = [resolve(name) for name in REPORTERS]
+    classes: list[Any] = [resolve(name) for name in REPORTERS]
     return {cls.output: cls.is_dir for cls in classes}
 
 

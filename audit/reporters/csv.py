@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.buckets import BUCKETS
+from audit.reporters.months_view import months_table
 
 Table = tuple[list[str], list[list[Any]]]
 CSV_TABLES = ("buckets", "services", "options", "reconciliation", "coverage", "gpu_split", "sources")
@@ -155,3 +156,9 @@ class CsvReporter:
                 writer = csv.writer(fh, lineterminator="\n")
                 writer.writerow(head)
                 writer.writerows([[cell(v) for v in row] for row in rows])
+        months = months_table(audit)
+        if months is not None:  # the quarter as months (audit.json months): only when the window has them
+            with open(Path(path) / "months.csv", "w", newline="", encoding="utf-8") as fh:
+                writer = csv.writer(fh, lineterminator="\n")
+                writer.writerow(months[0])
+                writer.writerows([[cell(v) for v in row] for row in months[1]])

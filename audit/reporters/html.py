@@ -46,8 +46,9 @@ def charts_of(model: ReportModel) -> dict[str, str | None]:
     key = id(model)
     if key not in _DRAWN:
         from audit.reporters.charts import build_charts
+        from audit.reporters.months_view import months_chart
 
-        _DRAWN[key] = build_charts(model.audit)
+        _DRAWN[key] = {**build_charts(model.audit), "months": months_chart(model.audit)}
         weakref.finalize(model, _DRAWN.pop, key, None)
     return _DRAWN[key]
 

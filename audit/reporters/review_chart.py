@@ -13,6 +13,7 @@ of a few per cent of the total stay visible.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any, cast
 
 from audit.reporters.charts import NEUTRAL, RC, _svg
 from audit.reporters.formatting import axis_money, money, nice_step, nice_ticks, to_decimal
@@ -68,7 +69,7 @@ def bridge_chart(bridge: dict, currency: str, earlier: str, later: str) -> str:
     bars[0] = (f"{earlier} total", *bars[0][1:])
     bars[-1] = (f"{later} total", *bars[-1][1:])
     floor = axis_floor(bars)
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(cast(Any, RC)):
         fig = Figure(figsize=(5.2, 0.9 + 0.24 * len(bars)))
         ax = fig.add_subplot()
         ys = list(range(len(bars)))[::-1]

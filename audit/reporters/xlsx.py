@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.reporters.csv import build_tables
+from audit.reporters.months_view import months_table
 from audit.reporters.xlsx_cells import (
     decimals,
     findings_table,
@@ -38,6 +39,7 @@ SHEETS = {
     "summary": "Summary", "buckets": "Buckets and parts", "services": "Services - unit costs",
     "options": "Options", "findings": "Findings", "reconciliation": "Reconciliation",
     "coverage": "Coverage by node", "gpu_split": "GPU split", "sources": "Sources", "classes": "Classes",
+    "months": "Months",
 }
 
 
@@ -51,6 +53,11 @@ def sheet_specs(audit: dict) -> dict[str, tuple[list[str], list[list[Any]], list
             head, rows = tables[name]
             kinds = [kind_of(column) for column in head]
             specs[name] = (head, rows, [kinds] * len(rows))
+    months = months_table(audit)
+    if months is not None:  # the quarter as months: a kind per row (money, count, unit cost, share)
+        months_head, months_rows, months_kinds = months
+        specs["months"] = (months_head, months_rows,
+                           [[None, None, *[k] * (len(months_head) - 2)] for k in months_kinds])
     return specs
 
 
