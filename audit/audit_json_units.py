@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from audit.audit_json_phases import phases_entry
 from audit.money import ZERO, cents, dsum, fmt, share
 from audit.result import AuditResult, SharedSplit, TrafficTotals, UnitCost
 
@@ -56,6 +57,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
         "reason": service_reason(uc, requests, full),
+        "phases": phases_entry(result, uc),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
 

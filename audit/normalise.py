@@ -15,6 +15,7 @@ from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
     EXCLUDED_COLUMNS,
+    HISTOGRAM_COLUMNS,
     NODE_COLUMNS,
     QUEUE_COLUMNS,
     REPLICA_COLUMNS,
@@ -84,7 +85,8 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      counter_resets=_sourced(collected, "counter_resets", RESET_COLUMNS),
                      unmeasured_intervals=_sourced(collected, "unmeasured_intervals",
                                                    UNMEASURED_COLUMNS),
-                     request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS))
+                     request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS),
+                     histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 

@@ -41,6 +41,7 @@ UNMEASURED_COLUMNS = ["node", "gpu", "uuid", "ts", "metric"]
 #: a collector bundle's sweep points (schemas.profile.SweepPoint; connectors.profiles.bundle)
 SWEEP_COLUMNS = ["batch_size", "concurrency", "requests", "error_rate", "inferences_per_s", "latency_p50_ms",
                  "latency_p95_ms", "latency_p99_ms", "slo_ms", "max_error_rate"]
+HISTOGRAM_COLUMNS = ["ts", "family", "model_name", "namespace", "pod", "histogram", "le", "requests"]
 REQUEST_COUNT_COLUMNS = ["ts", "pod", "lines", "successful", "failed", "health_checks", "unparseable",
                          "other_paths"]
 
@@ -114,6 +115,8 @@ class Telemetry:
         default_factory=lambda: empty_table(UNMEASURED_COLUMNS + ["source"]))
     #: request logs' line counts per interval and class, each row with its ``source``
     request_counts: pd.DataFrame = field(default_factory=lambda: empty_table(REQUEST_COUNT_COLUMNS + ["source"]))
+    #: per-request token histograms (connectors.telemetry.phase_families), each row with its ``source``
+    histograms: pd.DataFrame = field(default_factory=lambda: empty_table(HISTOGRAM_COLUMNS + ["source"]))
 
 
 @dataclass(frozen=True)

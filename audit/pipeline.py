@@ -147,7 +147,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
         case.tolerance))
     options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles,
                                                  commitments_of(collected, case.end), split.groups,
-                                                 split.coverage, tele.serving))
+                                                 split.coverage, tele.serving, tele.histograms))
     _step(progress, "gathering the evidence")
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,

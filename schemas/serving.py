@@ -67,6 +67,15 @@ class ServingStats(pa.DataFrameModel):
     prefix_hits: Series[float] = Measured()
     prefix_hit_rate: Series[float] = Measured(le=1)
     kv_cache_usage: Series[float] = Measured()
+    #: phase timers (connectors.telemetry.phase_families): seconds and observations summed per interval
+    prefill_seconds: Series[float] = Measured(required=False)
+    prefill_requests: Series[float] = Measured(required=False)
+    decode_seconds: Series[float] = Measured(required=False)
+    decode_requests: Series[float] = Measured(required=False)
+    tpot_seconds: Series[float] = Measured(required=False)
+    itl_seconds: Series[float] = Measured(required=False)
+    request_tpot_seconds: Series[float] = Measured(required=False)
+    generated_tokens: Series[float] = Measured(required=False)
 
     class Config:
         strict = False

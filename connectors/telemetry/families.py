@@ -18,6 +18,7 @@ import pandas as pd
 
 from connectors.bounds import shown
 from connectors.errors import InputError
+from connectors.telemetry.phase_families import PHASE_COUNTERS, phase_column
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -208,6 +209,7 @@ SERVING_COUNTERS = {
     "vllm:iteration_tokens_total_count": ("vllm", "batch_steps"),
     "vllm:prefix_cache_queries": ("vllm", "prefix_queries"),
     "vllm:prefix_cache_hits": ("vllm", "prefix_hits"),
+    **PHASE_COUNTERS,
 }
 #: serving-server gauges: sample name -> (family, column); means per interval
 SERVING_GAUGES = {
@@ -266,6 +268,7 @@ def _server_family(table: dict[str, tuple[str, str]]) -> Describe:
         ``model_name``; TGI not at all (the pod does).
         """
         family, column = table.get(name) or table[name.removesuffix("_total")]
+        column = phase_column(name, column, labels)
         model = labels.get("model_name") or labels.get("model", "")
         engine = labels.get("engine") or labels.get("version", "")
         return (column, family, model, label(labels, "namespace"), label(labels, "pod"), engine)
@@ -317,7 +320,7 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
         by_name[name] = roles["queue"]
     for name in SERVING_COUNTERS:
         by_name[name] = roles["server_counters"]
-        if not name.endswith(("_sum", "_count")):
+        if not name.endswith(("_sum", "_count", "_bucket")):
             by_name[name + "_total"] = roles["server_counters"]
     for name in SERVING_GAUGES:
         by_name[name] = roles["server_gauges"]

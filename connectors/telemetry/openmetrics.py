@@ -24,6 +24,7 @@ from connectors.errors import InputError
 from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
 from connectors.telemetry.omtext import SAMPLE_FORM, read_families
+from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
     counter_increases,
     covered,
@@ -88,6 +89,7 @@ class OpenMetricsConnector(Connector):
                 gauge_means(frames["dcgm_evidence"], grid, list(EVIDENCE_COLUMNS)), grid),
             "replicas": replicas(gauge_means(frames["replicas"], grid, list(REPLICA_COLUMNS)),
                                  grid),
+            "token_histograms": token_histograms(increases, grid),
             **quality_tables(busy, counted),
         }
         self.step_seconds = grid.step

@@ -22,10 +22,9 @@ aggregates cross the network (see ``connectors.telemetry.promquery`` for how eac
   included) like the vLLM counters; each label set is described by the file connector's own
   function, so that both connectors key rows alike.
 
-Ties that only sample times can break, and intervals holding a counter reset, are settled with the
-raw samples of that one interval. Differences from the file connector: metadata samples outside
-the window are not read (the file connector reads node and pod labels from the whole file), and
-``covered`` is given to the interval, not to the sample.
+Ties that only sample times can break, and intervals holding a counter reset, are settled with the raw samples
+of that one interval. Differences from the file connector: metadata samples outside the window are not read (the
+file connector reads node and pod labels from the whole file), and ``covered`` is given to the interval, not to the sample.
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ from connectors.telemetry.families import (
     unit_uuid,
 )
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
-from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.openmetrics import OpenMetricsConnector, token_histograms
 from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.promquery import (
     MAX_POINTS,
@@ -91,7 +90,7 @@ REQUESTS = "kube_pod_container_resource_requests"
 GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
 COUNTER_NAMES = [n for c in COUNTERS for n in (c + "_total", c)]
 SERVER_COUNTER_NAMES = [n for c in SERVING_COUNTERS for n in (
-    (c,) if c.endswith(("_sum", "_count")) else (c + "_total", c))]
+    (c,) if c.endswith(("_sum", "_count", "_bucket")) else (c + "_total", c))]
 WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS,
           *COUNTER_NAMES, *QUEUE_GAUGES, *SERVER_COUNTER_NAMES, *SERVING_GAUGES, *DCGM_EVIDENCE,
           *REPLICA_GAUGES]
@@ -253,6 +252,7 @@ class PrometheusConnector(Connector):
                 self.grid),
             "replicas": replicas(
                 self._gauge_means(REPLICA_GAUGES, "replicas", REPLICA_BY, "namespace"), self.grid),
+            "token_histograms": token_histograms(increases, self.grid),
             **quality_tables(busy, [self._counted]),
         }
 

@@ -26,6 +26,7 @@ from connectors.telemetry.families import (
     mig_slice,
 )
 from connectors.telemetry.grid import NS, Grid
+from connectors.telemetry.phase_families import PHASE_COLUMNS
 from connectors.telemetry.validity import (
     NOT_ON_MIG,
     UNMEASURED_COLUMNS,
@@ -63,7 +64,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "running": "float64", "waiting": "float64", "compute_input_seconds": "float64",
         "compute_infer_seconds": "float64", "compute_output_seconds": "float64",
         "prefix_queries": "float64", "prefix_hits": "float64", "prefix_hit_rate": "float64",
-        "kv_cache_usage": "float64"},
+        "kv_cache_usage": "float64", **dict.fromkeys(PHASE_COLUMNS, "float64")},
     "gpu_evidence": {
         "node": "str", "gpu": "str", "uuid": "str", "ts": "datetime64[ns, UTC]",
         "sm_active": "float64", "tensor_active": "float64", "dram_active": "float64",

@@ -1,0 +1,63 @@
+"""audit.json ``services[name].phases``: model compute split into prefill and decode (METHOD §4).
+
+``prefill`` / ``decode``: ``cost`` (the service's ``model_compute.kernel_active`` × the phase's share,
+to the cent; the two add up to the part exactly), ``service_cost`` (the service's whole cost, owned +
+shared, × the share: the cost the per-token figures stand on, so that prefill + decode = the
+service's cost), ``share`` (decimal-string fraction of measured phase time) and ``source``.
+``cost_per_1m_prompt_tokens`` = prefill service cost × 10⁶ / prompt tokens and
+``cost_per_1m_generated_tokens`` = decode service cost × 10⁶ / generated tokens, to 6 places
+(METHOD §4). ``also`` lists the other sources that measured the split (their prefill share), for
+comparison. Where nothing measures both phases every figure is null and ``reason`` says why.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from audit.money import cents, fmt, share
+from audit.phases import Split, model_compute, service_split
+
+PLACES = 6
+
+
+def _per_million(cost: Decimal, tokens: int | None) -> str | None:
+    return fmt(cost * 1_000_000 / tokens, PLACES) if tokens else None
+
+
+def phases_of(result, uc) -> Split:
+    """The split of one service (audit.phases) on the result's telemetry and profile."""
+    serving = result.telemetry.serving
+    return service_split(uc.service, serving, result.case.services, result.profiles.get(uc.service))
+
+
+def phases_entry(result, uc) -> dict[str, Any]:
+    """The ``phases`` entry of one service."""
+    split = phases_of(result, uc)
+    if split.used is None:
+        empty = {"cost": None, "service_cost": None, "share": None, "source": None}
+        return {"prefill": dict(empty), "decode": dict(empty), "cost_per_1m_prompt_tokens": None,
+                "cost_per_1m_generated_tokens": None, "also": [], "reason": split.reason}
+    used = split.used
+    part = cents(model_compute(result.ledger, uc.service))
+    whole = uc.own + uc.shared
+    prefill_cents = cents(part * used.share)
+    prefill_whole = whole * used.share
+    t = uc.traffic
+    prompt = int(t.prompt_tokens) if t else None
+    generated = int(t.generated_tokens) if t else None
+    total = used.prefill + used.decode
+    reasons = []
+    if not prompt:
+        reasons.append("no prompt-token counter for this service: cost per 1 M prompt tokens not measured")
+    if not generated:
+        reasons.append("no generated-token counter for this service: cost per 1 M generated tokens not measured")
+    return {
+        "prefill": {"cost": str(prefill_cents), "service_cost": str(cents(prefill_whole)),
+                    "share": share(used.prefill, total), "source": used.source},
+        "decode": {"cost": str(part - prefill_cents), "service_cost": str(cents(whole) - cents(prefill_whole)),
+                   "share": share(used.decode, total), "source": used.source},
+        "cost_per_1m_prompt_tokens": _per_million(prefill_whole, prompt),
+        "cost_per_1m_generated_tokens": _per_million(whole - prefill_whole, generated),
+        "also": [{"source": m.source, "prefill_share": share(m.prefill, m.prefill + m.decode)} for m in split.others],
+        "reason": "; ".join(reasons) or None,
+    }

@@ -1,0 +1,209 @@
+"""Model compute split into prefill and decode per service (METHOD §4), and what the prefix-cache and
+generation-cap options read from the same measurements (METHOD §7).
+
+The split is measured, never assumed: a service's share of prefill is its measured prefill time over
+prefill + decode time, from
+
+1. its kernel profile, where the profile tells prefill from decode steps and holds both
+   (connectors.profiles.phases: phase annotations, else attention shapes and kernels): kernel time,
+   the quantity ``model_compute.kernel_active`` measures;
+2. else the servers' phase timers over the window, summed over the service's pods: vLLM
+   ``vllm:request_prefill_time_seconds_sum`` and ``vllm:request_decode_time_seconds_sum`` (decode
+   falls back to ``vllm:time_per_output_token_seconds_sum`` or ``vllm:inter_token_latency_seconds_sum``,
+   one observation per generated token after the first: their sum is decode time), TGI
+   ``tgi_batch_forward_duration_sum{method="prefill|decode"}``.
+
+Where neither measures both phases the split is *not measured*, with the reason. vLLM's per-request
+``vllm:request_time_per_output_token_seconds`` (each request's *mean* time per token) is never read
+as decode time: its sum is smaller than the decode time by about the mean generated length (the
+OpenCost comparison in docs/telemetry.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from audit.money import ZERO
+from audit.services import service_of
+from connectors.profiles.phases import PhaseSplit, split_phases
+from connectors.telemetry.phase_families import distribution
+
+PREFILL_TIMERS = {"vllm": "vllm:request_prefill_time_seconds_sum",
+                  "tgi": 'tgi_batch_forward_duration_sum{method="prefill"}'}
+DECODE_TIMERS = {"vllm": ("decode_seconds", "vllm:request_decode_time_seconds_sum"),
+                 "vllm_tpot": ("tpot_seconds", "vllm:time_per_output_token_seconds_sum"),
+                 "vllm_itl": ("itl_seconds", "vllm:inter_token_latency_seconds_sum"),
+                 "tgi": ("decode_seconds", 'tgi_batch_forward_duration_sum{method="decode"}')}
+GENERATION_HISTOGRAMS = {"vllm": "vllm:request_generation_tokens", "tgi": "tgi_request_generated_tokens"}
+NO_TIMERS = ("no phase timers for its pods (vllm:request_prefill_time_seconds / vllm:request_decode_time_seconds, "
+             'tgi_batch_forward_duration{method="prefill|decode"}; Triton does not time the phases)')
+
+
+def _dec(value: float) -> Decimal:
+    return Decimal(repr(float(value)))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Prefill and decode time of one service from one source (seconds, or us for a profile)."""
+
+    prefill: Decimal
+    decode: Decimal
+    source: str
+
+    @property
+    def share(self) -> Decimal:
+        """The prefill share: prefill / (prefill + decode), an exact quotient."""
+        return self.prefill / (self.prefill + self.decode)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A service's phase split: the measurement used (None: not measured, with the reason) and the
+    other sources that measured it too (compared in audit.json, never mixed in)."""
+
+    service: str
+    used: Measured | None
+    reason: str | None
+    others: tuple[Measured, ...] = ()
+
+
+def _rows_of(table: pd.DataFrame, services: Mapping[str, Any]) -> pd.DataFrame:
+    """The table's rows with the declared service their pod labels match (``service`` column)."""
+    if table is None or table.empty:
+        return pd.DataFrame(columns=[*(table.columns if table is not None else []), "service"])
+    names = [service_of({"namespace": str(ns), "pod": str(pod), "model_name": str(model), "container": ""},
+                        services, {})
+             for ns, pod, model in zip(table["namespace"], table["pod"], table["model_name"])]
+    out = table.assign(service=names)
+    return out.loc[out["service"].notna()]
+
+
+def _total(rows: pd.DataFrame, column: str) -> float:
+    """Sum of a measured column (NaN = not measured; no value at all: NaN)."""
+    if column not in rows or rows[column].isna().all():
+        return math.nan
+    return float(rows[column].sum(skipna=True))
+
+
+def serving_total(serving: pd.DataFrame, services: Mapping[str, Any], service: str, column: str,
+                  family: str | None = None) -> float:
+    """Sum of a serving-stats column over the service's pods (NaN where no row measures it)."""
+    rows = _rows_of(serving, services)
+    rows = rows.loc[rows["service"] == service]
+    if family is not None and "family" in rows:
+        rows = rows.loc[rows["family"] == family]
+    return _total(rows, column)
+
+
+def timer_split(rows: pd.DataFrame, service: str) -> Measured | str:
+    """The service's phase timers over the window, or why they measure no split."""
+    for family in ("vllm", "tgi"):
+        mine = rows.loc[rows["family"] == family] if "family" in rows else rows.iloc[0:0]
+        prefill = _total(mine, "prefill_seconds")
+        if not math.isfinite(prefill):
+            continue
+        for key, (column, name) in DECODE_TIMERS.items():
+            if not key.startswith(family):
+                continue
+            decode = _total(mine, column)
+            if math.isfinite(decode) and prefill > 0 and decode > 0:
+                sources = "; ".join(sorted(set(mine["source"].astype(str)))) if "source" in mine else ""
+                return Measured(_dec(prefill), _dec(decode),
+                                f"{PREFILL_TIMERS[family]} and {name} over the window ({sources})")
+        return (f"{service}: its phase timers measure {prefill:g} s of prefill and no decode time"
+                if prefill > 0 else f"{service}: its phase timers measure no prefill time")
+    return f"{service}: {NO_TIMERS}"
+
+
+_PROFILE_SPLITS: dict[int, PhaseSplit] = {}
+
+
+def profile_split(profile) -> PhaseSplit | None:
+    """The phase split of a profile's parsed trace (None where the profile has no trace); computed
+    once per trace."""
+    trace = getattr(profile, "trace", None)
+    if trace is None:
+        return None
+    key = id(trace)
+    if key not in _PROFILE_SPLITS:
+        if len(_PROFILE_SPLITS) > 64:
+            _PROFILE_SPLITS.clear()
+        _PROFILE_SPLITS[key] = split_phases(trace)
+    return _PROFILE_SPLITS[key]
+
+
+def service_split(service: str, serving: pd.DataFrame, services: Mapping[str, Any], profile=None) -> Split:
+    """The service's split: its profile where the profile separates both phases, else its phase timers."""
+    found = []
+    reasons = []
+    phases = profile_split(profile) if profile is not None else None
+    if phases is not None and phases.separated:
+        left = (f"; {phases.mixed_us + phases.unlabelled_us:.0f} us of mixed or unlabelled kernel time left out"
+                if phases.mixed_us + phases.unlabelled_us else "")
+        found.append(Measured(_dec(phases.prefill_us), _dec(phases.decode_us),
+                              f"kernel profile {profile.name}: kernel time of prefill and decode steps "
+                              f"({phases.basis}: {phases.evidence}{left})"))
+    elif phases is not None:
+        reasons.append(f"{service}: profile {profile.name}: {phases.reason()}")
+    elif profile is None:
+        reasons.append(f"{service}: no kernel profile")
+    rows = _rows_of(serving, services)
+    timers = timer_split(rows.loc[rows["service"] == service], service)
+    if isinstance(timers, Measured):
+        found.append(timers)
+    else:
+        reasons.append(timers)
+    if not found:
+        return Split(service, None, "; ".join(reasons))
+    return Split(service, found[0], None, tuple(found[1:]))
+
+
+def hit_rate(serving: pd.DataFrame, services: Mapping[str, Any], service: str) -> tuple[Decimal, str] | str:
+    """The measured prefix-cache hit rate h0 of the service over the window, or why it is not measured:
+    vLLM V1 ``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries`` (tokens), else the mean of V0's
+    ``vllm:gpu_prefix_cache_hit_rate`` gauge."""
+    rows = _rows_of(serving, services)
+    rows = rows.loc[rows["service"] == service]
+    queries, hits = _total(rows, "prefix_queries"), _total(rows, "prefix_hits")
+    sources = "; ".join(sorted(set(rows["source"].astype(str)))) if "source" in rows and len(rows) else ""
+    if math.isfinite(queries) and queries > 0 and math.isfinite(hits):
+        return (_dec(hits) / _dec(queries),
+                f"vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total over the window ({sources})")
+    if "prefix_hit_rate" in rows and rows["prefix_hit_rate"].notna().any():
+        return (_dec(float(rows["prefix_hit_rate"].mean())),
+                f"vllm:gpu_prefix_cache_hit_rate, mean per pod and interval ({sources})")
+    return (f"{service}: no prefix-cache counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits, or "
+            "vllm:gpu_prefix_cache_hit_rate) for its pods")
+
+
+def generated_distribution(histograms: pd.DataFrame, services: Mapping[str, Any],
+                           service: str) -> tuple[np.ndarray, np.ndarray, str] | str:
+    """(bucket upper edges, requests per bucket, source) of the service's generated tokens per request,
+    from the servers' histograms over the window, or why there is none."""
+    rows = _rows_of(histograms, services)
+    rows = rows.loc[rows["service"] == service] if len(rows) else rows
+    for family, name in GENERATION_HISTOGRAMS.items():
+        mine = rows.loc[rows["family"] == family] if len(rows) else rows
+        edges, counts = distribution(mine, "generation_tokens") if len(mine) else (np.empty(0), np.empty(0))
+        if counts.sum() > 0:
+            sources = "; ".join(sorted(set(mine["source"].astype(str)))) if "source" in mine else ""
+            return edges, counts, f"{name}_bucket increases over the window ({sources})"
+    return (f"{service}: no generated-token histogram (vllm:request_generation_tokens_bucket, "
+            "tgi_request_generated_tokens_bucket) for its pods")
+
+
+def model_compute(ledger, service: str) -> Decimal:
+    """The service's ``model_compute.kernel_active`` over the window (the ledger part)."""
+    part = ledger.parts.get(("model_compute", "kernel_active", service))
+    return part.amount if part is not None else ZERO
+
+
+def prefill_cost(split: Split, amount: Decimal) -> Decimal | None:
+    """``amount`` × the prefill share (None where the split is not measured)."""
+    return None if split.used is None else amount * split.used.share

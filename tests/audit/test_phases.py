@@ -1,0 +1,157 @@
+"""Prefill vs decode per service (METHOD §4) and the prefix-cache and generation-cap options (§7) on a
+vLLM case: one g5.xlarge billed for an hour, its vLLM pod's /metrics (tests/connectors/telemetry/
+vllm_phases.py, with the truth) and a kernel profile (a generated trace with both phases, the real
+prefill-only qwen trace, or one that tells no phase).
+"""
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from audit.audit_json import to_dict
+from audit.case import Case, Service
+from audit.collected import Collected
+from audit.pipeline import audit_collected
+from connectors.base import ReadContext, SourceSpec
+from connectors.profiles.kineto import KinetoConnector
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from tests.builders import frame, line, lines_frame
+from tests.connectors.profiles.phase_trace import generate
+from tests.connectors.telemetry.vllm_phases import INSTANCE, write
+from tests.paths import DATA
+
+START = datetime(2025, 3, 1, tzinfo=UTC)
+END = START + timedelta(hours=1)
+QWEN = DATA / "traces" / "tracelens" / "h100_qwen1.5-0.5b-chat.json.gz"
+ALEXNET = DATA / "traces" / "hta" / "alexnet_a100_cuda_sync.json.gz"
+PER_MONTH = Decimal("30.4375") * 24  # the window is one hour
+
+
+def case() -> Case:
+    return Case(path=Path("/nonexistent/case.toml"), name="phases", start=START, end=END, currency="USD",
+                cost_basis="effective", tolerance=Decimal("0.02"), step_seconds=300,
+                target_utilisation=Decimal("0.8"), loaded_rate=Decimal(100), sources=(),
+                services={"chat": Service("chat", {"namespace": "serve", "pod": "re:^vllm-qwen-"})},
+                scope={"accounts": ["111"], "services": [], "tags": {}}, rules=(), nodes={}, option_overrides={})
+
+
+@pytest.fixture(scope="module")
+def metrics(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vllm") / "vllm.om"
+    truth = write(path, int(START.timestamp()))
+    read = OpenMetricsConnector(SourceSpec("vllm", "telemetry", "openmetrics", path),
+                                ReadContext(START, END, "USD", 300)).read()
+    return read, truth
+
+
+def audit(metrics, trace: Path):
+    read, _ = metrics
+    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
+               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
+               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
+               start=pd.Timestamp(START), end=pd.Timestamp(END))
+    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", trace, {"service": "chat"}),
+                              ReadContext(START, END, "USD", 300)).read()
+    collected = Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
+                           frame("telemetry", "openmetrics", dict(read.tables), name="vllm"), profile))
+    return audit_collected(case(), collected)
+
+
+@pytest.fixture(scope="module")
+def both_phases(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "both.json.gz"
+    return path, generate(path, seed=11)
+
+
+def test_split_from_the_profile_with_the_timers_beside(metrics, both_phases):
+    path, truth = both_phases
+    result = audit(metrics, path)
+    document = to_dict(result)
+    phases = document["services"]["chat"]["phases"]
+    share = Decimal(repr(truth["prefill"])) / Decimal(repr(truth["prefill"] + truth["decode"]))
+    assert phases["prefill"]["share"] == f"{share:.6f}"
+    assert phases["prefill"]["source"].startswith("kernel profile chat-profile: kernel time of prefill and decode")
+    assert "attention operators with input shapes" in phases["prefill"]["source"]
+    part = result.ledger.parts[("model_compute", "kernel_active", "chat")].amount
+    assert Decimal(phases["prefill"]["cost"]) + Decimal(phases["decode"]["cost"]) == part.quantize(Decimal("0.01"))
+    service = document["services"]["chat"]
+    whole = Decimal(service["total_cost"])
+    assert Decimal(phases["prefill"]["service_cost"]) + Decimal(phases["decode"]["service_cost"]) == whole
+    [also] = phases["also"]
+    _, timers = metrics
+    server = Decimal(repr(timers["prefill_s"])) / Decimal(repr(timers["prefill_s"] + timers["decode_s"]))
+    assert "vllm:request_prefill_time_seconds_sum and vllm:request_decode_time_seconds_sum" in also["source"]
+    assert Decimal(also["prefill_share"]) == pytest.approx(server, abs=Decimal("1e-6"))
+    assert phases["reason"] is None
+
+
+def test_split_from_the_vllm_timers_when_the_profile_is_prefill_only(metrics):
+    result = audit(metrics, QWEN)
+    document = to_dict(result)
+    service = document["services"]["chat"]
+    phases = service["phases"]
+    _, truth = metrics
+    prefill_s, decode_s = Decimal(repr(truth["prefill_s"])), Decimal(repr(truth["decode_s"]))
+    assert phases["prefill"]["source"].startswith(
+        "vllm:request_prefill_time_seconds_sum and vllm:request_decode_time_seconds_sum over the window")
+    assert Decimal(phases["prefill"]["share"]) == pytest.approx(prefill_s / (prefill_s + decode_s), abs=Decimal("1e-6"))
+    # the whole cost split by measured phase time, per 1 M prompt / generated tokens (METHOD §4)
+    uc = result.unit_costs["chat"]
+    whole = uc.own + uc.shared
+    split_share = (Decimal(repr(float(result.telemetry.serving["prefill_seconds"].sum())))
+                   / Decimal(repr(float(result.telemetry.serving[["prefill_seconds", "decode_seconds"]].sum().sum()))))
+    assert service["prompt_tokens"] == truth["prompt"] and service["generated_tokens"] == truth["generated"]
+    assert Decimal(phases["cost_per_1m_prompt_tokens"]) == pytest.approx(
+        whole * split_share * 1_000_000 / truth["prompt"], abs=Decimal("1e-6"))
+    assert Decimal(phases["cost_per_1m_generated_tokens"]) == pytest.approx(
+        whole * (1 - split_share) * 1_000_000 / truth["generated"], abs=Decimal("1e-6"))
+    assert phases["also"] == []
+
+
+def test_not_measured_says_why(metrics):
+    read, _ = metrics
+    bare = {k: v.drop(columns=[c for c in ("prefill_seconds", "decode_seconds") if c in v]) if k == "serving_stats" else v
+            for k, v in read.tables.items()}
+    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
+               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
+               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
+               start=pd.Timestamp(START), end=pd.Timestamp(END))
+    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", ALEXNET, {"service": "chat"}),
+                              ReadContext(START, END, "USD", 300)).read()
+    result = audit_collected(case(), Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
+                                                frame("telemetry", "openmetrics", bare, name="vllm"), profile)))
+    document = to_dict(result)
+    phases = document["services"]["chat"]["phases"]
+    assert phases["prefill"] == {"cost": None, "service_cost": None, "share": None, "source": None}
+    assert phases["cost_per_1m_prompt_tokens"] is None and phases["cost_per_1m_generated_tokens"] is None
+    assert "profile chat-profile: no phase annotation" in phases["reason"]
+    assert "no phase timers for its pods" in phases["reason"]
+    options = {o["id"]: o for o in document["options"]}
+    assert options["prefix_kv_cache"]["status"] == "not_measured"
+    assert options["generation_cap"]["status"] == "not_measured"
+
+
+def test_the_two_options_are_modelled_from_these_figures(metrics):
+    result = audit(metrics, QWEN)
+    _, truth = metrics
+    options = {o.id: o for o in result.options}
+    prefix, cap = options["prefix_kv_cache"], options["generation_cap"]
+    assert prefix.basis == "modelled" and cap.basis == "modelled"
+    part = result.ledger.parts[("model_compute", "kernel_active", "chat")].amount
+    serving = result.telemetry.serving
+    share = (Decimal(repr(float(serving["prefill_seconds"].sum())))
+             / Decimal(repr(float(serving[["prefill_seconds", "decode_seconds"]].sum().sum()))))
+    h0 = Decimal(truth["hits"]) / Decimal(truth["queries"])
+    expected = part * share * (Decimal("0.5") - h0) / (1 - h0) * PER_MONTH
+    assert prefix.saving["expected"] == pytest.approx(expected, abs=Decimal("1e-9"))
+    names = {name for name, _, _ in prefix.inputs}
+    assert {"chat: measured hit rate h0", "chat: prefill share", "stated hit rate h1"} <= names
+    # generation cap: the decode cost × the share of generated tokens above 1024, bracketed by bucket edges
+    exact = Decimal(sum(max(0, n - 1024) for n in truth["generated_per_request"])) / Decimal(truth["generated"])
+    decode = (part - part * share) * PER_MONTH
+    assert cap.saving["low"] <= decode * exact <= cap.saving["high"]
+    assert cap.saving["low"] > 0
