@@ -25,7 +25,9 @@ from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
 from audit.pricing.batching import ServiceBatch, batching, running_batch
 from audit.pricing.commitment import right_size_commitment
+from audit.pricing.generation_cap import generation_cap
 from audit.pricing.packing import consolidate
+from audit.pricing.prefix_cache import phase_parts, prefix_cache
 from audit.pricing.rightsize import right_size, saving_at
 from audit.pricing.sync_points import service_idle, sync_points
 from audit.result import Commitment, Option
@@ -60,6 +62,7 @@ class RankInput:
     coverage: Mapping[str, NodeCoverage] = field(default_factory=dict)
     #: telemetry serving stats (audit.normalised.Telemetry.serving; the batching model's running batch)
     serving: pd.DataFrame | None = None
+    histograms: pd.DataFrame | None = None       # per-request token histograms (the generation-cap model)
 
 
 @lru_cache(maxsize=1)
@@ -162,6 +165,7 @@ def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:
 #: the catalogue's ``model`` name -> its model on the rank stage's input (audit/pricing/)
 MODELS = {"right_size": _right_size, "autoscale": _autoscale, "consolidate": _consolidate,
           "commitment": _commitment, "batching": _batching,
+          "prefix_cache": prefix_cache, "generation_cap": generation_cap,  # audit/pricing/prefix_cache.py, generation_cap.py
           "sync_host": lambda spec, given: sync_points(service_idle(given.profiles, given.ledger))}
 
 
@@ -187,7 +191,7 @@ def rank_options(given: RankInput) -> list[Option]:
     the options on GPU capacity say (with the committed share of GPU compute).
     """
     case = given.case
-    amounts = part_amounts(given.ledger)
+    amounts = {**part_amounts(given.ledger), **phase_parts(given)}  # model_compute.prefill / decode where measured
     measured = measured_parts(given.ledger, given.profiles)
     committed = committed_share(given.charges)
     per_month = MONTH_DAYS / case.days
@@ -238,7 +242,7 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
         assumptions.append(note)
     option = Option(spec["id"], spec["title"], part, "priced", None, None, cost, None, effort,
                     tuple(assumptions), overridden)
-    if part in UNMEASURED_PARTS or (base is None and part not in measured_parts):
+    if (part in UNMEASURED_PARTS and base is None) or (base is None and part not in measured_parts):
         why_not = UNMEASURED_PARTS.get(part, "no measurement in this case produced it")
         return replace(option, status="not_measured", reason=f"part not measured: {why_not}",
                        basis_note=why or None)
