@@ -13,8 +13,9 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
-from audit.reporters import evidence_view, phases_view, plan_view, quality, wording
+from audit.reporters import evidence_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
+from audit.reporters.months_view import MonthsView, months_view
 from audit.reporters.formatting import (
     BASIS,
     BUCKET_LABELS,
@@ -222,7 +223,6 @@ class ReportModel:
     data_quality: dict[str, Any] = field(default_factory=dict)
     #: what of the case matches nothing in the data (audit.json ``fit``): page-1 notice
     misfits: dict[str, Any] = field(default_factory=dict)
-    phases: list[dict[str, str]] = field(default_factory=list)  # prefill / decode per service (phases_view)
     excluded_samples: list[dict[str, str]] = field(default_factory=list)
     counter_resets: list[dict[str, str]] = field(default_factory=list)
     #: page 1 in plain words: why top-down differs from the total, the terms it uses; the appendix
@@ -235,6 +235,8 @@ class ReportModel:
     #: the combined saving per part and for the plan; the sensitivity table (audit.reporters.plan_view)
     plan: list[dict[str, str]] = field(default_factory=list)
     sensitivity: list[dict[str, str]] = field(default_factory=list)
+    #: the quarter as months (audit.reporters.months_view): None when audit.json has no months
+    months: MonthsView | None = None
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -281,7 +283,6 @@ def build_model(audit: dict) -> ReportModel:
                   "credits": m(c.get("credits")), "net": m(c.get("net")),
                   "lines": number(c.get("lines"))} for c in audit.get("classes") or []],
         services=[_service(n, s, m) for n, s in (audit.get("services") or {}).items()],
-        phases=phases_view.phase_rows(audit, m),
         allocation=allocation_words(audit),
         reconciliation=_reconciliation(audit.get("reconciliation") or {}, m),
         coverage=_coverage(audit.get("coverage") or {}),
@@ -306,6 +307,7 @@ def build_model(audit: dict) -> ReportModel:
         top_down_note=wording.top_down_line(audit),
         glossary=wording.glossary(wording.page_one_texts(audit)),
         measurements=wording.measurements(audit),
+        months=months_view(audit),
     )
 
 
