@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.buckets import BUCKETS
-from audit.reporters import evidence_view, plan_view, quality, wording
+from audit.reporters import evidence_view, phases_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
 from audit.reporters.months_view import MonthsView, months_view
 from audit.reporters.formatting import (
@@ -223,6 +223,7 @@ class ReportModel:
     data_quality: dict[str, Any] = field(default_factory=dict)
     #: what of the case matches nothing in the data (audit.json ``fit``): page-1 notice
     misfits: dict[str, Any] = field(default_factory=dict)
+    phases: list[dict[str, str]] = field(default_factory=list)  # prefill / decode per service (phases_view)
     excluded_samples: list[dict[str, str]] = field(default_factory=list)
     counter_resets: list[dict[str, str]] = field(default_factory=list)
     #: page 1 in plain words: why top-down differs from the total, the terms it uses; the appendix
@@ -283,6 +284,7 @@ def build_model(audit: dict) -> ReportModel:
                   "credits": m(c.get("credits")), "net": m(c.get("net")),
                   "lines": number(c.get("lines"))} for c in audit.get("classes") or []],
         services=[_service(n, s, m) for n, s in (audit.get("services") or {}).items()],
+        phases=phases_view.phase_rows(audit, m),
         allocation=allocation_words(audit),
         reconciliation=_reconciliation(audit.get("reconciliation") or {}, m),
         coverage=_coverage(audit.get("coverage") or {}),
