@@ -272,6 +272,7 @@ def _profiles(result) -> list[dict]:
                     "kernel_active_ms": fmt(p.kernel_active_us / 1000, 3),
                     "gpu_window_ms": fmt(p.gpu_window_us / 1000, 3),
                     "gap_ratio": fmt(p.gap_ratio, 6), "gap_basis": p.gap_basis,
+                    "gap_sensitivity": _gap_sensitivity(p),
                     "kernel_seconds_per_request": fmt(kps, 9),
                     "categories": [{"category": r.category, "ms": f"{r.total_us / 1000:.3f}",
                                     "share": f"{r.total_us / total_us:.4f}" if total_us else None}
@@ -290,6 +291,18 @@ def _idle_paths(rows) -> list[dict]:
     return [{"callpath": r["callpath"], "category": r["category"], "idle_us": r["idle_us"], "gaps": r["gaps"],
              "share": r["share"], **({} if r.get("cost") is None else {"cost": str(cents(r["cost"]))})}
             for r in rows]
+
+
+def _gap_sensitivity(p) -> dict | None:
+    """g over the served traffic's window and over the whole GPU window, and what lies between
+    (connectors/profiles/window.py); None for a profile table without the window columns."""
+    sens = p.gap_sensitivity
+    if sens is None:
+        return None
+    return {"served_window": fmt(sens.served_window, 6), "full_window": fmt(sens.full_window, 6),
+            "window_ms": fmt(sens.window_us / 1000, 3), "excluded_kernels": sens.excluded_kernels,
+            "excluded_kernel_ms": fmt(sens.excluded_kernel_us / 1000, 3),
+            "excluded_ms": fmt(sens.excluded_us / 1000, 3), "note": sens.note or None}
 
 
 def _finding(found: KernelFinding, stable_id: str) -> dict:

@@ -26,6 +26,7 @@ from audit.normalised import (
     SWEEP_COLUMNS,
     TRAFFIC_COLUMNS,
     UNMEASURED_COLUMNS,
+    GapSensitivity,
     NodeMap,
     ProfileSummary,
     Telemetry,
@@ -310,19 +311,47 @@ def profiles(collected: Collected) -> dict[str, ProfileSummary]:
         row = frame.tables["profile"].iloc[0].to_dict()
         opts = frame.spec.options
         gap = row.get("gap_ratio")
+        sensitivity = gap_sensitivity(row)
+        served = row.get("gap_kernel_active_us")
         summary = ProfileSummary(
             name=frame.spec.name, service=str(opts.get("service")), path=frame.spec.where,
-            gap_ratio=None if gap is None or pd.isna(gap) else Decimal(repr(float(gap))),
-            gap_basis=str(row.get("gap_basis", "gpu_window")),
-            kernel_active_us=Decimal(repr(float(row["kernel_active_us"]))),
+            gap_ratio=_decimal(gap), gap_basis=str(row.get("gap_basis", "gpu_window")),
+            kernel_active_us=Decimal(repr(float(row["kernel_active_us"] if sensitivity is None else served))),
             gpu_window_us=Decimal(repr(float(row["gpu_window_us"]))),
             requests=opts.get("requests"), prompt_tokens=opts.get("prompt_tokens"),
             generated_tokens=opts.get("generated_tokens"), summary=row,
             kernels=_with_columns(frame.tables.get("kernels"), ["name", "category", "count", "total_us"]),
             categories=_with_columns(frame.tables.get("categories"), ["category", "total_us"]),
-            trace=frame.parsed, sweep=_with_columns(frame.tables.get("sweep"), SWEEP_COLUMNS))
+            trace=frame.parsed, sweep=_with_columns(frame.tables.get("sweep"), SWEEP_COLUMNS),
+            gap_sensitivity=sensitivity)
         out.setdefault(summary.service, summary)
     return out
+
+
+GAP_WINDOW_COLUMNS = ("gap_window_us", "gap_kernel_active_us", "gap_ratio_full", "excluded_kernels",
+                      "excluded_kernel_us", "excluded_us")
+
+
+def gap_sensitivity(row: dict) -> GapSensitivity | None:
+    """g's sensitivity from a profile row (schemas.profile.KernelSummary's window columns); None
+    for a row without them (a profile table written before them, or by hand)."""
+    if any(row.get(c) is None or pd.isna(row.get(c)) for c in GAP_WINDOW_COLUMNS if c != "gap_ratio_full"):
+        return None
+    note = row.get("gap_note")
+    return GapSensitivity(served_window=_decimal(row.get("gap_ratio")), full_window=_decimal(row.get("gap_ratio_full")),
+                          window_us=_decimal(row["gap_window_us"]) or ZERO_US,
+                          excluded_kernels=int(row["excluded_kernels"]),
+                          excluded_kernel_us=_decimal(row["excluded_kernel_us"]) or ZERO_US,
+                          excluded_us=_decimal(row["excluded_us"]) or ZERO_US,
+                          note=note if isinstance(note, str) else "")
+
+
+ZERO_US = Decimal(0)
+
+
+def _decimal(value) -> Decimal | None:
+    """A float of a profile row as the Decimal of its shortest repr; None for null or NaN."""
+    return None if value is None or pd.isna(value) else Decimal(repr(float(value)))
 
 
 def _with_columns(table: pd.DataFrame | None, columns: list[str]) -> pd.DataFrame:

@@ -52,12 +52,32 @@ def empty_table(columns: list[str]) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
+class GapSensitivity:
+    """How much g depends on its window (METHOD §3; connectors/profiles/window.py): g over the
+    served traffic's window (``served_window``) and over the trace's whole GPU window
+    (``full_window``), the kernels wholly outside the served window, their kernel-active time and
+    the GPU-window time outside it, and why the trace's profiler steps were not used ('' if not
+    applicable)."""
+
+    served_window: Decimal | None
+    full_window: Decimal | None
+    window_us: Decimal
+    excluded_kernels: int
+    excluded_kernel_us: Decimal
+    excluded_us: Decimal
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class ProfileSummary:
     """A service's kernel profile reduced to what the split and reconciliation need.
 
     ``trace`` is the trace the profiles connector parsed (its columns), kept for the evidence
     stage so that no trace is parsed twice; None for a profile given as tables only. ``sweep`` is a
     collector bundle's batch-size × concurrency sweep (``SWEEP_COLUMNS``), empty for other profiles.
+    ``kernel_active_us`` is the served traffic's (inside g's window, ``gap_basis``);
+    ``gpu_window_us`` the trace's GPU window (or its request spans); ``gap_sensitivity`` None for a
+    profile table without the window columns.
     """
 
     name: str
@@ -75,6 +95,7 @@ class ProfileSummary:
     categories: pd.DataFrame
     trace: Trace | None = field(default=None, repr=False)
     sweep: pd.DataFrame = field(default_factory=lambda: empty_table(SWEEP_COLUMNS), repr=False)
+    gap_sensitivity: GapSensitivity | None = None
 
     @property
     def kernel_seconds_per_request(self) -> Decimal | None:

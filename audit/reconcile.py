@@ -58,10 +58,14 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     drivers.extend(_price_drivers(charges))
     drivers.extend(_coverage_drivers(given.coverage))
     drivers.extend(_denominator_drivers(given.traffic, tolerance))
+    gap_drivers = _serving_gap_drivers(given.profiles, given.intervals, conservation.in_scope_total)
+    drivers.extend(gap_drivers)
+    sensitive = "".join(f"; {d.detail.split(': ', 1)[1]}, more than the tolerance" for d in gap_drivers
+                        if d.gap is not None and abs(d.gap) > tolerance)
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
-                              "no GPU-interval is covered by kernel-activity telemetry", covered, tuple(drivers),
-                              conservation)
+                              "no GPU-interval is covered by kernel-activity telemetry" + sensitive, covered,
+                              tuple(drivers), conservation)
     # tax and credits pass through both sides unchanged
     passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
     top = td_gpu + td_lines + passthrough
@@ -69,7 +73,7 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     gap = _gap(top, bottom)
     verdict = "reconciles" if gap is not None and abs(gap) <= tolerance else "does_not_reconcile"
     reason = (f"|gap| {abs(gap):.4f} {'≤' if verdict == 'reconciles' else '>'} tolerance {tolerance}"
-              if gap is not None else "top-down is zero")
+              if gap is not None else "top-down is zero") + sensitive
     return Reconciliation(top, bottom, gap, tolerance, verdict, reason, covered, tuple(drivers), conservation)
 
 
@@ -124,6 +128,35 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
         drivers.append(Driver("representativeness", service, None,
                               "no profile with stated traffic: telemetry kernel-active seconds used on both sides"))
     return top, bottom, net, covered
+
+
+def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequence[ServiceInterval],
+                         total: Decimal) -> list[Driver]:
+    """g's sensitivity (METHOD §3), per profiled service: how much of the serving path
+    (min(g × B, P − B) per interval) would move had g been taken over the trace's whole GPU window
+    instead of the served traffic's, as a share of the cost in scope. Beyond the tolerance the
+    verdict's reason says so by name."""
+    out = []
+    for service, p in sorted(profiles.items()):
+        sens = p.gap_sensitivity
+        if sens is None or sens.served_window is None or sens.full_window is None:
+            continue
+        full = sens.full_window
+        moved = [min(full * iv.kernel, iv.paid - iv.kernel) - iv.serving
+                 for iv in intervals if iv.service == service and iv.serving is not None]
+        if not moved:
+            continue
+        shift = sum(moved, ZERO)
+        share = shift / total if total else None
+        left_out = (f"{sens.excluded_kernels} kernel(s), {sens.excluded_kernel_us / 1000:.3f} ms kernel-active, "
+                    f"{sens.excluded_us / 1000:.3f} ms of GPU window outside it")
+        where = "from platform overhead to serving path" if shift >= 0 else "from serving path to platform overhead"
+        figure = f"{share:.2%} of the cost in scope" if share is not None else "no cost in scope"
+        out.append(Driver("serving_gap", service, share,
+                          f"g {sens.served_window:.4f} over {p.gap_basis.replace('_', ' ')} ({left_out}): "
+                          f"serving gap g of {service} over the whole GPU window would be {sens.full_window:.4f}, "
+                          f"moving {abs(shift):.2f} ({figure}) {where}"))
+    return out
 
 
 def _price_drivers(charges: pd.DataFrame) -> list[Driver]:

@@ -1,12 +1,18 @@
 """Kernel profile summaries (from Kineto traces or Nsight exports)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import pandera.pandas as pa
 from pandera.typing import Series
 
 
 class KernelSummary(pa.DataFrameModel):
-    """One row per profile: kernel-active time and the serving gap ratio."""
+    """One row per profile: kernel-active time and the serving gap ratio.
+
+    ``gap_ratio`` is taken over the served traffic's window (``gap_basis``, METHOD §3:
+    connectors/profiles/window.py); the optional columns after ``sync_us`` give that window and g's
+    sensitivity (g over the whole GPU window, the work and time left out of the window)."""
 
     trace: Series[str]
     device: Series[str]
@@ -15,9 +21,16 @@ class KernelSummary(pa.DataFrameModel):
     busy_us: Series[float] = pa.Field(ge=0)
     idle_us: Series[float] = pa.Field(ge=0)
     gap_ratio: Series[float] = pa.Field(ge=0, nullable=True)
-    gap_basis: Series[str] = pa.Field(isin=["request_spans", "gpu_window"])
+    gap_basis: Series[str] = pa.Field(isin=["request_spans", "profiler_steps", "main_activity", "gpu_window"])
     kernels: Series[int] = pa.Field(ge=0)
     sync_us: Series[float] = pa.Field(ge=0)
+    gap_window_us: Optional[Series[float]] = pa.Field(ge=0)
+    gap_kernel_active_us: Optional[Series[float]] = pa.Field(ge=0)
+    gap_ratio_full: Optional[Series[float]] = pa.Field(ge=0, nullable=True)
+    excluded_kernels: Optional[Series[int]] = pa.Field(ge=0)
+    excluded_kernel_us: Optional[Series[float]] = pa.Field(ge=0)
+    excluded_us: Optional[Series[float]] = pa.Field(ge=0)
+    gap_note: Optional[Series[str]]
 
 
 class KernelEvent(pa.DataFrameModel):

@@ -15,7 +15,6 @@ from typing import Any
 from audit.buckets import BUCKETS
 from audit.reporters import evidence_view, phases_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
-from audit.reporters.months_view import MonthsView, months_view
 from audit.reporters.formatting import (
     BASIS,
     BUCKET_LABELS,
@@ -31,7 +30,9 @@ from audit.reporters.formatting import (
     short_hash,
     to_decimal,
 )
+from audit.reporters.gap_view import gap_sensitivity_line
 from audit.reporters.idle_view import idle_rows
+from audit.reporters.months_view import MonthsView, months_view
 
 # ---- view dataclasses ------------------------------------------------------------------
 
@@ -183,6 +184,7 @@ class ProfileView:
     top_kernels: list[dict[str, str]]
     top_call_paths: list[dict[str, str]] = field(default_factory=list)
     idle_paths: list[dict[str, str]] = field(default_factory=list)   # audit.reporters.idle_view
+    gap_sensitivity: str = ""                                          # audit.reporters.gap_view
 
 
 @dataclass(frozen=True)
@@ -423,7 +425,7 @@ def _profile(p: dict) -> ProfileView:
                          "top_kernel": _clip(c.get("top_kernel") or "", 120),
                          "ms": number(float(c.get("gpu_us") or 0) / 1000, 2),
                          "share": percent(c.get("share_of_gpu_work"))} for c in p.get("top_call_paths") or []],
-        idle_paths=idle_rows(p),
+        idle_paths=idle_rows(p), gap_sensitivity=gap_sensitivity_line(p),
     )
 
 

@@ -2,12 +2,17 @@
 
 Tables (schemas/profile.py):
 
-- ``profile`` (one row): GPU window, kernel-active, busy and idle time, the serving gap ratio, the
-  kernel count and host synchronisation time. Every time figure is measured over the window named
-  by ``gap_basis``: the GPU window (first start to last end of kernel, memcpy and memset events,
-  per device) or, when the trace carries ``costaudit.request*`` annotations, the union of those
-  request spans. Multi-device traces are measured per device and summed; ``device`` names the
-  device with the most kernel-active time.
+- ``profile`` (one row): GPU window, kernel-active, busy and idle time over the GPU window (first
+  start to last end of kernel, memcpy and memset events, per device) or, when the trace carries
+  ``costaudit.request*`` annotations, over the union of those request spans; the kernel count and
+  host synchronisation time; the serving gap ratio ``gap_ratio`` over the served traffic's window
+  named by ``gap_basis`` (request spans, profiler steps, else the main GPU activity:
+  connectors/profiles/window.py), that window (``gap_window_us``) and the kernel-active time in it
+  (``gap_kernel_active_us``), and g's sensitivity: g over the whole GPU window (``gap_ratio_full``),
+  the kernels and kernel-active time outside the window (``excluded_kernels``,
+  ``excluded_kernel_us``), the GPU-window time outside it (``excluded_us``) and why a trace's
+  profiler steps were not used (``gap_note``). Multi-device traces are measured per device and
+  summed; ``device`` names the device with the most kernel-active time.
 - ``kernels``: GPU time per kernel name with its category, largest first.
 - ``categories``: GPU time per category (kernels by name, memcpy by direction, memset), as sums of
   durations (not unions), largest first.
@@ -27,8 +32,9 @@ from connectors.profiles.categories import (  # noqa: F401
     memcpy_category,
     without_parameters,
 )
-from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace, merge, overlap, take
+from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace
 from connectors.profiles.intervals import PER_EVENT_ROWS, distinct_keys, group_sums
+from connectors.profiles.window import devices, gap_window
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
@@ -82,48 +88,33 @@ def excluded_notes(trace: Trace) -> pd.DataFrame:
 
 
 def profile_table(trace: TraceData, name: str) -> pd.DataFrame:
-    """The one-row ``profile`` table."""
-    basis = "request_spans" if trace.spans[0].size else "gpu_window"
-    totals = np.zeros(4)          # window, kernel-active, busy, kernel-active over the whole trace
-    per_device = []
-    for device in range(len(trace.device_keys)):
-        figures = device_figures(trace, device, basis)
-        totals += figures
-        per_device.append(figures[3])
-    window, active, busy, _ = (float(x) for x in totals)
+    """The one-row ``profile`` table; g over the served traffic's window (connectors/profiles/window.py)."""
+    work = devices(trace)
+    gap = gap_window(trace, work)
+    spans = gap.basis == "request_spans"
+    per_device = [length(*d.kernels) for d in work]
+    busy = gap.busy_us if spans else float(sum(length(*d.busy) for d in work))
+    window = gap.window_us if spans else gap.full_window_us
     primary = trace.device_keys[int(np.argmax(per_device))]
     return pd.DataFrame({
         "trace": [name],
         "device": [trace.device_names.get(primary, "")],
         "gpu_window_us": [window],
-        "kernel_active_us": [active],
+        "kernel_active_us": [gap.kernel_active_us if spans else gap.full_kernel_active_us],
         "busy_us": [busy],
         "idle_us": [max(window - busy, 0.0)],
-        "gap_ratio": [(window - active) / active if active > 0 else np.nan],
-        "gap_basis": [basis],
+        "gap_ratio": [gap.gap_ratio],
+        "gap_basis": [gap.basis],
         "kernels": [int(np.count_nonzero(trace.kind == KERNEL))],
         "sync_us": [trace.sync_us],
+        "gap_window_us": [gap.window_us],
+        "gap_kernel_active_us": [gap.kernel_active_us],
+        "gap_ratio_full": [gap.gap_ratio_full],
+        "excluded_kernels": [gap.excluded_kernels],
+        "excluded_kernel_us": [gap.excluded_kernel_us],
+        "excluded_us": [gap.excluded_us],
+        "gap_note": [gap.note],
     })
-
-
-def device_figures(trace: TraceData, device: int, basis: str) -> np.ndarray:
-    """[window, kernel-active in window, busy in window, kernel-active overall] of one device."""
-    mine = trace.device == device
-    start, end = take(trace.start, mine), take(trace.end, mine)
-    kernels = take(trace.kind, mine) == KERNEL
-    kernel_set = merge(take(start, kernels), take(end, kernels))
-    del kernels
-    busy_set = merge(start, end)
-    if basis == "request_spans":
-        window_set = merge(*trace.spans)
-    else:
-        window_set = (np.array([start.min()]), np.array([end.max()]))
-    return np.array([
-        length(*window_set),
-        overlap(kernel_set, window_set),
-        overlap(busy_set, window_set),
-        length(*kernel_set),
-    ])
 
 
 def event_frame(trace: TraceData) -> pd.DataFrame:

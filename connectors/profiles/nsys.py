@@ -9,6 +9,11 @@ Older exports (e.g. 2021.x) differ: TARGET_INFO_GPU has five columns (``deviceId
 which TARGET_INFO_CUDA_GPU then gives); runtime calls appear twice with one correlation id, once
 as ``cudaMalloc`` and once as ``cudaMalloc_v3020``; the enum tables may be absent. Both are read.
 Runtime names lose their ``_vNNNN`` suffix.
+
+The ``profile`` table is the Kineto reader's (``profile_table``): its serving gap ratio is taken over
+the served traffic's window (connectors/profiles/window.py), with NVTX ranges named
+``costaudit.request*`` as request spans and ``ProfilerStep#N`` ranges as profiler steps (a step
+extended to the end of the GPU rows its runtime calls launched, by ``correlationId``).
 """
 from __future__ import annotations
 
