@@ -17,7 +17,7 @@ from pathlib import Path
 from audit.errors import ReportError
 from audit.reporters import atomic
 from audit.reporters.json import dumps
-from audit.reporters.review_view import ReviewModel, build_review_model
+from audit.reporters.review_view import ReviewModel, build_review_model, evidence_words
 
 #: format → the file it writes, in the order written
 OUTPUTS = {"json": "review.json", "html": "review.html", "pdf": "review.pdf", "xlsx": "review.xlsx"}
@@ -64,7 +64,8 @@ def review_html(document: dict, cache: dict | None = None) -> str:
         chart = None
         if head is not None and head.comparable and head.bridge:
             chart = bridge_chart(head.bridge, model.currency, head.earlier.case, head.later.case)
-        cache["html"] = environment().get_template(TEMPLATE).render(m=model, chart=chart)
+        cache["html"] = environment().get_template(TEMPLATE).render(m=model, chart=chart,
+                                                                    evidence_words=evidence_words)
     return str(cache["html"])
 
 

@@ -10,11 +10,12 @@ has its detail sections. An unmeasured figure (``None``) reads "not measured".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from audit.reporters.formatting import BASIS, NOT_MEASURED, day, label, money, percent, to_decimal
+from audit.reporters.formatting import BASIS, NOT_MEASURED, day, label, money, number, percent, to_decimal
 
 EFFECTS = ("volume", "price", "efficiency", "overhead")
 EFFECT_WORDS = {
@@ -68,7 +69,7 @@ class RealisedView:
     verdict_class: str
     sentence: str
     note: str
-    evidence: list[tuple[str, str]]
+    evidence: list[tuple[str, str]]  # (review.json key, its value for display)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,39 @@ def _realised(r: dict, cur: str) -> RealisedView:
                         expected=money(projection.get("expected"), cur) if projection else NOT_MEASURED,
                         high=money(projection.get("high"), cur) if projection else NOT_MEASURED,
                         realised=realised, verdict=verdict, verdict_class=VERDICT_CLASSES.get(verdict, "unmeasured"),
-                        sentence=sentence, note=str(r.get("note") or ""), evidence=evidence_rows(r.get("evidence")))
+                        sentence=sentence, note=str(r.get("note") or ""),
+                        evidence=[(k, evidence_value(v)) for k, v in in_reading_order(evidence_rows(r.get("evidence")))])
+
+
+#: evidence keys in the order the realised saving is read (METHOD §10): what shipped, the periods, the
+#: demand, the part's quantity and per request before / after, its later price, the monthly demand,
+#: then the sources; keys not named here follow in the document's order
+READING_ORDER = ("shipped_note", "measure", "days_before", "days_after", "requests_before", "requests_after",
+                 "requests_per_day", "quantity_before", "quantity_after", "per_request_before", "per_request_after",
+                 "cost_after", "unit_price_after", "monthly_requests_after", "source", "projection_source")
+
+
+def in_reading_order(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    rank = {key: i for i, key in enumerate(READING_ORDER)}
+    return sorted(rows, key=lambda kv: rank.get(kv[0], len(rank)))
+
+
+PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
+def evidence_value(text: str) -> str:
+    """An evidence value for display: a bare number with thousands separators, its decimals kept
+    (``43293028.490743`` → ``43,293,028.490743``); anything else as it is."""
+    head, space, rest = text.partition(" ")
+    if PLAIN_NUMBER.fullmatch(head):
+        return number(head) + space + rest
+    return text
+
+
+def evidence_words(key: str) -> str:
+    """``per_request_before`` → ``Per request before``; dotted names keep their last part's words."""
+    words = key.rsplit(".", 1)[-1].replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
 
 
 def evidence_rows(evidence: Any, prefix: str = "") -> list[tuple[str, str]]:

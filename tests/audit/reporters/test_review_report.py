@@ -135,7 +135,7 @@ def test_the_review_set_is_written_and_the_html_holds_the_figures(tmp_path):
     for figure in ("$104,602.18 → $120,720.07", "+$16,117.89 (+15.4 %)", "+$21,250.40", "−$6,480.12",
                    "$2,712.48", "$1,800.00", "$3,400.00", "on track", "91.2 % → 93.4 %", "+2.2 pts",
                    "AmazonEC2|g6e.xlarge", "$2.141030", "the part grew with demand", "x_before",
-                   "q3 services.chat.daily, 2026-07-01..08-14"):
+                   "q3 services.chat.daily, 2026-07-01..08-14", "17,825,400 (requests after × 30.4375 / 47)", "Q after monthly"):
         assert figure in page, figure
     assert page.count("data:image/svg+xml;base64,") == 1
 
