@@ -8,8 +8,9 @@ from audit.reporters.formatting import number, ratio
 
 
 def gap_sensitivity_line(profile: dict[str, Any]) -> str:
-    """'4.49 over the whole GPU window; left out of g's window: 1 kernel (0.0 ms kernel-active),
-    200.0 ms of GPU window' ('' for a profile without the figures)."""
+    """'4.49 over the whole GPU window; left out of g's window: 1 kernel (0.005 ms kernel-active),
+    200.0 ms of GPU window', then why the trace's profiler steps were not used, if so ('' for a
+    profile without the figures)."""
     sens = profile.get("gap_sensitivity") or {}
     if not sens:
         return ""
@@ -17,8 +18,8 @@ def gap_sensitivity_line(profile: dict[str, Any]) -> str:
     text = f"{ratio(sens.get('full_window'))} over the whole GPU window"
     if kernels or float(sens.get("excluded_ms") or 0):
         text += (f"; left out of g's window: {kernels} kernel{'s' if kernels != 1 else ''} "
-                 f"({number(sens.get('excluded_kernel_ms'), 1)} ms kernel-active), "
+                 f"({number(sens.get('excluded_kernel_ms'), 3)} ms kernel-active), "
                  f"{number(sens.get('excluded_ms'), 1)} ms of GPU window")
     if sens.get("note"):
-        text += f" ({sens['note']})"
+        text += f"; {sens['note']}"
     return text

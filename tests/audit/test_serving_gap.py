@@ -16,6 +16,7 @@ import pytest
 from audit.audit_json import to_dict
 from audit.collected import Collected
 from audit.pipeline import audit_collected
+from audit.reporters.view import build_model
 from connectors.base import SourceSpec
 from connectors.profiles.kineto import KinetoConnector
 from tests.builders import activity, frame, line, lines_frame, make_case
@@ -95,3 +96,6 @@ def test_planted_kernel_moves_the_buckets_within_the_bound(tmp_path, side, dista
     assert document["reconciliation"]["verdict"] == base["reconciliation"]["verdict"]
     assert f"serving gap g of chat over the whole GPU window would be {Decimal(sensitivity['full_window']):.4f}" in reason
     assert "more than the tolerance" in reason and f"{Decimal(shift['gap']):.2%}" in reason
+    line = build_model(document).profiles[0].gap_sensitivity        # the report's kernel-profile facts
+    assert line.startswith(f"{Decimal(sensitivity['full_window']):.2f} over the whole GPU window; left out of "
+                           f"g's window: 1 kernel (0.005 ms kernel-active), {distance_ms + 0.005:,.1f} ms")
