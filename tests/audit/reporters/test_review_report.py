@@ -229,3 +229,26 @@ def test_the_review_page_has_no_horizontal_overflow(tmp_path, width):
     found = measure(out / "review.html", width, tmp_path / "profile")
     assert found["viewport"] == width and found["page_width"] <= width, found
     assert found["count"] == 0, json.dumps(found["overflowing"], indent=1)
+
+
+def test_three_audits_give_two_pairs_and_the_last_is_the_headline(tmp_path):
+    from openpyxl import load_workbook
+
+    doc = review_document()
+    q1 = {**doc["audits"][0], "case": "demo-q1", "total": "98000.00",
+          "window": {"start": "2026-01-01T00:00:00Z", "end": "2026-04-01T00:00:00Z"}}
+    first = copy.deepcopy(doc["pairs"][0])
+    first.update({"from": 0, "to": 1, "comparable": False, "reasons": ["the scopes differ: demo-q1 has no tags"],
+                  "bridge": None, "realised": []})
+    doc["audits"].insert(0, q1)
+    doc["pairs"][0].update({"from": 1, "to": 2})
+    doc["pairs"].insert(0, first)
+    out = tmp_path / "review"
+    render_review(doc, out, ["html", "xlsx"])
+    page = (out / "review.html").read_text(encoding="utf-8")
+    head, details = page.split('<section class="major">', 1)
+    assert "demo-q2 → demo-q3" in head and "$104,602.18 → $120,720.07" in head and "No bridge" not in head
+    assert details.index("demo-q1 → demo-q2: the change in detail") < details.index("demo-q2 → demo-q3: the change")
+    assert "the scopes differ: demo-q1 has no tags" in details
+    names = load_workbook(out / "review.xlsx").sheetnames
+    assert {"Bridge 1", "Bridge 2", "Realised savings 2"} <= set(names)
