@@ -31,6 +31,17 @@ Billed and effective cost (Microsoft's FOCUS conversion rules, and METHOD §1's 
       through the purchase, not as themselves. So billed + amortisation = effective holds per
       view, and no commitment is counted twice on either basis.
 
+Contracted and list cost (METHOD §1's list and contracted bases; :mod:`connectors.billing.azure_contracted`)
+    ContractedCost = UnitPrice × Quantity (Microsoft's conversion; exact; the block cancels), in both
+    views, covered usage included (its pre-commitment price). Unused* lines: 0 (no usage priced; the
+    unused share is effective cost only). Refund, Tax, Credit, adjustments: the line's cost. A usage
+    or purchase line without UnitPrice, or a Marketplace line priced 0 with a cost, takes its cost;
+    covered usage without UnitPrice is null; an export with no UnitPrice column has no ContractedCost
+    (null: the contracted basis then names the file, the column and the rows). ``x_ContractedCostSource``
+    says which rule gave each line's amount. UnitPrice is in the billing currency (Microsoft applies
+    the MCA exchange rate to PayGPrice only). ListCost ← PaygCostInBillingCurrency (MCA; EA exports
+    have none), 0 on Unused* lines.
+
 Other columns
     ChargeCategory ← ChargeType (Usage, Purchase, Refund, Tax, Credit, Adjustment as named;
     UnusedReservation / UnusedSavingsPlan → Usage with CommitmentDiscountStatus "Unused";
@@ -43,9 +54,10 @@ Other columns
     the EA samples, "10K" quantities × 10 000 are whole operation counts), so PricingQuantity =
     Quantity × block and unit prices ÷ block (exact, in Python, for the few lines whose block is
     not 1; a block that is not a product of 2s and 5s, e.g. 744, rounds the price at 40 digits). An
-    unlisted unit is kept as written, block 1. ContractedUnitPrice ← EffectivePrice (the price the
-    line was charged at in its view, so quantity × price = cost), ListUnitPrice ← PayGPrice (× the
-    MCA ExchangeRatePricingToBilling when present), else UnitPrice. CommitmentDiscountId ← benefitId
+    unlisted unit is kept as written, block 1. ContractedUnitPrice ← UnitPrice (the negotiated price
+    before commitment discounts, as Microsoft's FOCUS conversion maps it; EffectivePrice, after
+    them, is kept as ``x_EffectivePrice``, per UnitOfMeasure as exported), ListUnitPrice ← PayGPrice
+    (× the MCA ExchangeRatePricingToBilling when present), else UnitPrice. CommitmentDiscountId ← benefitId
     (a purchase's trailing empty "/reservations/" segment dropped), else ReservationId. Tags written
     without the outer braces (``"k": "v", "k2": "v2"``) are wrapped in them. ``x_InstanceType`` ←
     the VM size of Virtual Machines lines: AdditionalInfo's ServiceType (``Standard_ND96asr_v4``),
@@ -62,6 +74,7 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing.azure_contracted import create_contracted
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
 from connectors.bounds import shown
@@ -104,6 +117,7 @@ AZURE_NAMES: dict[str, tuple[str, ...]] = {
     "tags": ("Tags",),
     "additional_info": ("AdditionalInfo",),
     "publisher": ("PublisherName",),
+    "publisher_type": ("PublisherType",),
 }
 REQUIRED = ("cost", "date")
 NUMERIC = ("cost", "quantity", "effective_price", "unit_price", "payg_price", "payg_cost", "exchange_rate")
@@ -129,9 +143,11 @@ class AzureExportConnector(Connector):
             raise_all(check_azure_rows(con, roles, self.path))
             view, source = cost_view(con, self.path, self.spec.options.get("view"))
             create_units(con)
+            create_contracted(con, self.path, roles.columns["unit_price"] is not None,
+                              *(roles.name(r) if roles.columns[r] else None for r in ("unit_price", "quantity")))
             for statement in mapped_sql(view, source):
                 con.execute(statement)
-            con.execute("DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
+            con.execute("DROP TABLE contracted; DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
             columns = load_focus_named(con, "mapped", self.path)
             tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx,
                                                       grain=self.spec.options.get("grain"))
@@ -313,9 +329,10 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "ConsumedQuantity": "trim(quantity)",
         "PricingUnit": "coalesce(u.unit, trim(az.unit))",
         "ConsumedUnit": "coalesce(u.unit, trim(az.unit))",
-        "ContractedUnitPrice": "trim(effective_price)",
+        "ContractedCost": "k.contracted_cost",
+        "ContractedUnitPrice": "trim(unit_price)",
         "ListUnitPrice": "coalesce(trim(payg_price), trim(unit_price))",
-        "ListCost": "trim(payg_cost)",
+        "ListCost": "CASE WHEN unused THEN '0' ELSE trim(payg_cost) END",
         "PricingCategory": ("CASE WHEN pm = 'ondemand' THEN 'Standard' WHEN pm = 'spot' THEN 'Dynamic' "
                             "WHEN pm IN ('reservation', 'savingsplan') THEN 'Committed' "
                             "WHEN pm <> '' THEN 'Other' END"),
@@ -325,6 +342,8 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "Tags": tags_sql(),
         "x_CostView": quote_text(view),
         "x_CostViewSource": quote_text(source),
+        "x_ContractedCostSource": "k.contracted_source",
+        "x_EffectivePrice": "trim(effective_price)",
         "x_ChargeType": "charge_type",
         "x_InstanceType": instance_type_sql(),
         "x_SkuMeterName": "meter_name",
@@ -334,10 +353,10 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "x_ResourceGroupName": "resource_group",
     }
     select = ", ".join(f"{expr} AS {name}" for name, expr in fields.items())
-    joined = "FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit))"
+    joined = "FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit)) LEFT JOIN contracted k ON k.rn = az.rn"
     rate = "CASE WHEN payg_price IS NOT NULL THEN trim(exchange_rate) END"
-    return [f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY rn",
-            f"CREATE TEMP TABLE rescale AS SELECT * FROM (SELECT rn, coalesce(u.block, '1') AS block, {rate} AS rate "
+    return [f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY az.rn",
+            f"CREATE TEMP TABLE rescale AS SELECT * FROM (SELECT az.rn, coalesce(u.block, '1') AS block, {rate} AS rate "
             f"{joined}) WHERE block <> '1' OR coalesce(rate, '1') <> '1'"]
 
 
