@@ -61,7 +61,8 @@ def test_trace_command_reports_the_counts(tmp_path):
     # the left-out events change no time figure: windows, busy time, kernels and call paths
     for document in (bad, good):
         document["ranks"][0].pop("excluded_events")
-        for entry in document["ranks"] + document["hta_compatible"] + document["call_paths"] + document["findings"]:
+        for entry in (document["ranks"] + document["hta_compatible"] + document["call_paths"] + document["findings"]
+                      + document["idle_paths"]):
             entry.pop("file", None)
             entry.pop("trace", None)
         document.pop("traces")
