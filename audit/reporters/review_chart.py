@@ -20,21 +20,27 @@ from audit.reporters.formatting import axis_money, money, nice_step, nice_ticks,
 
 RISE, FALL, TOTAL = "#c05621", "#2f855a", "#1f4e79"
 LABEL_CHARS = 34
+#: the most step bars page 1's chart draws (the smallest of any more are one bar)
+MAX_STEPS = 16
 
 
-def bridge_bars(bridge: dict) -> list[tuple[str, Decimal, Decimal, str]]:
+def bridge_bars(bridge: dict, most: int = MAX_STEPS) -> list[tuple[str, Decimal, Decimal, str]]:
     """(label, start level, end level, kind) of each bar: the earlier total, every non-zero step,
-    the later total; kind is "total", "rise" or "fall"."""
+    the later total; kind is "total", "rise" or "fall". Beyond ``most`` steps (page 1 has room for
+    so many), the smallest are one bar, "N smaller steps", drawn last: the bars still add up."""
     start = to_decimal(bridge.get("from_total")) or Decimal(0)
     end = to_decimal(bridge.get("to_total")) or Decimal(0)
+    steps = [(str(s.get("label") or s.get("kind") or ""), to_decimal(s.get("amount")) or Decimal(0))
+             for s in bridge.get("steps") or []]
+    steps = [(text, amount) for text, amount in steps if amount != 0]
+    if len(steps) > most:
+        kept = set(sorted(range(len(steps)), key=lambda i: -abs(steps[i][1]))[: most - 1])
+        rest = [amount for i, (_, amount) in enumerate(steps) if i not in kept]
+        steps = [s for i, s in enumerate(steps) if i in kept] + [(f"{len(rest)} smaller steps", sum(rest, Decimal(0)))]
     bars = [("Earlier total", Decimal(0), start, "total")]
     level = start
-    for step in bridge.get("steps") or []:
-        amount = to_decimal(step.get("amount")) or Decimal(0)
-        if amount == 0:
-            continue
-        text = str(step.get("label") or step.get("kind") or "")
-        bars.append((text, level, level + amount, "rise" if amount > 0 else "fall"))
+    for text, amount in steps:
+        bars.append((text, level, level + amount, "rise" if amount >= 0 else "fall"))
         level += amount
     bars.append(("Later total", Decimal(0), end, "total"))
     return bars

@@ -126,6 +126,16 @@ def test_the_bridge_runs_from_the_earlier_total_to_the_later_to_the_cent():
     assert Decimal(0) < axis_floor(bars) < min(b[2] for b in bars[1:-1])
 
 
+def test_many_steps_fold_their_smallest_into_one_bar_and_still_add_up():
+    steps = [{"label": f"s{i}: volume", "kind": "volume", "amount": f"{i}.01"} for i in range(1, 31)]
+    bridge = {"from_total": "1000.00", "to_total": str(Decimal("1000.00") + sum(Decimal(s["amount"]) for s in steps)),
+              "steps": steps}
+    bars = bridge_bars(bridge)
+    assert len(bars) == 16 + 2 and bars[-2][0] == "15 smaller steps"
+    assert bars[-2][2] == bars[-1][2] == Decimal(bridge["to_total"])
+    assert [b[0] for b in bars[1:16]] == [f"s{i}: volume" for i in range(16, 31)]
+
+
 def test_the_review_set_is_written_and_the_html_holds_the_figures(tmp_path):
     out = tmp_path / "review"
     paths = render_review(review_document(), out, ["json", "html", "xlsx"])
