@@ -409,14 +409,24 @@ def _relative(spec, folder) -> str:
         return mask_url(spec.path.name)
 
 
+#: how each window g is taken over reads in a note (connectors/profiles/window.py)
+GAP_BASIS_WORDS = {
+    "gpu_window": "the trace's GPU window (no request markers or profiler steps; nothing lay outside the traffic)",
+    "main_activity": "the trace's main GPU activity (no request markers or profiler steps; work well apart from "
+                     "it was left out, see the profile's gap sensitivity)",
+    "profiler_steps": "the trace's profiler steps (no request markers)",
+    "request_spans": "the trace's request spans",
+}
+
+
 def _notes(result) -> list[str]:
     notes = ["Billing timestamps without an offset were read as UTC, as FOCUS defines.",
              f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "
              "spread evenly over the GPU-seconds it bills.",
              "Model compute includes padding not separated (no batch-shape measurement)."]
     for p in result.profiles.values():
-        if p.gap_basis == "gpu_window":
-            notes.append(f"Profile {p.name}: no request markers; gap ratio taken over the trace's GPU window.")
+        if p.gap_basis in GAP_BASIS_WORDS:
+            notes.append(f"Profile {p.name}: gap ratio taken over {GAP_BASIS_WORDS[p.gap_basis]}.")
     if result.extra_gpu_nodes:
         notes.append("Telemetry names more GPUs than billed on: " + ", ".join(sorted(result.extra_gpu_nodes)))
     notes.extend(shared_gpu_notes(result.telemetry.activity))
