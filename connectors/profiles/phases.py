@@ -18,7 +18,9 @@ strongest evidence the trace has:
    decoding kernels: decode; context / prefill / variable-length kernels, and FlashAttention's plain
    forward kernel in a trace that also runs its split-KV one: prefill). Each such mark
    stands at its launch time, and every kernel takes the phase of the mark nearest its own launch
-   (a forward pass's GEMMs and element-wise kernels sit among the attention calls of that pass).
+   (a forward pass's GEMMs and element-wise kernels sit among the attention calls of that pass),
+   within the same ``ProfilerStep#`` where the trace has them; a kernel with no launch event, or
+   farther before the first / after the last mark than the marks' usual spacing, stays unlabelled.
 
 Kernel time per phase is the union of its kernels' intervals (as kernel-active time is); kernels no
 evidence reaches stay *unlabelled*, and mixed steps stay *mixed*: neither is guessed into a phase.
@@ -72,8 +74,10 @@ class PhaseSplit:
                     "record_function), no attention operator with input shapes and no phase-specific "
                     "attention kernel in the trace")
         only = "prefill" if self.prefill_us > 0 else "decode" if self.decode_us > 0 else ""
+        left = f"; {self.unlabelled_us:.0f} us of kernel time no evidence reaches" if self.unlabelled_us else ""
         if only:
-            return f"the profile holds {only} steps only ({self.evidence}): a one-phase sample shares no time out"
+            return (f"the profile holds {only} steps only ({self.evidence}{left}): a one-phase sample shares no "
+                    "time out")
         return f"every labelled step mixes prefill and decode ({self.evidence})"
 
 
@@ -86,7 +90,7 @@ def split_phases(trace: Trace) -> PhaseSplit:
     phase, evidence = annotated(trace, kernels, launch, launched)
     basis = "annotations" if evidence else ""
     if not evidence:
-        phase, evidence = from_shapes(trace, kernels, launch)
+        phase, evidence = from_shapes(trace, kernels, launch, launched)
         basis = "shapes and kernels" if evidence else ""
     starts, ends = trace.start[kernels], trace.end[kernels]
     sums = {p: length(*merge(starts[phase == p], ends[phase == p])) for p in PHASE_NAMES}
@@ -161,7 +165,32 @@ def _query_length(text: str) -> int | None:
     return None
 
 
-def from_shapes(trace: Trace, kernels: np.ndarray, launch: np.ndarray) -> tuple[np.ndarray, str]:
+def step_of(trace: Trace, when: np.ndarray) -> np.ndarray:
+    """Per time, the index of the ``ProfilerStep#`` host annotation holding it (-1: none)."""
+    rows = [r for r in np.flatnonzero(trace.role == ANNOTATION) if trace.names[trace.name[r]].startswith("ProfilerStep#")]
+    out = np.full(when.size, -1, dtype=np.int64)
+    for i, row in enumerate(sorted(rows, key=lambda r: float(trace.start[r]))):
+        out[(when >= trace.start[row]) & (when < trace.end[row])] = i
+    return out
+
+
+def nearest(when: np.ndarray, mark_time: np.ndarray, mark_phase: np.ndarray) -> np.ndarray:
+    """The phase of the nearest mark per time; times before the first or after the last mark farther
+    than the marks' 90th-percentile spacing stay unlabelled (work no mark reaches is not guessed)."""
+    order = np.argsort(mark_time, kind="stable")
+    at_time, at_phase = mark_time[order], mark_phase[order]
+    right = np.minimum(np.searchsorted(at_time, when), at_time.size - 1)
+    left = np.maximum(right - 1, 0)
+    nearer_left = np.abs(when - at_time[left]) <= np.abs(at_time[right] - when)
+    out = np.where(nearer_left, at_phase[left], at_phase[right]).astype(np.int8)
+    reach = float(np.percentile(np.diff(at_time), 90)) if at_time.size > 1 else 0.0
+    outside = (when < at_time[0] - reach) | (when > at_time[-1] + reach)
+    out[outside] = UNLABELLED
+    return out
+
+
+def from_shapes(trace: Trace, kernels: np.ndarray, launch: np.ndarray,
+                launched: np.ndarray) -> tuple[np.ndarray, str]:
     """Per kernel, the phase of the nearest attention mark by launch time; the evidence in words."""
     times, phases, ops, named = [], [], 0, 0
     op_rows, op_dims = trace.op.get("rows", np.empty(0, int)), trace.op.get("dims", np.empty(0, int))
@@ -185,12 +214,13 @@ def from_shapes(trace: Trace, kernels: np.ndarray, launch: np.ndarray) -> tuple[
     phase = np.full(kernels.size, UNLABELLED, dtype=np.int8)
     if not times:
         return phase, ""
-    order = np.argsort(np.array(times), kind="stable")
-    at_time, at_phase = np.array(times)[order], np.array(phases, dtype=np.int8)[order]
-    right = np.minimum(np.searchsorted(at_time, launch), at_time.size - 1)
-    left = np.maximum(right - 1, 0)
-    nearer_left = np.abs(launch - at_time[left]) <= np.abs(at_time[right] - launch)
-    phase[:] = np.where(nearer_left, at_phase[left], at_phase[right])
+    mark_time, mark_phase = np.array(times), np.array(phases, dtype=np.int8)
+    mark_step, kernel_step = step_of(trace, mark_time), step_of(trace, launch)
+    kernel_step[~launched] = -1  # a kernel with no launch event belongs to no host step
+    for step in np.unique(kernel_step):
+        mine, marked = kernel_step == step, mark_step == step
+        if marked.any():
+            phase[mine] = nearest(launch[mine], mark_time[marked], mark_phase[marked])
     parts = [f"{ops} attention operators with input shapes" if ops else "",
              f"{named} phase-specific attention kernels" if named else ""]
     return phase, " and ".join(p for p in parts if p)
