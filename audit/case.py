@@ -46,7 +46,8 @@ PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated
 SCOPE_KEYS = {"accounts", "services", "tags"}
 OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title",
                # the option models' own inputs (audit/pricing): the autoscaling policy, the batching bound
-               "scale_reaction", "target_utilisation", "latency_bound_ms", "latency_percentile"}
+               "scale_reaction", "target_utilisation", "latency_bound_ms", "latency_percentile",
+               "hit_rate", "cap_tokens"}  # the prefix-cache h1 and the generation cap (audit/pricing)
 LATENCY_PERCENTILES = ("p50", "p95", "p99")
 SOURCE_KINDS = ("billing", "telemetry", "profiles")
 MAX_CASE_BYTES = 4 << 20
@@ -444,6 +445,14 @@ def _model_inputs(entry: dict, where: str, problems: list[str]) -> dict:
                 problems.append(f"{where}.{key}: expected a number from {low} to {high:,}, got {shown(value)}")
             else:
                 out[key] = number
+    for key, value in (("hit_rate", entry.get("hit_rate")), ("cap_tokens", entry.get("cap_tokens"))):
+        values = list(value.values()) if key == "hit_rate" and isinstance(value, dict) else [value]
+        ok = (value is None or (key == "cap_tokens" and isinstance(value, int) and not isinstance(value, bool) and value >= 1)
+              or (key == "hit_rate" and (not isinstance(value, dict) or set(value) == {"low", "expected", "high"})
+                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in values)))
+        if not ok:
+            problems.append(f"{where}.{key}: expected " + ("a whole number of tokens >= 1" if key == "cap_tokens" else
+                            "a number from 0 to 1, or { low, expected, high } of them") + f", got {shown(value)}")
     percentile = entry.get("latency_percentile")
     if percentile is not None and percentile not in LATENCY_PERCENTILES:
         problems.append(f"{where}.latency_percentile: expected one of {', '.join(LATENCY_PERCENTILES)}, "

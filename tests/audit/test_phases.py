@@ -155,3 +155,23 @@ def test_the_two_options_are_modelled_from_these_figures(metrics):
     decode = (part - part * share) * PER_MONTH
     assert cap.saving["low"] <= decode * exact <= cap.saving["high"]
     assert cap.saving["low"] > 0
+
+
+def test_the_case_states_h1_and_the_cap(metrics):
+    from dataclasses import replace
+
+    from audit.rank import merged_catalogue
+    overrides = {"prefix_kv_cache": {"id": "prefix_kv_cache", "hit_rate": 0.9},
+                 "generation_cap": {"id": "generation_cap", "cap_tokens": 4000}}
+    specs = {spec["id"]: spec for spec, _ in merged_catalogue(overrides, Path("/nonexistent/case.toml"))}
+    assert specs["prefix_kv_cache"]["hit_rate"] == 0.9 and specs["generation_cap"]["cap_tokens"] == 4000
+    result = audit(metrics, QWEN)
+    given = result.case
+    from audit.pipeline import audit_collected as run
+    again = run(replace(given, option_overrides=overrides), result.collected)
+    options = {o.id: o for o in again.options}
+    assert {i[1] for i in options["prefix_kv_cache"].inputs if i[0] == "stated hit rate h1"} == {"0.9 / 0.9 / 0.9"}
+    assert {i[1] for i in options["generation_cap"].inputs if i[0] == "cap"} == {"4000 tokens"}
+    # only requests above 4000 tokens: fewer than above 1024
+    low = {o.id: o for o in result.options}["generation_cap"].saving["expected"]
+    assert options["generation_cap"].saving["expected"] < low
