@@ -21,6 +21,7 @@ OpenCost comparison in docs/telemetry.md).
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Mapping
@@ -121,21 +122,24 @@ def timer_split(rows: pd.DataFrame, service: str) -> Measured | str:
     return f"{service}: {NO_TIMERS}"
 
 
-_PROFILE_SPLITS: dict[int, PhaseSplit] = {}
+_PROFILE_SPLITS: dict[int, tuple[weakref.ref, PhaseSplit]] = {}
 
 
 def profile_split(profile) -> PhaseSplit | None:
     """The phase split of a profile's parsed trace (None where the profile has no trace); computed
-    once per trace."""
+    once per trace (the audit.json writer and the option models read it; a weak reference keeps
+    the cache from holding a trace, or from answering for another one at the same address)."""
     trace = getattr(profile, "trace", None)
     if trace is None:
         return None
-    key = id(trace)
-    if key not in _PROFILE_SPLITS:
-        if len(_PROFILE_SPLITS) > 64:
-            _PROFILE_SPLITS.clear()
-        _PROFILE_SPLITS[key] = split_phases(trace)
-    return _PROFILE_SPLITS[key]
+    found = _PROFILE_SPLITS.get(id(trace))
+    if found is not None and found[0]() is trace:
+        return found[1]
+    if len(_PROFILE_SPLITS) > 64:
+        _PROFILE_SPLITS.clear()
+    split = split_phases(trace)
+    _PROFILE_SPLITS[id(trace)] = (weakref.ref(trace), split)
+    return split
 
 
 def service_split(service: str, serving: pd.DataFrame, services: Mapping[str, Any], profile=None) -> Split:
