@@ -32,7 +32,8 @@ import math
 import numpy as np
 import pandas as pd
 
-#: sample name -> (family, column); ``{method}`` columns take TGI's ``method`` label
+#: sample name -> (family, column); ``{method}`` columns take TGI's ``method`` label, ``bucket:``
+#: columns the bucket's ``le`` (never the name of another counter's column: validity.COUNTER_NAMES)
 PHASE_COUNTERS = {
     "vllm:request_prefill_time_seconds_sum": ("vllm", "prefill_seconds"),
     "vllm:request_prefill_time_seconds_count": ("vllm", "prefill_requests"),
@@ -42,10 +43,10 @@ PHASE_COUNTERS = {
     "vllm:inter_token_latency_seconds_sum": ("vllm", "itl_seconds"),
     "vllm:request_time_per_output_token_seconds_sum": ("vllm", "request_tpot_seconds"),
     "tgi_batch_forward_duration_sum": ("tgi", "{method}_seconds"),
-    "vllm:request_prompt_tokens_bucket": ("vllm", "prompt_tokens"),
-    "vllm:request_generation_tokens_bucket": ("vllm", "generation_tokens"),
-    "tgi_request_input_length_bucket": ("tgi", "prompt_tokens"),
-    "tgi_request_generated_tokens_bucket": ("tgi", "generation_tokens"),
+    "vllm:request_prompt_tokens_bucket": ("vllm", "bucket:prompt_tokens"),
+    "vllm:request_generation_tokens_bucket": ("vllm", "bucket:generation_tokens"),
+    "tgi_request_input_length_bucket": ("tgi", "bucket:prompt_tokens"),
+    "tgi_request_generated_tokens_bucket": ("tgi", "bucket:generation_tokens"),
 }
 #: serving_stats columns the phase timers fill (docs/telemetry.md)
 PHASE_COLUMNS = ("prefill_seconds", "prefill_requests", "decode_seconds", "decode_requests",
@@ -63,8 +64,8 @@ def phase_column(name: str, column: str, labels: dict[str, str]) -> str:
     if "{method}" in column:
         method = labels.get("method", "")
         return column.format(method=method if method in METHODS else "other")
-    if name.endswith("_bucket"):
-        return f"{BUCKET}{column}@{labels.get('le', '')}"
+    if column.startswith(BUCKET):
+        return f"{column}@{labels.get('le', '')}"
     return column
 
 

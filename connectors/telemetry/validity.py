@@ -135,7 +135,7 @@ def resets_table(metrics: pd.Series | np.ndarray, resets: pd.Series | np.ndarray
 
 def counter_name(family: pd.Series, column: pd.Series) -> np.ndarray:
     """The counter a series' increases come from, as the report names it."""
-    return np.array([COUNTER_NAMES.get((f, c), c) for f, c in zip(family, column)], dtype=object)
+    return np.array([COUNTER_NAMES.get((f, c.partition("@")[0]), c) for f, c in zip(family, column)], dtype=object)
 
 
 def finish_table(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:

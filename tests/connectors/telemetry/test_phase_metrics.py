@@ -110,3 +110,21 @@ def test_prometheus_reads_the_same_phase_tables(hour, prom, monkeypatch):
     pd.testing.assert_frame_equal(expected["serving_stats"][columns], got["serving_stats"][columns],
                                   check_exact=False, atol=1e-9)
     assert float(np.nansum(got["serving_stats"]["decode_seconds"])) == pytest.approx(truth["decode_s"], rel=1e-12)
+
+
+def test_a_restart_names_the_histogram_once(tmp_path):
+    """A server restart resets every bucket series: the data-quality table names the histogram, not
+    each edge, and vLLM's own counters keep their names."""
+    labels = 'model_name="m",namespace="serve",pod="vllm-a"'
+    lines = []
+    for t, (low, total, prompt) in enumerate([(5, 9, 900), (7, 12, 1200), (1, 2, 150)]):
+        lines += [f'vllm:request_generation_tokens_bucket{{{labels},le="10.0"}} {low} {T0 + 60 * t}',
+                  f'vllm:request_generation_tokens_bucket{{{labels},le="+Inf"}} {total} {T0 + 60 * t}',
+                  f'vllm:prompt_tokens_total{{{labels}}} {prompt} {T0 + 60 * t}']
+    path = tmp_path / "restart.om"
+    path.write_text("\n".join(lines) + "\n# EOF\n")
+    tables = read(path).tables
+    resets = dict(zip(tables["counter_resets"]["metric"], tables["counter_resets"]["resets"]))
+    assert resets == {"vllm:request_generation_tokens_bucket": 2, "vllm:prompt_tokens": 1}
+    edges, counts = distribution(tables["token_histograms"], "generation_tokens")
+    assert counts.tolist() == [2 + 1, (3 - 2) + 1]   # increases, the restart counted from 0
