@@ -1,10 +1,13 @@
-"""`costaudit trace TRACE… [--json] [--price-per-gpu-hour X] [--folded F]`: what the GPU did, and what it wasted.
+"""`costaudit trace TRACE… [--json] [--price-per-gpu-hour X] [--folded F] [--workers N] [--scheduler ADDRESS]`:
+what the GPU did, and what it wasted.
 
 Several files are read as the ranks of one job (Kineto Chrome traces, .json / .json.gz, or Nsight
 Systems SQLite exports). Printed per rank: each device's window, busy and idle time, kernel-active
 time, serving gap ratio, coarse and fine categories, its busiest streams; the same figures under
 HTA's rules; the top call paths by GPU time; then the findings, priced when a price is given.
 ``--json`` prints the same as one JSON document (format 1), built by :func:`audit.trace.analyse.analyse`.
+``--workers N`` (or ``auto``) analyses the ranks in N worker processes, ``--scheduler`` on a Dask
+cluster (:mod:`audit.trace.fanout`): the same output, a worker holding one rank at a time.
 """
 from __future__ import annotations
 
@@ -29,28 +32,45 @@ def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz o
           folded: Optional[Path] = typer.Option(None, "--folded",
                                                 help="write folded stacks (flamegraph.pl / speedscope)"),
           idle_folded: Optional[Path] = typer.Option(None, "--idle-folded",
-                                                     help="write the idle flame graph's folded stacks")) -> None:
+                                                     help="write the idle flame graph's folded stacks"),
+          workers: str = typer.Option("1", "--workers",
+                                      help="analyse the ranks in N worker processes (auto: one per rank, at most the CPUs)"),
+          scheduler: Optional[str] = typer.Option(None, "--scheduler",
+                                                  help="analyse the ranks on the Dask cluster at tcp://host:port")) -> None:
     """Where the GPU time went, which call paths spent it, and what was wasted."""
     try:
         value = Decimal(price) if price is not None else None
     except InvalidOperation:
         raise UsageError(f"--price-per-gpu-hour {price!r} is not a number") from None
-    raise typer.Exit(trace_command(traces, as_json, value, folded=folded, idle_folded=idle_folded))
+    if scheduler is not None and workers.strip() != "1":
+        raise UsageError("--workers and --scheduler exclude each other (a Dask cluster has its own workers)")
+    count = 1
+    if scheduler is None:
+        from audit.trace.fanout import worker_count
+        count = worker_count(workers, len(traces))
+    raise typer.Exit(trace_command(traces, as_json, value, folded=folded, idle_folded=idle_folded,
+                                   workers=count, scheduler=scheduler))
 
 
 def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folded: Path | None = None,
-                  idle_folded: Path | None = None) -> int:
+                  idle_folded: Path | None = None, workers: int = 1, scheduler: str | None = None) -> int:
     """Analyse the traces at ``paths`` and print a summary (or JSON); 0 on success, else the exit
     code of the error (1 for bad input), printed as one line on stderr.
 
     ``folded``, when given, receives the folded stacks (``frame;frame;kernel <µs>`` per line) of
     every rank, for flamegraph.pl or speedscope; ``idle_folded`` those of the idle
     (``frame;…;[idle: class] <µs>``: each GPU idle gap under the host call path that caused it).
+    ``workers`` > 1 analyses the ranks in that many worker processes, ``scheduler`` (a Dask
+    scheduler's address) on its cluster; 1 and None: in this process.
     """
     from audit.trace.analyse import analyse_with_idle
 
     try:
-        document, stacks, idle_stacks = analyse_with_idle(paths, price)
+        if scheduler is not None or workers > 1:
+            from audit.trace.fanout import analyse_fanout
+            document, stacks, idle_stacks, _ = analyse_fanout(paths, price, workers, scheduler)
+        else:
+            document, stacks, idle_stacks = analyse_with_idle(paths, price)
     except CostauditError as exc:
         print(f"costaudit: error: {exc}", file=sys.stderr)
         return exit_code_of(exc)

@@ -43,33 +43,85 @@ def analyse_with_idle(paths: list[Path], price: Decimal | None) -> tuple[dict, l
 
 
 def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str], list[str]]:
-    """:func:`analyse`, unguarded. pandas (the call-path tables) is loaded before the traces are
-    read: short of memory, it is the analysis that fails (one named error), not the loading of a
-    library half-way through (an ImportError, or worse)."""
+    """:func:`analyse`, unguarded, in this process. pandas (the call-path tables) is loaded before
+    the traces are read: short of memory, it is the analysis that fails (one named error), not the
+    loading of a library half-way through (an ImportError, or worse).
+
+    The set is read first (what HTA's rules and the rank numbers take across ranks:
+    :func:`set_terms`), then each rank is analysed by :func:`rank_parts`, the function the worker
+    processes of :mod:`audit.trace.fanout` run, and :func:`assemble` joins them."""
     import pandas  # noqa: F401
 
-    from audit.trace.breakdown import breakdown, hta_breakdown
-    from audit.trace.callpath import folded_stacks
-    from audit.trace.findings import load_profile, views_findings
-    from audit.trace.idle import idle_folded
+    from audit.trace.findings import load_profile
 
     traces = [load_profile(Path(p)) for p in paths]
-    document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),
-                "ranks": _rounded(breakdown(traces)), "hta_compatible": _rounded(hta_breakdown(traces)),
-                "call_paths": [], "idle_paths": [], "findings": []}
-    stacks: list[str] = []
-    idle_stacks: list[str] = []
-    for rank, trace, view in gpu_views(traces):
-        document["call_paths"].append(top_call_paths(rank, trace, view))
-        document["idle_paths"].append(top_idle_paths(rank, trace, view, price))
-        document["findings"] += views_findings(view, price)
-        stacks += folded_stacks(trace, view.paths)
-        idle_stacks += idle_folded(view)
-    document["findings"] = sorted_findings(document["findings"])
-    for device in (d for r in document["ranks"] for d in r["devices"]):
+    ranks, filter_steps, origin = set_terms([rank_header(t) for t in traces])
+    return assemble(paths, price, [rank_parts(t, r, filter_steps, origin, price) for r, t in zip(ranks, traces)])
+
+
+def rank_header(trace: Trace) -> tuple[int | None, list[str], float | None]:
+    """What the rest of its set needs of one rank: its distributedInfo rank, its ProfilerStep
+    names and its base (None when it holds only Trace-category events)."""
+    from connectors.profiles.events import TRACE
+
+    return (trace.rank, sorted(n for n in trace.names if "ProfilerStep" in n),
+            trace.base if bool((trace.role != TRACE).any()) else None)
+
+
+def set_terms(headers: list[tuple[int | None, list[str], float | None]]) -> tuple[list[int], bool, float]:
+    """From the headers of a set's ranks (:func:`rank_header`), in order: the distinct rank of each
+    (as ``breakdown.ranks``), whether HTA's rules drop the last ProfilerStep (the set names more
+    than one) and HTA's time origin (the set's earliest base), as ``breakdown.hta_breakdown``."""
+    taken: set[int] = set()
+    ranks = []
+    for position, (written, _, _) in enumerate(headers):
+        rank = written if written is not None and written not in taken else position
+        while rank in taken:
+            rank += 1
+        taken.add(rank)
+        ranks.append(rank)
+    steps = {name for _, names, _ in headers for name in names}
+    origin = min((base for _, _, base in headers if base is not None), default=0.0)
+    return ranks, len(steps) > 1, origin
+
+
+def rank_parts(trace: Trace, rank: int, filter_steps: bool, origin: float, price: Decimal | None) -> dict:
+    """Everything the document says of one rank, given the set's terms (:func:`set_terms`): its
+    ``ranks`` and ``hta_compatible`` entries, its call paths, idle paths and findings (None and
+    [] without GPU work) and its folded stacks. Small: no per-event column."""
+    from audit.trace.breakdown import _hta_rank, breakdown
+    from audit.trace.callpath import folded_stacks
+    from audit.trace.findings import views_findings
+    from audit.trace.idle import idle_folded
+    from audit.trace.profile_view import ProfileView
+    from connectors.profiles.events import GPU_WORK
+    from connectors.profiles.intervals import among
+
+    (entry,) = breakdown([trace])
+    entry = _rounded({**entry, "rank": rank})
+    for device in entry["devices"]:
         active = device["kernel_active_us"]
         device["gap_ratio"] = round((device["window_us"] - active) / active, 6) if active > 0 else None
-    return document, stacks, idle_stacks
+    parts = {"rank": entry, "hta": _rounded({"rank": rank, "file": trace.path.name,
+                                             **_hta_rank(trace, filter_steps, origin)}),
+             "call_paths": None, "idle_paths": None, "findings": [], "stacks": [], "idle_stacks": []}
+    if among(trace.role, GPU_WORK).any():
+        view = ProfileView(trace, rank)
+        parts.update(call_paths=top_call_paths(rank, trace, view), idle_paths=top_idle_paths(rank, trace, view, price),
+                     findings=views_findings(view, price), stacks=folded_stacks(trace, view.paths),
+                     idle_stacks=idle_folded(view))
+    return parts
+
+
+def assemble(paths: list[Path], price: Decimal | None, parts: list[dict]) -> tuple[dict, list[str], list[str]]:
+    """The document of a rank set and its folded stacks, from its ranks' parts in order."""
+    document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),
+                "ranks": [p["rank"] for p in parts], "hta_compatible": [p["hta"] for p in parts],
+                "call_paths": [p["call_paths"] for p in parts if p["call_paths"] is not None],
+                "idle_paths": [p["idle_paths"] for p in parts if p["idle_paths"] is not None],
+                "findings": sorted_findings([f for p in parts for f in p["findings"]])}
+    return (document, [line for p in parts for line in p["stacks"]],
+            [line for p in parts for line in p["idle_stacks"]])
 
 
 def kernel_evidence(traces: list[Trace]) -> tuple[list[dict], list[dict], list[dict]]:
