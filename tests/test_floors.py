@@ -36,7 +36,7 @@ ALLOWED = {
     "audit": {"schemas", "connectors", "collector", "audit"},
     "audit.cli": {"schemas", "connectors", "collector", "audit", "audit.cli"},
 }
-HEAVY = ("torch", "weasyprint", "pandas", "duckdb", "numpy", "isal", "boto3")
+HEAVY = ("torch", "weasyprint", "pandas", "duckdb", "numpy", "isal", "boto3", "dask", "distributed")
 #: the audit stages, in pipeline order: none imports another, only STAGE_CALLERS import them
 STAGES = ("audit.collect", "audit.normalise", "audit.classify", "audit.adjust", "audit.prices", "audit.gpusplit",
           "audit.attribute", "audit.unit_costs", "audit.reconcile", "audit.rank", "audit.evidence", "audit.render")
