@@ -184,10 +184,13 @@ def _dask(address: str) -> Iterator[Runner]:
         timeout = float(os.environ.get("COSTAUDIT_SCHEDULER_TIMEOUT_S") or CONNECT_TIMEOUT_S)
     except ValueError:
         raise UsageError("COSTAUDIT_SCHEDULER_TIMEOUT_S is not a number of seconds") from None
+    _reachable(address, timeout)
+    client = Client.__new__(Client)      # held, so that a failed one can be let go quietly
     try:
-        client = Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise SourceError(f"cannot reach the Dask scheduler at {address} ({exc}); "
+        client.__init__(address, timeout=timeout, set_as_default=False)  # type: ignore[misc]
+    except Exception as exc:             # anything but a scheduler answered (or nothing did)
+        _let_go(client)
+        raise SourceError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__}: {exc}); "
                           f"expected {EXPECTED_SCHEDULER}") from None
     try:
         def run(task: Callable, args: list[tuple]) -> list[dict]:
@@ -196,3 +199,37 @@ def _dask(address: str) -> Iterator[Runner]:
         yield run
     finally:
         client.close()
+
+
+def _reachable(address: str, timeout: float) -> None:
+    """Raise the one error naming ``address`` when it is no scheduler address, or (tcp://) nothing
+    accepts a connection there within ``timeout``: checked before a ``Client`` is made, since a
+    Client that fails to connect prints a traceback when it is collected at exit."""
+    import socket
+
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    try:
+        scheme = parse_address(address)[0]
+        host, port = get_address_host_port(address)
+    except ValueError as exc:
+        raise SourceError(f"cannot reach the Dask scheduler at {address} ({exc}); expected {EXPECTED_SCHEDULER}") from None
+    if scheme != "tcp":
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SourceError(f"cannot reach the Dask scheduler at {address} ({exc.strerror or exc} within "
+                          f"{timeout:g} s); expected {EXPECTED_SCHEDULER}") from None
+
+
+def _let_go(client: Any) -> None:
+    """Stop a Client whose connection failed, so that collecting it at exit neither waits twice
+    the timeout nor prints a traceback (distributed 2026.8's ``Client.__del__`` closes a client
+    whose loop was set: the loop is stopped here and unset)."""
+    from contextlib import suppress
+
+    with suppress(Exception):
+        client._loop_runner.stop()
+    with suppress(Exception):
+        client._Client__loop = None

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 
 import pytest
@@ -60,6 +61,7 @@ def test_two_worker_processes_give_the_same_bytes_with_bounded_memory(rank_set):
     _bounded(seen, 2)
 
 
+@pytest.mark.slow
 def test_a_dask_local_cluster_gives_the_same_bytes_with_bounded_memory(rank_set):
     distributed = pytest.importorskip("distributed")
     paths, reference = rank_set
@@ -100,6 +102,29 @@ def test_an_unreachable_scheduler_is_one_error_naming_it(rank_set):
     result = costaudit(*paths[:2], "--scheduler", address, COSTAUDIT_SCHEDULER_TIMEOUT_S="1")
     assert result.returncode == 1 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"costaudit: error: cannot reach the Dask scheduler at {address} ("), result.stderr
+
+
+def test_something_not_a_scheduler_at_the_address_is_one_error_naming_it(rank_set):
+    pytest.importorskip("distributed")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+    def answer_garbage():
+        with server:
+            for _ in range(4):
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    paths, _ = rank_set
+    result = costaudit(paths[0], "--scheduler", address, COSTAUDIT_SCHEDULER_TIMEOUT_S="2")
+    assert result.returncode == 1 and "Traceback" not in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"costaudit: error: cannot reach the Dask scheduler at {address} (")
 
 
 def test_worker_counts():
