@@ -21,6 +21,8 @@ from audit.result import AuditResult, KernelFinding, Option
 #: are not bridged by a review
 METHOD_VERSION = "2026-12"
 EXACT = 12
+#: GPU-seconds in audit.json: to the microsecond
+SECOND_PLACES = 6
 #: the parts the GPU split makes of a service's paid GPU time (audit/attribute.py, METHOD §3)
 GPU_PARTS = {("model_compute", "kernel_active"), ("serving_path", "in_flight_idle"),
              ("platform_overhead", "headroom"), ("platform_overhead", "capacity_above_demand"),
@@ -30,6 +32,12 @@ TOP_SKUS = 300
 
 def exact(value: Decimal | None) -> str | None:
     return fmt(value, EXACT)
+
+
+def seconds_text(value: Decimal | None) -> str | None:
+    """GPU-seconds to the microsecond: they come from float samples (busy fractions), whose last
+    digits differ between a Prometheus server and the same samples read from a file."""
+    return fmt(value, SECOND_PLACES)
 
 
 def scope(result: AuditResult) -> dict[str, Any]:
@@ -89,7 +97,7 @@ def components(result: AuditResult, service: str) -> dict[str, dict[str, str | N
     for name, amount in sorted(shares.items()):
         found[f"shared:{name}"] = (amount, amount, "currency")
     out = {"gpu_busy": (gpu_busy, busy, "gpu_second"), "gpu_idle": (gpu_idle, paid - busy, "gpu_second"), **found}
-    return {k: {"cost": exact(cost), "quantity": exact(qty), "unit": unit}
+    return {k: {"cost": exact(cost), "quantity": seconds_text(qty) if unit == "gpu_second" else exact(qty), "unit": unit}
             for k, (cost, qty, unit) in out.items() if cost or qty}
 
 
@@ -117,10 +125,10 @@ def daily(result: AuditResult, service: str) -> list[dict[str, Any]]:
         for ts, count in traffic.by_ts.items():
             requests[ts.strftime("%Y-%m-%d")] += count
     return [{"day": d, "requests": _count(requests[d]) if traffic is not None else None,
-             "paid_gpu_seconds": exact(s["paid"]), "busy_gpu_seconds": exact(s["busy"]),
+             "paid_gpu_seconds": seconds_text(s["paid"]), "busy_gpu_seconds": seconds_text(s["busy"]),
              "gpu_cost": exact(s["cost"]),
              "parts": {k: {"cost": exact(s["parts"].get(k, (ZERO, ZERO))[0]),
-                           "gpu_seconds": exact(s["parts"].get(k, (ZERO, ZERO))[1])} for k in sorted(names)}}
+                           "gpu_seconds": seconds_text(s["parts"].get(k, (ZERO, ZERO))[1])} for k in sorted(names)}}
             for d, s in sorted(sums.items())]
 
 
