@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
-from audit.case import Case, Service
+from audit.case import Case
+from audit.catalogue import catalogue
 from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
@@ -65,13 +63,6 @@ class RankInput:
     histograms: pd.DataFrame | None = None       # per-request token histograms (the generation-cap model)
 
 
-@lru_cache(maxsize=1)
-def catalogue() -> tuple[dict, ...]:
-    """The shipped options, in file order."""
-    raw = tomllib.loads(resources.files("audit").joinpath("data/options.toml").read_text())
-    return tuple(raw["option"])
-
-
 def _bands(table, key) -> dict[str, Decimal]:
     value = table[key]
     return {b: Decimal(str(value[b])) for b in BANDS}
@@ -102,12 +93,6 @@ def part_amounts(ledger: Ledger) -> dict[str, Decimal]:
     for p in ledger.parts.values():
         totals[f"{p.bucket}.{p.name}"] += p.amount
     return dict(totals)
-
-
-def rightsizable(intervals: Sequence[ServiceInterval], services: Mapping[str, Service], target: Decimal,
-                 step: int) -> Decimal:
-    """Money of whole replicas held beyond smoothed demand at ``target`` (audit/pricing/rightsize.py)."""
-    return saving_at(intervals, services, target, step)
 
 
 def _right_size(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
@@ -205,7 +190,7 @@ def rank_options(given: RankInput) -> list[Option]:
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         [spec for spec, _ in merged_catalogue(case.option_overrides, case.path)], committed,
-        lambda u: rightsizable(given.intervals, case.services, u, given.step)))
+        lambda u: saving_at(given.intervals, case.services, u, given.step)))
 
 
 def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary]) -> set[str]:

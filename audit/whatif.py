@@ -17,12 +17,11 @@ import difflib
 import math
 import tomllib
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Callable, Sequence
 
 from audit.case import CASE_KEYS, OPTION_KEYS, SCOPE_KEYS, SOURCE_KINDS, Case, load_case
 from audit.case_services import ALLOCATION_KEYS, SERVICE_KEYS
+from audit.catalogue import catalogue, catalogue_ids
 from audit.errors import ConfigError
 from schemas.errors import UsageError
 
@@ -206,7 +205,7 @@ def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Chang
     if entry is None:
         entry = {"id": option_id}
         entries.append(entry)
-    shipped = catalogue()[option_id]
+    shipped = {o["id"]: o for o in catalogue()}[option_id]
     if band is None:
         before = entry.get(name, shipped.get(name))
         entry[name] = value
@@ -241,17 +240,6 @@ def _within(value: Any, low: float, high: float) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@lru_cache(maxsize=1)
-def catalogue() -> dict[str, dict]:
-    """The shipped options catalogue by id (audit/data/options.toml, as the rank stage reads it)."""
-    raw = tomllib.loads(resources.files("audit").joinpath("data/options.toml").read_text())
-    return {o["id"]: o for o in raw["option"]}
-
-
-def catalogue_ids() -> list[str]:
-    return list(catalogue())
 
 
 def _same_reading(case: Case, changed: Case) -> None:

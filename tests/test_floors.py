@@ -41,7 +41,7 @@ HEAVY = ("torch", "weasyprint", "pandas", "duckdb", "numpy", "isal", "boto3", "d
 STAGES = ("audit.collect", "audit.normalise", "audit.classify", "audit.adjust", "audit.prices", "audit.gpusplit",
           "audit.attribute", "audit.unit_costs", "audit.reconcile", "audit.rank", "audit.evidence", "audit.render")
 #: what stages share, and the only modules of audit (beside the helper packages below) a stage may import
-SHARED = ("audit", "audit.case", "audit.money", "audit.errors", "audit.buckets", "audit.collected", "audit.plan",
+SHARED = ("audit", "audit.case", "audit.catalogue", "audit.money", "audit.errors", "audit.buckets", "audit.collected", "audit.plan",
           "audit.plan_input",
           "audit.normalised", "audit.lines", "audit.services", "audit.ledger", "audit.result", "audit.fit",
           "audit.gpuunits")

@@ -175,11 +175,12 @@ def test_more_min_replicas_never_right_sizes_more(demo_base):
 
 def test_a_band_set_alone_keeps_the_other_bands():
     from audit.case import load_case
-    from audit.whatif import catalogue, changed_case
+    from audit.catalogue import catalogue
+    from audit.whatif import changed_case
 
     changed, changes = changed_case(load_case(DEMO), [f"options.{RIGHT_SIZE}.recoverable.expected=0.55"])
     override = changed.option_overrides[RIGHT_SIZE]
-    shipped = catalogue()[RIGHT_SIZE]["recoverable"]
+    shipped = next(o for o in catalogue() if o["id"] == RIGHT_SIZE)["recoverable"]
     assert override["recoverable"] == {"low": shipped["low"], "expected": 0.55, "high": shipped["high"]}
     assert changes[0].before == shipped["expected"] and changes[0].after == 0.55
 
