@@ -242,7 +242,7 @@ def _realised(r: dict, cur: str) -> RealisedView:
     projection = r.get("projection") or {}
     verdict = str(r.get("verdict") or "not measured")
     realised = money(r.get("realised"), cur)
-    option, service = str(r.get("option") or ""), str(r.get("service") or "")
+    option, service = str(r.get("title") or r.get("option") or ""), str(r.get("service") or "")
     if projection and r.get("realised") is not None:
         sentence = (f"{option} on {service}: {realised} a month realised against {money(projection.get('expected'), cur)} "
                     f"expected ({money(projection.get('low'), cur)} – {money(projection.get('high'), cur)}): {verdict}.")

@@ -78,7 +78,9 @@ def _one(earlier: Audit, later: Audit, entry: dict, i: int) -> dict:
     part = (proposal or _options(later).get(option_id) or {}).get("acts_on")
     projected, projected_from = projection(earlier, proposal, service)
     evidence: dict[str, Any] = {}
-    out: dict[str, Any] = {"option": option_id, "service": service, "shipped": entry.get("date"), "part": part,
+    title = (proposal or _options(later).get(option_id) or {}).get("title")
+    out: dict[str, Any] = {"option": option_id, "title": title, "service": service, "shipped": entry.get("date"),
+           "part": part,
            "projection": projected, "realised": None, "verdict": "not measured", "evidence": evidence, "note": None}
     if entry.get("note"):
         evidence["shipped_note"] = entry["note"]
