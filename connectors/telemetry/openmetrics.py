@@ -1,8 +1,10 @@
 """OpenMetrics / Prometheus text exposition -> GPU activity, scheduler and serving tables.
 
-The connector: the file (optionally gzipped) is streamed once by ``omtext`` into the families of
-``families`` (a label set parsed once per series, never once per sample; timestamps in seconds, as
-`promtool tsdb create-blocks-from openmetrics` reads them), then every table is built by
+The connector: the file (optionally gzipped) is streamed once by ``om_stream`` (blocks of whole
+lines, the line pattern matched once per series; ``omtext`` line by line for whatever the fast
+path does not decide) into the families of ``families`` (a label set parsed once per series,
+never once per sample; timestamps in seconds, as `promtool tsdb create-blocks-from openmetrics`
+reads them), then every table is built by
 ``tables`` on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
 per interval, counters differenced with resets handled. Samples without a timestamp (a single
 scrape) are counted but cannot be placed in time. Kernel-activity samples out of range or not
@@ -23,7 +25,8 @@ from connectors.base import Connector
 from connectors.errors import InputError
 from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
-from connectors.telemetry.omtext import SAMPLE_FORM, read_families
+from connectors.telemetry.om_stream import family_frame, read_families
+from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
     counter_increases,
@@ -69,7 +72,7 @@ class OpenMetricsConnector(Connector):
 
     def _tables(self, roles) -> tuple[dict[str, pd.DataFrame], tuple]:
         """Every normalised table from the parsed families, on one grid, and the time covered."""
-        frames = {role: family.frame() for role, family in roles.items()}
+        frames = {role: family_frame(family) for role, family in roles.items()}
         grid = self._grid(frames)
         counted = [counter_increases(frames["counters"], grid),
                    counter_increases(frames["server_counters"], grid)]

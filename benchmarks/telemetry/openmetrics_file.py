@@ -1,0 +1,188 @@
+"""Benchmark: the OpenMetrics file reader, samples per second and peak RSS, against a baseline.
+
+    .venv/bin/python benchmarks/telemetry/openmetrics_file.py [--gpus 32] [--days 0.5 1.5]
+        [--baseline-ref REF] [--gzip] [--json]
+
+Generates OpenMetrics text with ``build.py``'s cluster (dcgm-exporter, kube-state-metrics and vLLM
+series with a Prometheus scrape's labels, counters that reset) for ``--gpus`` GPUs at a 30 s
+scrape, one file per ``--days`` value, then reads each file with ``OpenMetricsConnector.read()``
+(the whole connector: parse and every table, at the audit step of 1 h; and, apart, the parse
+alone: the text into the families) in a fresh child process,
+which reports its own wall time and its own high-water mark (``VmHWM`` of /proc/self/status, not
+a parent's ``ru_maxrss``). The baseline is the same reader at ``--baseline-ref`` (a git revision,
+extracted with ``git archive`` into a temporary folder; the working tree is not touched), run on
+the same files in the same run; the ratio is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.telemetry.build import GPUS_PER_NODE, SCRAPE, START, gpu_series, node_series, pod_series  # noqa: E402,I001
+
+#: the reader before streaming (one regex per line, per-sample label columns)
+BASELINE_REF = "9c53031"
+
+CHILD = r"""
+import json, sys, time
+from datetime import datetime, timedelta, timezone
+sys.path.insert(0, sys.argv[1])
+from connectors.base import ReadContext, SourceSpec
+from connectors.telemetry.openmetrics import OpenMetricsConnector
+from pathlib import Path
+start = datetime.fromtimestamp(int(sys.argv[3]), timezone.utc)
+ctx = ReadContext(start, start + timedelta(days=float(sys.argv[4])), "USD", 3600)
+reader = OpenMetricsConnector(SourceSpec("bench", "telemetry", "openmetrics", Path(sys.argv[2])), ctx)
+began = time.perf_counter()
+if sys.argv[5] == "parse":  # the text into the families only
+    try:
+        from connectors.telemetry.om_stream import read_families
+    except ImportError:
+        from connectors.telemetry.omtext import read_families
+    samples, rows = read_families(Path(sys.argv[2]))[1].rows, {}
+else:
+    frame = reader.read()
+    samples, rows = frame.rows, {k: int(len(v)) for k, v in frame.tables.items()}
+seconds = time.perf_counter() - began
+status = open("/proc/self/status").read().split("\n")
+hwm = next(int(l.split()[1]) for l in status if l.startswith("VmHWM:"))
+print(json.dumps({"seconds": seconds, "hwm_kib": hwm, "samples": samples, "rows": rows}))
+"""
+
+
+class Writer:
+    """One OpenMetrics file (``build.py``'s series, fewer GPUs and days)."""
+
+    def __init__(self, path: Path, days: float):
+        self.times = START + SCRAPE * np.arange(int(days * 86400) // SCRAPE)
+        self.handle = open(path, "w", encoding="utf-8")
+        self.handle.write("# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.\n"
+                          "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n")
+        self.samples = 0
+
+    def series(self, name: str, labels: dict[str, str], values: np.ndarray, fmt: str) -> None:
+        """All samples of one series."""
+        head = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "} "
+        self.handle.writelines(f"{head}{v:{fmt}} {t}\n"
+                               for v, t in zip(values.tolist(), self.times.tolist()))
+        self.samples += len(self.times)
+
+    def close(self) -> None:
+        """End the file with # EOF."""
+        self.handle.write("# EOF\n")
+        self.handle.close()
+
+
+def write_file(path: Path, gpus: int, days: float) -> int:
+    """The cluster's series for ``gpus`` GPUs over ``days``; the number of samples."""
+    rng = np.random.default_rng(20260601)
+    out = Writer(path, days)
+    for index in range((gpus + GPUS_PER_NODE - 1) // GPUS_PER_NODE):
+        node = f"ip-10-0-{index}-10.ec2.internal"
+        node_series(out, node, index)
+        for gpu in range(GPUS_PER_NODE):
+            number = index * GPUS_PER_NODE + gpu
+            namespace, service = ("llm", "chat") if number % 4 else ("embed", "embed")
+            pod = f"{service}-7c9d5f8b6d-{number:05d}"
+            busy = gpu_series(out, rng, node, gpu, pod, namespace)
+            pod_series(out, rng, node, pod, namespace, busy)
+    out.close()
+    return out.samples
+
+
+def measure(code_root: Path, path: Path, days: float, what: str) -> dict:
+    """One read (``what``: "read", the whole connector, or "parse", the text into the families)
+    in a fresh child process: its wall time and its own peak RSS."""
+    done = subprocess.run([sys.executable, "-c", CHILD, str(code_root), str(path), str(START),
+                           str(days), what], capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"reader at {code_root} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The repository at ``ref`` (connectors and schemas), extracted without touching the checkout."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "connectors", "schemas"],
+                             capture_output=True, check=True).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def main() -> None:
+    """Generate the files, read each with the baseline and the current reader, print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=32)
+    parser.add_argument("--days", type=float, nargs="+", default=[0.5, 1.5])
+    parser.add_argument("--baseline-ref", default=BASELINE_REF,
+                        help="git revision of the reader to compare with ('' for none)")
+    parser.add_argument("--gzip", action="store_true", help="read gzipped files")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="costaudit-ombench-"))
+    try:
+        base = baseline_tree(args.baseline_ref, scratch / "base") if args.baseline_ref else None
+        results = []
+        for days in args.days:
+            path = scratch / f"bench-{days:g}d.om"
+            samples = write_file(path, args.gpus, days)
+            if args.gzip:
+                gz = path.with_suffix(".om.gz")
+                with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=1) as dst:
+                    shutil.copyfileobj(src, dst)
+                path.unlink()
+                path = gz
+            for what in ("parse", "read"):
+                row = {"days": days, "what": what, "samples": samples,
+                       "bytes": os.path.getsize(path), "current": measure(ROOT, path, days, what)}
+                if base is not None:
+                    row["baseline"] = measure(base, path, days, what)
+                    if row["baseline"]["rows"] != row["current"]["rows"]:
+                        raise SystemExit(f"table sizes differ: {row['baseline']['rows']} vs "
+                                         f"{row['current']['rows']}")
+                results.append(row)
+            path.unlink()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(report(results, args))
+    if args.json:
+        print(json.dumps(results, indent=2))
+
+
+def report(results: list[dict], args) -> str:
+    """The printed table: per file, samples/s and peak RSS of each reader, and the ratios."""
+    lines = [f"OpenMetrics file reader: {args.gpus} GPUs at a {SCRAPE} s scrape, audit step 3600 s"
+             f"{', gzipped' if args.gzip else ''}; baseline {args.baseline_ref or 'none'}",
+             f"{'file':>8}{'stage':>7}{'samples':>12}{'MB':>6}{'reader':>10}{'wall s':>8}{'samples/s':>12}"
+             f"{'µs/sample':>11}{'peak MiB':>10}"]
+    for row in results:
+        for who in ("baseline", "current"):
+            if who not in row:
+                continue
+            r = row[who]
+            lines.append(f"{row['days']:>6g} d{row['what']:>7}{row['samples']:>12,}"
+                         f"{row['bytes'] / 1e6:>6.0f}"
+                         f"{who:>10}{r['seconds']:>8.2f}{row['samples'] / r['seconds']:>12,.0f}"
+                         f"{r['seconds'] / row['samples'] * 1e6:>11.3f}{r['hwm_kib'] / 1024:>10.0f}")
+        if "baseline" in row:
+            b, c = row["baseline"], row["current"]
+            lines.append(f"{'':>8}{'':>7}{'':>12}{'':>6}{'ratio':>10}"
+                         f"{b['seconds'] / c['seconds']:>8.1f}{'':>12}{'':>11}"
+                         f"{b['hwm_kib'] / c['hwm_kib']:>10.1f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
