@@ -17,7 +17,8 @@ from audit.buckets import BUCKETS
 from audit.reporters.months_view import months_table
 
 Table = tuple[list[str], list[list[Any]]]
-CSV_TABLES = ("buckets", "services", "options", "reconciliation", "coverage", "gpu_split", "sources")
+CSV_TABLES = ("buckets", "services", "options", "plan", "sensitivity", "reconciliation", "coverage",
+              "gpu_split", "sources")
 BANDS = ("low", "expected", "high")
 
 
@@ -37,14 +38,44 @@ def buckets_table(a: dict) -> Table:
     return head, rows
 
 
+SERVICE_COSTS = ("requests", "prompt_tokens", "generated_tokens", "gpu_hours", "cost", "owned_lines",
+                 "shared_cost", "allocation_key", "total_cost", "unattributed", "cost_per_request",
+                 "cost_per_1k_requests", "cost_per_1k_all_requests", "cost_per_1m_tokens")
+#: the request log's classes behind the denominator (audit.json services[].request_counts; they sum to lines)
+REQUEST_CLASSES = ("lines", "successful", "failed", "health_checks", "unparseable", "other_paths")
+PHASE_COLUMNS = ("prefill_share", "decode_share", "prefill_cost", "decode_cost", "prefill_service_cost",
+                 "decode_service_cost", "cost_per_1m_prompt_tokens", "cost_per_1m_generated_tokens",
+                 "phases_source", "phases_also", "phases_reason")
+
+
 def services_table(a: dict) -> Table:
-    cols = ["requests", "prompt_tokens", "generated_tokens", "gpu_hours", "cost", "shared_cost",
-            "unattributed", "cost_per_request", "cost_per_1k_requests", "cost_per_1m_tokens"]
-    head = ["service", *cols, *BUCKETS[:3], "traffic_source", "reason"]
-    rows = [[name, *(s.get(c) for c in cols), *((s.get("by_bucket") or {}).get(k) for k in BUCKETS[:3]),
-             s.get("traffic_source"), s.get("reason")]
-            for name, s in (a.get("services") or {}).items()]
+    """Per service: what it owns, its shared cost and key, the total behind every unit cost, the unit
+    costs over successful and over all requests, the request log's classes, the prefill / decode split."""
+    head = ["service", *SERVICE_COSTS, "requests_per_currency_unit_successful", "requests_per_currency_unit_all",
+            *(f"request_log_{k}" for k in REQUEST_CLASSES), "request_log_source", *BUCKETS[:3],
+            "traffic_source", *PHASE_COLUMNS, "reason"]
+    rows = []
+    for name, s in (a.get("services") or {}).items():
+        per_unit, counts = s.get("requests_per_currency_unit") or {}, s.get("request_counts") or {}
+        rows.append([name, *(s.get(c) for c in SERVICE_COSTS), per_unit.get("successful"), per_unit.get("all"),
+                     *(counts.get(k) for k in REQUEST_CLASSES), counts.get("source"),
+                     *((s.get("by_bucket") or {}).get(k) for k in BUCKETS[:3]), s.get("traffic_source"),
+                     *_phases(s.get("phases")), s.get("reason")])
     return head, rows
+
+
+def _phases(phases: dict | None) -> list[Any]:
+    """The prefill / decode cells (METHOD §4): shares, costs, per-token costs, the source, or why not measured."""
+    if not phases:
+        return [None] * len(PHASE_COLUMNS)
+    prefill, decode = phases.get("prefill") or {}, phases.get("decode") or {}
+    reason = phases.get("reason")
+    if prefill.get("share") is None and reason:
+        reason = f"not measured: {reason}"
+    also = "; ".join(f"{x.get('source')}: prefill share {x.get('prefill_share')}" for x in phases.get("also") or [])
+    return [prefill.get("share"), decode.get("share"), prefill.get("cost"), decode.get("cost"),
+            prefill.get("service_cost"), decode.get("service_cost"), phases.get("cost_per_1m_prompt_tokens"),
+            phases.get("cost_per_1m_generated_tokens"), prefill.get("source"), also or None, reason]
 
 
 def options_table(a: dict) -> Table:
@@ -96,10 +127,33 @@ def classes_table(a: dict) -> Table:
     return cols, [[c.get(k) for k in cols] for c in a.get("classes") or []]
 
 
+def plan_table(a: dict) -> Table:
+    """The ranked options combined per part, then the whole plan (audit.json plan, METHOD §7)."""
+    head = ["part", "part_monthly", "options", *(f"gross_saving_{k}" for k in BANDS), "run_cost_monthly",
+            *(f"combined_saving_{k}" for k in BANDS)]
+    plan = a.get("plan") or {}
+    parts = list(plan.get("by_part") or []) + ([plan["total"]] if plan.get("total") else [])
+    rows = [[p.get("part"), p.get("part_monthly"), " | ".join(p.get("options") or []), *_band(p.get("gross_saving")),
+             p.get("run_cost_monthly"), *_band(p.get("combined_saving"))] for p in parts]
+    return head, rows
+
+
+def sensitivity_table(a: dict) -> Table:
+    """Per ranked option and input: the input's low and high and the expected payback at each
+    (empty: no saving at that value); the option's expected payback beside them."""
+    head = ["rank", "id", "title", "input", "low", "high", "payback_at_low", "payback_at_high",
+            "payback_months_expected"]
+    rows = [[o.get("rank"), o.get("id"), o.get("title"), s.get("input"), s.get("low"), s.get("high"),
+             s.get("payback_at_low"), s.get("payback_at_high"), (o.get("payback_months") or {}).get("expected")]
+            for o in a.get("options") or [] if o.get("rank") is not None for s in o.get("sensitivity") or []]
+    return head, rows
+
+
 TABLES = {
     "buckets": buckets_table, "services": services_table, "options": options_table,
     "reconciliation": reconciliation_table, "coverage": coverage_table,
     "gpu_split": gpu_split_table, "sources": sources_table, "classes": classes_table,
+    "plan": plan_table, "sensitivity": sensitivity_table,
 }
 
 

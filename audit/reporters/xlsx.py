@@ -3,7 +3,8 @@
 Each column has a kind (:mod:`audit.reporters.xlsx_cells`): money and unit costs are numbers (the
 exact Decimal of their audit.json text) with a currency format, counts and quantities numbers,
 fractions percentages; headers are readable words; the header row is frozen. Sheets: the summary,
-the CSV tables, the options with their low / expected / high ranges, and the findings.
+the CSV tables, the options with their low / expected / high ranges, the plan (combined saving per
+part and the total), the sensitivity of each ranked option's payback, and the findings.
 
 Every data string is written as a string cell, never a formula (a node named ``=HYPERLINK(…)``
 stays text). The file is the same bytes for the same audit: the document dates are the audit
@@ -21,10 +22,10 @@ from typing import Any
 from audit.reporters.csv import build_tables
 from audit.reporters.months_view import months_table
 from audit.reporters.xlsx_cells import (
+    cell_kinds,
     decimals,
     findings_table,
     header,
-    kind_of,
     number,
     number_format,
     safe_currency,
@@ -37,7 +38,8 @@ MAX_WIDTH = 60
 
 SHEETS = {
     "summary": "Summary", "buckets": "Buckets and parts", "services": "Services - unit costs",
-    "options": "Options", "findings": "Findings", "reconciliation": "Reconciliation",
+    "options": "Options", "plan": "Plan", "sensitivity": "Sensitivity", "findings": "Findings",
+    "reconciliation": "Reconciliation",
     "coverage": "Coverage by node", "gpu_split": "GPU split", "sources": "Sources", "classes": "Classes",
     "months": "Months",
 }
@@ -51,8 +53,7 @@ def sheet_specs(audit: dict) -> dict[str, tuple[list[str], list[list[Any]], list
     for name in SHEETS:
         if name in tables:
             head, rows = tables[name]
-            kinds = [kind_of(column) for column in head]
-            specs[name] = (head, rows, [kinds] * len(rows))
+            specs[name] = (head, rows, cell_kinds(name, head, rows))
     months = months_table(audit)
     if months is not None:  # the quarter as months: a kind per row (money, count, unit cost, share)
         months_head, months_rows, months_kinds = months

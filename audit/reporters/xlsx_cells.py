@@ -27,14 +27,25 @@ from typing import Any
 
 from audit.reporters.csv import BANDS, Table, is_number
 
-MONEY = {"amount", "bucket_amount", "cost", "shared_cost", "unattributed", "model_compute",
-         "serving_path", "platform_overhead", "top_down", "bottom_up", "gross", "tax", "credits",
-         "net", "profile_cost", "total", "invoice_total", "outside_scope",
-         *(f"{g}_{k}" for g in ("monthly_saving", "one_off_cost", "marginal_saving") for k in BANDS),
+BAND_GROUPS = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving",
+               "gross_saving", "combined_saving")
+MONEY = {"amount", "bucket_amount", "cost", "owned_lines", "shared_cost", "total_cost", "unattributed",
+         "model_compute", "serving_path", "platform_overhead", "top_down", "bottom_up", "gross", "tax",
+         "credits", "net", "profile_cost", "total", "invoice_total", "outside_scope",
+         "prefill_cost", "decode_cost", "prefill_service_cost", "decode_service_cost",
+         "part_monthly", "run_cost_monthly",
+         *(f"{g}_{k}" for g in ("monthly_saving", "one_off_cost", "marginal_saving", "gross_saving",
+                                "combined_saving") for k in BANDS),
          "break_even_monthly_saving"}
-QTY = {f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS}
-INTS = {"requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days"}
-PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance"}
+QTY = {*(f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS), "payback_at_low", "payback_at_high"}
+INTS = {"requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days",
+        *(f"request_log_{k}" for k in ("lines", "successful", "failed", "health_checks", "unparseable",
+                                       "other_paths"))}
+PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance", "prefill_share",
+       "decode_share"}
+#: the kind of a sensitivity input's low / high (audit/plan.py names them); any other input: a quantity
+INPUT_KINDS = {"saving (recoverable share or model inputs)": "money", "loaded rate (per hour)": "money",
+               "effort (hours)": "qty"}
 QTY_SUFFIXES = ("_hours", "_months", "_gpu_hours", "_ms")
 UNIT_PREFIXES = ("cost_per_", "price_per_")
 MIN_DECIMALS = {"money": 2, "unit": 6, "qty": 0, "pct": 0, "int": 0}
@@ -45,6 +56,13 @@ HEADERS = {
     "Cost per 1,000 Requests", "cost_per_1m_tokens": "Cost per 1 M Tokens", "gpu_ms": "GPU ms",
     "covered_hours": "Covered Hours", "one_off_cost": "One-off Cost", "effort_hours": "Engineering Hours",
     "mean_busy_fraction": "Mean Busy Share", "gap_ratio": "Gap Ratio", "bucket_share": "Share of Total",
+    "requests": "Requests", "requests_per_currency_unit_successful": "Requests per Currency Unit (Successful)",
+    "requests_per_currency_unit_all": "Requests per Currency Unit (All)",
+    "cost_per_1k_all_requests": "Cost per 1,000 Requests (All Log Lines)",
+    "owned_lines": "Owned Billing Lines", "total_cost": "Total Cost (Own + Shared)",
+    "phases_source": "Prefill / Decode Source", "phases_also": "Prefill / Decode Also Measured By",
+    "phases_reason": "Prefill / Decode Reason", "payback_at_low": "Payback at Low (Months)",
+    "payback_at_high": "Payback at High (Months)", "low": "Input Low", "high": "Input High",
 }
 SMALL = {"per", "of", "by", "in", "on", "to", "and", "a", "the"}
 ACRONYMS = {"gpu": "GPU", "gpus": "GPUs", "id": "ID", "cpu": "CPU", "1m": "1 M", "1k": "1,000", "url": "URL"}
@@ -65,9 +83,23 @@ def kind_of(column: str) -> str | None:
     return None
 
 
+def cell_kinds(name: str, head: list[str], rows: list[list[Any]]) -> list[list[str | None]]:
+    """The kind of each cell of a table: its column's, except the sensitivity table's low / high,
+    whose kind is the input's (a saving or a rate: money; effort: hours)."""
+    kinds = [kind_of(column) for column in head]
+    if name != "sensitivity":
+        return [kinds] * len(rows)
+    at = {head.index("low"), head.index("high")}
+    by_row = []
+    for row in rows:
+        kind = INPUT_KINDS.get(str(row[head.index("input")]), "qty")
+        by_row.append([kind if i in at else k for i, k in enumerate(kinds)])
+    return by_row
+
+
 def header(column: str) -> str:
     """A readable header: ``monthly_saving_low`` → ``Monthly Saving (Low)``."""
-    for group in ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving"):
+    for group in BAND_GROUPS:
         for band in BANDS:
             if column == f"{group}_{band}":
                 return f"{header(group)} ({band.title()})"

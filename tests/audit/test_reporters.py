@@ -108,7 +108,8 @@ def test_all_formats_are_written(rendered):
     out, written = rendered
     names = {p.relative_to(out).as_posix() for p in written}
     assert {"audit.json", "report.html", "report.pdf", "tables.xlsx"} <= names
-    for table in ("buckets", "services", "options", "reconciliation", "coverage", "gpu_split", "sources"):
+    for table in ("buckets", "services", "options", "plan", "sensitivity", "reconciliation", "coverage", "gpu_split",
+                  "sources"):
         assert f"tables/{table}.csv" in names
     assert all(p.is_file() for p in written)
     assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
@@ -294,7 +295,7 @@ def test_a_sparse_audit_renders_with_not_measured_figures(tmp_path, sample):
     audit["coverage"] = {}
     audit.pop("bridge")
     written = render(audit, tmp_path, list(FORMATS))
-    assert len(written) == 4 + 7
+    assert len(written) == 4 + 9  # audit.json, report.html, report.pdf, tables.xlsx; tables/*.csv (CSV_TABLES)
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "not_measured" in html and "no request counter matched" in html
     assert "No option could be priced." in html

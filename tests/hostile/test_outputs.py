@@ -131,7 +131,7 @@ def test_a_tables_file_is_replaced_by_the_whole_new_set(tmp_path, sample, swap_k
     (out / "tables").write_text("a file where the tables go")
     written = render(sample, out, ["json", "csv"])
     assert sorted(p.name for p in out.iterdir()) == ["audit.json", "tables"]
-    assert (out / "tables").is_dir() and len(list((out / "tables").iterdir())) == 7
+    assert (out / "tables").is_dir() and len(list((out / "tables").iterdir())) == 9  # CSV_TABLES
     assert written == [out / "audit.json", *sorted((out / "tables").iterdir())]
     assert temporaries(tmp_path) == []
 
