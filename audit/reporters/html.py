@@ -53,11 +53,16 @@ def charts_of(model: ReportModel) -> dict[str, str | None]:
     return _DRAWN[key]
 
 
-def render_html(model: ReportModel, charts: dict[str, str | None] | None = None) -> str:
-    """The report's HTML; ``charts`` (name → data URI) is drawn from the model when not given."""
+def render_html(model: ReportModel, charts: dict[str, str | None] | None = None,
+                limit: int | None = None) -> str:
+    """The report's HTML; ``charts`` (name → data URI) is drawn from the model when not given.
+    ``limit`` (the PDF's choice) shows the first ``limit`` rows of each long table and a line
+    saying how many there are and where all of them are; None (the HTML page) shows every row."""
+    from audit.reporters.xlsx import SHEETS
+
     if charts is None:
         charts = charts_of(model)
-    return environment().get_template(TEMPLATE).render(m=model, charts=charts)
+    return environment().get_template(TEMPLATE).render(m=model, charts=charts, limit=limit, sheets=SHEETS)
 
 
 class HtmlReporter:
