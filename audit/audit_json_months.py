@@ -33,7 +33,28 @@ def months_section(result: AuditResult) -> dict[str, Any] | None:
         "buckets": {b: str(dsum(Decimal(m["buckets"][b]) for m in months)) for b in BUCKETS},
         "services": {name: _quarter_service([m["services"].get(name) for m in months]) for name in services},
     }
-    return {"months": months, "quarter": quarter, "note": NOTE}
+    return {"months": months, "quarter": quarter, "note": NOTE,
+            "services_note": whole_window_differences(result, quarter["services"])}
+
+
+def whole_window_differences(result: AuditResult, quarter: dict[str, dict[str, Any]]) -> str | None:
+    """Where a service's quarter (the sum of its months) differs from its whole-window cost (the
+    services table): each month splits its shared cost by that month's allocation key, the whole
+    window by the window's; named with both figures, never left to be found."""
+    found = []
+    for name, entry in sorted(quarter.items()):
+        uc = result.unit_costs.get(name)
+        whole = cents(uc.own + uc.shared) if uc is not None else ZERO
+        summed = Decimal(entry["total_cost"])
+        entry["whole_window_cost"] = str(whole)
+        entry["difference"] = str(summed - whole)
+        if summed != whole:
+            found.append(f"{name} {summed} against {whole} ({summed - whole:+})")
+    if not found:
+        return None
+    return ("a service's quarter column is the sum of its months, each of which splits its shared cost by that "
+            "month's allocation key; the services table splits the whole window's shared cost by the window's "
+            "key, so they differ: " + "; ".join(found))
 
 
 def month_entry(month: AuditResult) -> dict[str, Any]:

@@ -108,6 +108,8 @@ class MonthsView:
     windows: list[str]
     rows: list[dict[str, Any]]  # {label, cells, kind, cls}
     note: str
+    #: where a service's quarter (sum of months) differs from its whole-window cost, in words
+    services_note: str = ""
 
 
 MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -146,7 +148,8 @@ def months_view(audit: dict) -> MonthsView | None:
     return MonthsView(columns=[month_label(str(m.get("month"))) for m in entries] + ["Quarter"],
                       windows=[f"{str((m.get('window') or {}).get('start'))[:10]} – "
                                f"{str((m.get('window') or {}).get('end'))[:10]}" for m in entries],
-                      rows=shown, note=str(audit["months"].get("note") or ""))
+                      rows=shown, note=str(audit["months"].get("note") or ""),
+                      services_note=str(audit["months"].get("services_note") or ""))
 
 
 def _cell(value: Any, kind: str, cur: str) -> str:

@@ -87,6 +87,11 @@ def test_services_per_month_and_quarter(audited):
         per_month = [m["services"][name] for m in doc["months"]["months"]]
         assert entry["requests"] == sum(m["requests"] for m in per_month) == alone["services"][name]["requests"]
         assert Decimal(entry["total_cost"]) == sum((Decimal(m["total_cost"]) for m in per_month), Decimal(0))
+        # the sum of the months beside the whole window's figure, the difference named
+        assert entry["whole_window_cost"] == alone["services"][name]["total_cost"]
+        assert Decimal(entry["difference"]) == Decimal(entry["total_cost"]) - Decimal(entry["whole_window_cost"])
+        if Decimal(entry["difference"]):
+            assert f"{name} {entry['total_cost']} against {entry['whole_window_cost']}" in doc["months"]["services_note"]
         for m in per_month:
             cost = Decimal(m["total_cost"])
             slack = Decimal("0.005") * 1000 / m["requests"]  # the cost is rounded, the unit cost is not
