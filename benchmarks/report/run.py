@@ -10,6 +10,10 @@ printed whole) and as costaudit prints it now (the top ``PDF_ROWS`` rows of each
 line naming where the rest is: audit/reporters/pdf.py). It prints both times and their ratio.
 The HTML is timed too: it keeps every row. The charts are drawn once, before the timings, so the
 figures are the layout alone (as in a run, where the HTML and the PDF share them).
+
+Measured (2 cores shared with other work, one run): 5,000 rows a table, the PDF printed whole
+364.7 s (6.1 MB), cut 3.35 s (178 KB): 108.8x; the HTML 0.7 s. At 500 rows: 39.4 s against 2.8 s.
+The whole print takes minutes at 5,000 rows: ``--rows 500`` gives a ratio in under a minute.
 """
 from __future__ import annotations
 
