@@ -28,13 +28,14 @@ def months_section(result: AuditResult) -> dict[str, Any] | None:
         return None
     months = [month_entry(m) for m in result.months]
     services = sorted({name for m in months for name in m["services"]})
+    summed = {name: _quarter_service([m["services"].get(name) for m in months]) for name in services}
+    note = whole_window_differences(result, summed)
     quarter = {
         "total": str(dsum(Decimal(m["total"]) for m in months)),
         "buckets": {b: str(dsum(Decimal(m["buckets"][b]) for m in months)) for b in BUCKETS},
-        "services": {name: _quarter_service([m["services"].get(name) for m in months]) for name in services},
+        "services": summed,
     }
-    return {"months": months, "quarter": quarter, "note": NOTE,
-            "services_note": whole_window_differences(result, quarter["services"])}
+    return {"months": months, "quarter": quarter, "note": NOTE, "services_note": note}
 
 
 def whole_window_differences(result: AuditResult, quarter: dict[str, dict[str, Any]]) -> str | None:
