@@ -81,7 +81,7 @@ def test_every_output_is_the_same_bytes_across_runs(audit, tmp_path, monkeypatch
     time.sleep(2.1)
     second = render(copy.deepcopy(audit), tmp_path / "b", formats)
     assert [p.relative_to(tmp_path / "a") for p in first] == [p.relative_to(tmp_path / "b") for p in second]
-    assert len(first) == 4 + 7
+    assert len(first) == 4 + 9  # the 4 files and 9 CSVs (plan, sensitivity added)
     assert "SOURCE_DATE_EPOCH" not in __import__("os").environ
     for one, other in zip(first, second):
         assert one.read_bytes() == other.read_bytes(), one.name
