@@ -17,10 +17,10 @@ MISSING = {
               "are made after the options are priced and carry no bytes",
     "sync_host": ("no service has a kernel profile whose trace could be read to attribute its GPU idle to host "
                   "call paths (sync drain, host compute)"),
-    "prefix_cache": ("a model needs the prefill cost (model compute split into prefill and decode) and the measured "
-                     "cache hit rate, not separated yet"),
-    "generation_cap": ("a model needs the decode cost (model compute split into prefill and decode) and the distribution "
-                       "of generated tokens, not separated yet"),
+    "prefix_cache": ("no service's model compute is split into prefill and decode (vLLM / TGI phase timers or a "
+                     "profile with both phases) with a measured prefix-cache hit rate"),
+    "generation_cap": ("no service's model compute is split into prefill and decode with a measured distribution of "
+                       "generated tokens (vLLM / TGI generation-token histogram)"),
 }
 #: for an option that names no model
 NO_MODEL = "no model of this option on the measured data yet: the catalogue's recoverable fraction"
