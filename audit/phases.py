@@ -142,6 +142,18 @@ def profile_split(profile) -> PhaseSplit | None:
     return split
 
 
+def measured_splits(given, missing: list[str]):
+    """(service, split) for each service of the rank stage's input whose prefill / decode split is
+    measured; a service whose split is not measured adds its reason to ``missing`` (the options
+    priced on the split: prefix cache, generation cap)."""
+    for name in given.case.services:
+        split = service_split(name, given.serving, given.case.services, given.profiles.get(name))
+        if split.used is None:
+            missing.append(split.reason or f"{name}: prefill / decode split not measured")
+            continue
+        yield name, split
+
+
 def service_split(service: str, serving: pd.DataFrame, services: Mapping[str, Any], profile=None) -> Split:
     """The service's split: its profile where the profile separates both phases, else its phase timers."""
     found = []

@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from audit.money import ZERO
-from audit.phases import generated_distribution, model_compute, service_split, serving_total
+from audit.phases import generated_distribution, measured_splits, model_compute, serving_total
 from audit.pricing import Input, Modelled, ordered
 from audit.pricing.assumed import MISSING
 
@@ -87,11 +87,7 @@ def generation_cap(spec: Mapping[str, Any], given) -> Modelled | str:
     totals = dict.fromkeys(("low", "expected", "high"), ZERO)
     inputs: list[Input] = []
     missing: list[str] = []
-    for name in given.case.services:
-        split = service_split(name, given.serving, given.case.services, given.profiles.get(name))
-        if split.used is None:
-            missing.append(split.reason or f"{name}: prefill / decode split not measured")
-            continue
+    for name, split in measured_splits(given, missing):
         found = generated_distribution(histograms, given.case.services, name) if histograms is not None \
             else f"{name}: no generated-token histogram"
         if isinstance(found, str):

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, Mapping
 
 from audit.money import ZERO
-from audit.phases import hit_rate, model_compute, service_split
+from audit.phases import hit_rate, measured_splits, model_compute, service_split
 from audit.pricing import Input, Modelled, ordered
 from audit.pricing.assumed import MISSING
 
@@ -64,11 +64,7 @@ def prefix_cache(spec: Mapping[str, Any], given) -> Modelled | str:
     totals = dict.fromkeys(("low", "expected", "high"), ZERO)
     inputs: list[Input] = []
     missing: list[str] = []
-    for name in given.case.services:
-        split = service_split(name, given.serving, given.case.services, given.profiles.get(name))
-        if split.used is None:
-            missing.append(split.reason or f"{name}: prefill / decode split not measured")
-            continue
+    for name, split in measured_splits(given, missing):
         h0 = hit_rate(given.serving, given.case.services, name)
         if isinstance(h0, str):
             missing.append(h0)
