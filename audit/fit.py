@@ -273,7 +273,9 @@ def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Te
 def _gpu_resources(gpu_lines: pd.DataFrame) -> dict[str, str]:
     """resource key -> what the line says of it (instance type, resource name) for billed GPU time."""
     out: dict[str, str] = {}
-    for r in gpu_lines.itertuples(index=False):
+    said_columns = [c for c in ("instance_type", "resource_name") if c in gpu_lines.columns]
+    distinct = gpu_lines[["resource_id", *said_columns]].drop_duplicates()  # hourly lines repeat these
+    for r in distinct.itertuples(index=False):
         key = resource_key(str(r.resource_id))
         if key:
             said = [str(getattr(r, c, "") or "") for c in ("instance_type", "resource_name")]

@@ -124,7 +124,9 @@ def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
     columns = ["commitment_discount_id", "commitment_discount_status", "resource_class", "charge_category",
                "start", "end", "net", "list_cost", "effective_cost"]
     ends = {c.id: c.end for c in given.commitments}
-    return right_size_commitment(given.charges[columns].to_dict("records"), given.case.start, given.case.end, ends)
+    charges = given.charges
+    committed = charges[charges["commitment_discount_id"].fillna("").astype(str) != ""]  # the model reads only these
+    return right_size_commitment(committed[columns].to_dict("records"), given.case.start, given.case.end, ends)
 
 
 def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:
