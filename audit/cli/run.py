@@ -99,7 +99,8 @@ def _identity(path: Path) -> tuple[int, int] | None:
 def _with_progress(case, target: Path, formats: list[str], quiet: bool = False):
     """Run the case (audit and reports), naming each step on stderr as it starts: a spinner with the
     time taken so far on a terminal, one ``costaudit: <step>`` line per step otherwise, nothing
-    with ``quiet``."""
+    with ``quiet``; a DuckDB spill to disk is named as it happens (audit/cli/spill.py)."""
+    from audit.cli.spill import watch
     from audit.pipeline import run_case
 
     if quiet:
@@ -110,7 +111,8 @@ def _with_progress(case, target: Path, formats: list[str], quiet: bool = False):
             words = step_words(step)
             if words:
                 typer.echo(f"costaudit: {words}", err=True)
-        return run_case(case, target, formats, progress=line)
+        with watch(line):
+            return run_case(case, target, formats, progress=line)
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -122,7 +124,8 @@ def _with_progress(case, target: Path, formats: list[str], quiet: bool = False):
             words = step_words(spec)
             if words:
                 bar.update(task, description=words)
-        return run_case(case, target, formats, progress=step)
+        with watch(lambda words: bar.console.print(f"costaudit: {words}", markup=False, highlight=False)):
+            return run_case(case, target, formats, progress=step)
 
 
 def step_words(step) -> str | None:
