@@ -50,27 +50,39 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     return mask, reasons
 
 
+#: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end
+#: (every row take of the full table copies each of its text columns)
+WORK_COLUMNS = ["commitment_discount_id", "effective_cost", "list_cost", "pricing_quantity", "resource_id",
+                "sub_account_id", "billing_account_id", "charge_category"]
+
+
 def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover]]:
     """Charges with gross, commitment, credit, tax and net columns; adjustments folded in."""
     amount = basis_amount(lines, basis)
     is_tax = lines["charge_category"] == "Tax"
     is_credit = lines["charge_category"].isin(CREDIT_CATEGORIES)
     is_purchase = commitment_purchases(lines)
-    charges = lines[~(is_tax | is_credit)].copy()
-    charges["gross"] = amount[charges.index]
-    for column in ("commitment", "credits", "tax"):
-        charges[column] = [ZERO] * len(charges)
+    is_charge = ~(is_tax | is_credit)
+    work = lines.loc[is_charge, WORK_COLUMNS]
+    work["gross"] = amount[work.index]
+    work["commitment"] = [ZERO] * len(work)
     leftovers: list[Leftover] = []
     if basis in PRE_COMMITMENT:  # priced before commitments: the purchases count 0 and leave
         spent = list(lines.index[is_purchase])
     else:
-        spent = _spread_purchases(charges, lines[is_purchase], amount)
-    charges = charges.drop(index=spent)
-    targets = _Targets(charges)
-    charges["credits"] = _spread_adjustments(charges, lines[is_credit], amount, targets, targets.of_credit, leftovers)
-    charges["tax"] = _spread_adjustments(charges, lines[is_tax], amount, targets, targets.of_tax, leftovers)
-    charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"],
-                                                          charges["credits"], charges["tax"])]
+        spent = _spread_purchases(work, lines[is_purchase], amount)
+    if spent:
+        is_charge &= ~lines.index.isin(spent)
+        work = work[~work.index.isin(spent)]
+    targets = _Targets(work)
+    credits = _spread_adjustments(work, lines[is_credit], amount, targets, targets.of_credit, leftovers)
+    tax = _spread_adjustments(work, lines[is_tax], amount, targets, targets.of_tax, leftovers)
+    charges = lines[is_charge]
+    charges["gross"] = work["gross"].to_numpy()
+    charges["commitment"] = work["commitment"].to_numpy()
+    charges["credits"] = credits
+    charges["tax"] = tax
+    charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"], credits, tax)]
     return charges, leftovers
 
 
@@ -95,7 +107,8 @@ def _spread_purchases(charges, purchases, amount) -> list:
     for commitment, own in by_commitment.items():
         mine = set(own)
         targets = [t for t in members.get(commitment, ()) if t not in mine]
-        weights = _purchase_weights(charges.loc[targets]) if targets else None
+        weights = _purchase_weights(charges.loc[targets, ["effective_cost", "list_cost", "pricing_quantity"]]) \
+            if targets else None
         if weights is None:
             continue  # they stay charges of their own, classified by the rules
         spent += own

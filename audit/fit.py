@@ -31,7 +31,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
-from audit.lines import resource_key, tags_of
+from audit.lines import distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
     MATCH_KEYS,
@@ -166,19 +166,19 @@ def scope_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
     out: list[Misfit] = []
     if lines.empty:
         return out
-    accounts = set(lines["sub_account_id"].astype(str)) | set(lines["billing_account_id"].astype(str))
+    accounts = _distinct(lines, "sub_account_id") | _distinct(lines, "billing_account_id")
     for account in scope.get("accounts") or []:
         if account not in accounts:
             out.append(_absent("scope_account", f"[scope] account {text(account)}", "matches no line",
                                "accounts present", account, accounts))
-    names = set(lines["service_name"].astype(str))
+    names = _distinct(lines, "service_name")
     for service in scope.get("services") or []:
         if service not in names:
             out.append(_absent("scope_service", f"[scope] service {text(service)}", "matches no line",
                                "services present", service, names))
     wanted = dict(scope.get("tags") or {})
     if wanted:
-        tags = list(tags_of(lines))
+        tags = distinct_tags(lines)
         keys = {str(k) for t in tags for k in t}
         for key, value in wanted.items():
             if key not in keys:
@@ -228,19 +228,24 @@ def _telemetry_nodes(tele: Telemetry) -> dict[str, str]:
     carried: dict[str, str] = {}
     for table in (tele.activity, tele.requests):
         if "node" in table:
-            carried.update({str(n): "" for n in table["node"] if str(n)})
+            carried.update({str(n): "" for n in table["node"].unique() if str(n)})
     for r in tele.nodes.itertuples(index=False):
         carried[str(r.node)] = str(r.resource_id or r.provider_id or "")
     return carried
 
 
 def _billed_keys(lines: pd.DataFrame) -> set[str]:
-    keys = {resource_key(str(r)) for r in lines["resource_id"]} if len(lines) else set()
+    keys = {resource_key(r) for r in _distinct(lines, "resource_id")} if len(lines) else set()
     if "allocated_resource_id" in lines:
-        keys |= {resource_key(str(r)) for r in lines["allocated_resource_id"]}
+        keys |= {resource_key(r) for r in _distinct(lines, "allocated_resource_id")}
     if "resource_name" in lines:
-        keys |= {str(n).strip() for n in lines["resource_name"]}
+        keys |= {n.strip() for n in _distinct(lines, "resource_name")}
     return {k for k in keys if k}
+
+
+def _distinct(lines: pd.DataFrame, column: str) -> set[str]:
+    """The distinct values of a column, as text (one pass in pandas, not a Python loop per line)."""
+    return {str(v) for v in lines[column].unique()}
 
 
 def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry,
@@ -263,7 +268,7 @@ def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Te
             out.append(Misfit("node_not_billed", subject,
                               f"{subject} = \"{text(resource)}\": no billing line names this resource; "
                               f"{what}: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
-    seen = set(tele.activity["node"].astype(str)) if len(tele.activity) else set()
+    seen = _distinct(tele.activity, "node") if len(tele.activity) else set()
     if seen:
         out.extend(_unmet_gpu_resources(gpu, nodes, seen, carried))
     out.extend(_unbilled_gpu_nodes(seen, nodes, gpu, carried))

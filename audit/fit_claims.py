@@ -10,12 +10,12 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.lines import tags_of
+from audit.lines import distinct_tags
 from audit.misfit import LISTED, Misfit, listing, nearest, text
 from audit.services import matches
 
@@ -25,8 +25,8 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     claimants = [s for s in case.services.values() if s.claims_lines]
     if not claimants or lines.empty:
         return []
-    tags = list(tags_of(lines))
-    resources = sorted({str(r) for r in lines["resource_id"].astype(str) if r})
+    tags = distinct_tags(lines)  # whether some line carries a tag: each distinct tag set once
+    resources = sorted({str(r) for r in lines["resource_id"].unique() if str(r)})
     out: list[Misfit] = []
     for service in claimants:
         tags_hit = _tags_claim_lines(service, tags)
@@ -40,13 +40,13 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     return out
 
 
-def _tags_claim_lines(service: Service, tags: list[Mapping]) -> bool:
+def _tags_claim_lines(service: Service, tags: Sequence[Mapping]) -> bool:
     """Whether some line carries every tag the service claims (False when it claims none)."""
     return bool(service.tags) and any(all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items())
                                       for t in tags)
 
 
-def _claim_misfits(service: Service, tags: list[Mapping], resources: list[str], tags_hit: bool,
+def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[str], tags_hit: bool,
                    resource_hits: Mapping[str, bool]) -> list[Misfit]:
     """A misfit per claim that matched no line (each claim evaluated once, by the caller)."""
     subject = f"service {text(service.name)}"

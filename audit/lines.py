@@ -43,15 +43,31 @@ def line_tags(tags: str | None, allocated: str | None = None) -> dict:
 
 
 def tags_of(lines: pd.DataFrame) -> pd.Series:
-    """:func:`line_tags` of every line (a table built in memory may lack ``allocated_tags``)."""
-    allocated = lines["allocated_tags"] if "allocated_tags" in lines.columns else pd.Series("{}", index=lines.index)
+    """:func:`line_tags` of every line (a table built in memory may lack ``allocated_tags``).
+
+    Exports repeat a handful of tag sets over millions of lines: each distinct pair is parsed once,
+    and lines with the same pair share one dict (read it, do not change it)."""
     seen: dict[tuple, dict] = {}
     values = []
-    for pair in zip(lines["tags"], allocated):
+    for pair in _tag_pairs(lines):
         if pair not in seen:
             seen[pair] = line_tags(*pair)
         values.append(seen[pair])
     return pd.Series(values, index=lines.index, dtype="object")
+
+
+def distinct_tags(lines: pd.DataFrame) -> list[dict]:
+    """:func:`line_tags` of each distinct (Tags, AllocatedTags) pair the lines carry, in first-seen order
+    (what a check that some line carries a tag needs, without a dict per line)."""
+    return [line_tags(*pair) for pair in dict.fromkeys(_tag_pairs(lines))]
+
+
+def _tag_pairs(lines: pd.DataFrame):
+    """(Tags, AllocatedTags) of each line, as plain objects (iterating Arrow-backed text is slow)."""
+    tags = lines["tags"].to_numpy(dtype=object)
+    if "allocated_tags" not in lines.columns:
+        return zip(tags, ["{}"] * len(tags))
+    return zip(tags, lines["allocated_tags"].to_numpy(dtype=object))
 
 
 def line_resources(line: Mapping) -> tuple[str, ...]:
