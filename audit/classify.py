@@ -11,6 +11,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Collection, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from audit.case import Rule, Service
@@ -161,9 +162,12 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
         owner, why = claim_of(line, tags, rule, claimants)
         out["claimed_by"].append(owner)
         out["claim_reason"].append(why)
-    result = lines.copy()
+    result = lines.copy(deep=False)  # copy-on-write: the new columns do not reach the caller's frame
+    positions = codes.to_numpy()
     for key, per_distinct in out.items():
-        result[key] = pd.Series([per_distinct[c] for c in codes], index=result.index, dtype=CLASS_COLUMNS[key])
+        values = np.asarray(per_distinct, dtype="int64" if CLASS_COLUMNS[key] == "int64" else object)
+        result[key] = pd.Series(values[positions] if len(positions) else values[:0], index=result.index,
+                                dtype=CLASS_COLUMNS[key])
     checked(result.iloc[first])  # every value classification chose: the other rows repeat these
     return result
 
