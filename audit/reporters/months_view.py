@@ -174,7 +174,7 @@ def months_chart(audit: dict) -> str | None:
     import matplotlib
     from matplotlib.figure import Figure
 
-    from audit.reporters.charts import COLOURS, LINE_COLOURS, NEUTRAL, RC, _svg
+    from audit.reporters.charts import COLOURS, LINE_COLOURS, NEUTRAL, RC, _svg, chart_services, services_words
     from audit.reporters.review_chart import money_ticks
 
     cur = str(audit.get("currency") or "")
@@ -203,6 +203,9 @@ def months_chart(audit: dict) -> str | None:
         ax.set_title("Spend in scope per month, by bucket")
         side = fig.add_subplot(grid[1])
         names = sorted({n for m in months for n in (m.get("services") or {})})
+        if services_words(audit):  # more services than a chart draws: the costliest (charts.CHART_SERVICES)
+            kept = set(chart_services(audit))
+            names = [n for n in names if n in kept]
         markers = ("o", "s", "^", "D", "v", "P")
         drawn = False
         for i, name in enumerate(names):
@@ -222,7 +225,8 @@ def months_chart(audit: dict) -> str | None:
         if drawn:
             side.legend(fontsize=6.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
                         handlelength=1.6)
-        side.set_title("Cost per 1,000 requests", fontsize=8.5)
+        side.set_title("Cost per 1,000 requests" + ("\n" + services_words(audit).strip(" ()") if services_words(audit) else ""),
+                       fontsize=8.5)
         return _svg(fig)
 
 

@@ -6,34 +6,31 @@ and ``data:image/svg+xml`` URIs (the charts); every other URL (http, https, ftp,
 templates/, other data: types) raises :class:`RefusedURL`, and weasyprint skips the resource.
 weasyprint is imported inside the functions that need it (STYLE habit 12).
 
-The PDF's printing time is bounded whatever the case size: each table that grows with the data
-shows its top :data:`PDF_ROWS` rows (the largest amounts first where the table has one, else the
-table's own order) and the line "25 of 5,000 rows shown; all rows in tables.xlsx (sheet Classes)
-and report.html" under it. The HTML page keeps every row; it is the same template, rendered
-without the limit (:func:`audit.reporters.html.render_html`).
+The PDF's printing time is bounded whatever the case size: it prints the model as
+:func:`audit.reporters.print_view.for_print` cuts it (each table that grows with the data to its
+top ``PDF_ROWS`` rows, with the line "10 of 5,000 rows shown; all rows in tables.xlsx (sheet
+Classes) and report.html"; long data strings and list-valued inputs shortened, saying so). The HTML
+page keeps every row; it is the same template, rendered without the limit
+(:func:`audit.reporters.html.render_html`).
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import functools
 import mimetypes
 import os
 from contextlib import contextmanager
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 from urllib.request import url2pathname
 
 from audit.errors import ReportError
 from audit.reporters.html import TEMPLATES, charts_of, render_html
+from audit.reporters.print_view import PDF_ROWS, for_print
 from audit.reporters.view import ReportModel
 
 DATA_TYPES = ("image/svg+xml",)
-#: rows of each long table the PDF prints; the rest are in tables.xlsx and report.html
-PDF_ROWS = 25
 
 
 class RefusedURL(ValueError):
@@ -125,38 +122,7 @@ class PdfReporter:
 
 
 def pdf_html(model: ReportModel, limit: int = PDF_ROWS) -> str:
-    """The HTML the PDF prints: each long table cut to its top ``limit`` rows, with the line
-    naming how many there are and where all of them are (templates/_partials.html.j2 cut_note)."""
-    return render_html(top_rows(model, limit), charts=charts_of(model), limit=limit)
-
-
-def top_rows(model: ReportModel, limit: int) -> ReportModel:
-    """``model`` with each table that has an amount and more than ``limit`` rows put in order of
-    that amount, largest first (ties in the table's order), so that the PDF prints the largest;
-    a table at or under the limit keeps its order (the PDF of a small case is unchanged)."""
-    audit = model.audit
-    coverage = audit.get("coverage") or {}
-    buckets = [dataclasses.replace(b, parts=_largest(b.parts, ((audit.get("buckets") or {}).get(b.key) or {})
-                                                     .get("parts") or [], "amount", limit)) for b in model.buckets]
-    return dataclasses.replace(
-        model, buckets=buckets,
-        classes=_largest(model.classes, audit.get("classes") or [], "net", limit),
-        gpu_split=_largest(model.gpu_split, audit.get("gpu_split") or [], "paid_gpu_hours", limit),
-        coverage={**model.coverage, "by_node": _largest(model.coverage.get("by_node") or [],
-                                                        coverage.get("by_node") or [], "paid_gpu_hours", limit)},
-        findings=_largest(model.findings, audit.get("findings") or [], "cost", limit))
-
-
-def _largest(rows: list, raw: list[dict], key: str, limit: int) -> list:
-    """``rows`` (the view of ``raw``, row for row) by |raw[key]|, largest first, when over ``limit``."""
-    if len(rows) <= limit or len(rows) != len(raw):
-        return rows
-    order = sorted(range(len(rows)), key=lambda i: -_magnitude(raw[i].get(key)))
-    return [rows[i] for i in order]
-
-
-def _magnitude(value: Any) -> Decimal:
-    try:
-        return abs(Decimal(str(value))) if value is not None else Decimal(0)
-    except InvalidOperation:
-        return Decimal(0)
+    """The HTML the PDF prints: the model cut as :func:`audit.reporters.print_view.for_print` says
+    (each long table to its top ``limit`` rows, with the line naming how many there are and where
+    all of them are: templates/_partials.html.j2 cut_note)."""
+    return render_html(for_print(model, limit), charts=charts_of(model), limit=limit)

@@ -30,6 +30,16 @@ def who(o: dict) -> dict[str, str]:
             "depends_on": ", ".join(o.get("depends_on") or [])}
 
 
+def input_line(i: dict, items: int | None = None) -> str:
+    """An option's input: "name value (source)". A list-valued one (the commitments: ids joined by
+    ", ") longer than ``items`` shows its first ``items`` and "and 195 more" (the PDF's cut)."""
+    value = str(i.get("value"))
+    listed = value.split(", ")
+    if items is not None and len(listed) > items:
+        value = f"{', '.join(listed[:items])} and {len(listed) - items:,} more (report.html, audit.json)"
+    return f"{i.get('name')} {value} ({i.get('source')})"
+
+
 def marginal(o: dict, m: Callable[[Any], str]) -> str:
     """The marginal saving (expected), or '—' for an option the plan does not count."""
     values = o.get("marginal_saving")

@@ -108,6 +108,7 @@ class OptionView:
     basis: str = ""
     basis_note: str = ""
     inputs: list[str] = field(default_factory=list)
+    brief: bool = False  # the PDF prints its reason and basis only (audit.reporters.print_view)
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,8 @@ class ReportModel:
     sensitivity: list[dict[str, str]] = field(default_factory=list)
     #: the quarter as months (audit.reporters.months_view): None when audit.json has no months
     months: MonthsView | None = None
+    #: the PDF's cuts (audit.reporters.print_view); empty in the HTML, which cuts nothing
+    print_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def top_options(self) -> list[OptionView]:
@@ -459,7 +462,7 @@ def _option(o: dict, m) -> OptionView:
         deferred=plan_view.deferred(o, m),
         basis=BASIS_WORDS.get(str(o.get("basis") or ""), str(o.get("basis") or "")),
         basis_note=str(o.get("basis_note") or ""),
-        inputs=[f"{i.get('name')} {i.get('value')} ({i.get('source')})" for i in o.get("inputs") or []],
+        inputs=[plan_view.input_line(i) for i in o.get("inputs") or []],
     )
 
 

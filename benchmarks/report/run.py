@@ -1,25 +1,39 @@
 """Benchmark: the PDF report's rendering time on a case whose long tables hold thousands of rows.
 
-    .venv/bin/python benchmarks/report/run.py [--rows 5000] [--json]
+    .venv/bin/python benchmarks/report/run.py [--rows 5000] [--cut-only] [--json]
 
 Builds an audit.json document from the test sample (``tests/data/sample_audit.json``) with
 ``--rows`` rows in each table that grows with the data (resource classes, GPU split, queue,
 coverage by node, reconciliation drivers, sources, bucket parts, findings; options at a tenth),
 then, in the same run, times the PDF twice: the PDF as printed before (every row, the HTML page
-printed whole) and as costaudit prints it now (the top ``PDF_ROWS`` rows of each long table and a
-line naming where the rest is: audit/reporters/pdf.py). It prints both times and their ratio.
-The HTML is timed too: it keeps every row. The charts are drawn once, before the timings, so the
-figures are the layout alone (as in a run, where the HTML and the PDF share them).
+printed whole) and as costaudit prints it now (audit/reporters/print_view.py: the top
+``PDF_ROWS`` rows of each long table and a line naming where the rest is, options not ranked with
+their reason only, long strings shortened). It prints both times and their ratio, and the pages.
+``--cut-only`` skips the whole print (minutes at 5,000 rows). The HTML is timed too: it keeps every
+row. The charts are drawn once and weasyprint imported once, before the timings, so the figures are
+the layout alone (as in a run, where the HTML and the PDF share the charts).
 
-Measured (2 cores shared with other work, one run): 5,000 rows a table, the PDF printed whole
-364.7 s (6.1 MB), cut 3.35 s (178 KB): 108.8x; the HTML 0.7 s. At 500 rows: 39.4 s against 2.8 s.
-The whole print takes minutes at 5,000 rows: ``--rows 500`` gives a ratio in under a minute.
+Measured (2 cores shared with four other sessions' work, load average 12-14, so every wall time is
+several times an idle machine's; ratios against the code before, cf826d1, in the same run, CPU time
+of the printing process, the best of three): 5,000 rows a table, the cut PDF 13 pages (20 before),
+0.44-0.54x the CPU time of the 25-row cut before (2.43 s against 5.58 s, 2.50 s against 4.60 s in
+two runs; wall 7.7 s against 18.1 s; before, idle, 3.35 s wall), so about 1.5-1.8 s idle. The
+1 M-line CUR case's PDF (audit.json of costaudit run /tmp/bench/case1m): 12 pages (22 before),
+0.42-0.55x (1.92 s against 4.56 s, 2.10 s against 3.83 s; before, idle, 3.7 s wall). Where the time
+went before: weasyprint's table widths (every cell's text laid out to find its widest word: half
+the options section), one option's input listing 245 commitment ids (10 pages), the charts' glyph
+outlines (0.4 s of drawing), and 25 rows of ~14 tables. Before any cut (the whole print, an older
+run on an idle machine): 364.7 s at 5,000 rows, 39.4 s at 500; with ``--cut-only`` this run prints
+the cut alone (8.3 s wall at 5,000 rows under that load).
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import json
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,36 +86,56 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def measure(rows: int) -> dict:
+def pages(path: Path) -> int | None:
+    """Pages of a PDF, from pdfinfo (poppler-utils); None without it."""
+    if shutil.which("pdfinfo") is None:
+        return None
+    info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"^Pages:\s+(\d+)", info, re.M)
+    return int(found[1]) if found else None
+
+
+def measure(rows: int, whole: bool = True) -> dict:
     from audit.reporters.html import charts_of, render_html
-    from audit.reporters.pdf import PDF_ROWS, PdfReporter, write_pdf
+    from audit.reporters.pdf import PdfReporter, write_pdf
+    from audit.reporters.print_view import PDF_ROWS
     from audit.reporters.view import build_model
 
     model = build_model(large_audit(rows))
     charts_of(model)  # drawn once for both, as in a run
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
+        write_pdf("<p>warm</p>", out / "warm.pdf")  # weasyprint imported once, before the timings
         html = timed(lambda: (out / "report.html").write_text(render_html(model), encoding="utf-8"))
-        before = timed(lambda: write_pdf(render_html(model), out / "before.pdf"))
+        before = timed(lambda: write_pdf(render_html(model), out / "before.pdf")) if whole else None
         after = timed(lambda: PdfReporter().report(model, out / "after.pdf"))
-        sizes = {name: (out / name).stat().st_size for name in ("before.pdf", "after.pdf")}
-    return {"rows": rows, "pdf_rows": PDF_ROWS, "html_s": round(html, 2), "pdf_every_row_s": round(before, 2),
-            "pdf_s": round(after, 2), "ratio": round(before / after, 1), "bytes": sizes}
+        names = ("before.pdf", "after.pdf") if whole else ("after.pdf",)
+        sizes = {name: (out / name).stat().st_size for name in names}
+        counts = {name: pages(out / name) for name in names}
+    return {"rows": rows, "pdf_rows": PDF_ROWS, "html_s": round(html, 2),
+            "pdf_every_row_s": round(before, 2) if before is not None else None,
+            "pdf_s": round(after, 2), "ratio": round(before / after, 1) if before is not None else None,
+            "bytes": sizes, "pages": counts}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5000)
+    parser.add_argument("--cut-only", action="store_true", help="skip the whole print (minutes at 5,000 rows)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = measure(args.rows)
+    result = measure(args.rows, whole=not args.cut_only)
     if args.json:
         print(json.dumps(result))
+        return 0
+    cut = (f"PDF as printed (top {result['pdf_rows']} rows a table) {result['pdf_s']} s, "
+           f"{result['pages']['after.pdf']} pages")
+    if result["pdf_every_row_s"] is None:
+        print(f"{result['rows']:,} rows in each long table: HTML {result['html_s']} s; {cut}")
     else:
         print(f"{result['rows']:,} rows in each long table: HTML {result['html_s']} s; "
-              f"PDF with every row {result['pdf_every_row_s']} s, PDF as printed "
-              f"(top {result['pdf_rows']} rows a table) {result['pdf_s']} s: "
-              f"{result['ratio']}x faster")
+              f"PDF with every row {result['pdf_every_row_s']} s, {result['pages']['before.pdf']} pages; "
+              f"{cut}: {result['ratio']}x faster")
     return 0
 
 

@@ -1,0 +1,143 @@
+"""The PDF's cut of the report model: what the printed report shows of a case of any size.
+
+The PDF prints in bounded time only if what it lays out is bounded, whatever the case holds. So,
+in the PDF (the HTML page and tables.xlsx keep everything):
+
+- each table that grows with the data shows its top :data:`PDF_ROWS` rows, the largest amount
+  first where the table has one, and the line "10 of 5,000 rows shown; all rows in tables.xlsx
+  (sheet Classes) and report.html" (templates/_partials.html.j2 ``cut_note``);
+- the options table shows :data:`PDF_OPTIONS` options (the catalogue does not grow with the case;
+  the ranked options come first), with the same line;
+- page 1's table of unattributed parts shows the :data:`PAGE_ONE_ROWS` largest and names where the
+  rest are; the Evidence appendix shows the first :data:`PDF_PROFILES` kernel profiles and the
+  serving evidence of the first :data:`PDF_COLUMNS` services (audit.json's order), each with a
+  line saying how many there are;
+- an option it does not rank shows its reason and basis, not its inputs, assumptions and next
+  step (report.html has them, tables.xlsx all but the inputs), and a line says so;
+- a list-valued input of an option (the commitments it would resize: one id per commitment)
+  shows its first :data:`PDF_ITEMS` items and "and 195 more (report.html, audit.json)";
+- every other data string of a printed row (a reason, a detail, a list of sources) ends after
+  :data:`PDF_CHARS` characters, at a separator where there is one, with "… (1,234 more characters
+  in report.html)".
+
+A case under every limit, with every option ranked, prints the same page as the HTML. Only the rows
+the template prints (the first ``limit`` of each list, PDF_OPTIONS at least) are clipped: the rest
+are never laid out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from audit.reporters.plan_view import input_line
+from audit.reporters.view import ReportModel
+
+#: rows of each long table the PDF prints; the rest are in tables.xlsx and report.html
+PDF_ROWS = 10
+#: options the PDF prints: the catalogue's dozen and a few of the case's own (ranked ones first)
+PDF_OPTIONS = 15
+#: unattributed parts on page 1 (the appendix table of the bucket shows PDF_ROWS)
+PAGE_ONE_ROWS = 6
+#: kernel profiles the Evidence appendix prints
+PDF_PROFILES = 3
+#: services (columns) of the serving-evidence table the PDF prints
+PDF_COLUMNS = 6
+#: items of a list-valued option input (one per commitment) the PDF prints
+PDF_ITEMS = 5
+#: characters of one data string the PDF prints
+PDF_CHARS = 600
+#: where a long string is cut, latest first within its last fifth: between list items, then words
+SEPARATORS = ("; ", ", ", " ")
+
+
+def for_print(model: ReportModel, limit: int = PDF_ROWS) -> ReportModel:
+    """``model`` as the PDF prints it (the module docstring lists every cut)."""
+    ordered = top_rows(model, limit)
+    options = [dataclasses.replace(view, inputs=[input_line(i, PDF_ITEMS) for i in raw.get("inputs") or []],
+                                   brief=raw.get("rank") is None)
+               for view, raw in zip(ordered.options, model.audit.get("options") or [])] \
+        if len(ordered.options) == len(model.audit.get("options") or []) else ordered.options
+    services = list(model.evidence_services)
+    evidence = ordered.serving_evidence
+    if len(services) > PDF_COLUMNS:
+        evidence = [{**row, "cells": list(row.get("cells") or [])[:PDF_COLUMNS]} for row in evidence]
+    cut = dataclasses.replace(
+        ordered, options=options, profiles=ordered.profiles[:PDF_PROFILES],
+        evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence,
+        print_limits={"page_one": PAGE_ONE_ROWS, "options": PDF_OPTIONS, "profiles": len(model.profiles),
+                      "columns": len(services)})
+    return clipped(cut, max(limit, PDF_OPTIONS))
+
+
+def clipped(model: ReportModel, limit: int) -> ReportModel:
+    """Every data string of the rows the PDF prints (the first ``limit`` of each list) cut to
+    :data:`PDF_CHARS`; ``model.audit`` (the document itself, which the template reads only for
+    counts and the tool's name) is left as it is."""
+    changes = {f.name: _clip_value(getattr(model, f.name), limit)
+               for f in dataclasses.fields(model) if f.name not in ("audit", "print_limits")}
+    return dataclasses.replace(model, **changes)
+
+
+def _clip_value(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, list):
+        return [_clip_value(v, limit) for v in value[:limit]] + value[limit:]
+    if isinstance(value, tuple):
+        return tuple(_clip_value(v, limit) for v in value)
+    if isinstance(value, dict):
+        return {k: _clip_value(v, limit) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _clip_value(getattr(value, f.name), limit)
+                                             for f in dataclasses.fields(value) if f.init})
+    return value
+
+
+def clip(text: str, chars: int = PDF_CHARS) -> str:
+    """``text`` if it has at most ``chars`` characters; else its start, cut at the last list
+    separator (or space) in the final fifth, with "… (N more characters in report.html)"."""
+    if len(text) <= chars:
+        return text
+    end = chars
+    for separator in SEPARATORS:
+        at = text.rfind(separator, chars * 4 // 5, chars)
+        if at > 0:
+            end = at
+            break
+    return f"{text[:end]} … ({len(text) - end:,} more characters in report.html)"
+
+
+def top_rows(model: ReportModel, limit: int) -> ReportModel:
+    """``model`` with each table that has an amount and more than ``limit`` rows put in order of
+    that amount, largest first (ties in the table's order), so that the PDF prints the largest;
+    a table at or under the limit keeps its order (the PDF of a small case is unchanged). The
+    unattributed parts are put in order over :data:`PAGE_ONE_ROWS`: page 1 prints that many."""
+    audit = model.audit
+    coverage = audit.get("coverage") or {}
+    buckets = [dataclasses.replace(b, parts=_largest(
+        b.parts, ((audit.get("buckets") or {}).get(b.key) or {}).get("parts") or [], "amount",
+        min(limit, PAGE_ONE_ROWS) if b.key == "unattributed" else limit)) for b in model.buckets]
+    return dataclasses.replace(
+        model, buckets=buckets,
+        classes=_largest(model.classes, audit.get("classes") or [], "net", limit),
+        gpu_split=_largest(model.gpu_split, audit.get("gpu_split") or [], "paid_gpu_hours", limit),
+        coverage={**model.coverage, "by_node": _largest(model.coverage.get("by_node") or [],
+                                                        coverage.get("by_node") or [], "paid_gpu_hours", limit)},
+        findings=_largest(model.findings, audit.get("findings") or [], "cost", limit))
+
+
+def _largest(rows: list, raw: list[dict], key: str, limit: int) -> list:
+    """``rows`` (the view of ``raw``, row for row) by |raw[key]|, largest first, when over ``limit``."""
+    if len(rows) <= limit or len(rows) != len(raw):
+        return rows
+    order = sorted(range(len(rows)), key=lambda i: -_magnitude(raw[i].get(key)))
+    return [rows[i] for i in order]
+
+
+def _magnitude(value: Any) -> Decimal:
+    try:
+        return abs(Decimal(str(value))) if value is not None else Decimal(0)
+    except InvalidOperation:
+        return Decimal(0)
