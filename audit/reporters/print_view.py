@@ -11,7 +11,8 @@ in the PDF (the HTML page and tables.xlsx keep everything):
 - page 1's table of unattributed parts shows the :data:`PAGE_ONE_ROWS` largest and names where the
   rest are; the Evidence appendix shows the first :data:`PDF_PROFILES` kernel profiles and the
   serving evidence of the first :data:`PDF_COLUMNS` services (audit.json's order), each with a
-  line saying how many there are;
+  line saying how many there are; the months table the rows of the services the charts draw
+  (the 8 costliest), with a line;
 - an option it does not rank shows its reason and basis, not its inputs, assumptions and next
   step (report.html has them, tables.xlsx all but the inputs), and a line says so;
 - a list-valued input of an option (the commitments it would resize: one id per commitment)
@@ -31,6 +32,8 @@ import dataclasses
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from audit.reporters.charts import chart_services, services_words
+from audit.reporters.months_view import MonthsView
 from audit.reporters.plan_view import input_line
 from audit.reporters.view import ReportModel
 
@@ -63,12 +66,26 @@ def for_print(model: ReportModel, limit: int = PDF_ROWS) -> ReportModel:
     evidence = ordered.serving_evidence
     if len(services) > PDF_COLUMNS:
         evidence = [{**row, "cells": list(row.get("cells") or [])[:PDF_COLUMNS]} for row in evidence]
+    months, month_services = _months(model)
     cut = dataclasses.replace(
         ordered, options=options, profiles=ordered.profiles[:PDF_PROFILES],
-        evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence,
+        evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence, months=months,
         print_limits={"page_one": PAGE_ONE_ROWS, "options": PDF_OPTIONS, "profiles": len(model.profiles),
-                      "columns": len(services)})
+                      "columns": len(services), "month_services": month_services})
     return clipped(cut, max(limit, PDF_OPTIONS))
+
+
+def _months(model: ReportModel) -> tuple[MonthsView | None, int]:
+    """The months table with the rows of the services the charts draw (the costliest,
+    :data:`audit.reporters.charts.CHART_SERVICES`) where there are more; and how many services
+    there are (0: none cut)."""
+    view, audit = model.months, model.audit
+    if view is None or not services_words(audit):
+        return view, 0
+    names = {str(n) for m in (audit.get("months") or {}).get("months") or [] for n in m.get("services") or {}}
+    cut = names - set(chart_services(audit))
+    rows = [r for r in view.rows if not any(str(r.get("label", "")).startswith(f"{n}: ") for n in cut)]
+    return dataclasses.replace(view, rows=rows), len(names | set(audit.get("services") or {}))
 
 
 def clipped(model: ReportModel, limit: int) -> ReportModel:

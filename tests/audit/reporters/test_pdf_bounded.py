@@ -208,3 +208,27 @@ def test_a_chart_draws_the_costliest_services_and_says_so():
     assert drawn == [f"svc-{i:02d}" for i in range(20 - CHART_SERVICES, 20)]
     assert services_words(audit) == f" (the {CHART_SERVICES} costliest of 20 services)"
     assert chart_services(sample()) == list(sample()["services"]) and services_words(sample()) == ""
+
+
+def test_the_months_table_prints_the_costliest_services_and_says_so():
+    from tests.audit.reporters.test_months_view import with_months
+
+    audit = with_months(ranked_only())
+    one = next(iter(audit["services"].values()))
+    entry = next(iter(audit["months"]["months"][0]["services"].values()))
+    names = [f"team-{i:02d}" for i in range(CHART_SERVICES + 4)]
+    for i, name in enumerate(names):
+        audit["services"][name] = {**one, "cost": f"{i}.00", "shared_cost": "0.00"}
+        for month in audit["months"]["months"]:
+            month["services"][name] = dict(entry)
+    model = build_model(audit)
+    total = len(audit["services"])
+    drawn = chart_services(audit)
+    printed, page = flat(pdf_html(model)), flat(render_html(model))
+    assert f"Services: the rows of the {CHART_SERVICES} costliest of {total} shown; every service in " \
+           f"tables.xlsx (sheet {SHEETS['months']}) and report.html." in printed
+    month_table = printed.split("Month by month", 1)[1].split("Months (UTC", 1)[0]
+    for name in audit["services"]:
+        assert (f"{name}: cost (own + shared)" in month_table) == (name in drawn), name
+        assert f"{name}: cost (own + shared)" in page
+    assert "costliest of" not in page.split("Month by month", 1)[1].split("Months (UTC", 1)[0]
