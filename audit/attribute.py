@@ -87,7 +87,9 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
     """Non-GPU classes go whole to their bucket part: one part per class and owning service
     (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
     owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
-    for (klass, owner), frame in charges.groupby([charges["resource_class"], owners.fillna("")], sort=True):
+    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net") if c in charges.columns]
+    narrow = charges[read]  # each group is a row take: of the columns read, not of every column
+    for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.fillna("")], sort=True):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
             continue
         bucket, name = CLASS_PARTS[klass]

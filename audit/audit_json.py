@@ -130,10 +130,12 @@ def _buckets(result, total: Decimal, given: dict | None = None) -> dict:
 
 
 def _outside(result, amounts) -> dict:
-    outside = result.lines[~result.scope_mask]
+    read = [c for c in ("sub_account_id", "billing_account_id", "line_count") if c in result.lines.columns]
+    outside = result.lines.loc[~result.scope_mask, read]
     by_account: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
-    for idx, line in outside.iterrows():
-        by_account[line["sub_account_id"] or line["billing_account_id"]] += amounts[idx]
+    for sub, account, amount in zip(outside["sub_account_id"].to_numpy(dtype=object),
+                                    outside["billing_account_id"].to_numpy(dtype=object), amounts[outside.index]):
+        by_account[sub or account] += amount
     return {"amount": str(cents(dsum(amounts[~result.scope_mask]))), "lines": line_total(outside),
             "reason": "; ".join(result.scope_reasons) or None,
             "by_account": [{"account": a, "amount": str(cents(v))} for a, v in sorted(by_account.items())]}

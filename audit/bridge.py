@@ -132,7 +132,9 @@ def _row(lines, groups, missing, kind, key, label, names, to, frm) -> Step:
     mask = groups[names[0]].copy()
     for name in names[1:]:
         mask |= groups[name]
-    chosen = lines[mask]
+    read = [c for c in dict.fromkeys([COLUMNS[to], *([COLUMNS[frm]] if frm is not None else []), "line_id",
+                                      "line_count"]) if c in lines.columns]
+    chosen = lines.loc[mask, read]  # a row take copies each column taken: only those read
     values = list(chosen[COLUMNS[to]])
     if frm is not None:
         values = [a - b for a, b in zip(values, chosen[COLUMNS[frm]])]

@@ -111,7 +111,8 @@ def _autoscale(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
 def _consolidate(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
     node_types = {node: c.instance_type for c in given.coverage.values() for node in c.node.split(", ")
                   if node and c.instance_type}
-    gpu = given.charges[given.charges["resource_class"] == "gpu_compute"]
+    charges = given.charges
+    gpu = charges.loc[charges["resource_class"] == "gpu_compute", ["instance_type", "gpus_per_instance"]]
     per_instance: dict[str, int] = {}
     for kind, count in zip(gpu["instance_type"], gpu["gpus_per_instance"]):
         if kind and count:
@@ -125,8 +126,8 @@ def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
                "start", "end", "net", "list_cost", "effective_cost"]
     ends = {c.id: c.end for c in given.commitments}
     charges = given.charges
-    committed = charges[charges["commitment_discount_id"].fillna("").astype(str) != ""]  # the model reads only these
-    return right_size_commitment(committed[columns].to_dict("records"), given.case.start, given.case.end, ends)
+    committed = charges.loc[charges["commitment_discount_id"].fillna("").astype(str) != "", columns]  # all it reads
+    return right_size_commitment(committed.to_dict("records"), given.case.start, given.case.end, ends)
 
 
 def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:
@@ -203,7 +204,7 @@ def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary]) -> se
 
 def committed_share(charges: pd.DataFrame) -> Decimal:
     """Share of GPU compute (pre tax) billed under a commitment discount."""
-    gpu = charges[charges["resource_class"] == "gpu_compute"]
+    gpu = charges.loc[charges["resource_class"] == "gpu_compute", ["pretax", "commitment_discount_id"]]
     total = sum(gpu["pretax"], ZERO)
     committed = sum(gpu.loc[gpu["commitment_discount_id"] != "", "pretax"], ZERO)
     return committed / total if total else ZERO

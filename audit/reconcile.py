@@ -51,7 +51,7 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     drivers: list[Driver] = []
     td_gpu, bu_gpu, net_gpu, covered = _gpu_sides(given.groups, given.intervals, given.profiles, given.traffic,
                                                   drivers)
-    non_gpu = charges[charges["resource_class"] != "gpu_compute"]
+    non_gpu = charges.loc[charges["resource_class"] != "gpu_compute", ["pretax", "priced", "net"]]
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
     net_lines = sum(non_gpu["net"], ZERO)
