@@ -165,8 +165,8 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     result = lines.copy(deep=False)  # copy-on-write: the new columns do not reach the caller's frame
     positions = codes.to_numpy()
     for key, per_distinct in out.items():
-        values = np.asarray(per_distinct, dtype="int64" if CLASS_COLUMNS[key] == "int64" else object)
-        result[key] = pd.Series(values[positions] if len(positions) else values[:0], index=result.index,
+        taken = np.asarray(per_distinct, dtype="int64" if CLASS_COLUMNS[key] == "int64" else object)
+        result[key] = pd.Series(taken[positions] if len(positions) else taken[:0], index=result.index,
                                 dtype=CLASS_COLUMNS[key])
     checked(result.iloc[first])  # every value classification chose: the other rows repeat these
     return result
