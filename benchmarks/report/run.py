@@ -16,10 +16,11 @@ the layout alone (as in a run, where the HTML and the PDF share the charts).
 Measured (2 cores shared with four other sessions' work, load average 12-14, so every wall time is
 several times an idle machine's; ratios against the code before, cf826d1, in the same run, CPU time
 of the printing process, the best of three): 5,000 rows a table, the cut PDF 13 pages (20 before),
-0.44-0.54x the CPU time of the 25-row cut before (2.43 s against 5.58 s, 2.50 s against 4.60 s in
-two runs; wall 7.7 s against 18.1 s; before, idle, 3.35 s wall), so about 1.5-1.8 s idle. The
-1 M-line CUR case's PDF (audit.json of costaudit run /tmp/bench/case1m): 12 pages (22 before),
-0.42-0.55x (1.92 s against 4.56 s, 2.10 s against 3.83 s; before, idle, 3.7 s wall). Where the time
+0.44-0.64x the CPU time of the 25-row cut before (2.43 s against 5.58 s, 2.50 s against 4.60 s,
+2.96 s against 4.65 s in three runs; wall 7.7 s against 18.1 s; before, idle, 3.35 s wall), so
+about 1.5-2.1 s idle. The 1 M-line CUR case's PDF (audit.json of costaudit run /tmp/bench/case1m):
+12 pages (22 before), 0.42-0.55x (1.92 s against 4.56 s, 2.10 s against 3.83 s, 2.08 s against
+3.82 s; wall 5.5 s against 10.0 s; before, idle, 3.7 s wall), so about 1.6-2.0 s idle. Where the time
 went before: weasyprint's table widths (every cell's text laid out to find its widest word: half
 the options section), one option's input listing 245 commitment ids (10 pages), the charts' glyph
 outlines (0.4 s of drawing), and 25 rows of ~14 tables. Before any cut (the whole print, an older
