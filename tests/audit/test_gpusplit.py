@@ -1,0 +1,176 @@
+"""The GPU split's walk over gpu_compute lines (METHOD §3), on in-memory tables.
+
+The split reads the lines as column lists rather than a dict per line, works out each billing
+period's intervals once, and what telemetry says of a node's GPUs in an interval once for every line
+that bills it; these tests pin what that must leave unchanged: the values it reads, sums added to in
+the lines' order (at 50 digits the order can move the last digit), and the holders and money of
+lines that share a node and interval.
+"""
+from __future__ import annotations
+
+import decimal
+from datetime import timedelta
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from audit.gpusplit import GpuLines, GpuSplitter, column_values, split_gpus
+from audit.ledger import NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
+from audit.money import CONTEXT
+from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
+from tests.builders import activity, make_case
+
+H0 = pd.Timestamp("2026-09-01T00:00:00Z")
+HOUR = timedelta(hours=1)
+P5 = "$98.32 per On Demand Linux p5.48xlarge Instance Hour"
+
+
+@pytest.fixture(autouse=True)
+def _audit_context():
+    with decimal.localcontext(CONTEXT):
+        yield
+
+
+def gpu_line(n: int, **over) -> dict:
+    """One priced gpu_compute line: an hour of a p5.48xlarge (8 GPUs) unless told otherwise."""
+    row = {"line_id": f"cur.csv:{n}", "resource_id": "i-1", "instance_type": "p5.48xlarge", "start": H0,
+           "end": H0 + HOUR, "pricing_quantity": Decimal(1), "consumed_quantity": Decimal(1),
+           "gpus_per_instance": 8, "charge_description": P5, "net": Decimal("98.32"),
+           "pretax": Decimal("98.32"), "priced": Decimal("98.32"), "resource_class": "gpu_compute"}
+    row.update(over)
+    return row
+
+
+def frame_of(rows: list[dict]) -> pd.DataFrame:
+    out = pd.DataFrame(rows)
+    for column in ("start", "end"):
+        out[column] = pd.to_datetime(out[column], utc=True).astype("datetime64[ns, UTC]")
+    return out
+
+
+def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None):
+    case = make_case()
+    splitter = GpuSplitter(case, case.services, activity(acts) if acts else empty_table(ACTIVITY_COLUMNS),
+                           nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600)
+    splitter.add_lines(GpuLines(frame_of(rows)))
+    return splitter
+
+
+def test_columns_hold_what_records_held():
+    """Arrow strings with a missing value, Decimals with None, NA and a numpy float, ints, datetimes:
+    each column list equals what to_dict("records") gave, type for type."""
+    frame = frame_of([gpu_line(1), gpu_line(2, resource_id=None, net=None), gpu_line(3, net=np.float64(2.5)),
+                      gpu_line(4, net=pd.NA, gpus_per_instance=4)])
+    records = frame.to_dict("records")
+    assert isinstance(frame["resource_id"].dtype, pd.StringDtype)
+    for column in frame.columns:
+        got = column_values(frame[column])
+        want = [r[column] for r in records]
+        assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want], column
+
+
+def test_lines_share_their_billing_periods():
+    rows = [gpu_line(1), gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR), gpu_line(3), gpu_line(4)]
+    lines = GpuLines(frame_of(rows))
+    assert len(lines.periods) == 2
+    assert [lines.periods[p] for p in lines.period] == [(r["start"], r["end"]) for r in rows]
+
+
+def test_a_billing_only_line_goes_to_gpus_telemetry_never_names():
+    splitter = split([gpu_line(1), gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR, net=Decimal("90"))])
+    assert list(splitter.groups) == [(NOT_IN_TELEMETRY, H0.to_pydatetime()),
+                                     (NOT_IN_TELEMETRY, (H0 + HOUR).to_pydatetime())]
+    first, second = splitter.groups.values()
+    assert (first.gpus, first.paid, first.gross, first.paid_seconds, first.busy_seconds) == (
+        8, Decimal("98.32"), Decimal("98.32"), Decimal(8 * 3600), 0)
+    assert second.paid == Decimal("90") and second.gross == Decimal("98.32")
+    cover = splitter.coverage["i-1"]
+    assert (cover.paid_seconds, cover.observed_seconds, cover.instance_type) == (16 * 3600, 0, "p5.48xlarge")
+
+
+def test_sums_are_added_to_in_the_lines_order():
+    """Per-GPU amounts of 50 digits whose sum rounds: the group holds the left-to-right sum in line
+    order, which another order would not give."""
+    amounts = [Decimal("1E+20"), Decimal("1." + "3" * 49), Decimal("-1E+20"), Decimal("0." + "7" * 49)]
+    rows = [gpu_line(n, resource_id=f"i-{n}", gpus_per_instance=1, net=a) for n, a in enumerate(amounts)]
+    in_order = Decimal(0)
+    for a in amounts:
+        in_order += a
+    reordered = Decimal(0)
+    for a in sorted(amounts):
+        reordered += a
+    assert in_order != reordered  # the case is one where order shows
+    group = split(rows).groups[(NOT_IN_TELEMETRY, H0.to_pydatetime())]
+    assert group.paid == in_order and group.gpus == 4
+
+
+def test_lines_billing_one_node_and_interval_share_its_holders():
+    """A GCP machine billed in parts: the GPU meter counts the GPU time, the core line adds money to
+    the same GPU-intervals and no time; both go to the same holders, GPU by GPU."""
+    meter = gpu_line(1, resource_id="a2-1", gpus_per_instance=0, pricing_quantity=Decimal(2),
+                     consumed_quantity=Decimal(2), charge_description="Nvidia Tesla A100 GPU running in Americas",
+                     net=Decimal("6"), pretax=Decimal("6"), priced=Decimal("6"))
+    cores = gpu_line(2, resource_id="a2-1", gpus_per_instance=0, pricing_quantity=Decimal(24),
+                     consumed_quantity=Decimal(24), charge_description="A2 Instance Core running in Americas",
+                     net=Decimal("0.8"), pretax=Decimal("0.8"), priced=Decimal("0.8"))
+    acts = [{"node": "gke-a2-1", "gpu": "0", "ts": H0, "busy_fraction": 0.25, "pod": "chat-0", "namespace": "llm"},
+            {"node": "gke-a2-1", "gpu": "1", "ts": H0, "busy_fraction": 0.5, "pod": "", "namespace": ""}]
+    splitter = split([meter, cores], acts, {"a2-1": ("gke-a2-1",)})
+    ts = H0.to_pydatetime()
+    chat, free = splitter.groups[("chat", ts)], splitter.groups[(UNALLOCATED, ts)]
+    assert (chat.gpus, chat.paid, chat.paid_seconds, chat.busy_seconds) == (2, Decimal("3.4"), 3600, 900)
+    assert chat.busy == Decimal("3.4") * Decimal("0.25") and chat.pods == {"chat-0"}
+    assert (free.gpus, free.paid, free.paid_seconds, free.busy_seconds) == (2, Decimal("3.4"), 3600, 1800)
+    assert set(splitter.groups) == {("chat", ts), (UNALLOCATED, ts)}
+    cover = splitter.coverage["a2-1"]
+    assert (cover.node, cover.paid_seconds, cover.observed_seconds) == ("gke-a2-1", 7200, 7200)
+
+
+def test_a_line_over_part_intervals_spreads_by_overlap():
+    rows = [gpu_line(1, start=H0 + HOUR / 2, end=H0 + 2 * HOUR, pricing_quantity=Decimal("1.5"),
+                     consumed_quantity=Decimal("1.5"), net=Decimal("147.48"))]
+    groups = split(rows).groups
+    first, second = groups[(NOT_IN_TELEMETRY, H0.to_pydatetime())], groups[(NOT_IN_TELEMETRY, (H0 + HOUR).to_pydatetime())]
+    assert (first.paid_seconds, second.paid_seconds) == (8 * 1800, 8 * 3600)
+    assert abs(first.paid - Decimal("49.16")) < Decimal("1E-45") and abs(second.paid - Decimal("98.32")) < Decimal("1E-45")
+
+
+def test_a_scale_set_line_spreads_over_its_instances_nodes():
+    """Three instance-hours of a one-GPU scale set over one hour: three GPU-intervals, one per node
+    (the third node unnamed), each a third of the line; a pod no service declares is undeclared."""
+    rows = [gpu_line(1, resource_id="/subscriptions/S/vmss-1", gpus_per_instance=1, pricing_quantity=Decimal(3),
+                     consumed_quantity=Decimal(3), net=Decimal("3.3"))]
+    acts = [{"node": "vmss-0", "gpu": "0", "ts": H0, "busy_fraction": 0.5, "pod": "etl-0", "namespace": "batch"}]
+    splitter = split(rows, acts, {"/subscriptions/s/vmss-1": ("vmss-0", "vmss-1")})
+    ts = H0.to_pydatetime()
+    undeclared, unseen = splitter.groups[(UNDECLARED, ts)], splitter.groups[(NOT_IN_TELEMETRY, ts)]
+    assert (undeclared.gpus, undeclared.paid, undeclared.nodes) == (1, Decimal("1.1"), {"vmss-0"})
+    assert (unseen.gpus, unseen.paid, unseen.nodes) == (2, Decimal("2.2"), {"vmss-1"})
+    assert splitter.coverage["/subscriptions/s/vmss-1"].node == "vmss-0, vmss-1"
+
+
+def test_telemetry_naming_more_gpus_than_billed_is_noted_once():
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for g in range(3)]
+    rows = [gpu_line(1, gpus_per_instance=2), gpu_line(2, gpus_per_instance=2, net=Decimal("1"))]
+    splitter = split(rows, acts, {"i-1": ("n1",)})
+    assert splitter.extra_gpus == {"n1"}
+    chat = splitter.groups[("chat", H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid) == (4, Decimal("99.32"))
+
+
+def test_a_line_with_no_gpu_bills_no_gpu_interval():
+    splitter = split([gpu_line(1, gpus_per_instance=0, charge_description="A2 Instance Core running in Americas")])
+    assert splitter.groups == {} and splitter.coverage["i-1"].paid_seconds == 0
+
+
+def test_split_gpus_reads_only_gpu_compute_lines():
+    rows = [gpu_line(1), gpu_line(2, resource_class="storage", net=Decimal("5"))]
+    case = make_case()
+    tele = Telemetry(empty_table(ACTIVITY_COLUMNS), empty_table(["node"]), empty_table(REQUEST_COLUMNS),
+                     empty_table(["namespace", "pod", "model_name"]), empty_table([]), 3600)
+    found = split_gpus(case, frame_of(rows), tele, NodeMap({}, frozenset(), frozenset()))
+    assert [g.paid for g in found.groups.values()] == [Decimal("98.32")]
+    assert list(found.coverage) == ["i-1"] and found.extra_gpus == frozenset()
