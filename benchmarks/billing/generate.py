@@ -15,11 +15,18 @@ Line item types: Usage, SavingsPlanCoveredUsage with its SavingsPlanNegation, Di
 (RI, unblended 0), SavingsPlanRecurringFee (some with an unused part), RIFee, Tax, Credit,
 EdpDiscount and Refund. Money and quantities are DOUBLE, as in AWS's CUR 2.0 Parquet, rounded to
 10 decimal places. Every value is a function of the row number: the same rows every time.
+
+``--fleet N`` (benchmarks/fleet) makes the GPU lines a fleet that a telemetry source can match:
+N p5.48xlarge instances billed every hour (one BoxUsage line per instance-hour, a quarter of the
+instances under a Savings Plan: SavingsPlanCoveredUsage), instance ids ``i-%017x`` of 2,000 + n
+(after the 2,000 resources), and no other accelerated instance types among the remaining lines.
+``--hours H`` spreads the hourly lines over the first H hours of the month instead of 744. Without
+either option the output is the same bytes as before they existed.
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import duckdb
@@ -74,12 +81,16 @@ def values_sql(rows: list[tuple]) -> str:
     return ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
 
 
-def create_skus(con) -> None:
+GPU_TYPES = 8  # the first entries of INSTANCE_TYPES are accelerated
+FLEET_TYPE, FLEET_REGION = INSTANCE_TYPES[0], REGIONS[0]  # p5.48xlarge in us-east-1
+
+
+def create_skus(con, instance_types: tuple = INSTANCE_TYPES) -> None:
     """Table ``sku``: the 300 SKUs with product, unit, usage type, rate and description."""
-    types = values_sql([(i, t, r) for i, (t, r) in enumerate(INSTANCE_TYPES)])
+    types = values_sql([(i, t, r) for i, (t, r) in enumerate(instance_types)])
     regions = values_sql([(i, *r) for i, r in enumerate(REGIONS)])
     others = values_sql(list(OTHER_SKUS))
-    n_types, n_regions = len(INSTANCE_TYPES), len(REGIONS)
+    n_types, n_regions = len(instance_types), len(REGIONS)
     con.execute(f"CREATE TEMP TABLE itype AS SELECT * FROM (VALUES {types}) v(k, instance_type, rate)")
     con.execute(f"CREATE TEMP TABLE region AS SELECT * FROM (VALUES {regions}) v(k, code, prefix, location)")
     con.execute(f"CREATE TEMP TABLE other AS SELECT * FROM (VALUES {others}) "
@@ -110,12 +121,12 @@ def create_skus(con) -> None:
     """)
 
 
-def lines_sql(first: int, last: int, rows: int) -> str:
+def lines_sql(first: int, last: int, rows: int, hours: int = HOURS) -> str:
     """SELECT of CUR 2.0 rows ``first`` .. ``last - 1`` of an export of ``rows`` rows."""
     return f"""
     WITH base AS (
       SELECT i,
-             CAST(i * {HOURS} // {rows} AS INTEGER) AS hour,
+             CAST(i * {hours} // {rows} AS INTEGER) AS hour,
              (i * 2654435761) % 4294967296 AS a
       FROM range({first}, {last}) r(i)
     ), pick AS (
@@ -142,7 +153,33 @@ def lines_sql(first: int, last: int, rows: int) -> str:
              t IN ('Tax', 'Credit', 'EdpDiscount', 'Refund', 'RIFee', 'SavingsPlanRecurringFee') AS monthly
       FROM typed
     )
-    , export AS (SELECT
+    """ + EXPORT_SQL
+
+
+def fleet_sql(first: int, last: int, nodes: int, first_id: int) -> str:
+    """SELECT of fleet lines ``first`` .. ``last - 1``: line k is instance k % nodes in hour
+    k // nodes, numbered ``first_id + k``; the same columns as :func:`lines_sql`."""
+    (itype, rate), (region, prefix, location) = FLEET_TYPE, FLEET_REGION
+    return f"""
+    WITH base AS (
+      SELECT i, CAST(i // {nodes} AS INTEGER) AS hour, CAST(i % {nodes} AS INTEGER) AS node
+      FROM range({first}, {last}) r(i)
+    ), money AS (
+      SELECT i + {first_id} AS i, {RESOURCES} + node AS res, 500 AS b,
+             CASE WHEN node % 4 = 0 THEN 'SavingsPlanCoveredUsage' ELSE 'Usage' END AS t,
+             1.0 AS amount, {rate} AS rate, {rate} AS od,
+             TIMESTAMP '2025-01-01' + to_hours(hour) AS h_start, false AS monthly,
+             'AmazonEC2' AS product_code, 'Amazon Elastic Compute Cloud' AS product_name,
+             'Hrs' AS unit, '{itype}' AS instance_type, '{prefix}-BoxUsage:{itype}' AS usage_type,
+             'RunInstances' AS operation, '{region}' AS region, '{prefix}' AS prefix,
+             '{location}' AS location, true AS ec2_instance, 'SKU999999FLEET' AS sku_id,
+             '${rate} per On Demand Linux {itype} Instance Hour' AS description
+      FROM base
+    )
+    """ + EXPORT_SQL
+
+
+EXPORT_SQL = """    , export AS (SELECT
       printf('bench%012d', i) AS identity_line_item_id,
       '2025-01-01T00:00:00Z/2025-02-01T00:00:00Z' AS identity_time_interval,
       'Anniversary' AS bill_bill_type, 'AWS' AS bill_billing_entity,
@@ -190,13 +227,13 @@ def lines_sql(first: int, last: int, rows: int) -> str:
       instance_type AS product_instance_type,
       CASE WHEN ec2_instance THEN split_part(instance_type, '.', 1) END AS product_instance_family,
       sku_id AS product_sku, region AS product_region_code, location AS product_location,
-      MAP {{'product_name': product_name, 'servicecode': product_code, 'region': region,
+      MAP {'product_name': product_name, 'servicecode': product_code, 'region': region,
             'product_family': CASE WHEN unit = 'Hrs' THEN 'Compute Instance' ELSE 'Storage' END,
-            'operating_system': 'Linux'}} AS product,
-      CASE WHEN res % 7 = 0 THEN MAP {{}}::MAP(VARCHAR, VARCHAR)
-           ELSE MAP {{'user_team': 'team-' || (res % 23), 'user_environment':
+            'operating_system': 'Linux'} AS product,
+      CASE WHEN res % 7 = 0 THEN MAP {}::MAP(VARCHAR, VARCHAR)
+           ELSE MAP {'user_team': 'team-' || (res % 23), 'user_environment':
                       CASE WHEN res % 3 = 0 THEN 'prod' ELSE 'dev' END,
-                      'user_application': 'app-' || (res % 61)}} END AS resource_tags,
+                      'user_application': 'app-' || (res % 61)} END AS resource_tags,
       CASE WHEN t IN ('DiscountedUsage', 'RIFee')
            THEN printf('arn:aws:ec2:%s:999999999999:reserved-instances/ri-%04d', region, res % 40) END
         AS reservation_reservation_a_r_n,
@@ -213,28 +250,39 @@ def lines_sql(first: int, last: int, rows: int) -> str:
       CASE WHEN t = 'SavingsPlanRecurringFee' THEN CASE WHEN b < 800 THEN 1.25 ELSE round(1.25 * b / 1000, 10) END END
         AS savings_plan_used_commitment
     FROM money)
-    SELECT * REPLACE ({", ".join(f"CAST({c} AS DOUBLE) AS {c}" for c in DOUBLES)}) FROM export
+    SELECT * REPLACE (""" + ", ".join(f"CAST({c} AS DOUBLE) AS {c}" for c in DOUBLES) + """) FROM export
     """
 
 
-def generate(folder: Path, rows: int, rows_per_file: int = ROWS_PER_FILE, threads: int | None = None) -> Path:
-    """Write an export of ``rows`` rows under ``folder``; return the export's own folder."""
+def generate(folder: Path, rows: int, rows_per_file: int = ROWS_PER_FILE, threads: int | None = None,
+             fleet: int = 0, hours: int = HOURS) -> Path:
+    """Write an export of ``rows`` rows under ``folder``; return the export's own folder.
+
+    ``fleet`` > 0: the last ``fleet * hours`` rows are the fleet's instance-hours
+    (:func:`fleet_sql`) and the others bill no accelerated instance type."""
+    fleet_rows = fleet * hours
+    if fleet_rows > rows:
+        raise ValueError(f"{rows} rows cannot hold {fleet} instances x {hours} hours")
     root = Path(folder) / EXPORT
     data = root / "data" / PERIOD
     meta = root / "metadata" / PERIOD
     data.mkdir(parents=True, exist_ok=True)
     meta.mkdir(parents=True, exist_ok=True)
     names = []
+    other = rows - fleet_rows
+    queries = [lines_sql(first, min(other, first + rows_per_file), other, hours)
+               for first in range(0, other, rows_per_file)]
+    queries += [fleet_sql(first, min(fleet_rows, first + rows_per_file), fleet, other)
+                for first in range(0, fleet_rows, rows_per_file)]
     with duckdb.connect(":memory:") as con:
         con.execute("SET preserve_insertion_order = true")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        create_skus(con)
-        for part, first in enumerate(range(0, rows, rows_per_file)):
+        create_skus(con, INSTANCE_TYPES[GPU_TYPES:] if fleet else INSTANCE_TYPES)
+        for part, query in enumerate(queries):
             name = f"part-{part:05d}-bench.snappy.parquet"
-            last = min(rows, first + rows_per_file)
             target = data / name
-            con.execute(f"COPY ({lines_sql(first, last, rows)}) TO '{target}' "
+            con.execute(f"COPY ({query}) TO '{target}' "
                         "(FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE 122880)")
             names.append(name)
     manifest = {"executionId": "bench", "billingPeriod": {"start": "2025-01-01T00:00:00Z"},
@@ -243,5 +291,16 @@ def generate(folder: Path, rows: int, rows_per_file: int = ROWS_PER_FILE, thread
     return root
 
 
+def main() -> None:
+    """``generate.py FOLDER ROWS [--fleet N] [--hours H]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("rows", type=int)
+    parser.add_argument("--fleet", type=int, default=0, help="p5.48xlarge instances billed every hour")
+    parser.add_argument("--hours", type=int, default=HOURS, help="hours of the month the lines cover")
+    args = parser.parse_args()
+    print(generate(args.folder, args.rows, fleet=args.fleet, hours=args.hours))
+
+
 if __name__ == "__main__":
-    print(generate(Path(sys.argv[1]), int(sys.argv[2])))
+    main()

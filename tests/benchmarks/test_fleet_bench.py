@@ -1,0 +1,84 @@
+"""benchmarks/fleet end to end at a tiny size (20,000 CUR lines, 16 GPUs, one day), so that the harness
+cannot rot: the data are generated coherent (the billed GPU instances are the TSDB's nodes), a real
+Prometheus serves the TSDB, and the harness prints the table, the scaling curve and the stage split.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from tests.paths import ROOT
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+RUN = ROOT / "benchmarks" / "fleet" / "run.py"
+TINY = ["--lines", "20000", "--nodes", "2", "--hours", "24", "--repeat", "1"]
+
+
+def harness(tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COSTAUDIT_BENCH_CACHE": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, str(RUN), *TINY, *extra], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fleet")
+    done = harness(folder, "--format", "json", "--json", "--keep", str(folder / "work"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout
+    figures = json.loads(text[text.index("\n[") + 1:])
+    return folder, text, figures
+
+
+def test_prints_the_table_the_curve_and_the_stage_split(tiny):
+    _folder, text, _figures = tiny
+    assert "fleet benchmark: 16 GPUs (2 p5.48xlarge) x 24 h" in text
+    for run in ("duckdb floor", "billing", "prometheus"):
+        assert f"20,000 {run}" in text
+    assert "Prometheus server apart:" in text
+    assert "scaling curve" in text
+    assert "stage split, 20,000 lines, billing" in text
+    assert "stage split, 20,000 lines, prometheus" in text
+    assert "reading telemetry source prometheus (prometheus)" in text
+
+
+def test_figures_are_measured_per_child(tiny):
+    _folder, _text, figures = tiny
+    (size,) = figures
+    assert size["lines"] == 20000
+    assert size["floor"]["wall_s"] > 0 and size["floor"]["peak_rss"] > 0
+    for name in ("billing", "prometheus"):
+        run = size[name]
+        assert "failed" not in run and run["exit"] in (0, 2)
+        assert run["own_hwm"] > 20 * 2**20  # the child's own VmHWM, written as it exited
+        steps = [step for step, _seconds in run["stages"]]
+        assert steps[0] == "start" and "reading billing source cur (cur)" in steps
+        assert abs(sum(seconds for _step, seconds in run["stages"]) - run["wall_s"]) < 0.01
+    assert size["prometheus"]["server_rss"] > 0
+    assert size["tsdb"]["gpus"] == 16 and size["tsdb"]["scrape_seconds"] == 60
+
+
+def test_billing_and_telemetry_are_one_fleet(tiny):
+    folder, _text, _figures = tiny
+    export = next((folder / "cache").rglob("costaudit-bench"))
+    gpu_lines = duckdb.sql(
+        f"SELECT product_instance_type, count(*), count(DISTINCT line_item_resource_id) "
+        f"FROM read_parquet('{export}/data/*/*.parquet') WHERE product_instance_type SIMILAR TO '(p|g|trn).*' "
+        f"GROUP BY ALL").fetchall()
+    assert gpu_lines == [("p5.48xlarge", 2 * 24, 2)]  # the fleet only: every node, every hour
+    audit = json.loads((folder / "work" / "out-20000-prometheus" / "audit.json").read_text())
+    coverage = audit["coverage"]
+    assert coverage["paid_gpu_hours"] == coverage["observed_gpu_hours"] == "384.00"
+    assert coverage["unmeasured_gpu_hours"] == "0.00"
+
+
+def test_a_run_past_the_cap_is_stopped(tmp_path):
+    done = harness(tmp_path, "--no-prometheus", "--format", "json", "--cap-gib", "0.03")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped at cap (0.03 GiB)" in done.stdout
