@@ -22,6 +22,7 @@ from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
 from audit.pricing.batching import ServiceBatch, batching, running_batch
+from audit.pricing.commitment import COLUMNS as COMMITMENT_COLUMNS
 from audit.pricing.commitment import right_size_commitment
 from audit.pricing.generation_cap import generation_cap
 from audit.pricing.packing import consolidate
@@ -122,12 +123,10 @@ def _consolidate(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
 
 
 def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
-    columns = ["commitment_discount_id", "commitment_discount_status", "resource_class", "charge_category",
-               "start", "end", "net", "list_cost", "effective_cost"]
     ends = {c.id: c.end for c in given.commitments}
     charges = given.charges
-    committed = charges.loc[charges["commitment_discount_id"].fillna("").astype(str) != "", columns]  # all it reads
-    return right_size_commitment(committed.to_dict("records"), given.case.start, given.case.end, ends)
+    committed = charges.loc[charges["commitment_discount_id"].fillna("").astype(str) != "", COMMITMENT_COLUMNS]
+    return right_size_commitment(committed, given.case.start, given.case.end, ends)  # the lines it reads
 
 
 def _batching(spec: Mapping[str, Any], given: RankInput) -> Modelled | str:

@@ -16,12 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
 
 from audit.money import ZERO
 from audit.pricing import Input, Modelled, ordered
 
 BILLING = "billing lines with CommitmentDiscountId"
+#: the columns of the charges the model reads
+COLUMNS = ["commitment_discount_id", "commitment_discount_status", "start", "end", "net", "list_cost",
+           "effective_cost"]
 
 
 @dataclass(frozen=True)
@@ -38,39 +44,55 @@ def hours_of(start: datetime, end: datetime) -> int:
     return max(0, int((end - start).total_seconds() // 3600))
 
 
-def spread(lines: Iterable[Mapping], start: datetime, hours: int, column: str = "net") -> list[Decimal]:
-    """Each line's ``column`` spread evenly over its hours within the window, summed per hour."""
+HOUR_NS = 3600 * 10**9
+
+
+def spread(lines: pd.DataFrame, start: datetime, hours: int, column: str = "net") -> list[Decimal]:
+    """Each line's ``column`` spread evenly over its whole hours, within the window, summed per hour
+    in line order. Times are read as integer nanoseconds (a month of hourly lines is 100,000s of them)."""
     out = [ZERO] * hours
-    for line in lines:
-        lo, hi = line["start"].to_pydatetime(), line["end"].to_pydatetime()
-        span = hours_of(lo, hi)
+    lo, hi = _ns(lines["start"]), _ns(lines["end"])
+    origin = pd.Timestamp(start).as_unit("ns").value
+    spans = np.maximum(0, (hi - lo) // HOUR_NS)
+    firsts = (lo - origin) // HOUR_NS
+    for span, first, amount in zip(spans.tolist(), firsts.tolist(), lines[column].to_numpy(dtype=object)):
         if not span:
             continue
-        per_hour = line[column] / span
-        first = int((lo - start).total_seconds() // 3600)
+        per_hour = amount / span
         for h in range(max(0, first), min(hours, first + span)):
             out[h] += per_hour
     return out
 
 
-def discount_of(covered: Sequence[Mapping]) -> Decimal | None:
+def _ns(times: pd.Series) -> np.ndarray:
+    """UTC times as int64 nanoseconds since the epoch."""
+    return pd.to_datetime(times, utc=True).dt.as_unit("ns").astype("int64").to_numpy()
+
+
+def discount_of(covered: pd.DataFrame) -> Decimal | None:
     """1 − effective ÷ list cost over the covered lines, None without list costs."""
-    listed = sum((line["list_cost"] for line in covered if line["list_cost"] is not None), ZERO)
-    effective = sum((line["effective_cost"] for line in covered if line["list_cost"] is not None), ZERO)
+    listed, effective = ZERO, ZERO
+    for list_cost, effective_cost in zip(covered["list_cost"].to_numpy(dtype=object),
+                                         covered["effective_cost"].to_numpy(dtype=object)):
+        if list_cost is not None and list_cost == list_cost:  # None or NaN: no list cost
+            listed += list_cost
+            effective += effective_cost
     return None if listed <= 0 else max(ZERO, min(Decimal("0.99"), 1 - effective / listed))
 
 
-def usage_of(lines: Sequence[Mapping], start: datetime, end: datetime) -> Usage | None:
-    """The hourly usage of the commitments in ``lines`` (charges records), None without any."""
-    committed = [ln for ln in lines if ln["commitment_discount_id"]]
-    used = [ln for ln in committed if ln["commitment_discount_status"].lower() == "used"]
-    unused = [ln for ln in committed if ln["commitment_discount_status"].lower() == "unused"]
-    discount = discount_of(used)
-    if not used or discount is None:
+def usage_of(lines: pd.DataFrame | Sequence[Mapping], start: datetime, end: datetime) -> Usage | None:
+    """The hourly usage of the commitments in ``lines`` (charges, or their records), None without any."""
+    frame = lines if isinstance(lines, pd.DataFrame) else pd.DataFrame(list(lines), columns=COLUMNS)
+    ids = frame["commitment_discount_id"].fillna("").astype(str)
+    committed = frame[ids != ""]
+    status = committed["commitment_discount_status"].fillna("").astype(str).str.lower()
+    used, unused = committed[status == "used"], committed[status == "unused"]
+    discount = discount_of(used) if len(used) else None
+    if not len(used) or discount is None:
         return None
     hours = hours_of(start, end)
     return Usage(tuple(spread(used, start, hours)), tuple(spread(unused, start, hours)), discount,
-                 tuple(sorted({ln["commitment_discount_id"] for ln in committed})))
+                 tuple(sorted(set(ids[ids != ""]))))
 
 
 def cost_at(level: Decimal, demand: Sequence[Decimal], discount: Decimal) -> Decimal:
@@ -98,7 +120,7 @@ def best_level(demand: Sequence[Decimal], discount: Decimal) -> Decimal:
     return best
 
 
-def right_size_commitment(lines: Sequence[Mapping], start: datetime, end: datetime,
+def right_size_commitment(lines: pd.DataFrame | Sequence[Mapping], start: datetime, end: datetime,
                           ends: Mapping[str, datetime]) -> Modelled | None:
     """The commitment model over the window, or None where no covered usage with a list cost is billed."""
     usage = usage_of(lines, start, end)
