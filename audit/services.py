@@ -36,4 +36,5 @@ def matches(pattern: str, value: str) -> bool:
 
 def pod_models(traffic: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(namespace, pod) -> served model name, from the serving counters."""
-    return {(r.namespace, r.pod): r.model_name for r in traffic.itertuples(index=False) if r.pod}
+    columns = (traffic[c].to_numpy(dtype=object) for c in ("namespace", "pod", "model_name"))  # not itertuples
+    return {(namespace, pod): model for namespace, pod, model in zip(*columns) if pod}
