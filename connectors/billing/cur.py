@@ -102,10 +102,13 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     stage(con)
-    columns = load_focus_named(con, "mapped", source)
-    con.execute("DROP TABLE mapped")
+    columns = load_focus_named(con, "mapped", source, consume=True)
+    con.execute("DROP TABLE IF EXISTS mapped")
     try:
-        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain)
+        # Every field of raw went through text_or_null and every mapped column is a field, a
+        # literal, tags JSON or a number's text: no null literal is left in table src.
+        tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain,
+                                        normalised=True)
     except InputError as exc:
         raise translate(con, exc, layouts, source) from None
     except InputErrors as exc:
@@ -276,9 +279,31 @@ def raw_checks(layouts: list[sql.Layout]):
 # --- mapping and relabelling ---------------------------------------------------------------------
 
 def stage(con) -> None:
-    """``mapped`` (FOCUS columns, in file order) and ``origin`` (file, row, sub-row of each)."""
-    con.execute(sql.mapped_sql())
-    con.execute(sql.origin_sql())
+    """``mapped`` (FOCUS columns, in file order) and ``origin`` (file, row, sub-row of each).
+
+    ``raw`` is filled in file order, so the mapped lines come out in file order as they are
+    mapped; that is checked, and a ``raw`` out of order is sorted (:func:`cur_sql.mapped_sql`)."""
+    con.execute(sql.staged_sql())
+    staged = con.execute("SELECT _file, _row, _sub FROM staged").fetchnumpy()
+    if not in_file_order(*(np.asarray(staged[c]) for c in ("_file", "_row", "_sub"))):
+        con.execute("DROP TABLE staged")
+        con.execute(sql.mapped_sql())
+        con.execute(sql.origin_sql())
+        return
+    con.execute("CREATE TABLE origin AS SELECT _file, _row, _sub FROM staged")
+    for column in ("_file", "_row", "_sub"):
+        con.execute(f"ALTER TABLE staged DROP COLUMN {column}")
+    con.execute("ALTER TABLE staged RENAME TO mapped")
+
+
+def in_file_order(files: np.ndarray, rows: np.ndarray, subs: np.ndarray) -> bool:
+    """Whether (file, row, sub-row) strictly increases from each row to the next."""
+    if len(files) < 2:
+        return True
+    step = [(a[1:], a[:-1]) for a in (files, rows, subs)]
+    (f1, f0), (r1, r0), (s1, s0) = step
+    later = (f1 > f0) | ((f1 == f0) & ((r1 > r0) | ((r1 == r0) & (s1 > s0))))
+    return bool(later.all())
 
 
 def origin_of(con, rn: int) -> tuple[int, int, int] | None:

@@ -14,7 +14,8 @@ are one field. A ``product_*`` field missing as a column is looked up in the ``p
 
 Every file is copied into table ``raw`` (one row per CUR line, one VARCHAR column per field, nulls
 normalised, ``_file`` / ``_row`` / ``_h`` = file index, 1-based data row, hash of the whole raw
-row); :func:`mapped_sql` then maps ``raw`` to FOCUS names. Money stays text or DECIMAL, never DOUBLE.
+row); :func:`staged_sql` then maps ``raw`` to FOCUS names in file order without a sort
+(:func:`mapped_sql` sorts, for a ``raw`` out of file order). Money stays text or DECIMAL, never DOUBLE.
 """
 from __future__ import annotations
 
@@ -380,14 +381,35 @@ def staged_parts(select: dict[str, str] | None) -> str:
     """UNION ALL of every money line and one row per unused commitment: ``_file, _row, _sub`` and,
     unless ``select`` is None, ``_h`` and the FOCUS columns."""
     source = money_source()
-    cols = "" if select is None else f", _h, {select_list(select)}"
+    cols = "" if select is None else f", CAST(_h AS VARCHAR) AS _h, {select_list(select)}"
     parts = [f"SELECT _file, _row, 0 AS _sub{cols} FROM {source}"]
     for fee, (amount, commitment, description, kind) in UNUSED.items():
-        cols = ("" if select is None else
-                f", hash(_h, 'unused') AS _h, {select_list(unused_columns(amount, commitment, description, kind))}")
+        mapped = unused_columns(amount, commitment, description, kind)
+        cols = "" if select is None else f", CAST(hash(_h, 'unused') AS VARCHAR) AS _h, {select_list(mapped)}"
         parts.append(f"SELECT _file, _row, 1 AS _sub{cols} FROM {source} "
                      f"WHERE t = {quote_text(fee)} AND ({amount}) > 0")
     return " UNION ALL ".join(parts)
+
+
+def staged_sql() -> str:
+    """CREATE TABLE staged: ``_file, _row, _sub``, ``_h`` and the FOCUS columns of every money line,
+    each followed by the row of its commitment fee's unused part where it has one, in the order of
+    ``raw`` (no sort: :func:`mapped_sql` and :func:`origin_sql` give the same rows, sorted)."""
+    base = base_columns()
+    fees = {fee: unused_columns(amount, commitment, description, kind)
+            for fee, (amount, commitment, description, kind) in UNUSED.items()}
+    parts = ["_file", "_row", "_sub",
+             "CAST(CASE WHEN _sub = 0 THEN _h ELSE hash(_h, 'unused') END AS VARCHAR) AS _h"]
+    for name, expr in base.items():
+        if all(columns[name] == expr for columns in fees.values()):
+            parts.append(f"{expr} AS {name}")
+            continue
+        whens = " ".join(f"WHEN t = {quote_text(fee)} THEN {columns[name]}" for fee, columns in fees.items())
+        parts.append(f"CASE WHEN _sub = 0 THEN {expr} {whens} END AS {name}")
+    unused = " ".join(f"WHEN {quote_text(fee)} THEN CASE WHEN ({amount}) > 0 THEN [0, 1] ELSE [0] END"
+                      for fee, (amount, *_rest) in UNUSED.items())
+    return (f"CREATE TABLE staged AS SELECT {', '.join(parts)} FROM "
+            f"(SELECT *, unnest(CASE t {unused} ELSE [0] END) AS _sub FROM {money_source()})")
 
 
 def mapped_sql() -> str:

@@ -107,16 +107,18 @@ def commitment_path(value, lines_path: Path) -> Path | None:
 
 
 def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "note",
-                     grain: str = "auto") -> tuple[dict[str, pd.DataFrame], int, tuple]:
+                     grain: str = "auto", normalised: bool = False) -> tuple[dict[str, pd.DataFrame], int, tuple]:
     """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
 
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
     calls :func:`load_focus_named` and then this, so checks, window and normalisation are written once.
     ``duplicates``: ``"note"`` counts identical lines and notes them, ``"error"`` refuses them.
     Table ``notes`` (row, column, note) lists what was read in a way the file did not spell out.
+    ``normalised``: the dialect turned every null literal into NULL already
+    (:func:`connectors.billing.focus_load.create_view`).
     """
     require(columns, path)
-    create_view(con, columns)
+    create_view(con, columns, normalised)
     repeated = repeated_lines(con, columns)
     errors = check_rows(con, columns, path, {rn for rn, _, _ in repeated})
     # A line that carries its own id (Id, x_Id) and repeats another line whole is the same line twice.
@@ -144,15 +146,21 @@ def line_grain(value, path: Path) -> str:
     return value
 
 
-def load_focus_named(con, table: str, path: Path) -> Columns:
+def load_focus_named(con, table: str, path: Path, consume: bool = False) -> Columns:
     """Load ``table`` (columns a dialect named with FOCUS / ``x_*`` names, any type) as the FOCUS
     reader's table ``src``, every column VARCHAR; returns its columns resolved to FOCUS names.
 
     The table's row order is the row numbering of error messages, so dialects should build it in
-    file order.
+    file order. ``consume``: the dialect no longer needs ``table``; when its columns are all VARCHAR
+    it becomes ``src`` by renaming (no copy).
     """
     described = con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()
     header = [name for name, *_ in described]
+    if consume and all(dtype == "VARCHAR" for _, dtype, *_ in described):
+        con.execute(f"ALTER TABLE {quote_ident(table)} RENAME TO src")
+        for i, name in enumerate(header):
+            con.execute(f"ALTER TABLE src RENAME COLUMN {quote_ident(name)} TO c{i}")
+        return resolve_columns(header, path)
     parts = []
     for i, (name, dtype, *_) in enumerate(described):
         ident = quote_ident(name)

@@ -13,6 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,10 +59,12 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
                 f"WHERE p_start < CAST({hi} AS TIMESTAMPTZ) "
                 f"AND (p_start >= CAST({lo} AS TIMESTAMPTZ) OR p_end > CAST({lo} AS TIMESTAMPTZ))")
     if grain == "auto" and not lossy_sums(con):
+        mark_timed(con, columns)
         sql = grouped_sql(con, columns)
     else:
         sql = "SELECT *, 1::BIGINT AS line_count FROM kept"
     table = con.sql(sql).to_arrow_table()
+    con.execute("DROP TABLE IF EXISTS marked")
     # preserve_insertion_order keeps a filtered scan in file order, which is far cheaper than an
     # ORDER BY over wide rows; sort only if that ever fails to hold (it does after a GROUP BY).
     rn = table.column("rn")
@@ -86,20 +89,27 @@ def contract_ids_sql(column: str) -> str:
 
 
 def lossy_sums(con) -> bool:
-    """Whether some amount of a kept line does not fit DECIMAL(38,20) exactly (then no line is summed)."""
+    """Whether some amount of a kept line does not fit DECIMAL(38,20) exactly (then no line is summed).
+
+    An amount of at most 18 characters without an exponent that casts has at most 18 digits before
+    the point and 17 after it, so it fits: only longer amounts, or ones with an exponent, are
+    measured (digits after the point less the exponent, at most 20)."""
     tests = []
     for column in SUMMED:
+        fits = (f"(length({column}) <= 18 AND strpos({column}, 'e') = 0 AND strpos({column}, 'E') = 0 "
+                f"AND TRY_CAST({column} AS {SUM_TYPE}) IS NOT NULL)")
         fraction = f"length(regexp_extract({column}, '\\.(\\d+)', 1))"
         exponent = f"coalesce(TRY_CAST(regexp_extract({column}, '[eE]([+-]?\\d+)', 1) AS INTEGER), 0)"
-        tests.append(f"({column} IS NOT NULL AND (TRY_CAST({column} AS {SUM_TYPE}) IS NULL "
+        tests.append(f"({column} IS NOT NULL AND NOT {fits} AND (TRY_CAST({column} AS {SUM_TYPE}) IS NULL "
                      f"OR {fraction} - {exponent} > 20))")
-    return bool(con.execute(f"SELECT count(*) FROM kept WHERE {' OR '.join(tests)}").fetchall()[0][0])
+    return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM kept WHERE {' OR '.join(tests)})").fetchall()[0][0])
 
 
 def grouped_sql(con, columns: Columns) -> str:
-    """SQL summing the kept lines that no stage of the audit tells apart.
+    """SQL summing the kept lines (table ``marked``, :func:`mark_timed`) that no stage of the audit
+    tells apart.
 
-    * Lines that may bill GPU time (:func:`timed_sql`) keep their hours: only a run of consecutive
+    * Lines that may bill GPU time (``_timed``) keep their hours: only a run of consecutive
       lines identical in every column but the period (the same hourly charge, hour after hour)
       becomes one line over the run. Spread evenly over its hours, the run gives every hour what
       its own line gave, so the GPU-intervals do not change.
@@ -107,36 +117,39 @@ def grouped_sql(con, columns: Columns) -> str:
       column: no stage uses the hour of a line that bills no GPU (it is classified by its columns
       and counted over the window).
     A sum of one line keeps the line's own text; sums are exact (DECIMAL(38,20), checked first).
+    ``_timed`` is a function of the key columns, so the runs are numbered among the GPU lines only
+    (a window over the few GPU lines, not over every line).
     """
     keys = (["currency", "tags", "allocated_tags", "contract_applied", "list_unit_price", "contracted_unit_price"]
             + [out for out in TEXT_FIELDS] + [f"e{i}" for i in range(len(columns.extras))])
     same = ", ".join(keys + list(SUMMED) + ["p_end - p_start"])
     island = ("epoch(p_start) - epoch(p_end - p_start) * "
               f"row_number() OVER (PARTITION BY {same} ORDER BY p_start, rn)")
-    as_key = ", ".join(f"CASE WHEN _timed THEN {c} END AS _k_{c}" for c in SUMMED)
     sums = []
     for column in SUMMED:
         total = f"CAST(sum(CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
         text = f"CASE WHEN strpos({total}, '.') > 0 THEN rtrim(rtrim({total}, '0'), '.') ELSE {total} END"
         sums.append(f"CASE WHEN count(*) = 1 THEN any_value({column}) ELSE {text} END AS {column}")
+    aggregates = (f"min(rn) AS rn, arg_min(line_id, rn) AS line_id, {', '.join(keys)}, {', '.join(sums)}, "
+                  "min(p_start) AS p_start, max(p_end) AS p_end, count(*)::BIGINT AS line_count")
     return f"""
-    WITH marked AS ({timed_sql(con, columns)}),
-    keyed AS (
-      SELECT *, {as_key},
-             CASE WHEN _timed THEN {island} ELSE epoch(date_trunc('day', p_start)) END AS _grain
-      FROM marked
-    )
-    SELECT min(rn) AS rn, arg_min(line_id, rn) AS line_id, {', '.join(keys)}, {', '.join(sums)},
-           min(p_start) AS p_start, max(p_end) AS p_end, count(*)::BIGINT AS line_count
-    FROM keyed
-    GROUP BY {', '.join(keys)}, _timed, {', '.join(f'_k_{c}' for c in SUMMED)}, _grain
+    SELECT {aggregates}
+    FROM (SELECT *, {island} AS _grain FROM marked WHERE _timed)
+    GROUP BY {', '.join(keys)}, {', '.join(SUMMED)}, _grain
+    UNION ALL
+    SELECT {aggregates}
+    FROM marked WHERE NOT _timed
+    GROUP BY {', '.join(keys)}, epoch(date_trunc('day', p_start))
     """
 
 
-def timed_sql(con, columns: Columns) -> str:
-    """SQL: ``kept`` with ``_timed``, whether a line may bill GPU time, by the classifier's own
-    tables (an instance type with GPUs, a per-GPU meter), or shares its resource with such a line
-    (the core / RAM parts of a GPU machine)."""
+def mark_timed(con, columns: Columns) -> None:
+    """Table ``marked``: ``kept`` with ``_timed``, whether a line may bill GPU time, by the
+    classifier's own tables (an instance type with GPUs, a per-GPU meter), or shares its resource
+    with such a line (the core / RAM parts of a GPU machine).
+
+    The rules read a few columns whose distinct values an export repeats over millions of lines:
+    they run once per distinct value (and resource), and the lines take the answer by a join."""
     if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_instances'").fetchall()[0][0]:
         load_gpu_instances(con)
     extras = {name.lower(): f"e{i}" for i, name in enumerate(columns.extras)}
@@ -145,11 +158,25 @@ def timed_sql(con, columns: Columns) -> str:
               f"coalesce({extras.get('x_usagetype', 'NULL::VARCHAR')}, '') AS usage",
               "charge_description AS descr",
               "charge_description || ' ' || resource_name || ' ' || sku_id AS text"]
+    wanted = [key.lower() for key in HINT_KEYS if key.startswith("x_")] + ["skupricedetails", "x_usagetype"]
+    inputs = ["charge_category", "charge_description", "resource_name", "sku_id"]
+    inputs += sorted({extras[key] for key in wanted if key in extras})
+    listed = ", ".join(inputs)
     gpu_line = (f"charge_category = 'Usage' AND (({instance_type_sql()}) IN (SELECT instance_type FROM gpu_instances) "
                 f"OR ({gpu_meter_sql()}) IS NOT NULL)")
-    return (f"SELECT *, CASE WHEN resource_id <> '' THEN bool_or(_gpu) OVER (PARTITION BY resource_id) "
-            f"ELSE _gpu END AS _timed FROM (SELECT *, coalesce({gpu_line}, FALSE) AS _gpu FROM "
-            f"(SELECT *, {hint_sql()} AS hint FROM (SELECT *, {', '.join(named)} FROM kept)))")
+    same = " AND ".join(f"a.{c} IS NOT DISTINCT FROM b.{c}" for c in ["resource_id"] + inputs)
+    con.execute(f"""
+    CREATE OR REPLACE TEMP TABLE marked AS
+    WITH seen AS (SELECT DISTINCT resource_id, {listed} FROM kept),
+    rules AS (SELECT {listed}, coalesce({gpu_line}, FALSE) AS _gpu FROM
+              (SELECT *, {hint_sql()} AS hint FROM (SELECT {listed}, {', '.join(named)} FROM
+               (SELECT DISTINCT {listed} FROM seen)))),
+    timed AS (SELECT seen.resource_id, rules.*,
+                     CASE WHEN seen.resource_id <> '' THEN bool_or(_gpu) OVER (PARTITION BY seen.resource_id)
+                     ELSE _gpu END AS _timed
+              FROM seen JOIN rules ON {" AND ".join(f"seen.{c} IS NOT DISTINCT FROM rules.{c}" for c in inputs)})
+    SELECT a.*, b._timed FROM kept a JOIN timed b ON {same}
+    """)
 
 
 def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
@@ -160,10 +187,9 @@ def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
     for name in TEXT_FIELDS.keys() | {"line_id", "currency"}:
         out[name] = kept.column(name).to_pandas()
     for name in MONEY_FIELDS:
-        out[name] = object_series([Decimal(v) for v in kept.column(name).to_pylist()])
+        out[name] = decimal_series(kept.column(name), nullable=False)
     for name in DECIMAL_FIELDS:
-        out[name] = object_series([None if v is None else Decimal(v)
-                                   for v in kept.column(name).to_pylist()])
+        out[name] = decimal_series(kept.column(name))
     out["start"] = utc_series(kept.column("p_start").to_pandas())
     out["end"] = utc_series(kept.column("p_end").to_pandas())
     out["tags"] = pd.Series(canonical_tags(kept.column("tags").to_pylist(), rows, path), dtype="str")
@@ -172,6 +198,22 @@ def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
     out["contract_applied"] = kept.column("contract_applied").to_pandas().astype("str")
     out["extra"] = pd.Series(extra_json(kept, columns), dtype="str")
     return pd.DataFrame({name: out[name] for name in OUTPUT_COLUMNS + ["line_count"]})
+
+
+def decimal_series(texts: pa.ChunkedArray, nullable: bool = True) -> pd.Series:
+    """Exact decimal texts as an object column of Decimals (null → None).
+
+    Exports repeat a few thousand amounts over millions of lines, so each distinct text is parsed
+    once and the lines share its (immutable) Decimal. A null where ``nullable`` is False fails as
+    ``Decimal(None)`` does."""
+    if not nullable and texts.null_count:
+        return object_series([Decimal(v) for v in texts.to_pylist()])
+    encoded = pc.dictionary_encode(texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string()))
+    values = np.empty(len(encoded.dictionary) + 1, dtype=object)
+    values[:-1] = [Decimal(v) for v in encoded.dictionary.to_pylist()]
+    values[-1] = None
+    at = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    return object_series(values[at])
 
 
 def canonical_tags(values: list, rows: list[int], path: Path, column: str = "Tags") -> list[str]:

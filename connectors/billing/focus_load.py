@@ -235,14 +235,18 @@ def require(columns: Columns, path: Path) -> None:
                          expected="the mandatory FOCUS columns " + ", ".join(MANDATORY))
 
 
-def create_view(con, columns: Columns) -> None:
-    """View ``n``: row number plus every FOCUS column by name, nulls normalised (absent → NULL)."""
+def create_view(con, columns: Columns, normalised: bool = False) -> None:
+    """View ``n``: row number plus every FOCUS column by name, nulls normalised (absent → NULL).
+
+    ``normalised``: no cell of ``src`` is a null literal (NULL_TEXT, blanks around it) already, so
+    the cells are read as they are (a dialect that normalised its columns when it mapped them)."""
+    null = (lambda internal: internal) if normalised else null_expr
     parts = ["rowid + 1 AS rn"]
     for name in KNOWN_COLUMNS:
         internal = columns.focus.get(name)
-        parts.append(f"{null_expr(internal) if internal else 'NULL::VARCHAR'} AS {name}")
+        parts.append(f"{null(internal) if internal else 'NULL::VARCHAR'} AS {name}")
     for i, internal in enumerate(columns.extras.values()):
-        parts.append(f"{null_expr(internal)} AS e{i}")
+        parts.append(f"{null(internal)} AS e{i}")
     con.execute(f"CREATE TEMP VIEW m AS SELECT {', '.join(parts)} FROM src")
     con.execute(f"CREATE TEMP VIEW n AS SELECT *, {moment_sql('ChargePeriodStart')} AS _ps, "
                 f"{moment_sql('ChargePeriodEnd')} AS _pe FROM m")
