@@ -8,7 +8,15 @@ timestamps are converted a block at a time and appended to the families' compact
 id, timestamp, value), in file order, so every table is built from exactly the samples the
 line-by-line reader gives.
 
-Whatever the fast path does not decide on its own goes to the exact reader: a block holding a
+A plain block (ASCII, no whitespace but spaces and newlines, no ``# EOF``) goes the vector way
+(``Reader._block``): line and space positions found with numpy on the block's bytes, the pieces
+viewed as one Arrow string array without a copy, series texts dictionary-encoded (each distinct
+one looked up once), values and timestamps converted by Arrow's exactly rounded parser (the texts
+that give NaN or an infinity by ``float()`` itself). Any other block, or a plain one the vector
+way refuses, is split line by line in Python (``Reader._fast``). The file's bytes are hashed as
+they are read (``Scan.sha256``: the source's fingerprint without a second pass).
+
+Whatever the fast paths do not decide on their own goes to the exact reader: a block holding a
 value or timestamp that does not convert cleanly (NaN and ±Inf convert; ``1_000`` does not), a
 line without a timestamp, a tab or other whitespace, non-ASCII text or an error is re-read line by
 line with ``omtext.scan_lines``, so the first error in the file is reported as it always was
@@ -18,6 +26,7 @@ makes the whole file go through ``omtext.read_families``.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import zlib
 from array import array
 from itertools import compress, repeat
@@ -26,8 +35,9 @@ from operator import is_, is_not, itemgetter
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from connectors.bounds import MAX_LINE, open_binary
+from connectors.bounds import MAX_LINE
 from connectors.errors import InputError
 from connectors.telemetry import omtext
 from connectors.telemetry.families import Family, new_families
@@ -51,6 +61,30 @@ class _Slow(Exception):
     """This block must be read line by line."""
 
 
+class _Hashed:
+    """A binary file read through, its bytes hashed (sha256) as they pass."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.digest = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        """Read and hash."""
+        data = self.handle.read(size)
+        self.digest.update(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Never moved: every byte is hashed once, in order (gzip seeks only to rewind)."""
+        raise OSError("the hashed stream is read once, in order")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 class Reader:
     """One pass over a file into fresh families."""
 
@@ -67,28 +101,40 @@ class Reader:
     # ---- blocks ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Read the whole file."""
-        with open_binary(self.path) as raw:
-            carry = b""
-            while True:
-                block = raw.read(BLOCK)
-                if not block:
-                    if carry:
-                        if self._text(carry):
-                            self._after_eof(raw, [])
-                    return
-                data = carry + block
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    if len(data) > 4 * MAX_LINE:
-                        raise _Exact
-                    carry = data
-                    continue
-                carry = data[cut + 1:]
-                rest = self._text(data[:cut])
-                if rest is not None:
-                    self._after_eof(raw, rest, carry)
-                    return
+        """Read the whole file (gunzipped when it starts with the gzip magic bytes), hashing its
+        bytes as they are read: ``scan.sha256``, the file's fingerprint without a second pass."""
+        with open(self.path, "rb") as handle:
+            gzipped = handle.read(2) == b"\x1f\x8b"
+            handle.seek(0)
+            hashed = _Hashed(handle)
+            with (gzip.GzipFile(fileobj=hashed, mode="rb") if gzipped else hashed) as raw:
+                self._blocks(raw)
+            while hashed.read(BLOCK):
+                pass  # what follows the end of a gzip stream
+            self.scan.sha256 = hashed.digest.hexdigest()
+
+    def _blocks(self, raw) -> None:
+        """Every block of the (decompressed) stream."""
+        carry = b""
+        while True:
+            block = raw.read(BLOCK)
+            if not block:
+                if carry:
+                    if self._text(carry):
+                        self._after_eof(raw, [])
+                return
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) > 4 * MAX_LINE:
+                    raise _Exact
+                carry = data
+                continue
+            carry = data[cut + 1:]
+            rest = self._text(data[:cut])
+            if rest is not None:
+                self._after_eof(raw, rest, carry)
+                return
 
     def _text(self, data: bytes) -> list[str] | None:
         """Read the lines of ``data`` (whole lines, the last one without its newline); the lines
@@ -96,6 +142,9 @@ class Reader:
         if b"\r" in data:
             raise _Exact  # universal newlines: lines are not what a split on \n gives
         plain = data.isascii() and not any(c in data for c in SEPARATORS)
+        if plain and not (data.startswith(b"# EOF") or b"\n# EOF" in data):
+            if self._block(data):
+                return None
         lines = data.decode("utf-8").split("\n")
         if len(data) > MAX_LINE and max(map(len, lines)) > MAX_LINE:
             raise _Exact
@@ -144,7 +193,65 @@ class Reader:
         self.lineno += len(lines)
         self.scan.eof_line = self.lineno
 
-    # ---- the fast path --------------------------------------------------------------------
+    # ---- the vector path: a plain block without '# EOF', never a Python object per line -----
+
+    def _block(self, data: bytes) -> bool:
+        """Split, look up, convert and append a plain block with array operations; False (nothing
+        appended) when it must go the per-line way. Each line is split on its last two spaces, as
+        ``_fast`` splits it; comments and blank lines are skipped."""
+        buf = np.frombuffer(data, dtype=np.uint8)
+        starts, ends = _line_spans(buf)
+        if len(data) > MAX_LINE and int((ends - starts).max()) > MAX_LINE:
+            raise _Exact
+        spaces = np.flatnonzero(buf == 32)
+        before_end = np.searchsorted(spaces, ends)
+        blank = before_end - np.searchsorted(spaces, starts) == ends - starts
+        comment = np.zeros(len(starts), dtype=bool)
+        comment[~blank] = buf[starts[~blank]] == 35  # '#'
+        kept = np.flatnonzero(~(blank | comment))
+        last = before_end[kept] - 1  # the line's last space, as an index into ``spaces``
+        sp1 = spaces[np.maximum(last, 0)] if len(spaces) else np.zeros(len(kept), np.int64)
+        sp2 = spaces[np.maximum(last - 1, 0)] if len(spaces) else sp1
+        if not ((last >= 1) & (sp2 >= starts[kept])).all():
+            return False  # a line without a timestamp, or not a sample: the per-line way says
+        pieces = _pieces(data, starts, ends, kept, sp1, sp2)
+        keys, values, stamps = (pieces.take(pa.array(6 * kept + j)) for j in (0, 2, 4))
+        try:
+            gids = self._gids(keys, values, stamps, kept)
+            v, t = _floats(values), _floats(stamps)
+        except (_Slow, ValueError, InputError, pa.ArrowInvalid):
+            return False
+        if not (np.isfinite(t).all() and (np.abs(t) <= MS_THRESHOLD).all()):
+            return False  # the exact reader says which timestamp is wrong
+        if len(gids):
+            self._append(gids, t, v)
+        self.lineno += len(starts)
+        self.scan.eof_line = self.lineno
+        return True
+
+    def _gids(self, keys: pa.Array, values: pa.Array, stamps: pa.Array,
+              kept: np.ndarray) -> np.ndarray:
+        """Series numbers of the lines: each distinct series text looked up once; a new one
+        matched at its first line, in file order (``_new``)."""
+        encoded = keys.dictionary_encode()
+        texts = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        gids = [self.cache.get(text) for text in texts]
+        if None in gids:
+            _, first = np.unique(codes, return_index=True)
+            for code, text in enumerate(texts):
+                if gids[code] is None:
+                    if not text.strip():
+                        raise _Slow  # no series text: the exact reader says what the line is
+                    i = int(first[code])
+                    line = f"{text} {values[i].as_py()} {stamps[i].as_py()}"
+                    split = (text, values[i].as_py(), stamps[i].as_py())
+                    gids[code] = self._new(line, split, self.lineno + 1 + int(kept[i]))
+            if None in gids:
+                raise _Slow
+        return np.asarray(gids, dtype=np.int64)[codes]
+
+    # ---- the per-line fast path -----------------------------------------------------------
 
     def _fast(self, lines: list[str], first: int) -> None:
         """Split, look up, convert and append a block; raises _Slow / ValueError / InputError
@@ -227,6 +334,45 @@ class Reader:
             family.v.frombytes(v[keep].tobytes())
 
 
+def _view(values, dtype) -> np.ndarray:
+    """A numpy view of an ``array.array`` (no copy)."""
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype=dtype)
+
+
+def _line_spans(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, before the newline) of every line of a block."""
+    newlines = np.flatnonzero(buf == 10)
+    starts = np.empty(len(newlines) + 1, dtype=np.int64)
+    ends = np.empty(len(newlines) + 1, dtype=np.int64)
+    starts[0], starts[1:] = 0, newlines + 1
+    ends[:-1], ends[-1] = newlines, len(buf)
+    return starts, ends
+
+
+def _pieces(data: bytes, starts, ends, kept, sp1, sp2) -> pa.Array:
+    """The block as one string array over its own bytes (no copy), six pieces a line: series
+    text, space, value, space, timestamp, newline; a skipped line is all series text."""
+    bounds = np.empty((len(starts), 6), dtype=np.int64)
+    bounds[:, 0] = starts
+    bounds[:, 1:] = ends[:, None]
+    bounds[kept, 1], bounds[kept, 2] = sp2, sp2 + 1
+    bounds[kept, 3], bounds[kept, 4] = sp1, sp1 + 1
+    offsets = np.append(bounds.reshape(-1), len(data))
+    return pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets),
+                                            pa.py_buffer(data))
+
+
+def _floats(texts: pa.Array) -> np.ndarray:
+    """Numbers of sample texts as ``float()`` reads them: Arrow's exact conversion, and
+    ``float()`` itself for the texts that give NaN or an infinity (Arrow reads ``nan(1)``,
+    which ``float()`` refuses: ValueError). Arrow refuses ``1_000`` (ArrowInvalid)."""
+    out = pc.cast(texts, pa.float64()).to_numpy(zero_copy_only=False).copy()
+    odd = np.flatnonzero(~np.isfinite(out))
+    if len(odd):
+        out[odd] = [float(text) for text in texts.take(pa.array(odd)).to_pylist()]
+    return out
+
+
 def read_families(path) -> tuple[dict[str, Family], Scan]:
     """Stream the file once into fresh families (``omtext.read_families``'s result, faster)."""
     reader = Reader(path)
@@ -237,18 +383,31 @@ def read_families(path) -> tuple[dict[str, Family], Scan]:
     return reader.roles, reader.scan
 
 
-def family_frame(family: Family) -> pd.DataFrame:
-    """``family.frame()``, the same frame (columns, dtypes, values), built column by column from
-    the series metadata with one Arrow ``take`` instead of a Python string per sample."""
-    sid = np.array(family.sid, dtype=np.int64)
-    out = pd.DataFrame({"sid": sid, "t": np.array(family.t, dtype=float),
-                        "v": np.array(family.v, dtype=float)})
-    meta = pd.DataFrame.from_records(family.meta, columns=list(family.columns))
-    rows = pa.array(sid)
-    for column in family.columns:
-        values = meta[column].tolist()
-        if not all(type(value) is str for value in values):
-            return family.frame()
-        taken = pa.array(values, type=pa.large_string()).take(rows)
-        out[column] = pd.Series(pd.array(taken, dtype="str"), index=out.index)
+def family_frames(roles: dict[str, Family]) -> dict[str, pd.DataFrame]:
+    """One frame per family: ``Family.frame()``'s rows and columns, with each label column a
+    Categorical over a vocabulary shared by every family that has the column (sorted, ``""``
+    included), so that the tables group, sort and merge integer codes in the strings' order and no
+    sample holds a string (``connectors.telemetry.distinct``). A family whose metadata are not all
+    strings keeps ``Family.frame()``'s plain columns."""
+    vocabulary: dict[str, set] = {}
+    for family in roles.values():
+        for i, column in enumerate(family.columns):
+            vocabulary.setdefault(column, {""}).update(meta[i] for meta in family.meta)
+    dtypes = {column: pd.CategoricalDtype(sorted(values)) for column, values in vocabulary.items()
+              if all(type(value) is str for value in values)}
+    return {role: _coded_frame(family, dtypes) for role, family in roles.items()}
+
+
+def _coded_frame(family: Family, dtypes: dict[str, pd.CategoricalDtype]) -> pd.DataFrame:
+    """A family's samples with its label columns as Categoricals of ``dtypes``."""
+    if any(column not in dtypes for column in family.columns):
+        return family.frame()
+    sid = _view(family.sid, np.int64)
+    out = pd.DataFrame({"sid": sid, "t": _view(family.t, float), "v": _view(family.v, float)},
+                       copy=False)  # views of the family's arrays, not copies
+    for i, column in enumerate(family.columns):
+        dtype = dtypes[column]
+        per_series = dtype.categories.get_indexer([meta[i] for meta in family.meta])
+        codes = per_series.astype(np.int32)[sid] if len(per_series) else np.zeros(0, np.int32)
+        out[column] = pd.Categorical.from_codes(codes, dtype=dtype)
     return out

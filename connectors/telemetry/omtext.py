@@ -87,6 +87,8 @@ class Scan:
         self.rows = 0
         self.untimestamped = 0
         self.eof_line = 0
+        #: the file's sha256 when the reader hashed its bytes as it read them, else None
+        self.sha256: str | None = None
 
 
 def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int = 1) -> None:

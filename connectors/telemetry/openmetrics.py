@@ -4,8 +4,9 @@ The connector: the file (optionally gzipped) is streamed once by ``om_stream`` (
 lines, the line pattern matched once per series; ``omtext`` line by line for whatever the fast
 path does not decide) into the families of ``families`` (a label set parsed once per series,
 never once per sample; timestamps in seconds, as `promtool tsdb create-blocks-from openmetrics`
-reads them), then every table is built by
-``tables`` on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
+reads them; the file's sha256 taken on the way), then every table is built by ``tables``, from
+frames whose label columns are categorical codes (``om_stream.family_frames``: no string per
+sample), on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
 per interval, counters differenced with resets handled. Samples without a timestamp (a single
 scrape) are counted but cannot be placed in time. Kernel-activity samples out of range or not
 finite, and counter samples not finite or negative, are excluded and counted (tables
@@ -25,7 +26,7 @@ from connectors.base import Connector
 from connectors.errors import InputError
 from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
-from connectors.telemetry.om_stream import family_frame, read_families
+from connectors.telemetry.om_stream import family_frames, read_families
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
@@ -64,15 +65,21 @@ class OpenMetricsConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Stream the file, then build every table on one grid."""
         roles, scan = read_families(self.path)
+        self._sha256 = scan.sha256
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
         tables, covered_span = self._tables(roles)
         self.untimestamped = scan.untimestamped
         return tables, scan.rows, covered_span
 
+    def fingerprint(self) -> str:
+        """The file's sha256, as the stream reader hashed it while reading (the file read once);
+        read again where the line-by-line reader read it."""
+        return getattr(self, "_sha256", None) or super().fingerprint()
+
     def _tables(self, roles) -> tuple[dict[str, pd.DataFrame], tuple]:
         """Every normalised table from the parsed families, on one grid, and the time covered."""
-        frames = {role: family_frame(family) for role, family in roles.items()}
+        frames = family_frames(roles)
         grid = self._grid(frames)
         counted = [counter_increases(frames["counters"], grid),
                    counter_increases(frames["server_counters"], grid)]

@@ -32,6 +32,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from connectors.telemetry.distinct import by_values, plain
+
 #: sample name -> (family, column); ``{method}`` columns take TGI's ``method`` label, ``bucket:``
 #: columns the bucket's ``le`` (never the name of another counter's column: validity.COUNTER_NAMES)
 PHASE_COUNTERS = {
@@ -85,17 +87,27 @@ def token_histograms(increases: pd.DataFrame, grid) -> pd.DataFrame:
     """
     if increases.empty:
         return empty_histograms()
-    rows = increases.loc[increases["metric"].astype(str).str.startswith(BUCKET)]
+    rows = increases.loc[by_values(lambda m: str(m).startswith(BUCKET),
+                                   increases["metric"]).astype(bool)]
     if rows.empty:
         return empty_histograms()
-    named = rows["metric"].astype(str).str.slice(len(BUCKET)).str.rsplit("@", n=1)
-    rows = rows.assign(histogram=named.str[0], le=[_edge(p[1] if len(p) > 1 else "") for p in named])
+    named = [str(m)[len(BUCKET):].rsplit("@", 1) for m in pd.unique(rows["metric"])]
+    histogram = by_values(lambda m: str(m)[len(BUCKET):].rsplit("@", 1)[0], rows["metric"])
+    le = by_values(lambda m: _edge(_after_at(str(m)[len(BUCKET):])), rows["metric"])
+    rows = rows.assign(histogram=pd.Categorical(histogram, categories=sorted(
+        {parts[0] for parts in named})), le=le.astype(float))
     rows = rows.loc[rows["le"].notna()]
     keys = ["k", "family", "model_name", "namespace", "pod", "histogram", "le"]
-    out = rows.groupby(keys, sort=True)["increase"].sum().rename("requests").reset_index()
+    out = plain(rows.groupby(keys, sort=True)["increase"].sum().rename("requests").reset_index())
     out["ts"] = grid.stamps(out["k"])
     return out[list(HISTOGRAM_COLUMNS)].astype(
         {c: d for c, d in HISTOGRAM_COLUMNS.items() if c != "ts"}).reset_index(drop=True)
+
+
+def _after_at(text: str) -> str:
+    """What follows a bucket column's last ``@`` (its edge); "" when there is none."""
+    parts = text.rsplit("@", 1)
+    return parts[1] if len(parts) > 1 else ""
 
 
 def empty_histograms() -> pd.DataFrame:

@@ -4,7 +4,9 @@ Samples are binned on a ``Grid``; gauges are averaged per interval, counters dif
 resets handled; kernel-activity and counter samples that are out of range, not finite or negative
 are excluded and counted (``connectors.telemetry.validity``). ``TABLE_COLUMNS`` is the contract
 of every table (columns and dtypes); the file connectors build their tables here, and the
-Prometheus connector (``promtables``) reproduces the same rules from aggregates.
+Prometheus connector (``promtables``) reproduces the same rules from aggregates. Per-sample
+label columns are plain strings or, from the OpenMetrics reader, Categoricals over sorted
+vocabularies (``connectors.telemetry.distinct``): the same rows either way.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 
+from connectors.telemetry.distinct import by_values, plain, plain_index
 from connectors.telemetry.families import (
     COUNTERS,
     DCGM_EVIDENCE,
@@ -138,7 +141,7 @@ def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataF
 
 def is_mig_unit(uuid: pd.Series) -> np.ndarray:
     """Per row: whether the GPU unit is a MIG instance (connectors.telemetry.families.unit_uuid)."""
-    return np.array([mig_slice(u) is not None for u in uuid], dtype=bool)
+    return by_values(lambda u: mig_slice(u) is not None, uuid).astype(bool)
 
 
 def mig_reasons(frame: pd.DataFrame, reason: np.ndarray) -> np.ndarray:
@@ -162,9 +165,9 @@ def shared_activity(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """One row per pod of each time-shared GPU-interval: the mean of that pod's own samples."""
     pod_keys = keys + ["namespace", "pod"]
     named = frame.loc[frame["pod"] != ""]
-    return named.groupby(pod_keys, sort=True).agg(
+    return plain(named.groupby(pod_keys, sort=True).agg(
         busy_fraction=("v", "mean"), source=("metric", "first"),
-        container=("container", "last")).reset_index()
+        container=("container", "last")).reset_index())
 
 
 def unmeasured_intervals(bad: pd.DataFrame, valid_keys: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -190,14 +193,14 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
     shared = shared[shared]
     is_shared = frame.set_index(keys).index.isin(shared.index) if len(shared) else np.zeros(len(frame), bool)
     single = frame.loc[~is_shared]
-    busy = single.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
-                                               source=("metric", "first")).reset_index()
-    pods = most_frequent(single, keys, "pod", ("namespace", "container"))
+    busy = plain(single.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
+                                                     source=("metric", "first")).reset_index())
+    pods = plain(most_frequent(single, keys, "pod", ("namespace", "container")))
     busy = busy.merge(pods, on=keys, how="left")
     if is_shared.any():
         busy = pd.concat([busy, shared_activity(frame.loc[is_shared], keys)], ignore_index=True)
         busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
-    models = most_frequent(frame, GPU_KEY, "model_name")
+    models = plain(most_frequent(frame, GPU_KEY, "model_name"))
     out = busy.merge(models, on=GPU_KEY, how="left")
     out[["pod", "namespace", "container", "model_name"]] = (
         out[["pod", "namespace", "container", "model_name"]].fillna(""))
@@ -274,7 +277,7 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> 
                         on=["namespace", "pod"], how="left")
     fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
     frame["node"] = frame["node"].where(frame["node"] != "", fill)
-    means = frame.groupby(["k", "namespace", "pod", "container", "node"]).v.mean()
+    means = plain_index(frame.groupby(["k", "namespace", "pod", "container", "node"]).v.mean())
     out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
     out = out.reset_index()
     out["ts"] = grid.stamps(out["k"])
@@ -315,8 +318,12 @@ def counter_increases(counters: pd.DataFrame, grid: Grid) -> Counted:
     increase = np.where(dropped, later, later - earlier)  # a drop: restarted from 0
     k = grid.index(t[:-1][same[1:]])
     pairs = frame.loc[same]
+    # resets are whole numbers: counted per series, then named once per series
+    runs = np.flatnonzero(np.diff(sid[same], prepend=-1) != 0) if len(pairs) else np.zeros(0, int)
+    drops = np.add.reduceat(dropped.astype(np.int64), runs) if len(runs) else np.zeros(0, int)
+    named = pairs.iloc[runs]
     return Counted(pairs.assign(increase=increase, k=k), excluded_table(bad),
-                   resets_table(counter_name(pairs["family"], pairs["metric"]), dropped))
+                   resets_table(counter_name(named["family"], named["metric"]), drops))
 
 
 def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -335,7 +342,7 @@ def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     increases = increases.loc[increases["metric"].isin(list(COUNTERS.values()))]
     if increases.empty:
         return empty_table("traffic")
-    sums = increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum()
+    sums = plain_index(increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum())
     return per_interval_table("traffic", sums, COUNTERS.values(), grid)
 
 
@@ -354,7 +361,7 @@ def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     frame = grid.gauges(gauges)
     if frame.empty:
         return empty_table("queue")
-    means = frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean()
+    means = plain_index(frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean())
     sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
     return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
 
@@ -370,7 +377,7 @@ def gauge_means(frame: pd.DataFrame, grid: Grid, keys: list[str]) -> pd.Series:
     frame = grid.gauges(frame)
     if frame.empty:
         return pd.Series([], dtype=float)
-    return frame.groupby(keys + ["k"]).v.mean()
+    return plain_index(frame.groupby(keys + ["k"]).v.mean())
 
 
 def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
@@ -390,9 +397,9 @@ def serving_stats(increases: pd.DataFrame, gauges: pd.Series, queue_table: pd.Da
     parts = []
     if len(increases):
         inc = increases[SERVING_STAT_KEY + ["metric", "increase"]].copy()
-        scale = [SERVING_SCALE.get(pair, 1.0) for pair in zip(inc["family"], inc["metric"])]
-        inc["increase"] = inc["increase"].to_numpy(dtype=float) * np.asarray(scale, dtype=float)
-        parts.append(inc.groupby(SERVING_STAT_KEY + ["metric"]).increase.sum())
+        scale = by_values(lambda f, m: SERVING_SCALE.get((f, m), 1.0), inc["family"], inc["metric"])
+        inc["increase"] = inc["increase"].to_numpy(dtype=float) * scale.astype(float)
+        parts.append(plain_index(inc.groupby(SERVING_STAT_KEY + ["metric"]).increase.sum()))
     if len(gauges):
         g = gauges.rename("v").reset_index()
         fraction = g["metric"].isin(FRACTION_GAUGES)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from connectors.telemetry.distinct import by_values
 from connectors.telemetry.families import COUNTERS, GPU_UTIL, GR_ENGINE_ACTIVE, SERVING_COUNTERS
 
 OUT_OF_RANGE = "out of range"
@@ -69,12 +70,11 @@ def shown_value(value: float) -> str:
 def busy_reasons(metric: pd.Series, v: pd.Series) -> np.ndarray:
     """Per sample of a kernel-activity metric: "" when valid, else why it is excluded."""
     values = v.to_numpy(dtype=float)
-    metrics = metric.to_numpy(dtype=object)
-    high = np.array([BUSY_RANGES.get(m, (0.0, np.inf, ""))[1] for m in metrics], dtype=float)
+    high = by_values(lambda m: BUSY_RANGES.get(m, (0.0, np.inf, ""))[1], metric).astype(float)
     finite = np.isfinite(values)
     with np.errstate(invalid="ignore"):
         inside = (values >= 0.0) & (values <= high)
-    return np.where(~finite, NOT_FINITE, np.where(inside, "", OUT_OF_RANGE)).astype(object)
+    return _reasons(len(values), [(~inside, OUT_OF_RANGE), (~finite, NOT_FINITE)])
 
 
 def counter_reasons(v: pd.Series | np.ndarray) -> np.ndarray:
@@ -83,7 +83,16 @@ def counter_reasons(v: pd.Series | np.ndarray) -> np.ndarray:
     finite = np.isfinite(values)
     with np.errstate(invalid="ignore"):
         negative = values < 0
-    return np.where(~finite, NOT_FINITE, np.where(negative, NEGATIVE_COUNTER, "")).astype(object)
+    return _reasons(len(values), [(negative, NEGATIVE_COUNTER), (~finite, NOT_FINITE)])
+
+
+def _reasons(n: int, rules: list[tuple[np.ndarray, str]]) -> np.ndarray:
+    """An object array of "" with each rule's reason written where its mask holds (later rules
+    win); one shared string object per reason, not one per sample."""
+    out = np.full(n, "", dtype=object)
+    for mask, reason in rules:
+        out[mask] = reason
+    return out
 
 
 def expected_of(metric: str, reason: str) -> str:
@@ -135,7 +144,7 @@ def resets_table(metrics: pd.Series | np.ndarray, resets: pd.Series | np.ndarray
 
 def counter_name(family: pd.Series, column: pd.Series) -> np.ndarray:
     """The counter a series' increases come from, as the report names it."""
-    return np.array([COUNTER_NAMES.get((f, c.partition("@")[0]), c) for f, c in zip(family, column)], dtype=object)
+    return by_values(lambda f, c: COUNTER_NAMES.get((f, c.partition("@")[0]), c), family, column)
 
 
 def finish_table(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
