@@ -38,6 +38,7 @@ from benchmarks.billing import run as billing  # noqa: E402
 from benchmarks.fleet.data import Fleet, cur_export, tsdb, write_case  # noqa: E402
 
 POLL = 0.05
+NOTES = ("DuckDB is spilling",)  # progress lines that are not a step (audit/cli/spill.py)
 # The child: ``costaudit`` run in-process, its VmHWM written to $FLEET_HWM_FILE as it exits.
 LAUNCH = """
 import atexit, os, sys
@@ -87,17 +88,21 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     child = subprocess.Popen([sys.executable, "-c", LAUNCH, *command],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     steps: list[tuple[float, str]] = []
+    notes: list[list] = []
     errors: list[str] = []
 
     def read_stderr() -> None:
-        """Timestamp each progress line as it arrives."""
+        """Timestamp each progress line as it arrives (a spill notice is a note inside the step)."""
         assert child.stderr is not None
         for line in child.stderr:
             line = line.rstrip("\n")
-            if line.startswith("costaudit: ") and not line.startswith(("costaudit: warning", "costaudit: error")):
-                steps.append((time.perf_counter() - began, line.removeprefix("costaudit: ")))
-            else:
+            words = line.removeprefix("costaudit: ")
+            if not line.startswith("costaudit: ") or words.startswith(("warning", "error")):
                 errors.append(line)
+            elif words.startswith(NOTES):
+                notes.append([round(time.perf_counter() - began, 3), steps[-1][1] if steps else "start", words])
+            else:
+                steps.append((time.perf_counter() - began, words))
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
@@ -120,7 +125,7 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     own = int(hwm_file.read_text()) * 1024 if hwm_file.exists() else 0
     hwm_file.unlink(missing_ok=True)
     report = {"wall_s": wall, "peak_rss": max(own, polled), "own_hwm": own, "polled_rss": polled,
-              "exit": child.returncode, "stages": split(steps, wall)}
+              "exit": child.returncode, "stages": split(steps, wall), "notes": notes}
     if stopped:
         report["failed"] = f"stopped at cap ({cap_bytes / 2**30:.3g} GiB) after {wall:.0f} s"
     elif child.returncode not in (0, 2):  # 2: ran, does not reconcile
@@ -248,6 +253,8 @@ def stages(reports: list[dict]) -> str:
                        f"{', ' + run['failed'] if 'failed' in run else ''}):")
             for step, seconds in run["stages"]:
                 out.append(f"  {seconds:>8.2f} s {100 * seconds / run['wall_s']:>5.1f} %  {step}")
+            for at, step, words in run.get("notes", []):
+                out.append(f"  note at {at:.1f} s, in '{step}': {words}")
     return "\n".join(out)
 
 
