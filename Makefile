@@ -9,7 +9,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core prometheus openssl chromium
 
-.PHONY: demo test lint fuzz system-deps demo-data bench bench-billing clean
+.PHONY: demo test lint fuzz system-deps demo-data bench bench-billing bench-fleet clean
 
 demo: system-deps $(VENV)/.demo demo-data
 	@$(VENV)/bin/costaudit run fixtures/demo --out out/demo; rc=$$?; \
@@ -83,6 +83,10 @@ bench: $(VENV)/.test
 
 bench-billing: $(VENV)/.test
 	$(PY) benchmarks/billing/run.py
+
+# The whole audit at fleet scale (issue 17): builds a month of 1,000 GPUs on first use (an hour or more)
+bench-fleet: $(VENV)/.test
+	$(PY) benchmarks/fleet/run.py --lines 1000000
 
 clean:
 	rm -rf out .pytest_cache
