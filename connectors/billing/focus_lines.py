@@ -112,7 +112,8 @@ def grouped_sql(con, columns: Columns) -> str:
     * Lines that may bill GPU time (``_timed``) keep their hours: only a run of consecutive
       lines identical in every column but the period (the same hourly charge, hour after hour)
       becomes one line over the run. Spread evenly over its hours, the run gives every hour what
-      its own line gave, so the GPU-intervals do not change.
+      its own line gave, so the GPU-intervals do not change. A line repeated for the same period
+      stays a line of its own (it would join hours that are not consecutive).
     * Every other line is summed per UTC day of its start with the lines identical in every other
       column: no stage uses the hour of a line that bills no GPU (it is classified by its columns
       and counted over the window).
@@ -123,8 +124,12 @@ def grouped_sql(con, columns: Columns) -> str:
     keys = (["currency", "tags", "allocated_tags", "contract_applied", "list_unit_price", "contracted_unit_price"]
             + [out for out in TEXT_FIELDS] + [f"e{i}" for i in range(len(columns.extras))])
     same = ", ".join(keys + list(SUMMED) + ["p_end - p_start"])
-    island = ("epoch(p_start) - epoch(p_end - p_start) * "
-              f"row_number() OVER (PARTITION BY {same} ORDER BY p_start, rn)")
+    # A line repeated for the same hour (two identical lines, 00:00 twice) is no part of a run: numbered
+    # with the others, it would make lines that are not consecutive agree (00:00, 00:00, 02:00 gives
+    # -1 h, -2 h, -1 h) and spread their money over an hour neither bills. Each repeat stays a line of its own.
+    island = (f"CASE WHEN _repeats > 1 THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
+              f"row_number() OVER (PARTITION BY {same}, _repeats > 1 ORDER BY p_start, rn) END")
+    repeats = f"count(*) OVER (PARTITION BY {same}, p_start) AS _repeats"
     sums = []
     for column in SUMMED:
         total = f"CAST(sum(CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
@@ -134,7 +139,7 @@ def grouped_sql(con, columns: Columns) -> str:
                   "min(p_start) AS p_start, max(p_end) AS p_end, count(*)::BIGINT AS line_count")
     return f"""
     SELECT {aggregates}
-    FROM (SELECT *, {island} AS _grain FROM marked WHERE _timed)
+    FROM (SELECT *, {island} AS _grain FROM (SELECT *, {repeats} FROM marked WHERE _timed))
     GROUP BY {', '.join(keys)}, {', '.join(SUMMED)}, _grain
     UNION ALL
     SELECT {aggregates}

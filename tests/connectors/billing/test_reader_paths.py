@@ -42,10 +42,12 @@ def hour(h: int) -> str:
 # --- runs of GPU lines ----------------------------------------------------------------------------
 
 def test_runs_are_numbered_among_identical_gpu_lines_by_start_then_row(tmp_path):
-    """A run is the lines whose start less (number among identical lines × length) agrees: two
-    identical GPU hours at 00:00 and one at 02:00 give -1 h, -2 h, -1 h, so the first and the third
-    are one line of two hours (00:00–03:00) and the second stays alone. The core part of the same
-    machine (no instance type, same resource) keeps its hours too; the volume is summed per day."""
+    """A run is the lines whose start less (number among identical lines × length) agrees. Two
+    identical GPU hours at 00:00 and one at 02:00 would give -1 h, -2 h, -1 h and join the first and
+    the third over 00:00–03:00 (money on 01:00, which no line bills): a line repeated for the same
+    hour is no part of a run, so each of the three keeps its own hour. The core part of the same
+    machine (no instance type, same resource) keeps its hours too (00:00–02:00 one run, 03:00
+    alone); the volume is summed per day."""
     rows = [f"{hour(0)},Usage,98.32,98.32,i-gpu,p5.48xlarge", f"{hour(0)},Usage,98.32,98.32,i-gpu,p5.48xlarge",
             f"{hour(2)},Usage,98.32,98.32,i-gpu,p5.48xlarge"]
     rows += [f"{hour(h)},Usage,0.5,0.5,i-gpu," for h in (0, 1, 3)]
@@ -55,10 +57,21 @@ def test_runs_are_numbered_among_identical_gpu_lines_by_start_then_row(tmp_path)
     lines = read_lines(path)
     gpu = lines[lines.resource_id == "i-gpu"]
     assert list(zip(gpu.row, gpu.line_count, gpu.start.dt.hour, gpu.end.dt.hour)) == [
-        (1, 2, 0, 3), (2, 1, 0, 1), (4, 2, 0, 2), (6, 1, 3, 4)]
-    assert list(gpu.billed_cost) == [Decimal("196.64"), Decimal("98.32"), Decimal("1"), Decimal("0.5")]
+        (1, 1, 0, 1), (2, 1, 0, 1), (3, 1, 2, 3), (4, 2, 0, 2), (6, 1, 3, 4)]
+    assert list(gpu.billed_cost) == [Decimal("98.32")] * 3 + [Decimal("1"), Decimal("0.5")]
     volume = lines[lines.resource_id == "vol-1"]
     assert list(volume.line_count) == [3] and list(volume.billed_cost) == [Decimal("0.03")]
+
+
+def test_a_repeated_hour_inside_a_run_leaves_the_run_whole(tmp_path):
+    """00:00 twice, then 01:00 and 02:00: the repeats stay apart, 01:00–03:00 is one run of two."""
+    rows = [f"{hour(h)},Usage,98.32,98.32,i-gpu,p5.48xlarge" for h in (0, 0, 1, 2)]
+    path = tmp_path / "repeat.csv"
+    path.write_text(HEADER + "\n".join(rows) + "\n")
+    lines = read_lines(path)
+    assert list(zip(lines.row, lines.line_count, lines.start.dt.hour, lines.end.dt.hour)) == [
+        (1, 1, 0, 1), (2, 1, 0, 1), (3, 2, 1, 3)]
+    assert sum(lines.billed_cost, Decimal(0)) == Decimal("393.28")
 
 
 def test_a_gpu_line_without_a_resource_keeps_its_hours_alone(tmp_path):
