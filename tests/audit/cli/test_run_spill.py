@@ -1,5 +1,8 @@
 """A run that spills says so as it happens; one that runs out of DuckDB memory ends in one line that
-names the limit and how to raise it (exit 1, nothing written, no traceback)."""
+names the limit and how to raise it (exit 1, nothing written, no traceback).
+
+The watch is tested on real files and its real thread; the end-to-end runs check the error line
+only, since whether DuckDB spills long enough for a poll to see it before it gives up is timing."""
 from __future__ import annotations
 
 import os
@@ -82,6 +85,5 @@ def test_a_run_out_of_duckdb_memory_is_one_line_naming_the_limit(tmp_path, limit
     assert len(errors) == 1, done.stderr
     assert "out of memory" in errors[0] and limit in errors[0] and "COSTAUDIT_DUCKDB_MEMORY" in errors[0]
     assert "Traceback" not in done.stderr and "╭" not in done.stderr
-    assert "costaudit: DuckDB is spilling to disk" in done.stderr
-    assert str(tmp_path / "cache" / "duckdb-tmp") in done.stderr
-    assert not out.exists()
+    assert str(tmp_path / "cache" / "duckdb-tmp") in errors[0]  # where it spilled
+    assert not out.exists()  # whether a spill line came first depends on the watch's timing: see above
