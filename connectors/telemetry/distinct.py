@@ -34,7 +34,8 @@ def by_values(func: Callable, *columns) -> np.ndarray:
         uniques.append(list(unique))
     combined = codes[0]
     for code, unique in zip(codes[1:], uniques[1:]):
-        combined = combined * max(len(unique), 1) + code
+        # renumbered densely (< n) after each column, so the product never overflows int64
+        combined = pd.factorize(combined * max(len(unique), 1) + code)[0].astype(np.int64)
     _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     values = np.empty(len(first), dtype=object)
     values[:] = [func(*(u[c[i]] for u, c in zip(uniques, codes))) for i in first]
