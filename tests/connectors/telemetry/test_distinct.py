@@ -19,8 +19,11 @@ def test_once_per_distinct_combination_in_row_order():
 
 
 def test_many_wide_columns_do_not_overflow_the_combined_code():
-    """Five columns of 100,000 distinct values: the product of their sizes (1e25) is far past int64."""
-    values = [str(i) for i in range(100_000)]
-    columns = [values, values[::-1], values, values[::-1], values]
+    """Five columns of 65,536 distinct values each: a combined code of c0 × 65,536^4 + … wraps at
+    2^64 and loses the first column, so (1, 0, 0, 0, 0) would take the answer of (0, 0, 0, 0, 0)."""
+    n = 2**16
+    values = [str(i) for i in range(n)]
+    columns = [values + ["1"]] + [values + ["0"] for _ in range(4)]
     found = by_values(lambda *v: "|".join(v), *columns)
+    assert found[-1] == "1|0|0|0|0" and found[0] == "0|0|0|0|0"
     assert all(x == "|".join(row) for x, row in zip(found, zip(*columns)))
