@@ -20,7 +20,7 @@ from audit.gpusplit import GpuLines, GpuSplitter, column_values, split_gpus
 from audit.ledger import NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
 from audit.money import CONTEXT
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
-from tests.builders import activity, make_case
+from tests.builders import activity, lines_frame, make_case
 
 H0 = pd.Timestamp("2026-09-01T00:00:00Z")
 HOUR = timedelta(hours=1)
@@ -43,25 +43,18 @@ def gpu_line(n: int, **over) -> dict:
     return row
 
 
-def frame_of(rows: list[dict]) -> pd.DataFrame:
-    out = pd.DataFrame(rows)
-    for column in ("start", "end"):
-        out[column] = pd.to_datetime(out[column], utc=True).astype("datetime64[ns, UTC]")
-    return out
-
-
 def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None):
     case = make_case()
     splitter = GpuSplitter(case, case.services, activity(acts) if acts else empty_table(ACTIVITY_COLUMNS),
                            nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600)
-    splitter.add_lines(GpuLines(frame_of(rows)))
+    splitter.add_lines(GpuLines(lines_frame(rows)))
     return splitter
 
 
 def test_columns_hold_what_records_held():
     """Arrow strings with a missing value, Decimals with None, NA and a numpy float, ints, datetimes:
     each column list equals what to_dict("records") gave, type for type."""
-    frame = frame_of([gpu_line(1), gpu_line(2, resource_id=None, net=None), gpu_line(3, net=np.float64(2.5)),
+    frame = lines_frame([gpu_line(1), gpu_line(2, resource_id=None, net=None), gpu_line(3, net=np.float64(2.5)),
                       gpu_line(4, net=pd.NA, gpus_per_instance=4)])
     records = frame.to_dict("records")
     assert isinstance(frame["resource_id"].dtype, pd.StringDtype)
@@ -73,7 +66,7 @@ def test_columns_hold_what_records_held():
 
 def test_lines_share_their_billing_periods():
     rows = [gpu_line(1), gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR), gpu_line(3), gpu_line(4)]
-    lines = GpuLines(frame_of(rows))
+    lines = GpuLines(lines_frame(rows))
     assert len(lines.periods) == 2
     assert [lines.periods[p] for p in lines.period] == [(r["start"], r["end"]) for r in rows]
 
@@ -171,6 +164,6 @@ def test_split_gpus_reads_only_gpu_compute_lines():
     case = make_case()
     tele = Telemetry(empty_table(ACTIVITY_COLUMNS), empty_table(["node"]), empty_table(REQUEST_COLUMNS),
                      empty_table(["namespace", "pod", "model_name"]), empty_table([]), 3600)
-    found = split_gpus(case, frame_of(rows), tele, NodeMap({}, frozenset(), frozenset()))
+    found = split_gpus(case, lines_frame(rows), tele, NodeMap({}, frozenset(), frozenset()))
     assert [g.paid for g in found.groups.values()] == [Decimal("98.32")]
     assert list(found.coverage) == ["i-1"] and found.extra_gpus == frozenset()
