@@ -64,6 +64,17 @@ def test_columns_hold_what_records_held():
         assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want], column
 
 
+def test_an_object_columns_numpy_scalars_are_boxed_as_records_box_them():
+    """numpy integers, floats, booleans, datetime64 and timedelta64 (numpy's timedelta64 is a signed
+    integer: it must come back a Timedelta, not an int) and NA in one object column."""
+    values = [np.int64(3), np.uint8(7), np.float32(1.5), np.float64("nan"), np.bool_(True),
+              np.datetime64("2025-01-01T02:00", "ns"), np.timedelta64(5, "s"), pd.NA, None, Decimal("1.20"), "x"]
+    column = pd.Series(values, dtype=object, name="v")
+    want = [r["v"] for r in column.to_frame().to_dict("records")]
+    got = column_values(column)
+    assert [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in want]
+
+
 def test_lines_share_their_billing_periods():
     rows = [gpu_line(1), gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR), gpu_line(3), gpu_line(4)]
     lines = GpuLines(lines_frame(rows))
