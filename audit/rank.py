@@ -245,10 +245,22 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                          basis_note=why or assumed.NO_MODEL)
     if saving["low"] <= 0:
         return replace(option, part_monthly=monthly, saving=saving, status="no_saving",
-                       reason="the saving is zero (or below the run cost) in this case")
+                       reason=_no_saving_reason(saving, model is not None, run_cost))
     payback = {"low": cost["low"] / saving["high"], "expected": cost["expected"] / saving["expected"],
                "high": cost["high"] / saving["low"]}
     return replace(option, part_monthly=monthly, saving=saving, payback=payback)
+
+
+def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: Decimal) -> str:
+    """Why an option saves nothing: a negative modelled saving says the change would cost more than
+    what is paid now (its inputs give both costs), never shown as a zero."""
+    if modelled and saving["expected"] + run_cost < 0:
+        return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
+                "expected): what is in place already costs less (see the inputs)")
+    if saving["expected"] <= 0:
+        return "the saving is zero (or below the run cost) in this case"
+    return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
+            "option does not pay in every band")
 
 
 def _catalogue_inputs(part: str, base: Decimal | None, recover: Mapping[str, Decimal],

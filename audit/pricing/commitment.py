@@ -136,12 +136,16 @@ def right_size_commitment(lines: pd.DataFrame | Sequence[Mapping], start: dateti
     low = paid - cost_at(cautious, demand, usage.discount)
     found = [ends[i] for i in usage.ids if i in ends]
     end_at = min(found) if found else None
-    return Modelled(ordered(low, expected, expected), tuple(_inputs(usage, best, end_at)),
+    costs = (paid, cost_at(best, demand, usage.discount))
+    return Modelled(ordered(low, expected, expected), tuple(_inputs(usage, best, end_at, costs)),
                     "expected / high: the level with the lowest cost on the measured hourly usage; low: the "
                     "level covering the busiest hour (nothing on demand), never above the level now", end_at)
 
 
-def _inputs(usage: Usage, best: Decimal, end_at: datetime | None) -> list[Input]:
+def _inputs(usage: Usage, best: Decimal, end_at: datetime | None, costs: tuple[Decimal, Decimal]) -> list[Input]:
+    """What the saving stood on; ``costs``: the window's commitment cost now and at the best level (the
+    saving is their difference, negative where the commitments held now, whose hourly level need not be
+    constant, cost less than any one constant level)."""
     hours = len(usage.covered)
     level_now = (sum(usage.covered, ZERO) + sum(usage.unused, ZERO)) / hours if hours else ZERO
     return [
@@ -152,6 +156,9 @@ def _inputs(usage: Usage, best: Decimal, end_at: datetime | None) -> list[Input]
         ("covered usage over the window", f"{sum(usage.covered, ZERO):.2f}", BILLING + " status Used"),
         ("commitment discount", f"{usage.discount:.4f}", "billing: 1 − EffectiveCost ÷ ListCost of the Used lines"),
         ("best level (per hour)", f"{best:.4f}", "minimum cost over the window's hours"),
+        ("commitment cost over the window now", f"{costs[0]:.2f}", BILLING + " (Used + Unused)"),
+        ("cost over the window at the best level", f"{costs[1]:.2f}",
+         "best level × hours + covered usage above it at on-demand rates (÷ (1 − discount))"),
         ("commitment end", end_at.isoformat() if end_at else "not known",
          "Contract Commitment dataset" if end_at else "no Contract Commitment dataset names it"),
     ]

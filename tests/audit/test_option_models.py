@@ -155,6 +155,24 @@ def test_commitment_level_that_minimises_cost_over_the_window():
     assert inputs["best level (per hour)"] == "4.0000" and inputs["commitment discount"] == "0.4000"
 
 
+def test_commitments_cheaper_than_any_constant_level_save_nothing_and_say_why():
+    # Committed 10 / h for 100 h, then 1 / h, all of it used (no unused), 50 % discount: paid 1,100. Every
+    # constant level costs more: at 10 / h 2,000; at 1 / h 200 + 100 × 9 ÷ 0.5 = 2,000; at 0 1,100 ÷ 0.5.
+    covered = [Decimal(10)] * 100 + [Decimal(1)] * 100
+    lines = [ln for ln in commitment_lines(covered, Decimal(10), Decimal("0.5"))
+             if ln["commitment_discount_status"] == "Used" or ln["net"] == 0]
+    found = right_size_commitment(lines, T0, T0 + timedelta(hours=200), {})
+    assert found is not None and round(found.saving["expected"], 2) == Decimal(-900)
+    inputs = {name: value for name, value, _ in found.inputs}
+    assert inputs["commitment cost over the window now"] == "1100.00"
+    assert inputs["cost over the window at the best level"] == "2000.00"
+    spec = next(dict(s) for s in catalogue() if s.get("model") == "commitment")
+    option = _price(spec, False, spec["acts_on"], Decimal(1100), Decimal(1), make_case(), {spec["acts_on"]}, None,
+                    found)
+    assert option.status == "no_saving" and option.payback is None
+    assert "would cost more than now" in option.reason and "-900.00" in option.reason
+
+
 def test_commitment_needs_covered_usage_with_a_list_cost():
     lines = commitment_lines([Decimal(1)], Decimal(2), Decimal("0.3"))
     for ln in lines:
