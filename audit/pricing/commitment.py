@@ -132,12 +132,12 @@ def right_size_commitment(lines: pd.DataFrame | Sequence[Mapping], start: dateti
     hours = len(demand)
     level_now = (paid / hours) if hours else ZERO
     cautious = min(max(demand, default=ZERO), level_now)
-    expected = paid - cost_at(best, demand, usage.discount)
+    best_cost = cost_at(best, demand, usage.discount)
+    expected = paid - best_cost
     low = paid - cost_at(cautious, demand, usage.discount)
     found = [ends[i] for i in usage.ids if i in ends]
     end_at = min(found) if found else None
-    costs = (paid, cost_at(best, demand, usage.discount))
-    return Modelled(ordered(low, expected, expected), tuple(_inputs(usage, best, end_at, costs)),
+    return Modelled(ordered(low, expected, expected), tuple(_inputs(usage, best, end_at, (paid, best_cost))),
                     "expected / high: the level with the lowest cost on the measured hourly usage; low: the "
                     "level covering the busiest hour (nothing on demand), never above the level now", end_at)
 
@@ -147,7 +147,7 @@ def _inputs(usage: Usage, best: Decimal, end_at: datetime | None, costs: tuple[D
     saving is their difference, negative where the commitments held now, whose hourly level need not be
     constant, cost less than any one constant level)."""
     hours = len(usage.covered)
-    level_now = (sum(usage.covered, ZERO) + sum(usage.unused, ZERO)) / hours if hours else ZERO
+    level_now = costs[0] / hours if hours else ZERO
     return [
         ("commitments", ", ".join(usage.ids), BILLING),
         ("hours in the window", str(hours), "case: window"),

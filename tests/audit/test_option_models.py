@@ -173,6 +173,15 @@ def test_commitments_cheaper_than_any_constant_level_save_nothing_and_say_why():
     assert "would cost more than now" in option.reason and "-900.00" in option.reason
 
 
+def test_an_option_whose_low_band_alone_saves_nothing_says_so():
+    spec = dict(catalogue()[0])
+    model = Modelled({"low": Decimal(-50), "expected": Decimal(200), "high": Decimal(300)},
+                     (("x", "1", "case: x"),), "low / high: test")
+    option = _price(spec, False, spec["acts_on"], Decimal(10_000), Decimal(1), make_case(), {spec["acts_on"]},
+                    None, model)
+    assert option.status == "no_saving" and "low band's saving is -50.00" in option.reason
+
+
 def test_commitment_needs_covered_usage_with_a_list_cost():
     lines = commitment_lines([Decimal(1)], Decimal(2), Decimal("0.3"))
     for ln in lines:
