@@ -46,6 +46,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
+from connectors.billing.cur_compact import compact
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
@@ -87,22 +88,26 @@ def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx,
     """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
     layouts = [describe(con, path, label) for path, label in files]
     raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])
-    con.execute(sql.create_raw_sql())
+    con.execute("CREATE TEMP TABLE _hashes (h UBIGINT)")
     for index, layout in enumerate(layouts):
         load_file(con, layout, index)
-    return read_raw(con, layouts, source, ctx, grain=grain)
+    con.execute(sql.raw_view_sql(layouts))
+    return read_raw(con, layouts, source, ctx, grain=grain, from_files=True)
 
 
 def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None = None,
-             grain: str | None = None) -> tuple[dict, int, tuple]:
-    """From table ``raw`` (filled from files, or from a query's result: ``layouts[_file]`` names
-    where each row came from) to the tables: checks, mapping, FOCUS checks, window, relabelling.
-    ``rows``: the CUR lines read (default: the rows of ``raw``)."""
+             grain: str | None = None, from_files: bool = False) -> tuple[dict, int, tuple]:
+    """From ``raw`` (the files' lines, or a query's result: ``layouts[_file]`` names where each row
+    came from) to the tables: checks, mapping, FOCUS checks, window, relabelling.
+    ``rows``: the CUR lines read (default: the rows of ``raw``). ``from_files``: ``raw`` is the view
+    of :func:`read_cur` over the files' relations, whose lines are summed before they are mapped
+    where that is exact (:mod:`connectors.billing.cur_compact`)."""
     raise_all(check_raw(con, layouts))
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
-    stage(con)
-    columns = load_focus_named(con, "mapped", source, consume=True)
+    weighted = from_files and compact(con, layouts, (ctx.start, ctx.end), grain)
+    stage(con, weighted)
+    columns = load_focus_named(con, "mapped", source, consume=True, weight="_n")
     con.execute("DROP TABLE IF EXISTS mapped")
     try:
         # Every field of raw went through text_or_null and every mapped column is a field, a
@@ -218,18 +223,17 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
 
 
 def load_file(con, layout: sql.Layout, index: int) -> None:
-    """Append one file to ``raw``, numbered by its data rows in file order."""
-    columns = sql.projection(layout)
+    """The file's relation ``f<index>`` (:func:`cur_sql.file_relation_sql`), every value of it read once
+    here: its row hashes go into ``_hashes`` (a line repeated whole is found there) and its distinct
+    tag sets are made JSON, so a file that cannot be read is named now, not by a later query."""
     try:
-        if layout.fmt == "parquet":
-            con.execute(f"INSERT INTO raw SELECT {index}, file_row_number + 1, {columns} "
-                        f"FROM {sql.parquet_read(layout)}")
-        else:
-            con.execute(f"CREATE TEMP TABLE one AS SELECT {columns} FROM {sql.csv_read(layout)}")
-            con.execute(f"INSERT INTO raw SELECT {index}, rowid + 1, * FROM one")
-            con.execute("DROP TABLE one")
+        con.execute(sql.file_relation_sql(layout, index))
+        own = sql.shaped(layout)
+        con.execute(f"INSERT INTO _hashes SELECT {own.row_hash} FROM f{index}")
+        if own.tag_sources:
+            sources = ", ".join(own.tag_sources)
+            con.execute(f"SELECT count({own.tags}) FROM (SELECT DISTINCT {sources} FROM f{index})").fetchall()
     except duckdb.Error as exc:
-        con.execute("DROP TABLE IF EXISTS one")
         raise read_error(layout.path, layout.fmt, exc) from None
 
 
@@ -278,16 +282,17 @@ def raw_checks(layouts: list[sql.Layout]):
 
 # --- mapping and relabelling ---------------------------------------------------------------------
 
-def stage(con) -> None:
+def stage(con, weighted: bool = False) -> None:
     """``mapped`` (FOCUS columns, in file order) and ``origin`` (file, row, sub-row of each).
 
     ``raw`` is filled in file order, so the mapped lines come out in file order as they are
-    mapped; that is checked, and a ``raw`` out of order is sorted (:func:`cur_sql.mapped_sql`)."""
-    con.execute(sql.staged_sql())
+    mapped; that is checked, and a ``raw`` out of order is sorted (:func:`cur_sql.mapped_sql`).
+    ``weighted``: ``raw`` has column ``_n`` (:mod:`connectors.billing.cur_compact`)."""
+    con.execute(sql.staged_sql(weighted))
     staged = con.execute("SELECT _file, _row, _sub FROM staged").fetchnumpy()
     if not in_file_order(*(np.asarray(staged[c]) for c in ("_file", "_row", "_sub"))):
         con.execute("DROP TABLE staged")
-        con.execute(sql.mapped_sql())
+        con.execute(sql.mapped_sql(weighted))
         con.execute(sql.origin_sql())
         return
     con.execute("CREATE TABLE origin AS SELECT _file, _row, _sub FROM staged")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.billing.focus_load import NULL_TEXT
@@ -83,6 +83,11 @@ class Layout:
     names: dict[str, str]
     tags: str
     row_hash: str
+    # The file column each field is read from (a ``product_*`` field: the ``product`` MAP column),
+    # and the columns the tags are read from: summing lines keyed on these columns keys them on the
+    # fields (:mod:`connectors.billing.cur_compact`). Empty for rows that are not a file's.
+    sources: dict[str, str] = field(default_factory=dict)
+    tag_sources: tuple[str, ...] = ()
 
     def spelling(self, name: str) -> str:
         """How this file spells field ``name`` (for messages)."""
@@ -113,30 +118,33 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     refs = [f"c{i}" if csv else quote_ident(name) for i, (name, _) in enumerate(described)]
     by_key: dict[str, tuple[str, str]] = {}
     maps: dict[str, str] = {}
+    map_refs: dict[str, str] = {}
     tag_columns: list[tuple[str, str]] = []
     for ref, (name, dtype) in zip(refs, described):
         kind = MAP_COLUMNS.get(name.lower())
         if kind and (dtype.startswith("MAP") or csv):
             maps[kind] = f"TRY_CAST(TRY_CAST({text_or_null(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))" if csv else ref
+            map_refs[kind] = ref
             continue
         prefix = next((p for p in TAG_PREFIXES if name.startswith(p)), None)
         if prefix:
             tag_columns.append((tag_key(name[len(prefix):]), ref))
             continue
         by_key.setdefault(canonical(name), (ref, name))
-    exprs, names = {}, {}
+    exprs, names, sources = {}, {}, {}
     for name in FIELDS:
         found = by_key.get(canonical(name))
         from_map = name.startswith("product_") and "product" in maps
         if found:
-            exprs[name], names[name] = text_or_null(found[0]), found[1]
+            exprs[name], names[name], sources[name] = text_or_null(found[0]), found[1], found[0]
         elif from_map:
             key = name[len("product_"):]
             lookup = f"element_at({maps['product']}, {quote_text(key)})[1]"
-            exprs[name], names[name] = text_or_null(lookup), f"product['{key}']"
+            exprs[name], names[name], sources[name] = text_or_null(lookup), f"product['{key}']", map_refs["product"]
     tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
+    tag_sources = (map_refs["tags"],) if "tags" in maps else tuple(ref for _, ref in tag_columns)
     row_hash = f"hash({', '.join(refs)})"
-    return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash)
+    return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources)
 
 
 def tag_key(name: str) -> str:
@@ -170,6 +178,42 @@ def map_tags(ref: str) -> str:
 
 # --- table raw ---------------------------------------------------------------------------------
 
+ROW = "__costaudit_row"
+
+
+def file_relation_sql(layout: Layout, index: int) -> str:
+    """CREATE the relation ``f<index>`` of one file. A Parquet file is a view over the file (its
+    columns and ``__costaudit_row``, its 1-based data row), read where a query needs it; a CSV file is
+    read once into a table of the rows of ``raw`` less ``_file`` and ``_row`` (:func:`projection`),
+    in file order."""
+    if layout.fmt == "parquet":
+        return (f"CREATE TEMP VIEW f{index} AS SELECT file_row_number + 1 AS {ROW}, * EXCLUDE (file_row_number) "
+                f"FROM {parquet_read(layout)}")
+    return f"CREATE TEMP TABLE f{index} AS SELECT {projection(layout)} FROM {csv_read(layout)}"
+
+
+def file_rows_sql(layout: Layout, index: int) -> str:
+    """SELECT one file's lines as rows of ``raw`` from its relation (:func:`file_relation_sql`)."""
+    if layout.fmt == "parquet":
+        return f"SELECT {index} AS _file, {ROW} AS _row, {projection(layout)} FROM f{index}"
+    return f"SELECT {index} AS _file, rowid + 1 AS _row, * FROM f{index}"
+
+
+def shaped(layout: Layout) -> Layout:
+    """The layout of a file's relation: the file's own for a Parquet view; for a CSV table (already
+    the shape of ``raw``) every field read from its own column."""
+    if layout.fmt == "parquet":
+        return layout
+    present = {name: name for name in layout.exprs}
+    return Layout(layout.path, layout.fmt, layout.label, layout.width, present, layout.names, "_tags", "_h",
+                  present, ("_tags",))
+
+
+def raw_view_sql(layouts: list[Layout]) -> str:
+    """CREATE VIEW raw: every file's lines, in file order (nothing copied)."""
+    return "CREATE TEMP VIEW raw AS " + " UNION ALL ".join(file_rows_sql(layout, i) for i, layout in enumerate(layouts))
+
+
 def create_raw_sql() -> str:
     """CREATE TABLE raw: file index, data row, row hash, one VARCHAR per field, tags."""
     columns = ", ".join(f"{name} VARCHAR" for name in FIELDS)
@@ -201,12 +245,14 @@ def parquet_read(layout: Layout) -> str:
 
 # --- mapping to FOCUS names ---------------------------------------------------------------------
 
-def is_split() -> str:
-    """SQL: the line is a split cost allocation row (a pod or task share of an instance line)."""
+def is_split(prefix: str = "") -> str:
+    """SQL: the line is a split cost allocation row (a pod or task share of an instance line), over
+    the fields as ``raw`` names them (each name after ``prefix``)."""
     ops = ", ".join(quote_text(o) for o in SPLIT_OPERATIONS)
-    parent = ("(split_line_item_parent_resource_id IS NOT NULL AND split_line_item_parent_resource_id "
-              "IS DISTINCT FROM line_item_resource_id)")
-    return f"(coalesce(line_item_operation IN ({ops}), FALSE) OR {parent})"
+    parent, own, operation = (prefix + name for name in ("split_line_item_parent_resource_id",
+                                                          "line_item_resource_id", "line_item_operation"))
+    return (f"(coalesce({operation} IN ({ops}), FALSE) OR "
+            f"({parent} IS NOT NULL AND {parent} IS DISTINCT FROM {own}))")
 
 
 def dec(column: str) -> str:
@@ -377,21 +423,28 @@ def money_source() -> str:
     return f"(SELECT *, line_item_line_item_type AS t FROM raw WHERE NOT {is_split()})"
 
 
-def staged_parts(select: dict[str, str] | None) -> str:
+def weight_sql(weighted: bool) -> str:
+    """SQL: column ``_n`` of a mapped row as text, the CUR lines it stands for (1 unless ``raw`` was
+    summed by :mod:`connectors.billing.cur_compact`)."""
+    return "CAST(_n AS VARCHAR) AS _n" if weighted else "'1' AS _n"
+
+
+def staged_parts(select: dict[str, str] | None, weighted: bool = False) -> str:
     """UNION ALL of every money line and one row per unused commitment: ``_file, _row, _sub`` and,
-    unless ``select`` is None, ``_h`` and the FOCUS columns."""
+    unless ``select`` is None, ``_h``, the FOCUS columns and ``_n``."""
     source = money_source()
-    cols = "" if select is None else f", CAST(_h AS VARCHAR) AS _h, {select_list(select)}"
+    cols = "" if select is None else f", CAST(_h AS VARCHAR) AS _h, {select_list(select)}, {weight_sql(weighted)}"
     parts = [f"SELECT _file, _row, 0 AS _sub{cols} FROM {source}"]
     for fee, (amount, commitment, description, kind) in UNUSED.items():
         mapped = unused_columns(amount, commitment, description, kind)
-        cols = "" if select is None else f", CAST(hash(_h, 'unused') AS VARCHAR) AS _h, {select_list(mapped)}"
+        cols = "" if select is None else (f", CAST(hash(_h, 'unused') AS VARCHAR) AS _h, {select_list(mapped)}, "
+                                          f"{weight_sql(weighted)}")
         parts.append(f"SELECT _file, _row, 1 AS _sub{cols} FROM {source} "
                      f"WHERE t = {quote_text(fee)} AND ({amount}) > 0")
     return " UNION ALL ".join(parts)
 
 
-def staged_sql() -> str:
+def staged_sql(weighted: bool = False) -> str:
     """CREATE TABLE staged: ``_file, _row, _sub``, ``_h`` and the FOCUS columns of every money line,
     each followed by the row of its commitment fee's unused part where it has one, in the order of
     ``raw`` (no sort: :func:`mapped_sql` and :func:`origin_sql` give the same rows, sorted)."""
@@ -406,16 +459,17 @@ def staged_sql() -> str:
             continue
         whens = " ".join(f"WHEN t = {quote_text(fee)} THEN {columns[name]}" for fee, columns in fees.items())
         parts.append(f"CASE WHEN _sub = 0 THEN {expr} {whens} END AS {name}")
+    parts.append(weight_sql(weighted))
     unused = " ".join(f"WHEN {quote_text(fee)} THEN CASE WHEN ({amount}) > 0 THEN [0, 1] ELSE [0] END"
                       for fee, (amount, *_rest) in UNUSED.items())
     return (f"CREATE TABLE staged AS SELECT {', '.join(parts)} FROM "
             f"(SELECT *, unnest(CASE t {unused} ELSE [0] END) AS _sub FROM {money_source()})")
 
 
-def mapped_sql() -> str:
+def mapped_sql(weighted: bool = False) -> str:
     """CREATE TABLE mapped: the FOCUS-named lines in file order (file, row, unused row last)."""
     return (f"CREATE TABLE mapped AS SELECT * EXCLUDE (_file, _row, _sub) FROM "
-            f"({staged_parts(base_columns())}) ORDER BY _file, _row, _sub")
+            f"({staged_parts(base_columns(), weighted)}) ORDER BY _file, _row, _sub")
 
 
 def origin_sql() -> str:

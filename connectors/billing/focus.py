@@ -46,6 +46,7 @@ The work is split in three: :mod:`connectors.billing.focus_load` (the file as ta
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -146,13 +147,15 @@ def line_grain(value, path: Path) -> str:
     return value
 
 
-def load_focus_named(con, table: str, path: Path, consume: bool = False) -> Columns:
+def load_focus_named(con, table: str, path: Path, consume: bool = False, weight: str | None = None) -> Columns:
     """Load ``table`` (columns a dialect named with FOCUS / ``x_*`` names, any type) as the FOCUS
     reader's table ``src``, every column VARCHAR; returns its columns resolved to FOCUS names.
 
     The table's row order is the row numbering of error messages, so dialects should build it in
     file order. ``consume``: the dialect no longer needs ``table``; when its columns are all VARCHAR
-    it becomes ``src`` by renaming (no copy).
+    it becomes ``src`` by renaming (no copy). ``weight``: the column of ``table`` (VARCHAR digits)
+    that counts the invoice lines each row stands for (:attr:`Columns.weight`), when the dialect
+    summed lines already; it is no FOCUS column.
     """
     described = con.execute(f"DESCRIBE {quote_ident(table)}").fetchall()
     header = [name for name, *_ in described]
@@ -160,7 +163,7 @@ def load_focus_named(con, table: str, path: Path, consume: bool = False) -> Colu
         con.execute(f"ALTER TABLE {quote_ident(table)} RENAME TO src")
         for i, name in enumerate(header):
             con.execute(f"ALTER TABLE src RENAME COLUMN {quote_ident(name)} TO c{i}")
-        return resolve_columns(header, path)
+        return weighted(resolve_columns(header, path), header, weight)
     parts = []
     for i, (name, dtype, *_) in enumerate(described):
         ident = quote_ident(name)
@@ -168,4 +171,11 @@ def load_focus_named(con, table: str, path: Path, consume: bool = False) -> Colu
         expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
         parts.append(f"{expr} AS c{i}")
     con.execute(f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {quote_ident(table)}")
-    return resolve_columns(header, path)
+    return weighted(resolve_columns(header, path), header, weight)
+
+
+def weighted(columns: Columns, header: list[str], weight: str | None) -> Columns:
+    """``columns`` with :attr:`Columns.weight` set to the internal name of header column ``weight``."""
+    if weight is None:
+        return columns
+    return replace(columns, weight=f"c{header.index(weight)}")

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from connectors.billing.focus_checks import elements_test
 from connectors.billing.focus_load import DECIMAL_FIELDS, MONEY_FIELDS, TEXT_FIELDS, Columns
-from connectors.billing.gpu_sql import HINT_KEYS, gpu_meter_sql, hint_sql, instance_type_sql, load_gpu_instances
+from connectors.billing.gpu_sql import HINT_KEYS, ensure_gpu_instances, gpu_line_sql, hint_sql
 from connectors.bounds import MAX_DEPTH, deeper_than, nested_too_deep
 from connectors.duck import MAX_ERRORS, object_series, quote_text, raise_all, utc_series, utc_text
 from connectors.errors import InputError
@@ -54,7 +54,7 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags",
               "AllocatedTags AS allocated_tags", f"{contract_ids_sql('ContractApplied')} AS contract_applied"]
     parts += [f"e{i}" for i in range(len(columns.extras))]
-    parts += ["_ps AS p_start", "_pe AS p_end"]
+    parts += ["_ps AS p_start", "_pe AS p_end", "_n"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW kept AS SELECT * FROM (SELECT {', '.join(parts)} FROM n) "
                 f"WHERE p_start < CAST({hi} AS TIMESTAMPTZ) "
                 f"AND (p_start >= CAST({lo} AS TIMESTAMPTZ) OR p_end > CAST({lo} AS TIMESTAMPTZ))")
@@ -62,7 +62,7 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
         mark_timed(con, columns)
         sql = grouped_sql(con, columns)
     else:
-        sql = "SELECT *, 1::BIGINT AS line_count FROM kept"
+        sql = "SELECT *, _n AS line_count FROM kept"
     table = con.sql(sql).to_arrow_table()
     con.execute("DROP TABLE IF EXISTS marked")
     # preserve_insertion_order keeps a filtered scan in file order, which is far cheaper than an
@@ -89,20 +89,33 @@ def contract_ids_sql(column: str) -> str:
 
 
 def lossy_sums(con) -> bool:
-    """Whether some amount of a kept line does not fit DECIMAL(38,20) exactly (then no line is summed).
+    """Whether some amount of a kept line does not fit DECIMAL(38,20) exactly (then no line is summed)."""
+    tests = " OR ".join(lossy_sql(column) for column in SUMMED)
+    return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM kept WHERE {tests})").fetchall()[0][0])
+
+
+def lossy_sql(column: str) -> str:
+    """SQL: amount text ``column`` (trimmed) is not null and does not fit DECIMAL(38,20) exactly.
 
     An amount of at most 18 characters without an exponent that casts has at most 18 digits before
     the point and 17 after it, so it fits: only longer amounts, or ones with an exponent, are
     measured (digits after the point less the exponent, at most 20)."""
-    tests = []
-    for column in SUMMED:
-        fits = (f"(length({column}) <= 18 AND strpos({column}, 'e') = 0 AND strpos({column}, 'E') = 0 "
-                f"AND TRY_CAST({column} AS {SUM_TYPE}) IS NOT NULL)")
-        fraction = f"length(regexp_extract({column}, '\\.(\\d+)', 1))"
-        exponent = f"coalesce(TRY_CAST(regexp_extract({column}, '[eE]([+-]?\\d+)', 1) AS INTEGER), 0)"
-        tests.append(f"({column} IS NOT NULL AND NOT {fits} AND (TRY_CAST({column} AS {SUM_TYPE}) IS NULL "
-                     f"OR {fraction} - {exponent} > 20))")
-    return bool(con.execute(f"SELECT EXISTS (SELECT 1 FROM kept WHERE {' OR '.join(tests)})").fetchall()[0][0])
+    fits = (f"(length({column}) <= 18 AND strpos({column}, 'e') = 0 AND strpos({column}, 'E') = 0 "
+            f"AND TRY_CAST({column} AS {SUM_TYPE}) IS NOT NULL)")
+    fraction = f"length(regexp_extract({column}, '\\.(\\d+)', 1))"
+    exponent = f"coalesce(TRY_CAST(regexp_extract({column}, '[eE]([+-]?\\d+)', 1) AS INTEGER), 0)"
+    return (f"({column} IS NOT NULL AND NOT {fits} AND (TRY_CAST({column} AS {SUM_TYPE}) IS NULL "
+            f"OR {fraction} - {exponent} > 20))")
+
+
+def sum_text_sql(column: str) -> str:
+    """SQL aggregate: the exact sum of amount texts ``column`` as text without trailing zeros; the
+    amount's own text when the group has one row (so a line alone keeps the text it had). Only
+    amounts that fit DECIMAL(38,20) are summed (:func:`lossy_sql`): one that does not is left out
+    (TRY_CAST) rather than failing the query, and the caller discards the sum."""
+    total = f"CAST(sum(TRY_CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
+    text = f"CASE WHEN strpos({total}, '.') > 0 THEN rtrim(rtrim({total}, '0'), '.') ELSE {total} END"
+    return f"CASE WHEN count(*) = 1 THEN any_value({column}) ELSE {text} END"
 
 
 def grouped_sql(con, columns: Columns) -> str:
@@ -130,13 +143,9 @@ def grouped_sql(con, columns: Columns) -> str:
     island = (f"CASE WHEN _repeats > 1 THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
               f"row_number() OVER (PARTITION BY {same}, _repeats > 1 ORDER BY p_start, rn) END")
     repeats = f"count(*) OVER (PARTITION BY {same}, p_start) AS _repeats"
-    sums = []
-    for column in SUMMED:
-        total = f"CAST(sum(CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
-        text = f"CASE WHEN strpos({total}, '.') > 0 THEN rtrim(rtrim({total}, '0'), '.') ELSE {total} END"
-        sums.append(f"CASE WHEN count(*) = 1 THEN any_value({column}) ELSE {text} END AS {column}")
+    sums = [f"{sum_text_sql(column)} AS {column}" for column in SUMMED]
     aggregates = (f"min(rn) AS rn, arg_min(line_id, rn) AS line_id, {', '.join(keys)}, {', '.join(sums)}, "
-                  "min(p_start) AS p_start, max(p_end) AS p_end, count(*)::BIGINT AS line_count")
+                  "min(p_start) AS p_start, max(p_end) AS p_end, sum(_n)::BIGINT AS line_count")
     return f"""
     SELECT {aggregates}
     FROM (SELECT *, {island} AS _grain FROM (SELECT *, {repeats} FROM marked WHERE _timed))
@@ -155,8 +164,7 @@ def mark_timed(con, columns: Columns) -> None:
 
     The rules read a few columns whose distinct values an export repeats over millions of lines:
     they run once per distinct value (and resource), and the lines take the answer by a join."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_instances'").fetchall()[0][0]:
-        load_gpu_instances(con)
+    ensure_gpu_instances(con)
     extras = {name.lower(): f"e{i}" for i, name in enumerate(columns.extras)}
     named = [f"{extras.get(key.lower(), 'NULL::VARCHAR')} AS {key}" for key in HINT_KEYS if key.startswith("x_")]
     named += [f"{extras.get('skupricedetails', 'NULL::VARCHAR')} AS spd",
@@ -167,8 +175,7 @@ def mark_timed(con, columns: Columns) -> None:
     inputs = ["charge_category", "charge_description", "resource_name", "sku_id"]
     inputs += sorted({extras[key] for key in wanted if key in extras})
     listed = ", ".join(inputs)
-    gpu_line = (f"charge_category = 'Usage' AND (({instance_type_sql()}) IN (SELECT instance_type FROM gpu_instances) "
-                f"OR ({gpu_meter_sql()}) IS NOT NULL)")
+    gpu_line = gpu_line_sql()
     same = " AND ".join(f"a.{c} IS NOT DISTINCT FROM b.{c}" for c in ["resource_id"] + inputs)
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE marked AS

@@ -84,11 +84,16 @@ KNOWN_COLUMNS = tuple(dict.fromkeys(
 
 @dataclass(frozen=True)
 class Columns:
-    """The file's header, resolved: FOCUS name or ``x_*`` name → internal column ``cN``."""
+    """The file's header, resolved: FOCUS name or ``x_*`` name → internal column ``cN``.
+
+    ``weight``: the internal column that says how many invoice lines a row stands for, where a
+    dialect summed lines before the FOCUS reader saw them (:mod:`connectors.billing.cur_compact`);
+    None when every row is one line."""
 
     header: list[str]
     focus: dict[str, str]
     extras: dict[str, str]
+    weight: str | None = None
 
     def has(self, name: str) -> bool:
         """Whether the file has the FOCUS column ``name``."""
@@ -247,6 +252,7 @@ def create_view(con, columns: Columns, normalised: bool = False) -> None:
         parts.append(f"{null(internal) if internal else 'NULL::VARCHAR'} AS {name}")
     for i, internal in enumerate(columns.extras.values()):
         parts.append(f"{null(internal)} AS e{i}")
+    parts.append(f"CAST({columns.weight} AS BIGINT) AS _n" if columns.weight else "1::BIGINT AS _n")
     con.execute(f"CREATE TEMP VIEW m AS SELECT {', '.join(parts)} FROM src")
     con.execute(f"CREATE TEMP VIEW n AS SELECT *, {moment_sql('ChargePeriodStart')} AS _ps, "
                 f"{moment_sql('ChargePeriodEnd')} AS _pe FROM m")

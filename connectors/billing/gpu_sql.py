@@ -56,6 +56,20 @@ def hint_sql() -> str:
     return f"coalesce({', '.join(parts)})"
 
 
+def gpu_line_sql() -> str:
+    """SQL: whether a line may bill GPU time, over its ``charge_category`` and the ``hint``, ``usage``,
+    ``descr`` and ``text`` of :func:`instance_type_sql` (table ``gpu_instances`` loaded): a usage line
+    of an instance type with GPUs, or of a per-GPU meter."""
+    return (f"charge_category = 'Usage' AND (({instance_type_sql()}) IN (SELECT instance_type FROM gpu_instances) "
+            f"OR ({gpu_meter_sql()}) IS NOT NULL)")
+
+
+def ensure_gpu_instances(con) -> None:
+    """Load table ``gpu_instances`` into the session unless it is there already."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'gpu_instances'").fetchall()[0][0]:
+        load_gpu_instances(con)
+
+
 def gpu_meter_sql() -> str:
     """SQL of :func:`audit.lines.gpu_sku_model` over ``descr``: the first per-GPU meter matched."""
     whens = " ".join(f"WHEN regexp_matches(descr, {quote_text('(?i)' + p.pattern)}) THEN {quote_text(m)}"

@@ -1,0 +1,166 @@
+"""Sum the CUR lines no stage of the audit tells apart before they are mapped: table ``raw`` → ``raw``.
+
+A month's CUR repeats the same charge hour after hour: a 50 M-line export holds a few hundred
+thousand distinct charges per day. The FOCUS reader sums those lines at its end anyway
+(:func:`connectors.billing.focus_lines.grouped_sql`: lines that bill no GPU time, per UTC day of their
+start, with every other column equal), so every stage before it (the mapping to FOCUS, the FOCUS
+checks, the GPU rules, the grouping itself) worked on every line. This stage does the same sum on the
+raw CUR lines first, once, in one hash aggregate, and the later stages work on its groups:
+
+* **What is summed.** Lines equal in every CUR field but the five amounts the FOCUS costs and
+  quantities come from (:data:`SUMMED_FIELDS`) and the usage period, on the same UTC day of their
+  start and on the same side of the audit window (before, in, after). Each group keeps the period from
+  its earliest start to its latest end, the exact sum of each amount (DECIMAL(38,20), as text without
+  trailing zeros; a group of one line keeps its line's text), the file and row of its first line
+  (its line id, and the row errors name) and ``_n``, the lines it stands for (``line_count``).
+* **What stays a line of its own**, for the later stages to treat exactly as before: split cost
+  allocation rows, commitment fees (their unused part is a row of its own), lines of a resource that
+  may bill GPU time (the FOCUS reader's own GPU rules, :func:`connectors.billing.gpu_sql.gpu_line_sql`,
+  run on the distinct values of the fields they read: GPU lines keep their hours), and a line whose
+  period ends before it starts (the FOCUS checks name it).
+* **When nothing is summed:** grain ``line``; a row hash seen twice (a repeated line must reach the
+  duplicate check as two lines); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
+  then keeps every line apart, :func:`connectors.billing.focus_lines.lossy_sums`).
+
+The result is the table the reader would have built without this stage, to the row: the groups the
+FOCUS reader forms from the summed rows are the groups it formed from the lines (a later sum over
+exact sums is the same exact sum, and ``line_count`` adds the ``_n`` of its rows).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from connectors.billing import cur_sql as sql
+from connectors.billing.focus_lines import lossy_sql, sum_text_sql
+from connectors.billing.gpu_sql import ensure_gpu_instances, gpu_line_sql
+from connectors.duck import quote_text, utc_text
+
+# The CUR fields the FOCUS costs and quantities are taken from (:data:`cur_sql.COSTS`, PricingQuantity,
+# ConsumedQuantity): summed. Every other field is a key, the unit prices among them.
+SUMMED_FIELDS = ("line_item_unblended_cost", "reservation_effective_cost",
+                 "savings_plan_savings_plan_effective_cost", "pricing_public_on_demand_cost",
+                 "line_item_usage_amount")
+# Line item types with a row for their unused part, or whose EffectiveCost depends on a field that
+# is not summed: always lines of their own.
+FEE_TYPES = ("SavingsPlanRecurringFee", "SavingsPlanUpfrontFee", "RIFee", "Fee")
+# The fields the GPU rules read, as the FOCUS reader's kept lines spell them (mark_timed), from CUR
+# fields: ChargeCategory, ChargeDescription, ResourceName, SkuId, x_InstanceType, x_UsageType.
+PROBE = {"t": "line_item_line_item_type", "rid": "line_item_resource_id",
+         "descr": "line_item_line_item_description", "sku": "product_sku",
+         "itype": "product_instance_type", "usage": "line_item_usage_type"}
+# Prefix of the fields as the per-file query names them (beside the file's own columns).
+FIELD = "__f_"
+
+
+def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], grain: str | None = None) -> bool:
+    """Replace view ``raw`` by a table of its summed lines (with column ``_n``) where that is exact;
+    whether it did.
+
+    ``raw`` is :func:`connectors.billing.cur.read_cur`'s view over the files' relations ``f<i>``; it has
+    passed :func:`connectors.billing.cur.check_raw` (types, amounts and periods read). Each file is
+    summed on its own columns (no text made of a value that the sum does not need), so the groups
+    never span files: the FOCUS reader joins them as it joins lines."""
+    if (grain or "auto") != "auto" or repeated_hash(con):
+        return False
+    ensure_gpu_instances(con)
+    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql()}")
+    con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
+    for index, layout in enumerate(layouts):
+        own = sql.shaped(layout)
+        con.execute(f"INSERT INTO _compact {whole_sql(own, index)}")
+        con.execute(f"INSERT INTO _compact {group_sql(own, index, window)}")
+    lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
+    if not lossy:
+        con.execute("CREATE TEMP TABLE _summed AS SELECT * EXCLUDE (_lossy) FROM _compact ORDER BY _file, _row")
+        con.execute("DROP VIEW raw")
+        con.execute("ALTER TABLE _summed RENAME TO raw")
+    con.execute("DROP TABLE _compact")
+    con.execute("DROP TABLE _timed")
+    return not lossy
+
+
+def repeated_hash(con) -> bool:
+    """Whether two lines share a row hash (table ``_hashes``): candidates for a line repeated whole,
+    which the FOCUS reader must see as two lines."""
+    found = con.execute("SELECT EXISTS (SELECT h FROM _hashes GROUP BY h HAVING count(*) > 1)").fetchall()
+    return bool(found[0][0])
+
+
+def lossy(prefix: str = "") -> str:
+    """SQL: some summed amount of the line does not fit DECIMAL(38,20) exactly."""
+    return "(" + " OR ".join(lossy_sql(f"trim({prefix}{name})") for name in SUMMED_FIELDS) + ")"
+
+
+def probe_key(prefix: str = "") -> str:
+    """SQL: a line's key in ``_timed``: the hash of its resource id, or of the other fields the GPU
+    rules read where it has none (nulls as '', as every rule reads them). Two keys that collide only
+    keep more lines whole, which changes nothing but the time."""
+    text = {name: f"coalesce({prefix}{field}, '')" for name, field in PROBE.items()}
+    rid = text.pop("rid")
+    return f"CASE WHEN {rid} <> '' THEN hash({rid}) ELSE hash({', '.join(text.values())}) END"
+
+
+def timed_sql() -> str:
+    """SELECT the keys (:func:`probe_key`) of the lines that may bill GPU time: by the GPU rules on
+    the line's own fields, or by a line of the same resource id (the core / RAM parts of a GPU
+    machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it."""
+    base = sql.base_columns()  # ChargeCategory over the line item type ``t``
+    named = (f"{base['ChargeCategory']} AS charge_category, nullif(itype, '') AS hint, usage, descr, "
+             "descr || ' ' || '' || ' ' || sku AS text")
+    fields = ", ".join(f"coalesce({field}, '') AS {name}" for name, field in PROBE.items())
+    rest = ", ".join(name for name in PROBE if name != "rid")
+    return f"""
+    WITH seen AS (SELECT DISTINCT {fields} FROM raw WHERE NOT {sql.is_split()}),
+    rules AS (SELECT *, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
+    SELECT DISTINCT CASE WHEN rid <> '' THEN hash(rid) ELSE hash({rest}) END AS k FROM rules WHERE _gpu
+    """
+
+
+def whole(prefix: str, start: str, end: str) -> str:
+    """SQL over a line (its fields after ``prefix``): it stays a line of its own."""
+    fees = ", ".join(quote_text(t) for t in FEE_TYPES)
+    return (f"({prefix}line_item_line_item_type IN ({fees}) OR {sql.is_split(prefix)} OR {end} < {start} "
+            f"OR {probe_key(prefix)} IN (SELECT k FROM _timed))")
+
+
+def marked_sql(own: sql.Layout, index: int) -> str:
+    """SELECT every column of file relation ``f<index>``, its row ``__r``, the fields this stage reads
+    (``__f_<field>``: the sums, the period, what the GPU rules and :func:`whole` read) and the period
+    as ``__s`` / ``__e``."""
+    row = sql.ROW if own.fmt == "parquet" else "rowid + 1"
+    needed = [n for n in sql.FIELDS if n in SUMMED_FIELDS or n in sql.PERIOD or n in PROBE.values()
+              or n in ("line_item_operation", "split_line_item_parent_resource_id")]
+    fields = ", ".join(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {FIELD}{name}" for name in needed)
+    start, end = (f"CAST({FIELD}{name} AS TIMESTAMPTZ)" for name in sql.PERIOD)
+    return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {row} AS __r, {fields} FROM f{index})"
+
+
+def whole_sql(own: sql.Layout, index: int) -> str:
+    """SELECT the lines of one file that stay lines of their own, as rows of the new ``raw``."""
+    return (f"SELECT {index} AS _file, __r AS _row, {sql.projection(own)}, 1::BIGINT AS _n, {lossy(FIELD)} AS _lossy "
+            f"FROM ({marked_sql(own, index)}) WHERE {whole(FIELD, '__s', '__e')}")
+
+
+def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:
+    """SELECT one file's summed lines (every line that is not whole) as rows of the new ``raw``, from
+    its relation ``f<index>`` laid out as ``own``: grouped on the file columns the key fields and
+    tags are read from, the UTC day of the start and the side of the window."""
+    lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
+    first, last = sql.PERIOD
+    keys = sorted({own.sources[n] for n in sql.FIELDS if n in own.sources and n not in SUMMED_FIELDS
+                   and n not in sql.PERIOD} | set(own.tag_sources))
+    side = f"CASE WHEN __s >= {hi} THEN 1 WHEN __s >= {lo} OR __e > {lo} THEN 0 ELSE -1 END"
+    out = [f"{index} AS _file", "min(__r) AS _row", f"hash({index}, min(__r), 'summed') AS _h"]
+    for name in sql.FIELDS:
+        if name in SUMMED_FIELDS:
+            out.append(f"{sum_text_sql(f'trim({FIELD}{name})')} AS {name}")
+        elif name == first:
+            out.append(f"arg_min({FIELD}{name}, __s) AS {name}")
+        elif name == last:
+            out.append(f"arg_max({FIELD}{name}, __e) AS {name}")
+        else:
+            out.append(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
+    out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(FIELD)}) AS _lossy"]
+    group = keys + ["epoch(date_trunc('day', __s))", side]
+    return (f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) WHERE NOT {whole(FIELD, '__s', '__e')} "
+            f"GROUP BY {', '.join(group)}")

@@ -1,0 +1,179 @@
+"""CUR lines summed before they are mapped (connectors/billing/cur_compact.py): the tables come out as
+they did with every line mapped, on real CURs, synthetic CUR 2.0 and generated exports, in and out of
+the window; what must stay a line of its own does."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.billing.generate import generate
+from connectors.base import ReadContext, SourceSpec
+from connectors.billing import cur
+from connectors.billing.cur import CurConnector
+from connectors.errors import InputError
+from tests.builders import cur2_rows, legacy_row, write_cur2, write_legacy
+from tests.paths import DATA
+
+LABS = DATA / "billing" / "aws_wa_labs"
+CUR1 = DATA / "billing" / "focus_converters" / "aws_cur1_anonymized_2023-11.csv"
+
+
+def utc(*parts: int) -> datetime:
+    """A tz-aware UTC datetime."""
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def read(path: Path, start: datetime, end: datetime, summed: bool, monkeypatch, **options):
+    """The connector's result for ``path`` over [start, end), with the summing stage on or off."""
+    with monkeypatch.context() as patch:
+        if not summed:
+            patch.setattr(cur, "compact", lambda *args, **kwargs: False)
+        spec = SourceSpec(name="cur", kind="billing", format="cur", path=path, options=options)
+        return CurConnector(spec, ReadContext(start, end, "USD")).read()
+
+
+def assert_same(path: Path, start: datetime, end: datetime, monkeypatch, **options) -> pd.DataFrame:
+    """Both paths give the same tables, column by column and row by row; returns the lines."""
+    summed = read(path, start, end, True, monkeypatch, **options)
+    plain = read(path, start, end, False, monkeypatch, **options)
+    assert summed.rows == plain.rows
+    for name in ("lines", "split_rows"):
+        left, right = summed.tables[name], plain.tables[name]
+        assert list(left.columns) == list(right.columns), name
+        assert len(left) == len(right), name
+        for column in left.columns:
+            assert left[column].astype(str).tolist() == right[column].astype(str).tolist(), (name, column)
+    return summed.tables["lines"]
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    """A generated CUR 2.0 export over three days: 40,000 lines in two files, 3 GPU instances."""
+    return generate(tmp_path_factory.mktemp("bench"), 40_000, rows_per_file=25_000, threads=2, fleet=3, hours=72)
+
+
+@pytest.mark.parametrize("window", [
+    (utc(2025, 1, 1), utc(2025, 2, 1)),                  # the month
+    (utc(2025, 1, 1, 7, 30), utc(2025, 1, 3, 5)),         # cuts through days and hours
+    (utc(2025, 1, 2), utc(2025, 1, 2, 12)),               # half a day
+])
+def test_a_generated_export_gives_the_tables_of_every_line_mapped(export, window, monkeypatch):
+    lines = assert_same(export, *window, monkeypatch)
+    assert lines["line_count"].sum() > len(lines)        # lines were summed
+
+
+def test_the_summed_raw_is_far_smaller_and_counts_every_line(export):
+    """The stage itself: fewer rows than lines, ``_n`` adding up to the lines, GPU hours kept apart."""
+    files = cur.discover(export)
+    with cur.session() as con:
+        layouts = [cur.describe(con, path, label) for path, label in files]
+        con.execute("CREATE TEMP TABLE _hashes (h UBIGINT)")
+        for index, layout in enumerate(layouts):
+            cur.load_file(con, layout, index)
+        con.execute(cur.sql.raw_view_sql(layouts))
+        lines = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
+        assert cur.compact(con, layouts, (utc(2025, 1, 1), utc(2025, 2, 1)))
+        rows, counted = con.execute("SELECT count(*), sum(_n) FROM raw").fetchall()[0]
+        gpu = con.execute("SELECT count(*), max(_n) FROM raw WHERE product_instance_type = 'p5.48xlarge'").fetchall()[0]
+    assert counted == lines == 40_000
+    assert rows < 0.7 * lines
+    assert gpu == (3 * 72, 1)
+
+
+@pytest.mark.parametrize(("name", "window"), [
+    ("workload_efficiency_step1_cur_2019-11-26.csv.gz", (utc(2019, 11, 1), utc(2019, 12, 1))),
+    ("workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz", (utc(2019, 11, 1), utc(2019, 12, 1))),
+])
+def test_the_workshop_curs_give_the_tables_of_every_line_mapped(name, window, monkeypatch):
+    assert_same(LABS / name, *window, monkeypatch)
+
+
+def test_the_anonymised_cur1_gives_the_tables_of_every_line_mapped(monkeypatch):
+    assert_same(CUR1, utc(2023, 11, 1), utc(2023, 12, 1), monkeypatch)
+    assert_same(CUR1, utc(2023, 11, 3, 6), utc(2023, 11, 20, 18), monkeypatch)
+
+
+def test_synthetic_cur2_with_fees_splits_and_commitments(tmp_path, monkeypatch):
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet", cur2_rows())
+    assert_same(path, utc(2026, 9, 1), utc(2026, 10, 1), monkeypatch)
+
+
+def legacy_file(path: Path, rows: list[list[str]]) -> Path:
+    """A legacy CUR CSV of ``rows``."""
+    return write_legacy(path, rows)
+
+
+VOLUME = {"lineItem/UsageType": "EBS:VolumeUsage.gp3", "lineItem/ResourceId": "vol-1", "product/instanceType": "",
+          "lineItem/LineItemDescription": "gp3 GB-month", "product/ProductName": "Amazon Elastic Compute Cloud"}
+GPU = {"lineItem/UsageType": "USE1-BoxUsage:p5.48xlarge", "lineItem/ResourceId": "i-gpu",
+       "product/instanceType": "p5.48xlarge", "lineItem/LineItemDescription": "p5.48xlarge hour"}
+_ids = iter(range(1, 10**6))
+
+
+def line(start: pd.Timestamp, end: pd.Timestamp, cost: str, fields: dict) -> list[str]:
+    """One legacy CUR record over [start, end) with ``fields`` and its own line item id."""
+    return legacy_row(next(_ids), cost, **{**fields, "lineItem/UsageStartDate": f"{start:%Y-%m-%dT%H:%M:%SZ}",
+                                           "lineItem/UsageEndDate": f"{end:%Y-%m-%dT%H:%M:%SZ}"})
+
+
+def hours(first: int, count: int, cost: str, fields: dict) -> list[list[str]]:
+    """``count`` hourly records from hour ``first`` of 2026-09-01."""
+    day = pd.Timestamp("2026-09-01T00:00:00Z")
+    return [line(day + pd.Timedelta(hours=h), day + pd.Timedelta(hours=h + 1), cost, fields)
+            for h in range(first, first + count)]
+
+
+SEPTEMBER = (utc(2026, 9, 1), utc(2026, 10, 1))
+
+
+def test_a_day_of_volume_lines_is_one_line_and_gpu_hours_stay_hours(tmp_path, monkeypatch):
+    rows = hours(0, 24, "0.01", VOLUME) + hours(0, 5, "98.32", GPU)
+    path = legacy_file(tmp_path / "cur.csv", rows)
+    lines = assert_same(path, *SEPTEMBER, monkeypatch)
+    volume = lines[lines.resource_id == "vol-1"]
+    assert list(volume.line_count) == [24] and str(volume.billed_cost.iloc[0]) == "0.24"
+    gpu = lines[lines.resource_id == "i-gpu"]
+    assert gpu.line_count.sum() == 5
+
+
+def test_a_period_that_ends_before_it_starts_is_named_by_its_own_row(tmp_path):
+    rows = hours(0, 6, "0.01", VOLUME)
+    day = pd.Timestamp("2026-09-01T00:00:00Z")
+    rows.insert(3, line(day + pd.Timedelta(hours=5), day + pd.Timedelta(hours=4), "0.01", VOLUME))
+    path = legacy_file(tmp_path / "cur.csv", rows)
+    spec = SourceSpec(name="cur", kind="billing", format="cur", path=path)
+    with pytest.raises(InputError) as caught:
+        CurConnector(spec, ReadContext(*SEPTEMBER, "USD")).read()
+    assert caught.value.row == 4 and "before it starts" in caught.value.message
+
+
+def test_an_amount_past_decimal_38_20_keeps_every_line_apart(tmp_path, monkeypatch):
+    rows = hours(0, 4, "0.01", VOLUME) + hours(5, 1, "1e-25", {**VOLUME, "lineItem/ResourceId": "vol-2"})
+    path = legacy_file(tmp_path / "cur.csv", rows)
+    lines = assert_same(path, *SEPTEMBER, monkeypatch)
+    assert len(lines) == 5
+
+
+def test_grain_line_sums_nothing(tmp_path, monkeypatch):
+    path = legacy_file(tmp_path / "cur.csv", hours(0, 6, "0.01", VOLUME))
+    lines = assert_same(path, *SEPTEMBER, monkeypatch, grain="line")
+    assert len(lines) == 6
+
+
+def test_two_files_of_one_export_are_summed_each_and_joined_by_the_reader(tmp_path, monkeypatch):
+    folder = tmp_path / "export"
+    legacy_file(folder / "a.csv", hours(0, 12, "0.01", VOLUME))
+    legacy_file(folder / "b.csv", hours(12, 12, "0.01", VOLUME))
+    lines = assert_same(folder, *SEPTEMBER, monkeypatch)
+    assert list(lines.line_count) == [24] and list(lines.line_id) == ["a.csv:1"]
+
+
+def test_lines_repeated_whole_are_still_an_error(tmp_path):
+    record = hours(0, 1, "0.01", VOLUME)[0]
+    path = legacy_file(tmp_path / "cur.csv", hours(1, 4, "0.01", VOLUME) + [record, record])
+    spec = SourceSpec(name="cur", kind="billing", format="cur", path=path)
+    with pytest.raises(InputError, match="identical in every column to row 5"):
+        CurConnector(spec, ReadContext(*SEPTEMBER, "USD")).read()
