@@ -240,43 +240,52 @@ def load_file(con, layout: sql.Layout, index: int) -> None:
 # --- checks on the raw lines ---------------------------------------------------------------------
 
 def check_raw(con, layouts: list[sql.Layout]) -> list[InputError]:
-    """Line item types, amounts and usage periods that cannot be read, naming file, row and column."""
+    """Line item types, amounts and usage periods that cannot be read, naming file, row and column.
+
+    One scan of ``raw`` flags every line that fails some check (table ``_bad``, empty for a sound
+    export); each check then reads its first failures from there, in file order."""
+    checks = list(raw_checks(layouts))
+    flags = ", ".join(f"({condition}) AS b{i}, CASE WHEN {condition} THEN {value} END AS v{i}"
+                      for i, (condition, value, *_rest) in enumerate(checks))
+    failing = " OR ".join(f"({condition})" for condition, *_rest in checks)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS SELECT _file, _row, {flags} FROM raw WHERE {failing}")
     errors: list[InputError] = []
-    for query, field, message, expected in raw_checks(layouts):
+    for i, (_, _, field, message, expected) in enumerate(checks):
         limit = MAX_ERRORS - len(errors)
         if limit <= 0:
             break
-        for index, row, value in con.execute(f"{query} ORDER BY _file, _row LIMIT {limit}").fetchall():
+        found = con.execute(f"SELECT _file, _row, v{i} FROM _bad WHERE b{i} ORDER BY _file, _row LIMIT {limit}")
+        for index, row, value in found.fetchall():
             layout = layouts[index]
             text = message if value is None else f"{message} {shown(value)}"
             errors.append(InputError(layout.path, text, row=int(row), column=layout.spelling(field),
                                      expected=expected))
+    con.execute("DROP TABLE _bad")
     return errors
 
 
 def raw_checks(layouts: list[sql.Layout]):
-    """(query, field, message, expected) of every check; the query selects _file, _row, value."""
+    """(condition, value, field, message, expected) of every check: SQL over a line of ``raw`` that
+    is true where the line fails it, and the value the message shows (NULL: none)."""
     present = {name for layout in layouts for name in layout.exprs}
     known = ", ".join(quote_text(t) for t in sql.CATEGORY)
     kind = "line_item_line_item_type"
-    yield (f"SELECT _file, _row, {kind} FROM raw WHERE {kind} IS NULL OR ({kind} NOT IN ({known}) "
-           f"AND {kind} NOT LIKE '%{sql.DISCOUNT_SUFFIX}')", kind, "unknown line item type",
-           "one of " + ", ".join(sql.CATEGORY) + " or a *Discount type")
+    yield (f"{kind} IS NULL OR ({kind} NOT IN ({known}) AND {kind} NOT LIKE '%{sql.DISCOUNT_SUFFIX}')", kind,
+           kind, "unknown line item type", "one of " + ", ".join(sql.CATEGORY) + " or a *Discount type")
     pattern = quote_text(NUMBER_PATTERN)
     for name in (n for n in sql.NUMERIC if n in present):
-        yield (f"SELECT _file, _row, {name} FROM raw WHERE {name} IS NOT NULL AND "
-               f"NOT regexp_full_match(trim({name}), {pattern})", name, "unparseable amount",
-               "a decimal number")
+        yield (f"{name} IS NOT NULL AND NOT regexp_full_match(trim({name}), {pattern})", name, name,
+               "unparseable amount", "a decimal number")
     needed = {"line_item_unblended_cost": "TRUE",
               "reservation_effective_cost": f"{kind} = 'DiscountedUsage'",
               "savings_plan_savings_plan_effective_cost": f"{kind} = 'SavingsPlanCoveredUsage'"}
     for name, when in needed.items():
-        yield (f"SELECT _file, _row, NULL FROM raw WHERE {name} IS NULL AND {when}", name,
-               "missing amount", "a decimal number on every line of this type")
+        yield (f"{name} IS NULL AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
+               "a decimal number on every line of this type")
     low, high = TIMESTAMP_RANGE
     for name in sql.PERIOD:
-        yield (f"SELECT _file, _row, {name} FROM (SELECT *, TRY_CAST({name} AS TIMESTAMPTZ) AS ts FROM raw) "
-               f"WHERE ts IS NULL OR ts < TIMESTAMPTZ '{low}' OR ts >= TIMESTAMPTZ '{high}'", name,
+        ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
+        yield (f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'", name, name,
                "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
 
 

@@ -66,9 +66,7 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql()}")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
-        own = sql.shaped(layout)
-        con.execute(f"INSERT INTO _compact {whole_sql(own, index)}")
-        con.execute(f"INSERT INTO _compact {group_sql(own, index, window)}")
+        con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)}")
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
     if not lossy:
         con.execute("CREATE TEMP TABLE _summed AS SELECT * EXCLUDE (_lossy) FROM _compact ORDER BY _file, _row")
@@ -135,16 +133,11 @@ def marked_sql(own: sql.Layout, index: int) -> str:
     return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {row} AS __r, {fields} FROM f{index})"
 
 
-def whole_sql(own: sql.Layout, index: int) -> str:
-    """SELECT the lines of one file that stay lines of their own, as rows of the new ``raw``."""
-    return (f"SELECT {index} AS _file, __r AS _row, {sql.projection(own)}, 1::BIGINT AS _n, {lossy(FIELD)} AS _lossy "
-            f"FROM ({marked_sql(own, index)}) WHERE {whole(FIELD, '__s', '__e')}")
-
-
 def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:
-    """SELECT one file's summed lines (every line that is not whole) as rows of the new ``raw``, from
-    its relation ``f<index>`` laid out as ``own``: grouped on the file columns the key fields and
-    tags are read from, the UTC day of the start and the side of the window."""
+    """SELECT one file's lines as rows of the new ``raw``, from its relation ``f<index>`` laid out as
+    ``own``: grouped on the file columns the key fields and tags are read from, the UTC day of the
+    start and the side of the window; a line that stays whole (:func:`whole`) is a group of its own
+    (its row is a key). Every row's ``_h`` is new and its own: no two lines shared a row hash."""
     lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
     first, last = sql.PERIOD
     keys = sorted({own.sources[n] for n in sql.FIELDS if n in own.sources and n not in SUMMED_FIELDS
@@ -161,6 +154,6 @@ def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) ->
         else:
             out.append(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
     out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(FIELD)}) AS _lossy"]
-    group = keys + ["epoch(date_trunc('day', __s))", side]
-    return (f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) WHERE NOT {whole(FIELD, '__s', '__e')} "
-            f"GROUP BY {', '.join(group)}")
+    alone = f"CASE WHEN {whole(FIELD, '__s', '__e')} THEN __r END"
+    group = keys + ["epoch(date_trunc('day', __s))", side, alone]
+    return f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) GROUP BY {', '.join(group)}"
