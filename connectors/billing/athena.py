@@ -196,7 +196,7 @@ class AthenaConnector(Connector):
         self._digest = digest(opts, self.query, rows)
         with session() as con:
             layout, lines = load_rows(con, plan, expected, rows, Path(opts.name), self.query_execution_id)
-            tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines)
+            tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines, weighted=True)
         tables["notes"] = pd.DataFrame(
             [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
                      f"{self.bytes_scanned} bytes of {opts.name}; {len(rows)} result rows summing {lines} CUR lines")],
@@ -401,8 +401,9 @@ def source_error(exc: Exception, opts: Options) -> SourceError:
 
 def load_rows(con, plan: agg.Plan, names: list[str], rows: list[list[str | None]], where: Path,
               qid: str) -> tuple[sql.Layout, int]:
-    """The query's rows as table ``raw`` (file 0 = the query, row = result row); returns the layout
-    and the number of CUR lines summed."""
+    """The query's rows as table ``raw`` (file 0 = the query, row = result row, ``_n`` = the CUR lines
+    the row sums, so each line's ``line_count`` counts CUR lines); returns the layout and the number
+    of CUR lines summed."""
     import pyarrow as pa
 
     width = len(names)
@@ -427,8 +428,9 @@ def load_rows(con, plan: agg.Plan, names: list[str], rows: list[list[str | None]
     layout = sql.Layout(layout.path, "athena", layout.label, layout.width, layout.exprs, layout.names,
                         layout.tags, layout.row_hash)
     con.execute(sql.create_raw_sql())
-    con.execute(f"INSERT INTO raw SELECT 0, _result_row, {sql.projection(layout)} FROM agg")
-    lines = con.execute(f"SELECT coalesce(sum(CAST({agg.LINES} AS BIGINT)), 0) FROM agg").fetchall()[0][0]
+    con.execute("ALTER TABLE raw ADD COLUMN _n BIGINT")
+    con.execute(f"INSERT INTO raw SELECT 0, _result_row, {sql.projection(layout)}, CAST({agg.LINES} AS BIGINT) FROM agg")
+    lines = con.execute("SELECT coalesce(sum(_n), 0) FROM raw").fetchall()[0][0]
     return layout, int(lines)
 
 

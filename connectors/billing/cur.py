@@ -96,16 +96,17 @@ def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx,
 
 
 def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None = None,
-             grain: str | None = None, from_files: bool = False) -> tuple[dict, int, tuple]:
+             grain: str | None = None, from_files: bool = False, weighted: bool = False) -> tuple[dict, int, tuple]:
     """From ``raw`` (the files' lines, or a query's result: ``layouts[_file]`` names where each row
     came from) to the tables: checks, mapping, FOCUS checks, window, relabelling.
     ``rows``: the CUR lines read (default: the rows of ``raw``). ``from_files``: ``raw`` is the view
     of :func:`read_cur` over the files' relations, whose lines are summed before they are mapped
-    where that is exact (:mod:`connectors.billing.cur_compact`)."""
+    where that is exact (:mod:`connectors.billing.cur_compact`). ``weighted``: ``raw`` has column ``_n``
+    already, the CUR lines each row sums (a query that summed them)."""
     raise_all(check_raw(con, layouts))
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
-    weighted = from_files and compact(con, layouts, (ctx.start, ctx.end), grain)
+    weighted = weighted or (from_files and compact(con, layouts, (ctx.start, ctx.end), grain))
     stage(con, weighted)
     columns = load_focus_named(con, "mapped", source, consume=True, weight="_n")
     con.execute("DROP TABLE IF EXISTS mapped")

@@ -1,7 +1,7 @@
-"""Sum the CUR lines no stage of the audit tells apart before they are mapped: table ``raw`` → ``raw``.
+"""Sum the CUR lines no stage of the audit tells apart before they are mapped: view ``raw`` → table ``raw``.
 
-A month's CUR repeats the same charge hour after hour: a 50 M-line export holds a few hundred
-thousand distinct charges per day. The FOCUS reader sums those lines at its end anyway
+A month's CUR repeats the same charge hour after hour (the fleet benchmark's 10 M lines are 558 k
+lines once summed per day). The FOCUS reader sums those lines at its end anyway
 (:func:`connectors.billing.focus_lines.grouped_sql`: lines that bill no GPU time, per UTC day of their
 start, with every other column equal), so every stage before it (the mapping to FOCUS, the FOCUS
 checks, the GPU rules, the grouping itself) worked on every line. This stage does the same sum on the
@@ -13,11 +13,14 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   its earliest start to its latest end, the exact sum of each amount (DECIMAL(38,20), as text without
   trailing zeros; a group of one line keeps its line's text), the file and row of its first line
   (its line id, and the row errors name) and ``_n``, the lines it stands for (``line_count``).
-* **What stays a line of its own**, for the later stages to treat exactly as before: split cost
-  allocation rows, commitment fees (their unused part is a row of its own), lines of a resource that
-  may bill GPU time (the FOCUS reader's own GPU rules, :func:`connectors.billing.gpu_sql.gpu_line_sql`,
-  run on the distinct values of the fields they read: GPU lines keep their hours), and a line whose
-  period ends before it starts (the FOCUS checks name it).
+* **What stays a line of its own** (a group of one, its row a key), for the later stages to treat
+  exactly as before: split cost allocation rows, commitment fees (their unused part is a row of its
+  own), lines of a resource that may bill GPU time (the FOCUS reader's own GPU rules,
+  :func:`connectors.billing.gpu_sql.gpu_line_sql`, run on the distinct values of the fields they read:
+  GPU lines keep their hours), and a line whose period ends before it starts (the FOCUS checks name it).
+* **Per file, on the file's own columns.** The keys are the Parquet columns the key fields and tags
+  are read from (a MAP as a MAP), not their text: two values with one text (``''`` and ``NULL``) only
+  make two groups, which the FOCUS reader joins. Groups never span files, for the same reason.
 * **When nothing is summed:** grain ``line``; a row hash seen twice (a repeated line must reach the
   duplicate check as two lines); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
   then keeps every line apart, :func:`connectors.billing.focus_lines.lossy_sums`).

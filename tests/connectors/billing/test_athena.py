@@ -187,6 +187,9 @@ def test_month_through_athena_equals_the_local_cur_connector(moto, glue, proxy):
     local = read_cur_once(DEC2018, *MONTH)  # the local CUR connector (cached for test_cur.py too)
     expected = local.tables["lines"]
     assert frame.rows == local.rows == 91264 == sum(int(r[-1]) for r in rows)
+    # each line counts the CUR lines its result row summed, as the local connector's lines do
+    used = lines.commitment_discount_status != "Unused"
+    assert lines[used].line_count.sum() == expected[expected.commitment_discount_status != "Unused"].line_count.sum()
     assert by_category(lines) == by_category(expected)
     assert sum(lines.billed_cost, Decimal(0)).quantize(Decimal("0.000001")) == Decimal("408.375992")
     assert sum(lines.billed_cost, Decimal(0)) == sum(expected.billed_cost, Decimal(0))
