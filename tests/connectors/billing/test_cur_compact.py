@@ -177,3 +177,16 @@ def test_lines_repeated_whole_are_still_an_error(tmp_path):
     spec = SourceSpec(name="cur", kind="billing", format="cur", path=path)
     with pytest.raises(InputError, match="identical in every column to row 5"):
         CurConnector(spec, ReadContext(*SEPTEMBER, "USD")).read()
+
+
+def test_repeated_hashes_are_found_in_every_pass(monkeypatch):
+    """The check counts disjoint ranges of the hash in turn; a repeat in any range is found."""
+    from connectors.billing import cur_compact
+    monkeypatch.setattr(cur_compact, "HASHES_PER_PASS", 3)
+    with cur.session() as con:
+        con.execute("CREATE TEMP TABLE _hashes AS SELECT range::UBIGINT AS h FROM range(20)")
+        assert not cur_compact.repeated_hash(con)
+        for value in (0, 6, 19):
+            con.execute(f"INSERT INTO _hashes VALUES ({value})")
+            assert cur_compact.repeated_hash(con)
+            con.execute("DELETE FROM _hashes WHERE rowid = (SELECT max(rowid) FROM _hashes)")
