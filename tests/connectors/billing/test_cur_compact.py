@@ -86,6 +86,8 @@ def test_the_summed_raw_is_far_smaller_and_counts_every_line(export):
 @pytest.mark.parametrize(("name", "window"), [
     ("workload_efficiency_step1_cur_2019-11-26.csv.gz", (utc(2019, 11, 1), utc(2019, 12, 1))),
     ("workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz", (utc(2019, 11, 1), utc(2019, 12, 1))),
+    ("Dec2018-WorkshopCUR-00001.snappy.parquet", (utc(2018, 12, 1), utc(2019, 1, 1))),
+    ("Nov2018-WorkshopCUR-00001.snappy.parquet", (utc(2018, 11, 3, 12), utc(2018, 11, 20))),
 ])
 def test_the_workshop_curs_give_the_tables_of_every_line_mapped(name, window, monkeypatch):
     assert_same(LABS / name, *window, monkeypatch)
