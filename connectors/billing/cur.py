@@ -108,6 +108,8 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     weighted = weighted or (from_files and compact(con, layouts, (ctx.start, ctx.end), grain))
     stage(con, weighted)
+    split = split_rows(con, layouts, (ctx.start, ctx.end))
+    drop_raw(con, len(layouts))
     columns = load_focus_named(con, "mapped", source, consume=True, weight="_n")
     con.execute("DROP TABLE IF EXISTS mapped")
     try:
@@ -120,8 +122,16 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     except InputErrors as exc:
         raise InputErrors([translate(con, e, layouts, source) for e in exc.errors]) from None
     lines = relabel(con, tables["lines"], layouts)
-    split = split_rows(con, layouts, (ctx.start, ctx.end))
     return {"lines": lines, "split_rows": split}, int(rows), covered(lines)
+
+
+def drop_raw(con, files: int) -> None:
+    """Free what only staging read: ``raw`` (a view or a table), the files' relations, the row hashes."""
+    kinds = dict(con.execute("SELECT table_name, 'TABLE' FROM duckdb_tables() UNION ALL "
+                             "SELECT view_name, 'VIEW' FROM duckdb_views() WHERE NOT internal").fetchall())
+    for name in ["raw", "_hashes"] + [f"f{index}" for index in range(files)]:
+        if name in kinds:
+            con.execute(f"DROP {kinds[name]} {name}")
 
 
 # --- finding the files ---------------------------------------------------------------------------
