@@ -76,3 +76,71 @@ def test_azure_parquet(data):
         path = data.draw(parquet_file(AZURE_HEADER, AZURE_ROWS[:4], folder / "azure.parquet"))
         check(lambda: read_source("azure", path, window=AZURE_WINDOW), path)
 
+
+
+# --- CUR 2.0 with MAP columns: the summing stage (connectors/billing/cur_compact.py) changes nothing --------
+
+TAG_KEYS = ("user:team", "user_team", "team", "aws:createdBy", "resourceTags/user:app", "", "é中😀", "=1+1")
+TAG_VALUES = (None, "", "NULL", "a", "b", "=HYPERLINK(\"x\")", "\\N", "x" * 300)
+AMOUNTS = (0.0, 1.5, -2.25, 0.1, 3.0, 98.32, 1e-10)
+HOSTILE_AMOUNTS = (1e-25, 1e20, 123456789.123456789)
+
+
+@st.composite
+def cur2_file(draw, path):
+    """The CUR 2.0 seed rows repeated over hours, with drawn tags, product MAP entries, amounts and
+    periods (some rows repeated whole, some ending before they start)."""
+    from datetime import timedelta
+
+    from tests.builders import cur2_rows, write_cur2
+    seed = cur2_rows()
+    rows = []
+    for _ in range(draw(st.integers(1, 30))):
+        row = dict(draw(st.sampled_from(seed)))
+        shift = timedelta(hours=draw(st.integers(-30, 40)))
+        row["line_item_usage_start_date"] = row["line_item_usage_start_date"] + shift
+        reversed_ = draw(st.integers(0, 39)) == 0
+        row["line_item_usage_end_date"] = row["line_item_usage_end_date"] + (-shift if reversed_ else shift)
+        if draw(st.booleans()):
+            row["resource_tags"] = draw(st.dictionaries(st.sampled_from(TAG_KEYS), st.sampled_from(TAG_VALUES),
+                                                        max_size=3))
+        if draw(st.booleans()):
+            row["product"] = {**(row.get("product") or {}),
+                              draw(st.sampled_from(("instance_type", "sku", "region", "product_name"))):
+                              draw(st.sampled_from(("p5.48xlarge", "", "m5.large", "é", None)))}
+        if draw(st.booleans()):
+            hostile = draw(st.integers(0, 19)) == 0
+            row["line_item_unblended_cost"] = draw(st.sampled_from(HOSTILE_AMOUNTS if hostile else AMOUNTS))
+        rows.append(row)
+        if draw(st.integers(0, 39)) == 0:
+            rows.append(dict(row))
+    return write_cur2(path, rows)
+
+
+def outcome(path, summed: bool):
+    """The connector's tables as text, or the text of the errors it raised, with the summing stage
+    on or off."""
+    from connectors.billing import cur
+    from connectors.errors import InputError, InputErrors
+    kept = cur.compact
+    if not summed:
+        cur.compact = lambda *args, **kwargs: False
+    try:
+        result = read_source("cur", path, window=CUR2_WINDOW)
+    except (InputError, InputErrors) as exc:
+        return str(exc)
+    finally:
+        cur.compact = kept
+    return {name: result.tables[name].astype(str).to_dict("list") for name in ("lines", "split_rows")}
+
+
+CUR2_WINDOW = (datetime(2026, 9, 1, 2, tzinfo=UTC), datetime(2026, 9, 2, 7, tzinfo=UTC))
+
+
+@FUZZ
+@given(st.data())
+def test_cur2_maps_summed_and_unsummed_agree(data):
+    with scratch() as folder:
+        path = data.draw(cur2_file(folder / "export-00001.snappy.parquet"))
+        check(lambda: read_source("cur", path, window=CUR2_WINDOW), path)
+        assert outcome(path, summed=True) == outcome(path, summed=False)
