@@ -23,7 +23,8 @@ window filter and normalisation then run on the mapped table (:func:`connectors.
   split_cost, ...).
 * **Tags.** ``resourceTags/*`` columns, flat ``resource_tags_*`` columns or the CUR 2.0 tag MAP, as
   a JSON object; user-defined tags lose their ``user:`` / ``user_`` prefix (FOCUS writes user tags
-  without a prefix); AWS-generated tags keep theirs.
+  without a prefix); AWS-generated tags keep theirs. A tag MAP in which two keys would become one
+  (``user:team`` and ``user_team``) keeps every key as spelled.
 * **Folders.** Data files are found recursively. Where ``*Manifest.json`` files exist, each billing
   period (a ``BILLING_PERIOD=…`` or ``yyyymmdd-yyyymmdd`` folder) is read from the files its current
   manifest lists (``reportKeys`` or ``dataFiles``), so a restated month is read once: the current

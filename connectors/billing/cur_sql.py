@@ -168,12 +168,18 @@ def flat_tags(columns: list[tuple[str, str]]) -> str:
 
 
 def map_tags(ref: str) -> str:
-    """SQL: JSON object text of a CUR 2.0 tag MAP, null values dropped, ``user_`` prefixes removed."""
+    """SQL: JSON object text of a CUR 2.0 tag MAP, null values dropped, ``user_`` prefixes removed.
+
+    Where removing the prefixes would make two keys one (``user:team`` and ``user_team``), every key
+    of that MAP keeps its own spelling, so neither value is lost (and the MAP is still read)."""
     literals = ", ".join(quote_text(t) for t in NULL_TEXT)
-    key = "regexp_replace(regexp_replace(e.key, '^resourceTags/', ''), '^user[:_]', '')"
-    entries = (f"[struct_pack(k := {key}, v := e.value) FOR e IN map_entries({ref}) "
-               f"IF e.value IS NOT NULL AND trim(e.value) NOT IN ({literals})]")
-    return f"coalesce(CAST(to_json(map_from_entries({entries})) AS VARCHAR), '{{}}')"
+    kept = f"[e FOR e IN map_entries({ref}) IF e.value IS NOT NULL AND trim(e.value) NOT IN ({literals})]"
+    short = "regexp_replace(regexp_replace(e.key, '^resourceTags/', ''), '^user[:_]', '')"
+    keys = f"[{short} FOR e IN {kept}]"
+    stripped = f"map_from_entries([struct_pack(k := {short}, v := e.value) FOR e IN {kept}])"
+    spelled = f"map_from_entries([struct_pack(k := e.key, v := e.value) FOR e IN {kept}])"
+    chosen = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN {stripped} ELSE {spelled} END"
+    return f"coalesce(CAST(to_json({chosen}) AS VARCHAR), '{{}}')"
 
 
 # --- table raw ---------------------------------------------------------------------------------

@@ -192,3 +192,15 @@ def test_repeated_hashes_are_found_in_every_pass(monkeypatch):
             con.execute(f"INSERT INTO _hashes VALUES ({value})")
             assert cur_compact.repeated_hash(con)
             con.execute("DELETE FROM _hashes WHERE rowid = (SELECT max(rowid) FROM _hashes)")
+
+
+def test_tag_keys_one_prefix_apart_keep_their_spelling(tmp_path, monkeypatch):
+    """``user:team`` and ``user_team`` in one tag MAP would both become ``team``: that MAP keeps
+    its keys as spelled (the file is read, no value lost); a MAP without such a pair loses the prefix."""
+    rows = cur2_rows()[:3]
+    rows[0] = {**rows[0], "resource_tags": {"user:team": "a", "user_team": "b"}}
+    rows[1] = {**rows[1], "resource_tags": {"user:team": "a", "user_app": None}}
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet", rows)
+    lines = assert_same(path, utc(2026, 9, 1), utc(2026, 10, 1), monkeypatch)
+    tags = dict(zip(lines.row, lines.tags))
+    assert tags[1] == '{"user:team":"a","user_team":"b"}' and tags[2] == '{"team":"a"}'
