@@ -117,14 +117,14 @@ def timed_sql() -> str:
     the line's own fields, or by a line of the same resource id (the core / RAM parts of a GPU
     machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it."""
     base = sql.base_columns()  # ChargeCategory over the line item type ``t``
+    # A CUR names no resource: the FOCUS reader's ``text`` has an empty ResourceName between the two.
     named = (f"{base['ChargeCategory']} AS charge_category, nullif(itype, '') AS hint, usage, descr, "
              "descr || ' ' || '' || ' ' || sku AS text")
     fields = ", ".join(f"coalesce({field}, '') AS {name}" for name, field in PROBE.items())
-    rest = ", ".join(name for name in PROBE if name != "rid")
     return f"""
-    WITH seen AS (SELECT DISTINCT {fields} FROM raw WHERE NOT {sql.is_split()}),
-    rules AS (SELECT *, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
-    SELECT DISTINCT CASE WHEN rid <> '' THEN hash(rid) ELSE hash({rest}) END AS k FROM rules WHERE _gpu
+    WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM raw WHERE NOT {sql.is_split()}),
+    rules AS (SELECT k, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
+    SELECT DISTINCT k FROM rules WHERE _gpu
     """
 
 
