@@ -77,7 +77,11 @@ def test_replay_serves_the_trace_at_the_set_pace(replay):
     llm = doc["llm"]
     prefill, decode = PACE.prefill_s * 1000, PACE.decode_s * 1000
     assert prefill <= llm["ttft_ms"]["p50"] <= prefill + 25
-    assert llm["tpot_ms"]["mean"] == pytest.approx(decode, rel=0.25)
+    # a sleep never ends early, so the pace is a floor; a loaded machine adds scheduler delay on top, and
+    # TPOT (e2el - ttft over n - 1 gaps) also carries the stream's close, so it is bounded by ITL from below
+    tpot_mean = llm["tpot_ms"]["mean"]
+    assert decode * 0.95 <= tpot_mean <= decode * 2
+    assert tpot_mean >= llm["itl_ms"]["mean"] * 0.8
     assert llm["itl_ms"]["p50"] == pytest.approx(decode, abs=1.0)
     assert llm["itl_ms"]["n"] == RUNS * (1_478 - 63)              # one gap between each pair of tokens
     assert llm["e2el_ms"]["max"] >= prefill + decode * 141        # the 142-token request
