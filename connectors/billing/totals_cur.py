@@ -149,6 +149,7 @@ def source_of(group: Group) -> str:
 # cur_sql.text_or_null(ref) and cur_sql's MAP lookup, taken apart to read the stored value itself.
 RAW_REF = re.compile(r"^CASE WHEN trim\(CAST\((?P<ref>.+) AS VARCHAR\)\) IN \(.*\) THEN NULL "
                      r"ELSE CAST\((?P=ref) AS VARCHAR\) END$")
+PLAIN_REF = re.compile(r"^CAST\((?P<ref>.+) AS VARCHAR\)$")   # a number's or moment's text (no null literal)
 MAP_ENTRY = re.compile(r"^element_at\((?P<map>.+), (?P<key>'(?:[^']|'')*')\)\[1\]$")
 
 
@@ -170,7 +171,7 @@ def cur_column(layout: sql.Layout, name: str, dtypes: dict[str, str], lookup: bo
     text = layout.exprs.get(name)
     if text is None:
         return None
-    match = RAW_REF.match(text)
+    match = RAW_REF.match(text) or PLAIN_REF.match(text)
     ref = match.group("ref") if match else text
     entry = MAP_ENTRY.match(ref)
     if entry and lookup:
