@@ -136,7 +136,10 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     """
     claimants = [s for s in (services or {}).values() if s.claims_lines]
     rules = tuple(rules) + shipped_rules()
-    keys = {k for r in rules for k in r.when}
+    keys = sorted({k for r in rules for k in r.when})
+    # The first rule that matches depends on nothing but the values its conditions read: lines of
+    # many resources share them, so each set of values is matched once.
+    first_match: dict[tuple[str, ...], Rule | None] = {}
     out: dict[str, list] = {column: [] for column in CLASS_COLUMNS}
     # A line's class depends only on its text columns (never on its period or amounts): classify
     # each distinct combination once; a month of hourly lines repeats a few thousand of them.
@@ -151,7 +154,10 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
         tags, extra = line_tags(line.get("tags"), line.get("allocated_tags")), _json(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
         values = {k: field_value(k, line, tags, extra, derived) for k in keys}
-        rule = next((r for r in rules if matches(r, values)), None) or category_rule(line)
+        signature = tuple(values[k] for k in keys)
+        if signature not in first_match:
+            first_match[signature] = next((r for r in rules if matches(r, values)), None)
+        rule = first_match[signature] or category_rule(line)
         itype = derived["Derived.InstanceType"]
         gpu_type = gpu_instances().get(itype)
         out["resource_class"].append(rule.resource_class if rule else "unmatched")
