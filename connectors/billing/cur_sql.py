@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.billing.focus_load import NULL_TEXT
+from connectors.billing.focus_load import NULL_TEXT, text_or_null
 from connectors.duck import quote_ident, quote_text
 
 # Every CUR field the mapping reads, in CUR 2.0 / Athena spelling.
@@ -100,23 +100,6 @@ class Layout:
 def canonical(name: str) -> str:
     """Lower case, letters and digits only: the key on which CUR spellings meet."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-# DuckDB types whose text is never empty nor a null literal (a number, a moment, a truth value): their
-# text needs no test for one (``nan`` and ``inf`` are not null literals).
-PLAIN_TEXT_TYPES = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|REAL|DECIMAL\(\d+,\s*\d+\)|"
-                              r"DATE|TIME|TIMESTAMP( WITH TIME ZONE|_S|_MS|_NS)?|BOOLEAN)$")
-
-
-def text_or_null(expr: str, dtype: str = "VARCHAR") -> str:
-    """SQL: ``expr`` as VARCHAR with the null literals (empty, NULL, null, \\N) turned into NULL.
-    ``dtype``: the DuckDB type of ``expr``; a number, moment or truth value is only cast (its text is
-    never one of them), which spares every row of a Parquet file a trim and a comparison."""
-    text = f"CAST({expr} AS VARCHAR)"
-    if PLAIN_TEXT_TYPES.match(dtype.upper()):
-        return text
-    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
-    return f"CASE WHEN trim({text}) IN ({literals}) THEN NULL ELSE {text} END"
 
 
 def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]) -> Layout:

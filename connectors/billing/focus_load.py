@@ -270,6 +270,23 @@ def moment_sql(column: str) -> str:
     return f"coalesce(TRY_CAST({column} AS TIMESTAMPTZ), CASE WHEN {hour} >= 24 THEN {carried} END)"
 
 
+# DuckDB types whose text is never empty nor a null literal (a number, a moment, a truth value): their
+# text needs no test for one (``nan`` and ``inf`` are not null literals).
+PLAIN_TEXT_TYPES = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|REAL|DECIMAL\(\d+,\s*\d+\)|"
+                              r"DATE|TIME|TIMESTAMP( WITH TIME ZONE|_S|_MS|_NS)?|BOOLEAN)$")
+
+
+def text_or_null(expr: str, dtype: str = "VARCHAR") -> str:
+    """SQL: ``expr`` as VARCHAR with the null literals (empty, NULL, null, \\N) turned into NULL.
+    ``dtype``: the DuckDB type of ``expr``; a number, moment or truth value is only cast (its text is
+    never one of them), which spares every row of a Parquet file a trim and a comparison."""
+    text = f"CAST({expr} AS VARCHAR)"
+    if PLAIN_TEXT_TYPES.match(dtype.upper()):
+        return text
+    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
+    return f"CASE WHEN trim({text}) IN ({literals}) THEN NULL ELSE {text} END"
+
+
 def null_expr(column: str) -> str:
     """SQL that turns the null literals (empty, NULL, null, \\N, blank) into NULL."""
     literals = ", ".join(quote_text(text) for text in NULL_TEXT)
