@@ -19,8 +19,9 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   :func:`connectors.billing.gpu_sql.gpu_line_sql`, run on the distinct values of the fields they read:
   GPU lines keep their hours), and a line whose period ends before it starts (the FOCUS checks name it).
 * **Per file, on the file's own columns.** The keys are the Parquet columns the key fields and tags
-  are read from (a MAP as a MAP), not their text: two values with one text (``''`` and ``NULL``) only
-  make two groups, which the FOCUS reader joins. Groups never span files, for the same reason.
+  are read from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their
+  text: two values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader
+  joins. Groups never span files, for the same reason.
 * **When nothing is summed:** grain ``line``; a row hash seen twice (a repeated line must reach the
   duplicate check as two lines); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
   then keeps every line apart, :func:`connectors.billing.focus_lines.lossy_sums`).
