@@ -102,7 +102,7 @@ def parse_services(raw: Mapping[str, Any], duration, problems: list[str]) -> dic
             problems.append(f"{where}: expected a table")
             continue
         unknown_keys(entry, SERVICE_KEYS, where, problems)
-        match = {k: str(entry[k]) for k in SERVICE_MATCH_KEYS if k in entry}
+        match = {k: str(v) for k, v in entry.items() if k in SERVICE_MATCH_KEYS}  # the file's order, every run
         tags, resource_ids = _claims(entry, where, problems)
         if not match and not tags and not resource_ids:
             problems.append(f"{where}: needs at least one of {', '.join(sorted(SERVICE_MATCH_KEYS))} "

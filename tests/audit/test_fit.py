@@ -231,3 +231,17 @@ def test_a_service_matching_nothing_stops_a_strict_audit_only():
     assert [(f["kind"], f["severity"], f["nearest"]) for f in document["fit"]] == [
         ("service_unmatched", "error", ["search"]),
         ("telemetry_node_not_billed", "warning", ["n1"])]
+
+
+def test_service_matchers_keep_the_case_files_order():
+    """A service's matchers (and so the misfit messages that list them) come in the order the case
+    file writes them, whatever the interpreter's hash seed: the keys were once read from a set."""
+    from audit.case_services import parse_services
+
+    problems: list[str] = []
+    services = parse_services({"a": {"pod": "re:^a-", "namespace": "llm"},
+                               "b": {"namespace": "llm", "container": "c", "pod": "re:^b-"}},
+                              lambda table, key, default, where, found: default, problems)
+    assert problems == []
+    assert list(services["a"].match) == ["pod", "namespace"]
+    assert list(services["b"].match) == ["namespace", "container", "pod"]
