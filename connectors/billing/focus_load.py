@@ -281,10 +281,7 @@ def text_or_null(expr: str, dtype: str = "VARCHAR") -> str:
     ``dtype``: the DuckDB type of ``expr``; a number, moment or truth value is only cast (its text is
     never one of them), which spares every row of a Parquet file a trim and a comparison."""
     text = f"CAST({expr} AS VARCHAR)"
-    if PLAIN_TEXT_TYPES.match(dtype.upper()):
-        return text
-    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
-    return f"CASE WHEN trim({text}) IN ({literals}) THEN NULL ELSE {text} END"
+    return text if PLAIN_TEXT_TYPES.match(dtype.upper()) else null_expr(text)
 
 
 def null_expr(column: str) -> str:

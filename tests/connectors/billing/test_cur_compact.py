@@ -204,3 +204,19 @@ def test_tag_keys_one_prefix_apart_keep_their_spelling(tmp_path, monkeypatch):
     lines = assert_same(path, utc(2026, 9, 1), utc(2026, 10, 1), monkeypatch)
     tags = dict(zip(lines.row, lines.tags))
     assert tags[1] == '{"user:team":"a","user_team":"b"}' and tags[2] == '{"team":"a"}'
+
+
+def test_typed_text_is_the_same_text_without_the_null_literal_test():
+    """A Parquet number's, moment's or truth value's text is only cast; it equals the tested form."""
+    import duckdb
+
+    from connectors.billing.focus_load import text_or_null
+
+    assert text_or_null("x", "DOUBLE") == "CAST(x AS VARCHAR)"
+    assert text_or_null("x").startswith("CASE WHEN trim(CAST(x AS VARCHAR)) IN (")
+    con = duckdb.connect()
+    for dtype, value in (("DOUBLE", "-0.5"), ("BIGINT", "7"), ("TIMESTAMP", "'2025-01-01 00:00:00'"),
+                         ("DECIMAL(18,3)", "1.250"), ("BOOLEAN", "true"), ("DOUBLE", "'nan'"), ("DOUBLE", "NULL")):
+        expr = f"CAST({value} AS {dtype})"
+        plain, tested = con.execute(f"SELECT {text_or_null(expr, dtype)}, {text_or_null(expr)}").fetchone()
+        assert plain == tested, dtype
