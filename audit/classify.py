@@ -149,7 +149,9 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     codes = pd.Series(numbered)  # by position
     # groups are numbered in order of first appearance, so the n-th first occurrence has code n
     first = codes.drop_duplicates().index
-    distinct = lines.iloc[first]
+    # every field classification reads is one of the grouping columns: boxing the amounts and
+    # periods of each distinct line into Python objects would be wasted
+    distinct = (lines[by] if by else lines).iloc[first]
     for line in distinct.to_dict("records"):
         tags, extra = line_tags(line.get("tags"), line.get("allocated_tags")), _json(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
