@@ -11,7 +11,8 @@ never in CI, each made in its own process:
 - the TSDB: ``benchmarks/telemetry/build.py``'s series (dcgm-exporter, kube-state-metrics, vLLM)
   for the same NODES nodes (``build_fleet``: their ``provider_id`` names the billed instance ids),
   over the same hours, at ``--scrape`` seconds, imported block by block with
-  ``promtool tsdb create-blocks-from openmetrics``.
+  ``promtool tsdb create-blocks-from openmetrics``, then compacted by a Prometheus server as a
+  long-running one compacts its blocks (:func:`compact`).
 
 ``case.toml`` ties them: the export as a ``cur`` source, the TSDB as a ``prometheus`` source at the
 url of the server the harness starts, the chat and embed services by namespace and pod.
@@ -86,7 +87,8 @@ def cur_export(fleet: Fleet, lines: int, quiet: bool = False) -> Path:
 
 
 def tsdb(fleet: Fleet, quiet: bool = False) -> Path:
-    """The cached TSDB folder of ``fleet``, built on first use; its READY.json holds the build's figures."""
+    """The cached TSDB folder of ``fleet``, built and compacted on first use; its READY.json holds
+    the build's figures and the compaction's."""
     folder = cache_root() / fleet.tag()
     ready = folder / "READY.json"
     if not ready.exists():
@@ -96,7 +98,64 @@ def tsdb(fleet: Fleet, quiet: bool = False) -> Path:
                   f"under {folder} ...", file=sys.stderr, flush=True)
         subprocess.run([sys.executable, __file__, "--build-tsdb", json.dumps(fleet.__dict__), str(folder)],
                        check=True, cwd=ROOT)
+    stats = json.loads(ready.read_text())
+    if "compaction" not in stats:
+        if not quiet:
+            print(f"compacting the TSDB under {folder} ...", file=sys.stderr, flush=True)
+        stats["compaction"] = compact(folder / "tsdb", folder)
+        ready.write_text(json.dumps(stats, indent=2))
     return folder / "tsdb"
+
+
+def blocks(db: Path) -> int:
+    """Blocks in the TSDB folder ``db``."""
+    return sum(1 for p in db.iterdir() if (p / "meta.json").is_file())
+
+
+def compact(db: Path, folder: Path, timeout: float = 3600.0) -> dict:
+    """Let Prometheus compact the TSDB ``db`` as a long-running server would, and return the figures.
+
+    promtool writes one block per 2 hours: a month is 372 blocks, and every query then looks each
+    series up in every block. A server holding that month has long since compacted them (into 6 h,
+    18 h, 54 h, 162 h and 486 h blocks, Prometheus's default ranges for its retention), and so have
+    Thanos and Mimir. The server runs with its own block durations until its second compaction
+    cycle has begun (cycles run one at a time, a minute apart: the first has then compacted
+    everything it could) and no block is being written."""
+    from tests.servers.prometheus import PromServer
+
+    before, started = blocks(db), time.monotonic()
+    server = PromServer(db, folder, compacting=True)
+    server.start(wait=600)
+    try:
+        while time.monotonic() - started < timeout:
+            figures = server_metrics(server.url)
+            if figures.get("prometheus_tsdb_compactions_triggered_total", 0) >= 2 \
+                    and figures.get("prometheus_tsdb_compaction_populating_block", 0) == 0:
+                break
+            time.sleep(2)
+        else:
+            raise RuntimeError(f"the TSDB under {db} did not finish compacting in {timeout:.0f} s")
+    finally:
+        server.stop()
+    return {"blocks_before": before, "blocks_after": blocks(db),
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def server_metrics(url: str) -> dict[str, float]:
+    """The unlabelled samples of a Prometheus server's own /metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            try:
+                found[name] = float(value)
+            except ValueError:
+                pass
+    return found
 
 
 def build_tsdb(fleet: Fleet, folder: Path) -> None:

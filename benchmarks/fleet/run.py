@@ -157,7 +157,7 @@ class Server:
     def __init__(self, db: Path, work: Path):
         from tests.servers.prometheus import PromServer
         work.mkdir(parents=True, exist_ok=True)
-        self.server = PromServer(db, work)
+        self.server = PromServer(db, work, compacting=True)
         self.peak = 0
         self.running = False
 
