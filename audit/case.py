@@ -40,7 +40,7 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "endpoint_url", "profile", "region", "project", "location", "maximum_bytes_billed",
                "workgroup", "database", "output_location", "catalog", "view", "service", "health_path", "path_filter",
                "token_env", "username_env", "password_env", "ca_file", "insecure_skip_verify",
-               "grain", "partition_slack_days", "api_endpoint", "timeout_s",
+               "grain", "partition_slack_days", "api_endpoint", "timeout_s", "parallel_queries",
                "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SCOPE_KEYS = {"accounts", "services", "tags"}

@@ -199,7 +199,7 @@ class PrometheusConnector(Connector):
         return tables, self.puller.points, self._covered
 
     def fingerprint(self) -> str:
-        """sha256 of the answers received, in the order they came."""
+        """sha256 of the answers received, in the order asked (PromClient.query_ranges)."""
         client = getattr(self, "client", None)
         return client.digest.hexdigest() if client is not None else ""
 

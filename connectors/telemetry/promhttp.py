@@ -21,11 +21,13 @@ import hashlib
 import http.client
 import os
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 import msgspec
@@ -123,6 +125,20 @@ def _variable(options: Mapping[str, Any], option: str, default: str, environ: Ma
     return environ[str(name)]
 
 
+#: range queries in flight at once unless the source sets ``parallel_queries``
+PARALLEL_QUERIES = 4
+MAX_PARALLEL_QUERIES = 32
+
+
+def parallel_queries(options: Mapping[str, Any]) -> int:
+    """The source's ``parallel_queries``: a whole number from 1 (one query at a time) to 32."""
+    value = options.get("parallel_queries", PARALLEL_QUERIES)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL_QUERIES:
+        raise InputError(f"option parallel_queries = {value!r}", "not a whole number of queries in flight",
+                         column="parallel_queries", expected=f"a whole number from 1 to {MAX_PARALLEL_QUERIES}")
+    return value
+
+
 class PromClient:
     """POSTs form-encoded API calls and decodes their ``data``; counts bytes and responses."""
 
@@ -154,6 +170,8 @@ class PromClient:
         self.bytes_decoded = 0    # JSON text after decompression
         self.requests = 0
         self.digest = hashlib.sha256()
+        self.parallel = parallel_queries(options)
+        self._counting = threading.Lock()
 
     def __repr__(self) -> str:
         """The endpoint only: headers hold secrets."""
@@ -175,7 +193,20 @@ class PromClient:
         raise AssertionError("unreachable")
 
     def _once(self, path: str, params: Mapping[str, str], method: str) -> Any:
-        """One request; every failure mapped onto the connector error families."""
+        """One request, counted; every failure mapped onto the connector error families."""
+        wire, text = self._exchange(path, params, method)
+        self._count(wire, text)
+        return self._data(text)
+
+    def _count(self, wire: int, text: bytes) -> None:
+        with self._counting:
+            self.bytes_received += wire
+            self.requests += 1
+            self.digest.update(text)
+
+    def _exchange(self, path: str, params: Mapping[str, str], method: str) -> tuple[int, bytes]:
+        """One request: (bytes on the wire, the JSON text); nothing counted; every failure mapped
+        onto the connector error families."""
         form = urllib.parse.urlencode(params)
         if method == "GET":
             request = urllib.request.Request(f"{self.url}{path}?{form}", headers=self._headers)
@@ -197,11 +228,7 @@ class PromClient:
                 raise FatalSourceError(f"{self.shown}: TLS certificate not trusted ({reason.reason}); "
                                        "set ca_file") from None
             raise RetriableSourceError(f"{self.shown}: cannot connect ({redact(reason)})") from None
-        text = self._decode(raw, encoding)
-        self.bytes_received += len(raw)
-        self.requests += 1
-        self.digest.update(text)
-        return self._data(text)
+        return len(raw), self._decode(raw, encoding)
 
     def _read(self, response) -> bytes:
         """The body as sent, at most MAX_ANSWER bytes."""
@@ -223,7 +250,8 @@ class PromClient:
                 raise RetriableSourceError(f"{self.shown}: truncated response ({exc})") from None
             if raw is None:
                 raise self._too_big("decompressed")
-        self.bytes_decoded += len(raw)
+        with self._counting:
+            self.bytes_decoded += len(raw)
         return raw
 
     def _data(self, text: bytes) -> Any:
@@ -263,10 +291,58 @@ class PromClient:
 
     def query_range(self, expr: str, start: str, end: str, step_seconds: int) -> list[dict]:
         """A matrix: ``[{"metric": {...}, "values": [[t, "v"], ...]}, ...]``."""
-        data = self.call("/api/v1/query_range", {
-            "query": expr, "start": start, "end": end, "step": f"{step_seconds}s",
-            "timeout": self.query_timeout})
+        data = self.call("/api/v1/query_range", self._range_params(expr, start, end, step_seconds))
         return list(data.get("result") or [])
+
+    def query_ranges(self, queries: list[tuple[str, str, str, int]]) -> list[list[dict] | QueryTooLarge]:
+        """Range queries ``(expr, start, end, step_seconds)`` asked at once, at most
+        :attr:`parallel` in flight: a server evaluates each query on one core, so a month in 7-day
+        chunks is read in about the time of its slowest chunk. Each answer is counted and hashed
+        in the order asked, whatever order the answers arrive in (the fingerprint does not depend
+        on timing). An answer refusing its query as too large or too slow comes back as its
+        :class:`QueryTooLarge`, for the caller to split; any other failure is raised (the first
+        in the order asked)."""
+        if self.parallel <= 1 or len(queries) <= 1:
+            return [self._range_or_refusal(*q) for q in queries]
+        with ThreadPoolExecutor(min(self.parallel, len(queries)), thread_name_prefix="promql") as pool:
+            futures = [pool.submit(self._attempts, "/api/v1/query_range", self._range_params(*q))
+                       for q in queries]
+        out: list[list[dict] | QueryTooLarge] = []
+        for future in futures:
+            try:
+                wire, text, data = future.result()
+            except QueryTooLarge as refused:
+                out.append(refused)
+                continue
+            self._count(wire, text)
+            out.append(list(data.get("result") or []))
+        return out
+
+    def _range_or_refusal(self, expr: str, start: str, end: str, step_seconds: int) -> list[dict] | QueryTooLarge:
+        try:
+            return self.query_range(expr, start, end, step_seconds)
+        except QueryTooLarge as refused:
+            return refused
+
+    def _range_params(self, expr: str, start: str, end: str, step_seconds: int) -> dict[str, str]:
+        return {"query": expr, "start": start, "end": end, "step": f"{step_seconds}s",
+                "timeout": self.query_timeout}
+
+    def _attempts(self, path: str, params: Mapping[str, str]) -> tuple[int, bytes, Any]:
+        """(wire bytes, JSON text, data) of one call, retried like :meth:`call`; nothing counted."""
+        delay = self.backoff_seconds
+        for attempt in range(self.retries + 1):
+            try:
+                wire, text = self._exchange(path, params, "POST")
+                return wire, text, self._data(text)
+            except QueryTooLarge:
+                raise
+            except RetriableSourceError:
+                if attempt == self.retries:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
 
     def query(self, expr: str, time_: str) -> tuple[str, list[dict]]:
         """An instant query's result type and result."""

@@ -153,8 +153,13 @@ class Puller:
         """Values of ``template`` per interval: columns ``labels`` + k + v (+ costaudit_agg)."""
         self.progress.plan(len(self.plan))
         parts = []
-        for chunk in self.plan:
-            parts.extend(self._chunk(template, chunk, shard, selector, ""))
+        # every chunk asked at once (PromClient.query_ranges); a refused one is then split alone
+        answers = self.client.query_ranges([self._range(template, chunk, "") for chunk in self.plan])
+        for chunk, answer in zip(self.plan, answers):
+            if isinstance(answer, QueryTooLarge):
+                parts.extend(self._split(template, chunk, shard, selector, "", answer))
+            else:
+                parts.extend(self._series(answer, chunk))
             self.progress.advance()
         return long_frame(parts, None if labels is None else labels + ["costaudit_agg"])
 
@@ -162,14 +167,18 @@ class Puller:
         """One chunk's series, halved when the server refuses it."""
         try:
             return self._query(template, chunk, extra)
-        except QueryTooLarge:
-            if chunk.k1 - chunk.k0 > 1:
-                mid = (chunk.k0 + chunk.k1) // 2
-                return (self._chunk(template, Chunk(chunk.k0, mid), shard, selector, extra)
-                        + self._chunk(template, Chunk(mid, chunk.k1), shard, selector, extra))
-            if not shard or extra:
-                raise
-            return self._sharded(template, chunk, shard, selector)
+        except QueryTooLarge as refused:
+            return self._split(template, chunk, shard, selector, extra, refused)
+
+    def _split(self, template: str, chunk: Chunk, shard, selector, extra: str, refused: QueryTooLarge) -> list:
+        """A refused chunk's series: its halves, or one interval by series (``shard``)."""
+        if chunk.k1 - chunk.k0 > 1:
+            mid = (chunk.k0 + chunk.k1) // 2
+            return (self._chunk(template, Chunk(chunk.k0, mid), shard, selector, extra)
+                    + self._chunk(template, Chunk(mid, chunk.k1), shard, selector, extra))
+        if not shard or extra:
+            raise refused
+        return self._sharded(template, chunk, shard, selector)
 
     def _sharded(self, template: str, chunk: Chunk, label: str, selector: str) -> list:
         """One interval queried per group of ``label`` values (plus series lacking the label)."""
@@ -189,12 +198,19 @@ class Puller:
                 stack += [group[: len(group) // 2], group[len(group) // 2:]]
         return out
 
-    def _query(self, template: str, chunk: Chunk, extra: str) -> list:
-        """(labels, k array, value array) of each series one range query returns."""
+    def _range(self, template: str, chunk: Chunk, extra: str) -> tuple[str, str, str, int]:
+        """The range query of one chunk: (expression, start, end, step seconds)."""
         w = self.window
         expr = template.replace("$R", f"{w.range_ms(chunk.k0)}ms").replace("$M", extra)
-        result = self.client.query_range(expr, seconds_text(w.at(chunk.k0)),
-                                         seconds_text(w.at(chunk.k1 - 1)), w.step_ms // 1000)
+        return expr, seconds_text(w.at(chunk.k0)), seconds_text(w.at(chunk.k1 - 1)), w.step_ms // 1000
+
+    def _query(self, template: str, chunk: Chunk, extra: str) -> list:
+        """(labels, k array, value array) of each series one range query returns."""
+        return self._series(self.client.query_range(*self._range(template, chunk, extra)), chunk)
+
+    def _series(self, result: list, chunk: Chunk) -> list:
+        """(labels, k array, value array) of each series of a chunk's answer, inside the chunk."""
+        w = self.window
         out = []
         for series in result:
             t, v = _points(series.get("values") or [])

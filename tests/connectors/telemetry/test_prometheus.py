@@ -14,6 +14,8 @@ import json
 import re
 import shutil
 import sys
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.errors import FatalSourceError, InputError
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.prometheus import PrometheusConnector
-from connectors.telemetry.promhttp import PromClient
+from connectors.telemetry.promhttp import PARALLEL_QUERIES, PromClient, parallel_queries
 from connectors.telemetry.promquery import MAX_POINTS, Puller, Window, chunks, probe_left_open
 from tests.paths import DEMO
 from tests.servers.prometheus import DEMO_METRICS, SEEDS, SMALL, FaultProxy, self_signed
@@ -266,26 +268,26 @@ def test_demo_audit_json_equals_the_file_based_one(prom, demo_audit, tmp_path):
 def test_prometheus_restarted_mid_audit(prom, demo_audit, tmp_path, monkeypatch):
     monkeypatch.setattr(PrometheusConnector, "chunk_seconds", 5 * 86400)
     state = {"queries": 0, "refused": 0, "thread": None}
-    real_query, real_once = Puller._query, PromClient._once
+    real_series, real_exchange = Puller._series, PromClient._exchange
 
-    def query(self, template, chunk, extra):
-        """After the first chunk: stop Prometheus, start it again 1.5 s later."""
-        out = real_query(self, template, chunk, extra)
+    def series(self, result, chunk):
+        """After the first chunk's answer: stop Prometheus, start it again 1.5 s later."""
+        out = real_series(self, result, chunk)
         state["queries"] += 1
         if state["queries"] == 1:
             state["thread"] = prom.server.restart_later(1.5)
         return out
 
-    def once(self, path, params, method):
-        """Count the requests refused while the server is down."""
+    def exchange(self, path, params, method):
+        """Count the requests refused while the server is down (asked one by one or at once)."""
         try:
-            return real_once(self, path, params, method)
+            return real_exchange(self, path, params, method)
         except Exception:
             state["refused"] += 1
             raise
 
-    monkeypatch.setattr(Puller, "_query", query)
-    monkeypatch.setattr(PromClient, "_once", once)
+    monkeypatch.setattr(Puller, "_series", series)
+    monkeypatch.setattr(PromClient, "_exchange", exchange)
     document = audit(demo_case(tmp_path, prom.url))
     state["thread"].join(timeout=60)
     assert state["refused"] >= 1 and state["queries"] > 6
@@ -309,3 +311,71 @@ def test_failing_source_is_reported_missing_and_the_audit_conserves(
     total = Decimal(document["total"])
     assert total == Decimal(demo_audit["total"])
     assert sum(Decimal(b["amount"]) for b in document["buckets"].values()) == total
+
+
+# --------------------------------------------------------------------------------------------
+# Chunks asked at once (PromClient.query_ranges)
+# --------------------------------------------------------------------------------------------
+
+DEMO_MONTH = (pd.Timestamp("2026-09-01T00:00Z"), pd.Timestamp("2026-10-01T00:00Z"))
+
+
+@pytest.mark.slow
+def test_chunks_asked_at_once_give_the_same_tables_and_fingerprint(prom, monkeypatch):
+    """The demo month is five 7-day chunks: asked four at a time, the tables, the values counted
+    and the sha256 of the answers are those of asking them one by one."""
+    ctx = context(*DEMO_MONTH, 3600)
+    one_by_one = connector(prom.url, ctx, parallel_queries=1)
+    expected = one_by_one.read()
+    state = {"in_flight": 0, "most": 0}
+    real_exchange = PromClient._exchange
+
+    def exchange(self, path, params, method):
+        with lock:
+            state["in_flight"] += 1
+            state["most"] = max(state["most"], state["in_flight"])
+        try:
+            time.sleep(0.05)  # long enough for the next chunk's request to start
+            return real_exchange(self, path, params, method)
+        finally:
+            with lock:
+                state["in_flight"] -= 1
+
+    lock = threading.Lock()
+    monkeypatch.setattr(PromClient, "_exchange", exchange)
+    at_once = connector(prom.url, ctx, parallel_queries=4)
+    got = at_once.read()
+    assert state["most"] >= 2
+    assert_identical_tables(expected, got)
+    assert got.rows == expected.rows and got.sha256 == expected.sha256
+    assert at_once.client.requests == one_by_one.client.requests
+
+
+@pytest.mark.slow
+def test_a_chunk_refused_among_chunks_asked_at_once_is_split(prom, proxy):
+    ctx = context(*DEMO_MONTH, 3600)
+    expected = connector(prom.url, ctx, parallel_queries=1).read()
+    proxy.only = "/api/v1/query_range"
+    proxy.faults = [(422, TOO_LARGE)] * 2
+    got = connector(proxy.url, ctx, parallel_queries=4).read()
+    assert not proxy.faults
+    assert_identical_tables(expected, got)
+
+
+def assert_identical_tables(expected, got) -> None:
+    """Every table equal, to the bit."""
+    assert set(expected.tables) == set(got.tables)
+    for name, table in expected.tables.items():
+        pd.testing.assert_frame_equal(table, got.tables[name], check_exact=True, obj=name)
+
+
+@pytest.mark.parametrize("value", [0, 33, "4", True, 2.5, None])
+def test_parallel_queries_must_be_a_whole_number_from_1_to_32(value):
+    with pytest.raises(InputError) as caught:
+        parallel_queries({"parallel_queries": value})
+    assert caught.value.column == "parallel_queries" and "1 to 32" in str(caught.value)
+
+
+def test_parallel_queries_default_and_range():
+    assert parallel_queries({}) == PARALLEL_QUERIES
+    assert [parallel_queries({"parallel_queries": n}) for n in (1, 32)] == [1, 32]
