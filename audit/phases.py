@@ -78,9 +78,14 @@ def _rows_of(table: pd.DataFrame, services: Mapping[str, Any]) -> pd.DataFrame:
     """The table's rows with the declared service their pod labels match (``service`` column)."""
     if table is None or table.empty:
         return pd.DataFrame(columns=[*(table.columns if table is not None else []), "service"])
-    names = [service_of({"namespace": str(ns), "pod": str(pod), "model_name": str(model), "container": ""},
-                        services, {})
-             for ns, pod, model in zip(table["namespace"], table["pod"], table["model_name"])]
+    found: dict[tuple, str | None] = {}  # a pod's rows (one per interval) share one answer
+    names = []
+    for key in zip(*(table[c].to_numpy(dtype=object) for c in ("namespace", "pod", "model_name"))):
+        if key not in found:
+            ns, pod, model = key
+            found[key] = service_of({"namespace": str(ns), "pod": str(pod), "model_name": str(model),
+                                     "container": ""}, services, {})
+        names.append(found[key])
     out = table.assign(service=names)
     return out.loc[out["service"].notna()]
 

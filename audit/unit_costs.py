@@ -71,9 +71,13 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
     path filter) are kept beside it (METHOD §4).
     """
     per_source: dict[tuple[str, str], _Counts] = {}
+    found: dict[tuple, str | None] = {}  # a pod's rows (one per interval) share one answer
     for row in traffic.itertuples(index=False):
-        labels = {"namespace": row.namespace, "pod": row.pod, "model_name": row.model_name, "container": ""}
-        name = service_of(labels, services, {}) or _named_service(row, services)
+        key = (row.namespace, row.pod, row.model_name)
+        if key not in found:
+            labels = {"namespace": row.namespace, "pod": row.pod, "model_name": row.model_name, "container": ""}
+            found[key] = service_of(labels, services, {}) or _named_service(row, services)
+        name = found[key]
         if name is None:
             continue
         source = getattr(row, "source", "") or "traffic table"
