@@ -28,7 +28,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import msgspec
 
@@ -179,14 +179,19 @@ class PromClient:
 
     def call(self, path: str, params: Mapping[str, str], method: str = "POST") -> Any:
         """The ``data`` of one API call, retried on transient faults."""
+        return self._retried(lambda: self._once(path, params, method))
+
+    def _retried(self, attempt: Callable[[], Any]) -> Any:
+        """``attempt()``, again after a transient fault with exponential backoff (never after a
+        QueryTooLarge: the caller splits the query)."""
         delay = self.backoff_seconds
-        for attempt in range(self.retries + 1):
+        for tried in range(self.retries + 1):
             try:
-                return self._once(path, params, method)
+                return attempt()
             except QueryTooLarge:
                 raise
             except RetriableSourceError:
-                if attempt == self.retries:
+                if tried == self.retries:
                     raise
                 time.sleep(delay)
                 delay *= 2
@@ -330,19 +335,11 @@ class PromClient:
 
     def _attempts(self, path: str, params: Mapping[str, str]) -> tuple[int, bytes, Any]:
         """(wire bytes, JSON text, data) of one call, retried like :meth:`call`; nothing counted."""
-        delay = self.backoff_seconds
-        for attempt in range(self.retries + 1):
-            try:
-                wire, text = self._exchange(path, params, "POST")
-                return wire, text, self._data(text)
-            except QueryTooLarge:
-                raise
-            except RetriableSourceError:
-                if attempt == self.retries:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        def attempt() -> tuple[int, bytes, Any]:
+            wire, text = self._exchange(path, params, "POST")
+            return wire, text, self._data(text)
+
+        return self._retried(attempt)
 
     def query(self, expr: str, time_: str) -> tuple[str, list[dict]]:
         """An instant query's result type and result."""
