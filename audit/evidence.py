@@ -22,6 +22,7 @@ from audit.ledger import Ledger
 from audit.normalised import ProfileSummary, Telemetry
 from audit.result import Evidence, Figure, KernelFinding
 from audit.services import service_of
+from connectors.telemetry.distinct import by_values
 
 if TYPE_CHECKING:
     from connectors.profiles.events import Trace
@@ -130,13 +131,12 @@ def _of_service(frame: pd.DataFrame, services: Mapping[str, Service],
     if frame.empty:
         return frame.assign(service=[])
     keys = [c for c in columns if c in frame]
-    combos = frame[keys].drop_duplicates()
-    names = {}
-    for row in combos.itertuples(index=False, name=None):
+
+    def match(*row) -> str | None:
         labels = {"namespace": "", "pod": "", "model_name": "", "container": "", **dict(zip(keys, map(str, row)))}
-        names[row] = service_of(labels, services, {})
-    service = [names[row] for row in frame[keys].itertuples(index=False, name=None)]
-    out = frame.assign(service=service)
+        return service_of(labels, services, {})
+
+    out = frame.assign(service=by_values(match, *(frame[k] for k in keys)) if keys else [match()] * len(frame))
     return out.loc[out["service"].notna()]
 
 

@@ -34,6 +34,7 @@ from audit.normalised import (
 )
 from audit.services import service_of
 from connectors.errors import InputError, InputErrors
+from connectors.telemetry.distinct import by_values
 
 #: the counter each serving family's request counts come from (traffic provenance)
 REQUEST_COUNTERS = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
@@ -108,7 +109,7 @@ def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> 
     for numeric, name in _named_instances(lines):
         if name in nodes_of and numeric not in nodes_of:
             nodes_of[numeric] = set(nodes_of[name])
-    seen = set(tele.activity["node"])
+    seen = set(tele.activity["node"].drop_duplicates().tolist())
     return NodeMap({k: tuple(sorted(v)) for k, v in nodes_of.items()}, frozenset(nodes_of),
                    frozenset(r for r, nodes in nodes_of.items() if seen & set(nodes)))
 
@@ -150,7 +151,7 @@ def _traffic(collected: Collected) -> pd.DataFrame:
             base = f"{frame.spec.name} ({frame.spec.format})"
             family = table["family"] if "family" in table else pd.Series("", index=table.index)
             counter = family.map(REQUEST_COUNTERS).fillna("")
-            parts.append(table.assign(source=[f"{base}: {c}" if c else base for c in counter]))
+            parts.append(table.assign(source=(base + ": " + counter).where(counter != "", base)))
     if not parts:
         return pd.DataFrame({c: [] for c in TRAFFIC_COLUMNS + ["source"]})
     return pd.concat(parts, ignore_index=True)
@@ -162,8 +163,35 @@ def _pods(frame: pd.DataFrame) -> set:
     """(namespace, pod) pairs a table names."""
     if frame.empty or "pod" not in frame:
         return set()
-    named = frame.loc[frame["pod"].astype(str) != ""]
-    return set(zip(named["namespace"].astype(str), named["pod"].astype(str)))
+    pairs = frame[["namespace", "pod"]].drop_duplicates()
+    return {(ns, pod) for ns, pod in zip(pairs["namespace"].astype(str).tolist(),
+                                         pairs["pod"].astype(str).tolist()) if pod != ""}
+
+
+def _pairs(frame: pd.DataFrame, a: str, b: str) -> set:
+    """The distinct (a, b) value pairs of a table."""
+    pairs = frame[[a, b]].drop_duplicates()
+    return set(zip(pairs[a].tolist(), pairs[b].tolist()))
+
+
+def _values(column: pd.Series) -> set:
+    """The distinct values of a column as text (each distinct value converted once)."""
+    return set(column.drop_duplicates().astype(str).tolist())
+
+
+def _keys_in(frame: pd.DataFrame, keys: list[str], wanted: set) -> tuple[list[str], int]:
+    """The values of ``keys`` in ``wanted`` that rows of ``frame`` hold, as sorted "a/b" texts, and
+    the number of distinct intervals (``ts``) those rows fall in. Each distinct key is tested once,
+    then the rows are picked by a vectorised membership test (not a Python loop over the rows)."""
+    if not wanted or frame.empty:
+        return [], 0
+    distinct = frame[keys].drop_duplicates()
+    found = [key for key in zip(*(distinct[k].tolist() for k in keys)) if key in wanted]
+    if not found:
+        return [], 0
+    rows = pd.MultiIndex.from_frame(frame[keys]).isin(found)
+    names = sorted({"/".join(str(v) for v in key) for key in found})
+    return names, int(frame.loc[rows, "ts"].nunique(dropna=False))
 
 
 def _serving_rows(tele: Telemetry) -> pd.DataFrame:
@@ -174,17 +202,22 @@ def _serving_rows(tele: Telemetry) -> pd.DataFrame:
     else:
         traffic = traffic.iloc[0:0]
     columns = ["ts", "namespace", "pod", "family", "source"]
-    parts = [t.assign(source=t["source"].astype(str).str.split(": ").str[0])[columns]
+    parts = [t.assign(source=by_values(_source_name, t["source"].astype(str)))[columns]
              for t in (traffic, tele.serving) if len(t)]
     if len(tele.queue):
         parts.append(tele.queue[["ts", "namespace", "pod"]].assign(family="vllm", source=""))
     return pd.concat(parts, ignore_index=True) if parts else empty_table(columns)
 
 
+def _source_name(source):
+    """"prom (prometheus)" of a traffic row's "prom (prometheus): <counter>"."""
+    return source.split(": ")[0] if isinstance(source, str) else source
+
+
 def _serving_source(serving: pd.DataFrame, sources: str) -> str:
     """"vLLM / Triton / TGI counters and gauges (<sources>)"."""
     names = {"vllm": "vLLM", "triton": "Triton", "tgi": "TGI"}
-    families = " / ".join(names.get(f, f) for f in sorted(set(serving["family"].astype(str))) if f)
+    families = " / ".join(names.get(f, f) for f in sorted(_values(serving["family"])) if f)
     return f"{families} counters and gauges" + (f" ({sources})" if sources else "")
 
 
@@ -227,28 +260,21 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
     """
     out = []
 
-    def add(check, source, against, label, values: dict, detail):
-        """values: value -> set of interval starts."""
-        if not values:
+    def add(check, source, against, label, found: tuple[list[str], int], detail):
+        """found: the values' sorted texts and the number of intervals they appear in."""
+        names, intervals = found
+        if not names:
             return
-        names = sorted(values)
-        stamps = set().union(*values.values())
         out.append({"check": check, "source": source, "against": against, "label": label,
                     "values": names[:MISMATCH_VALUES], "count": len(names),
-                    "intervals": len(stamps), "detail": detail})
+                    "intervals": intervals, "detail": detail})
 
     def sources_of(frame) -> str:
         if "source" not in frame or frame.empty:
             return ""
-        return ", ".join(sorted({str(s) for s in frame["source"] if s}))
+        return ", ".join(sorted({str(s) for s in frame["source"].drop_duplicates().tolist() if s}))
 
-    def per_value(frame, keys, wanted) -> dict:
-        out_values: dict = {}
-        for row in frame[keys + ["ts"]].itertuples(index=False, name=None):
-            value = "/".join(str(v) for v in row[:-1])
-            if tuple(row[:-1]) in wanted:
-                out_values.setdefault(value, set()).add(row[-1])
-        return out_values
+    per_value = _keys_in
 
     dcgm_pods = _pods(tele.activity)
     serving = _serving_rows(tele)
@@ -267,8 +293,8 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
                 "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU")
     activity = tele.activity
     if len(activity) and len(tele.nodes):
-        known = set(tele.nodes["node"].astype(str))
-        hosts = {(h,) for h in set(activity["node"].astype(str)) - known if h}
+        known = _values(tele.nodes["node"])
+        hosts = {(h,) for h in _values(activity["node"]) - known if h}
         add("dcgm_node_not_in_node_info", "DCGM Hostname", "kube_node_info", "node",
             per_value(activity, ["node"], hosts),
             "DCGM hosts kube_node_info does not know: their GPUs cannot be tied to a billed "
@@ -280,8 +306,8 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
                 "DCGM pod labels", "namespace/pod",
                 per_value(tele.requests, ["namespace", "pod"], missing),
                 "pods that requested GPUs but that no DCGM series names")
-        hosts = set(activity["node"].astype(str))
-        nodes = {(n,) for n in set(tele.requests["node"].astype(str)) - hosts if n}
+        hosts = _values(activity["node"])
+        nodes = {(n,) for n in _values(tele.requests["node"]) - hosts if n}
         add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",
             "DCGM Hostname", "node", per_value(tele.requests, ["node"], nodes),
             "nodes with GPU requests but no DCGM series (or a Hostname label that differs from "
@@ -294,10 +320,10 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
             "[services] of the case", "namespace/deployment",
             per_value(deployments, ["namespace", "name"], unmatched),
             "deployments that match no declared service (their replicas are not evidence for any)")
-        names = set(zip(deployments["namespace"], deployments["name"]))
+        names = _pairs(deployments, "namespace", "name")
         hpas = tele.replicas.loc[tele.replicas["kind"] == "hpa"]
         if names:
-            orphans = set(zip(hpas["namespace"], hpas["name"])) - names
+            orphans = _pairs(hpas, "namespace", "name") - names
             add("hpa_without_deployment", "kube_horizontalpodautoscaler_* / kube_hpa_*",
                 "kube_deployment_*", "namespace/hpa", per_value(hpas, ["namespace", "name"], orphans),
                 "HPAs named like no deployment (the scale target is read from the HPA's name)")

@@ -32,6 +32,7 @@ import pandas as pd
 from audit.money import ZERO
 from audit.services import service_of
 from connectors.profiles.phases import PhaseSplit, split_phases
+from connectors.telemetry.distinct import by_values
 from connectors.telemetry.phase_families import distribution
 
 PREFILL_TIMERS = {"vllm": "vllm:request_prefill_time_seconds_sum",
@@ -78,14 +79,10 @@ def _rows_of(table: pd.DataFrame, services: Mapping[str, Any]) -> pd.DataFrame:
     """The table's rows with the declared service their pod labels match (``service`` column)."""
     if table is None or table.empty:
         return pd.DataFrame(columns=[*(table.columns if table is not None else []), "service"])
-    found: dict[tuple, str | None] = {}  # a pod's rows (one per interval) share one answer
-    names = []
-    for key in zip(*(table[c].to_numpy(dtype=object) for c in ("namespace", "pod", "model_name"))):
-        if key not in found:
-            ns, pod, model = key
-            found[key] = service_of({"namespace": str(ns), "pod": str(pod), "model_name": str(model),
-                                     "container": ""}, services, {})
-        names.append(found[key])
+    # a pod's rows (one per interval) share one answer: matched once per distinct labels
+    names = by_values(lambda ns, pod, model: service_of(
+        {"namespace": str(ns), "pod": str(pod), "model_name": str(model), "container": ""}, services, {}),
+        table["namespace"], table["pod"], table["model_name"])
     out = table.assign(service=names)
     return out.loc[out["service"].notna()]
 

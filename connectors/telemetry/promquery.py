@@ -270,14 +270,17 @@ def long_frame(series: list, labels: list[str] | None, value_key: str = "k") -> 
         value_key: np.concatenate([key for _, key, _ in series]).astype(dtype) if series
         else np.empty(0, dtype=dtype),
         "v": np.concatenate([v for _, _, v in series]) if series else np.empty(0)})
+    rows = np.repeat(np.arange(len(series)), counts)  # each point's series
     for name in dict.fromkeys(labels):
-        column = [meta.get(name, "") for meta, _, _ in series]
-        frame[name] = pd.Series(np.repeat(np.array(column, dtype=object), counts),
-                                dtype="str", index=frame.index)
-    ids = [series_id(meta) for meta, _, _ in series]
-    frame["id"] = pd.Series(np.repeat(np.array(ids, dtype=object), counts), dtype="str",
-                            index=frame.index)
+        frame[name] = _per_point([meta.get(name, "") for meta, _, _ in series], rows, frame.index)
+    frame["id"] = _per_point([series_id(meta) for meta, _, _ in series], rows, frame.index)
     return frame
+
+
+def _per_point(values: list[str], rows: np.ndarray, index: pd.Index) -> pd.Series:
+    """A string column with each series' value repeated over its points: one string per series,
+    taken by position (Arrow's take), not one Python string per point converted."""
+    return pd.Series(pd.array(values, dtype="str").take(rows), index=index)
 
 
 # --------------------------------------------------------------------------------------------
