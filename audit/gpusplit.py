@@ -193,12 +193,10 @@ class GpuSplitter:
 
     @staticmethod
     def _index_activity(activity: pd.DataFrame) -> dict:
-        index = defaultdict(list)
-        for row in table_rows(activity):
-            index[(row.node, row.ts)].append(row)
-        for rows in index.values():
-            rows.sort(key=lambda r: (_gpu_key(r.gpu), r.uuid))
-        return index
+        """(node, interval) -> its activity rows, in GPU order (index, then UUID; ties in table order)."""
+        if not len(activity):
+            return {}
+        return rows_by_node_interval(activity, [_ranks(activity["gpu"], _gpu_key), _ranks(activity["uuid"], _text_key)])
 
     @staticmethod
     def _index_unmeasured(unmeasured: pd.DataFrame | None) -> dict:
@@ -212,11 +210,10 @@ class GpuSplitter:
 
     @staticmethod
     def _index_requests(requests: pd.DataFrame) -> dict:
-        index = defaultdict(list)
-        for row in table_rows(requests):
-            if row.gpus > 0:
-                index[(row.node, row.ts)].append(row)
-        return index
+        """(node, interval) -> its GPU requests of at least one GPU, in table order."""
+        if not len(requests):
+            return {}
+        return rows_by_node_interval(requests.loc[(requests["gpus"] > 0).to_numpy(dtype=bool)], [])
 
     def add_lines(self, lines: GpuLines) -> None:
         """Spread every line over its GPUs and intervals, in order.
@@ -371,6 +368,30 @@ class GpuSplitter:
         return found
 
 
+def rows_by_node_interval(frame: pd.DataFrame, order: list[np.ndarray]) -> dict:
+    """(node, ts) -> the rows (:func:`table_rows`) of that node and interval, sorted by the ``order``
+    keys (integer ranks, the first compared first), ties in table order: one stable sort of the
+    table and slices of its rows, not a Python append and sort per group."""
+    if not len(frame):
+        return {}
+    nodes = pd.factorize(frame["node"], use_na_sentinel=False)[0]
+    stamps = pd.factorize(frame["ts"], use_na_sentinel=False)[0]
+    perm = np.lexsort([*reversed(order), stamps, nodes])  # the last key is the first compared
+    rows = list(table_rows(frame.iloc[perm]))
+    nodes, stamps = nodes[perm], stamps[perm]
+    starts = (np.flatnonzero((np.diff(nodes) != 0) | (np.diff(stamps) != 0)) + 1).tolist()
+    return {(rows[a].node, rows[a].ts): rows[a:b] for a, b in zip([0, *starts], [*starts, len(rows)])}
+
+
+def _ranks(column: pd.Series, key=None) -> np.ndarray:
+    """Each row's rank among the column's distinct values ordered by ``key`` (equal keys, equal
+    ranks, as a sort by that key sees them); the key is worked out once per distinct value."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    keys = [key(v) if key else v for v in uniques]
+    rank_of = {k: i for i, k in enumerate(sorted(set(keys)))}
+    return np.array([rank_of[k] for k in keys], dtype=np.int64)[codes]
+
+
 def table_rows(frame: pd.DataFrame):
     """The rows of a telemetry table as ``itertuples`` gives them, but built from column lists, and
     with ``ts`` as the datetime the indices key on (iterating Arrow strings costs 3 µs a value)."""
@@ -392,6 +413,11 @@ class _Unit:
 
     def __init__(self, gpu: str, uuid: str):
         self.gpu, self.uuid = gpu, uuid
+
+
+def _text_key(value) -> tuple:
+    """Texts in their own order; anything else (a missing UUID) after them, never compared with them."""
+    return (0, value) if isinstance(value, str) else (1, repr(value))
 
 
 def _gpu_key(gpu: str):

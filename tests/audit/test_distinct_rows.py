@@ -138,3 +138,37 @@ def test_long_frame_repeats_each_series_labels_over_its_points():
     assert list(frame["id"]) == [series_id(series[0][0])] * 3 + [series_id(series[1][0])]
     assert str(frame["pod"].dtype) == "str" and list(frame["k"]) == [1, 2, 3, 4]
     assert long_frame([], ["pod"]).empty
+
+
+def _activity(seed: int, n: int = 600) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    stamps = pd.date_range("2025-01-01", periods=4, freq="h", tz="UTC")
+    gpus = np.array(["0", "1", "01", "10", "2", "mig", "a"], dtype=object)  # "1" and "01" tie
+    return pd.DataFrame({
+        "ts": stamps[rng.integers(0, len(stamps), n)],
+        "node": pd.array(np.array(["n-b", "n-a", "n-c"], dtype=object)[rng.integers(0, 3, n)], dtype="str"),
+        "gpu": pd.array(gpus[rng.integers(0, len(gpus), n)], dtype="str"),
+        "uuid": pd.array(np.array(["GPU-2", "GPU-1", "GPU-1/1/3g.40gb"], dtype=object)[rng.integers(0, 3, n)],
+                         dtype="str"),
+        "gpus": rng.integers(-1, 3, n),
+        "busy_fraction": rng.random(n),
+    })
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
+    from collections import defaultdict
+
+    from audit.gpusplit import GpuSplitter, _gpu_key, table_rows
+
+    frame = _activity(seed)
+    old_activity, old_requests = defaultdict(list), defaultdict(list)
+    for row in table_rows(frame):
+        old_activity[(row.node, row.ts)].append(row)
+        if row.gpus > 0:
+            old_requests[(row.node, row.ts)].append(row)
+    for rows in old_activity.values():
+        rows.sort(key=lambda r: (_gpu_key(r.gpu), r.uuid))
+    assert GpuSplitter._index_activity(frame) == dict(old_activity)
+    assert GpuSplitter._index_requests(frame) == dict(old_requests)
+    assert GpuSplitter._index_activity(frame.iloc[0:0]) == {} == GpuSplitter._index_requests(frame.iloc[0:0])
