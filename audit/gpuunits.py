@@ -11,16 +11,11 @@ A GPU's cost goes to its units by weight, the weights of one GPU summing to exac
 """
 from __future__ import annotations
 
-import functools
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from connectors.telemetry.distinct import by_values
-from connectors.telemetry.families import mig_compute_slices
-from connectors.telemetry.families import mig_slice as _mig_slice
-
-#: a unit identifier's MIG reading, worked out once per identifier (a GPU is met once per interval)
-mig_slice = functools.lru_cache(maxsize=1 << 16)(_mig_slice)
+from connectors.telemetry.families import mig_compute_slices, mig_slice
+from connectors.telemetry.tables import is_mig_unit
 
 ONE = Decimal(1)
 EVEN = "split evenly (the exporter reports one value per device)"
@@ -131,7 +126,7 @@ def shared_gpu_notes(activity) -> list[str]:
     and method, in node and GPU order; none when no GPU is shared."""
     if not len(activity):
         return []
-    mig = by_values(lambda u: mig_slice(u) is not None, activity["uuid"]).astype(bool)
+    mig = is_mig_unit(activity["uuid"])
     rows = activity.loc[activity.duplicated(["node", "gpu", "ts"], keep=False) | mig]
     found: dict[tuple[str, str, str], Sharing] = {}
     for _, group in rows.groupby(["node", "ts"], sort=False):

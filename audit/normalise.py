@@ -163,9 +163,8 @@ def _pods(frame: pd.DataFrame) -> set:
     """(namespace, pod) pairs a table names."""
     if frame.empty or "pod" not in frame:
         return set()
-    pairs = frame[["namespace", "pod"]].drop_duplicates()
-    return {(ns, pod) for ns, pod in zip(pairs["namespace"].astype(str).tolist(),
-                                         pairs["pod"].astype(str).tolist()) if pod != ""}
+    labels = frame[["namespace", "pod"]].astype(str)
+    return {(ns, pod) for ns, pod in _pairs(labels, "namespace", "pod") if pod != ""}
 
 
 def _pairs(frame: pd.DataFrame, a: str, b: str) -> set:
@@ -274,7 +273,6 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
             return ""
         return ", ".join(sorted({str(s) for s in frame["source"].drop_duplicates().tolist() if s}))
 
-    per_value = _keys_in
 
     dcgm_pods = _pods(tele.activity)
     serving = _serving_rows(tele)
@@ -283,20 +281,20 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
         if dcgm_pods:
             missing = _pods(serving) - dcgm_pods
             add("serving_pod_not_in_dcgm", _serving_source(serving, sources_of(serving)),
-                "DCGM pod labels", "namespace/pod", per_value(serving, ["namespace", "pod"], missing),
+                "DCGM pod labels", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
                 "pods that serve requests but that no DCGM series names: their GPU time is "
                 "allocated through scheduler requests, or not at all")
         elif len(tele.requests):
             missing = _pods(serving) - _pods(tele.requests)
             add("serving_pod_without_gpu", _serving_source(serving, sources_of(serving)),
-                "GPU requests", "namespace/pod", per_value(serving, ["namespace", "pod"], missing),
+                "GPU requests", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
                 "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU")
     activity = tele.activity
     if len(activity) and len(tele.nodes):
         known = _values(tele.nodes["node"])
         hosts = {(h,) for h in _values(activity["node"]) - known if h}
         add("dcgm_node_not_in_node_info", "DCGM Hostname", "kube_node_info", "node",
-            per_value(activity, ["node"], hosts),
+            _keys_in(activity, ["node"], hosts),
             "DCGM hosts kube_node_info does not know: their GPUs cannot be tied to a billed "
             "instance through the node's provider id")
     if len(tele.requests) and len(activity):
@@ -304,12 +302,12 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
             missing = _pods(tele.requests) - dcgm_pods
             add("gpu_request_pod_not_in_dcgm", "kube_pod_container_resource_requests",
                 "DCGM pod labels", "namespace/pod",
-                per_value(tele.requests, ["namespace", "pod"], missing),
+                _keys_in(tele.requests, ["namespace", "pod"], missing),
                 "pods that requested GPUs but that no DCGM series names")
         hosts = _values(activity["node"])
         nodes = {(n,) for n in _values(tele.requests["node"]) - hosts if n}
         add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",
-            "DCGM Hostname", "node", per_value(tele.requests, ["node"], nodes),
+            "DCGM Hostname", "node", _keys_in(tele.requests, ["node"], nodes),
             "nodes with GPU requests but no DCGM series (or a Hostname label that differs from "
             "the Kubernetes node name)")
     if len(tele.replicas):
@@ -318,14 +316,14 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
         deployments = tele.replicas.loc[tele.replicas["kind"] == "deployment"]
         add("deployment_without_service", "kube_deployment_* (" + sources_of(deployments) + ")",
             "[services] of the case", "namespace/deployment",
-            per_value(deployments, ["namespace", "name"], unmatched),
+            _keys_in(deployments, ["namespace", "name"], unmatched),
             "deployments that match no declared service (their replicas are not evidence for any)")
         names = _pairs(deployments, "namespace", "name")
         hpas = tele.replicas.loc[tele.replicas["kind"] == "hpa"]
         if names:
             orphans = _pairs(hpas, "namespace", "name") - names
             add("hpa_without_deployment", "kube_horizontalpodautoscaler_* / kube_hpa_*",
-                "kube_deployment_*", "namespace/hpa", per_value(hpas, ["namespace", "name"], orphans),
+                "kube_deployment_*", "namespace/hpa", _keys_in(hpas, ["namespace", "name"], orphans),
                 "HPAs named like no deployment (the scale target is read from the HPA's name)")
     return out
 

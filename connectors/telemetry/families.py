@@ -9,6 +9,7 @@ these; the metric-to-column table is in docs/telemetry.md.
 """
 from __future__ import annotations
 
+import functools
 import re
 from array import array
 from typing import Callable
@@ -134,6 +135,7 @@ def unit_uuid(labels: dict[str, str]) -> str:
     return f"{uuid}/{instance}/{labels.get('GPU_I_PROFILE', '')}"
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a unit is met once per interval: read once per id
 def mig_slice(uuid: str) -> tuple[str, str, int] | None:
     """(device UUID, instance id, compute slices) of a MIG unit's identifier; None for a whole GPU.
 
