@@ -103,9 +103,22 @@ def services_words(audit: dict) -> str:
     return f" (the {CHART_SERVICES} costliest of {total:,} services)" if total > CHART_SERVICES else ""
 
 
+#: (threshold, divisor, suffix) of a short bar label: $950, $12.3k, $1.73M, $4.1B
+SCALES = ((Decimal(10) ** 9, Decimal(10) ** 9, "B"), (Decimal(10) ** 6, Decimal(10) ** 6, "M"),
+          (Decimal(10) ** 4, Decimal(10) ** 3, "k"))
+
+
 def _whole(value: float, cur: str) -> str:
-    """A bar label in whole currency units (the exact figures are in the tables)."""
-    return money(Decimal(round(value)), cur).rsplit(".", 1)[0]
+    """A bar label short enough to sit over its bar (the exact figures are in the tables): whole
+    currency units below 10,000, else three significant digits and k / M / B ($12.3k, $1.73M)."""
+    amount = Decimal(round(value))
+    for threshold, divisor, suffix in SCALES:
+        if abs(amount) >= threshold:
+            scaled = amount / divisor
+            places = max(0, 2 - abs(scaled).adjusted())
+            text = money(round(scaled, places), cur)
+            return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
+    return money(amount, cur).rsplit(".", 1)[0]
 
 
 def _money_ticks(axis, limit: float, cur: str) -> list[str]:
@@ -168,12 +181,14 @@ def waterfall_chart(audit: dict) -> str:
     names = chart_services(audit)
     values = [services[n].get("cost_per_1k_requests") for n in names]
     side.bar(range(len(names)), [_f(v) for v in values], color=COLOURS["model_compute"], width=0.6)
-    side.set_xticks(range(len(names)), [_short(n) for n in names], fontsize=7.5)
+    crowded = len(names) > 2  # labels side by side would run into each other: turned upright
+    side.set_xticks(range(len(names)), [_short(n) for n in names], fontsize=7.5,
+                    rotation=30 if crowded else 0, ha="right" if crowded else "center")
     top = max([_f(v) for v in values] + [0.0]) or 1.0
     for i, v in enumerate(values):
-        side.text(i, _f(v) + top * 0.02, money(v, cur) if v is not None else "not\nmeasured",
-                  ha="center", va="bottom", fontsize=7)
-    side.set_ylim(0, top * 1.25)
+        side.text(i, _f(v) + top * 0.02, money(v, cur) if v is not None else "not measured",
+                  ha="center", va="bottom", fontsize=6.5 if crowded else 7, rotation=90 if crowded else 0)
+    side.set_ylim(0, top * (1.9 if crowded else 1.25))
     side.tick_params(axis="x", length=0)
     side.set_yticks([])
     side.spines["left"].set_visible(False)

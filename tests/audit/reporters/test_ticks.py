@@ -80,3 +80,23 @@ def test_a_share_that_rounds_to_zero_has_no_sign():
 
     assert percent("-0.000008", 2) == "0.00 %"
     assert percent("-0.0001", 2) == "-0.01 %"
+
+
+@pytest.mark.parametrize("value, label", [(950.4, "$950"), (9_999.4, "$9,999"), (12_345, "$12.3k"),
+                                          (297_861, "$298k"), (1_726_913, "$1.73M"), (-2_410_900, "-$2.41M"),
+                                          (4.1e9, "$4.1B")])
+def test_waterfall_bar_labels_are_short_enough_to_sit_over_their_bars(value, label):
+    from audit.reporters.charts import _whole
+
+    assert _whole(value, "USD") == label
+
+
+def test_a_fleet_sized_waterfall_labels_its_bars_in_millions():
+    from audit.reporters.charts import build_charts
+
+    amounts = {"model_compute": "3184502.63", "serving_path": "297861.00", "platform_overhead": "4307634.37",
+               "unattributed": "2035046.64"}
+    audit = {"currency": "USD", "total": "9825044.64", "invoice_total": "8098132.77",
+             "buckets": {k: {"amount": v} for k, v in amounts.items()}, "services": {}}
+    labels = chart_labels(build_charts(audit)["waterfall"])
+    assert {"$8.1M", "+$1.73M", "$9.83M", "$3.18M", "$298k", "$4.31M", "$2.04M"} <= set(labels), labels
