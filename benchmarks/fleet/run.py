@@ -109,8 +109,11 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     stdout = threading.Thread(target=lambda: child.stdout.read(), daemon=True)  # type: ignore[union-attr]
     stdout.start()
     polled, stopped = 0, False
+    peaks: dict[int, int] = {}  # the tree's largest polled RSS during each step, by the step's index
     while child.poll() is None:
-        polled = max(polled, sum(status_kib(p, "VmRSS") for p in tree(child.pid)) * 1024)
+        rss = sum(status_kib(p, "VmRSS") for p in tree(child.pid)) * 1024
+        polled, step = max(polled, rss), len(steps)
+        peaks[step] = max(peaks.get(step, 0), rss)
         if polled > cap_bytes and not stopped:
             for pid in reversed(tree(child.pid)):
                 try:
@@ -125,7 +128,7 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     own = int(hwm_file.read_text()) * 1024 if hwm_file.exists() else 0
     hwm_file.unlink(missing_ok=True)
     report = {"wall_s": wall, "peak_rss": max(own, polled), "own_hwm": own, "polled_rss": polled,
-              "exit": child.returncode, "stages": split(steps, wall), "notes": notes}
+              "exit": child.returncode, "stages": split(steps, wall, peaks), "notes": notes}
     if stopped:
         report["failed"] = f"stopped at cap ({cap_bytes / 2**30:.3g} GiB) after {wall:.0f} s"
     elif child.returncode not in (0, 2):  # 2: ran, does not reconcile
@@ -133,11 +136,13 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     return report
 
 
-def split(steps: list[tuple[float, str]], wall: float) -> list[list]:
-    """[step, seconds] from each progress line to the next (the last to the exit)."""
+def split(steps: list[tuple[float, str]], wall: float, peaks: dict[int, int] | None = None) -> list[list]:
+    """[step, seconds, peak RSS] from each progress line to the next (the last to the exit); the peak
+    is the largest RSS of the process tree polled during the step (0 when no poll fell in it)."""
     marks = [(0.0, "start")] + steps
     ends = [t for t, _ in marks[1:]] + [wall]
-    return [[name, round(end - t, 3)] for (t, name), end in zip(marks, ends)]
+    peaks = peaks or {}
+    return [[name, round(end - t, 3), peaks.get(i, 0)] for i, ((t, name), end) in enumerate(zip(marks, ends))]
 
 
 def floor(export: Path, cap_bytes: int, repeat: int) -> dict:
@@ -251,8 +256,9 @@ def stages(reports: list[dict]) -> str:
                 continue
             out.append(f"stage split, {r['lines']:,} lines, {name} ({run['wall_s']:.1f} s"
                        f"{', ' + run['failed'] if 'failed' in run else ''}):")
-            for step, seconds in run["stages"]:
-                out.append(f"  {seconds:>8.2f} s {100 * seconds / run['wall_s']:>5.1f} %  {step}")
+            for step, seconds, *peak in run["stages"]:
+                rss = f"{peak[0] / 2**20:>7,.0f} MiB" if peak and peak[0] else f"{'-':>11}"
+                out.append(f"  {seconds:>8.2f} s {100 * seconds / run['wall_s']:>5.1f} %  {rss}  {step}")
             for at, step, words in run.get("notes", []):
                 out.append(f"  note at {at:.1f} s, in '{step}': {words}")
     return "\n".join(out)

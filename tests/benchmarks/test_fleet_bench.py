@@ -57,9 +57,11 @@ def test_figures_are_measured_per_child(tiny):
         run = size[name]
         assert "failed" not in run and run["exit"] in (0, 2)
         assert run["own_hwm"] > 20 * 2**20  # the child's own VmHWM, written as it exited
-        steps = [step for step, _seconds in run["stages"]]
+        steps = [step for step, _seconds, _peak in run["stages"]]
         assert steps[0] == "start" and "reading billing source cur (cur)" in steps
-        assert abs(sum(seconds for _step, seconds in run["stages"]) - run["wall_s"]) < 0.01
+        assert abs(sum(seconds for _step, seconds, _peak in run["stages"]) - run["wall_s"]) < 0.01
+        peaks = [peak for _step, _seconds, peak in run["stages"]]
+        assert max(peaks) == run["polled_rss"]  # each step's polled peak; the largest is the run's
     assert size["prometheus"]["server_rss"] > 0
     assert size["tsdb"]["gpus"] == 16 and size["tsdb"]["scrape_seconds"] == 60
 
