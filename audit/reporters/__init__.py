@@ -5,7 +5,7 @@ under in the output folder), ``takes`` ("audit" for the audit.json dict, "model"
 :class:`~audit.reporters.view.ReportModel`), ``is_dir`` (True when ``output`` is a folder of
 files) and one entry point ``report(model_or_audit, path)`` that writes to ``path`` and nothing
 else. File handling (temporary names, ``os.replace``, clean-up) lives in :mod:`audit.render`.
-Heavy libraries (weasyprint, matplotlib, openpyxl) are imported inside ``report()``.
+Heavy libraries (weasyprint, openpyxl) are imported inside ``report()``.
 """
 
 from __future__ import annotations

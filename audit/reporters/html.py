@@ -4,9 +4,9 @@ jinja2 with autoescape on for every template and a loader limited to ``templates
 names, reasons and kernel names are untrusted strings and are always escaped. The stylesheet
 ``templates/report.css`` is inlined and the charts are ``data:`` URIs, so the page is one file.
 
-The charts are drawn here (:mod:`audit.reporters.charts`, matplotlib imported only then), not by
-the view model, which holds data only. They are drawn once per model: the PDF reporter renders
-the same page from the same model in the same run, and finds them in :func:`charts_of`'s cache.
+The charts are drawn here (:mod:`audit.reporters.charts`, plain SVG), not by the view model, which
+holds data only. They are drawn once per model: the PDF reporter renders the same page from the
+same model in the same run, and finds them in :func:`charts_of`'s cache.
 """
 
 from __future__ import annotations

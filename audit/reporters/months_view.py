@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any, cast
+from typing import Any
 
 from audit.buckets import BUCKETS
+from audit.reporters.charts import COLOURS, LINE_COLOURS, NEUTRAL, WIDTH, chart_services, label_room, money_ticks, services_words
 from audit.reporters.formatting import BUCKET_LABELS, money, number, percent, to_decimal
+from audit.reporters.svg import Canvas, Frame, bar, bottom_axis, left_axis, legend, title
 
 SHARE_PLACES, UNIT_PLACES = Decimal("0.000001"), Decimal("0.000001")
 #: row kind → the spreadsheet's kind of its number cells (audit.reporters.xlsx_cells)
@@ -171,63 +173,73 @@ def months_chart(audit: dict) -> str | None:
     months = (audit.get("months") or {}).get("months")
     if not months:
         return None
-    import matplotlib
-    from matplotlib.figure import Figure
+    c = Canvas(WIDTH, 212)
+    right = _stacked_months(c, audit, months)
+    _unit_cost_months(c, audit, months, right)
+    return c.data_uri()
 
-    from audit.reporters.charts import COLOURS, LINE_COLOURS, NEUTRAL, RC, _svg, chart_services, services_words
-    from audit.reporters.review_chart import money_ticks
+
+def _stacked_months(c: Canvas, audit: dict, months: list[dict]) -> float:
+    """The left panel: each month's buckets stacked, its total above; returns where the panel ends."""
 
     cur = str(audit.get("currency") or "")
-    labels = [month_label(str(m.get("month"))) for m in months]
-    with matplotlib.rc_context(cast(Any, RC)):
-        fig = Figure(figsize=(7.0, 2.9))
-        grid = fig.add_gridspec(1, 2, width_ratios=(1.5, 1.0), wspace=0.32)
-        ax = fig.add_subplot(grid[0])
-        xs = list(range(len(months)))
-        base = [0.0] * len(months)
-        for b in BUCKETS:
-            values = [float(to_decimal((m.get("buckets") or {}).get(b)) or 0) for m in months]
-            ax.bar(xs, values, bottom=base, width=0.6, color=COLOURS[b], label=BUCKET_LABELS[b],
-                   hatch="////" if b == "unattributed" else None, edgecolor="white", linewidth=0.5)
-            base = [x + y for x, y in zip(base, values)]
-        top = max(base + [1.0])
-        for x, m in zip(xs, months):
-            ax.text(x, base[x] + top * 0.02, money(m.get("total"), cur), ha="center", va="bottom", fontsize=7,
-                    color=NEUTRAL)
-        ax.set_ylim(0, top * 1.18)
-        money_ticks(ax.yaxis, Decimal(0), Decimal(repr(top * 1.18)), cur)
-        ax.set_xticks(xs, labels)
-        ax.tick_params(axis="x", length=0)
-        ax.legend(fontsize=6.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
-                  handlelength=1.2)
-        ax.set_title("Spend in scope per month, by bucket")
-        side = fig.add_subplot(grid[1])
-        names = sorted({n for m in months for n in (m.get("services") or {})})
-        if services_words(audit):  # more services than a chart draws: the costliest (charts.CHART_SERVICES)
-            kept = set(chart_services(audit))
-            names = [n for n in names if n in kept]
-        markers = ("o", "s", "^", "D", "v", "P")
-        drawn = False
-        for i, name in enumerate(names):
-            points = _unit_points(months, name)
-            if all(p is None for p in points):
-                continue
-            side.plot([x for x, p in zip(xs, points) if p is not None], [float(p) for p in points if p is not None],
-                      marker=markers[i % len(markers)], color=LINE_COLOURS[i % len(LINE_COLOURS)], linewidth=1.2,
-                      markersize=4, label=name if len(name) <= 18 else name[:17] + "…")
-            drawn = True
-        side.set_xticks(xs, labels)
-        side.set_xlim(-0.4, len(xs) - 0.6)
-        side.tick_params(axis="x", length=0)
-        high = max([float(p) for n in names for p in _unit_points(months, n) if p is not None] + [0.0]) or 1.0
-        side.set_ylim(0, high * 1.3)
-        money_ticks(side.yaxis, Decimal(0), Decimal(repr(high * 1.3)), cur)
-        if drawn:
-            side.legend(fontsize=6.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2,
-                        handlelength=1.6)
-        side.set_title("Cost per 1,000 requests" + ("\n" + services_words(audit).strip(" ()") if services_words(audit) else ""),
-                       fontsize=8.5)
-        return _svg(fig)
+    base = [0.0] * len(months)
+    stacks = []
+    for b in BUCKETS:
+        values = [float(to_decimal((m.get("buckets") or {}).get(b)) or 0) for m in months]
+        stacks.append((b, list(base), values))
+        base = [x + y for x, y in zip(base, values)]
+    top = max(base + [1.0])
+    ticks = money_ticks(Decimal(0), Decimal(repr(top * 1.18)), cur, 6)
+    left = label_room([t for _, t in ticks])
+    f = Frame(left, 24, WIDTH_SHARE * c.width - left, 140, -0.5, len(months) - 0.5, 0, top * 1.18)
+    for b, bottoms, values in stacks:
+        for x, (bottom, value) in enumerate(zip(bottoms, values)):
+            bar(c, f, x, bottom, value, 0.6, COLOURS[b], "#ffffff" if b == "unattributed" else None)
+    for x, m in enumerate(months):
+        c.text(f.px(x), f.py(base[x] + top * 0.02) - 1.5, money(m.get("total"), cur), 7, "middle", NEUTRAL)
+    left_axis(c, f, ticks)
+    bottom_axis(c, f, [(x, month_label(str(m.get("month")))) for x, m in enumerate(months)], marks=False)
+    legend(c, f.left, f.bottom + 22, [(BUCKET_LABELS[b], COLOURS[b], "#ffffff" if b == "unattributed" else "box", "")
+                                      for b in BUCKETS], 2, 6.5)
+    title(c, f, "Spend in scope per month, by bucket")
+    return f.left + f.width
+
+
+#: the share of the chart's width the stacked months take (the rest is the unit costs)
+WIDTH_SHARE = 0.6
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def _unit_cost_months(c: Canvas, audit: dict, months: list[dict], after: float) -> None:
+    """The right panel, from ``after``: each drawn service's cost per 1,000 requests per month, a
+    line and a marker shape per service."""
+
+    cur = str(audit.get("currency") or "")
+    names = sorted({n for m in months for n in (m.get("services") or {})})
+    if services_words(audit):  # more services than a chart draws: the costliest (charts.CHART_SERVICES)
+        kept = set(chart_services(audit))
+        names = [n for n in names if n in kept]
+    high = max([float(p) for n in names for p in _unit_points(months, n) if p is not None] + [0.0]) or 1.0
+    ticks = money_ticks(Decimal(0), Decimal(repr(high * 1.3)), cur, 6)
+    left = after + 14 + label_room([t for _, t in ticks])
+    f = Frame(left, 24, c.width - left - 8, 140, -0.4, len(months) - 0.6, 0, high * 1.3)
+    entries = []
+    for i, name in enumerate(names):
+        points = [(f.px(x), f.py(float(p))) for x, p in enumerate(_unit_points(months, name)) if p is not None]
+        if not points:
+            continue
+        colour, shape = LINE_COLOURS[i % len(LINE_COLOURS)], MARKERS[i % len(MARKERS)]
+        c.polyline(points, colour, 1.2)
+        for x, y in points:
+            c.marker(x, y, shape, colour, 4)
+        entries.append((name if len(name) <= 18 else name[:17] + "…", colour, "line", shape))
+    left_axis(c, f, ticks)
+    bottom_axis(c, f, [(x, month_label(str(m.get("month")))) for x, m in enumerate(months)], marks=False)
+    if entries:
+        legend(c, after + 14, f.bottom + 22, entries, 2, 6.5)
+    words = services_words(audit).strip(" ()")
+    title(c, f, "Cost per 1,000 requests" + ("\n" + words if words else ""), 8.5)
 
 
 def _unit_points(months: list[dict], name: str) -> list[Decimal | None]:

@@ -1,7 +1,7 @@
 """The review's bridge chart: a horizontal waterfall from the earlier total, through each step of
 the bridge (volume / price / efficiency / overhead per service, new services, unattributed,
-unallocated), to the later total. SVG as a ``data:`` URI, the same bytes for the same document
-(the settings of :mod:`audit.reporters.charts`).
+unallocated), to the later total. Plain SVG (:mod:`audit.reporters.svg`) as a ``data:`` URI, the
+same bytes for the same document.
 
 A rise and a fall differ by more than colour: a fall is hatched and its label carries a minus
 sign, a rise a plus sign. The labels are the exact cents of review.json; bar lengths only go
@@ -13,10 +13,10 @@ of a few per cent of the total stay visible.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, cast
 
-from audit.reporters.charts import NEUTRAL, RC, _svg
-from audit.reporters.formatting import axis_money, money, nice_step, nice_ticks, to_decimal
+from audit.reporters.charts import money_ticks
+from audit.reporters.formatting import money, nice_step, to_decimal
+from audit.reporters.svg import Canvas, Frame, barh, bottom_axis, grid, left_axis, text_width
 
 RISE, FALL, TOTAL = "#c05621", "#2f855a", "#1f4e79"
 LABEL_CHARS = 34
@@ -68,50 +68,31 @@ def _short(text: str) -> str:
 
 def bridge_chart(bridge: dict, currency: str, earlier: str, later: str) -> str:
     """The waterfall as an SVG ``data:`` URI; ``earlier`` / ``later`` name the two audits."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
     bars = bridge_bars(bridge)
     bars[0] = (f"{earlier} total", *bars[0][1:])
     bars[-1] = (f"{later} total", *bars[-1][1:])
     floor = axis_floor(bars)
-    with matplotlib.rc_context(cast(Any, RC)):
-        fig = Figure(figsize=(5.2, 0.9 + 0.24 * len(bars)))
-        ax = fig.add_subplot()
-        ys = list(range(len(bars)))[::-1]
-        high = max(max(a, b) for _, a, b, _ in bars)
-        width = float(high - floor) or 1.0
-        for y, (_, a, b, kind) in zip(ys, bars):
-            left = float(max(min(a, b), floor))
-            length = float(max(a, b)) - left
-            colour = {"total": TOTAL, "rise": RISE, "fall": FALL}[kind]
-            ax.barh(y, length, left=left, height=0.62, color=colour, edgecolor=colour,
-                    hatch="////" if kind == "fall" else None, linewidth=0.4)
-            shown = money(b, currency) if kind == "total" else _signed(b - a, currency)
-            ax.text(float(max(a, b)) + width * 0.012, y, shown, va="center", fontsize=7, color=NEUTRAL)
-            if kind == "fall":
-                ax.patches[-1].set_facecolor("white")
-        ax.set_yticks(ys, [_short(t) for t, *_ in bars], fontsize=7.2)
-        for tick, (_, _, _, kind) in zip(ax.get_yticklabels(), bars):
-            if kind == "total":
-                tick.set_fontweight("bold")
-        ax.set_xlim(float(floor), float(floor) + width * 1.3)
-        money_ticks(ax.xaxis, floor, floor + Decimal(repr(width * 1.3)), currency)
-        ax.tick_params(axis="y", length=0)
-        ax.grid(axis="x", color="#e2e2e2", linewidth=0.6)
-        ax.set_axisbelow(True)
-        return _svg(fig)
+    high = max(max(a, b) for _, a, b, _ in bars)
+    width = float(high - floor) or 1.0
+    names = [_short(t) for t, *_ in bars]
+    left = max(text_width(t, 7.2) for t in names) + 10
+    c = Canvas(374, 30 + 17 * len(bars))
+    f = Frame(left, 6, 374 - left - 14, 17 * len(bars), float(floor), float(floor) + width * 1.3, -0.5, len(bars) - 0.5)
+    ticks = money_ticks(floor, floor + Decimal(repr(width * 1.3)), currency, 5)
+    grid(c, f, xs=[t for t, _ in ticks])
+    for y, (_, a, b, kind) in zip(range(len(bars) - 1, -1, -1), bars):
+        colour = {"total": TOTAL, "rise": RISE, "fall": FALL}[kind]
+        lo, hi = float(max(min(a, b), floor)), float(max(a, b))
+        barh(c, f, y, lo, hi - lo, 0.62, "#ffffff" if kind == "fall" else colour,
+             colour if kind == "fall" else None, colour)
+        shown = money(b, currency) if kind == "total" else _signed(b - a, currency)
+        c.text(f.px(hi + width * 0.012), f.py(y) + 2.5, shown, 7)
+    totals = frozenset(n for n, (_, _, _, kind) in zip(names, bars) if kind == "total")
+    left_axis(c, f, [(len(bars) - 1 - i, n) for i, n in enumerate(names)], 7.2, marks=False, bold=totals)
+    bottom_axis(c, f, ticks)
+    return c.data_uri()
 
 
 def _signed(value: Decimal, currency: str) -> str:
     text = money(abs(value), currency)
     return ("+" if value > 0 else "−") + text
-
-
-def money_ticks(axis, low: Decimal, high: Decimal, currency: str) -> None:
-    """Ticks from ``low`` to ``high`` at a nice step, labelled with the decimals the step needs."""
-    from matplotlib.ticker import FixedFormatter, FixedLocator
-
-    ticks, step = nice_ticks(low, high, max_ticks=5)
-    axis.set_major_locator(FixedLocator([float(t) for t in ticks]))
-    axis.set_major_formatter(FixedFormatter([axis_money(t, step, currency) for t in ticks]))

@@ -175,12 +175,9 @@ def test_the_report_shows_the_plan(wa_labs):
     assert [r["part"] for r in rows] == ["Serving path · in flight idle", "Whole plan"]
     assert rows[-1]["expected"] == "$100.00"
     assert len(plan_view.sensitivity_rows(audit)) == 3
-    import matplotlib
-
-    from audit.reporters.charts import RC, tornado_chart
-    with matplotlib.rc_context(RC):
-        assert tornado_chart(audit).startswith("data:image/svg+xml;base64,")
-        assert tornado_chart({"options": audit["options"][1:]}) is None
+    from audit.reporters.charts import tornado_chart
+    assert tornado_chart(audit).startswith("data:image/svg+xml;base64,")
+    assert tornado_chart({"options": audit["options"][1:]}) is None
     assert build_charts(wa_labs)["tornado"] is None
 
 

@@ -58,7 +58,7 @@ def test_large_steps_have_no_decimals_and_thousands_separators():
 
 
 def chart_labels(uri: str) -> list[str]:
-    """The text of an SVG chart: its labels are SVG ``<text>`` elements (charts.py: ``svg.fonttype`` none)."""
+    """The text of an SVG chart: its labels are SVG ``<text>`` elements (audit/reporters/svg.py)."""
     svg = base64.b64decode(uri.split(",", 1)[1]).decode("utf-8")
     return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
 
