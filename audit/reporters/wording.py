@@ -203,6 +203,7 @@ def measurements(audit: dict) -> list[dict[str, str]]:
     formats = source_formats(audit)
     basis = str(audit.get("cost_basis") or "")
     named = lambda names: ", ".join(f"{n} ({formats[n]})" if formats.get(n) else n for n in names)  # noqa: E731
+    telemetry = _telemetry_of(audit, formats)  # once, not once a row: it reads every source
     rows = []
     for key in BUCKETS:
         for part in ((audit.get("buckets") or {}).get(key) or {}).get("parts") or []:
@@ -215,13 +216,13 @@ def measurements(audit: dict) -> list[dict[str, str]]:
         if split.get("busy_source"):
             rows.append({"figure": f"GPU busy fraction ({split.get('service')})",
                          "metrics": str(split["busy_source"]).replace("/", ", "),
-                         "source": _telemetry_of(audit, formats)})
+                         "source": telemetry})
     for name, service in (audit.get("services") or {}).items():
         for counted in str(service.get("traffic_source") or "").split(", "):
             where, _, metric = counted.rpartition(": ")
             if metric:
                 rows.append({"figure": f"Requests ({name})", "metrics": metric,
-                             "source": where or _telemetry_of(audit, formats)})
+                             "source": where or telemetry})
     return rows
 
 
