@@ -14,7 +14,10 @@ viewed as one Arrow string array without a copy, series texts dictionary-encoded
 one looked up once), values and timestamps converted by Arrow's exactly rounded parser (the texts
 that give NaN or an infinity by ``float()`` itself). Any other block, or a plain one the vector
 way refuses, is split line by line in Python (``Reader._fast``). The file's bytes are hashed as
-they are read (``Scan.sha256``: the source's fingerprint without a second pass).
+they are read (``Scan.sha256``: the source's fingerprint without a second pass). Given the grid
+(``read_reduced``), the samples of the gauge families go to their interval cells
+(``om_cells.GaugeCells``) instead of the families' arrays, in file order, those the line-by-line
+reader appended moved there after each block.
 
 Whatever the fast paths do not decide on their own goes to the exact reader: a block holding a
 value or timestamp that does not convert cleanly (NaN and ±Inf convert; ``1_000`` does not), a
@@ -41,6 +44,8 @@ from connectors.bounds import MAX_LINE
 from connectors.errors import InputError
 from connectors.telemetry import omtext
 from connectors.telemetry.families import Family, new_families
+from connectors.telemetry.grid import Grid
+from connectors.telemetry.om_cells import GaugeCells, gauge_cells, reduced
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
 
 BLOCK = 1 << 20  # bytes read at a time (whole lines are handed on)
@@ -86,11 +91,14 @@ class _Hashed:
 
 
 class Reader:
-    """One pass over a file into fresh families."""
+    """One pass over a file into fresh families; with a grid, the gauge families' samples go
+    into their interval cells (``om_cells``) instead of the families' arrays."""
 
-    def __init__(self, path):
+    def __init__(self, path, grid: Grid | None = None):
         self.path = path
         self.roles, self.by_name = new_families()
+        self.cells: dict[str, GaugeCells] = gauge_cells(self.roles, grid) if grid else {}
+        self.reduce = {id(cells.family): cells for cells in self.cells.values()}
         self.scan = Scan()
         self.cache: dict[str, int] = {}       # series text -> series number (gid)
         self.families: list[Family] = list({id(f): f for f in self.roles.values()}.values())
@@ -190,6 +198,8 @@ class Reader:
             self.scan.rows, self.scan.untimestamped = rows, untimed
             omtext.scan_lines([line + "\n" for line in lines], self.path, self.by_name,
                               self.scan, first)
+            for cells in self.cells.values():
+                cells.drain()  # what the line-by-line reader appended, in file order
         self.lineno += len(lines)
         self.scan.eof_line = self.lineno
 
@@ -329,6 +339,9 @@ class Reader:
                 continue
             family = self.families[index]
             keep = family_of == index
+            if id(family) in self.reduce:
+                self.reduce[id(family)].add(sid_of[keep], t[keep], v[keep])
+                continue
             family.sid.frombytes(sid_of[keep].tobytes())
             family.t.frombytes(t[keep].tobytes())
             family.v.frombytes(v[keep].tobytes())
@@ -375,12 +388,21 @@ def _floats(texts: pa.Array) -> np.ndarray:
 
 def read_families(path) -> tuple[dict[str, Family], Scan]:
     """Stream the file once into fresh families (``omtext.read_families``'s result, faster)."""
-    reader = Reader(path)
+    roles, scan, _ = read_reduced(path, None)
+    return roles, scan
+
+
+def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan,
+                                                   dict[str, GaugeCells] | None]:
+    """``read_families``, and with a grid the gauge families reduced into their interval cells
+    while reading (their arrays left empty); None for the cells without a grid."""
+    reader = Reader(path, grid)
     try:
         reader.run()
     except (_Exact, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
-        return omtext.read_families(path)
-    return reader.roles, reader.scan
+        roles, scan = omtext.read_families(path)
+        return roles, scan, (reduced(roles, grid) if grid else None)
+    return reader.roles, reader.scan, reader.cells or None
 
 
 def family_frames(roles: dict[str, Family]) -> dict[str, pd.DataFrame]:

@@ -7,7 +7,10 @@ never once per sample; timestamps in seconds, as `promtool tsdb create-blocks-fr
 reads them; the file's sha256 taken on the way), then every table is built by ``tables``, from
 frames whose label columns are categorical codes (``om_stream.family_frames``: no string per
 sample), on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
-per interval, counters differenced with resets handled. Samples without a timestamp (a single
+per interval, counters differenced with resets handled. Where the case sets the step, the grid is
+known before the read and the gauge families whose tables are interval means (queue, serving
+gauges, DCGM evidence, replicas) are reduced into it while the file is read (``om_cells``: no
+array per sample, the same means bit for bit); otherwise they are reduced after the read. Samples without a timestamp (a single
 scrape) are counted but cannot be placed in time. Kernel-activity samples out of range or not
 finite, and counter samples not finite or negative, are excluded and counted (tables
 ``excluded_samples``, ``counter_resets``, ``unmeasured_intervals``: connectors.telemetry.validity).
@@ -24,15 +27,14 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
-from connectors.telemetry.om_stream import family_frames, read_families
+from connectors.telemetry.om_cells import GaugeCells, reduced
+from connectors.telemetry.om_stream import family_frames, read_reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
     counter_increases,
     covered,
-    gauge_means,
     gpu_activity,
     gpu_evidence,
     gpu_requests,
@@ -64,11 +66,11 @@ class OpenMetricsConnector(Connector):
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Stream the file, then build every table on one grid."""
-        roles, scan = read_families(self.path)
+        roles, scan, cells = read_reduced(self.path, self._case_grid())
         self._sha256 = scan.sha256
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
-        tables, covered_span = self._tables(roles)
+        tables, covered_span = self._tables(roles, cells)
         self.untimestamped = scan.untimestamped
         return tables, scan.rows, covered_span
 
@@ -77,15 +79,19 @@ class OpenMetricsConnector(Connector):
         read again where the line-by-line reader read it."""
         return getattr(self, "_sha256", None) or super().fingerprint()
 
-    def _tables(self, roles) -> tuple[dict[str, pd.DataFrame], tuple]:
-        """Every normalised table from the parsed families, on one grid, and the time covered."""
+    def _tables(self, roles, cells: dict[str, GaugeCells] | None = None
+                ) -> tuple[dict[str, pd.DataFrame], tuple]:
+        """Every normalised table from the parsed families and the gauge families' interval
+        cells (reduced here when the grid was not known before the read), on one grid, and the
+        time covered."""
         frames = family_frames(roles)
         grid = self._grid(frames)
+        cells = cells or reduced(roles, grid)
         counted = [counter_increases(frames["counters"], grid),
                    counter_increases(frames["server_counters"], grid)]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
         busy = gpu_activity(frames["dcgm"], grid)
-        queue_table = queue(frames["queue"], grid)
+        queue_table = queue(cells["queue"].means(), grid)
         tables = {
             "gpu_activity": busy.activity,
             "node_info": node_info(frames["node_info"], frames["node_labels"]),
@@ -93,17 +99,24 @@ class OpenMetricsConnector(Connector):
             "traffic": traffic_from_increases(increases, grid),
             "queue": queue_table,
             "serving_stats": serving_stats(
-                increases, gauge_means(frames["server_gauges"], grid, list(SERVING_COLUMNS)),
-                queue_table, grid),
-            "gpu_evidence": gpu_evidence(
-                gauge_means(frames["dcgm_evidence"], grid, list(EVIDENCE_COLUMNS)), grid),
-            "replicas": replicas(gauge_means(frames["replicas"], grid, list(REPLICA_COLUMNS)),
-                                 grid),
+                increases, cells["server_gauges"].means(), queue_table, grid),
+            "gpu_evidence": gpu_evidence(cells["dcgm_evidence"].means(), grid),
+            "replicas": replicas(cells["replicas"].means(), grid),
             "token_histograms": token_histograms(increases, grid),
             **quality_tables(busy, counted),
         }
         self.step_seconds = grid.step
-        return tables, covered(list(frames.values()), grid)
+        spans = [c.covered() for c in cells.values()]
+        return tables, covered(list(frames.values()) + spans, grid)
+
+    def _case_grid(self) -> Grid | None:
+        """The case's grid, known before the read when the case sets a valid step (the gauge
+        families are then reduced while reading); else None (``_grid`` decides, or says why not)."""
+        step = self.ctx.step_seconds
+        start_ns, end_ns = utc_ns(self.ctx.start), utc_ns(self.ctx.end)
+        if step is None or int(step) <= 0 or end_ns <= start_ns:
+            return None
+        return Grid(start_ns, end_ns, int(step))
 
     def _grid(self, frames: dict[str, pd.DataFrame]) -> Grid:
         """The case's step, else the median DCGM spacing, else that of any family, else 60 s."""

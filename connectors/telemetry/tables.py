@@ -356,12 +356,11 @@ def per_interval_table(name: str, sums: pd.Series, columns, grid: Grid) -> pd.Da
     return finish(name, out)
 
 
-def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """Mean running and waiting requests per interval and pod (summed over vLLM engines)."""
-    frame = grid.gauges(gauges)
-    if frame.empty:
+def queue(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """Mean running and waiting requests per interval and pod (summed over vLLM engines), from
+    the interval means per series key (index ``SERVING_KEY`` + engine, metric)."""
+    if not len(means):
         return empty_table("queue")
-    means = plain_index(frame.groupby(SERVING_KEY + ["engine", "metric"]).v.mean())
     sums = means.groupby(level=SERVING_KEY + ["metric"]).sum()
     return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
 
@@ -370,14 +369,6 @@ def queue(gauges: pd.DataFrame, grid: Grid) -> pd.DataFrame:
 # ---- that the file connectors (sample means) and Prometheus (pooled sums / counts) share them
 
 SERVING_STAT_KEY = ["k", "family", "model_name", "namespace", "pod"]
-
-
-def gauge_means(frame: pd.DataFrame, grid: Grid, keys: list[str]) -> pd.Series:
-    """Per key and interval, the mean of the finite samples inside the window."""
-    frame = grid.gauges(frame)
-    if frame.empty:
-        return pd.Series([], dtype=float)
-    return plain_index(frame.groupby(keys + ["k"]).v.mean())
 
 
 def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:

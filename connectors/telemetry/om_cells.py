@@ -1,0 +1,230 @@
+"""Gauge families reduced into the interval grid while the file is read: no array per sample.
+
+The OpenMetrics reader (``om_stream``) hands the samples of the gauge families whose tables are
+interval means (``GAUGE_KEYS``: vLLM queue gauges, the serving servers' gauges, DCGM evidence,
+replicas) to a ``GaugeCells`` block by block, in file order, instead of appending them to the
+family's arrays. Each cell (one key of the table's group-by and one interval of the grid) keeps
+the count and the sum of its finite samples in [start, end), summed as pandas sums the same rows
+in ``groupby(keys).v.mean()``, so that the means are bit for bit those of the per-sample frames.
+pandas sums a group two ways: where the rows come in group order (each group's rows together,
+the groups in sorted key order), one ``np.add.reduceat`` segment per group (the first value plus
+numpy's pairwise sum of the rest); otherwise a compensated (Kahan) sum in row order. A cell keeps
+both (``kahan_add``; each run of a cell's samples summed when it ends, while the file is still
+in group order) and ``means`` picks the one pandas would. What a cell holds does not grow with
+the samples: memory is the grid's (keys x intervals), whatever the file's size.
+"""
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+import pandas as pd
+
+from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS, Family
+from connectors.telemetry.grid import NS, Grid
+
+#: role -> the group-by of its interval means, in index order ("k": the interval)
+#: samples held before they are summed (in batches: fewer, longer vector steps), per family
+BATCH = 1 << 18
+GAUGE_KEYS: dict[str, list[str]] = {
+    "queue": ["k", "model_name", "namespace", "pod", "engine", "metric"],
+    "server_gauges": [*SERVING_COLUMNS, "k"],
+    "dcgm_evidence": [*EVIDENCE_COLUMNS, "k"],
+    "replicas": [*REPLICA_COLUMNS, "k"],
+}
+
+
+def kahan_add(cells: np.ndarray, values: np.ndarray, sums: np.ndarray, comps: np.ndarray,
+              counts: np.ndarray) -> None:
+    """Add ``values`` to the compensated sums of their ``cells``, each cell's values in the given
+    order, as pandas' group sums and means do (``y = x - c; t = s + y; c = (t - s) - y; s = t``,
+    a NaN compensation reset to 0): the state carries over from one call to the next, so batches
+    added one after another give the sums of the whole. Vectorised across cells: step j adds the
+    j-th value of every cell that has one (the cells sorted longest first, so those are a
+    prefix); a cell whose sum overflows is added again value by value (``_kahan_one``)."""
+    if not len(cells):
+        return
+    order = np.argsort(cells, kind="stable")
+    ranked = cells[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    lengths = np.diff(np.r_[starts, len(ranked)])
+    longest = np.argsort(-lengths, kind="stable")
+    ids = ranked[starts[longest]]
+    row = np.empty(len(starts), np.int64)
+    row[longest] = np.arange(len(starts))
+    run = np.repeat(np.arange(len(starts)), lengths)
+    steps = np.zeros((int(lengths.max()), len(starts)))  # steps[j, r]: the r-th cell's j-th value
+    steps[np.arange(len(ranked)) - starts[run], row[run]] = values[order]
+    s, c = sums[ids], comps[ids]
+    y, t = np.empty_like(s), np.empty_like(s)
+    going = len(lengths) - np.searchsorted(np.sort(lengths), np.arange(len(steps)), side="right")
+    for j, n in enumerate(going.tolist()):
+        np.subtract(steps[j, :n], c[:n], out=y[:n])
+        np.add(s[:n], y[:n], out=t[:n])
+        np.subtract(t[:n], s[:n], out=c[:n])
+        np.subtract(c[:n], y[:n], out=c[:n])
+        s[:n] = t[:n]
+    for r in np.flatnonzero(~(np.isfinite(s) & np.isfinite(c))).tolist():
+        s[r], c[r] = _kahan_one(sums[ids[r]], comps[ids[r]], steps[:lengths[longest[r]], r])
+    sums[ids], comps[ids] = s, c
+    counts[ids] += lengths[longest]
+
+
+def _kahan_one(s: float, c: float, values: np.ndarray) -> tuple[float, float]:
+    """One cell's compensated sum, value by value (pandas' rule for a NaN compensation)."""
+    for x in values.tolist():
+        y = x - c
+        t = s + y
+        c = (t - s) - y
+        if c != c:
+            c = 0.0
+        s = t
+    return s, c
+
+
+class Runs:
+    """The sums pandas takes where a frame's rows come in group order (``np.add.reduceat``: per
+    group, its first value plus numpy's pairwise sum of the rest), kept while every cell's values
+    make one run: each run summed when the next one begins, the open one's values pending."""
+
+    def __init__(self):
+        self.order: list[int] = []           # cells, in the order their runs began
+        self.seen: set[int] = set()
+        self.sums: dict[int, float] = {}
+        self.pending: list[np.ndarray] = []  # values of the open run (the last of ``order``)
+        self.whole = True                    # no cell has come back after another one
+
+    def add(self, cells: np.ndarray, values: np.ndarray) -> None:
+        """Values of a block, in file order, with their cells."""
+        if not self.whole or not len(cells):
+            return
+        bounds = np.r_[np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]]), len(cells)]
+        ids = cells[bounds[:-1]].tolist()
+        first = int(bool(self.order) and ids[0] == self.order[-1])
+        if first:
+            self.pending.append(values[:bounds[1]])
+        new = ids[first:]
+        if not new:
+            return
+        if len(set(new)) < len(new) or not self.seen.isdisjoint(new):
+            self.whole, self.pending, self.sums = False, [], {}
+            return
+        self.close()
+        inner = bounds[first:-2]
+        if len(inner):
+            self.sums.update(zip(new[:-1], np.add.reduceat(values[:bounds[-2]], inner).tolist()))
+        self.pending = [values[bounds[-2]:]]
+        self.order += new
+        self.seen.update(new)
+
+    def close(self) -> None:
+        """The open run summed."""
+        if self.pending:
+            self.sums[self.order[-1]] = float(np.add.reduceat(np.concatenate(self.pending), [0])[0])
+            self.pending = []
+
+    def in_order(self, cells: np.ndarray) -> bool:
+        """Whether the runs came one per cell, in the order of ``cells`` (sorted by key)."""
+        self.close()
+        return self.whole and self.order == cells.tolist()
+
+
+class GaugeCells:
+    """Interval means of one gauge family: per key and interval, count and sums."""
+
+    def __init__(self, family: Family, grid: Grid, keys: list[str]):
+        self.family, self.grid, self.keys = family, grid, keys
+        self.columns = [family.columns.index(k) for k in keys if k != "k"]
+        self.width = -(-(grid.end_ns - grid.start_ns) // (grid.step * NS)) + 1  # intervals, +1 spare
+        self.group_of: list[int] = []            # series id -> group number
+        self.groups: dict[tuple, int] = {}       # label values of the key -> group number
+        self.sums, self.comps, self.counts = np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+        self.runs = Runs()
+        self.batch: list[tuple[np.ndarray, np.ndarray]] = []  # (cells, values) not summed yet
+        self.batched = 0
+        self.span = [np.inf, -np.inf]            # first and last time in [start, end]
+
+    def add(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+        """Samples of the family (series ids, times in seconds, values), in file order."""
+        grid = self.grid
+        inside = (t >= grid.start) & (t <= grid.end)
+        if inside.any():
+            self.span = [min(self.span[0], t[inside].min()), max(self.span[1], t[inside].max())]
+        keep = (t >= grid.start) & (t < grid.end) & np.isfinite(v)
+        if not keep.any():
+            return
+        self._new_groups()
+        groups = np.asarray(self.group_of, dtype=np.int64)[sid[keep]]
+        self._grow(len(self.groups) * self.width)
+        self.batch.append((groups * self.width + grid.index(t[keep]), v[keep]))
+        self.batched += len(groups)
+        if self.batched >= BATCH:
+            self._sum()
+
+    def _sum(self) -> None:
+        """The batched samples added to their cells' sums, in file order."""
+        if self.batch:
+            cells, values = (np.concatenate(part) for part in zip(*self.batch))
+            self.batch, self.batched = [], 0
+            kahan_add(cells, values, self.sums, self.comps, self.counts)
+            self.runs.add(cells, values)
+
+    def drain(self) -> None:
+        """Samples the line-by-line reader appended to the family's arrays moved into the cells
+        (fresh empty arrays: the old ones may be viewed by a frame)."""
+        family = self.family
+        if len(family.sid):
+            self.add(*(np.frombuffer(a, dtype=d) for a, d in
+                       ((family.sid, np.int64), (family.t, float), (family.v, float))))
+            family.sid, family.t, family.v = array("q"), array("d"), array("d")
+
+    def means(self) -> pd.Series:
+        """The mean per key and interval (index ``keys``, sorted; label levels as strings), as
+        ``grid.gauges(frame).groupby(keys).v.mean()`` gives it from the family's samples."""
+        self._sum()
+        live = np.flatnonzero(self.counts > 0)
+        if not len(live):
+            return pd.Series([], dtype=float)
+        group, k = np.divmod(live, self.width)
+        labels = list(self.groups)
+        frame = pd.DataFrame({"k": k})
+        for i, column in enumerate(c for c in self.keys if c != "k"):
+            values = np.array([key[i] for key in labels], dtype=object)
+            frame[column] = pd.Series(values[group], dtype="str")
+        frame = frame.sort_values(self.keys, kind="stable")
+        cells = live[frame.index.to_numpy()]
+        sums = (np.array([self.runs.sums[c] for c in cells.tolist()])
+                if self.runs.in_order(cells) else self.sums[cells])
+        frame["v"] = sums / self.counts[cells]
+        return frame.set_index(self.keys)["v"]
+
+    def covered(self) -> pd.DataFrame:
+        """The first and last sample time in [start, end] as a frame of ``t`` (for ``covered``)."""
+        return pd.DataFrame({"t": self.span if self.span[0] <= self.span[1] else []}, dtype=float)
+
+    def _new_groups(self) -> None:
+        """Group numbers of the series described since the last block."""
+        for meta in self.family.meta[len(self.group_of):]:
+            key = tuple(meta[i] for i in self.columns)
+            self.group_of.append(self.groups.setdefault(key, len(self.groups)))
+
+    def _grow(self, size: int) -> None:
+        """Room for ``size`` cells."""
+        if size > len(self.sums):
+            size = max(size, 2 * len(self.sums))
+            self.sums, self.comps, self.counts = (
+                np.concatenate([a, np.zeros(size - len(a), a.dtype)])
+                for a in (self.sums, self.comps, self.counts))
+
+
+def gauge_cells(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:
+    """Empty cells for each gauge family of ``roles``."""
+    return {role: GaugeCells(roles[role], grid, keys) for role, keys in GAUGE_KEYS.items()}
+
+
+def reduced(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:
+    """Cells filled from families read whole (the grid was not known before the read)."""
+    cells = gauge_cells(roles, grid)
+    for one in cells.values():
+        one.drain()
+    return cells
