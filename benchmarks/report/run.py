@@ -1,6 +1,7 @@
 """Benchmark: the PDF report's rendering time on a case whose long tables hold thousands of rows.
 
     .venv/bin/python benchmarks/report/run.py [--rows 5000] [--cut-only] [--json]
+    .venv/bin/python benchmarks/report/run.py --against TREE [--audit audit.json | --rows 5000]
 
 Builds an audit.json document from the test sample (``tests/data/sample_audit.json``) with
 ``--rows`` rows in each table that grows with the data (resource classes, GPU split, queue,
@@ -26,12 +27,36 @@ the options section), one option's input listing 245 commitment ids (10 pages), 
 outlines (0.4 s of drawing), and 25 rows of ~14 tables. Before any cut (the whole print, an older
 run on an idle machine): 364.7 s at 5,000 rows, 39.4 s at 500; with ``--cut-only`` this run prints
 the cut alone (8.3 s wall at 5,000 rows under that load).
+
+``--against TREE`` times the PDF step of a run instead, as ``costaudit run`` writes it first: the
+report model, importing the PDF reporter and weasyprint, the charts, the HTML and the PDF, each
+try in a fresh process, with the code (and templates) of TREE, a baseline checked out beside this
+one (``git worktree add /tmp/wt_pdf_base <commit>``), and with this checkout's, alternating, three
+times each; it prints the best wall and CPU time of each, their ratio, the pages and the load
+average. Measured on 3 December 2026 (2 cores shared with another session's tests and audits),
+against 28c5eef (charts drawn by matplotlib) after the charts became plain SVG, the templates were
+compiled once a process and the evidence appendix stopped reading every source once a row: the
+demo's audit.json (out/demo, 16 pages both): 3.68 s against 4.75 s, 0.78x (CPU 3.57 s against
+4.74 s; load average 1.4); 4.09 s against 5.76 s, 0.71x (load 2.7); 7.13 s against 8.46 s, 0.84x
+(load 4.4). The 5,000-row case (13 pages both): 3.93 s against 5.59 s, 0.70x (CPU 3.81 s against
+5.39 s; load 1.9); 4.30 s against 6.26 s, 0.69x (load 2.3); 7.87 s against 10.29 s, 0.76x (load
+4.1). The PDF step is not yet within issue 17's 3 s on this machine. Where the 3.5 s of the demo's
+step goes now (one process, load 1.4): importing weasyprint 0.5 s (most of it cffi parsing
+pango's declarations), the model and the HTML 0.15 s, parsing 0.1 s, weasyprint's layout 1.95 s
+(0.12 s a page; a quarter of it the CSS cascade, the rest mostly pango breaking lines) and writing
+the PDF 0.8 s, of which 0.3 s is the charts' labels: weasyprint lays out and draws SVG text one
+letter at a time (printing the same page without the labels' text: 0.63 s against 0.93 s of CPU).
+weasyprint's write_pdf options did not help (writing's CPU, two tries each under load 4: default
+0.98 and 1.10 s, ``full_fonts`` 1.20 and 1.48 s, ``uncompressed_pdf`` 1.20 and 0.86 s and a 1.0 MB
+file instead of 0.16 MB), nor did fixed layout for every table (the auto tables' widths were 7 %
+of the layout, and the demo's PDF grew a page).
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -119,12 +144,69 @@ def measure(rows: int, whole: bool = True) -> dict:
             "bytes": sizes, "pages": counts}
 
 
+def step_child(tree: str, audit_path: str, out: str) -> None:
+    """In a fresh process: the PDF step of a run with the code of ``tree`` (its ``audit`` package and
+    its templates): the model, importing the PDF reporter (weasyprint), the charts, the HTML and the
+    PDF. Prints one JSON line: wall and CPU seconds of the step, whether matplotlib was loaded."""
+    import importlib.util
+
+    sys.path.insert(0, tree)
+    templates = Path(tree) / "templates"
+    spec = importlib.util.spec_from_file_location("audit.templates", templates / "__init__.py",
+                                                  submodule_search_locations=[str(templates)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["audit.templates"] = module  # the tree's own templates, not the installed checkout's
+    spec.loader.exec_module(module)
+    audit = json.loads(Path(audit_path).read_text(encoding="utf-8"))
+    times, start = os.times(), time.perf_counter()
+    from audit.reporters.pdf import PdfReporter
+    from audit.reporters.view import build_model
+
+    PdfReporter().report(build_model(audit), Path(out))
+    wall, after = time.perf_counter() - start, os.times()
+    print(json.dumps({"wall_s": round(wall, 3), "cpu_s": round(after.user + after.system - times.user - times.system, 3),
+                      "matplotlib": "matplotlib" in sys.modules}))
+
+
+def step_against(baseline: str, audit_path: Path, repeats: int = 3) -> dict:
+    """The PDF step of ``baseline`` (a source tree, e.g. a ``git worktree`` of the old code) and of
+    this checkout, each in a fresh process, alternating, ``repeats`` times; the best of each."""
+    runs: dict[str, list[dict]] = {"baseline": [], "now": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            for name, tree in (("baseline", baseline), ("now", str(ROOT))):
+                out = Path(tmp) / f"{name}.pdf"
+                done = subprocess.run([sys.executable, __file__, "--child", str(Path(tree).resolve()),
+                                       str(Path(audit_path).resolve()), str(out)],
+                                      capture_output=True, text=True, check=True, cwd=tmp)
+                runs[name].append({**json.loads(done.stdout.strip().splitlines()[-1]), "pages": pages(out)})
+    best = {name: min(r, key=lambda x: x["wall_s"]) for name, r in runs.items()}
+    return {"audit": str(audit_path), "baseline": best["baseline"], "now": best["now"],
+            "walls": {name: [x["wall_s"] for x in r] for name, r in runs.items()},
+            "ratio": round(best["now"]["wall_s"] / best["baseline"]["wall_s"], 2),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--cut-only", action="store_true", help="skip the whole print (minutes at 5,000 rows)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--against", metavar="TREE", help="time the PDF step of TREE and of this checkout")
+    parser.add_argument("--audit", type=Path, help="with --against: this audit.json (else the --rows case)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        step_child(*args.child)
+        return 0
+    if args.against:
+        with tempfile.TemporaryDirectory() as tmp:
+            audit_path = args.audit
+            if audit_path is None:
+                audit_path = Path(tmp) / "audit.json"
+                audit_path.write_text(json.dumps(large_audit(args.rows)), encoding="utf-8")
+            print(json.dumps(step_against(args.against, audit_path)))
+        return 0
     result = measure(args.rows, whole=not args.cut_only)
     if args.json:
         print(json.dumps(result))
