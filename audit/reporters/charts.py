@@ -17,7 +17,20 @@ from math import radians, sin
 
 from audit.buckets import BUCKETS
 from audit.reporters.formatting import BUCKET_LABELS, axis_money, money, nice_ticks, number, percent, step_places
-from audit.reporters.svg import Canvas, Frame, bar, barh, bottom_axis, column_width, grid, left_axis, legend, text_width, title
+from audit.reporters.svg import (
+    Canvas,
+    Frame,
+    bar,
+    barh,
+    bottom_axis,
+    column_width,
+    fitting_columns,
+    grid,
+    left_axis,
+    legend,
+    text_width,
+    title,
+)
 
 COLOURS = {
     "model_compute": "#1f4e79",
@@ -235,7 +248,7 @@ def utilisation_chart(audit: dict) -> str | None:
         entries.append((_short(name, 30), colour, "line", "o"))
     left_axis(c, f, [(v, f"{v}%") for v in range(0, 101, 20)])
     bottom_axis(c, f, day_ticks(days[0], days[-1]))
-    columns = min(4, len(entries))
+    columns = fitting_columns(entries, 4, f.width - 8, 8.5)
     legend(c, f.left + f.width - columns * column_width(entries, 8.5) - 4, f.top + 2, entries, columns, 8.5)
     title(c, f, "Daily kernel-busy fraction per service" + services_words(audit))
     return c.data_uri()

@@ -23,7 +23,7 @@ from typing import Any
 from audit.buckets import BUCKETS
 from audit.reporters.charts import COLOURS, LINE_COLOURS, NEUTRAL, WIDTH, chart_services, label_room, money_ticks, services_words
 from audit.reporters.formatting import BUCKET_LABELS, money, number, percent, to_decimal
-from audit.reporters.svg import Canvas, Frame, bar, bottom_axis, left_axis, legend, title
+from audit.reporters.svg import Canvas, Frame, bar, bottom_axis, fitting_columns, left_axis, legend, title
 
 SHARE_PLACES, UNIT_PLACES = Decimal("0.000001"), Decimal("0.000001")
 #: row kind → the spreadsheet's kind of its number cells (audit.reporters.xlsx_cells)
@@ -200,8 +200,9 @@ def _stacked_months(c: Canvas, audit: dict, months: list[dict]) -> float:
         c.text(f.px(x), f.py(base[x] + top * 0.02) - 1.5, money(m.get("total"), cur), 7, "middle", NEUTRAL)
     left_axis(c, f, ticks)
     bottom_axis(c, f, [(x, month_label(str(m.get("month")))) for x, m in enumerate(months)], marks=False)
-    legend(c, f.left, f.bottom + 22, [(BUCKET_LABELS[b], COLOURS[b], "#ffffff" if b == "unattributed" else "box", "")
-                                      for b in BUCKETS], 2, 6.5)
+    entries = [(BUCKET_LABELS[b], COLOURS[b], "#ffffff" if b == "unattributed" else "box", "") for b in BUCKETS]
+    bottom = legend(c, f.left, f.bottom + 22, entries, fitting_columns(entries, 2, f.width, 6.5), 6.5)
+    c.height = max(c.height, bottom + 4)
     title(c, f, "Spend in scope per month, by bucket")
     return f.left + f.width
 
@@ -237,7 +238,8 @@ def _unit_cost_months(c: Canvas, audit: dict, months: list[dict], after: float) 
     left_axis(c, f, ticks)
     bottom_axis(c, f, [(x, month_label(str(m.get("month")))) for x, m in enumerate(months)], marks=False)
     if entries:
-        legend(c, after + 14, f.bottom + 22, entries, 2, 6.5)
+        bottom = legend(c, after + 14, f.bottom + 22, entries, fitting_columns(entries, 2, c.width - after - 14, 6.5), 6.5)
+        c.height = max(c.height, bottom + 4)
     words = services_words(audit).strip(" ()")
     title(c, f, "Cost per 1,000 requests" + ("\n" + words if words else ""), 8.5)
 

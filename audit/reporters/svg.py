@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 FONT = "DejaVu Sans, Verdana, sans-serif"
 INK, SPINE, GRID = "#3b3b3b", "#555555", "#e2e2e2"
-#: about how wide DejaVu Sans draws characters, in em: narrow ones, wide ones, the rest
-NARROW, WIDE = frozenset("ijlt.,:;'!|()[]{} -frI"), frozenset("mwMW%@")
-NARROW_EM, WIDE_EM, CHAR_EM = 0.34, 0.92, 0.63
+#: about how wide DejaVu Sans draws characters, in em: narrow ones, wide ones, capitals, the rest
+NARROW, WIDE = frozenset("ijlt.,:;'!|()[]{} -frI"), frozenset("mwMW%@<>=+~#&")
+NARROW_EM, WIDE_EM, CAPITAL_EM, CHAR_EM = 0.34, 0.92, 0.72, 0.63
 
 
 def esc(text: object) -> str:
@@ -39,7 +39,8 @@ def num(value: float) -> str:
 
 def text_width(text: str, size: float) -> float:
     """About how wide ``text`` is at ``size``, for leaving room (never for placing glyphs)."""
-    return size * sum(NARROW_EM if ch in NARROW else WIDE_EM if ch in WIDE else CHAR_EM for ch in text)
+    return size * sum(NARROW_EM if ch in NARROW else WIDE_EM if ch in WIDE else CAPITAL_EM if ch.isupper() else CHAR_EM
+                      for ch in text)
 
 
 @dataclass
@@ -202,6 +203,11 @@ Entry = tuple[str, str, str, str]
 
 def column_width(entries: list[Entry], size: float) -> float:
     return max((text_width(e[0], size) for e in entries), default=0.0) + size * 3.2
+
+
+def fitting_columns(entries: list[Entry], most: int, room: float, size: float) -> int:
+    """The most columns, up to ``most``, whose entries fit in ``room``; at least one."""
+    return max(1, min(most, int(room // column_width(entries, size))))
 
 
 def legend(c: Canvas, x: float, y: float, entries: list[Entry], columns: int, size: float = 7.5) -> float:
