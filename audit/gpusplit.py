@@ -99,9 +99,9 @@ def native(value):
 def column_values(column: pd.Series) -> list:
     """The values of a column as iterating it gives them (``itertuples``), with an object column's
     numpy scalars and NA boxed as ``to_dict`` does (``native``); Arrow strings through numpy
-    (iterating them costs 3 µs a value)."""
+    (iterating them costs 3 µs a value), one Python object per distinct value (:func:`shared`)."""
     if isinstance(column.dtype, pd.StringDtype):
-        return column.to_numpy().tolist()
+        return shared(column, lambda uniques: uniques.to_numpy().tolist())
     values = column.tolist()
     if column.dtype == object and not _NATIVE.issuperset(map(type, values)):
         values = [native(v) for v in values]
@@ -404,8 +404,19 @@ def table_rows(frame: pd.DataFrame):
 
 def _datetimes(column: pd.Series) -> list:
     if pd.api.types.is_datetime64_any_dtype(column):
-        return column.array.to_pydatetime().tolist()
+        return shared(column, lambda uniques: uniques.to_pydatetime().tolist())
     return [value.to_pydatetime() for value in column_values(column)]
+
+
+def shared(column: pd.Series, convert) -> list:
+    """The column's values as a list in which equal values are one object: ``convert`` turns the
+    distinct values into Python objects once. A telemetry table repeats each node, pod, model and
+    interval start over hundreds of thousands of rows; a string or datetime per row held 0.8 GiB
+    in the GPU split of a 1,000-GPU month."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    values = np.empty(len(uniques), dtype=object)
+    values[:] = convert(uniques)
+    return values[codes].tolist()
 
 
 class _Unit:

@@ -44,19 +44,23 @@ MISMATCH_VALUES = 20  # values listed per finding (the count says how many there
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
     """Every billing line read, with its source name; currency and window checked."""
-    frames = []
-    for frame in collected.of("billing"):
-        lines = frame.tables["lines"].copy()
-        lines["source"] = frame.spec.name
-        lines["source_path"] = frame.spec.where
-        frames.append(lines)
-    lines = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frames = [frame.tables["lines"].assign(source=frame.spec.name, source_path=frame.spec.where)
+              for frame in collected.of("billing")]  # copy-on-write: the columns read are not copied
+    lines = _one_table(frames)
     _check_currency(case, lines)
     if lines.empty:
         paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
         raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}",
                          column="ChargePeriodStart", expected="lines whose charge period overlaps the window")
     return lines
+
+
+def _one_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The frames end to end, indexed 0..n-1; one frame is not concatenated (that would copy every
+    column of a bill that can hold tens of millions of lines)."""
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _check_currency(case: Case, lines: pd.DataFrame) -> None:

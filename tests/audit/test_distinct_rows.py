@@ -172,3 +172,23 @@ def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
     assert GpuSplitter._index_activity(frame) == dict(old_activity)
     assert GpuSplitter._index_requests(frame) == dict(old_requests)
     assert GpuSplitter._index_activity(frame.iloc[0:0]) == {} == GpuSplitter._index_requests(frame.iloc[0:0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_split_rows_hold_one_object_per_distinct_text_and_time(seed):
+    """The GPU split's row lists equal what iterating the columns gave, and a repeated pod name or
+    interval start is one Python object however many rows repeat it (memory, not values)."""
+    from audit.gpusplit import _datetimes, column_values
+
+    frame = _table(seed)
+    frame.loc[frame.index[::7], "ts"] = pd.NaT
+    for name in ("namespace", "pod", "model_name", "source"):
+        values = column_values(frame[name])
+        plain = frame[name].to_numpy().tolist()
+        assert len(values) == len(plain)
+        assert all(a == b or (a != a and b != b) for a, b in zip(values, plain))  # NaN where missing
+        assert len({id(v) for v in values}) == frame[name].nunique(dropna=False)
+    stamps = _datetimes(frame["ts"])
+    assert [str(t) for t in stamps] == [str(t) for t in frame["ts"].array.to_pydatetime().tolist()]
+    assert len({id(t) for t in stamps}) == frame["ts"].nunique(dropna=False)
+    assert column_values(frame["pod"].iloc[0:0]) == [] == _datetimes(frame["ts"].iloc[0:0])
