@@ -79,6 +79,33 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+#: kcmp(2)'s system call number (x86-64, arm64) and KCMP_VM: do two processes share one address space?
+KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+KCMP_VM = 1
+
+
+def shares_memory(a: int, b: int) -> bool:
+    """Whether ``a`` and ``b`` run in one address space: a child made by vfork (as Python's
+    subprocess and ctypes' find_library start ldconfig and gcc) shows its parent's whole RSS until it
+    execs, so summing the tree would count that memory twice."""
+    if KCMP is None:
+        return False
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).syscall(KCMP, a, b, KCMP_VM, 0, 0) == 0
+
+
+def tree_rss(pid: int) -> int:
+    """The RSS of ``pid`` and its descendants in bytes, each address space counted once."""
+    counted: list[int] = []
+    total = 0
+    for member in tree(pid):
+        if any(shares_memory(member, other) for other in counted):
+            continue
+        counted.append(member)
+        total += status_kib(member, "VmRSS") * 1024
+    return total
+
+
 def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = None) -> dict:
     """``costaudit run case --out out`` in a fresh process: wall, peak RSS, stage split, exit code."""
     hwm_file = out.parent / f".{out.name}.hwm"
@@ -111,7 +138,7 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
     polled, stopped = 0, False
     peaks: dict[int, int] = {}  # the tree's largest polled RSS during each step, by the step's index
     while child.poll() is None:
-        rss = sum(status_kib(p, "VmRSS") for p in tree(child.pid)) * 1024
+        rss = tree_rss(child.pid)
         polled, step = max(polled, rss), len(steps)
         peaks[step] = max(peaks.get(step, 0), rss)
         if polled > cap_bytes and not stopped:

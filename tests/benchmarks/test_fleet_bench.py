@@ -84,3 +84,23 @@ def test_a_run_past_the_cap_is_stopped(tmp_path):
     done = harness(tmp_path, "--no-prometheus", "--format", "json", "--cap-gib", "0.03")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "stopped at cap (0.03 GiB)" in done.stdout
+
+
+def test_the_tree_counts_each_address_space_once():
+    """A process is its own address space (kcmp says so), a forked child is another one and is
+    counted; the harness's tree RSS is at least the parent's own."""
+    import time
+
+    from benchmarks.fleet.run import shares_memory, status_kib, tree_rss
+
+    me = os.getpid()
+    assert shares_memory(me, me)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        time.sleep(0.5)
+        assert not shares_memory(me, child.pid)
+        own = status_kib(me, "VmRSS") * 1024
+        assert tree_rss(me) >= own + status_kib(child.pid, "VmRSS") * 1024 * 0.9
+    finally:
+        child.kill()
+        child.wait()
