@@ -4,7 +4,8 @@ weasyprint's default fetcher reads any local file and the network. :func:`make_f
 one that serves only regular files inside ``templates/`` (after resolving symlinks and ``..``)
 and ``data:image/svg+xml`` URIs (the charts); every other URL (http, https, ftp, file outside
 templates/, other data: types) raises :class:`RefusedURL`, and weasyprint skips the resource.
-weasyprint is imported inside the functions that need it (STYLE habit 12).
+weasyprint is imported inside the functions that need it (STYLE habit 12), through
+:mod:`audit.reporters.weasy` (which spares the 54 processes its library lookup starts).
 
 The PDF's printing time is bounded whatever the case size: it prints the model as
 :func:`audit.reporters.print_view.for_print` cuts it (each table that grows with the data to its
@@ -29,6 +30,7 @@ from audit.errors import ReportError
 from audit.reporters.html import TEMPLATES, charts_of, render_html
 from audit.reporters.print_view import PDF_ROWS, for_print
 from audit.reporters.view import ReportModel
+from audit.reporters.weasy import weasyprint
 
 DATA_TYPES = ("image/svg+xml",)
 
@@ -64,6 +66,7 @@ def resolve_url(url: str, root: Path = TEMPLATES) -> tuple[bytes, str]:
 @functools.cache
 def fetcher_class() -> type:
     """A weasyprint URLFetcher subclass whose fetch() goes through :func:`resolve_url`."""
+    weasyprint()  # the package through audit.reporters.weasy, before any of its modules
     from weasyprint.urls import URLFetcher, URLFetcherResponse
 
     class TemplateFetcher(URLFetcher):
@@ -85,13 +88,13 @@ def make_fetcher(root: Path = TEMPLATES):
 def write_pdf(html: str, path: Path, fetcher=None) -> None:
     """Print ``html`` to ``path``; relative URLs resolve inside templates/."""
     try:
-        import weasyprint
+        module = weasyprint()
     except ImportError as error:
         raise ReportError(f"the pdf report needs weasyprint: pip install 'costaudit[pdf]' ({error})") \
             from error
 
     fetcher = fetcher if fetcher is not None else make_fetcher()
-    document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
+    document = module.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
     with fixed_font_dates():
         document.write_pdf(str(path))
 
