@@ -44,8 +44,6 @@ FOCUS_HEADER = ("BillingAccountId,SubAccountId,ProviderName,ServiceName,ServiceC
                 "ChargeDescription,ChargePeriodStart,ChargePeriodEnd,BilledCost,EffectiveCost,ListCost,"
                 "BillingCurrency,PricingQuantity,PricingUnit,ResourceId,x_UsageType,Id\n")
 BAD = [(300, "7.5"), (1200, "-0.5"), (2100, "NaN"), (3000, "+Inf")]
-#: a two-hour window draws a one-day utilisation chart, on which matplotlib warns
-ONE_DAY_CHART = pytest.mark.filterwarnings("ignore:Attempting to set identical low and high xlims")
 
 
 def om_line(name: str, labels: str, value: str, seconds: int, day: int = 0) -> str:
@@ -154,7 +152,6 @@ def test_bad_samples_are_excluded_counted_and_move_no_money(clean, spoiled):
     assert spoiled["telemetry"]["excluded_samples"][0]["first_at"] == "2024-09-01T00:35:00Z"
 
 
-@ONE_DAY_CHART
 def test_page_one_says_what_was_excluded(spoiled, tmp_path):
     render(spoiled, tmp_path, ["html", "pdf"])
     html = (tmp_path / "report.html").read_text()
@@ -167,7 +164,6 @@ def test_page_one_says_what_was_excluded(spoiled, tmp_path):
     assert f"2 {GR} samples from source dcgm (openmetrics) were not finite (e.g. NaN) and excluded." in flat
 
 
-@ONE_DAY_CHART
 def test_an_interval_whose_samples_are_all_bad_is_unattributed(clean, tmp_path):
     document = audit(case(tmp_path, metrics(hour_two="7.5")))
     lost = [p for p in document["buckets"]["unattributed"]["parts"] if p["name"] == "no_valid_activity_sample"]
@@ -205,7 +201,6 @@ def test_gpu_util_over_100_is_excluded(tmp_path):
     assert table.loc["not finite", ["count", "example"]].tolist() == [1, "-Inf"]
 
 
-@ONE_DAY_CHART
 def test_negative_counter_value_and_a_reset(tmp_path):
     # 0 → 40 → -3 (excluded) → 80 → reset to 5 → 45: increases 40 + 40 + 5 + 40 = 125
     counters = [(0, "0"), (1800, "40"), (2400, "-3"), (3600, "80"), (4000, "5"), (5400, "45"), (6000, "NaN")]
