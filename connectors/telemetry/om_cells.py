@@ -169,15 +169,6 @@ class GaugeCells:
             kahan_add(cells, values, self.sums, self.comps, self.counts)
             self.runs.add(cells, values)
 
-    def drain(self) -> None:
-        """Samples the line-by-line reader appended to the family's arrays moved into the cells
-        (fresh empty arrays: the old ones may be viewed by a frame)."""
-        family = self.family
-        if len(family.sid):
-            self.add(*(np.frombuffer(a, dtype=d) for a, d in
-                       ((family.sid, np.int64), (family.t, float), (family.v, float))))
-            family.sid, family.t, family.v = array("q"), array("d"), array("d")
-
     def means(self) -> pd.Series:
         """The mean per key and interval (index ``keys``, sorted; label levels as strings), as
         ``grid.gauges(frame).groupby(keys).v.mean()`` gives it from the family's samples."""
@@ -200,7 +191,7 @@ class GaugeCells:
 
     def covered(self) -> pd.DataFrame:
         """The first and last sample time in [start, end] as a frame of ``t`` (for ``covered``)."""
-        return pd.DataFrame({"t": self.span if self.span[0] <= self.span[1] else []}, dtype=float)
+        return span_frame(self.span)
 
     def _new_groups(self) -> None:
         """Group numbers of the series described since the last block."""
@@ -222,9 +213,16 @@ def gauge_cells(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:
     return {role: GaugeCells(roles[role], grid, keys) for role, keys in GAUGE_KEYS.items()}
 
 
-def reduced(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:
-    """Cells filled from families read whole (the grid was not known before the read)."""
-    cells = gauge_cells(roles, grid)
-    for one in cells.values():
-        one.drain()
-    return cells
+def drain(cells) -> None:
+    """Samples the line-by-line reader appended to a reduced family's arrays moved into its
+    cells (fresh empty arrays: the old ones may be viewed by a frame)."""
+    family = cells.family
+    if len(family.sid):
+        cells.add(*(np.frombuffer(a, dtype=d) for a, d in
+                    ((family.sid, np.int64), (family.t, float), (family.v, float))))
+        family.sid, family.t, family.v = array("q"), array("d"), array("d")
+
+
+def span_frame(span: list[float]) -> pd.DataFrame:
+    """First and last time (``[inf, -inf]``: none) as a frame of ``t``, for ``tables.covered``."""
+    return pd.DataFrame({"t": span if span[0] <= span[1] else []}, dtype=float)

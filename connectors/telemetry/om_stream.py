@@ -45,7 +45,8 @@ from connectors.errors import InputError
 from connectors.telemetry import omtext
 from connectors.telemetry.families import Family, new_families
 from connectors.telemetry.grid import Grid
-from connectors.telemetry.om_cells import GaugeCells, gauge_cells, reduced
+from connectors.telemetry.om_cells import drain, gauge_cells
+from connectors.telemetry.om_counters import counter_cells
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
 
 BLOCK = 1 << 20  # bytes read at a time (whole lines are handed on)
@@ -97,7 +98,7 @@ class Reader:
     def __init__(self, path, grid: Grid | None = None):
         self.path = path
         self.roles, self.by_name = new_families()
-        self.cells: dict[str, GaugeCells] = gauge_cells(self.roles, grid) if grid else {}
+        self.cells = {**gauge_cells(self.roles, grid), **counter_cells(self.roles, grid)} if grid else {}
         self.reduce = {id(cells.family): cells for cells in self.cells.values()}
         self.scan = Scan()
         self.cache: dict[str, int] = {}       # series text -> series number (gid)
@@ -199,7 +200,7 @@ class Reader:
             omtext.scan_lines([line + "\n" for line in lines], self.path, self.by_name,
                               self.scan, first)
             for cells in self.cells.values():
-                cells.drain()  # what the line-by-line reader appended, in file order
+                drain(cells)  # what the line-by-line reader appended, in file order
         self.lineno += len(lines)
         self.scan.eof_line = self.lineno
 
@@ -392,10 +393,10 @@ def read_families(path) -> tuple[dict[str, Family], Scan]:
     return roles, scan
 
 
-def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan,
-                                                   dict[str, GaugeCells] | None]:
-    """``read_families``, and with a grid the gauge families reduced into their interval cells
-    while reading (their arrays left empty); None for the cells without a grid."""
+def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan, dict | None]:
+    """``read_families``, and with a grid the gauge and counter families reduced into their
+    interval cells while reading (their arrays left empty); None for the cells without a grid.
+    A file the line-by-line reader reads whole has its gauge families reduced after the read."""
     reader = Reader(path, grid)
     try:
         reader.run()
@@ -405,19 +406,29 @@ def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan,
     return reader.roles, reader.scan, reader.cells or None
 
 
-def family_frames(roles: dict[str, Family]) -> dict[str, pd.DataFrame]:
-    """One frame per family: ``Family.frame()``'s rows and columns, with each label column a
-    Categorical over a vocabulary shared by every family that has the column (sorted, ``""``
-    included), so that the tables group, sort and merge integer codes in the strings' order and no
-    sample holds a string (``connectors.telemetry.distinct``). A family whose metadata are not all
-    strings keeps ``Family.frame()``'s plain columns."""
+def reduced(roles: dict[str, Family], grid: Grid) -> dict:
+    """The gauge families' cells, filled from families read whole."""
+    cells = gauge_cells(roles, grid)
+    for one in cells.values():
+        drain(one)
+    return cells
+
+
+def family_frames(roles: dict[str, Family], families: dict[str, Family] | None = None
+                  ) -> dict[str, pd.DataFrame]:
+    """One frame per family (of ``families``, default ``roles``): ``Family.frame()``'s rows and
+    columns, with each label column a Categorical over a vocabulary shared by every family of
+    ``roles`` that has the column (sorted, ``""`` included), so that the tables group, sort and
+    merge integer codes in the strings' order and no sample holds a string
+    (``connectors.telemetry.distinct``). A family whose metadata are not all strings keeps
+    ``Family.frame()``'s plain columns."""
     vocabulary: dict[str, set] = {}
     for family in roles.values():
         for i, column in enumerate(family.columns):
             vocabulary.setdefault(column, {""}).update(meta[i] for meta in family.meta)
     dtypes = {column: pd.CategoricalDtype(sorted(values)) for column, values in vocabulary.items()
               if all(type(value) is str for value in values)}
-    return {role: _coded_frame(family, dtypes) for role, family in roles.items()}
+    return {role: _coded_frame(family, dtypes) for role, family in (families or roles).items()}
 
 
 def _coded_frame(family: Family, dtypes: dict[str, pd.CategoricalDtype]) -> pd.DataFrame:

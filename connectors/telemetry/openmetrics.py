@@ -8,10 +8,11 @@ reads them; the file's sha256 taken on the way), then every table is built by ``
 frames whose label columns are categorical codes (``om_stream.family_frames``: no string per
 sample), on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
 per interval, counters differenced with resets handled. Where the case sets the step, the grid is
-known before the read and the gauge families whose tables are interval means (queue, serving
-gauges, DCGM evidence, replicas) are reduced into it while the file is read (``om_cells``: no
-array per sample, the same means bit for bit); otherwise they are reduced after the read. Samples without a timestamp (a single
-scrape) are counted but cannot be placed in time. Kernel-activity samples out of range or not
+known before the read, and the gauge families whose tables are interval means (queue, serving
+gauges, DCGM evidence, replicas: ``om_cells``) and the counter families (``om_counters``) are
+reduced into it while the file is read: no array per sample, the same tables bit for bit;
+otherwise the gauges are reduced after the read. Samples without a timestamp (a single scrape)
+are counted but cannot be placed in time. Kernel-activity samples out of range or not
 finite, and counter samples not finite or negative, are excluded and counted (tables
 ``excluded_samples``, ``counter_resets``, ``unmeasured_intervals``: connectors.telemetry.validity).
 
@@ -28,8 +29,8 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
-from connectors.telemetry.om_cells import GaugeCells, reduced
-from connectors.telemetry.om_stream import family_frames, read_reduced
+from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, counted_from_cells
+from connectors.telemetry.om_stream import family_frames, read_reduced, reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
@@ -65,8 +66,17 @@ class OpenMetricsConnector(Connector):
     step_seconds: int | None = None
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
-        """Stream the file, then build every table on one grid."""
-        roles, scan, cells = read_reduced(self.path, self._case_grid())
+        """Stream the file, then build every table on one grid (the file read again without
+        reducing its counters where they would not give the tables exactly)."""
+        try:
+            return self._fetch(self._case_grid())
+        except NotStreamable:
+            return self._fetch(None)
+
+    def _fetch(self, grid: Grid | None) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+        """Read the file (with ``grid``: its gauge and counter families reduced while reading),
+        then build every table."""
+        roles, scan, cells = read_reduced(self.path, grid)
         self._sha256 = scan.sha256
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
@@ -79,16 +89,16 @@ class OpenMetricsConnector(Connector):
         read again where the line-by-line reader read it."""
         return getattr(self, "_sha256", None) or super().fingerprint()
 
-    def _tables(self, roles, cells: dict[str, GaugeCells] | None = None
-                ) -> tuple[dict[str, pd.DataFrame], tuple]:
-        """Every normalised table from the parsed families and the gauge families' interval
-        cells (reduced here when the grid was not known before the read), on one grid, and the
-        time covered."""
+    def _tables(self, roles, cells: dict | None = None) -> tuple[dict[str, pd.DataFrame], tuple]:
+        """Every normalised table from the parsed families and the reduced families' interval
+        cells (the gauges reduced here when the grid was not known before the read), on one
+        grid, and the time covered."""
         frames = family_frames(roles)
         grid = self._grid(frames)
         cells = cells or reduced(roles, grid)
-        counted = [counter_increases(frames["counters"], grid),
-                   counter_increases(frames["server_counters"], grid)]
+        counted = [counted_from_cells(cells[role], lambda families: family_frames(roles, families))
+                   if role in cells else counter_increases(frames[role], grid)
+                   for role in COUNTER_ROLES]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
         busy = gpu_activity(frames["dcgm"], grid)
         queue_table = queue(cells["queue"].means(), grid)
