@@ -82,6 +82,37 @@ def _kahan_one(s: float, c: float, values: np.ndarray) -> tuple[float, float]:
     return s, c
 
 
+class Slots:
+    """A slot per cell that has samples (cell number -> slot, in the order first seen), so that a
+    family's state grows with the cells that hold samples, not with keys x intervals."""
+
+    def __init__(self, width: int):
+        self.width = width                   # intervals of the grid (+1): cell = key * width + k
+        self.of: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.of)
+
+    def slots(self, cells: np.ndarray) -> np.ndarray:
+        """The slot of each cell number (a new cell gets the next slot)."""
+        distinct, inverse = np.unique(cells, return_inverse=True)
+        of = self.of
+        return np.asarray([of.setdefault(c, len(of)) for c in distinct.tolist()],
+                          dtype=np.int64)[inverse.reshape(-1)]
+
+    def cells(self) -> np.ndarray:
+        """The cell number of each slot."""
+        return np.fromiter(self.of, dtype=np.int64, count=len(self.of))
+
+    def grown(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The arrays (one value per slot) with room for every slot (doubling)."""
+        size = len(self.of)
+        if not arrays or size <= len(arrays[0]):
+            return arrays
+        size = max(size, 2 * len(arrays[0]))
+        return tuple(np.concatenate([a, np.zeros(size - len(a), a.dtype)]) for a in arrays)
+
+
 class Runs:
     """The sums pandas takes where a frame's rows come in group order (``np.add.reduceat``: per
     group, its first value plus numpy's pairwise sum of the rest), kept while every cell's values
@@ -135,7 +166,8 @@ class GaugeCells:
     def __init__(self, family: Family, grid: Grid, keys: list[str]):
         self.family, self.grid, self.keys = family, grid, keys
         self.columns = [family.columns.index(k) for k in keys if k != "k"]
-        self.width = -(-(grid.end_ns - grid.start_ns) // (grid.step * NS)) + 1  # intervals, +1 spare
+        self.width = intervals(grid)
+        self.slots = Slots(self.width)
         self.group_of: list[int] = []            # series id -> group number
         self.groups: dict[tuple, int] = {}       # label values of the key -> group number
         self.sums, self.comps, self.counts = np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
@@ -155,7 +187,6 @@ class GaugeCells:
             return
         self._new_groups()
         groups = np.asarray(self.group_of, dtype=np.int64)[sid[keep]]
-        self._grow(len(self.groups) * self.width)
         self.batch.append((groups * self.width + grid.index(t[keep]), v[keep]))
         self.batched += len(groups)
         if self.batched >= BATCH:
@@ -166,7 +197,9 @@ class GaugeCells:
         if self.batch:
             cells, values = (np.concatenate(part) for part in zip(*self.batch))
             self.batch, self.batched = [], 0
-            kahan_add(cells, values, self.sums, self.comps, self.counts)
+            slots = self.slots.slots(cells)
+            self.sums, self.comps, self.counts = self.slots.grown(self.sums, self.comps, self.counts)
+            kahan_add(slots, values, self.sums, self.comps, self.counts)
             self.runs.add(cells, values)
 
     def means(self) -> pd.Series:
@@ -176,17 +209,18 @@ class GaugeCells:
         live = np.flatnonzero(self.counts > 0)
         if not len(live):
             return pd.Series([], dtype=float)
-        group, k = np.divmod(live, self.width)
+        group, k = np.divmod(self.slots.cells()[live], self.width)
         labels = list(self.groups)
         frame = pd.DataFrame({"k": k})
         for i, column in enumerate(c for c in self.keys if c != "k"):
             values = np.array([key[i] for key in labels], dtype=object)
             frame[column] = pd.Series(values[group], dtype="str")
         frame = frame.sort_values(self.keys, kind="stable")
-        cells = live[frame.index.to_numpy()]
+        live = live[frame.index.to_numpy()]
+        cells = self.slots.cells()[live]
         sums = (np.array([self.runs.sums[c] for c in cells.tolist()])
-                if self.runs.in_order(cells) else self.sums[cells])
-        frame["v"] = sums / self.counts[cells]
+                if self.runs.in_order(cells) else self.sums[live])
+        frame["v"] = sums / self.counts[live]
         return frame.set_index(self.keys)["v"]
 
     def covered(self) -> pd.DataFrame:
@@ -199,13 +233,9 @@ class GaugeCells:
             key = tuple(meta[i] for i in self.columns)
             self.group_of.append(self.groups.setdefault(key, len(self.groups)))
 
-    def _grow(self, size: int) -> None:
-        """Room for ``size`` cells."""
-        if size > len(self.sums):
-            size = max(size, 2 * len(self.sums))
-            self.sums, self.comps, self.counts = (
-                np.concatenate([a, np.zeros(size - len(a), a.dtype)])
-                for a in (self.sums, self.comps, self.counts))
+def intervals(grid: Grid) -> int:
+    """The number of intervals of the window, plus one (a time at the very end)."""
+    return -(-(grid.end_ns - grid.start_ns) // (grid.step * NS)) + 1
 
 
 def gauge_cells(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from connectors.telemetry.families import Family
-from connectors.telemetry.grid import NS, Grid
-from connectors.telemetry.om_cells import span_frame
+from connectors.telemetry.grid import Grid
+from connectors.telemetry.om_cells import Slots, intervals, span_frame
 from connectors.telemetry.phase_families import BUCKET
 from connectors.telemetry.tables import Counted
 from connectors.telemetry.validity import counter_name, counter_reasons, excluded_table, resets_table
@@ -56,13 +56,14 @@ class CounterCells:
 
     def __init__(self, family: Family, grid: Grid):
         self.family, self.grid = family, grid
-        self.width = -(-(grid.end_ns - grid.start_ns) // (grid.step * NS)) + 1
+        self.width = intervals(grid)
+        self.slots = Slots(self.width)                 # series x interval cells with pairs
         self.metric = family.columns.index("metric")
         self.kinds: list[bool] = []                    # per described series: whole or not
         self.whole = np.zeros(0, bool)                 # the same, per series slot
         self.last_t, self.last_v = np.zeros(0), np.zeros(0)
         self.drops = np.zeros(0, np.int64)
-        self.sums, self.counts = np.zeros(0), np.zeros(0, np.int64)  # per series x interval
+        self.sums, self.counts = np.zeros(0), np.zeros(0, np.int64)  # per slot
         self.total, self.exact = 0.0, True
         self.pairs: list[tuple] = []                   # (sid, t, v, increase, k) of the others
         self.bad: list[tuple] = []                     # (sid, t, v) of excluded samples
@@ -105,9 +106,10 @@ class CounterCells:
         increase = np.where(dropped, v, v - earlier_v)  # a drop: restarted from 0
         k = self.grid.index(earlier_t)
         np.add.at(self.drops, sid, dropped)
-        cells = sid[whole] * self.width + k[whole]
-        np.add.at(self.sums, cells, increase[whole])
-        np.add.at(self.counts, cells, 1)
+        slots = self.slots.slots(sid[whole] * self.width + k[whole])
+        self.sums, self.counts = self.slots.grown(self.sums, self.counts)
+        np.add.at(self.sums, slots, increase[whole])
+        np.add.at(self.counts, slots, 1)
         self.total += float(increase[whole].sum())
         rest = ~whole
         if rest.any():
@@ -119,10 +121,10 @@ class CounterCells:
         ``counter_increases``: by series, then time."""
         if not self.exact or self.total >= EXACT:
             raise NotStreamable
-        cells = np.flatnonzero(self.counts)
-        sid, k = np.divmod(cells, self.width)
-        nan = np.full(len(cells), np.nan)
-        parts = [(sid, nan, nan, self.sums[cells], k, k.astype(float))]
+        live = np.flatnonzero(self.counts)
+        sid, k = np.divmod(self.slots.cells()[live], self.width)
+        nan = np.full(len(live), np.nan)
+        parts = [(sid, nan, nan, self.sums[live], k, k.astype(float))]
         parts += [(s, t, v, inc, kk, t) for s, t, v, inc, kk in self.pairs]
         sid, t, v, increase, k, within = (np.concatenate(p) for p in zip(*parts))
         order = np.lexsort((within, sid))
@@ -161,8 +163,6 @@ class CounterCells:
             self.last_t = np.concatenate([self.last_t, np.full(extra, np.nan)])
             self.last_v = np.concatenate([self.last_v, np.full(extra, np.nan)])
             self.drops = np.concatenate([self.drops, np.zeros(extra, np.int64)])
-            self.sums = np.concatenate([self.sums, np.zeros(extra * self.width)])
-            self.counts = np.concatenate([self.counts, np.zeros(extra * self.width, np.int64)])
 
 
 def counter_cells(roles: dict[str, Family], grid: Grid) -> dict[str, CounterCells]:

@@ -287,8 +287,14 @@ class Reader:
     def _with_new(self, lines: list[str], heads: list, tails: list, keys: list[str],
                   gids: list, first: int):
         """(series numbers, heads, tails) of a block with series not cached yet: each new series
-        text is matched at its first line, in file order; comments and blank lines dropped."""
-        for key in dict.fromkeys(compress(keys, map(is_, gids, repeat(None)))):
+        text is matched at its first line, in file order; comments and blank lines dropped. A
+        line without series text (a sample without a timestamp splits so) sends the block line by
+        line before any series is numbered: the exact reader numbers them in file order."""
+        new = list(dict.fromkeys(compress(keys, map(is_, gids, repeat(None)))))
+        if any(not key.strip() for key in new) and any(
+                not key.strip() and line.strip() and line[:1] != "#" for key, line in zip(keys, lines)):
+            raise _Slow
+        for key in new:
             if key[:1] != "#" and key.strip():  # a comment's text starts with '#'
                 i = keys.index(key)
                 three = tails[i][1] and heads[i][1]

@@ -154,3 +154,21 @@ def test_streamed_gauge_families_hold_no_samples(tmp_path):
     assert scan.rows == 500 and len(roles["dcgm_evidence"].sid) == 0
     means = cells["dcgm_evidence"].means()
     assert means.tolist() == [100 + 59.5, 100 + 179.5, 100 + 299.5, 100 + 419.5, 100 + 489.5]
+
+
+def test_cells_grow_with_the_cells_that_have_samples(tmp_path):
+    # a week at a 60 s step, 200 short-lived pods of two scrapes each: 400 cells of 2 million
+    path = tmp_path / "churn.om"
+    lines = []
+    for pod in range(200):
+        t = T0 + 3000 * pod
+        for name, value in (("vllm:num_requests_running", 2), ("vllm:request_success_total", 1)):
+            head = f'{name}{{model_name="m",namespace="n",pod="p{pod}"}}'
+            lines += [f"{head} {value} {t}", f"{head} {value + 1} {t + 30}"]
+    path.write_text("\n".join(lines) + "\n# EOF\n")
+    grid = Grid(T0 * NS, (T0 + 7 * 86400) * NS, 60)
+    _, _, cells = om_stream.read_reduced(path, grid)
+    queue, counters = cells["queue"], cells["counters"]
+    assert queue.means().tolist() == [2.5] * 200  # the batch summed
+    assert len(queue.slots) == 200 and len(queue.sums) <= 512
+    assert len(counters.slots) == 200 and len(counters.sums) <= 512

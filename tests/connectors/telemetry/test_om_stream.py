@@ -172,3 +172,10 @@ def test_any_mix_reads_alike(tmp_path_factory, lines, size, gz, final_newline):
         assert_same(path)
     finally:
         om_stream.BLOCK = old_block
+
+
+def test_series_numbered_in_file_order_after_a_sample_without_timestamp(tmp_path, block):
+    # found by test_any_plain_mix_reads_alike: the second series was numbered before the first
+    path = tmp_path / "untimed.om"
+    path.write_text(f'{GR}{{gpu="0",UUID="GPU-0"}} 1\n{GR}{{gpu="1",UUID="GPU-1"}} 1 {T0}\n')
+    assert_same(path)
