@@ -11,7 +11,7 @@ the groups in sorted key order), one ``np.add.reduceat`` segment per group (the 
 numpy's pairwise sum of the rest); otherwise a compensated (Kahan) sum in row order. A cell keeps
 both (``kahan_add``; each run of a cell's samples summed when it ends, while the file is still
 in group order) and ``means`` picks the one pandas would. What a cell holds does not grow with
-the samples: memory is the grid's (keys x intervals), whatever the file's size.
+the samples: memory grows with the cells that hold samples (``Slots``), not with the file.
 """
 from __future__ import annotations
 
