@@ -9,6 +9,7 @@ import json
 from decimal import Decimal
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from connectors.billing.catalogue import gpu_skus
@@ -95,6 +96,15 @@ FOCUS_NAMES = {"effective_cost": "EffectiveCost", "billed_cost": "BilledCost", "
 #: the bases priced before commitments: a commitment purchase or fee is no part of them (the usage it
 #: covers carries its own list / contracted price)
 PRE_COMMITMENT = ("list", "contracted")
+
+
+def lines_where(lines: pd.DataFrame, mask) -> pd.DataFrame:
+    """The lines where ``mask`` holds, with their index. When it holds everywhere (every line in
+    scope; no tax or credit line) they are the same lines without a copy: a boolean take copies
+    every text column, 0.4 GiB of the 1,000-GPU month's bill at 1 M lines."""
+    if bool(np.asarray(mask, dtype=bool).all()):
+        return lines.copy(deep=False)  # copy-on-write: columns set on it are its own
+    return lines[mask]
 
 
 def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:

@@ -27,7 +27,7 @@ from audit import (
 from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
-from audit.lines import basis_amount
+from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
 from audit.result import AuditResult, commitments_of
@@ -99,7 +99,7 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     tele = normalise.telemetry(case, collected)
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)
-    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus, case.services)
+    classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
     return fit.fit(case, lines, _gpu(classified), tele, nodes)
 
 
@@ -129,7 +129,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     profiles = normalise.profiles(collected)
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
-    classified = classify.classify(lines[mask], case.rules, nodes.cluster, nodes.with_gpus, case.services)
+    classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
     fitted = fit.fit(case, lines, _gpu(classified), tele, nodes)
     if strict and fitted.errors:
         raise misfit_errors(case, fitted)

@@ -192,3 +192,19 @@ def test_split_rows_hold_one_object_per_distinct_text_and_time(seed):
     assert [str(t) for t in stamps] == [str(t) for t in frame["ts"].array.to_pydatetime().tolist()]
     assert len({id(t) for t in stamps}) == frame["ts"].nunique(dropna=False)
     assert column_values(frame["pod"].iloc[0:0]) == [] == _datetimes(frame["ts"].iloc[0:0])
+
+
+def test_lines_where_takes_the_rows_or_all_of_them_without_a_copy():
+    """Every line in scope: the same lines, not a copy, and a column set on them stays theirs."""
+    from audit.lines import lines_where
+
+    frame = _table(0, 50)
+    frame.index = frame.index * 3  # the index labels are kept
+    every = lines_where(frame, pd.Series(True, index=frame.index))
+    pd.testing.assert_frame_equal(every, frame)
+    assert np.shares_memory(every["requests"].to_numpy(), frame["requests"].to_numpy())
+    every["gross"] = 1
+    assert "gross" not in frame
+    some = np.arange(50) % 3 == 0
+    pd.testing.assert_frame_equal(lines_where(frame, some), frame[some])
+    assert len(lines_where(frame, np.zeros(50, dtype=bool))) == 0
