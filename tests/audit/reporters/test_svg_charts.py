@@ -80,6 +80,15 @@ def test_escaping_covers_markup_and_both_quotes():
     assert esc(HOSTILE) == "&lt;x&gt;&amp;&quot;y&#39;"
 
 
+def test_characters_xml_cannot_hold_do_not_break_the_chart(sample):
+    """A control character or a lone surrogate in a name is shown as U+FFFD; the chart still parses."""
+    assert esc("a\x00b\x1bc\td\ud800") == "a\ufffdb\ufffdc\td\ufffd"
+    audit = with_months(sample, {"embed": "emb\x07ed\x1b[31m"})
+    uri = months_chart(audit)
+    assert_self_contained(uri)
+    assert "emb\ufffded\ufffd[31m" in texts(uri)
+
+
 def test_the_same_audit_draws_the_same_bytes(sample):
     audit = with_months(sample)
     first = {**build_charts(audit), "months": months_chart(audit)}
