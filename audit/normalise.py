@@ -139,7 +139,7 @@ def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFram
              if name in frame.tables and len(frame.tables[name])]
     if not parts:
         return empty_table(columns + ["source"])
-    return pd.concat(parts, ignore_index=True)
+    return _one_table(parts)
 
 
 def _traffic(collected: Collected) -> pd.DataFrame:
