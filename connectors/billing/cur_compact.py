@@ -35,7 +35,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from connectors.billing import cur_sql as sql
-from connectors.billing.focus_lines import lossy_sql, sum_text_sql
+from connectors.billing.focus_lines import SUM_TYPE, lossy_sql, sum_text_sql
 from connectors.billing.gpu_sql import ensure_gpu_instances, gpu_line_sql
 from connectors.duck import quote_text, utc_text
 
@@ -54,6 +54,10 @@ PROBE = {"t": "line_item_line_item_type", "rid": "line_item_resource_id",
          "itype": "product_instance_type", "usage": "line_item_usage_type"}
 # Prefix of the fields as the per-file query names them (beside the file's own columns).
 FIELD = "__f_"
+# Prefix of a DOUBLE amount read as a DECIMAL without its text (:func:`fast_decimal`).
+FAST = "__x_"
+FAST_TYPE = "DECIMAL(18, 10)"
+FAST_LIMIT = 2 ** 18
 
 
 def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], grain: str | None = None) -> bool:
@@ -99,9 +103,44 @@ def repeated_hash(con) -> bool:
     return False
 
 
-def lossy(prefix: str = "") -> str:
-    """SQL: some summed amount of the line does not fit DECIMAL(38,20) exactly."""
-    return "(" + " OR ".join(lossy_sql(f"trim({prefix}{name})") for name in SUMMED_FIELDS) + ")"
+def lossy(own: sql.Layout) -> str:
+    """SQL over a line of :func:`marked_sql`: some summed amount of it does not fit DECIMAL(38,20)
+    exactly (an amount :func:`fast_decimal` read fits)."""
+    return "(" + " OR ".join(
+        f"({FAST}{name} IS NULL AND {lossy_sql(amount_text(own, name))})" if name in own.doubles
+        else lossy_sql(amount_text(own, name)) for name in SUMMED_FIELDS) + ")"
+
+
+def amount_text(own: sql.Layout, name: str) -> str:
+    """SQL over a line of :func:`marked_sql`: the text of summed field ``name``, trimmed (a DOUBLE's
+    text made here, only where an expression needs it)."""
+    if name in own.doubles:
+        return f"CAST({own.sources[name]} AS VARCHAR)"
+    return f"trim({FIELD}{name})"
+
+
+def fast_decimal(ref: str) -> str:
+    """SQL: DOUBLE ``ref`` as the DECIMAL its shortest text reads as, without making the text, where
+    that is sure; else NULL (the caller then reads the text).
+
+    A decimal ``d`` of at most 10 places with ``CAST(d AS DOUBLE) = x`` is the value of x's shortest
+    text when |x| < 2^18: two such decimals are 1e-10 apart, more than the spacing of doubles below
+    2^18 (2^-34), so at most one of them rounds to x; the shortest text (at most 17 digits) reads
+    as a decimal that rounds to x, and where it has at most 10 places it is that one, and where it
+    has more, no decimal of 10 places rounds to x. However DuckDB rounds the cast, the check on the
+    way back keeps only a decimal that rounds to x."""
+    exact = f"CAST({ref} AS {FAST_TYPE})"
+    return f"CASE WHEN abs({ref}) < {FAST_LIMIT} AND CAST({exact} AS DOUBLE) = {ref} THEN {exact} END"
+
+
+def amount_sum(own: sql.Layout, name: str) -> str:
+    """SQL aggregate over lines of :func:`marked_sql`: summed field ``name`` as text
+    (:func:`connectors.billing.focus_lines.sum_text_sql`)."""
+    text = amount_text(own, name)
+    if name not in own.doubles:
+        return sum_text_sql(text)
+    value = f"coalesce(CAST({FAST}{name} AS {SUM_TYPE}), TRY_CAST({text} AS {SUM_TYPE}))"
+    return sum_text_sql(text, value=value, alone=f"CAST(any_value({own.sources[name]}) AS VARCHAR)")
 
 
 def probe_key(prefix: str = "") -> str:
@@ -143,7 +182,10 @@ def marked_sql(own: sql.Layout, index: int) -> str:
     row = sql.ROW if own.fmt == "parquet" else "rowid + 1"
     needed = [n for n in sql.FIELDS if n in SUMMED_FIELDS or n in sql.PERIOD or n in PROBE.values()
               or n in ("line_item_operation", "split_line_item_parent_resource_id")]
-    fields = ", ".join(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {FIELD}{name}" for name in needed)
+    fields = ", ".join([f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {FIELD}{name}" for name in needed
+                        if name not in own.doubles or name not in SUMMED_FIELDS]
+                       + [f"{fast_decimal(own.sources[name])} AS {FAST}{name}" for name in SUMMED_FIELDS
+                          if name in own.doubles])
     start, end = (f"CAST({FIELD}{name} AS TIMESTAMPTZ)" for name in sql.PERIOD)
     return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {row} AS __r, {fields} FROM f{index})"
 
@@ -161,14 +203,14 @@ def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) ->
     out = [f"{index} AS _file", "min(__r) AS _row", f"hash({index}, min(__r), 'summed') AS _h"]
     for name in sql.FIELDS:
         if name in SUMMED_FIELDS:
-            out.append(f"{sum_text_sql(f'trim({FIELD}{name})')} AS {name}")
+            out.append(f"{amount_sum(own, name)} AS {name}")
         elif name == first:
             out.append(f"arg_min({FIELD}{name}, __s) AS {name}")
         elif name == last:
             out.append(f"arg_max({FIELD}{name}, __e) AS {name}")
         else:
             out.append(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
-    out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(FIELD)}) AS _lossy"]
+    out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(own)}) AS _lossy"]
     alone = f"CASE WHEN {whole(FIELD, '__s', '__e')} THEN __r END"
     group = keys + ["epoch(date_trunc('day', __s))", side, alone]
     return f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) GROUP BY {', '.join(group)}"

@@ -88,6 +88,8 @@ class Layout:
     # fields (:mod:`connectors.billing.cur_compact`). Empty for rows that are not a file's.
     sources: dict[str, str] = field(default_factory=dict)
     tag_sources: tuple[str, ...] = ()
+    # The fields read from a DOUBLE column (Parquet): their text is the value's shortest text.
+    doubles: frozenset[str] = frozenset()
 
     def spelling(self, name: str) -> str:
         """How this file spells field ``name`` (for messages)."""
@@ -124,12 +126,14 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
             tag_columns.append((tag_key(name[len(prefix):]), ref))
             continue
         by_key.setdefault(canonical(name), (ref, name, "VARCHAR" if csv else dtype))
-    exprs, names, sources = {}, {}, {}
+    exprs, names, sources, doubles = {}, {}, {}, set()
     for name in FIELDS:
         found = by_key.get(canonical(name))
         from_map = name.startswith("product_") and "product" in maps
         if found:
             exprs[name], names[name], sources[name] = text_or_null(found[0], found[2]), found[1], found[0]
+            if found[2].upper() == "DOUBLE":
+                doubles.add(name)
         elif from_map:
             # The value looked up is the field's source: lines whose product MAPs differ only in
             # attributes no field reads are one line to every stage, and comparing a MAP costs more.
@@ -139,7 +143,8 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
     tag_sources = (map_refs["tags"],) if "tags" in maps else tuple(ref for _, ref in tag_columns)
     row_hash = f"hash({', '.join(refs)})"
-    return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources)
+    return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources,
+                  frozenset(doubles))
 
 
 def tag_key(name: str) -> str:

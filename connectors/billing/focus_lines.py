@@ -108,14 +108,17 @@ def lossy_sql(column: str) -> str:
             f"OR {fraction} - {exponent} > 20))")
 
 
-def sum_text_sql(column: str) -> str:
+def sum_text_sql(column: str, value: str | None = None, alone: str | None = None) -> str:
     """SQL aggregate: the exact sum of amount texts ``column`` as text without trailing zeros; the
     amount's own text when the group has one row (so a line alone keeps the text it had). Only
     amounts that fit DECIMAL(38,20) are summed (:func:`lossy_sql`): one that does not is left out
-    (TRY_CAST) rather than failing the query, and the caller discards the sum."""
-    total = f"CAST(sum(TRY_CAST({column} AS {SUM_TYPE})) AS VARCHAR)"
+    (TRY_CAST) rather than failing the query, and the caller discards the sum.
+    ``value``: SQL of each row's amount as DECIMAL(38,20), where the caller has a cheaper exact one
+    than the cast of the text; ``alone``: SQL aggregate of a one-row group's text (``any_value`` of it)."""
+    value = value or f"TRY_CAST({column} AS {SUM_TYPE})"
+    total = f"CAST(sum({value}) AS VARCHAR)"
     text = f"CASE WHEN strpos({total}, '.') > 0 THEN rtrim(rtrim({total}, '0'), '.') ELSE {total} END"
-    return f"CASE WHEN count(*) = 1 THEN any_value({column}) ELSE {text} END"
+    return f"CASE WHEN count(*) = 1 THEN {alone or f'any_value({column})'} ELSE {text} END"
 
 
 def grouped_sql(con, columns: Columns) -> str:

@@ -82,7 +82,7 @@ def test_azure_parquet(data):
 
 TAG_KEYS = ("user:team", "user_team", "team", "aws:createdBy", "resourceTags/user:app", "", "é中😀", "=1+1")
 TAG_VALUES = (None, "", "NULL", "a", "b", "=HYPERLINK(\"x\")", "\\N", "x" * 300)
-AMOUNTS = (0.0, 1.5, -2.25, 0.1, 3.0, 98.32, 1e-10)
+AMOUNTS = (0.0, 1.5, -2.25, 0.1, 3.0, 98.32, 1e-10, 0.12345678901, 262144.5, -0.0)
 HOSTILE_AMOUNTS = (1e-25, 1e20, 123456789.123456789)
 
 

@@ -220,3 +220,62 @@ def test_typed_text_is_the_same_text_without_the_null_literal_test():
         expr = f"CAST({value} AS {dtype})"
         plain, tested = con.execute(f"SELECT {text_or_null(expr, dtype)}, {text_or_null(expr)}").fetchone()
         assert plain == tested, dtype
+
+
+# --- a DOUBLE amount read as a DECIMAL without its text (cur_compact.fast_decimal) -----------------
+
+from decimal import Decimal  # noqa: E402
+
+import duckdb  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from connectors.billing import cur_compact  # noqa: E402
+
+EDGES = [0.0, -0.0, 0.1, 0.4608, 98.32, 1e-10, 1.5e-10, 1.2345678901, 0.12345678901, 262143.9999999999,
+         262144.0, 262144.5, -262143.5, 123456.7890123456, 2.415e-05, 5e-324, 1e300, 9007199254740993.0]
+
+
+def fast_and_text(values: list[float]) -> list[tuple]:
+    """(fast decimal, the decimal of DuckDB's text of the double) of each value."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (i INTEGER, x DOUBLE)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(values)))
+    return con.execute(f"SELECT {cur_compact.fast_decimal('x')}, CAST(x AS VARCHAR) FROM t ORDER BY i").fetchall()
+
+
+def test_the_fast_decimal_is_the_value_of_the_shortest_text_or_nothing():
+    rows = fast_and_text(EDGES)
+    for value, (fast, text) in zip(EDGES, rows):
+        if fast is not None:
+            assert Decimal(fast) == Decimal(text), (value, fast, text)
+    taken = {value for value, (fast, _) in zip(EDGES, rows) if fast is not None}
+    assert {0.1, 0.4608, 98.32, 1e-10, 1.2345678901, 2.415e-05} <= taken
+    assert not taken & {0.12345678901, 262144.0, 262144.5, 5e-324, 1e300, 1.5e-10}  # the text is read there
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                          st.floats(-300000, 300000, allow_nan=False),
+                          st.tuples(st.integers(-10**12, 10**12), st.integers(0, 14)).map(
+                              lambda pair: pair[0] / 10 ** pair[1])),
+                min_size=1, max_size=50))
+def test_every_double_read_fast_is_the_decimal_of_its_text(values):
+    for value, (fast, text) in zip(values, fast_and_text(values)):
+        if fast is not None:
+            assert Decimal(fast) == Decimal(text), (value, fast, text)
+
+
+def test_a_parquet_export_of_doubles_sums_fast_and_slow_amounts_alike(tmp_path, monkeypatch):
+    """Amounts the fast path reads and ones whose text it reads (more than 10 places, |x| ≥ 2^18),
+    one line each and summed, give the tables of every line mapped."""
+    rows = []
+    for hour, amount in enumerate([0.4608, 0.12345678901, 300000.25, 1.2345678901, 262144.0, 0.1, 0.2]):
+        for row in cur2_rows()[:3]:
+            row = dict(row)
+            row["line_item_unblended_cost"] = amount
+            row["line_item_usage_start_date"] += pd.Timedelta(hours=hour)
+            row["line_item_usage_end_date"] += pd.Timedelta(hours=hour)
+            rows.append(row)
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet", rows)
+    assert_same(path, utc(2024, 1, 1), utc(2026, 1, 1), monkeypatch)
