@@ -175,13 +175,12 @@ class GaugeCells:
         self.batch: list[tuple[np.ndarray, np.ndarray]] = []  # (cells, values) not summed yet
         self.batched = 0
         self.span = [np.inf, -np.inf]            # first and last time in [start, end]
+        self.ordered = False                     # (after ``means``) the samples in group order
 
     def add(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
         """Samples of the family (series ids, times in seconds, values), in file order."""
         grid = self.grid
-        inside = (t >= grid.start) & (t <= grid.end)
-        if inside.any():
-            self.span = [min(self.span[0], t[inside].min()), max(self.span[1], t[inside].max())]
+        self.span = spanned(self.span, t, grid)
         keep = (t >= grid.start) & (t < grid.end) & np.isfinite(v)
         if not keep.any():
             return
@@ -202,10 +201,13 @@ class GaugeCells:
             kahan_add(slots, values, self.sums, self.comps, self.counts)
             self.runs.add(cells, values)
 
-    def means(self) -> pd.Series:
+    def means(self, compensated: bool = False) -> pd.Series:
         """The mean per key and interval (index ``keys``, sorted; label levels as strings), as
-        ``grid.gauges(frame).groupby(keys).v.mean()`` gives it from the family's samples."""
+        ``grid.gauges(frame).groupby(keys).v.mean()`` gives it from the family's samples
+        (``compensated``: from the compensated sums whatever the order; ``ordered`` says whether
+        the samples came in group order)."""
         self._sum()
+        self.ordered = False
         live = np.flatnonzero(self.counts > 0)
         if not len(live):
             return pd.Series([], dtype=float)
@@ -218,8 +220,9 @@ class GaugeCells:
         frame = frame.sort_values(self.keys, kind="stable")
         live = live[frame.index.to_numpy()]
         cells = self.slots.cells()[live]
+        self.ordered = self.runs.in_order(cells)
         sums = (np.array([self.runs.sums[c] for c in cells.tolist()])
-                if self.runs.in_order(cells) else self.sums[live])
+                if self.ordered and not compensated else self.sums[live])
         frame["v"] = sums / self.counts[live]
         return frame.set_index(self.keys)["v"]
 
@@ -251,6 +254,22 @@ def drain(cells) -> None:
         cells.add(*(np.frombuffer(a, dtype=d) for a, d in
                     ((family.sid, np.int64), (family.t, float), (family.v, float))))
         family.sid, family.t, family.v = array("q"), array("d"), array("d")
+
+
+def spanned(span: list[float], t: np.ndarray, grid: Grid) -> list[float]:
+    """``span`` (first and last time) widened by the times of ``t`` in [start, end]."""
+    inside = t[(t >= grid.start) & (t <= grid.end)]
+    return [min(span[0], inside.min()), max(span[1], inside.max())] if len(inside) else span
+
+
+def rows_family(family: Family, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> Family:
+    """A family holding these rows (series ids, times, values), with ``family``'s series."""
+    rows = Family(family.columns, family.describe)
+    rows.meta = family.meta
+    rows.sid = array("q", np.asarray(sid, np.int64).tobytes())
+    rows.t = array("d", np.asarray(t, float).tobytes())
+    rows.v = array("d", np.asarray(v, float).tobytes())
+    return rows
 
 
 def span_frame(span: list[float]) -> pd.DataFrame:

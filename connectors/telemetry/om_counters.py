@@ -23,7 +23,6 @@ connector reads the file again without reducing.
 """
 from __future__ import annotations
 
-from array import array
 from typing import Callable
 
 import numpy as np
@@ -31,7 +30,7 @@ import pandas as pd
 
 from connectors.telemetry.families import Family
 from connectors.telemetry.grid import Grid
-from connectors.telemetry.om_cells import Slots, intervals, span_frame
+from connectors.telemetry.om_cells import Slots, intervals, rows_family, span_frame, spanned
 from connectors.telemetry.phase_families import BUCKET
 from connectors.telemetry.tables import Counted
 from connectors.telemetry.validity import counter_name, counter_reasons, excluded_table, resets_table
@@ -75,7 +74,7 @@ class CounterCells:
         if not inside.any():
             return
         sid, t, v = sid[inside], t[inside], v[inside]
-        self.span = [min(self.span[0], t.min()), max(self.span[1], t.max())]
+        self.span = spanned(self.span, t, self.grid)
         self._grow(int(sid.max()) + 1)
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(v) & (v >= 0)
@@ -144,12 +143,7 @@ class CounterCells:
 
     def _rows(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> Family:
         """A family of these rows, with this family's series."""
-        rows = Family(self.family.columns, self.family.describe)
-        rows.meta = self.family.meta
-        rows.sid = array("q", np.asarray(sid, np.int64).tobytes())
-        rows.t = array("d", np.asarray(t, float).tobytes())
-        rows.v = array("d", np.asarray(v, float).tobytes())
-        return rows
+        return rows_family(self.family, sid, t, v)
 
     def _grow(self, series: int) -> None:
         """Room for ``series`` series (doubling), and which of the described ones are whole."""

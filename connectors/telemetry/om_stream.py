@@ -45,6 +45,7 @@ from connectors.errors import InputError
 from connectors.telemetry import omtext
 from connectors.telemetry.families import Family, new_families
 from connectors.telemetry.grid import Grid
+from connectors.telemetry.om_busy import sample_cells
 from connectors.telemetry.om_cells import drain, gauge_cells
 from connectors.telemetry.om_counters import counter_cells
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
@@ -98,7 +99,8 @@ class Reader:
     def __init__(self, path, grid: Grid | None = None):
         self.path = path
         self.roles, self.by_name = new_families()
-        self.cells = {**gauge_cells(self.roles, grid), **counter_cells(self.roles, grid)} if grid else {}
+        self.cells = {**gauge_cells(self.roles, grid), **counter_cells(self.roles, grid),
+                      **sample_cells(self.roles, grid)} if grid else {}
         self.reduce = {id(cells.family): cells for cells in self.cells.values()}
         self.scan = Scan()
         self.cache: dict[str, int] = {}       # series text -> series number (gid)

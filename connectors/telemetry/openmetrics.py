@@ -22,6 +22,7 @@ metric-to-column table is in docs/telemetry.md.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 import pandas as pd
@@ -29,6 +30,7 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
+from connectors.telemetry.om_busy import sample_tables
 from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, counted_from_cells
 from connectors.telemetry.om_stream import family_frames, read_reduced, reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
@@ -36,10 +38,7 @@ from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
     counter_increases,
     covered,
-    gpu_activity,
     gpu_evidence,
-    gpu_requests,
-    node_info,
     quality_tables,
     queue,
     replicas,
@@ -100,12 +99,12 @@ class OpenMetricsConnector(Connector):
                    if role in cells else counter_increases(frames[role], grid)
                    for role in COUNTER_ROLES]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
-        busy = gpu_activity(frames["dcgm"], grid)
+        busy, nodes, requests = sample_tables(cells, frames, partial(family_frames, roles), grid)
         queue_table = queue(cells["queue"].means(), grid)
         tables = {
             "gpu_activity": busy.activity,
-            "node_info": node_info(frames["node_info"], frames["node_labels"]),
-            "gpu_requests": gpu_requests(frames["requests"], frames["pod_info"], grid),
+            "node_info": nodes,
+            "gpu_requests": requests,
             "traffic": traffic_from_increases(increases, grid),
             "queue": queue_table,
             "serving_stats": serving_stats(

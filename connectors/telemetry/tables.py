@@ -104,6 +104,12 @@ def most_frequent(frame: pd.DataFrame, keys: list[str], column: str,
     aggs = {"n": ("v", "size"), "last": ("t", "max")}
     aggs.update({c: (c, "last") for c in carried})
     counts = named.groupby(keys + [column], sort=False).agg(**aggs).reset_index()
+    return pick_most_frequent(counts, keys, column, carried)
+
+
+def pick_most_frequent(counts: pd.DataFrame, keys: list[str], column: str, carried=()):
+    """Per ``keys``, the ``column`` of the row with the largest ``n`` (then ``last``, then the
+    smallest value), from rows of ``keys``, ``column``, ``n``, ``last`` and ``carried``."""
     counts = counts.sort_values(["n", "last", column], ascending=[False, False, True],
                                 kind="stable", na_position="last")
     return counts.drop_duplicates(keys)[keys + [column, *carried]]
@@ -195,19 +201,24 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
     single = frame.loc[~is_shared]
     busy = plain(single.groupby(keys, sort=True).agg(busy_fraction=("v", "mean"),
                                                      source=("metric", "first")).reset_index())
-    pods = plain(most_frequent(single, keys, "pod", ("namespace", "container")))
-    busy = busy.merge(pods, on=keys, how="left")
+    busy = busy.merge(plain(most_frequent(single, keys, "pod", ("namespace", "container"))),
+                      on=keys, how="left")
     if is_shared.any():
         busy = pd.concat([busy, shared_activity(frame.loc[is_shared], keys)], ignore_index=True)
         busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
     models = plain(most_frequent(frame, GPU_KEY, "model_name"))
+    return Busy(activity_table(busy, models, grid), excluded, unmeasured)
+
+
+def activity_table(busy: pd.DataFrame, models: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """``gpu_activity`` from the GPU-interval (and pod) means with their pods, and GPU models."""
     out = busy.merge(models, on=GPU_KEY, how="left")
     out[["pod", "namespace", "container", "model_name"]] = (
         out[["pod", "namespace", "container", "model_name"]].fillna(""))
     out["busy_fraction"] = out["busy_fraction"].clip(0.0, 1.0)  # float rounding only: samples are in range
     out["ts"] = grid.stamps(out["k"])
     out["step_seconds"] = grid.step
-    return Busy(finish("gpu_activity", out), excluded, unmeasured)
+    return finish("gpu_activity", out)
 
 
 def quality_tables(busy: Busy, counted: Sequence[Counted] = ()) -> dict[str, pd.DataFrame]:
@@ -270,14 +281,26 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> 
     frame = grid.gauges(requests)
     if frame.empty:
         return empty_table("gpu_requests")
-    per_interval, overall = pod_nodes(pod_info, grid)
+    frame = with_pod_nodes(frame, *pod_nodes(pod_info, grid))
+    return requests_table(plain_index(frame.groupby(REQUEST_KEY).v.mean()), grid)
+
+
+REQUEST_KEY = ["k", "namespace", "pod", "container", "node"]
+
+
+def with_pod_nodes(frame: pd.DataFrame, per_interval: pd.DataFrame, overall: pd.DataFrame):
+    """Request rows with an empty node filled in: the pod's node in the interval, else overall."""
     frame = frame.merge(per_interval.rename(columns={"node": "node_k"}),
                         on=["namespace", "pod", "k"], how="left")
     frame = frame.merge(overall.rename(columns={"node": "node_all"}),
                         on=["namespace", "pod"], how="left")
     fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
     frame["node"] = frame["node"].where(frame["node"] != "", fill)
-    means = plain_index(frame.groupby(["k", "namespace", "pod", "container", "node"]).v.mean())
+    return frame
+
+
+def requests_table(means: pd.Series, grid: Grid) -> pd.DataFrame:
+    """The ``gpu_requests`` table from the container means per ``REQUEST_KEY``."""
     out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
     out = out.reset_index()
     out["ts"] = grid.stamps(out["k"])
@@ -324,11 +347,6 @@ def counter_increases(counters: pd.DataFrame, grid: Grid) -> Counted:
     named = pairs.iloc[runs]
     return Counted(pairs.assign(increase=increase, k=k), excluded_table(bad),
                    resets_table(counter_name(named["family"], named["metric"]), drops))
-
-
-def traffic(counters: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """Requests and tokens per interval and pod: counter increases summed over series."""
-    return traffic_from_increases(counter_increases(counters, grid).increases, grid)
 
 
 def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
