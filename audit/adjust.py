@@ -22,7 +22,14 @@ import numpy as np
 import pandas as pd
 
 from audit.ledger import Leftover
-from audit.lines import PRE_COMMITMENT, basis_amount, commitment_purchases, lines_where, tags_of
+from audit.lines import (
+    CLASSIFICATION_ONLY,
+    PRE_COMMITMENT,
+    basis_amount,
+    commitment_purchases,
+    lines_where,
+    tags_of,
+)
 from audit.money import ZERO, dsum, split_evenly
 
 CREDIT_CATEGORIES = {"Credit", "Refund", "Adjustment"}
@@ -77,7 +84,7 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     targets = _Targets(work)
     credits = _spread_adjustments(work, lines[is_credit], amount, targets, targets.of_credit, leftovers)
     tax = _spread_adjustments(work, lines[is_tax], amount, targets, targets.of_tax, leftovers)
-    charges = lines_where(lines, is_charge)
+    charges = lines_where(lines.drop(columns=[c for c in CLASSIFICATION_ONLY if c in lines.columns]), is_charge)
     charges["gross"] = work["gross"].to_numpy()
     charges["commitment"] = work["commitment"].to_numpy()
     charges["credits"] = credits

@@ -9,6 +9,8 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit.case import Service
 from audit.normalise import _keys_in, _pods, _traffic
@@ -208,3 +210,32 @@ def test_lines_where_takes_the_rows_or_all_of_them_without_a_copy():
     some = np.arange(50) % 3 == 0
     pd.testing.assert_frame_equal(lines_where(frame, some), frame[some])
     assert len(lines_where(frame, np.zeros(50, dtype=bool))) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=300), st.integers(0, 3))
+def test_lines_where_gives_the_boolean_take_whatever_the_runs(keep, every):
+    """Runs of kept lines joined as slices are the boolean take: values, dtypes, index, order."""
+    from audit.lines import lines_where
+
+    keep = [k or (every and i % (every + 1) == 0) for i, k in enumerate(keep)]
+    frame = _table(0, len(keep))
+    frame.index = frame.index * 3 + 1
+    frame["amount"] = [Decimal(i) / 7 for i in range(len(keep))]
+    mask = np.array(keep, dtype=bool)
+    pd.testing.assert_frame_equal(lines_where(frame, mask), frame[mask])
+
+
+def test_lines_where_joins_a_few_runs_without_copying_text():
+    """A few lines dropped: the text columns of the result are slices of the lines' own buffers."""
+    import pyarrow as pa
+
+    from audit.lines import lines_where
+
+    frame = _table(0, 5000)
+    mask = np.ones(5000, dtype=bool)
+    mask[[10, 2000, 4999]] = False
+    before = pa.total_allocated_bytes()
+    kept = lines_where(frame, mask)
+    assert pa.total_allocated_bytes() - before < 100_000  # the numbers only, no text copied
+    pd.testing.assert_frame_equal(kept, frame[mask])
