@@ -51,7 +51,7 @@ from connectors.telemetry.tables import (
     node_info,
     unmeasured_intervals,
 )
-from connectors.telemetry.validity import NOT_ON_MIG, busy_reasons, excluded_table
+from connectors.telemetry.validity import BUSY_RANGES, NOT_ON_MIG, busy_reasons, excluded_table
 
 KEYS = GPU_KEY + ["k"]
 
@@ -67,7 +67,7 @@ class BusyCells(Cells):
         self.gpus: dict[tuple, int] = {}
         self.gpu_of, self.is_gr, self.named, self.mig_util = (np.zeros(0, t) for t in
                                                               (np.int64, bool, bool, bool))
-        self.metric_of = np.zeros(0, object)
+        self.metric_of, self.high = np.zeros(0, object), np.zeros(0)  # per series: metric, range
         self.has_gr = np.zeros(0, bool)              # per GPU: a GR_ENGINE_ACTIVE sample in the window
         self.bad: list[tuple] = []                   # (sid, t, v, reason) of excluded samples
 
@@ -79,11 +79,14 @@ class BusyCells(Cells):
         sid, t, v, pos = sid[keep], t[keep], v[keep], pos[keep]
         gr = self.is_gr[sid]
         self.has_gr[self.gpu_of[sid[gr]]] = True
-        reason = busy_reasons(pd.Series(self.metric_of[sid], dtype=object), pd.Series(v))
-        reason = np.where(self.mig_util[sid] & (reason == ""), NOT_ON_MIG, reason).astype(object)
-        ok = reason == ""
+        with np.errstate(invalid="ignore"):
+            ok = (v >= 0.0) & (v <= self.high[sid]) & np.isfinite(v) & ~self.mig_util[sid]
         if not ok.all():
-            self.bad.append((sid[~ok], t[~ok], v[~ok], reason[~ok]))
+            odd = ~ok  # why, as busy_samples says it
+            reason = busy_reasons(pd.Series(self.metric_of[sid[odd]], dtype=object),
+                                  pd.Series(v[odd]))
+            reason = np.where(self.mig_util[sid[odd]] & (reason == ""), NOT_ON_MIG, reason)
+            self.bad.append((sid[odd], t[odd], v[odd], reason.astype(object)))
         sid, t, v, pos, gr = sid[ok], t[ok], v[ok], pos[ok], gr[ok]
         scaled = v * np.where(gr, 1.0, 0.01)
         self.gr.add(sid[gr], t[gr], scaled[gr])
@@ -106,6 +109,7 @@ class BusyCells(Cells):
         self.mig_util = np.r_[self.mig_util, np.asarray(
             [not g and mig_slice(m[uuid]) is not None for g, m in zip(is_gr, meta)], bool)]
         self.metric_of = np.r_[self.metric_of, np.asarray([m[metric] for m in meta], object)]
+        self.high = np.r_[self.high, [BUSY_RANGES.get(m[metric], (0.0, np.inf))[1] for m in meta]]
         self.has_gr = np.r_[self.has_gr, np.zeros(len(self.gpus) - len(self.has_gr), bool)]
 
     def kept(self) -> np.ndarray:
