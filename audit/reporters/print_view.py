@@ -13,6 +13,13 @@ in the PDF (the HTML page and tables.xlsx keep everything):
   serving evidence of the first :data:`PDF_COLUMNS` services (audit.json's order), each with a
   line saying how many there are; the months table the rows of the services the charts draw
   (the 8 costliest), with a line;
+- each kernel profile's tables (top kernels, top call paths, top idle call paths) show their first
+  :data:`PDF_KERNELS` rows, each with the line "5 of 10 rows shown; all rows in report.html and
+  audit.json (profiles)"; a finding's kernel name and call path print their first and last
+  :data:`PDF_KERNEL_CHARS` characters (the innermost frames of a call path say the most), with a
+  line saying report.html and audit.json have them whole;
+- the serving-path evidence prints the figures some service has; those no service has are named in
+  one line (their reasons, with the metric names each needs, are in report.html);
 - an option it does not rank shows its reason and basis, not its inputs, assumptions and next
   step (report.html has them, tables.xlsx all but the inputs), and a line says so;
 - a list-valued input of an option (the commitments it would resize: one id per commitment)
@@ -33,6 +40,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from audit.reporters.charts import chart_services, services_words
+from audit.reporters.formatting import NOT_MEASURED
 from audit.reporters.months_view import MonthsView
 from audit.reporters.plan_view import input_line
 from audit.reporters.view import ReportModel
@@ -49,6 +57,10 @@ PDF_PROFILES = 3
 PDF_COLUMNS = 6
 #: items of a list-valued option input (one per commitment) the PDF prints
 PDF_ITEMS = 5
+#: rows of each table of a kernel profile the PDF prints (top kernels, call paths, idle call paths)
+PDF_KERNELS = 5
+#: characters of a finding's kernel name (its start) and call path (its end) the PDF prints
+PDF_KERNEL_CHARS = 160
 #: characters of one data string the PDF prints
 PDF_CHARS = 600
 #: where a long string is cut, latest first within its last fifth: between list items, then words
@@ -67,12 +79,33 @@ def for_print(model: ReportModel, limit: int = PDF_ROWS) -> ReportModel:
     if len(services) > PDF_COLUMNS:
         evidence = [{**row, "cells": list(row.get("cells") or [])[:PDF_COLUMNS]} for row in evidence]
     months, month_services = _months(model)
+    evidence, unmeasured = _measured(ordered.serving_evidence, evidence)
     cut = dataclasses.replace(
         ordered, options=options, profiles=ordered.profiles[:PDF_PROFILES],
-        evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence, months=months,
+        evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence, evidence_unmeasured=unmeasured,
+        months=months, findings=[_short_finding(f) for f in ordered.findings[:limit]] + ordered.findings[limit:],
         print_limits={"page_one": PAGE_ONE_ROWS, "options": PDF_OPTIONS, "profiles": len(model.profiles),
-                      "columns": len(services), "month_services": month_services})
+                      "columns": len(services), "month_services": month_services, "kernels": PDF_KERNELS})
     return clipped(cut, max(limit, PDF_OPTIONS))
+
+
+def _measured(rows: list[dict], shown: list[dict]) -> tuple[list[dict], list[str]]:
+    """Of ``shown`` (``rows`` with the columns the PDF prints), the rows some service (printed or
+    not) has a value for; and the labels of the rest (none where there is no service: the table of
+    figures then prints as in the HTML)."""
+    none = [bool(row.get("cells")) and all(c == NOT_MEASURED for c in row["cells"]) for row in rows]
+    return [r for r, n in zip(shown, none) if not n], [str(r.get("label", "")) for r, n in zip(rows, none) if n]
+
+
+def _short_finding(row: dict) -> dict:
+    """A finding with its kernel name's first and its call path's last :data:`PDF_KERNEL_CHARS`
+    characters, and ``shortened`` set where either was longer."""
+    kernel, path = str(row.get("kernel", "")), str(row.get("call_path", ""))
+    if len(kernel) <= PDF_KERNEL_CHARS and len(path) <= PDF_KERNEL_CHARS:
+        return row
+    return {**row, "kernel": kernel if len(kernel) <= PDF_KERNEL_CHARS else kernel[:PDF_KERNEL_CHARS - 1] + "…",
+            "call_path": path if len(path) <= PDF_KERNEL_CHARS else "…" + path[-(PDF_KERNEL_CHARS - 1):],
+            "shortened": True}
 
 
 def _months(model: ReportModel) -> tuple[MonthsView | None, int]:

@@ -221,6 +221,7 @@ class ReportModel:
     #: serving-path evidence: one row per figure, one cell per service, and its sources / reasons
     evidence_services: list[str] = field(default_factory=list)
     serving_evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence_unmeasured: list[str] = field(default_factory=list)  # the PDF's: figures no service has
     label_mismatches: list[dict[str, str]] = field(default_factory=list)
     #: telemetry data quality (audit.reporters.quality): page-1 notice, excluded samples, resets
     data_quality: dict[str, Any] = field(default_factory=dict)

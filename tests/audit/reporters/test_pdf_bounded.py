@@ -29,6 +29,8 @@ from audit.reporters.print_view import (
     PDF_CHARS,
     PDF_COLUMNS,
     PDF_ITEMS,
+    PDF_KERNEL_CHARS,
+    PDF_KERNELS,
     PDF_OPTIONS,
     PDF_PROFILES,
     PDF_ROWS,
@@ -120,7 +122,10 @@ def ranked_only() -> dict:
 
 def test_a_case_with_short_tables_and_every_option_ranked_prints_as_the_html():
     """Under every limit (here: a row limit above every table's length), nothing is cut."""
-    model = build_model(ranked_only())
+    audit = ranked_only()
+    for profile in audit["profiles"]:
+        profile["top_kernels"] = profile["top_kernels"][:PDF_KERNELS]
+    model = build_model(audit)
     assert pdf_html(model, limit=100) == render_html(model)
     assert pdf_html(model) != render_html(model)  # the sample's appendix tables are longer than PDF_ROWS
 
@@ -232,3 +237,59 @@ def test_the_months_table_prints_the_costliest_services_and_says_so():
         assert (f"{name}: cost (own + shared)" in month_table) == (name in drawn), name
         assert f"{name}: cost (own + shared)" in page
     assert "costliest of" not in page.split("Month by month", 1)[1].split("Months (UTC", 1)[0]
+
+
+def test_a_kernel_profile_prints_its_first_rows_of_each_table_and_says_where_the_rest_are():
+    audit = ranked_only()
+    profile = audit["profiles"][0]
+    kernel = profile["top_kernels"][0]
+    profile["top_kernels"] = [{**kernel, "name": f"kernel_{i:02d}"} for i in range(PDF_KERNELS + 3)]
+    model = build_model(audit)
+    printed, page = flat(pdf_html(model)), flat(render_html(model))
+    assert f"kernel_{PDF_KERNELS - 1:02d}" in printed and f"kernel_{PDF_KERNELS:02d}" not in printed
+    assert f"{PDF_KERNELS} of {PDF_KERNELS + 3} rows shown; all rows in report.html and audit.json (profiles)." \
+        in printed
+    assert f"kernel_{PDF_KERNELS + 2:02d}" in page and "rows shown" not in page
+
+
+def test_figures_no_service_has_are_named_in_one_line_and_the_html_keeps_their_reasons():
+    audit = ranked_only()
+    measured = {"value": "4.0", "source": "vllm:num_requests_running (prometheus)"}
+    missing = {"reason": "no such family in the sources (vllm:<batch>)"}
+    audit["serving_evidence"] = {
+        "chat": {"batch_size": measured, "kv_cache_usage": missing, "power_watts": missing},
+        **{f"svc-{i:02d}": {"batch_size": missing, "kv_cache_usage": missing,
+                            "power_watts": measured if i == PDF_COLUMNS + 1 else missing}
+           for i in range(PDF_COLUMNS + 2)}}
+    model = build_model(audit)
+    html = pdf_html(model)
+    printed, page = flat(html), flat(render_html(model))
+    table = html.split("Serving-path evidence", 1)[1].split("</table>", 1)[0]
+    # a figure only a service the PDF leaves out has is still a row (its column is cut, not its figure)
+    assert "Mean batch size" in table and "Power (W)" in table and "KV-cache usage" not in table
+    assert "Not measured for any service: Queue time per request (s); Mean batch size" not in printed
+    assert "for any service: Queue time per request (s); Tokens per engine step;" in printed
+    assert "KV-cache usage;" in printed and "Why, with the metric names each needs: report.html" in printed
+    assert "no such family in the sources (vllm:&lt;batch&gt;)" in page and "for any service" not in page
+
+
+def test_a_finding_prints_the_start_of_its_kernel_and_the_end_of_its_call_path_and_says_so():
+    audit = ranked_only()
+    kernel = "void <b>kernel</b>" + "x" * 400
+    path = "a ← " * 100 + "model.py(12): forward"
+    audit["findings"] = [{"id": "f1", "title": "Long names", "service": "chat", "kernel": kernel,
+                          "call_path": path, "share": "0.01", "bucket": "model_compute", "part": "kernel_active",
+                          "cost": "12.50", "fix": "fuse"},
+                         {"id": "f2", "title": "Short names", "service": "chat", "kernel": "gemm",
+                          "call_path": "b ← c", "share": "0.02", "bucket": "model_compute",
+                          "part": "kernel_active", "cost": "10.00", "fix": "fuse"}]
+    model = build_model(audit)
+    html = pdf_html(model)
+    assert "void &lt;b&gt;kernel&lt;/b&gt;" in html and "<b>" not in html
+    assert "x" * (PDF_KERNEL_CHARS - 20) + "…" in html and "x" * PDF_KERNEL_CHARS not in html
+    assert "model.py(12): forward" in html and "a ← " * 60 not in html
+    assert "Long kernel names and call paths are shortened (…); report.html and audit.json (findings) " \
+           "have them whole." in flat(html)
+    assert "x" * 400 in render_html(model) and "are shortened" not in render_html(model)
+    audit["findings"] = audit["findings"][1:]
+    assert "are shortened" not in pdf_html(build_model(audit))
