@@ -128,6 +128,18 @@ def measure(code_root: Path, path: Path, days: float, what: str, tables: Path | 
     return min(runs, key=lambda r: r["seconds"])
 
 
+def measure_in_turn(trees: dict[str, Path], path: Path, days: float, what: str,
+                    tables: Path | None, repeat: int) -> dict[str, dict]:
+    """``measure`` for several readers (name -> code root), one child each per round, in turn, so
+    that the machine's load falls alike on all; the fastest of each (``tables``: the current's)."""
+    runs: dict[str, list] = {who: [] for who in trees}
+    for _ in range(max(1, repeat)):
+        for who, root in trees.items():
+            runs[who].append(_measure_once(root, path, days, what,
+                                           tables if who == "current" else None))
+    return {who: min(found, key=lambda r: r["seconds"]) for who, found in runs.items()}
+
+
 def _measure_once(code_root: Path, path: Path, days: float, what: str, tables: Path | None) -> dict:
     """One child process."""
     extra = [str(tables)] if tables is not None else []
@@ -166,8 +178,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=32)
     parser.add_argument("--days", type=float, nargs="+", default=[0.5, 1.5])
-    parser.add_argument("--baseline-ref", default=BASELINE_REF,
-                        help="git revision of the reader to compare with ('' for none)")
+    parser.add_argument("--baseline-ref", nargs="*", default=[BASELINE_REF],
+                        help="git revisions of the readers to compare with (none: no baseline)")
     parser.add_argument("--same-as", default=SAME_AS_REF,
                         help="git revision whose tables the current reader's must equal ('' for none)")
     parser.add_argument("--repeat", type=int, default=1,
@@ -177,7 +189,8 @@ def main() -> None:
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="costaudit-ombench-"))
     try:
-        base = baseline_tree(args.baseline_ref, scratch / "base") if args.baseline_ref else None
+        trees = {"current": ROOT, **{ref: baseline_tree(ref, scratch / f"base-{ref}")
+                                     for ref in args.baseline_ref if ref}}
         same = baseline_tree(args.same_as, scratch / "same") if args.same_as else None
         results = []
         for days in args.days:
@@ -193,16 +206,15 @@ def main() -> None:
                 mine = scratch / "current.pkl" if what == "read" and same is not None else None
                 row = {"days": days, "what": what, "samples": samples,
                        "bytes": os.path.getsize(path),
-                       "current": measure(ROOT, path, days, what, mine, args.repeat)}
+                       **measure_in_turn(trees, path, days, what, mine, args.repeat)}
                 if mine is not None:
                     theirs = scratch / "same.pkl"
                     measure(same, path, days, what, theirs)
                     assert_same_tables(mine, theirs, args.same_as)
                     row["same_as"] = args.same_as
-                if base is not None:
-                    row["baseline"] = measure(base, path, days, what, repeat=args.repeat)
-                    if row["baseline"]["rows"] != row["current"]["rows"]:
-                        raise SystemExit(f"table sizes differ: {row['baseline']['rows']} vs "
+                for ref in trees:
+                    if row[ref]["rows"] != row["current"]["rows"]:
+                        raise SystemExit(f"table sizes differ: {ref} {row[ref]['rows']} vs "
                                          f"{row['current']['rows']}")
                 results.append(row)
             path.unlink()
@@ -216,24 +228,25 @@ def main() -> None:
 def report(results: list[dict], args) -> str:
     """The printed table: per file, samples/s and peak RSS of each reader, and the ratios."""
     lines = [f"OpenMetrics file reader: {args.gpus} GPUs at a {SCRAPE} s scrape, audit step 3600 s"
-             f"{', gzipped' if args.gzip else ''}; baseline {args.baseline_ref or 'none'}",
+             f"{', gzipped' if args.gzip else ''}; baselines "
+             f"{', '.join(r for r in args.baseline_ref if r) or 'none'} (ratio: baseline / current)",
              f"{'file':>8}{'stage':>7}{'samples':>12}{'MB':>6}{'reader':>10}{'wall s':>8}{'samples/s':>12}"
              f"{'µs/sample':>11}{'peak MiB':>10}"]
     for row in results:
-        for who in ("baseline", "current"):
-            if who not in row:
-                continue
+        refs = [ref for ref in args.baseline_ref if ref]
+        for who in refs + ["current"]:
             r = row[who]
             lines.append(f"{row['days']:>6g} d{row['what']:>7}{row['samples']:>12,}"
                          f"{row['bytes'] / 1e6:>6.0f}"
                          f"{who:>10}{r['seconds']:>8.2f}{row['samples'] / r['seconds']:>12,.0f}"
                          f"{r['seconds'] / row['samples'] * 1e6:>11.3f}{r['hwm_kib'] / 1024:>10.0f}")
-        if "baseline" in row:
-            b, c = row["baseline"], row["current"]
-            lines.append(f"{'':>8}{'':>7}{'':>12}{'':>6}{'ratio':>10}"
+        for ref in refs:
+            b, c = row[ref], row["current"]
+            lines.append(f"{'':>8}{'':>7}{'':>12}{'':>6}{ref[:9]:>10}"
                          f"{b['seconds'] / c['seconds']:>8.1f}{'':>12}{'':>11}"
                          f"{b['hwm_kib'] / c['hwm_kib']:>10.1f}")
-    setups = [r[who]["setup_s"] for r in results for who in ("baseline", "current") if who in r]
+    setups = [r[who]["setup_s"] for r in results for who in ["current", *args.baseline_ref]
+              if who in r]
     if setups:
         lines.append(f"schema set-up before the clock (one-off, each child): "
                      f"{min(setups):.2f}-{max(setups):.2f} s")

@@ -430,13 +430,22 @@ def family_frames(roles: dict[str, Family], families: dict[str, Family] | None =
     merge integer codes in the strings' order and no sample holds a string
     (``connectors.telemetry.distinct``). A family whose metadata are not all strings keeps
     ``Family.frame()``'s plain columns."""
+    return family_coder(roles)(families or roles)
+
+
+def family_coder(roles: dict[str, Family]):
+    """``family_frames(roles, families)`` as a function of ``families``, the vocabularies made
+    once (for frames of rows made after the read, with the same series)."""
     vocabulary: dict[str, set] = {}
     for family in roles.values():
         for i, column in enumerate(family.columns):
             vocabulary.setdefault(column, {""}).update(meta[i] for meta in family.meta)
     dtypes = {column: pd.CategoricalDtype(sorted(values)) for column, values in vocabulary.items()
               if all(type(value) is str for value in values)}
-    return {role: _coded_frame(family, dtypes) for role, family in (families or roles).items()}
+
+    def coded(families: dict[str, Family]) -> dict[str, pd.DataFrame]:
+        return {role: _coded_frame(family, dtypes) for role, family in families.items()}
+    return coded
 
 
 def _coded_frame(family: Family, dtypes: dict[str, pd.CategoricalDtype]) -> pd.DataFrame:

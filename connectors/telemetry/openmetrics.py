@@ -22,7 +22,6 @@ metric-to-column table is in docs/telemetry.md.
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import ClassVar
 
 import pandas as pd
@@ -32,7 +31,7 @@ from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
 from connectors.telemetry.om_busy import sample_tables
 from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, counted_from_cells
-from connectors.telemetry.om_stream import family_frames, read_reduced, reduced
+from connectors.telemetry.om_stream import family_coder, read_reduced, reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.tables import (
@@ -92,14 +91,14 @@ class OpenMetricsConnector(Connector):
         """Every normalised table from the parsed families and the reduced families' interval
         cells (the gauges reduced here when the grid was not known before the read), on one
         grid, and the time covered."""
-        frames = family_frames(roles)
+        coder = family_coder(roles)
+        frames = coder(roles)
         grid = self._grid(frames)
         cells = cells or reduced(roles, grid)
-        counted = [counted_from_cells(cells[role], lambda families: family_frames(roles, families))
-                   if role in cells else counter_increases(frames[role], grid)
-                   for role in COUNTER_ROLES]
+        counted = [counted_from_cells(cells[role], coder) if role in cells
+                   else counter_increases(frames[role], grid) for role in COUNTER_ROLES]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
-        busy, nodes, requests = sample_tables(cells, frames, partial(family_frames, roles), grid)
+        busy, nodes, requests = sample_tables(cells, frames, coder, grid)
         queue_table = queue(cells["queue"].means(), grid)
         tables = {
             "gpu_activity": busy.activity,
