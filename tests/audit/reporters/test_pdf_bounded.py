@@ -271,6 +271,10 @@ def test_figures_no_service_has_are_named_in_one_line_and_the_html_keeps_their_r
     assert "for any service: Queue time per request (s); Tokens per engine step;" in printed
     assert "KV-cache usage;" in printed and "Why, with the metric names each needs: report.html" in printed
     assert "no such family in the sources (vllm:&lt;batch&gt;)" in page and "for any service" not in page
+    none = build_model(ranked_only())  # the sample: no service has serving-path figures
+    for html in (pdf_html(none), render_html(none)):
+        assert "No service has serving-path figures in audit.json (serving_evidence)." in html
+        assert "Mean batch size" not in html.split("Serving-path evidence", 1)[1].split("</div>", 1)[0]
 
 
 def test_a_finding_prints_the_start_of_its_kernel_and_the_end_of_its_call_path_and_says_so():
