@@ -15,9 +15,9 @@ in the PDF (the HTML page and tables.xlsx keep everything):
   (the 8 costliest), with a line;
 - each kernel profile's tables (top kernels, top call paths, top idle call paths) show their first
   :data:`PDF_KERNELS` rows, each with the line "5 of 10 rows shown; all rows in report.html and
-  audit.json (profiles)"; a finding's kernel name and call path print their first and last
-  :data:`PDF_KERNEL_CHARS` characters (the innermost frames of a call path say the most), with a
-  line saying report.html and audit.json have them whole;
+  audit.json (profiles)"; kernel names print their first :data:`PDF_KERNEL_CHARS` characters and
+  call paths their last (the innermost frames say the most), "…" marking the cut, and a line says
+  report.html and audit.json have them whole;
 - the serving-path evidence prints the figures some service has; those no service has are named in
   one line (their reasons, with the metric names each needs, are in report.html);
 - an option it does not rank shows its reason and basis, not its inputs, assumptions and next
@@ -80,12 +80,14 @@ def for_print(model: ReportModel, limit: int = PDF_ROWS) -> ReportModel:
         evidence = [{**row, "cells": list(row.get("cells") or [])[:PDF_COLUMNS]} for row in evidence]
     months, month_services = _months(model)
     evidence, unmeasured = _measured(ordered.serving_evidence, evidence)
+    profiles = [_short_profile(p) for p in ordered.profiles[:PDF_PROFILES]]
     cut = dataclasses.replace(
-        ordered, options=options, profiles=ordered.profiles[:PDF_PROFILES],
+        ordered, options=options, profiles=profiles,
         evidence_services=services[:PDF_COLUMNS], serving_evidence=evidence, evidence_unmeasured=unmeasured,
         months=months, findings=[_short_finding(f) for f in ordered.findings[:limit]] + ordered.findings[limit:],
         print_limits={"page_one": PAGE_ONE_ROWS, "options": PDF_OPTIONS, "profiles": len(model.profiles),
-                      "columns": len(services), "month_services": month_services, "kernels": PDF_KERNELS})
+                      "columns": len(services), "month_services": month_services, "kernels": PDF_KERNELS,
+                      "short_kernels": int(profiles != ordered.profiles[:PDF_PROFILES])})
     return clipped(cut, max(limit, PDF_OPTIONS))
 
 
@@ -97,15 +99,34 @@ def _measured(rows: list[dict], shown: list[dict]) -> tuple[list[dict], list[str
     return [r for r, n in zip(shown, none) if not n], [str(r.get("label", "")) for r, n in zip(rows, none) if n]
 
 
+def start(text: str, chars: int = PDF_KERNEL_CHARS) -> str:
+    """A kernel name's first ``chars`` characters ("…" last where it is longer)."""
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def end(text: str, chars: int = PDF_KERNEL_CHARS) -> str:
+    """A call path's last ``chars`` characters ("…" first where it is longer): its innermost frames."""
+    return text if len(text) <= chars else "…" + text[-(chars - 1):]
+
+
 def _short_finding(row: dict) -> dict:
-    """A finding with its kernel name's first and its call path's last :data:`PDF_KERNEL_CHARS`
-    characters, and ``shortened`` set where either was longer."""
+    """A finding with its kernel name's start and its call path's end, and ``shortened`` set where
+    either was longer."""
     kernel, path = str(row.get("kernel", "")), str(row.get("call_path", ""))
-    if len(kernel) <= PDF_KERNEL_CHARS and len(path) <= PDF_KERNEL_CHARS:
-        return row
-    return {**row, "kernel": kernel if len(kernel) <= PDF_KERNEL_CHARS else kernel[:PDF_KERNEL_CHARS - 1] + "…",
-            "call_path": path if len(path) <= PDF_KERNEL_CHARS else "…" + path[-(PDF_KERNEL_CHARS - 1):],
-            "shortened": True}
+    short = {**row, "kernel": start(kernel), "call_path": end(path)}
+    return short if short == row else {**short, "shortened": True}
+
+
+def _short_profile(profile):
+    """A kernel profile's first :data:`PDF_KERNELS` rows of each table, with kernel names' starts
+    (a call path's top kernel in its narrow column, half as many characters) and call paths' ends."""
+    return dataclasses.replace(
+        profile, top_kernels=[{**k, "name": start(k["name"])} for k in profile.top_kernels[:PDF_KERNELS]]
+        + profile.top_kernels[PDF_KERNELS:],
+        top_call_paths=[{**c, "call_path": end(c["call_path"]), "top_kernel": start(c["top_kernel"], PDF_KERNEL_CHARS // 2)}
+                        for c in profile.top_call_paths[:PDF_KERNELS]] + profile.top_call_paths[PDF_KERNELS:],
+        idle_paths=[{**r, "callpath": end(r["callpath"])} for r in profile.idle_paths[:PDF_KERNELS]]
+        + profile.idle_paths[PDF_KERNELS:])
 
 
 def _months(model: ReportModel) -> tuple[MonthsView | None, int]:

@@ -124,7 +124,7 @@ def test_a_case_with_short_tables_and_every_option_ranked_prints_as_the_html():
     """Under every limit (here: a row limit above every table's length), nothing is cut."""
     audit = ranked_only()
     for profile in audit["profiles"]:
-        profile["top_kernels"] = profile["top_kernels"][:PDF_KERNELS]
+        profile["top_kernels"] = [{**k, "name": k["name"][:PDF_KERNEL_CHARS]} for k in profile["top_kernels"][:PDF_KERNELS]]
     model = build_model(audit)
     assert pdf_html(model, limit=100) == render_html(model)
     assert pdf_html(model) != render_html(model)  # the sample's appendix tables are longer than PDF_ROWS
@@ -250,6 +250,13 @@ def test_a_kernel_profile_prints_its_first_rows_of_each_table_and_says_where_the
     assert f"{PDF_KERNELS} of {PDF_KERNELS + 3} rows shown; all rows in report.html and audit.json (profiles)." \
         in printed
     assert f"kernel_{PDF_KERNELS + 2:02d}" in page and "rows shown" not in page
+    profile["top_kernels"][0]["name"] = "void <flash_fwd>" + "k" * 300
+    model = build_model(audit)
+    html = pdf_html(model)
+    assert "void &lt;flash_fwd&gt;" + "k" * (PDF_KERNEL_CHARS - 17) + "…" in html and "k" * 200 not in html
+    assert "Long kernel names and call paths are shortened (…); report.html and audit.json (profiles) " \
+           "have them whole." in flat(html)
+    assert "k" * 200 in render_html(model)
 
 
 def test_figures_no_service_has_are_named_in_one_line_and_the_html_keeps_their_reasons():
@@ -296,4 +303,4 @@ def test_a_finding_prints_the_start_of_its_kernel_and_the_end_of_its_call_path_a
            "have them whole." in flat(html)
     assert "x" * 400 in render_html(model) and "are shortened" not in render_html(model)
     audit["findings"] = audit["findings"][1:]
-    assert "are shortened" not in pdf_html(build_model(audit))
+    assert "(findings) have them whole" not in pdf_html(build_model(audit))
