@@ -131,17 +131,22 @@ def test_a_case_with_short_tables_and_every_option_ranked_prints_as_the_html():
 
 
 def test_options_not_ranked_print_their_reason_and_basis_and_the_line_says_so():
-    model = build_model(sample())
+    audit = sample()
+    for o in audit["options"]:
+        o["basis"], o["basis_note"] = "assumed", f"the detail of the basis of {o['id']}"
+    model = build_model(audit)
     unranked = [o for o in model.audit["options"] if o.get("rank") is None]
     printed, page = flat(pdf_html(model)), flat(render_html(model))
-    assert f"The {len(unranked)} options not ranked show their reason and basis only; their inputs, " \
-           f"assumptions and next step are in report.html" in printed
+    assert f"The {len(unranked)} options not ranked show their reason and basis only; the basis's detail, " \
+           f"their inputs, assumptions and next step are in report.html, the assumptions and next step also " \
+           f"in tables.xlsx (sheet {SHEETS['options']})." in printed
     for o in unranked:
         assert o["reason"] in printed and o["reason"] in page
+        assert o["basis_note"] in page and o["basis_note"] not in printed
         for assumption in o["assumptions"]:
             assert assumption in page and assumption not in printed
     ranked = next(o for o in model.audit["options"] if o.get("rank") is not None)
-    assert all(a in printed for a in ranked["assumptions"])
+    assert all(a in printed for a in ranked["assumptions"]) and ranked["basis_note"] in printed
 
 
 def test_a_list_valued_input_prints_its_first_items_and_counts_the_rest():
