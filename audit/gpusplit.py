@@ -14,7 +14,7 @@ interval replays with its own money.
 """
 from __future__ import annotations
 
-from collections import defaultdict, namedtuple
+from collections import abc, defaultdict, namedtuple
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Mapping
@@ -43,7 +43,8 @@ from audit.services import PodModels, pod_models, service_of
 
 def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> GpuSplit:
     """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval."""
-    lines = GpuLines(charges[charges["resource_class"] == "gpu_compute"])
+    wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
+    lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
                            pod_models(tele.traffic), tele.step, tele.unmeasured_intervals)
     splitter.add_lines(lines)
@@ -377,10 +378,37 @@ def rows_by_node_interval(frame: pd.DataFrame, order: list[np.ndarray]) -> dict:
     nodes = pd.factorize(frame["node"], use_na_sentinel=False)[0]
     stamps = pd.factorize(frame["ts"], use_na_sentinel=False)[0]
     perm = np.lexsort([*reversed(order), stamps, nodes])  # the last key is the first compared
-    rows = list(table_rows(frame.iloc[perm]))
+    rows = RowsByKey(frame.iloc[perm])
     nodes, stamps = nodes[perm], stamps[perm]
     starts = (np.flatnonzero((np.diff(nodes) != 0) | (np.diff(stamps) != 0)) + 1).tolist()
-    return {(rows[a].node, rows[a].ts): rows[a:b] for a, b in zip([0, *starts], [*starts, len(rows)])}
+    for a, b in zip([0, *starts], [*starts, len(frame)]):
+        rows.bounds[(rows.node[a], rows.ts[a])] = (a, b)
+    return rows
+
+
+class RowsByKey(abc.Mapping):
+    """(node, ts) -> the rows (:func:`table_rows`) of that node and interval, made when asked for
+    from the table's column lists: a named tuple per row of a 744,000-row table held at once was
+    a third of the split's peak memory, and each key is asked for about once (the holdings of a
+    node and interval are worked out once)."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.row, self.columns = _row_type_and_columns(frame)
+        self.node, self.ts = self.columns[self.row._fields.index("node")], self.columns[self.row._fields.index("ts")]
+        self.bounds: dict[tuple, tuple[int, int]] = {}
+
+    def __getitem__(self, key) -> list:
+        a, b = self.bounds[key]
+        return list(map(self.row._make, zip(*(column[a:b] for column in self.columns))))
+
+    def __contains__(self, key) -> bool:
+        return key in self.bounds
+
+    def __iter__(self):
+        return iter(self.bounds)
+
+    def __len__(self) -> int:
+        return len(self.bounds)
 
 
 def _ranks(column: pd.Series, key=None) -> np.ndarray:
@@ -397,9 +425,14 @@ def table_rows(frame: pd.DataFrame):
     with ``ts`` as the datetime the indices key on (iterating Arrow strings costs 3 µs a value)."""
     if not len(frame):
         return iter(())
-    row = namedtuple("Pandas", frame.columns, rename=True)  # type: ignore[misc]
-    columns = [_datetimes(frame[c]) if c == "ts" else column_values(frame[c]) for c in frame.columns]
+    row, columns = _row_type_and_columns(frame)
     return map(row._make, zip(*columns))
+
+
+def _row_type_and_columns(frame: pd.DataFrame) -> tuple[type, list[list]]:
+    """The named tuple type ``itertuples`` would give the frame's rows, and its columns as lists."""
+    row = namedtuple("Pandas", frame.columns, rename=True)  # type: ignore[misc]
+    return row, [_datetimes(frame[c]) if c == "ts" else column_values(frame[c]) for c in frame.columns]
 
 
 def _datetimes(column: pd.Series) -> list:

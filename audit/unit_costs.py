@@ -41,15 +41,19 @@ class _Counts:
     pods: set[str] = field(default_factory=set)
     sources: set[str] = field(default_factory=set)
 
-    def add(self, pod: str, ts: datetime, requests: float, prompt_tokens: float, generated_tokens: float,
-            source: str) -> None:
-        """One row of the traffic table (each float taken exactly as its shortest repr)."""
-        counted = Decimal(repr(float(requests)))
+    def add(self, pod: str, ts: datetime, requests: tuple[Decimal, Decimal], prompt_tokens: float,
+            generated_tokens: float, source: str) -> None:
+        """One row of the traffic table (each float taken exactly as its shortest repr).
+        ``requests``: the row's count as a Decimal, and that count added to zero (:func:`_counted`),
+        which a pod and interval counted once holds (one object for every equal count)."""
+        counted, first = requests
         self.requests += counted
         self.prompt_tokens += Decimal(repr(float(prompt_tokens)))
         self.generated_tokens += Decimal(repr(float(generated_tokens)))
         self.by_ts[ts] += counted
-        self.by_pod_ts[(pod, ts)] += counted
+        key = (pod, ts)
+        held = self.by_pod_ts.get(key)
+        self.by_pod_ts[key] = first if held is None else held + counted
         self.pods.add(pod)
         self.sources.add(source)
 
@@ -114,9 +118,17 @@ def _traffic_rows(traffic: pd.DataFrame, services: Mapping[str, Service]):
     codes, stamps = pd.factorize(traffic["ts"], use_na_sentinel=False)
     moments = [stamp.to_pydatetime() for stamp in stamps]
     sources = traffic["source"].tolist() if "source" in traffic else [""] * len(traffic)
-    return zip(names.tolist(), traffic["pod"].tolist(), [moments[c] for c in codes.tolist()],
-               traffic["requests"].tolist(), traffic["prompt_tokens"].tolist(),
+    pods = by_values(lambda pod: pod, traffic["pod"])  # one string per pod, not one per row
+    return zip(names.tolist(), pods.tolist(), [moments[c] for c in codes.tolist()],
+               by_values(_counted, traffic["requests"]).tolist(), traffic["prompt_tokens"].tolist(),
                traffic["generated_tokens"].tolist(), sources)
+
+
+def _counted(requests: float) -> tuple[Decimal, Decimal]:
+    """A request count exactly as its shortest repr, and that added to zero (what a sum that starts
+    at zero holds after it): made once per distinct count."""
+    counted = Decimal(repr(float(requests)))
+    return counted, ZERO + counted
 
 
 def _service_of_labels(namespace, pod, model_name, services: Mapping[str, Service]) -> str | None:
