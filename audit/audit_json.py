@@ -162,7 +162,10 @@ def _bridge(result) -> dict:
 
 def _classes(result) -> list[dict]:
     out = []
-    for klass, frame in sorted(result.charges.groupby("resource_class"), key=lambda kv: kv[0]):
+    charges = result.charges
+    read = charges[[c for c in ("resource_class", "line_count", "gross", "commitment", "credits", "tax", "net")
+                    if c in charges.columns]]  # not a copy of every column per class
+    for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         out.append({"class": klass, "lines": line_total(frame),
                     "gross": str(cents(dsum(frame["gross"]) + dsum(frame["commitment"]))),
                     "credits": str(cents(dsum(frame["credits"]))), "tax": str(cents(dsum(frame["tax"]))),

@@ -161,7 +161,8 @@ def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequ
 
 def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
     out = []
-    for klass, frame in sorted(charges.groupby("resource_class"), key=lambda kv: kv[0]):
+    read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback"]]  # not every column
+    for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
         unpriced = int((~frame["has_price"]).sum())
         detail = f"cost {top:.2f} vs quantity × unit price {priced:.2f}"
