@@ -9,7 +9,7 @@ weasyprint is imported inside the functions that need it (STYLE habit 12), throu
 
 The PDF's printing time is bounded whatever the case size: it prints the model as
 :func:`audit.reporters.print_view.for_print` cuts it (each table that grows with the data to its
-top ``PDF_ROWS`` rows, with the line "10 of 5,000 rows shown; all rows in tables.xlsx (sheet
+top ``PDF_ROWS`` rows, with the line "8 of 5,000 rows shown; all rows in tables.xlsx (sheet
 Classes) and report.html"; long data strings and list-valued inputs shortened, saying so). The HTML
 page keeps every row; it is the same template, rendered without the limit
 (:func:`audit.reporters.html.render_html`).

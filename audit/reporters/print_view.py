@@ -4,7 +4,7 @@ The PDF prints in bounded time only if what it lays out is bounded, whatever the
 in the PDF (the HTML page and tables.xlsx keep everything):
 
 - each table that grows with the data shows its top :data:`PDF_ROWS` rows, the largest amount
-  first where the table has one, and the line "10 of 5,000 rows shown; all rows in tables.xlsx
+  first where the table has one, and the line "8 of 5,000 rows shown; all rows in tables.xlsx
   (sheet Classes) and report.html" (templates/_partials.html.j2 ``cut_note``);
 - the options table shows :data:`PDF_OPTIONS` options (the catalogue does not grow with the case;
   the ranked options come first), with the same line;
@@ -46,7 +46,7 @@ from audit.reporters.plan_view import input_line
 from audit.reporters.view import ReportModel
 
 #: rows of each long table the PDF prints; the rest are in tables.xlsx and report.html
-PDF_ROWS = 10
+PDF_ROWS = 8
 #: options the PDF prints: the catalogue's dozen and a few of the case's own (ranked ones first)
 PDF_OPTIONS = 15
 #: unattributed parts on page 1 (the appendix table of the bucket shows PDF_ROWS)

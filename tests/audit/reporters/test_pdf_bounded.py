@@ -2,7 +2,7 @@
 
 A document with 5,000 rows in each long table (benchmarks/report/run.py ``large_audit``) prints
 in bounded time and within a page budget: each such table shows its top ``PDF_ROWS`` rows and the
-line "10 of 5,000 rows shown; all rows in tables.xlsx (sheet …) and report.html". The other cuts of
+line "8 of 5,000 rows shown; all rows in tables.xlsx (sheet …) and report.html". The other cuts of
 audit/reporters/print_view.py (page 1's unattributed parts, options not ranked, list-valued inputs,
 long strings, kernel profiles, serving-evidence columns, per-service charts) each say what was cut
 and where the rest is. The HTML keeps everything; a case with short tables and every option ranked
