@@ -40,7 +40,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from audit.reporters.charts import chart_services, services_words
-from audit.reporters.formatting import NOT_MEASURED
+from audit.reporters.formatting import NOT_MEASURED, money, number
 from audit.reporters.months_view import MonthsView
 from audit.reporters.plan_view import input_line
 from audit.reporters.view import ReportModel
@@ -190,13 +190,59 @@ def top_rows(model: ReportModel, limit: int) -> ReportModel:
     buckets = [dataclasses.replace(b, parts=_largest(
         b.parts, ((audit.get("buckets") or {}).get(b.key) or {}).get("parts") or [], "amount",
         min(limit, PAGE_ONE_ROWS) if b.key == "unattributed" else limit)) for b in model.buckets]
+    buckets = [dataclasses.replace(b, rest=_rest(((audit.get("buckets") or {}).get(b.key) or {}).get("parts") or [],
+                                                  b.parts, "amount", limit, audit.get("currency") or ""))
+               for b in buckets]
+    nodes = coverage.get("by_node") or []
     return dataclasses.replace(
         model, buckets=buckets,
         classes=_largest(model.classes, audit.get("classes") or [], "net", limit),
         gpu_split=_largest(model.gpu_split, audit.get("gpu_split") or [], "paid_gpu_hours", limit),
-        coverage={**model.coverage, "by_node": _largest(model.coverage.get("by_node") or [],
-                                                        coverage.get("by_node") or [], "paid_gpu_hours", limit)},
+        coverage={**model.coverage, "by_node": _largest(model.coverage.get("by_node") or [], nodes,
+                                                        "paid_gpu_hours", limit),
+                  "rest": _node_rest(nodes, len(model.coverage.get("by_node") or []), limit)},
         findings=_largest(model.findings, audit.get("findings") or [], "cost", limit))
+
+
+def _left_out(raw: list[dict], shown: int, key: str, limit: int) -> list[dict]:
+    """The rows of ``raw`` the PDF leaves out (its view has ``shown`` rows; the first ``limit`` of
+    them print, largest |key| first as :func:`_largest` puts them); none where nothing is cut."""
+    if shown <= limit or shown != len(raw):
+        return []
+    return [raw[i] for i in sorted(range(len(raw)), key=lambda i: -_magnitude(raw[i].get(key)))[limit:]]
+
+
+def _total(rows: list[dict], key: str) -> Decimal | None:
+    values = [_number(r.get(key)) for r in rows if r.get(key) is not None]
+    return sum(values, Decimal(0)) if values else None
+
+
+def _rest(raw: list[dict], shown: list, key: str, limit: int, currency: str) -> dict[str, str]:
+    """The parts a bucket's table leaves out, counted and summed (amount and GPU-hours), so that the
+    printed rows and this line add up to the bucket's total; empty where none is left out."""
+    rest = _left_out(raw, len(shown), key, limit)
+    if not rest:
+        return {}
+    hours = _total(rest, "gpu_hours")
+    return {"count": f"{len(rest):,}", "amount": money(_total(rest, key), currency),
+            "gpu_hours": number(hours, 2) if hours is not None else "—"}
+
+
+def _node_rest(raw: list[dict], shown: int, limit: int) -> dict[str, str]:
+    """The nodes the coverage table leaves out, counted, with their paid and observed GPU-hours."""
+    rest = _left_out(raw, shown, "paid_gpu_hours", limit)
+    if not rest:
+        return {}
+    paid, seen = _total(rest, "paid_gpu_hours"), _total(rest, "observed_gpu_hours")
+    return {"count": f"{len(rest):,}", "paid": number(paid, 2) if paid is not None else NOT_MEASURED,
+            "observed": number(seen, 2) if seen is not None else NOT_MEASURED}
+
+
+def _number(value: Any) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return Decimal(0)
 
 
 def _largest(rows: list, raw: list[dict], key: str, limit: int) -> list:

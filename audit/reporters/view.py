@@ -78,6 +78,7 @@ class BucketView:
     parts: list[PartView]
     meaning: str = ""  # what the bucket holds, in words
     measured_by: list[str] = field(default_factory=list)  # its sources in plain words (page 1)
+    rest: dict[str, str] = field(default_factory=dict)  # the PDF's: the parts it leaves out, summed
 
 
 @dataclass(frozen=True)

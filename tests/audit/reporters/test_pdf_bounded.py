@@ -309,3 +309,28 @@ def test_a_finding_prints_the_start_of_its_kernel_and_the_end_of_its_call_path_a
     assert "x" * 400 in render_html(model) and "are shortened" not in render_html(model)
     audit["findings"] = audit["findings"][1:]
     assert "(findings) have them whole" not in pdf_html(build_model(audit))
+
+
+def test_a_cut_table_with_a_total_sums_the_rows_it_leaves_out_so_the_total_adds_up():
+    audit = ranked_only()
+    bucket = audit["buckets"]["platform_overhead"]
+    part = bucket["parts"][0]
+    amounts = [Decimal(100 + i) + Decimal("0.25") for i in range(PDF_ROWS + 3)]
+    bucket["parts"] = [{**part, "name": f"part_{i:02d}", "amount": str(a), "gpu_hours": "2.50"}
+                       for i, a in enumerate(amounts)]
+    bucket["amount"] = str(sum(amounts))
+    node = audit["coverage"]["by_node"][0]
+    audit["coverage"]["by_node"] = [{**node, "node": f"node-{i:02d}", "paid_gpu_hours": f"{10 + i}.00",
+                                     "observed_gpu_hours": f"{5 + i}.00"} for i in range(PDF_ROWS + 2)]
+    model = build_model(audit)
+    html = pdf_html(model)
+    table = html.split('<span class="sw c-platform_overhead"></span>Platform overhead:', 1)[1].split("</table>", 1)[0]
+    shown = [Decimal(x.replace(",", "")) for x in re.findall(r'<td class="num">\$([\d,]+\.\d\d)</td><td class="num">2\.50',
+                                                             table)]
+    rest = sorted(amounts)[:3]  # the three smallest are left out
+    assert len(shown) == PDF_ROWS and sum(shown) + sum(rest) == sum(amounts)
+    assert f"The other 3 parts</td><td class=\"num\">${sum(rest):,.2f}</td><td class=\"num\">7.50</td>" in table
+    assert f"each in tables.xlsx (sheet {SHEETS['buckets']}) and report.html" in table
+    nodes = html.split("GPU-hour coverage by node", 1)[1].split("</table>", 1)[0]
+    assert "The other 2 nodes (each in tables.xlsx, sheet" in nodes and "<td class=\"num\">21.00</td>" in nodes
+    assert "The other" not in render_html(model)
