@@ -25,7 +25,7 @@ from connectors.telemetry.grid import NS, Grid
 
 #: role -> the group-by of its interval means, in index order ("k": the interval)
 #: samples held before they are summed (in batches: fewer, longer vector steps), per family
-BATCH = 1 << 18
+BATCH = 1 << 16
 GAUGE_KEYS: dict[str, list[str]] = {
     "queue": ["k", "model_name", "namespace", "pod", "engine", "metric"],
     "server_gauges": [*SERVING_COLUMNS, "k"],

@@ -64,12 +64,9 @@ class Stats:
             np.add.at(self.sums, slots, v)
         rank = np.where(np.isnan(t), -np.inf, t)
         np.minimum.at(self.first, slots, rank)
-        order = np.lexsort((pos, rank, slots))
-        ranked = slots[order]
-        ends = order[np.r_[ranked[1:] != ranked[:-1], True]]
-        best = slots[ends]
-        newer = rank[ends] >= self.last[best]
-        self.last[best[newer]], self.pos[best[newer]] = rank[ends][newer], pos[ends][newer]
+        np.maximum.at(self.last, slots, rank)
+        latest = rank == self.last[slots]  # positions only grow: the latest of these is the last
+        np.maximum.at(self.pos, slots[latest], pos[latest])
 
     def _grow(self) -> None:
         """Room for every slot (doubling); a new slot's times start empty."""

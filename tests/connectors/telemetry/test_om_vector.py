@@ -128,8 +128,8 @@ def _tables(path: Path, start: datetime, days: float, step: int | None, coded: b
     """Every table of the connector, from coded frames or from plain ``Family.frame()``s."""
     from connectors.telemetry import openmetrics
     if not coded:
-        monkeypatch.setattr(openmetrics, "family_frames", lambda roles, families=None: {
-            r: f.frame() for r, f in (families or roles).items()})
+        monkeypatch.setattr(openmetrics, "family_coder", lambda roles: lambda families: {
+            r: f.frame() for r, f in families.items()})
     ctx = ReadContext(start, start + timedelta(days=days), "USD", step)
     reader = OpenMetricsConnector(SourceSpec("t", "telemetry", "openmetrics", path), ctx)
     tables = dict(reader.fetch()[0])
