@@ -5,7 +5,9 @@ in the PDF (the HTML page and tables.xlsx keep everything):
 
 - each table that grows with the data shows its top :data:`PDF_ROWS` rows, the largest amount
   first where the table has one, and the line "8 of 5,000 rows shown; all rows in tables.xlsx
-  (sheet Classes) and report.html" (templates/_partials.html.j2 ``cut_note``);
+  (sheet Classes) and report.html" (templates/_partials.html.j2 ``cut_note``); a cut table with a
+  total (a bucket's parts, GPU-hour coverage by node) adds one line for the rows it leaves out,
+  counted and summed from audit.json's decimals, so that the printed rows add up to the total;
 - the options table shows :data:`PDF_OPTIONS` options (the catalogue does not grow with the case;
   the ranked options come first), with the same line;
 - page 1's table of unattributed parts shows the :data:`PAGE_ONE_ROWS` largest and names where the
@@ -20,8 +22,9 @@ in the PDF (the HTML page and tables.xlsx keep everything):
   report.html and audit.json have them whole;
 - the serving-path evidence prints the figures some service has; those no service has are named in
   one line (their reasons, with the metric names each needs, are in report.html);
-- an option it does not rank shows its reason and basis, not its inputs, assumptions and next
-  step (report.html has them, tables.xlsx all but the inputs), and a line says so;
+- an option it does not rank shows its reason and the basis of its figures, not the basis's
+  detail, its inputs, assumptions and next step (report.html has them, tables.xlsx the assumptions
+  and next step), and a line says so;
 - a list-valued input of an option (the commitments it would resize: one id per commitment)
   shows its first :data:`PDF_ITEMS` items and "and 195 more (report.html, audit.json)";
 - every other data string of a printed row (a reason, a detail, a list of sources) ends after
