@@ -52,6 +52,25 @@ weasyprint's write_pdf options did not help (writing's CPU, two tries each under
 0.98 and 1.10 s, ``full_fonts`` 1.20 and 1.48 s, ``uncompressed_pdf`` 1.20 and 0.86 s and a 1.0 MB
 file instead of 0.16 MB), nor did fixed layout for every table (the auto tables' widths were 7 %
 of the layout, and the demo's PDF grew a page).
+
+4 December 2026, against be8152c (2 cores shared with other sessions' test runs, load average 3-4
+throughout, so every time below is inflated and fresh-process ratios swing by ±15 %): pages 16 -> 14
+(demo), 13 -> 12 (5,000 rows). The same PDF HTML laid out and written in one warm process, best of
+6 alternating: demo 2.68 + 0.86 s -> 2.36 + 0.71 s (layout + write, 0.87x), 5,000 rows 2.59 +
+0.66 s -> 2.15 + 0.60 s (0.85x); the templates' compile (0.12-0.2 s of every process) is gone after
+a machine's first run (audit/reporters/compiled.py). The step in fresh processes (``--against``,
+CPU ratio of the best of three): demo 0.89x (3.58 s against 4.01 s), 0.93x, 0.94x, 0.97x in four
+runs; 5,000 rows 0.91x, 0.96x, 1.08x, 1.22x (no gain visible there under that load: the report
+model alone, which formats all 5,000 rows of every table for the HTML, varied 0.55-1.1 s between
+identical runs). What changed: kernel-profile tables print 5 rows, kernel names and call paths 160
+characters; serving-path figures no service has are one line; unranked options print their reason
+and basis without its detail; long tables print 8 rows (with a summed line for the rows a table
+with a total leaves out); page 1's flex boxes are table cells in print (page 1's layout 0.39 ->
+0.30 s, best of 12). Tried without gain: chart labels as HTML positioned over the SVG (the
+absolutely placed boxes cost more layout, +0.2 s, than the SVG text they replaced, 0.15-0.2 s of
+writing), whitespace stripped between tags, fixed layout for page 1's tables. The step is still
+above issue 17's 3 s here: what is left is the import (0.45 s), the report model on large cases,
+and weasyprint's cascade, layout and drawing (about 0.07 ms a character of text printed).
 """
 from __future__ import annotations
 
