@@ -18,6 +18,9 @@ instead:
   (``om_series.Stats``): the pods and models chosen as ``most_frequent`` chooses them;
 - the excluded samples themselves (their table shows the earliest; they are few).
 
+A GPU_UTIL sample of a GPU that has had a GR_ENGINE_ACTIVE sample in the window is dropped on
+arrival: the preference can only turn that way, so it would never be kept.
+
 A GPU-interval where two pods' samples could share a timestamp (their first-to-latest spans
 overlap) may be time-shared, which the table splits per pod from the samples: the file is then
 read again with every sample kept.
@@ -79,6 +82,8 @@ class BusyCells(Cells):
         sid, t, v, pos = sid[keep], t[keep], v[keep], pos[keep]
         gr = self.is_gr[sid]
         self.has_gr[self.gpu_of[sid[gr]]] = True
+        live = gr | ~self.has_gr[self.gpu_of[sid]]  # GPU_UTIL of a GPU with GR_ENGINE_ACTIVE: never kept
+        sid, t, v, pos, gr = sid[live], t[live], v[live], pos[live], gr[live]
         with np.errstate(invalid="ignore"):
             ok = (v >= 0.0) & (v <= self.high[sid]) & np.isfinite(v) & ~self.mig_util[sid]
         if not ok.all():

@@ -46,7 +46,7 @@ def test_streamed_families_hold_no_samples(tmp_path, monkeypatch):
     roles, scan, cells = om_stream.read_reduced(path, grid)
     assert scan.rows == 400 * 9
     assert not any(len(roles[r].sid) for r in ("dcgm", "pod_info", "requests", "node_info"))
-    assert len(cells["dcgm"].stats.slots) == 4 * 4  # four series x four intervals
+    assert len(cells["dcgm"].stats.slots) == 2 * 4  # GR series x intervals: GPU_UTIL dropped
     calls = []
     real = om_stream.read_reduced
     monkeypatch.setattr("connectors.telemetry.openmetrics.read_reduced",
