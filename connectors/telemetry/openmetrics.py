@@ -9,12 +9,14 @@ frames whose label columns are categorical codes (``om_stream.family_frames``: n
 sample), on one ``grid.Grid`` of `step` seconds aligned to the window start; gauges are averaged
 per interval, counters differenced with resets handled. Where the case sets the step, the grid is
 known before the read, and the gauge families whose tables are interval means (queue, serving
-gauges, DCGM evidence, replicas: ``om_cells``) and the counter families (``om_counters``) are
-reduced into it while the file is read: no array per sample, the same tables bit for bit;
-otherwise the gauges are reduced after the read. Samples without a timestamp (a single scrape)
-are counted but cannot be placed in time. Kernel-activity samples out of range or not
-finite, and counter samples not finite or negative, are excluded and counted (tables
-``excluded_samples``, ``counter_resets``, ``unmeasured_intervals``: connectors.telemetry.validity).
+gauges, DCGM evidence, replicas: ``om_cells``), the counter families (``om_counters``), DCGM busy
+(``om_busy``), pod info, GPU requests and node info (``om_series``) are reduced into it while the
+file is read: no array per sample, the same tables bit for bit (a file the cells cannot give
+exactly is read again with every sample kept); otherwise the gauges are reduced after the read.
+Samples without a timestamp (a single scrape) are counted but cannot be placed in time.
+Kernel-activity samples out of range or not finite, and counter samples not finite or negative,
+are excluded and counted (tables ``excluded_samples``, ``counter_resets``,
+``unmeasured_intervals``: connectors.telemetry.validity).
 
 Families: DCGM busy (GR_ENGINE_ACTIVE / GPU_UTIL) and evidence gauges, kube-state-metrics nodes,
 pods, GPU requests, deployments and HPAs, and the serving servers (vLLM V0/V1, Triton, TGI); the
