@@ -1,12 +1,13 @@
 """Benchmark: the OpenMetrics file reader, samples per second and peak RSS, against a baseline.
 
     .venv/bin/python benchmarks/telemetry/openmetrics_file.py [--gpus 32] [--days 0.5 1.5]
-        [--baseline-ref REF] [--same-as REF] [--repeat N] [--gzip] [--json]
+        [--baseline-ref REF] [--same-as REF] [--repeat N] [--gzip] [--no-step] [--json]
 
 Generates OpenMetrics text with ``build.py``'s cluster (dcgm-exporter, kube-state-metrics and vLLM
 series with a Prometheus scrape's labels, counters that reset) for ``--gpus`` GPUs at a 30 s
 scrape, one file per ``--days`` value, then reads each file with ``OpenMetricsConnector.read()``
-(the whole connector: parse and every table, at the audit step of 1 h; and, apart, the parse
+(the whole connector: parse and every table, at the audit step of 1 h, or with ``--no-step`` at
+the step the samples' spacing gives, a case without one; and, apart, the parse
 alone: the text into the families) in a fresh child process,
 which reports its own wall time and its own high-water mark (``VmHWM`` of /proc/self/status, not
 a parent's ``ru_maxrss``). The baseline is the same reader at ``--baseline-ref`` (a git revision,
@@ -51,7 +52,8 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from pathlib import Path
 start = datetime.fromtimestamp(int(sys.argv[3]), timezone.utc)
-ctx = ReadContext(start, start + timedelta(days=float(sys.argv[4])), "USD", 3600)
+step = None if sys.argv[6] == "none" else int(sys.argv[6])  # none: the case sets no step
+ctx = ReadContext(start, start + timedelta(days=float(sys.argv[4])), "USD", step)
 reader = OpenMetricsConnector(SourceSpec("bench", "telemetry", "openmetrics", Path(sys.argv[2])), ctx)
 began = time.perf_counter()
 for schema in getattr(OpenMetricsConnector, "schemas", {}).values():
@@ -68,9 +70,9 @@ else:
     frame = reader.read()
     samples, rows = frame.rows, {k: int(len(v)) for k, v in frame.tables.items()}
 seconds = time.perf_counter() - began
-if len(sys.argv) > 6:  # the tables, for the exact comparison
+if len(sys.argv) > 7:  # the tables, for the exact comparison
     import pickle
-    with open(sys.argv[6], "wb") as out:
+    with open(sys.argv[7], "wb") as out:
         pickle.dump(dict(frame.tables), out)
 status = open("/proc/self/status").read().split("\n")
 hwm = next(int(l.split()[1]) for l in status if l.startswith("VmHWM:"))
@@ -120,31 +122,33 @@ def write_file(path: Path, gpus: int, days: float) -> int:
 
 
 def measure(code_root: Path, path: Path, days: float, what: str, tables: Path | None = None,
-            repeat: int = 1) -> dict:
+            repeat: int = 1, step: int | None = 3600) -> dict:
     """One read (``what``: "read", the whole connector, or "parse", the text into the families)
     in a fresh child process: its wall time and its own peak RSS (``tables``: where it pickles
     its tables); with ``repeat``, the fastest of that many children (the machine is shared)."""
-    runs = [_measure_once(code_root, path, days, what, tables) for _ in range(max(1, repeat))]
+    runs = [_measure_once(code_root, path, days, what, tables, step) for _ in range(max(1, repeat))]
     return min(runs, key=lambda r: r["seconds"])
 
 
 def measure_in_turn(trees: dict[str, Path], path: Path, days: float, what: str,
-                    tables: Path | None, repeat: int) -> dict[str, dict]:
+                    tables: Path | None, repeat: int, step: int | None = 3600) -> dict[str, dict]:
     """``measure`` for several readers (name -> code root), one child each per round, in turn, so
     that the machine's load falls alike on all; the fastest of each (``tables``: the current's)."""
     runs: dict[str, list] = {who: [] for who in trees}
     for _ in range(max(1, repeat)):
         for who, root in trees.items():
             runs[who].append(_measure_once(root, path, days, what,
-                                           tables if who == "current" else None))
+                                           tables if who == "current" else None, step))
     return {who: min(found, key=lambda r: r["seconds"]) for who, found in runs.items()}
 
 
-def _measure_once(code_root: Path, path: Path, days: float, what: str, tables: Path | None) -> dict:
-    """One child process."""
+def _measure_once(code_root: Path, path: Path, days: float, what: str, tables: Path | None,
+                  step: int | None = 3600) -> dict:
+    """One child process (``step``: the case's audit step; None: the case sets none)."""
     extra = [str(tables)] if tables is not None else []
     done = subprocess.run([sys.executable, "-c", CHILD, str(code_root), str(path), str(START),
-                           str(days), what, *extra], capture_output=True, text=True, check=False)
+                           str(days), what, "none" if step is None else str(step), *extra],
+                          capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"reader at {code_root} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -185,6 +189,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="children per reader and stage; the fastest is reported")
     parser.add_argument("--gzip", action="store_true", help="read gzipped files")
+    parser.add_argument("--no-step", action="store_true",
+                        help="the case sets no step (the reader takes the samples' median spacing)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="costaudit-ombench-"))
@@ -193,6 +199,7 @@ def main() -> None:
                                      for ref in args.baseline_ref if ref}}
         same = baseline_tree(args.same_as, scratch / "same") if args.same_as else None
         results = []
+        step = None if args.no_step else 3600
         for days in args.days:
             path = scratch / f"bench-{days:g}d.om"
             samples = write_file(path, args.gpus, days)
@@ -206,10 +213,10 @@ def main() -> None:
                 mine = scratch / "current.pkl" if what == "read" and same is not None else None
                 row = {"days": days, "what": what, "samples": samples,
                        "bytes": os.path.getsize(path),
-                       **measure_in_turn(trees, path, days, what, mine, args.repeat)}
+                       **measure_in_turn(trees, path, days, what, mine, args.repeat, step)}
                 if mine is not None:
                     theirs = scratch / "same.pkl"
-                    measure(same, path, days, what, theirs)
+                    measure(same, path, days, what, theirs, step=step)
                     assert_same_tables(mine, theirs, args.same_as)
                     row["same_as"] = args.same_as
                 for ref in trees:
@@ -227,7 +234,8 @@ def main() -> None:
 
 def report(results: list[dict], args) -> str:
     """The printed table: per file, samples/s and peak RSS of each reader, and the ratios."""
-    lines = [f"OpenMetrics file reader: {args.gpus} GPUs at a {SCRAPE} s scrape, audit step 3600 s"
+    step = "no audit step in the case" if args.no_step else "audit step 3600 s"
+    lines = [f"OpenMetrics file reader: {args.gpus} GPUs at a {SCRAPE} s scrape, {step}"
              f"{', gzipped' if args.gzip else ''}; baselines "
              f"{', '.join(r for r in args.baseline_ref if r) or 'none'} (ratio: baseline / current)",
              f"{'file':>8}{'stage':>7}{'samples':>12}{'MB':>6}{'reader':>10}{'wall s':>8}{'samples/s':>12}"
