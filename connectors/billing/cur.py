@@ -104,7 +104,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     of :func:`read_cur` over the files' relations, whose lines are summed before they are mapped
     where that is exact (:mod:`connectors.billing.cur_compact`). ``weighted``: ``raw`` has column ``_n``
     already, the CUR lines each row sums (a query that summed them)."""
-    raise_all(check_raw(con, layouts))
+    raise_all(check_raw(con, layouts, from_files))
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     weighted = weighted or (from_files and compact(con, layouts, (ctx.start, ctx.end), grain))
@@ -251,16 +251,19 @@ def load_file(con, layout: sql.Layout, index: int) -> None:
 
 # --- checks on the raw lines ---------------------------------------------------------------------
 
-def check_raw(con, layouts: list[sql.Layout]) -> list[InputError]:
+def check_raw(con, layouts: list[sql.Layout], from_files: bool = False) -> list[InputError]:
     """Line item types, amounts and usage periods that cannot be read, naming file, row and column.
 
-    One scan of ``raw`` flags every line that fails some check (table ``_bad``, empty for a sound
-    export); each check then reads its first failures from there, in file order."""
-    checks = list(raw_checks(layouts))
+    One scan flags every line that fails some check (table ``_bad``, empty for a sound export);
+    each check then reads its first failures from there, in file order. ``from_files``: ``raw`` is
+    :func:`read_cur`'s view over the files' relations, which are scanned instead
+    (:func:`checked_sql`: a DOUBLE amount checked as a number, not as the text made of it)."""
+    checks = list(raw_checks(layouts, typed=from_files))
     flags = ", ".join(f"({condition}) AS b{i}, CASE WHEN {condition} THEN {value} END AS v{i}"
                       for i, (condition, value, *_rest) in enumerate(checks))
     failing = " OR ".join(f"({condition})" for condition, *_rest in checks)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS SELECT _file, _row, {flags} FROM raw WHERE {failing}")
+    lines = f"({checked_sql(layouts)})" if from_files else "raw"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS SELECT _file, _row, {flags} FROM {lines} WHERE {failing}")
     errors: list[InputError] = []
     for i, (_, _, field, message, expected) in enumerate(checks):
         limit = MAX_ERRORS - len(errors)
@@ -276,23 +279,61 @@ def check_raw(con, layouts: list[sql.Layout]) -> list[InputError]:
     return errors
 
 
-def raw_checks(layouts: list[sql.Layout]):
-    """(condition, value, field, message, expected) of every check: SQL over a line of ``raw`` that
-    is true where the line fails it, and the value the message shows (NULL: none)."""
+# The amounts a line must have, by line item type (SQL over the line's fields): checked as missing.
+NEEDED = {"line_item_unblended_cost": "TRUE",
+          "reservation_effective_cost": "line_item_line_item_type = 'DiscountedUsage'",
+          "savings_plan_savings_plan_effective_cost": "line_item_line_item_type = 'SavingsPlanCoveredUsage'"}
+# Prefix of a DOUBLE amount as its file holds it, beside the fields (:func:`checked_sql`).
+NUMBER = "__d_"
+
+
+def checked_fields(layouts: list[sql.Layout]) -> tuple[list[str], list[str]]:
+    """(fields read as text, amounts) that :func:`raw_checks` reads."""
     present = {name for layout in layouts for name in layout.exprs}
+    amounts = [n for n in sql.NUMERIC if n in present or n in NEEDED]
+    return ["line_item_line_item_type", *sql.PERIOD], amounts
+
+
+def checked_sql(layouts: list[sql.Layout]) -> str:
+    """SELECT every line of the files' relations with what :func:`raw_checks` reads (``typed``):
+    ``_file``, ``_row``, the fields as ``raw`` has them, and each amount twice: as text where its
+    column is text, and as ``__d_<field>`` where it is a DOUBLE (the other one NULL). A DOUBLE's
+    text is a number unless the DOUBLE is not finite, so no text is made to check it."""
+    texts, amounts = checked_fields(layouts)
+    parts = []
+    for index, layout in enumerate(layouts):
+        own = sql.shaped(layout)
+        row = sql.ROW if own.fmt == "parquet" else "rowid + 1"
+        columns = [f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}" for name in texts]
+        for name in amounts:
+            double = name in own.doubles
+            columns.append(f"{'NULL::VARCHAR' if double else own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
+            columns.append(f"{own.sources[name] if double else 'NULL::DOUBLE'} AS {NUMBER}{name}")
+        parts.append(f"SELECT {index} AS _file, {row} AS _row, {', '.join(columns)} FROM f{index}")
+    return " UNION ALL ".join(parts)
+
+
+def raw_checks(layouts: list[sql.Layout], typed: bool = False):
+    """(condition, value, field, message, expected) of every check: SQL over a line of ``raw`` that
+    is true where the line fails it, and the value the message shows (NULL: none). ``typed``: over
+    a line of :func:`checked_sql`, whose DOUBLE amounts are checked as numbers."""
     known = ", ".join(quote_text(t) for t in sql.CATEGORY)
     kind = "line_item_line_item_type"
     yield (f"{kind} IS NULL OR ({kind} NOT IN ({known}) AND {kind} NOT LIKE '%{sql.DISCOUNT_SUFFIX}')", kind,
            kind, "unknown line item type", "one of " + ", ".join(sql.CATEGORY) + " or a *Discount type")
     pattern = quote_text(NUMBER_PATTERN)
+    present = {name for layout in layouts for name in layout.exprs}
     for name in (n for n in sql.NUMERIC if n in present):
-        yield (f"{name} IS NOT NULL AND NOT regexp_full_match(trim({name}), {pattern})", name, name,
-               "unparseable amount", "a decimal number")
-    needed = {"line_item_unblended_cost": "TRUE",
-              "reservation_effective_cost": f"{kind} = 'DiscountedUsage'",
-              "savings_plan_savings_plan_effective_cost": f"{kind} = 'SavingsPlanCoveredUsage'"}
-    for name, when in needed.items():
-        yield (f"{name} IS NULL AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
+        text = f"{name} IS NOT NULL AND NOT regexp_full_match(trim({name}), {pattern})"
+        if typed:
+            number = NUMBER + name
+            yield (f"CASE WHEN {number} IS NOT NULL THEN NOT isfinite({number}) ELSE ({text}) END",
+                   f"coalesce({name}, CAST({number} AS VARCHAR))", name, "unparseable amount", "a decimal number")
+        else:
+            yield text, name, name, "unparseable amount", "a decimal number"
+    for name, when in NEEDED.items():
+        missing = f"{name} IS NULL AND {NUMBER}{name} IS NULL" if typed else f"{name} IS NULL"
+        yield (f"{missing} AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
                "a decimal number on every line of this type")
     low, high = TIMESTAMP_RANGE
     for name in sql.PERIOD:

@@ -344,6 +344,26 @@ def test_unparseable_amount_names_file_row_and_column(tmp_path):
     assert "1.2.5" in str(error)
 
 
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf")])
+def test_a_double_amount_that_is_not_a_number_is_named(tmp_path, value, shown):
+    """A CUR 2.0 amount column is DOUBLE: checked as a number (no text made of it), named as before."""
+    rows = cur2_rows()
+    rows[2] = {**rows[2], "line_item_unblended_cost": value}
+    rows[4] = {**rows[4], "pricing_public_on_demand_cost": value}
+    path = write_cur2(tmp_path / "x.parquet", rows)
+    errors = raises(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    assert [(e.row, e.column) for e in errors] == [(3, "line_item_unblended_cost"),
+                                                   (5, "pricing_public_on_demand_cost")]
+    assert all(f"unparseable amount '{shown}'" in str(e) for e in errors)
+
+
+def test_a_missing_double_amount_is_named(tmp_path):
+    rows = cur2_rows()
+    rows[1] = {**rows[1], "line_item_unblended_cost": None}
+    (error,) = raises(write_cur2(tmp_path / "x.parquet", rows), start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    assert (error.row, error.column) == (2, "line_item_unblended_cost") and "missing amount" in str(error)
+
+
 def test_unknown_line_item_type_and_bad_timestamp(tmp_path):
     path = write_legacy(tmp_path / "c.csv", [
         legacy_row(1, "1", **{"lineItem/LineItemType": "Mystery"}),
