@@ -71,7 +71,7 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     if (grain or "auto") != "auto" or repeated_hash(con):
         return False
     ensure_gpu_instances(con)
-    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql()}")
+    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql(layouts)}")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
         con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)}")
@@ -152,20 +152,41 @@ def probe_key(prefix: str = "") -> str:
     return f"CASE WHEN {rid} <> '' THEN hash({rid}) ELSE hash({', '.join(text.values())}) END"
 
 
-def timed_sql() -> str:
+def timed_sql(layouts: list[sql.Layout]) -> str:
     """SELECT the keys (:func:`probe_key`) of the lines that may bill GPU time: by the GPU rules on
     the line's own fields, or by a line of the same resource id (the core / RAM parts of a GPU
-    machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it."""
+    machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it. The rules read the
+    distinct values of the fields' sources (:func:`probed_sql`), never a text per line."""
     base = sql.base_columns()  # ChargeCategory over the line item type ``t``
     # A CUR names no resource: the FOCUS reader's ``text`` has an empty ResourceName between the two.
     named = (f"{base['ChargeCategory']} AS charge_category, nullif(itype, '') AS hint, usage, descr, "
              "descr || ' ' || '' || ' ' || sku AS text")
     fields = ", ".join(f"coalesce({field}, '') AS {name}" for name, field in PROBE.items())
     return f"""
-    WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM raw WHERE NOT {sql.is_split()}),
+    WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM ({probed_sql(layouts)})
+                  WHERE NOT {sql.is_split()}),
     rules AS (SELECT k, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
     SELECT DISTINCT k FROM rules WHERE _gpu
     """
+
+
+# The fields the GPU rules and the split test read.
+PROBED = (*PROBE.values(), "line_item_operation", "split_line_item_parent_resource_id")
+
+
+def probed_sql(layouts: list[sql.Layout]) -> str:
+    """SELECT the fields :data:`PROBED` (named as ``raw`` names them) of each distinct combination
+    of their sources in each file: the lines' own fields, each combination once per file."""
+    parts = []
+    for index, layout in enumerate(layouts):
+        own = sql.shaped(layout)
+        sources = sorted({own.sources[name] for name in PROBED if name in own.sources})
+        alias = {source: f"__p{i}" for i, source in enumerate(sources)}
+        fields = ", ".join(f"{own.text_of(name, alias[own.sources[name]])} AS {name}" if name in own.sources
+                           else f"NULL::VARCHAR AS {name}" for name in PROBED)
+        distinct = ", ".join(f"{source} AS {alias[source]}" for source in sources) or "1 AS __p"
+        parts.append(f"SELECT {fields} FROM (SELECT DISTINCT {distinct} FROM f{index})")
+    return " UNION ALL ".join(parts)
 
 
 def whole(prefix: str, start: str, end: str) -> str:

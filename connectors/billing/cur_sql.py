@@ -90,6 +90,15 @@ class Layout:
     tag_sources: tuple[str, ...] = ()
     # The fields read from a DOUBLE column (Parquet): their text is the value's shortest text.
     doubles: frozenset[str] = frozenset()
+    # The DuckDB type of each field's source (a MAP lookup: VARCHAR); empty where ``exprs`` are the
+    # fields' own text already (a CSV file's table).
+    types: dict[str, str] = field(default_factory=dict)
+
+    def text_of(self, name: str, ref: str) -> str:
+        """SQL: field ``name``'s text (as ``exprs[name]`` makes it) from ``ref``, a value of its source."""
+        if name not in self.types:
+            return ref
+        return text_or_null(ref, self.types[name])
 
     def spelling(self, name: str) -> str:
         """How this file spells field ``name`` (for messages)."""
@@ -126,12 +135,13 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
             tag_columns.append((tag_key(name[len(prefix):]), ref))
             continue
         by_key.setdefault(canonical(name), (ref, name, "VARCHAR" if csv else dtype))
-    exprs, names, sources, doubles = {}, {}, {}, set()
+    exprs, names, sources, doubles, types = {}, {}, {}, set(), {}
     for name in FIELDS:
         found = by_key.get(canonical(name))
         from_map = name.startswith("product_") and "product" in maps
         if found:
             exprs[name], names[name], sources[name] = text_or_null(found[0], found[2]), found[1], found[0]
+            types[name] = found[2]
             if found[2].upper() == "DOUBLE":
                 doubles.add(name)
         elif from_map:
@@ -140,11 +150,12 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
             key = name[len("product_"):]
             lookup = f"element_at({maps['product']}, {quote_text(key)})[1]"
             exprs[name], names[name], sources[name] = text_or_null(lookup), f"product['{key}']", lookup
+            types[name] = "VARCHAR"
     tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
     tag_sources = (map_refs["tags"],) if "tags" in maps else tuple(ref for _, ref in tag_columns)
     row_hash = f"hash({', '.join(refs)})"
     return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources,
-                  frozenset(doubles))
+                  frozenset(doubles), types)
 
 
 def tag_key(name: str) -> str:
