@@ -107,7 +107,10 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     raise_all(check_raw(con, layouts, from_files))
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
-    weighted = weighted or (from_files and compact(con, layouts, (ctx.start, ctx.end), grain))
+    summed = from_files and compact(con, layouts, (ctx.start, ctx.end), grain)
+    if from_files and not summed:
+        check_tags(con, layouts)
+    weighted = weighted or summed
     stage(con, weighted)
     split = split_rows(con, layouts, (ctx.start, ctx.end))
     drop_raw(con, len(layouts))
@@ -236,17 +239,30 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
 
 def load_file(con, layout: sql.Layout, index: int) -> None:
     """The file's relation ``f<index>`` (:func:`cur_sql.file_relation_sql`), every value of it read once
-    here: its row hashes go into ``_hashes`` (a line repeated whole is found there) and its distinct
-    tag sets are made JSON, so a file that cannot be read is named now, not by a later query."""
+    here: its row hashes go into ``_hashes`` (a line repeated whole is found there:
+    :meth:`cur_sql.Layout.repeat_key`), so a file that
+    cannot be read is named now, not by a later query. (Its tag sets are made JSON by the summing
+    stage, which names the file it cannot sum, or else by :func:`check_tags`.)"""
     try:
         con.execute(sql.file_relation_sql(layout, index))
         own = sql.shaped(layout)
-        con.execute(f"INSERT INTO _hashes SELECT {own.row_hash} FROM f{index}")
-        if own.tag_sources:
-            sources = ", ".join(own.tag_sources)
-            con.execute(f"SELECT count({own.tags}) FROM (SELECT DISTINCT {sources} FROM f{index})").fetchall()
+        con.execute(f"INSERT INTO _hashes SELECT {own.repeat_key()} FROM f{index}")
     except duckdb.Error as exc:
         raise read_error(layout.path, layout.fmt, exc) from None
+
+
+def check_tags(con, layouts: list[sql.Layout]) -> None:
+    """Each file's distinct tag sets made JSON, so that a tag set that cannot be is named by its
+    file, not by a later query over every file (where the summing stage did not make them)."""
+    for index, layout in enumerate(layouts):
+        own = sql.shaped(layout)
+        if not own.tag_sources:
+            continue
+        sources = ", ".join(own.tag_sources)
+        try:
+            con.execute(f"SELECT count({own.tags}) FROM (SELECT DISTINCT {sources} FROM f{index})").fetchall()
+        except duckdb.Error as exc:
+            raise read_error(layout.path, layout.fmt, exc) from None
 
 
 # --- checks on the raw lines ---------------------------------------------------------------------

@@ -22,7 +22,8 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   are read from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their
   text: two values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader
   joins. Groups never span files, for the same reason.
-* **When nothing is summed:** grain ``line``; a row hash seen twice (a repeated line must reach the
+* **When nothing is summed:** grain ``line``; a repeat hash seen twice (:meth:`cur_sql.Layout.repeat_key`:
+  a candidate for a line repeated whole, which must reach the
   duplicate check as two lines); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
   then keeps every line apart, :func:`connectors.billing.focus_lines.lossy_sums`).
 
@@ -34,8 +35,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import duckdb
+
 from connectors.billing import cur_sql as sql
 from connectors.billing.focus_lines import SUM_TYPE, lossy_sql, sum_text_sql
+from connectors.billing.focus_load import read_error
 from connectors.billing.gpu_sql import ensure_gpu_instances, gpu_line_sql
 from connectors.duck import quote_text, utc_text
 
@@ -74,7 +78,10 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql(layouts)}")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
-        con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)}")
+        try:  # the file's tag sets are made JSON here: one that cannot be names its file
+            con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)}")
+        except duckdb.Error as exc:
+            raise read_error(layout.path, layout.fmt, exc) from None
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
     if not lossy:
         con.execute("CREATE TEMP TABLE _summed AS SELECT * EXCLUDE (_lossy) FROM _compact ORDER BY _file, _row")

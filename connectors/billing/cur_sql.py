@@ -93,6 +93,13 @@ class Layout:
     # The DuckDB type of each field's source (a MAP lookup: VARCHAR); empty where ``exprs`` are the
     # fields' own text already (a CSV file's table).
     types: dict[str, str] = field(default_factory=dict)
+    # SQL: a hash equal for two lines equal in every column (``row_hash`` with each MAP column hashed
+    # by its size: as exact a test of lines repeated whole, cheaper to make); empty: ``row_hash``.
+    repeat_hash: str = ""
+
+    def repeat_key(self) -> str:
+        """SQL: the hash that finds candidates for a line repeated whole."""
+        return self.repeat_hash or self.row_hash
 
     def text_of(self, name: str, ref: str) -> str:
         """SQL: field ``name``'s text (as ``exprs[name]`` makes it) from ``ref``, a value of its source."""
@@ -154,8 +161,9 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     tags = map_tags(maps["tags"]) if "tags" in maps else flat_tags(tag_columns)
     tag_sources = (map_refs["tags"],) if "tags" in maps else tuple(ref for _, ref in tag_columns)
     row_hash = f"hash({', '.join(refs)})"
+    sized = [f"cardinality({ref})" if dtype.upper().startswith("MAP") else ref for ref, (_, dtype) in zip(refs, described)]
     return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources,
-                  frozenset(doubles), types)
+                  frozenset(doubles), types, f"hash({', '.join(sized)})")
 
 
 def tag_key(name: str) -> str:

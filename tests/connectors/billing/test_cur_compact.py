@@ -279,3 +279,44 @@ def test_a_parquet_export_of_doubles_sums_fast_and_slow_amounts_alike(tmp_path, 
             rows.append(row)
     path = write_cur2(tmp_path / "export-00001.snappy.parquet", rows)
     assert_same(path, utc(2024, 1, 1), utc(2026, 1, 1), monkeypatch)
+
+
+@pytest.mark.parametrize("grain", ["auto", "line"])
+def test_a_tag_set_that_cannot_be_made_json_names_its_file(tmp_path, monkeypatch, grain):
+    """The summing stage makes each file's tag sets JSON (no pass of its own); without it
+    (grain line) each file's distinct tag sets are made JSON apart: the error names the file."""
+    folder = tmp_path / "export"
+    write_cur2(folder / "a.parquet", cur2_rows()[:6])
+    poisoned = [{**row, "resource_tags": {**(row.get("resource_tags") or {}), "user:poison": "in b"}}
+                for row in cur2_rows()[6:]]
+    bad = write_cur2(folder / "b.parquet", poisoned)
+    real = cur.sql.map_tags
+
+    def failing(ref: str) -> str:  # a tag set whose JSON DuckDB cannot make (an error of the query)
+        poison = f"element_at({ref}, 'user:poison')[1]"
+        return f"CASE WHEN {poison} IS NOT NULL THEN error('no JSON for the tag set ' || {poison}) ELSE {real(ref)} END"
+    monkeypatch.setattr(cur.sql, "map_tags", failing)
+    with pytest.raises(InputError) as info:
+        read(folder, *SEPTEMBER, True, monkeypatch, grain=grain)
+    assert info.value.path == str(bad) and "no JSON for the tag set in b" in info.value.message
+
+
+def test_lines_equal_but_for_a_map_are_candidates_read_alike(tmp_path, monkeypatch):
+    """The repeat hash reads a MAP column by its size: two lines equal but for their tag values are
+    candidates for a line repeated whole, so nothing is summed, and the lines are read as they are
+    (no duplicate: they differ); lines with tag sets of different sizes are not candidates."""
+    rows = cur2_rows()
+    twin = {**rows[0], "resource_tags": {k: v + "-other" for k, v in (rows[0].get("resource_tags") or {"user:team": "a"}).items()}}
+    if not rows[0].get("resource_tags"):
+        rows[0] = {**rows[0], "resource_tags": {"user:team": "a"}}
+    path = write_cur2(tmp_path / "x.parquet", [*rows, twin])
+    calls = []
+    real = cur_compact.repeated_hash
+    monkeypatch.setattr(cur_compact, "repeated_hash", lambda con: calls.append(real(con)) or calls[-1])
+    lines = assert_same(path, *SEPTEMBER, monkeypatch)
+    assert calls[0] is True  # a candidate: nothing summed
+    assert len(lines) == len(read(path, *SEPTEMBER, False, monkeypatch).tables["lines"])
+    sized = [*rows, {**twin, "resource_tags": {**twin["resource_tags"], "user:extra": "x"}}]
+    calls.clear()
+    assert_same(write_cur2(tmp_path / "y.parquet", sized), *SEPTEMBER, monkeypatch)
+    assert calls[0] is False
