@@ -47,6 +47,13 @@ def _hwm():
         out.write(next(l for l in status if l.startswith('VmHWM:')).split()[1])
 atexit.register(_hwm)
 sys.argv = ['costaudit'] + sys.argv[1:]
+# This checkout's templates: the editable install maps audit.templates to the checkout it was
+# installed from, which a worktree is not.
+import importlib.util
+_spec = importlib.util.spec_from_file_location('audit.templates', os.path.join(os.getcwd(), 'templates', '__init__.py'),
+                                               submodule_search_locations=[os.path.join(os.getcwd(), 'templates')])
+sys.modules['audit.templates'] = _module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_module)
 from audit.cli import main
 main()
 """
