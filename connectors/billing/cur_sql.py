@@ -19,12 +19,12 @@ row); :func:`staged_sql` then maps ``raw`` to FOCUS names in file order without 
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.billing.focus_load import NULL_TEXT, text_or_null
+from connectors.billing.cur_tags import flat_tags, map_tags, tag_key
+from connectors.billing.focus_load import text_or_null
 from connectors.duck import quote_ident, quote_text
 
 # Every CUR field the mapping reads, in CUR 2.0 / Athena spelling.
@@ -166,39 +166,6 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
                   frozenset(doubles), types, f"hash({', '.join(sized)})")
 
 
-def tag_key(name: str) -> str:
-    """A tag column's key as FOCUS writes it: user-defined tags lose their ``user:`` prefix."""
-    return re.sub(r"^user[:_]", "", name)
-
-
-def flat_tags(columns: list[tuple[str, str]]) -> str:
-    """SQL: JSON object text of the non-null flat tag columns (key → value)."""
-    if not columns:
-        return "'{}'"
-    seen: set[str] = set()
-    parts = []
-    for key, ref in columns:
-        key = key if key not in seen else "user:" + key  # two spellings of one key: keep both
-        seen.add(key)
-        value = text_or_null(ref)
-        parts.append(f"CASE WHEN ({value}) IS NOT NULL THEN {quote_text(json.dumps(key) + ':')} "
-                     f"|| CAST(to_json({value}) AS VARCHAR) END")
-    return f"'{{' || concat_ws(',', {', '.join(parts)}) || '}}'"
-
-
-def map_tags(ref: str) -> str:
-    """SQL: JSON object text of a CUR 2.0 tag MAP, null values dropped, ``user_`` prefixes removed.
-
-    Where removing the prefixes would make two keys one (``user:team`` and ``user_team``), every key
-    of that MAP keeps its own spelling, so neither value is lost (and the MAP is still read)."""
-    literals = ", ".join(quote_text(t) for t in NULL_TEXT)
-    kept = f"[e FOR e IN map_entries({ref}) IF e.value IS NOT NULL AND trim(e.value) NOT IN ({literals})]"
-    short = "regexp_replace(regexp_replace(e.key, '^resourceTags/', ''), '^user[:_]', '')"
-    keys = f"[{short} FOR e IN {kept}]"
-    stripped = f"map_from_entries([struct_pack(k := {short}, v := e.value) FOR e IN {kept}])"
-    spelled = f"map_from_entries([struct_pack(k := e.key, v := e.value) FOR e IN {kept}])"
-    chosen = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN {stripped} ELSE {spelled} END"
-    return f"coalesce(CAST(to_json({chosen}) AS VARCHAR), '{{}}')"
 
 
 # --- table raw ---------------------------------------------------------------------------------
