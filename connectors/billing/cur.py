@@ -319,13 +319,12 @@ def checked_sql(layouts: list[sql.Layout]) -> str:
     parts = []
     for index, layout in enumerate(layouts):
         own = sql.shaped(layout)
-        row = sql.ROW if own.fmt == "parquet" else "rowid + 1"
         columns = [f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}" for name in texts]
         for name in amounts:
             double = name in own.doubles
             columns.append(f"{'NULL::VARCHAR' if double else own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
             columns.append(f"{own.sources[name] if double else 'NULL::DOUBLE'} AS {NUMBER}{name}")
-        parts.append(f"SELECT {index} AS _file, {row} AS _row, {', '.join(columns)} FROM f{index}")
+        parts.append(f"SELECT {index} AS _file, {sql.row_of(own)} AS _row, {', '.join(columns)} FROM f{index}")
     return " UNION ALL ".join(parts)
 
 

@@ -207,7 +207,6 @@ def marked_sql(own: sql.Layout, index: int) -> str:
     """SELECT every column of file relation ``f<index>``, its row ``__r``, the fields this stage reads
     (``__f_<field>``: the sums, the period, what the GPU rules and :func:`whole` read) and the period
     as ``__s`` / ``__e``."""
-    row = sql.ROW if own.fmt == "parquet" else "rowid + 1"
     needed = [n for n in sql.FIELDS if n in SUMMED_FIELDS or n in sql.PERIOD or n in PROBE.values()
               or n in ("line_item_operation", "split_line_item_parent_resource_id")]
     fields = ", ".join([f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {FIELD}{name}" for name in needed
@@ -215,7 +214,7 @@ def marked_sql(own: sql.Layout, index: int) -> str:
                        + [f"{fast_decimal(own.sources[name])} AS {FAST}{name}" for name in SUMMED_FIELDS
                           if name in own.doubles])
     start, end = (f"CAST({FIELD}{name} AS TIMESTAMPTZ)" for name in sql.PERIOD)
-    return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {row} AS __r, {fields} FROM f{index})"
+    return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {sql.row_of(own)} AS __r, {fields} FROM f{index})"
 
 
 def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:

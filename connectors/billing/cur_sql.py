@@ -166,8 +166,6 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
                   frozenset(doubles), types, f"hash({', '.join(sized)})")
 
 
-
-
 # --- table raw ---------------------------------------------------------------------------------
 
 ROW = "__costaudit_row"
@@ -184,11 +182,16 @@ def file_relation_sql(layout: Layout, index: int) -> str:
     return f"CREATE TEMP TABLE f{index} AS SELECT {projection(layout)} FROM {csv_read(layout)}"
 
 
+def row_of(layout: Layout) -> str:
+    """SQL over a file's relation (:func:`file_relation_sql`): the line's 1-based data row."""
+    return ROW if layout.fmt == "parquet" else "rowid + 1"
+
+
 def file_rows_sql(layout: Layout, index: int) -> str:
     """SELECT one file's lines as rows of ``raw`` from its relation (:func:`file_relation_sql`)."""
     if layout.fmt == "parquet":
-        return f"SELECT {index} AS _file, {ROW} AS _row, {projection(layout)} FROM f{index}"
-    return f"SELECT {index} AS _file, rowid + 1 AS _row, * FROM f{index}"
+        return f"SELECT {index} AS _file, {row_of(layout)} AS _row, {projection(layout)} FROM f{index}"
+    return f"SELECT {index} AS _file, {row_of(layout)} AS _row, * FROM f{index}"
 
 
 def shaped(layout: Layout) -> Layout:

@@ -306,9 +306,8 @@ def test_lines_equal_but_for_a_map_are_candidates_read_alike(tmp_path, monkeypat
     candidates for a line repeated whole, so nothing is summed, and the lines are read as they are
     (no duplicate: they differ); lines with tag sets of different sizes are not candidates."""
     rows = cur2_rows()
-    twin = {**rows[0], "resource_tags": {k: v + "-other" for k, v in (rows[0].get("resource_tags") or {"user:team": "a"}).items()}}
-    if not rows[0].get("resource_tags"):
-        rows[0] = {**rows[0], "resource_tags": {"user:team": "a"}}
+    assert rows[0]["resource_tags"]
+    twin = {**rows[0], "resource_tags": {k: v + "-other" for k, v in rows[0]["resource_tags"].items()}}
     path = write_cur2(tmp_path / "x.parquet", [*rows, twin])
     calls = []
     real = cur_compact.repeated_hash
