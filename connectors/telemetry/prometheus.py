@@ -125,7 +125,8 @@ def sum_count(selector: str, by: list[str]) -> str:
 
 def counter_points(name: str) -> str:
     """A union query: per series and interval, last and min values, resets, lone samples, and
-    ``bad`` where a sample is not finite or negative (settled from the raw samples)."""
+    ``bad`` where a sample is not finite; with a negative ``min``, the caller settles those from
+    the raw samples. Five passes over the samples (the server decodes them once per function)."""
     sel = f"{name}{{$M}}[$R]"
     parts = {"last": f"last_over_time({sel})", "min": f"min_over_time({sel})",
              "resets": f"resets({sel}) > 0", "single": f"count_over_time({sel}) == 1"}
@@ -426,7 +427,7 @@ class PrometheusConnector(Connector):
         for column in ("last", "min", "resets", "single", "bad"):
             if column not in wide:
                 wide[column] = np.nan
-        settle = (wide["resets"].fillna(0) > 0) | wide["bad"].notna()
+        settle = (wide["resets"].fillna(0) > 0) | wide["bad"].notna() | (wide["min"] < 0)
         wide = wide.loc[settle | (wide["last"].notna() & wide["min"].notna())].assign(
             _settle=settle)
         wide["first"], wide["within"] = wide["min"], wide["last"] - wide["min"]

@@ -281,7 +281,12 @@ def test_audit_json_stays_json(spoiled):
 
 COUNTERS = [(0, "0"), (1800, "40"), (2400, "-3"), (3600, "80"), (4000, "5"), (5400, "45"), (6000, "NaN")]
 UTIL_LINES = [(0, "40"), (60, "150"), (120, "-Inf"), (3600, "250"), (3700, "NaN")]
-DAYS = {0: {"bad": BAD}, 1: {"hour_two": "7.5"}, 2: {"counters": COUNTERS}, 3: {"bad": [(5000, "-Inf")]}}
+# day 4: +Inf inside an hour whose minimum, last value and resets say nothing of it (only the sum
+# does), then finite values whose sum overflows; day 5: a negative first sample, no reset (only the
+# minimum shows it)
+INF_COUNTERS = [(0, "0"), (1800, "40"), (3000, "+Inf"), (3600, "80"), (5400, "1e308"), (6000, "1.7e308")]
+DAYS = {0: {"bad": BAD}, 1: {"hour_two": "7.5"}, 2: {"counters": COUNTERS}, 3: {"bad": [(5000, "-Inf")]},
+        4: {"counters": INF_COUNTERS}, 5: {"counters": [(0, "-5"), (1800, "0"), (3600, "10"), (5400, "20")]}}
 
 
 def day_metrics(day: int) -> str:
