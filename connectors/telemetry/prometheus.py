@@ -141,7 +141,9 @@ def gpu_units(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     blank = pd.Series("", index=out.index)
     parts = [out.get(c, blank).fillna("").astype(str) for c in ("UUID", "GPU_I_ID", "GPU_I_PROFILE")]
-    out["UUID"] = [unit_uuid({"UUID": u, "GPU_I_ID": i, "GPU_I_PROFILE": p}) for u, i, p in zip(*parts)]
+    codes, distinct = pd.MultiIndex.from_arrays(parts).factorize()  # unit_uuid once per label triple
+    units = [unit_uuid({"UUID": u, "GPU_I_ID": i, "GPU_I_PROFILE": p}) for u, i, p in distinct]
+    out["UUID"] = pd.array(units, dtype="str").take(codes)
     return out
 
 
@@ -283,7 +285,7 @@ class PrometheusConnector(Connector):
         parts, self._gr_gpus = [], set()
         if GR_ENGINE_ACTIVE in self.names:
             parts.append(self._dcgm_rows(GR_ENGINE_ACTIVE, ""))
-            self._gr_gpus = set(parts[0][["node", "gpu", "uuid"]].itertuples(index=False, name=None))
+            self._gr_gpus = set(parts[0][["node", "gpu", "uuid"]].drop_duplicates().itertuples(index=False, name=None))
         if GPU_UTIL in self.names:
             hosts = self._util_only_hosts()
             if hosts:
