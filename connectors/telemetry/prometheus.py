@@ -123,6 +123,16 @@ def sum_count(selector: str, by: list[str]) -> str:
         f'"costaudit_agg", "{fn}", "", "")' for fn in ("sum", "count"))
 
 
+def presence_query(metric: str) -> str:
+    """Node metadata label sets present per interval."""
+    return f"group by ({', '.join(NODE_BY)}) (last_over_time({metric}{{$M}}[$R]))"
+
+
+def dcgm_query(metric: str, restrict: str) -> str:
+    """A DCGM gauge's sums, counts and out-of-range members (promsettle.busy_query)."""
+    return ps.busy_query(f"{metric}{{{restrict}$M}}", DCGM_BY, metric)
+
+
 def counter_points(name: str) -> str:
     """A union query: per series and interval, last and min values, resets, lone samples, and
     ``bad`` where a sample is not finite; with a negative ``min``, the caller settles those from
@@ -199,6 +209,7 @@ class PrometheusConnector(Connector):
             tables = self._tables()
         finally:
             progress.close()
+            client.close()
         return tables, self.puller.points, self._covered
 
     def fingerprint(self) -> str:
@@ -228,7 +239,21 @@ class PrometheusConnector(Connector):
         self.grid = Grid(start_ns, end_ns, step)
         window = Window(start_ms, end_ms, step * 1000, probe_left_open(client, start_ms))
         return Puller(client, window, chunks(window, self.max_points, self.chunk_seconds),
-                      progress)
+                      progress, self._planned())
+
+    def _planned(self) -> list[str]:
+        """The templates :meth:`_tables` asks over the grid whatever the answers, in its order (the
+        puller starts each one while the one before it is read); those asked only for what an
+        answer showed (GPU_UTIL hosts, pod placement) are not planned."""
+        has = set(self.names)
+        out = [presence_query(m) for m in (NODE_INFO, NODE_LABELS) if m in has]
+        out += [counter_points(n) for n in COUNTER_NAMES + SERVER_COUNTER_NAMES if n in has]
+        out += [sum_count(f"{n}{{$M}}", SERVING_BY) for n in QUEUE_GAUGES if n in has]
+        out += [dcgm_query(GR_ENGINE_ACTIVE, "")] if GR_ENGINE_ACTIVE in has else []
+        out += [sum_count(GPU_REQUEST, REQUEST_BY)] if REQUESTS in has else []
+        for names, by in ((SERVING_GAUGES, SERVER_BY), (DCGM_EVIDENCE, EVIDENCE_BY), (REPLICA_GAUGES, REPLICA_BY)):
+            out += [sum_count(f"{n}{{$M}}", by) for n in names if n in has]
+        return out
 
     def _tables(self) -> dict[str, pd.DataFrame]:
         """Every table, from the families the server holds."""
@@ -305,8 +330,7 @@ class PrometheusConnector(Connector):
     def _dcgm_rows(self, metric: str, restrict: str) -> pd.DataFrame:
         """Per GPU label set and interval: sum and count of one DCGM gauge, and whether a sample
         the busy rules exclude spoils them (``dirty``)."""
-        template = ps.busy_query(f"{metric}{{{restrict}$M}}", DCGM_BY, metric)
-        frame = self._grid(template, DCGM_BY, "Hostname", f"{metric}{{{restrict.rstrip(',')}}}")
+        frame = self._grid(dcgm_query(metric, restrict), DCGM_BY, "Hostname", f"{metric}{{{restrict.rstrip(',')}}}")
         rows = gpu_units(pt.busy_sums(frame, DCGM_BY))
         return labelled(rows, DCGM_PLAIN, POD_LABELS).assign(metric=metric)
 
@@ -334,8 +358,7 @@ class PrometheusConnector(Connector):
         """Node metadata label sets present per interval (node, provider_id, instance_type, k)."""
         if metric not in self.names:
             return pd.DataFrame(columns=["node", "provider_id", "instance_type", "k"])
-        frame = self._grid(f"group by ({', '.join(NODE_BY)}) (last_over_time({metric}{{$M}}[$R]))",
-                           NODE_BY, "node", metric)
+        frame = self._grid(presence_query(metric), NODE_BY, "node", metric)
         return _node_columns(frame)
 
     def _raw_nodes(self, metric: str):

@@ -172,6 +172,7 @@ class PromClient:
         self.digest = hashlib.sha256()
         self.parallel = parallel_queries(options)
         self._counting = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
         """The endpoint only: headers hold secrets."""
@@ -300,28 +301,47 @@ class PromClient:
         return list(data.get("result") or [])
 
     def query_ranges(self, queries: list[tuple[str, str, str, int]]) -> list[list[dict] | QueryTooLarge]:
-        """Range queries ``(expr, start, end, step_seconds)`` asked at once, at most
-        :attr:`parallel` in flight: a server evaluates each query on one core, so a month in 7-day
-        chunks is read in about the time of its slowest chunk. Each answer is counted and hashed
-        in the order asked, whatever order the answers arrive in (the fingerprint does not depend
-        on timing). An answer refusing its query as too large or too slow comes back as its
+        """Range queries ``(expr, start, end, step_seconds)`` asked at once (:meth:`ask`), their
+        answers in order (:meth:`gather`)."""
+        return self.gather(self.ask(queries))
+
+    def ask(self, queries: list[tuple[str, str, str, int]]) -> list:
+        """Start range queries, at most :attr:`parallel` in flight on this client's threads: a
+        server evaluates each query on one core, so a month in 7-day chunks is read in about the
+        time of its slowest chunk. With ``parallel_queries = 1`` nothing starts before
+        :meth:`gather` asks them one by one."""
+        if self.parallel <= 1:
+            return list(queries)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="promql")
+        return [self._pool.submit(self._attempts, "/api/v1/query_range", self._range_params(*q))
+                for q in queries]
+
+    def gather(self, asked: list) -> list[list[dict] | QueryTooLarge]:
+        """The answers of queries :meth:`ask` started. Each answer is counted and hashed in the
+        order asked, whatever order the answers arrive in (the fingerprint does not depend on
+        timing). An answer refusing its query as too large or too slow comes back as its
         :class:`QueryTooLarge`, for the caller to split; any other failure is raised (the first
         in the order asked)."""
-        if self.parallel <= 1 or len(queries) <= 1:
-            return [self._range_or_refusal(*q) for q in queries]
-        with ThreadPoolExecutor(min(self.parallel, len(queries)), thread_name_prefix="promql") as pool:
-            futures = [pool.submit(self._attempts, "/api/v1/query_range", self._range_params(*q))
-                       for q in queries]
         out: list[list[dict] | QueryTooLarge] = []
-        for future in futures:
+        for item in asked:
+            if isinstance(item, tuple):  # one at a time
+                out.append(self._range_or_refusal(*item))
+                continue
             try:
-                wire, text, data = future.result()
+                wire, text, data = item.result()
             except QueryTooLarge as refused:
                 out.append(refused)
                 continue
             self._count(wire, text)
             out.append(list(data.get("result") or []))
         return out
+
+    def close(self) -> None:
+        """Stop this client's query threads; queries not yet started are dropped."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def _range_or_refusal(self, expr: str, start: str, end: str, step_seconds: int) -> list[dict] | QueryTooLarge:
         try:

@@ -19,6 +19,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -141,20 +142,26 @@ class Puller:
     """Runs templated queries over the grid and returns long frames (labels, k, v)."""
 
     def __init__(self, client: PromClient, window: Window, plan: list[Chunk],
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, ahead: Sequence[str] = ()):
         self.client = client
         self.window = window
         self.plan = plan
         self.progress = progress or Progress("")
         self.points = 0
+        #: the templates the caller will ask in this order whatever the answers: while one
+        #: template's answers are made into rows, the next one's chunks are being evaluated
+        self.ahead = list(ahead)
+        self.asked: dict[str, list] = {}  # template -> its chunks started (PromClient.ask)
 
     def grid(self, template: str, labels: list[str], shard: str | None = None,
              selector: str = "") -> pd.DataFrame:
         """Values of ``template`` per interval: columns ``labels`` + k + v (+ costaudit_agg)."""
         self.progress.plan(len(self.plan))
         parts = []
-        # every chunk asked at once (PromClient.query_ranges); a refused one is then split alone
-        answers = self.client.query_ranges([self._range(template, chunk, "") for chunk in self.plan])
+        # every chunk asked at once; a refused one is then split alone
+        asked = self.asked.pop(template, None) or self._ask(template)
+        self._ask_next(template)
+        answers = self.client.gather(asked)
         for chunk, answer in zip(self.plan, answers):
             if isinstance(answer, QueryTooLarge):
                 parts.extend(self._split(template, chunk, shard, selector, "", answer))
@@ -162,6 +169,19 @@ class Puller:
                 parts.extend(self._series(answer, chunk))
             self.progress.advance()
         return long_frame(parts, None if labels is None else labels + ["costaudit_agg"])
+
+    def _ask(self, template: str) -> list:
+        """Start every chunk of ``template`` (PromClient.ask)."""
+        return self.client.ask([self._range(template, chunk, "") for chunk in self.plan])
+
+    def _ask_next(self, template: str) -> None:
+        """Start the chunks of the template :attr:`ahead` names after ``template`` (one ahead, so
+        that at most two templates' answers are held)."""
+        if template not in self.ahead:
+            return
+        following = self.ahead[self.ahead.index(template) + 1:]
+        if following and following[0] not in self.asked:
+            self.asked[following[0]] = self._ask(following[0])
 
     def _chunk(self, template: str, chunk: Chunk, shard, selector, extra: str) -> list:
         """One chunk's series, halved when the server refuses it."""

@@ -352,6 +352,27 @@ def test_chunks_asked_at_once_give_the_same_tables_and_fingerprint(prom, monkeyp
 
 
 @pytest.mark.slow
+def test_each_planned_template_is_asked_in_order_while_the_one_before_is_read(prom, monkeypatch):
+    """The puller starts the next planned template's chunks while one is made into rows: every
+    planned template is asked, in the plan's order, and none is left started but unread."""
+    asked = []
+    real_grid = Puller.grid
+
+    def grid(self, template, *args, **kwargs):
+        asked.append((template, template in self.asked))
+        return real_grid(self, template, *args, **kwargs)
+
+    monkeypatch.setattr(Puller, "grid", grid)
+    source = connector(prom.url, context(*DEMO_MONTH, 3600), parallel_queries=4)
+    source.read()
+    plan = source.puller.ahead
+    assert len(plan) >= 4 and len(set(plan)) == len(plan)
+    assert [t for t, _ in asked if t in plan] == plan
+    assert all(started for t, started in asked if t in plan[1:])  # each started before it was asked
+    assert source.puller.asked == {}
+
+
+@pytest.mark.slow
 def test_a_chunk_refused_among_chunks_asked_at_once_is_split(prom, proxy):
     ctx = context(*DEMO_MONTH, 3600)
     expected = connector(prom.url, ctx, parallel_queries=1).read()
