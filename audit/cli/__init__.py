@@ -11,6 +11,7 @@ Exit codes: 0 the audit reconciles (or nothing could be measured, and the verdic
 """
 from __future__ import annotations
 
+import gc
 import sys
 from typing import List, Optional
 
@@ -34,6 +35,19 @@ app.command("compare")(compare.compare_command)
 app.command("review")(review.review)
 
 
+#: the cyclic garbage collector's thresholds while a command runs (CPython's are 700, 10, 10). An
+#: audit holds millions of long-lived objects (its tables' values) while it parses and drops millions
+#: more (query answers, rows): at 700 the collector walks the young ones every 700 allocations and
+#: the whole heap again and again. Measured on the fleet benchmark's 10 M-line month with
+#: Prometheus: 92 s at the defaults, 83 s at these, as with the collector off; the same peak RSS.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point of the `costaudit` script."""
-    app(args=argv if argv is not None else sys.argv[1:], prog_name="costaudit")
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], prog_name="costaudit")
+    finally:
+        gc.set_threshold(*before)

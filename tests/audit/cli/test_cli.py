@@ -137,3 +137,18 @@ def test_demo_output_passes_the_contract_checker(demo_run):
     checker = subprocess.run([sys.executable, str(SHARED / "tools" / "check_audit_json.py"), str(out / "audit.json")],
                              capture_output=True, text=True)
     assert checker.returncode == 0, checker.stdout
+
+
+def test_a_command_runs_with_the_tuned_collector_and_gives_the_thresholds_back(monkeypatch):
+    """`costaudit` sets the cyclic collector's thresholds for the command (GC_THRESHOLDS) and
+    restores the caller's after it, even when the command exits with an error."""
+    import gc
+
+    import audit.cli as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "app", lambda **_: (seen.append(gc.get_threshold()), sys.exit(1)))
+    before = gc.get_threshold()
+    with pytest.raises(SystemExit):
+        cli.main(["validate", "nowhere"])
+    assert seen == [cli.GC_THRESHOLDS] and gc.get_threshold() == before != cli.GC_THRESHOLDS
