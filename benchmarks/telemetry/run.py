@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.telemetry.build import DAYS, PARAMETERS, SCRAPE, START, build  # noqa: E402
 from connectors.base import ReadContext, SourceSpec  # noqa: E402
-from connectors.telemetry.prometheus import GPU_REQUEST, WANTED, PrometheusConnector  # noqa: E402
+from connectors.telemetry.prometheus import PrometheusConnector  # noqa: E402
 from connectors.telemetry.promhttp import PromClient  # noqa: E402
+from connectors.telemetry.promqueries import GPU_REQUEST, WANTED  # noqa: E402
 from connectors.telemetry.promquery import MAX_POINTS, seconds_text  # noqa: E402
 from tests.servers.prometheus import PromServer  # noqa: E402
 

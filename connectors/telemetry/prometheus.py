@@ -41,14 +41,12 @@ from connectors.errors import InputError
 from connectors.telemetry import promsettle as ps
 from connectors.telemetry import promtables as pt
 from connectors.telemetry.families import (
-    COUNTERS,
     DCGM_EVIDENCE,
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
     QUEUE_GAUGES,
     REPLICA_GAUGES,
     SERVING_COLUMNS,
-    SERVING_COUNTERS,
     SERVING_GAUGES,
     mig_slice,
     new_families,
@@ -57,6 +55,31 @@ from connectors.telemetry.families import (
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
 from connectors.telemetry.openmetrics import OpenMetricsConnector, token_histograms
 from connectors.telemetry.promhttp import PromClient
+from connectors.telemetry.promqueries import (
+    COUNTER_NAMES,
+    DCGM_BY,
+    DCGM_PLAIN,
+    EVIDENCE_BY,
+    GPU_REQUEST,
+    NODE_BY,
+    NODE_INFO,
+    NODE_LABELS,
+    POD_BY,
+    POD_INFO,
+    POD_LABELS,
+    REPLICA_BY,
+    REQUEST_BY,
+    REQUESTS,
+    SERVER_BY,
+    SERVER_COUNTER_NAMES,
+    SERVING_BY,
+    WANTED,
+    counter_points,
+    dcgm_query,
+    planned,
+    presence_query,
+    sum_count,
+)
 from connectors.telemetry.promquery import (
     MAX_POINTS,
     Progress,
@@ -85,65 +108,9 @@ from connectors.telemetry.validity import (
     resets_table,
 )
 
-NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
-REQUESTS = "kube_pod_container_resource_requests"
-GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
-COUNTER_NAMES = [n for c in COUNTERS for n in (c + "_total", c)]
-SERVER_COUNTER_NAMES = [n for c in SERVING_COUNTERS for n in (
-    (c,) if c.endswith(("_sum", "_count", "_bucket")) else (c + "_total", c))]
-WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS,
-          *COUNTER_NAMES, *QUEUE_GAUGES, *SERVER_COUNTER_NAMES, *SERVING_GAUGES, *DCGM_EVIDENCE,
-          *REPLICA_GAUGES]
 #: describe functions of the file connector, by sample name: the same metadata from both
 _ROLES, _BY_NAME = new_families()
 COUNTER_DESCRIBE = {name: _BY_NAME[name].describe for name in COUNTER_NAMES + SERVER_COUNTER_NAMES}
-#: GPU_I_ID / GPU_I_PROFILE keep the MIG instances of one GPU apart (families.unit_uuid)
-DCGM_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "modelName", "pod", "namespace",
-           "container", "exported_pod", "exported_namespace", "exported_container"]
-DCGM_PLAIN = {"node": "Hostname", "gpu": "gpu", "uuid": "UUID", "model_name": "modelName"}
-POD_LABELS = {"pod": "pod", "namespace": "namespace", "container": "container"}
-NODE_BY = ["node", "exported_node", "provider_id", "label_node_kubernetes_io_instance_type",
-           "label_beta_kubernetes_io_instance_type"]
-REQUEST_BY = ["namespace", "pod", "container", "node", "exported_namespace", "exported_pod",
-              "exported_container", "exported_node"]
-POD_BY = ["namespace", "pod", "node", "exported_namespace", "exported_pod", "exported_node"]
-SERVING_BY = ["model_name", "namespace", "pod", "exported_namespace", "exported_pod", "engine"]
-SERVER_BY = ["model_name", "model", "version", "engine", "namespace", "pod", "exported_namespace",
-             "exported_pod"]
-EVIDENCE_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE"]
-REPLICA_BY = ["namespace", "exported_namespace", "deployment", "exported_deployment",
-              "horizontalpodautoscaler", "exported_horizontalpodautoscaler", "hpa", "exported_hpa"]
-
-
-def sum_count(selector: str, by: list[str]) -> str:
-    """A union query: per interval, the sum and the count of the samples, summed by ``by``."""
-    clause = ", ".join(by)
-    return " or ".join(
-        f'label_replace(sum by ({clause}) ({fn}_over_time({selector}[$R])), '
-        f'"costaudit_agg", "{fn}", "", "")' for fn in ("sum", "count"))
-
-
-def presence_query(metric: str) -> str:
-    """Node metadata label sets present per interval."""
-    return f"group by ({', '.join(NODE_BY)}) (last_over_time({metric}{{$M}}[$R]))"
-
-
-def dcgm_query(metric: str, restrict: str) -> str:
-    """A DCGM gauge's sums, counts and out-of-range members (promsettle.busy_query)."""
-    return ps.busy_query(f"{metric}{{{restrict}$M}}", DCGM_BY, metric)
-
-
-def counter_points(name: str) -> str:
-    """A union query: per series and interval, last and min values, resets, lone samples, and
-    ``bad`` where a sample is not finite; with a negative ``min``, the caller settles those from
-    the raw samples. Five passes over the samples (the server decodes them once per function)."""
-    sel = f"{name}{{$M}}[$R]"
-    parts = {"last": f"last_over_time({sel})", "min": f"min_over_time({sel})",
-             "resets": f"resets({sel}) > 0", "single": f"count_over_time({sel}) == 1"}
-    return " or ".join([f'label_replace({q}, "costaudit_agg", "{a}", "", "")'
-                        for a, q in parts.items()] + [ps.counter_bad(sel)])
-
-
 def gpu_units(frame: pd.DataFrame) -> pd.DataFrame:
     """``UUID`` as the GPU unit's identifier: a MIG instance's carries GPU_I_ID / GPU_I_PROFILE."""
     if "GPU_I_ID" not in frame or frame.empty:
@@ -242,18 +209,8 @@ class PrometheusConnector(Connector):
                       progress, self._planned())
 
     def _planned(self) -> list[str]:
-        """The templates :meth:`_tables` asks over the grid whatever the answers, in its order (the
-        puller starts each one while the one before it is read); those asked only for what an
-        answer showed (GPU_UTIL hosts, pod placement) are not planned."""
-        has = set(self.names)
-        out = [presence_query(m) for m in (NODE_INFO, NODE_LABELS) if m in has]
-        out += [counter_points(n) for n in COUNTER_NAMES + SERVER_COUNTER_NAMES if n in has]
-        out += [sum_count(f"{n}{{$M}}", SERVING_BY) for n in QUEUE_GAUGES if n in has]
-        out += [dcgm_query(GR_ENGINE_ACTIVE, "")] if GR_ENGINE_ACTIVE in has else []
-        out += [sum_count(GPU_REQUEST, REQUEST_BY)] if REQUESTS in has else []
-        for names, by in ((SERVING_GAUGES, SERVER_BY), (DCGM_EVIDENCE, EVIDENCE_BY), (REPLICA_GAUGES, REPLICA_BY)):
-            out += [sum_count(f"{n}{{$M}}", by) for n in names if n in has]
-        return out
+        """The templates :meth:`_tables` asks whatever the answers, in its order (promqueries.planned)."""
+        return planned(self.names)
 
     def _tables(self) -> dict[str, pd.DataFrame]:
         """Every table, from the families the server holds."""
