@@ -180,7 +180,7 @@ class PrometheusConnector(Connector):
         return tables, self.puller.points, self._covered
 
     def fingerprint(self) -> str:
-        """sha256 of the answers received, in the order asked (PromClient.query_ranges)."""
+        """sha256 of the answers received, in the order asked (PromClient.gather)."""
         client = getattr(self, "client", None)
         return client.digest.hexdigest() if client is not None else ""
 

@@ -300,11 +300,6 @@ class PromClient:
         data = self.call("/api/v1/query_range", self._range_params(expr, start, end, step_seconds))
         return list(data.get("result") or [])
 
-    def query_ranges(self, queries: list[tuple[str, str, str, int]]) -> list[list[dict] | QueryTooLarge]:
-        """Range queries ``(expr, start, end, step_seconds)`` asked at once (:meth:`ask`), their
-        answers in order (:meth:`gather`)."""
-        return self.gather(self.ask(queries))
-
     def ask(self, queries: list[tuple[str, str, str, int]]) -> list:
         """Start range queries, at most :attr:`parallel` in flight on this client's threads: a
         server evaluates each query on one core, so a month in 7-day chunks is read in about the

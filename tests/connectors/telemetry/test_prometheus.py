@@ -314,7 +314,7 @@ def test_failing_source_is_reported_missing_and_the_audit_conserves(
 
 
 # --------------------------------------------------------------------------------------------
-# Chunks asked at once (PromClient.query_ranges)
+# Chunks asked at once (PromClient.ask, gather)
 # --------------------------------------------------------------------------------------------
 
 DEMO_MONTH = (pd.Timestamp("2026-09-01T00:00Z"), pd.Timestamp("2026-10-01T00:00Z"))
