@@ -58,7 +58,6 @@ from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.promqueries import (
     COUNTER_NAMES,
     DCGM_BY,
-    DCGM_PLAIN,
     EVIDENCE_BY,
     GPU_REQUEST,
     NODE_BY,
@@ -66,7 +65,6 @@ from connectors.telemetry.promqueries import (
     NODE_LABELS,
     POD_BY,
     POD_INFO,
-    POD_LABELS,
     REPLICA_BY,
     REQUEST_BY,
     REQUESTS,
@@ -111,6 +109,9 @@ from connectors.telemetry.validity import (
 #: describe functions of the file connector, by sample name: the same metadata from both
 _ROLES, _BY_NAME = new_families()
 COUNTER_DESCRIBE = {name: _BY_NAME[name].describe for name in COUNTER_NAMES + SERVER_COUNTER_NAMES}
+#: table columns from DCGM labels, and the pod columns (which prefer exported_<label>)
+DCGM_PLAIN = {"node": "Hostname", "gpu": "gpu", "uuid": "UUID", "model_name": "modelName"}
+POD_LABELS = {"pod": "pod", "namespace": "namespace", "container": "container"}
 def gpu_units(frame: pd.DataFrame) -> pd.DataFrame:
     """``UUID`` as the GPU unit's identifier: a MIG instance's carries GPU_I_ID / GPU_I_PROFILE."""
     if "GPU_I_ID" not in frame or frame.empty:
@@ -206,11 +207,7 @@ class PrometheusConnector(Connector):
         self.grid = Grid(start_ns, end_ns, step)
         window = Window(start_ms, end_ms, step * 1000, probe_left_open(client, start_ms))
         return Puller(client, window, chunks(window, self.max_points, self.chunk_seconds),
-                      progress, self._planned())
-
-    def _planned(self) -> list[str]:
-        """The templates :meth:`_tables` asks whatever the answers, in its order (promqueries.planned)."""
-        return planned(self.names)
+                      progress, planned(self.names))
 
     def _tables(self) -> dict[str, pd.DataFrame]:
         """Every table, from the families the server holds."""

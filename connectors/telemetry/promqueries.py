@@ -31,8 +31,6 @@ WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS
 #: GPU_I_ID / GPU_I_PROFILE keep the MIG instances of one GPU apart (families.unit_uuid)
 DCGM_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "modelName", "pod", "namespace",
            "container", "exported_pod", "exported_namespace", "exported_container"]
-DCGM_PLAIN = {"node": "Hostname", "gpu": "gpu", "uuid": "UUID", "model_name": "modelName"}
-POD_LABELS = {"pod": "pod", "namespace": "namespace", "container": "container"}
 NODE_BY = ["node", "exported_node", "provider_id", "label_node_kubernetes_io_instance_type",
            "label_beta_kubernetes_io_instance_type"]
 REQUEST_BY = ["namespace", "pod", "container", "node", "exported_namespace", "exported_pod",
