@@ -169,7 +169,7 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
         "services": services,
         "profile": None if not profile else {
             "service": "chat", "kernels": profile.kernels, "kernel_active_us": f"{profile.kernel_active_us:.3f}",
-            "gpu_window_us": f"{profile.gpu_window_us:.3f}", "gap_ratio": f"{profile.gap_ratio:.9f}",
-            "gap_basis": "gpu_window"},
+            "window_us": f"{profile.window_us:.3f}", "gpu_window_us": f"{profile.gpu_window_us:.3f}",
+            "gap_ratio": f"{profile.gap_ratio:.9f}", "gap_basis": profile.basis},
         "coverage": {"paid_gpu_hours": ledger.paid_gpu_hours, "observed_gpu_hours": ledger.observed_gpu_hours},
     }
