@@ -39,7 +39,7 @@ def _hours(seconds: Decimal | None) -> str | None:
 def to_dict(result: AuditResult) -> dict:
     """The whole audit.json document."""
     case = result.case
-    total = result.reconciliation.conservation.parts_total
+    total = result.reconciliation.conservation.in_scope_total  # exact: the lines, not the parts at 50 digits
     all_amounts = basis_amount(result.lines, case.cost_basis)
     months = months_section(result)
     headline = cents(total) if months is None else Decimal(months["quarter"]["total"])

@@ -60,7 +60,7 @@ def whole_window_differences(result: AuditResult, quarter: dict[str, dict[str, A
 
 def month_entry(month: AuditResult) -> dict[str, Any]:
     """One month: its window, total, buckets and shares, unit costs per service and coverage."""
-    total = cents(month.reconciliation.conservation.parts_total)
+    total = cents(month.reconciliation.conservation.in_scope_total)
     raw = {b: ZERO for b in BUCKETS}
     for part in month.ledger.parts.values():
         raw[part.bucket] += part.amount
