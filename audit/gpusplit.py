@@ -46,10 +46,18 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
-                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals)
+                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes))
     splitter.add_lines(lines)
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.sharing_notes())
+
+
+def node_types(nodes: pd.DataFrame) -> dict[str, str]:
+    """Each telemetry node's instance type (kube-state-metrics' node label), where it has one."""
+    if not len(nodes) or "instance_type" not in nodes.columns:
+        return {}
+    return {str(node): str(kind) for node, kind in zip(nodes["node"], nodes["instance_type"])
+            if isinstance(kind, str) and kind}
 
 
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
@@ -169,8 +177,9 @@ class GpuSplitter:
 
     def __init__(self, case: Case, services: Mapping[str, Service], activity: pd.DataFrame,
                  nodes_of_resource: Mapping[str, tuple[str, ...]], requests: pd.DataFrame, pod_models: PodModels,
-                 step: int, unmeasured: pd.DataFrame | None = None):
+                 step: int, unmeasured: pd.DataFrame | None = None, node_types: Mapping[str, str] | None = None):
         self.case, self.services, self.step = case, services, step
+        self.node_types = node_types or {}
         self.nodes_of_resource = nodes_of_resource
         self.pod_models = pod_models
         self.samples = self._index_activity(activity)
@@ -250,16 +259,23 @@ class GpuSplitter:
                     list(self.nodes_of_resource.get(resource, ())) + [""] * instances)[:instances]
             cover = self.coverage.get(key)
             if cover is None:
-                cover = self.coverage[key] = NodeCoverage(resource, ", ".join(n for n in nodes if n), kind)
+                cover = self.coverage[key] = NodeCoverage(resource, ", ".join(n for n in nodes if n),
+                                                          kind or self._node_type(nodes))
             grid, parts = grids[period]
             count = gpus.get(key, 0)
             if not parts or count <= 0:
                 continue
+            cover.gpus = max(cover.gpus, count)
             share = count * instances
             for (ts, overlap), part in zip(grid, parts):
                 money = (net * part / share, gross * part / share, priced * part / share)
                 for node in nodes:
-                    self._add_interval(node, ts, overlap if counts_time else ZERO, count, money, cover)
+                    self._add_interval(node, ts, overlap, counts_time, count, money, cover)
+
+    def _node_type(self, nodes: list[str]) -> str:
+        """The instance type telemetry gives the first of ``nodes`` that has one (a GCP line names
+        none: its machine is billed in parts)."""
+        return next((self.node_types[n] for n in nodes if n in self.node_types), "")
 
     def _grid(self, start, end) -> tuple[list, list]:
         """A billing period's (interval, overlap) on the grid and each interval's part of the period
@@ -268,7 +284,12 @@ class GpuSplitter:
         seconds = sum((o for _, o in grid), ZERO)
         return grid, [overlap / seconds for _, overlap in grid] if grid and seconds != 0 else []
 
-    def _add_interval(self, node, ts, overlap, gpus, money, cover) -> None:
+    def _add_interval(self, node, ts, overlap, counts_time, gpus, money, cover) -> None:
+        """One line's share of one node's GPUs in one interval, added to each holder's group. A line
+        that bills no GPU time (the core / RAM part of a machine billed in parts) adds money only:
+        neither seconds nor GPUs, which the GPU meter's line counts (once)."""
+        if not counts_time:
+            overlap = ZERO
         cover.paid_seconds += overlap * gpus
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += overlap * observed
@@ -277,7 +298,13 @@ class GpuSplitter:
             group = self.groups.get((holder, ts))
             if group is None:
                 group = self.groups[(holder, ts)] = Group(holder, ts)
-            group.gpus += n
+            if counts_time:
+                group.gpus += n
+                group.types[cover.instance_type] = group.types.get(cover.instance_type, 0) + n
+            if holder == UNALLOCATED:
+                kind = cover.instance_type
+                group.type_paid[kind] = group.type_paid.get(kind, ZERO) + net * n
+                group.type_seconds[kind] = group.type_seconds.get(kind, ZERO) + overlap * n
             group.paid += net * n
             group.gross += gross * n
             group.priced += priced * n

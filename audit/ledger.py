@@ -57,6 +57,12 @@ class Group:
     sources: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     pods: set[str] = field(default_factory=set)
+    #: GPUs per instance type of their nodes ("" where neither billing nor telemetry names it)
+    types: dict[str, int] = field(default_factory=dict)
+    #: paid cost and paid GPU-seconds per instance type, kept for the unallocated holder only
+    #: (the consolidation model prices the nodes it would release at them)
+    type_paid: dict[str, Decimal] = field(default_factory=dict)
+    type_seconds: dict[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,9 +71,10 @@ class NodeCoverage:
 
     resource_id: str
     node: str
-    instance_type: str
+    instance_type: str            # the billing line's, else the instance type telemetry gives its node
     paid_seconds: Decimal = ZERO
     observed_seconds: Decimal = ZERO
+    gpus: int = 0                 # GPUs per instance billed (the instance table, or the GPU meter)
 
 
 @dataclass

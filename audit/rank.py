@@ -110,16 +110,12 @@ def _autoscale(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
 
 
 def _consolidate(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
-    node_types = {node: c.instance_type for c in given.coverage.values() for node in c.node.split(", ")
-                  if node and c.instance_type}
-    charges = given.charges
-    gpu = charges.loc[charges["resource_class"] == "gpu_compute", ["instance_type", "gpus_per_instance"]]
-    per_instance: dict[str, int] = {}
-    for kind, count in zip(gpu["instance_type"], gpu["gpus_per_instance"]):
-        if kind and count:
-            per_instance[kind] = max(per_instance.get(kind, 0), int(count))
+    per_instance: dict[str, int] = {}  # GPUs per instance of each type, as the GPU split counted them
+    for cover in given.coverage.values():
+        if cover.instance_type and cover.gpus:
+            per_instance[cover.instance_type] = max(per_instance.get(cover.instance_type, 0), cover.gpus)
     reaction = max((s.scale_reaction_seconds for s in given.case.services.values()), default=0)
-    return consolidate(given.groups, node_types, per_instance, reaction, given.step)
+    return consolidate(given.groups, per_instance, reaction, given.step)
 
 
 def _commitment(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:

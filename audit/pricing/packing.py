@@ -1,13 +1,16 @@
 """Consolidate / release unallocated GPUs: the held GPUs packed onto whole nodes (METHOD §7).
 
-Per interval and instance type, the GPUs billed are those of every holder on nodes of that type; the
-GPUs held are those less the unallocated ones (GPUs no workload held; an unmeasured GPU counts as
-held). Packed onto whole nodes, the held GPUs need ⌈held ÷ GPUs per instance⌉ nodes; the nodes billed
-beyond that could be released, priced at the unallocated GPUs' paid cost per GPU. A holder whose
-GPUs lie on nodes of several types in an interval leaves those types as they are in that interval
-(the split keeps no per-node counts). Bands: expected, node-hours released per interval; low, only
-nodes free throughout the longest scale reaction either side (a node cannot be drained and handed
-back faster than its workloads reschedule); high, every unallocated GPU released (GPU granularity).
+Per interval and instance type, the GPUs billed are those of every holder on nodes of that type
+(the GPU split counts each holder's GPUs per instance type: ``Group.types``); the GPUs held are
+those less the unallocated ones (GPUs no workload held; an unmeasured GPU counts as held). Packed
+onto whole nodes, the held GPUs need ⌈held ÷ GPUs per instance⌉ nodes; the nodes billed beyond that
+could be released, priced at the unallocated GPUs' paid cost per GPU on that type. The instance
+type is the billing line's, else the one telemetry gives the node (a GCP machine billed in parts);
+GPUs per instance are the split's (the instance table, or the GPU meter). Unallocated GPUs on a node
+of unknown type or size are left as they are, and counted in the inputs. Bands: expected, node-hours
+released per interval; low, only nodes free throughout the longest scale reaction either side (a node
+cannot be drained and handed back faster than its workloads reschedule); high, every unallocated GPU
+released (GPU granularity).
 """
 from __future__ import annotations
 
@@ -32,7 +35,6 @@ class Slot:
     free: int = 0
     free_paid: Decimal = ZERO
     free_seconds: Decimal = ZERO
-    mixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,42 +43,35 @@ class Packing:
 
     slots: Mapping[tuple[str, datetime], Slot]
     released: Mapping[tuple[str, datetime], int]
-    mixed_intervals: int = 0
 
 
-def slots_of(groups: Mapping[tuple[str, datetime], Group], node_types: Mapping[str, str]) -> dict:
-    """Sum each interval's holders per instance type; a holder spanning types marks them mixed."""
+def slots_of(groups: Mapping[tuple[str, datetime], Group]) -> dict:
+    """Sum each interval's holders per instance type ("" where no type is known)."""
     slots: defaultdict[tuple[str, datetime], Slot] = defaultdict(Slot)
     for (holder, ts), group in groups.items():
-        types = {node_types.get(node, "") for node in group.nodes}
-        known = sorted(t for t in types if t)
-        if len(types) != 1 or not known:
-            for t in known:
-                slots[(t, ts)].mixed = True
-            continue
-        slot = slots[(known[0], ts)]
-        slot.billed += group.gpus
-        if holder == UNALLOCATED:
-            slot.free += group.gpus
-            slot.free_paid += group.paid
-            slot.free_seconds += group.paid_seconds
+        for kind, gpus in group.types.items():
+            slot = slots[(kind, ts)]
+            slot.billed += gpus
+            if holder == UNALLOCATED:
+                slot.free += gpus
+                slot.free_paid += group.type_paid.get(kind, ZERO)
+                slot.free_seconds += group.type_seconds.get(kind, ZERO)
     return dict(slots)
 
 
 def nodes_released(slot: Slot, per_instance: int) -> int:
     """Whole nodes billed beyond those the held GPUs need, packed."""
-    if slot.mixed or per_instance <= 0 or not slot.free:
+    if per_instance <= 0 or not slot.free:
         return 0
     held = slot.billed - slot.free
     return max(0, slot.billed // per_instance - math.ceil(held / per_instance))
 
 
-def pack(groups: Mapping[tuple[str, datetime], Group], node_types: Mapping[str, str],
-         per_instance: Mapping[str, int]) -> Packing:
-    slots = slots_of(groups, node_types)
-    released = {key: nodes_released(slot, per_instance.get(key[0], 0)) for key, slot in slots.items()}
-    mixed = sum(1 for s in slots.values() if s.mixed)
-    return Packing(slots, released, mixed)
+def pack(groups: Mapping[tuple[str, datetime], Group], per_instance: Mapping[str, int]) -> Packing:
+    slots = slots_of(groups)
+    released = {key: nodes_released(slot, per_instance.get(key[0], 0)) for key, slot in slots.items()
+                if key[0]}
+    return Packing(slots, released)
 
 
 def held_free(released: Mapping[tuple[str, datetime], int], reach: int) -> dict[tuple[str, datetime], int]:
@@ -100,11 +95,11 @@ def money_of(slot: Slot, nodes: int, per_instance: int) -> Decimal:
     return min(slot.free_paid, Decimal(nodes * per_instance) * slot.free_paid / slot.free)
 
 
-def consolidate(groups: Mapping[tuple[str, datetime], Group], node_types: Mapping[str, str],
-                per_instance: Mapping[str, int], reaction_seconds: int, step: int) -> Modelled | None:
+def consolidate(groups: Mapping[tuple[str, datetime], Group], per_instance: Mapping[str, int],
+                reaction_seconds: int, step: int) -> Modelled | None:
     """The packing model, or None where no unallocated GPU lies on nodes of a known type and size."""
-    packing = pack(groups, node_types, per_instance)
-    packable = {k: s for k, s in packing.slots.items() if s.free and per_instance.get(k[0], 0) > 0}
+    packing = pack(groups, per_instance)
+    packable = {k: s for k, s in packing.slots.items() if s.free and k[0] and per_instance.get(k[0], 0) > 0}
     if not packable:
         return None
     reach = reach_of(reaction_seconds, step)
@@ -120,11 +115,13 @@ def consolidate(groups: Mapping[tuple[str, datetime], Group], node_types: Mappin
     types = sorted({k[0] for k in packable})
     inputs = (
         ("GPUs per instance", ", ".join(f"{t}: {per_instance[t]}" for t in types),
-         "billing lines: instance_type / gpus_per_instance"),
+         "GPU split: billing instance table, or GPU meter hours ÷ line hours"),
         ("unallocated GPU-hours", f"{free_hours:.2f}", "telemetry: GPUs no pod held (GPU split holder __unallocated__)"),
         ("intervals with unallocated GPUs", str(len(packable)), "GPU split per interval"),
         ("node-hours that could be released", f"{node_seconds / 3600:.2f}", "packing of the held GPUs onto whole nodes"),
-        ("intervals left as they are (a holder on several types)", str(packing.mixed_intervals), "GPU split nodes"),
+        ("unallocated GPU-hours left as they are (node of unknown instance type or size)",
+         f"{sum((s.free_seconds for k, s in packing.slots.items() if k not in packable), ZERO) / 3600:.2f}",
+         "GPU split: instance type from billing or telemetry, GPUs per instance"),
         ("drain window for the low band", f"{reaction_seconds} s ({reach} intervals either side)",
          "case: longest [services] scale_reaction"),
     )

@@ -66,6 +66,33 @@ def test_gcp_machine_billed_in_parts_counts_gpus_from_the_gpu_sku():
     assert parts(doc, "unattributed")[("allocation_unknown", None)] == Decimal("7.40")
 
 
+def test_a_machine_billed_in_parts_counts_its_gpus_once_and_takes_its_type_from_telemetry():
+    """The GPU SKU line, the core line and the RAM line of one GCP machine-hour bill the same two
+    GPUs: the GPU split counts them once (the GPU meter's line), not once per part (the right-size
+    replay divides money by them), and the machine's type, which GCP lines do not carry, is the
+    node's label: the consolidation model is priced from the packing, not from an assumed share."""
+    common = dict(provider="Google Cloud", service_name="Compute Engine", resource_id="a2-node-1",
+                  start=HOUR, end=HOUR + pd.Timedelta(hours=1), pricing_unit="hour")
+    lines = [line(1, charge_description="Nvidia Tesla A100 GPU running in Americas", pricing_quantity=Decimal(2),
+                  billed_cost=Decimal("6"), effective_cost=Decimal("6"), **common),
+             line(2, charge_description="A2 Instance Core running in Americas", pricing_quantity=Decimal(24),
+                  billed_cost=Decimal("0.8"), effective_cost=Decimal("0.8"), **common),
+             line(3, charge_description="A2 Instance Ram running in Americas", pricing_quantity=Decimal(170),
+                  billed_cost=Decimal("0.6"), effective_cost=Decimal("0.6"), **common)]
+    nodes = [{"node": "gke-a2-1", "provider_id": "gce://proj/us-central1-a/a2-node-1", "resource_id": "a2-node-1",
+              "instance_type": "a2-highgpu-2g"}]
+    acts = [{"node": "gke-a2-1", "gpu": "0", "ts": HOUR, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"},
+            {"node": "gke-a2-1", "gpu": "1", "ts": HOUR, "busy_fraction": 0.0, "pod": "", "namespace": ""}]
+    doc = run(lines, acts, nodes)
+    assert {g["service"]: g["gpus"] for g in doc["gpu_split"]} == {"chat": 1}
+    assert [(n["instance_type"], n["paid_gpu_hours"]) for n in doc["coverage"]["by_node"]] == [("a2-highgpu-2g", "2.00")]
+    assert parts(doc, "platform_overhead")[("unallocated", None)] == Decimal("3.70")  # half the machine-hour
+    consolidate = next(o for o in doc["options"] if o["id"] == "consolidate_models")
+    inputs = {i["name"]: i["value"] for i in consolidate["inputs"]}
+    assert consolidate["basis"] == "modelled" and inputs["GPUs per instance"] == "a2-highgpu-2g: 2"
+    assert inputs["node-hours that could be released"] == "0.00"  # one GPU held keeps the machine
+
+
 def test_data_transfer_of_a_gpu_node_is_not_gpu_compute():
     lines = [line(1, resource_id="i-gpu", charge_description="$98.32 per On Demand Linux p5.48xlarge Instance Hour",
                   pricing_unit="Hours", pricing_quantity=Decimal(1), billed_cost=Decimal("98.32"),

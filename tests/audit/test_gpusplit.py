@@ -112,7 +112,8 @@ def test_sums_are_added_to_in_the_lines_order():
 
 def test_lines_billing_one_node_and_interval_share_its_holders():
     """A GCP machine billed in parts: the GPU meter counts the GPU time, the core line adds money to
-    the same GPU-intervals and no time; both go to the same holders, GPU by GPU."""
+    the same GPU-intervals and no time (nor GPUs: each GPU counts once); both go to the same holders,
+    GPU by GPU."""
     meter = gpu_line(1, resource_id="a2-1", gpus_per_instance=0, pricing_quantity=Decimal(2),
                      consumed_quantity=Decimal(2), charge_description="Nvidia Tesla A100 GPU running in Americas",
                      net=Decimal("6"), pretax=Decimal("6"), priced=Decimal("6"))
@@ -124,9 +125,9 @@ def test_lines_billing_one_node_and_interval_share_its_holders():
     splitter = split([meter, cores], acts, {"a2-1": ("gke-a2-1",)})
     ts = H0.to_pydatetime()
     chat, free = splitter.groups[("chat", ts)], splitter.groups[(UNALLOCATED, ts)]
-    assert (chat.gpus, chat.paid, chat.paid_seconds, chat.busy_seconds) == (2, Decimal("3.4"), 3600, 900)
+    assert (chat.gpus, chat.paid, chat.paid_seconds, chat.busy_seconds) == (1, Decimal("3.4"), 3600, 900)
     assert chat.busy == Decimal("3.4") * Decimal("0.25") and chat.pods == {"chat-0"}
-    assert (free.gpus, free.paid, free.paid_seconds, free.busy_seconds) == (2, Decimal("3.4"), 3600, 1800)
+    assert (free.gpus, free.paid, free.paid_seconds, free.busy_seconds) == (1, Decimal("3.4"), 3600, 1800)
     assert set(splitter.groups) == {("chat", ts), (UNALLOCATED, ts)}
     cover = splitter.coverage["a2-1"]
     assert (cover.node, cover.paid_seconds, cover.observed_seconds) == ("gke-a2-1", 7200, 7200)

@@ -91,39 +91,56 @@ def test_autoscale_is_the_extra_a_faster_reaction_sheds():
     assert autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, None, None) is None
 
 
-def group(holder: str, ts: datetime, gpus: int, nodes: set[str], per_gpu=Decimal(5)) -> Group:
-    return Group(holder, ts, gpus=gpus, paid=per_gpu * gpus, paid_seconds=Decimal(gpus * HOUR), nodes=nodes)
+def group(holder: str, ts: datetime, types: dict[str, int], per_gpu=None) -> Group:
+    """A holder's GPUs in one interval per instance type ("" unknown), each GPU-hour paid its type's
+    price (``per_gpu``: type → price, default 5)."""
+    price = {kind: (per_gpu or {}).get(kind, Decimal(5)) for kind in types}
+    paid = {kind: price[kind] * n for kind, n in types.items()}
+    seconds = {kind: Decimal(n * HOUR) for kind, n in types.items()}
+    return Group(holder, ts, gpus=sum(types.values()), paid=sum(paid.values(), Decimal(0)),
+                 paid_seconds=sum(seconds.values(), Decimal(0)), types=dict(types),
+                 type_paid=paid if holder == UNALLOCATED else {},
+                 type_seconds=seconds if holder == UNALLOCATED else {})
 
 
 def test_packing_frees_the_nodes_the_held_gpus_do_not_need():
     t1, t2 = T0, T0 + timedelta(hours=1)
-    types = {"n1": "p8", "n2": "p8", "n3": "p8"}
     groups = {
-        # hour 1: 10 GPUs held on n1 + n2, 14 free on n2 + n3: packed, 10 need 2 nodes of 8: 1 node released
-        ("svc", t1): group("svc", t1, 10, {"n1", "n2"}),
-        (UNALLOCATED, t1): group(UNALLOCATED, t1, 14, {"n2", "n3"}),
+        # hour 1: 10 GPUs held, 14 free, on 3 nodes of 8: packed, 10 need 2 nodes: 1 node released
+        ("svc", t1): group("svc", t1, {"p8": 10}),
+        (UNALLOCATED, t1): group(UNALLOCATED, t1, {"p8": 14}),
         # hour 2: 17 held need 3 nodes: nothing released, though 7 GPUs are free
-        ("svc", t2): group("svc", t2, 17, {"n1", "n2", "n3"}),
-        (UNALLOCATED, t2): group(UNALLOCATED, t2, 7, {"n3"}),
+        ("svc", t2): group("svc", t2, {"p8": 17}),
+        (UNALLOCATED, t2): group(UNALLOCATED, t2, {"p8": 7}),
     }
-    found = consolidate(groups, types, {"p8": 8}, HOUR, HOUR)
+    found = consolidate(groups, {"p8": 8}, HOUR, HOUR)
     assert found is not None
     assert found.saving["expected"] == 8 * Decimal(5)            # one node of 8 GPUs, one hour
     assert found.saving["high"] == (14 + 7) * Decimal(5)         # every unallocated GPU
     assert found.saving["low"] == 0                              # no node free in both hours (reach 1)
-    instant = consolidate(groups, types, {"p8": 8}, 0, HOUR)
+    instant = consolidate(groups, {"p8": 8}, 0, HOUR)
     assert instant is not None and instant.saving["low"] == instant.saving["expected"]
     inputs = {name: value for name, value, _ in found.inputs}
     assert inputs["node-hours that could be released"] == "1.00"
 
 
-def test_packing_leaves_a_holder_on_several_types_as_it_is():
-    types = {"a1": "a4", "b1": "b8"}
-    groups = {("svc", T0): group("svc", T0, 2, {"a1", "b1"}),
-              (UNALLOCATED, T0): group(UNALLOCATED, T0, 10, {"a1", "b1"})}
-    found = consolidate(groups, types, {"a4": 4, "b8": 8}, 0, HOUR)
-    assert found is None or found.saving["expected"] == 0
-    assert consolidate({}, types, {"a4": 4}, 0, HOUR) is None
+def test_a_holder_on_several_types_is_packed_type_by_type():
+    """The split counts each holder's GPUs per instance type: a service on two node types no longer
+    leaves the interval as it is. a4: 2 nodes, 2 GPUs held, 6 free: 1 node of 4 released (at a4's
+    price); b8: 1 node, 3 held, 5 free: none. Free GPUs on a node of unknown type stay, counted."""
+    prices = {"a4": Decimal(5), "b8": Decimal(9), "": Decimal(7)}
+    groups = {("svc", T0): group("svc", T0, {"a4": 2, "b8": 3}, prices),
+              (UNALLOCATED, T0): group(UNALLOCATED, T0, {"a4": 6, "b8": 5, "": 4}, prices)}
+    found = consolidate(groups, {"a4": 4, "b8": 8}, 0, HOUR)
+    assert found is not None
+    assert found.saving["expected"] == 4 * Decimal(5)
+    assert found.saving["high"] == 6 * Decimal(5) + 5 * Decimal(9) + 4 * Decimal(7)
+    inputs = {name: value for name, value, _ in found.inputs}
+    assert inputs["unallocated GPU-hours left as they are (node of unknown instance type or size)"] == "4.00"
+    assert inputs["GPUs per instance"] == "a4: 4, b8: 8"
+    assert consolidate({}, {"a4": 4}, 0, HOUR) is None
+    only_unknown = {(UNALLOCATED, T0): group(UNALLOCATED, T0, {"": 4}, prices)}
+    assert consolidate(only_unknown, {"a4": 4}, 0, HOUR) is None
 
 
 def commitment_lines(covered: list[Decimal], level: Decimal, discount: Decimal) -> list[dict]:
