@@ -4,8 +4,9 @@ Generates each cloud's case for a few seeds with ``benchmarks.cloudgen`` (which 
 ours) into a temporary folder, audits it in process (``audit.case.load_case`` →
 ``audit.pipeline.run_audit`` → ``audit.audit_json.to_dict``, the same document ``costaudit run``
 writes) and prints, per cloud, seed and bucket, audit vs truth and the relative error, then the parts
-that differ by more than a cent. Exit 1 when any bucket, the total or the outside-scope amount is
-off by more than 0.5 % of the truth's figure and not within a cent of its exact value.
+that differ by more than a cent. Exit 1 when any bucket, the total, the outside-scope amount or an
+option the truth prices (the consolidation model's expected monthly saving, METHOD §7) is off by
+more than 0.5 % of the truth's figure and not within a cent of its exact value.
 
     .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3] [--json OUT]
 """
@@ -72,6 +73,14 @@ def compare(document: dict, truth: dict) -> dict:
     figures = [{"figure": f, "audit": str(a), "truth": str(t),
                 "error": None if (e := relative_error(a, t)) is None else str(e.quantize(Decimal("0.000001"))),
                 "ok": (e is not None and e <= TOLERANCE) or within_a_cent(a, x)} for f, a, t, x in rows]
+    for option, want in (truth.get("options") or {}).items():
+        got = next((o for o in document["options"] if o["id"] == option), None)
+        saving = Decimal(((got or {}).get("monthly_saving") or {}).get("expected") or 0)
+        expected = Decimal(want["monthly_saving_expected"])
+        error = relative_error(saving, expected)
+        figures.append({"figure": f"{option} (a month)", "audit": str(saving), "truth": str(expected),
+                        "error": None if error is None else str(error.quantize(Decimal("0.000001"))),
+                        "ok": (error is not None and error <= TOLERANCE) or within_a_cent(saving, expected)})
     parts = []
     for name in BUCKETS:
         got, want = audit_parts(document, name), {k: Decimal(v) for k, v in truth["buckets"][name]["parts"].items()}
@@ -115,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     failed = [f"{r['cloud']} seed {r['seed']}" for r in results if not r["ok"]]
-    print(f"\n{len(results) - len(failed)} of {len(results)} cases within 0.5 % on every bucket"
+    print(f"\n{len(results) - len(failed)} of {len(results)} cases within 0.5 % on every figure"
           + (f"; off: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -13,6 +13,7 @@ class's part. No tax, credit or commitment: billed = effective.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from decimal import ROUND_FLOOR, Decimal
 
@@ -23,6 +24,7 @@ from benchmarks.cloudgen.world import HOURS, World
 CENT = Decimal("0.01")
 SIX = Decimal("0.000001")
 TARGET_UTILISATION = Decimal("0.8")
+MONTH_DAYS = Decimal("30.4375")  # METHOD §7: a month; the window is one day
 SIMPLE = {
     "serving_compute": ("serving_path", "serving_compute"),
     "serving_network": ("serving_path", "serving_network"),
@@ -54,6 +56,30 @@ def node_hour_costs(lines: list[Line]) -> dict[tuple[int, int], Decimal]:
             for h in range(line.start_h, line.end_h):
                 out[(n, h)] += share
     return out
+
+
+def consolidation_saving(world: World, cost: dict[tuple[int, int], Decimal]) -> Decimal:
+    """METHOD §7's consolidation model, expected band, per month: each hour and instance type, the
+    GPUs held (every GPU but the free ones; an hour without a DCGM sample counts as held) packed onto
+    whole nodes; the nodes beyond those, at the free GPUs' cost per GPU of that type and hour."""
+    saving = Decimal(0)
+    for h in range(HOURS):
+        by_type: dict[str, list] = {}
+        for n in world.gpu_nodes():
+            node = world.nodes[n]
+            slot = by_type.setdefault(node.instance_type, [0, node.gpus, 0, Decimal(0)])
+            slot[0] += 1
+            if h in world.missing_hours.get(n, frozenset()):
+                continue
+            for g in range(node.gpus):
+                if world.holders[(n, g)].kind == "free":
+                    slot[2] += 1
+                    slot[3] += cost[(n, h)] / node.gpus
+        for nodes, per, free, paid in by_type.values():
+            released = max(0, nodes - math.ceil((nodes * per - free) / per))
+            if free:
+                saving += min(paid, Decimal(released * per) * paid / free)
+    return saving * MONTH_DAYS
 
 
 class Ledger:
@@ -172,4 +198,7 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
             "window_us": f"{profile.window_us:.3f}", "gpu_window_us": f"{profile.gpu_window_us:.3f}",
             "gap_ratio": f"{profile.gap_ratio:.9f}", "gap_basis": profile.basis},
         "coverage": {"paid_gpu_hours": ledger.paid_gpu_hours, "observed_gpu_hours": ledger.observed_gpu_hours},
+        "options": {"consolidate_models": {
+            "monthly_saving_expected": str(consolidation_saving(world, cost).quantize(CENT)),
+            "about": "GPUs held packed onto whole nodes per hour and instance type (METHOD 7), x 30.4375"}},
     }
