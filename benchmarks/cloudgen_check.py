@@ -5,8 +5,8 @@ ours) into a temporary folder, audits it in process (``audit.case.load_case`` �
 ``audit.pipeline.run_audit`` → ``audit.audit_json.to_dict``, the same document ``costaudit run``
 writes) and prints, per cloud, seed and bucket, audit vs truth and the relative error, then the parts
 that differ by more than a cent. Exit 1 when any bucket, the total, the outside-scope amount or an
-option the truth prices (the consolidation model's expected monthly saving, METHOD §7) is off by
-more than 0.5 % of the truth's figure and not within a cent of its exact value.
+option the truth prices (the consolidation and right-size models' expected monthly savings, METHOD
+§7) is off by more than 0.5 % of the truth's figure and not within a cent of its exact value.
 
     .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3] [--json OUT]
 """

@@ -82,6 +82,53 @@ def consolidation_saving(world: World, cost: dict[tuple[int, int], Decimal]) -> 
     return saving * MONTH_DAYS
 
 
+def right_size_saving(world: World, cost: dict[tuple[int, int], Decimal], g: Decimal | None) -> Decimal:
+    """METHOD §7's right-size model, expected band, per month, for the profiled services (every
+    case service has 1 GPU per replica, at least 1 replica, a 1 h scale reaction: 1 hour either
+    side). Each hour, a service's measured GPUs (an hour without a DCGM sample is not the
+    service's) did B GPU-seconds of kernel work and S = min(g·B, P − B) in flight; it needed
+    ⌈(B + S) ÷ (0.8 · 3600)⌉ replicas, the most of the hour and its neighbours (never below 1);
+    the replicas held beyond that, at the hour's paid cost per GPU, capped by the hour's capacity
+    above demand."""
+    if g is None:
+        return Decimal(0)
+    hours: dict[str, list] = {name: [] for name, svc in world.services.items() if svc.profiled}
+    for h in range(HOURS):
+        held: dict[str, list] = {name: [0, Decimal(0), Decimal(0)] for name in hours}  # GPUs, P, B (money)
+        busy_s: dict[str, Decimal] = defaultdict(Decimal)
+        for n in world.gpu_nodes():
+            node = world.nodes[n]
+            if h in world.missing_hours.get(n, frozenset()):
+                continue
+            per = cost[(n, h)] / node.gpus
+            for gpu in range(node.gpus):
+                holder = world.holders[(n, gpu)]
+                if holder.kind == "service" and holder.service in held:
+                    b = Decimal(world.hour_busy_micro(n, gpu, h)) / Decimal(4_000_000)
+                    entry = held[holder.service]
+                    entry[0] += 1
+                    entry[1] += per
+                    entry[2] += b * per
+                    busy_s[holder.service] += b * 3600
+        for name, (gpus, P, B) in held.items():
+            if gpus:
+                hours[name].append((gpus, P, B, busy_s[name]))
+    saving = Decimal(0)
+    for rows in hours.values():
+        need = []
+        for gpus, _, _, busy in rows:
+            serving = min(g * busy, gpus * Decimal(3600) - busy)
+            need.append(math.ceil((busy + serving) / (TARGET_UTILISATION * 3600)))
+        for i, (gpus, P, B, _) in enumerate(rows):
+            kept = max(max(need[max(0, i - 1): i + 2]), 1)
+            S = min(g * B, P - B)
+            over = P - B - S
+            above = over - min(over, max(Decimal(0), (B + S) / TARGET_UTILISATION - B - S))
+            money = Decimal(max(0, gpus - kept)) * P / gpus
+            saving += max(Decimal(0), min(money, above))
+    return saving * MONTH_DAYS
+
+
 class Ledger:
     def __init__(self, world: World, g: Decimal | None) -> None:
         self.world, self.g = world, g
@@ -198,7 +245,12 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
             "window_us": f"{profile.window_us:.3f}", "gpu_window_us": f"{profile.gpu_window_us:.3f}",
             "gap_ratio": f"{profile.gap_ratio:.9f}", "gap_basis": profile.basis},
         "coverage": {"paid_gpu_hours": ledger.paid_gpu_hours, "observed_gpu_hours": ledger.observed_gpu_hours},
-        "options": {"consolidate_models": {
-            "monthly_saving_expected": str(consolidation_saving(world, cost).quantize(CENT)),
-            "about": "GPUs held packed onto whole nodes per hour and instance type (METHOD 7), x 30.4375"}},
+        "options": {
+            "consolidate_models": {
+                "monthly_saving_expected": str(consolidation_saving(world, cost).quantize(CENT)),
+                "about": "GPUs held packed onto whole nodes per hour and instance type (METHOD 7), x 30.4375"},
+            "right_size_replicas": {
+                "monthly_saving_expected": str(right_size_saving(world, cost, g).quantize(CENT)),
+                "about": "replicas needed at u = 0.8, smoothed over 1 h either side, against those held, "
+                         "capped by each hour's capacity above demand (METHOD 7), x 30.4375"}},
     }
