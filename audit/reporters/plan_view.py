@@ -18,6 +18,15 @@ def status_words(status: str | None) -> str:
     return STATUS_WORDS.get(status or "", NOT_MEASURED)
 
 
+def unpriced(o: dict, figure: str) -> str:
+    """An unpriced option's saving, cost or payback cell: "not measured" where its part was not;
+    where there is no saving in this case (measured, and nothing now), "none" for the saving and a
+    dash for its cost and payback."""
+    if o.get("status") != "no_saving":
+        return NOT_MEASURED
+    return "none" if figure == "saving" else DASH
+
+
 def months(value: Any) -> str:
     """A payback in months; '—' where there is none (no positive saving at that band)."""
     return DASH if value is None else number(value, 1)

@@ -446,14 +446,15 @@ def _clip(text: str, limit: int = 220) -> str:
 
 def _option(o: dict, m) -> OptionView:
     priced = o.get("status") == "priced" and o.get("monthly_saving") is not None
+    unpriced = {f: Band(plan_view.unpriced(o, f), "", "", False) for f in ("saving", "cost", "payback")}
     return OptionView(
         rank=str(o["rank"]) if o.get("rank") is not None else "—",
         id=o.get("id") or "", title=o.get("title") or "", bucket=label(o.get("bucket")),
         acts_on=o.get("acts_on") or "", priced=priced,
         status=plan_view.status_words(o.get("status")),
-        saving=band(o.get("monthly_saving") if priced else None, m),
-        one_off=band(o.get("one_off_cost") if priced else None, m),
-        payback=band(o.get("payback_months") if priced else None, plan_view.months),
+        saving=band(o.get("monthly_saving"), m) if priced else unpriced["saving"],
+        one_off=band(o.get("one_off_cost"), m) if priced else unpriced["cost"],
+        payback=band(o.get("payback_months"), plan_view.months) if priced else unpriced["payback"],
         effort=band(o.get("effort_hours"), plain),
         assumptions=[str(a) for a in o.get("assumptions") or []],
         overridden=bool(o.get("overridden")), reason=o.get("reason") or "",

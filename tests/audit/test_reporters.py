@@ -72,8 +72,18 @@ def test_money_and_shares_are_formatted_from_exact_decimals():
 def test_model_shows_unmeasured_figures_with_their_reason(sample):
     model = build_model(sample)
     unpriced = [o for o in model.options if not o.priced]
-    assert unpriced and all(o.saving.expected == "not measured" and o.reason for o in unpriced)
-    assert all(o.payback.expected == "not measured" for o in unpriced)
+    status = {o["id"]: o["status"] for o in sample["options"]}
+    unmeasured = [o for o in unpriced if status[o.id] == "not_measured"]
+    assert unmeasured and all(o.saving.expected == "not measured" and o.reason for o in unmeasured)
+    assert all(o.payback.expected == "not measured" for o in unmeasured)
+    # no saving in this case: measured, nothing now; never shown as "not measured"
+    measured = copy.deepcopy(sample)
+    option = next(o for o in measured["options"] if o["status"] == "not_measured")
+    option.update(status="no_saving", monthly_saving={"low": "0.00", "expected": "0.00", "high": "120.00"},
+                  reason="no saving in this case: the saving is zero (or below the run cost) in this case")
+    shown = next(o for o in build_model(measured).options if o.id == option["id"])
+    assert (shown.saving.expected, shown.one_off.expected, shown.payback.expected) == ("none", "—", "—")
+    assert not shown.priced and shown.reason
     assert all(o.priced for o in model.top_options) and len(model.top_options) <= 3
     assert [b.key for b in model.buckets] == list(BUCKETS)
 
