@@ -168,7 +168,8 @@ def test_the_report_shows_the_plan(wa_labs):
     audit = json.loads(json.dumps(audit))
     views = [option_view(o, lambda v: f"${v}") for o in audit["options"]]
     assert [(v.rank, v.status, v.payback.expected) for v in views] == [
-        ("1", "priced", "10.0"), ("—", "no saving in this case", "not measured")]
+        ("1", "priced", "10.0"), ("—", "no saving in this case", "—")]
+    assert views[1].saving.expected == "none"  # measured: nothing now, not "not measured"
     assert views[0].who["owners"] == "team-chat" and views[0].who["next_step"] == "try it"
     assert views[1].marginal == "—" and views[1].break_even == "—"
     rows = plan_view.plan_rows(audit, lambda v: f"${v}")
