@@ -60,21 +60,6 @@ def find_trace(explicit: Path | None = None) -> Path:
     raise SystemExit(f"trace {NAME} (sha256 {SHA256[:16]}…) not found; give it with --trace")
 
 
-def union_length(intervals: list[tuple[float, float]]) -> float:
-    if not intervals:
-        return 0.0
-    ordered = sorted(intervals)
-    total = 0.0
-    cur_s, cur_e = ordered[0]
-    for s, e in ordered[1:]:
-        if s > cur_e:
-            total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + cur_e - cur_s
-
-
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The union of intervals as disjoint, ordered intervals."""
     out: list[tuple[float, float]] = []
@@ -84,6 +69,11 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             out.append((s, e))
     return out
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of intervals."""
+    return sum(e - s for s, e in merged(intervals))
 
 
 def clipped_union(intervals: list[tuple[float, float]], window: list[tuple[float, float]]) -> float:

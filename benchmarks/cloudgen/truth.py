@@ -58,27 +58,36 @@ def node_hour_costs(lines: list[Line]) -> dict[tuple[int, int], Decimal]:
     return out
 
 
+def gpu_slots(world: World, cost: dict[tuple[int, int], Decimal], h: int):
+    """Every GPU in hour ``h``: (node index, node, holder, its cost, whether DCGM sampled the node)."""
+    for n in world.gpu_nodes():
+        node = world.nodes[n]
+        measured = h not in world.missing_hours.get(n, frozenset())
+        for g in range(node.gpus):
+            yield n, g, node, world.holders[(n, g)], cost[(n, h)] / node.gpus, measured
+
+
 def consolidation_saving(world: World, cost: dict[tuple[int, int], Decimal]) -> Decimal:
     """METHOD §7's consolidation model, expected band, per month: each hour and instance type, the
     GPUs held (every GPU but the free ones; an hour without a DCGM sample counts as held) packed onto
     whole nodes; the nodes beyond those, at the free GPUs' cost per GPU of that type and hour."""
     saving = Decimal(0)
     for h in range(HOURS):
-        by_type: dict[str, list] = {}
-        for n in world.gpu_nodes():
-            node = world.nodes[n]
-            slot = by_type.setdefault(node.instance_type, [0, node.gpus, 0, Decimal(0)])
-            slot[0] += 1
-            if h in world.missing_hours.get(n, frozenset()):
-                continue
-            for g in range(node.gpus):
-                if world.holders[(n, g)].kind == "free":
-                    slot[2] += 1
-                    slot[3] += cost[(n, h)] / node.gpus
-        for nodes, per, free, paid in by_type.values():
-            released = max(0, nodes - math.ceil((nodes * per - free) / per))
-            if free:
-                saving += min(paid, Decimal(released * per) * paid / free)
+        nodes: dict[str, set] = defaultdict(set)
+        per_node: dict[str, int] = {}
+        free: dict[str, int] = defaultdict(int)
+        paid: dict[str, Decimal] = defaultdict(Decimal)
+        for n, _, node, holder, per, measured in gpu_slots(world, cost, h):
+            nodes[node.instance_type].add(n)
+            per_node[node.instance_type] = node.gpus
+            if measured and holder.kind == "free":
+                free[node.instance_type] += 1
+                paid[node.instance_type] += per
+        for kind, count in nodes.items():
+            size = per_node[kind]
+            released = max(0, len(count) - math.ceil((len(count) * size - free[kind]) / size))
+            if free[kind]:
+                saving += min(paid[kind], Decimal(released * size) * paid[kind] / free[kind])
     return saving * MONTH_DAYS
 
 
@@ -94,25 +103,18 @@ def right_size_saving(world: World, cost: dict[tuple[int, int], Decimal], g: Dec
         return Decimal(0)
     hours: dict[str, list] = {name: [] for name, svc in world.services.items() if svc.profiled}
     for h in range(HOURS):
-        held: dict[str, list] = {name: [0, Decimal(0), Decimal(0)] for name in hours}  # GPUs, P, B (money)
-        busy_s: dict[str, Decimal] = defaultdict(Decimal)
-        for n in world.gpu_nodes():
-            node = world.nodes[n]
-            if h in world.missing_hours.get(n, frozenset()):
-                continue
-            per = cost[(n, h)] / node.gpus
-            for gpu in range(node.gpus):
-                holder = world.holders[(n, gpu)]
-                if holder.kind == "service" and holder.service in held:
-                    b = Decimal(world.hour_busy_micro(n, gpu, h)) / Decimal(4_000_000)
-                    entry = held[holder.service]
-                    entry[0] += 1
-                    entry[1] += per
-                    entry[2] += b * per
-                    busy_s[holder.service] += b * 3600
-        for name, (gpus, P, B) in held.items():
-            if gpus:
-                hours[name].append((gpus, P, B, busy_s[name]))
+        held: dict[str, list] = {name: [0, Decimal(0), Decimal(0), Decimal(0)] for name in hours}  # GPUs, P, B, B s
+        for n, gpu, _, holder, per, measured in gpu_slots(world, cost, h):
+            if measured and holder.kind == "service" and holder.service in held:
+                b = Decimal(world.hour_busy_micro(n, gpu, h)) / Decimal(4_000_000)
+                entry = held[holder.service]
+                entry[0] += 1
+                entry[1] += per
+                entry[2] += b * per
+                entry[3] += b * 3600
+        for name, entry in held.items():
+            if entry[0]:
+                hours[name].append(tuple(entry))
     saving = Decimal(0)
     for rows in hours.values():
         need = []
