@@ -25,6 +25,7 @@ from audit.ledger import Leftover
 from audit.lines import (
     CLASSIFICATION_ONLY,
     PRE_COMMITMENT,
+    accounts_in,
     basis_amount,
     commitment_purchases,
     lines_where,
@@ -41,7 +42,7 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     reasons = []
     accounts = set(scope.get("accounts") or [])
     if accounts:
-        mask &= lines["sub_account_id"].isin(accounts) | lines["billing_account_id"].isin(accounts)
+        mask &= accounts_in(lines["sub_account_id"], accounts) | accounts_in(lines["billing_account_id"], accounts)
         reasons.append(f"account not in [scope].accounts ({', '.join(sorted(accounts))})")
     adjustments = lines["charge_category"].isin(CREDIT_CATEGORIES | {"Tax"})
     services = set(scope.get("services") or [])

@@ -31,7 +31,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
-from audit.lines import distinct_tags, resource_key
+from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
     MATCH_KEYS,
@@ -167,8 +167,9 @@ def scope_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
     if lines.empty:
         return out
     accounts = _distinct(lines, "sub_account_id") | _distinct(lines, "billing_account_id")
+    keys = {account_key(a) for a in accounts}
     for account in scope.get("accounts") or []:
-        if account not in accounts:
+        if account_key(account) not in keys:
             out.append(_absent("scope_account", f"[scope] account {text(account)}", "matches no line",
                                "accounts present", account, accounts))
     names = _distinct(lines, "service_name")

@@ -6,6 +6,7 @@ kept out of the stages so that none of them imports another.
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Mapping
 
@@ -15,6 +16,25 @@ import pandas as pd
 from connectors.billing.catalogue import gpu_skus
 from connectors.errors import InputError, InputErrors
 from schemas.billing import line_total
+
+GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def account_key(account: str) -> str:
+    """An account id reduced to what identifies it: an Azure subscription is the same whether named by
+    its ARM path (``/subscriptions/GUID``, Microsoft's FOCUS SubAccountId) or by its GUID (the cost
+    details export's SubscriptionId), in any case; any other id is itself."""
+    text = str(account or "").strip()
+    low = text.lower()
+    if low.startswith("/subscriptions/"):
+        low = low[len("/subscriptions/"):].rstrip("/")
+    return low if GUID.fullmatch(low) else text
+
+
+def accounts_in(values: pd.Series, accounts) -> pd.Series:
+    """Which of ``values`` (account ids) name one of ``accounts`` (compared by :func:`account_key`)."""
+    wanted = {account_key(a) for a in accounts}
+    return values.isin([v for v in values.dropna().unique() if account_key(v) in wanted])
 
 
 def resource_key(resource_id: str) -> str:
@@ -31,6 +51,15 @@ def resource_key(resource_id: str) -> str:
     if rid.lower().startswith("/subscriptions/"):
         return rid.lower()
     return rid
+
+
+def vm_key(provider_id: str) -> str:
+    """The key of a scale set's VM named by an ``azure://`` provider id (its lower-case ARM id
+    ``…/virtualmachinescalesets/SET/virtualmachines/N``, which a per-VM cost details row bills);
+    "" for any other provider id."""
+    scheme, sep, rest = str(provider_id or "").partition("://")
+    found = re.fullmatch(r"(/subscriptions/.+?/virtualmachinescalesets/[^/]+/virtualmachines/\d+)/?", rest.lower())
+    return found.group(1) if scheme == "azure" and sep and found else ""
 
 
 def line_tags(tags: str | None, allocated: str | None = None) -> dict:

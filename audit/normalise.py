@@ -10,7 +10,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.collected import Collected
-from audit.lines import resource_key
+from audit.lines import resource_key, vm_key
 from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
@@ -108,6 +108,8 @@ def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> 
     for r in tele.nodes.itertuples(index=False):
         if r.resource_id:
             nodes_of[resource_key(r.resource_id)].add(r.node)
+        if vm := vm_key(r.provider_id):  # a scale set's VM, which a per-VM cost details row bills
+            nodes_of[vm].add(r.node)
     for node, resource in case.nodes.items():
         nodes_of[resource_key(resource)].add(node)
     for numeric, name in _named_instances(lines):

@@ -61,7 +61,9 @@ Other columns
     (a purchase's trailing empty "/reservations/" segment dropped), else ReservationId. Tags written
     without the outer braces (``"k": "v", "k2": "v2"``) are wrapped in them. ``x_InstanceType`` ←
     the VM size of Virtual Machines lines: AdditionalInfo's ServiceType (``Standard_ND96asr_v4``),
-    else the meter name (``ND96asr v4`` → ``ND96asr_v4``); a scale-set line keeps its ResourceId.
+    else the meter name (``ND96asr v4`` → ``ND96asr_v4``). A scale set's per-VM row (AdditionalInfo
+    VMName ``<set>_<N>``) gets the VM's ARM id ``<set>/virtualMachines/<N>`` as ResourceId, the id
+    its node's provider id names; any other scale-set line keeps the set's id.
 """
 from __future__ import annotations
 
@@ -321,7 +323,7 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "BillingCurrency": "currency",
         "ServiceName": "coalesce(meter_category, service_name)",
         "ServiceCategory": "service_family",
-        "ResourceId": "resource_id",
+        "ResourceId": resource_id_sql(),
         "ResourceName": "resource_name",
         "RegionId": "lower(replace(location, ' ', ''))",
         "SkuId": "sku",
@@ -384,6 +386,22 @@ def tags_sql() -> str:
     """SQL: Tags as a JSON object text: Azure's brace-less ``"k": "v", …`` gets its braces."""
     return ("CASE WHEN tags IS NULL THEN NULL WHEN starts_with(ltrim(tags), '{') THEN tags "
             "ELSE '{' || tags || '}' END")
+
+
+def resource_id_sql() -> str:
+    """SQL: the ResourceId, made the VM's own ARM id on a scale set's per-VM rows.
+
+    Cost details bill a virtual machine scale set one row per VM, meter and day: ResourceId is the
+    set and AdditionalInfo's VMName the VM (``aks-gpu-12345678-vmss_1``). Such a row gets
+    ``<set>/virtualMachines/1``, the id the node's Kubernetes provider id names, so that each VM's
+    hours go to its own node. A row without a VMName of the set's name keeps the set's id."""
+    info = "CASE WHEN json_valid(additional_info) THEN additional_info END"
+    vm = f"coalesce(json_extract_string({info}, '$.VMName'), json_extract_string({info}, '$.vmName'))"
+    scale_set = "regexp_extract(resource_id, '(?i)/virtualmachinescalesets/([^/]+)$', 1)"
+    number = f"regexp_extract({vm}, '_([0-9]+)$', 1)"
+    own = f"lower({vm}) = lower({scale_set}) || '_' || {number}"
+    return (f"CASE WHEN {scale_set} <> '' AND {number} <> '' AND {own} "
+            f"THEN resource_id || '/virtualMachines/' || {number} ELSE resource_id END")
 
 
 def instance_type_sql() -> str:

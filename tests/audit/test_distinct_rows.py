@@ -161,7 +161,8 @@ def _activity(seed: int, n: int = 600) -> pd.DataFrame:
 def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
     from collections import defaultdict
 
-    from audit.gpusplit import GpuSplitter, _gpu_key, table_rows
+    from audit.gpusplit import GpuSplitter, _gpu_key
+    from audit.table_rows import table_rows
 
     frame = _activity(seed)
     old_activity, old_requests = defaultdict(list), defaultdict(list)
@@ -180,7 +181,7 @@ def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
 def test_split_rows_hold_one_object_per_distinct_text_and_time(seed):
     """The GPU split's row lists equal what iterating the columns gave, and a repeated pod name or
     interval start is one Python object however many rows repeat it (memory, not values)."""
-    from audit.gpusplit import _datetimes, column_values
+    from audit.table_rows import column_values, datetimes_of
 
     frame = _table(seed)
     frame.loc[frame.index[::7], "ts"] = pd.NaT
@@ -190,10 +191,10 @@ def test_split_rows_hold_one_object_per_distinct_text_and_time(seed):
         assert len(values) == len(plain)
         assert all(a == b or (a != a and b != b) for a, b in zip(values, plain))  # NaN where missing
         assert len({id(v) for v in values}) == frame[name].nunique(dropna=False)
-    stamps = _datetimes(frame["ts"])
+    stamps = datetimes_of(frame["ts"])
     assert [str(t) for t in stamps] == [str(t) for t in frame["ts"].array.to_pydatetime().tolist()]
     assert len({id(t) for t in stamps}) == frame["ts"].nunique(dropna=False)
-    assert column_values(frame["pod"].iloc[0:0]) == [] == _datetimes(frame["ts"].iloc[0:0])
+    assert column_values(frame["pod"].iloc[0:0]) == [] == datetimes_of(frame["ts"].iloc[0:0])
 
 
 def test_lines_where_takes_the_rows_or_all_of_them_without_a_copy():

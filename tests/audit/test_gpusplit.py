@@ -16,10 +16,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from audit.gpusplit import GpuLines, GpuSplitter, column_values, split_gpus
+from audit.gpusplit import GpuLines, GpuSplitter, split_gpus, taken_in_turn
 from audit.ledger import NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
+from audit.lines import resource_key, vm_key
 from audit.money import CONTEXT
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
+from audit.table_rows import column_values
 from tests.builders import activity, lines_frame, make_case
 
 H0 = pd.Timestamp("2026-09-01T00:00:00Z")
@@ -156,6 +158,34 @@ def test_a_scale_set_line_spreads_over_its_instances_nodes():
     assert splitter.coverage["/subscriptions/s/vmss-1"].node == "vmss-0, vmss-1"
 
 
+def test_a_scale_set_billed_a_row_per_vm_puts_each_row_on_a_node_of_its_own():
+    """A cost details export bills a scale set one row per VM and day; a row that does not name its
+    VM bills one instance of the set. Two such rows of a two-node set (an 8-GPU pod on one, nobody
+    on the other) go one to each node, in turn, never both to the first: before, the idle node's
+    money and time were counted on the busy one."""
+    common = {"resource_id": "/subscriptions/S/vmss-1", "end": H0 + 24 * HOUR, "pricing_quantity": Decimal(24),
+              "consumed_quantity": Decimal(24), "net": Decimal("2400"), "pretax": Decimal("2400"),
+              "priced": Decimal("2400")}
+    rows = [gpu_line(1, **common), gpu_line(2, **common)]
+    acts = [{"node": "vmss-0", "gpu": str(g), "ts": H0 + h * HOUR, "busy_fraction": 0.5, "pod": "etl-0",
+             "namespace": "batch"} for g in range(8) for h in range(24)]
+    splitter = split(rows, acts, {"/subscriptions/s/vmss-1": ("vmss-0", "vmss-1")})
+    ts = H0.to_pydatetime()
+    undeclared, unseen = splitter.groups[(UNDECLARED, ts)], splitter.groups[(NOT_IN_TELEMETRY, ts)]
+    assert (undeclared.gpus, undeclared.paid, undeclared.nodes) == (8, Decimal(100), {"vmss-0"})
+    assert (unseen.gpus, unseen.paid, unseen.nodes) == (8, Decimal(100), {"vmss-1"})
+    assert splitter.coverage["/subscriptions/s/vmss-1"].node == "vmss-0, vmss-1"
+
+
+def test_taken_in_turn_walks_the_set_and_wraps():
+    known = ("a", "b", "c")
+    assert [taken_in_turn(known, 1, t) for t in range(4)] == [["a"], ["b"], ["c"], ["a"]]
+    assert taken_in_turn(known, 2, 1) == ["c", "a"]
+    assert taken_in_turn(known, 3, 5) == ["a", "b", "c"]  # a line of the whole set takes it whole
+    assert taken_in_turn(known, 4, 0) == ["a", "b", "c", ""]  # more instances than nodes named
+    assert taken_in_turn((), 1, 3) == [""]
+
+
 def test_telemetry_naming_more_gpus_than_billed_is_noted_once():
     acts = [{"node": "n1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
             for g in range(3)]
@@ -179,3 +209,11 @@ def test_split_gpus_reads_only_gpu_compute_lines():
     found = split_gpus(case, lines_frame(rows), tele, NodeMap({}, frozenset(), frozenset()))
     assert [g.paid for g in found.groups.values()] == [Decimal("98.32")]
     assert list(found.coverage) == ["i-1"] and found.extra_gpus == frozenset()
+
+
+def test_a_scale_set_vm_is_keyed_by_its_arm_id_on_both_sides():
+    """The node of ``azure://…/virtualMachines/3`` and a cost details row for VM 3 of the set meet."""
+    arm = "/subscriptions/S/resourceGroups/MC_rg/providers/Microsoft.Compute/virtualMachineScaleSets/aks-x-vmss"
+    assert vm_key(f"azure://{arm}/virtualMachines/3") == resource_key(f"{arm}/virtualMachines/3") == (
+        f"{arm}/virtualMachines/3".lower())
+    assert vm_key(f"azure://{arm}") == vm_key("aws:///us-east-1a/i-0abc") == vm_key("") == ""

@@ -185,7 +185,8 @@ def test_gpu_vm_on_a_scale_set_is_gpu_compute(mca):
     assert list(by_row.loc[[1, 2], "resource_class"]) == ["gpu_compute", "gpu_compute"]
     assert set(by_row.loc[[1, 2], "instance_type"]) == {"nd96asr_v4"}
     assert set(by_row.loc[[1, 2], "gpus_per_instance"]) == {8}
-    assert by_row.loc[1, "resource_id"].endswith("/virtualMachineScaleSets/aks-gpu-12345678-vmss")
+    # a scale set's per-VM row (AdditionalInfo VMName aks-gpu-12345678-vmss_0) names its VM
+    assert by_row.loc[1, "resource_id"].endswith("/virtualMachineScaleSets/aks-gpu-12345678-vmss/virtualMachines/0")
     assert by_row.loc[3, "resource_class"] == "commitment_unused"
     assert by_row.loc[5, "resource_class"] == "orchestration"
     assert by_row.loc[6, "resource_class"] == "egress"  # data transfer of a GPU node is not GPU compute
@@ -197,6 +198,29 @@ def test_hundred_hour_blocks_and_tags(mca):
         "Hours", Decimal(72), Decimal("0.6"))
     assert lts["pricing_quantity"] * lts["contracted_unit_price"] == lts["effective_cost"]
     assert json.loads(mca.iloc[0]["tags"]) == {"aks-managed-poolName": "gpu", "env": "prod", "team": "ml"}
+
+
+def test_a_scale_set_row_naming_its_vm_gets_the_vm_s_arm_id(tmp_path):
+    """Cost details bill a scale set one row per VM and day (Microsoft's EA sample does); the VM is
+    in AdditionalInfo's VMName. Its ResourceId becomes the VM's ARM id, the one a Kubernetes
+    ``azure://`` provider id names; a VMName of another set, or without a number, leaves the set's id."""
+    names = {1: "aks-gpu-12345678-vmss_7", 2: "other-vmss_1", 6: "aks-gpu-12345678-vmss"}
+
+    def vm(i, record):
+        if i not in names or "vmss" not in record["ResourceId"]:
+            return record
+        info = json.loads(record["additionalInfo"] or "{}")
+        info.pop("VMName", None)
+        info["vmName" if i == 2 else "VMName"] = names[i]
+        record["additionalInfo"] = json.dumps(info)
+        return record
+    lines = read(rewrite(MCA, tmp_path / "vms.csv", vm)).tables["lines"].set_index("row")
+    scale_set = "/providers/Microsoft.Compute/virtualMachineScaleSets/aks-gpu-12345678-vmss"
+    assert lines.loc[1, "resource_id"].endswith(scale_set + "/virtualMachines/7")
+    assert [lines.loc[r, "resource_id"].endswith(scale_set) for r in (2, 6)] == [True] * 2
+    real = read(AMORTISED).tables["lines"]["resource_id"]
+    per_vm = real[real.str.contains("/virtualMachines/", regex=False)]
+    assert len(per_vm) and per_vm.str.match(r"(?i)^/subscriptions/.+/virtualMachineScaleSets/[^/]+/virtualMachines/\d+$").all()
 
 
 def test_meter_name_gives_the_vm_size_without_additional_info(tmp_path):
