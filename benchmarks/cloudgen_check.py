@@ -8,7 +8,8 @@ that differ by more than a cent. Exit 1 when any bucket, the total, the outside-
 option the truth prices (the consolidation and right-size models' expected monthly savings, METHOD
 §7) is off by more than 0.5 % of the truth's figure and not within a cent of its exact value.
 
-    .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3] [--json OUT]
+    .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3]
+        [--billing focus native] [--json OUT]
 """
 from __future__ import annotations
 
@@ -91,16 +92,16 @@ def compare(document: dict, truth: dict) -> dict:
     return {"figures": figures, "parts": parts, "ok": all(f["ok"] for f in figures)}
 
 
-def check(cloud: str, seed: int, work: Path) -> dict:
-    case_dir = work / f"{cloud}-{seed}"
-    truth = generate(cloud, seed, case_dir)
+def check(cloud: str, seed: int, work: Path, billing: str = "focus") -> dict:
+    case_dir = work / f"{cloud}-{seed}-{billing}"
+    truth = generate(cloud, seed, case_dir, billing=billing)
     result = compare(audit_document(case_dir), truth)
-    return {"cloud": cloud, "seed": seed, **result}
+    return {"cloud": cloud, "seed": seed, "billing": billing, **result}
 
 
 def print_result(result: dict) -> None:
     status = "ok" if result["ok"] else "FAIL"
-    print(f"\n{result['cloud'].upper()} seed {result['seed']}: {status}")
+    print(f"\n{result['cloud'].upper()} seed {result['seed']} ({result['billing']} billing): {status}")
     print(f"  {'figure':<18} {'audit':>12} {'truth':>12} {'rel. error':>11}")
     for f in result["figures"]:
         err = "inf" if f["error"] is None else f"{Decimal(f['error']) * 100:.3f} %"
@@ -113,17 +114,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clouds", nargs="+", choices=CLOUDS, default=list(CLOUDS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--billing", nargs="+", choices=("focus", "native"), default=["focus"],
+                        help="the billing file each case is written with: the provider's FOCUS CSV, its own "
+                             "export format (GCP detailed export, CUR 2.0, Azure cost details), or both")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="cloudgen-") as tmp:
         for cloud in args.clouds:
             for seed in args.seeds:
-                results.append(check(cloud, seed, Path(tmp)))
-                print_result(results[-1])
+                for billing in args.billing:
+                    results.append(check(cloud, seed, Path(tmp), billing))
+                    print_result(results[-1])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    failed = [f"{r['cloud']} seed {r['seed']}" for r in results if not r["ok"]]
+    failed = [f"{r['cloud']} seed {r['seed']} ({r['billing']})" for r in results if not r["ok"]]
     print(f"\n{len(results) - len(failed)} of {len(results)} cases within 0.5 % on every figure"
           + (f"; off: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

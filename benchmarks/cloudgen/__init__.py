@@ -1,7 +1,8 @@
 """cloudgen: seeded GKE, AKS and EKS cases in the providers' own formats, each with its truth.
 
 A standalone generator for measuring costaudit on clusters it has never seen. For one cloud and one
-seed it writes a complete case folder: a FOCUS CSV as that provider exports it, an OpenMetrics file
+seed it writes a complete case folder: a FOCUS CSV as that provider exports it (or, with
+``billing="native"``, the same lines in its own export format: native.py), an OpenMetrics file
 as dcgm-exporter, kube-state-metrics and vLLM write it, a kernel profile (a copy of a public trace),
 ``case.toml`` and ``truth.json``: the bucket totals of METHOD sections 2-3, computed from the hidden
 states the files were made from (every GPU-interval's busy fraction, holder and cost), never by

@@ -1,4 +1,5 @@
-"""``python -m benchmarks.cloudgen --cloud gke|aks|eks --seed N --out DIR``: write one case folder."""
+"""``python -m benchmarks.cloudgen --cloud gke|aks|eks --seed N --out DIR [--billing native]``: write one case
+folder."""
 from __future__ import annotations
 
 import argparse
@@ -16,10 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=None, help="the chat profile trace (default: found)")
     parser.add_argument("--no-profile", action="store_true",
                         help="write no [[profiles]]: every service's kernel-active cost is unattributed")
+    parser.add_argument("--billing", choices=("focus", "native"), default="focus",
+                        help="the provider's FOCUS CSV (default) or its own export format: GCP detailed export, "
+                             "CUR 2.0, Azure EA cost details (same lines, same truth)")
     args = parser.parse_args(argv)
     from benchmarks.cloudgen.generate import generate
 
-    truth = generate(args.cloud, args.seed, args.out, args.trace, not args.no_profile)
+    truth = generate(args.cloud, args.seed, args.out, args.trace, not args.no_profile, args.billing)
     buckets = ", ".join(f"{k} {v['amount']}" for k, v in truth["buckets"].items())
     print(f"wrote {args.out}: total {truth['total']} {truth['currency']}; {buckets}; "
           f"outside scope {truth['outside_scope']['amount']}")

@@ -18,8 +18,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from benchmarks.cloudgen.cloud import CloudCase, daily
+from benchmarks.cloudgen.cloud import CloudCase, NativeBilling, daily
 from benchmarks.cloudgen.focus import FOCUS_12, tags
+from benchmarks.cloudgen.native import ea_export
 from benchmarks.cloudgen.world import HOURS, Node, World, draw_activity, layout
 
 CLUSTER, RG, REGION, REGION_NAME = "aks-inference", "rg-inference", "eastus", "East US"
@@ -35,6 +36,10 @@ SIZES = {  # VM size: (GPUs, DCGM modelName, meter subcategory, meter name, $/h)
                                  Decimal("3.673")),
     "Standard_D8ads_v5": (0, "", "Dadsv5 Series", "D8ads v5", Decimal("0.412")),
 }
+CONSUMED_SERVICES = {"microsoft.compute": "Microsoft.Compute", "microsoft.network": "Microsoft.Network",
+                     "microsoft.containerservice": "Microsoft.ContainerService",
+                     "microsoft.operationalinsights": "Microsoft.OperationalInsights",
+                     "microsoft.storage": "Microsoft.Storage"}
 POOLS: list[tuple[str, str, str, list[list[str]]]] = [  # (pool, VM size, zone, holders per GPU of each instance)
     ("h100pool", "Standard_ND96isr_H100_v5", "eastus-1",
      [["chat"] * 8, ["chat"] * 5 + ["undeclared", "free", "free"]]),
@@ -65,6 +70,9 @@ def usage(subscription: str, service: str, category: str, meter_category: str, m
         "x_SkuMeterName": meter, "x_PricingUnitDescription": unit_description, "x_PricingBlockSize": 1,
         "x_SkuRegion": "US East", "x_BillingProfileId": "8611537", "x_SkuServiceFamily": extra.pop("family", "Compute"),
     }
+    # what the cost details export carries and FOCUS does not (not written to the FOCUS file)
+    row.update({"_arm_id": resource_id, "_resource_group": resource_group,
+                "_consumed_service": CONSUMED_SERVICES[arm_type.split("/")[0]]})
     digest = hashlib.sha256(f"{meter_category}|{meter}".encode()).hexdigest()
     row["x_SkuMeterId"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     row["SkuId"] = row["SkuPriceId"] = f"DZH318Z0{digest[:4].upper()}"
@@ -151,8 +159,10 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "(1 A100 each, one free), a D8ads_v5 system pool of 2; each scale set billed by one daily line; "
                "AKS Standard tier, NAT Gateway, Load Balancer, Log Analytics, Bandwidth; a storage account of "
                f"subscription {other} outside the scope.")
+    native = NativeBilling("billing/ea_amortized_2026-09.csv", "azure", ea_export(lines),
+                           options=(("view", '"amortized"'),))
     return CloudCase(world, lines, FOCUS_12 + X_COLUMNS, stamp, "billing/focus_azure.csv", "USD",
-                     [f"/subscriptions/{sub}"], summary, identities)
+                     [f"/subscriptions/{sub}"], summary, identities, native)
 
 
 def _gb(rng: np.random.Generator, mean: float) -> Decimal:

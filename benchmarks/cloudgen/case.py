@@ -8,7 +8,15 @@ TELEMETRY_FILE = "telemetry/metrics.om.gz"
 PROFILE_FILE = f"profiles/{prof.NAME}"
 
 
-def case_toml(cc: CloudCase, with_profile: bool) -> str:
+def billing_block(cc: CloudCase, native: bool) -> list[str]:
+    if not native:
+        return ["[[billing]]", 'name = "focus"', 'format = "focus"', f'path = "{cc.billing_file}"', ""]
+    assert cc.native is not None
+    return ["[[billing]]", f'name = "{cc.native.format}"', f'format = "{cc.native.format}"',
+            f'path = "{cc.native.read or cc.native.path}"', *(f"{k} = {v}" for k, v in cc.native.options), ""]
+
+
+def case_toml(cc: CloudCase, with_profile: bool, native: bool = False) -> str:
     w = cc.world
     accounts = ", ".join(f'"{a}"' for a in cc.accounts)
     out = [
@@ -31,11 +39,7 @@ def case_toml(cc: CloudCase, with_profile: bool) -> str:
         "[scope]",
         f"accounts = [{accounts}]",
         "",
-        "[[billing]]",
-        'name = "focus"',
-        'format = "focus"',
-        f'path = "{cc.billing_file}"',
-        "",
+        *billing_block(cc, native),
         "[[telemetry]]",
         'name = "prometheus-export"',
         'format = "openmetrics"',
@@ -61,7 +65,7 @@ def case_toml(cc: CloudCase, with_profile: bool) -> str:
     return "\n".join(out)
 
 
-def provenance(cc: CloudCase, with_profile: bool) -> str:
+def provenance(cc: CloudCase, with_profile: bool, native: bool = False) -> str:
     w = cc.world
     lines = [
         f"# Provenance of this case ({w.cloud.upper()}, seed {w.seed})",
@@ -69,8 +73,11 @@ def provenance(cc: CloudCase, with_profile: bool) -> str:
         "Every file except the profile is synthetic, written by `python -m benchmarks.cloudgen` (stdlib + numpy; it "
         "imports nothing of costaudit). Same cloud and seed, same bytes.",
         "",
-        f"- `{cc.billing_file}`: the provider's FOCUS CSV dialect (see the module docstring of "
-        f"`benchmarks/cloudgen/{w.cloud}.py`): real service, SKU and meter names; illustrative list prices.",
+        (f"- `{cc.native.path}`: the provider's own export format (`benchmarks/cloudgen/native.py`), the same "
+         "lines the FOCUS CSV of this seed holds: real service, SKU and meter names; illustrative list prices."
+         if native and cc.native else
+         f"- `{cc.billing_file}`: the provider's FOCUS CSV dialect (see the module docstring of "
+         f"`benchmarks/cloudgen/{w.cloud}.py`): real service, SKU and meter names; illustrative list prices."),
         f"- `{TELEMETRY_FILE}`: OpenMetrics text: dcgm-exporter `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, kube-state-metrics "
         "`kube_node_info` / `kube_node_labels` / `kube_pod_info` / `kube_pod_container_resource_requests`, vLLM "
         "counters; 15-minute samples; gzip with mtime 0.",

@@ -13,6 +13,17 @@ from benchmarks.cloudgen.focus import Line
 from benchmarks.cloudgen.world import HOURS, World
 
 
+@dataclass(frozen=True)
+class NativeBilling:
+    """The case's lines in the provider's own export format (benchmarks/cloudgen/native.py)."""
+
+    path: str                     # the file, relative to the case folder
+    format: str                   # the [[billing]] format that reads it
+    data: bytes
+    read: str = ""                # what case.toml points at (an export folder), when not the file
+    options: tuple[tuple[str, str], ...] = ()   # further [[billing]] keys, TOML values
+
+
 @dataclass
 class CloudCase:
     world: World
@@ -25,6 +36,7 @@ class CloudCase:
     summary: str                  # one paragraph for case.toml and PROVENANCE.md
     #: per node: the identifiers each side carries (telemetry provider_id, billing ResourceId / Name)
     identities: list[dict] = field(default_factory=list)
+    native: NativeBilling | None = None
 
 
 def hourly(cls: str, quantity: Decimal, price: Decimal, columns: dict, nodes: tuple[int, ...] = ()) -> list[Line]:

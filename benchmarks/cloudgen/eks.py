@@ -12,8 +12,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from benchmarks.cloudgen.cloud import CloudCase, at, daily, gigabytes, hex_id, hourly, sku_id
+from benchmarks.cloudgen.cloud import CloudCase, NativeBilling, at, daily, gigabytes, hex_id, hourly, sku_id
 from benchmarks.cloudgen.focus import FOCUS_12, tags
+from benchmarks.cloudgen.native import cur2_export
 from benchmarks.cloudgen.world import Node, World, draw_activity, layout
 
 PAYER, ACCOUNT, OTHER = "999999999999", "111111111111", "222222222222"
@@ -133,5 +134,8 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "09:00-12:00), embed on 1 x g6e.12xlarge (3 of 4 L40S), 2 x c7i.2xlarge CPU gateways; EKS "
                "control plane, 2 NAT gateways, 2 ALBs, CloudWatch, data transfer out; account "
                f"{OTHER} (one m7i.xlarge) outside the scope. EC2 billed per instance-hour.")
-    return CloudCase(world, lines, COLUMNS, stamp, "billing/focus_aws.csv", "USD", [ACCOUNT], summary, identities)
+    export = "billing/cur2/inference-prod/data/BILLING_PERIOD=2026-09/inference-prod-00001.csv.gz"
+    native = NativeBilling(export, "cur", cur2_export(lines), read="billing/cur2/inference-prod/")
+    return CloudCase(world, lines, COLUMNS, stamp, "billing/focus_aws.csv", "USD", [ACCOUNT], summary, identities,
+                     native)
 

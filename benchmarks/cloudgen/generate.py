@@ -28,24 +28,33 @@ def gzip_bytes(data: bytes) -> bytes:
     return buf.getvalue()
 
 
-def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_profile: bool = True) -> dict:
-    """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth."""
+def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_profile: bool = True,
+             billing: str = "focus") -> dict:
+    """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth. ``billing`` is
+    ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py)."""
     decimal.getcontext().prec = 60
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395
     rng = np.random.default_rng([seed, SALT[cloud]])
     cc = BUILDERS[cloud](seed, rng, services(kps))
-    billing = write_csv(cc.lines, cc.columns, cc.stamp, {"BillingPeriodStart": "start", "BillingPeriodEnd": "end"})
+    if billing == "native":
+        if cc.native is None:
+            raise ValueError(f"{cloud}: no native billing format")
+        billing_file, billing_bytes = cc.native.path, cc.native.data
+    else:
+        billing_file = cc.billing_file
+        billing_bytes = write_csv(cc.lines, cc.columns, cc.stamp,
+                                  {"BillingPeriodStart": "start", "BillingPeriodEnd": "end"})
     truth = compute_truth(cc.world, cc.lines, profile, {
         "cloud": cloud, "case": f"cloudgen-{cloud}-seed{seed}", "currency": cc.currency,
         "window": {"start": "2026-09-01T00:00:00Z", "end": "2026-09-02T00:00:00Z"}, "cost_basis": "effective",
         "scope_accounts": cc.accounts, "identities": cc.identities})
     files = {
-        "case.toml": case_toml(cc, with_profile).encode(),
-        cc.billing_file: billing,
+        "case.toml": case_toml(cc, with_profile, billing == "native").encode(),
+        billing_file: billing_bytes,
         TELEMETRY_FILE: gzip_bytes(write_telemetry(cc.world)),
         "truth.json": (json.dumps(truth, indent=2, sort_keys=True) + "\n").encode(),
-        "PROVENANCE.md": provenance(cc, with_profile).encode(),
+        "PROVENANCE.md": provenance(cc, with_profile, billing == "native").encode(),
     }
     if profile:
         files[PROFILE_FILE] = profile.path.read_bytes()

@@ -19,8 +19,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from benchmarks.cloudgen.cloud import CloudCase, at, daily, gigabytes, hourly
+from benchmarks.cloudgen.cloud import CloudCase, NativeBilling, at, daily, gigabytes, hourly
 from benchmarks.cloudgen.focus import FOCUS_10, tags
+from benchmarks.cloudgen.native import GcpIds, gcp_export
 from benchmarks.cloudgen.world import HOURS, Node, World, draw_activity, layout
 
 BILLING_ACCOUNT, PROJECT, OTHER = "01A2B3-C4D5E6-F7A8B9", "acme-inference-prod", "acme-analytics"
@@ -45,6 +46,7 @@ PLAN = [  # (machine type, zone, node pool, holders per GPU)
     ("n2-standard-8", "us-central1-a", "default-pool", []),
     ("n2-standard-8", "us-central1-b", "default-pool", []),
 ]
+PROJECT_NUMBERS = {PROJECT: "480216739054", OTHER: "733905128846"}
 SERVICE_IDS = {"Compute Engine": "6F81-5844-456A", "Kubernetes Engine": "CCD8-9BF1-090E",
                "Networking": "E505-1604-58F8", "Cloud Logging": "5490-F7B7-8DF6"}
 
@@ -152,7 +154,11 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "09:00-12:00), embed on 1 x g2-standard-48 (3 of 4 L4), 2 x n2-standard-8 CPU nodes; machines "
                "billed in parts (Core, Ram, GPU SKUs); GKE cluster fee, Cloud NAT, load balancing, internet "
                f"egress, Cloud Logging; project {OTHER} (one n2 VM) outside the scope.")
-    return CloudCase(world, lines, FOCUS_10, stamp, "billing/focus_gcp.csv", "USD", [PROJECT], summary, identities)
+    machines = {nd.name: nd.instance_type for nd in (*nodes, other)}
+    export = gcp_export(lines, GcpIds(SERVICE_IDS, PROJECT_NUMBERS, machines, {k: v[1] for k, v in MACHINES.items()}))
+    native = NativeBilling("billing/gcp_billing_export_resource_v1.jsonl", "gcp_billing", export)
+    return CloudCase(world, lines, FOCUS_10, stamp, "billing/focus_gcp.csv", "USD", [PROJECT], summary, identities,
+                     native)
 
 
 def _per_gib(rng: np.random.Generator, cls: str, description: str, price: Decimal, mean: float, **extra) -> list:

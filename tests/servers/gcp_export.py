@@ -164,8 +164,10 @@ def write_parquet(rows: list[dict], path: Path, *, detailed: bool = True) -> Pat
     return path
 
 
-def bq_schema(*, detailed: bool = True, numeric: bool = False):
-    """The export's BigQuery schema (FLOAT64 money as exported, or NUMERIC)."""
+def bq_schema(*, detailed: bool = True, numeric: bool = False, full: bool = False):
+    """The export's BigQuery schema (FLOAT64 money as exported, or NUMERIC); ``full`` adds the
+    columns the connector does not read (project labels and ancestry, tags, price, cost_at_list,
+    transaction_type, seller_name, export_time, adjustment_info), as the real table has them."""
     from google.cloud.bigquery import SchemaField as F
 
     money = "NUMERIC" if numeric else "FLOAT"
@@ -187,4 +189,16 @@ def bq_schema(*, detailed: bool = True, numeric: bool = False):
                 fields=[F("name", "STRING"), F("amount", money), F("full_name", "STRING"),
                         F("id", "STRING"), F("type", "STRING")]),
               F("invoice", "RECORD", fields=[F("month", "STRING")]), F("cost_type", "STRING")]
+    if full:
+        fields[5] = F("project", "RECORD", fields=[F("id", "STRING"), F("number", "STRING"), F("name", "STRING"),
+                                                   F("labels", "RECORD", mode="REPEATED", fields=kv),
+                                                   F("ancestry_numbers", "STRING")])
+        fields += [F("tags", "RECORD", mode="REPEATED", fields=[*kv, F("inherited", "BOOLEAN"),
+                                                                 F("namespace", "STRING")]),
+                   F("export_time", "TIMESTAMP"), F("cost_at_list", money), F("transaction_type", "STRING"),
+                   F("seller_name", "STRING"),
+                   F("adjustment_info", "RECORD", fields=[F(k, "STRING") for k in ("id", "description", "mode",
+                                                                                      "type")]),
+                   F("price", "RECORD", fields=[F("effective_price", money), F("tier_start_amount", money),
+                                                F("unit", "STRING"), F("pricing_unit_quantity", money)])]
     return [f for f in fields if detailed or f.name != "resource"]

@@ -12,13 +12,18 @@ cites it, and the line ids, replaced by their position among the lines before th
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from audit.audit_json import to_dict
 from audit.collected import Collected
 from audit.pipeline import audit_collected
+from benchmarks.cloudgen.generate import generate
 from tests.builders import make_case
 from tests.connectors.billing.test_gcp_billing import (  # noqa: F401 (fixtures)
     DETAILED,
@@ -28,7 +33,14 @@ from tests.connectors.billing.test_gcp_billing import (  # noqa: F401 (fixtures)
     local_files,
     rows,
 )
-from tests.servers.gcp_export import JUNE, MAY
+from tests.paths import ROOT
+from tests.servers.bigquery import DATASET, PROJECT, client_for, load_table
+from tests.servers.gcp_export import JUNE, MAY, bq_schema
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from cloudgen_check import audit_document, compare  # noqa: E402
+
+sys.path.remove(str(ROOT / "benchmarks"))
 
 pytestmark = pytest.mark.services
 
@@ -62,3 +74,56 @@ def test_the_audit_from_bigquery_equals_the_audit_of_the_local_export(from_bigqu
     doc = json.loads(through_bigquery)
     assert doc["invoice_total"] == doc["total"] and float(doc["total"]) > 1000
     assert doc["coverage"]["paid_gpu_hours"] not in (None, "0.00")
+
+
+# ---- a held-out-style case: cloudgen's GKE day in the detailed export, with telemetry and a profile ----
+
+CLOUDGEN_TABLE = f"{PROJECT}.{DATASET}.gcp_billing_export_resource_v1_01A2B3_C4D5E6_F7A8B9"
+
+
+@pytest.fixture(scope="module")
+def gke_day(tmp_path_factory):
+    """cloudgen's GKE case (seed 5) written with the GCP detailed export as its billing file."""
+    folder = tmp_path_factory.mktemp("gke-native") / "case"
+    return folder, generate("gke", 5, folder, billing="native")
+
+
+def through_bigquery(folder: Path, target: Path, port: int) -> Path:
+    """A copy of the case whose billing source is the export table in the emulator."""
+    shutil.copytree(folder, target)
+    toml = (target / "case.toml").read_text()
+    local = 'path = "billing/gcp_billing_export_resource_v1.jsonl"'
+    assert local in toml
+    (target / "case.toml").write_text(toml.replace(local, f'table = "{CLOUDGEN_TABLE}"\nproject = "{PROJECT}"\n'
+                                                          f'api_endpoint = "http://127.0.0.1:{port}"'))
+    (target / "billing" / "gcp_billing_export_resource_v1.jsonl").unlink()
+    return target
+
+
+def comparable_text(document: dict, read: str) -> str:
+    """audit.json without ``sources``, the name of what was read (and the row numbers a line id
+    appends to it) replaced."""
+    text = json.dumps({k: v for k, v in document.items() if k != "sources"}, sort_keys=True)
+    return re.sub(re.escape(read) + r"(:\d+)?", "<source>", text)
+
+
+def test_a_held_out_style_gke_case_through_bigquery_equals_its_local_export(emulator, gke_day, tmp_path):
+    """Issue 18's bar on a generated case: the whole audit (telemetry, the profile, the GPU split and
+    the options) gives the same audit.json whether its detailed export is a local NDJSON file or a
+    BigQuery table, and both are the case's truth to the cent."""
+    folder, truth = gke_day
+    export = folder / "billing" / "gcp_billing_export_resource_v1.jsonl"
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    client = client_for(emulator)
+    try:
+        client.create_dataset(f"{PROJECT}.{DATASET}", exists_ok=True)
+        load_table(client, CLOUDGEN_TABLE, records, bq_schema(full=True))
+    finally:
+        client.close()
+    remote = through_bigquery(folder, tmp_path / "bigquery", emulator)
+    local_doc, remote_doc = audit_document(folder), audit_document(remote)
+    assert CLOUDGEN_TABLE in json.dumps(remote_doc["sources"]) and str(export) not in json.dumps(remote_doc["sources"])
+    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(export))
+    result = compare(remote_doc, truth)
+    assert result["ok"] and not result["parts"], result
+    assert remote_doc["coverage"]["paid_gpu_hours"] == "480.00" and float(remote_doc["total"]) > 1000
