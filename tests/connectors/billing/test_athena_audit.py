@@ -9,18 +9,37 @@ documents are audit.json as ``costaudit run`` writes it, the two sources named a
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import json
+import re
+import shutil
+import sys
 from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
 
+import boto3
+import duckdb
 import pytest
 
 from audit.audit_json import to_dict
 from audit.collected import Collected
 from audit.pipeline import audit_collected
+from benchmarks.cloudgen.generate import generate
 from connectors.base import ReadContext, SourceSpec
+from connectors.billing import cur_aggregate as agg
+from connectors.duck import prepare
 from connectors.registry import resolve
 from tests.builders import make_case, read_cur_once
 from tests.connectors.billing.test_athena import glue, proxy  # noqa: F401 (fixtures)
-from tests.servers.athena import DEC2018, MONTH, local_rows, options, seed
+from tests.paths import ROOT
+from tests.servers.athena import DATABASE, DEC2018, MONTH, local_rows, options, seed
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from cloudgen_check import audit_document, compare  # noqa: E402
+
+sys.path.remove(str(ROOT / "benchmarks"))
 
 pytestmark = pytest.mark.services
 
@@ -49,3 +68,98 @@ def test_the_audit_through_athena_equals_the_audit_of_the_local_file(moto, glue,
     assert through_athena["invoice_total"] == "408.38"
     assert through_athena["total"] == "539.85"  # effective cost: the amortised commitments
     assert sum(1 for b in through_athena["buckets"].values() if b["parts"]) >= 2
+
+
+# ---- a held-out-style case: cloudgen's EKS day as a CUR 2.0 export, with telemetry and a profile ----
+
+EKS_TABLE = "cloudgen_eks"
+CUR2_MAPS = ("product", "resource_tags", "cost_category", "discount")
+
+
+@pytest.fixture(scope="module")
+def eks_day(tmp_path_factory):
+    """cloudgen's EKS case (seed 5) written with a CUR 2.0 data export as its billing file."""
+    folder = tmp_path_factory.mktemp("eks-native") / "case"
+    return folder, generate("eks", 5, folder, billing="native")
+
+
+def glue_type(name: str) -> str:
+    """A CUR 2.0 column's type in its Athena table (maps, doubles, timestamps, strings)."""
+    if name in CUR2_MAPS:
+        return "map<string,string>"
+    if name.endswith("_date"):
+        return "timestamp"
+    numeric = ("cost", "rate", "amount", "factor", "fee", "quantity", "value", "commitment")
+    if any(word in name for word in numeric) and not name.endswith(("_code", "_id", "_type", "_option", "_term")):
+        return "double"
+    return "string"
+
+
+def athena_view(path: Path) -> tuple[list[tuple[str, str]], str]:
+    """The export's columns as Glue types them, and a DuckDB SELECT that holds the file as Athena
+    would (maps as MAP, money as DOUBLE, usage dates as UTC timestamps)."""
+    with gzip.open(path, "rt", newline="") as handle:
+        header = next(csv.reader(handle))
+    columns = [(name, glue_type(name)) for name in header]
+    cast = {"map<string,string>": "CAST(CAST(NULLIF({c}, '') AS JSON) AS MAP(VARCHAR, VARCHAR))",
+            "double": "CAST(NULLIF({c}, '') AS DOUBLE)",
+            "timestamp": "CAST(replace(replace(NULLIF({c}, ''), 'T', ' '), 'Z', '') AS TIMESTAMP)",
+            "string": "NULLIF({c}, '')"}
+    select = ", ".join(f"{cast[kind].format(c=name)} AS {name}" for name, kind in columns)
+    return columns, f"SELECT {select} FROM read_csv('{path}', all_varchar = true, header = true)"
+
+
+def seed_cloudgen_table(moto, path: Path, window) -> None:
+    """The Glue table of the export in moto, and Athena's answer to the connector's query: the
+    DuckDB rendering of that query over the same rows (moto runs no SQL)."""
+    columns, select = athena_view(path)
+    client = boto3.client("glue", endpoint_url=moto.url, region_name="us-east-1")
+    try:
+        try:
+            client.delete_table(DatabaseName=DATABASE, Name=EKS_TABLE)
+        except client.exceptions.EntityNotFoundException:
+            pass
+        client.create_table(DatabaseName=DATABASE, TableInput={
+            "Name": EKS_TABLE, "TableType": "EXTERNAL_TABLE",
+            "StorageDescriptor": {"Columns": [{"Name": n, "Type": t} for n, t in columns]}})
+    finally:
+        client.close()
+    tree = agg.aggregate_query(agg.plan(columns), *window)
+    with duckdb.connect() as con:
+        prepare(con)
+        con.execute(f"CREATE VIEW cur AS {select}")
+        rows = con.execute(agg.render(tree, "duckdb", "cur")).fetchall()
+    seed(moto, [e.alias_or_name for e in tree.expressions], [tuple(None if v is None else str(v) for v in r)
+                                                             for r in rows])
+
+
+def test_a_held_out_style_eks_case_through_athena_equals_its_local_export(moto, glue, proxy, eks_day,  # noqa: F811
+                                                                          tmp_path):
+    """Issue 18's bar on a generated case: the whole audit (telemetry, the profile, the GPU split and
+    the options) gives the same audit.json whether its CUR 2.0 export is read as files (``cur``) or
+    queried in place (``athena``), and both are the case's truth to the cent."""
+    folder, truth = eks_day
+    export = next((folder / "billing").rglob("*.csv.gz"))
+    seed_cloudgen_table(moto, export, (datetime(2026, 9, 1, tzinfo=timezone.utc),
+                                       datetime(2026, 9, 2, tzinfo=timezone.utc)))
+    remote = tmp_path / "athena"
+    shutil.copytree(folder, remote)
+    toml = (remote / "case.toml").read_text()
+    local = 'format = "cur"\npath = "billing/cur2/inference-prod/"'
+    assert local in toml
+    athena_source = "\n".join(f"{k} = {json.dumps(v)}" for k, v in
+                              options(proxy.url, table=f"{DATABASE}.{EKS_TABLE}").items())
+    (remote / "case.toml").write_text(toml.replace(local, f'format = "athena"\n{athena_source}'))
+    shutil.rmtree(remote / "billing")
+    local_doc, remote_doc = audit_document(folder), audit_document(remote)
+    assert [s["format"] for s in remote_doc["sources"] if s["kind"] == "billing"] == ["athena"]
+    assert comparable_text(remote_doc) == comparable_text(local_doc)
+    result = compare(remote_doc, truth)
+    assert result["ok"] and not result["parts"], result
+    assert float(remote_doc["total"]) > 1000 and remote_doc["coverage"]["paid_gpu_hours"] == "480.00"
+
+
+def comparable_text(document: dict) -> str:
+    """audit.json without ``sources``; a line id (the file, or the query's result row) as <line>."""
+    text = json.dumps({k: v for k, v in document.items() if k != "sources"}, sort_keys=True)
+    return re.sub(r"[\w./=-]+\.csv\.gz:\d+(:unused)?|athena:[\w:.-]+", "<line>", text)
