@@ -61,7 +61,7 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
 #: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end
 #: (every row take of the full table copies each of its text columns)
 WORK_COLUMNS = ["commitment_discount_id", "effective_cost", "list_cost", "pricing_quantity", "resource_id",
-                "sub_account_id", "billing_account_id", "charge_category"]
+                "sub_account_id", "billing_account_id", "charge_category", "service_name", "sku_id", "start", "end"]
 
 
 def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover]]:
@@ -150,11 +150,14 @@ def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
 
 
 class _Targets:
-    """Which charges an adjustment applies to, looked up once per resource / account.
+    """Which charges an adjustment applies to, looked up once per resource / account, narrowest first.
 
-    A credit naming a resource applies to that resource's charges; otherwise (and for a resource
-    with no charge) to its account's usage, pro rata. Tax applies to every charge of its account.
-    The account is the line's SubAccountId, else its BillingAccountId.
+    A credit naming a resource applies to that resource's charges of its SKU during its charge period
+    (a GCP or CUR credit rides on the charge and hour it discounts), else to the resource's charges
+    during that period, else to all that resource's charges; otherwise (and for a resource with no
+    charge) to its account's usage, pro rata. Tax applies to the charges
+    of its account and service (a CUR or FOCUS tax line names the service it taxes), else to every
+    charge of its account. The account is the line's SubAccountId, else its BillingAccountId.
     """
 
     def __init__(self, charges: pd.DataFrame):
@@ -163,6 +166,11 @@ class _Targets:
         self.sub = charges.groupby("sub_account_id", sort=False).indices
         self.billing = charges.groupby("billing_account_id", sort=False).indices
         self.usage = (charges["charge_category"] == "Usage").to_numpy()
+        self.charges = charges
+        self.services: dict[str, dict] = {}  # account kind -> (account, service) -> positions, when asked
+        self.sku = charges["sku_id"].to_numpy(dtype=object)
+        self.start = charges["start"].to_numpy(dtype="datetime64[ns]")
+        self.end = charges["end"].to_numpy(dtype="datetime64[ns]")
 
     def _account(self, line) -> tuple[str, object]:
         if line["sub_account_id"]:
@@ -171,18 +179,44 @@ class _Targets:
 
     def of_credit(self, line) -> tuple:
         if line["resource_id"] and line["resource_id"] in self.resource:
-            return ("resource", line["resource_id"])
+            return ("resource", line["resource_id"], _utc(line["start"]), _utc(line["end"]), line["sku_id"])
         return self._account(line) + ("usage",)
 
     def of_tax(self, line) -> tuple:
-        return self._account(line)
+        return self._account(line) + ("service", line["service_name"])
 
-    def positions(self, key: tuple):
-        """Row positions (in ``charges``) of the charges a key names."""
+    def candidates(self, key: tuple):
+        """Row positions (in ``charges``) of the charges a key names: the narrowest set first."""
         kind, value = key[0], key[1]
         table = {"resource": self.resource, "sub": self.sub, "billing": self.billing}[kind]
         found = table.get(value, np.array([], dtype=int))
-        return found[self.usage[found]] if key[-1] == "usage" else found
+        if kind == "resource":
+            start, end, sku = key[2], key[3], key[4]
+            during = found[(self.start[found] < end) & (self.end[found] > start)]
+            if sku:
+                same = during[self.sku[during] == sku]
+                if len(same) < len(during):
+                    yield same
+            if len(during) < len(found):
+                yield during
+        elif key[-1] == "usage":
+            found = found[self.usage[found]]
+        elif key[-2] == "service":
+            same = self._of_service(kind).get((value, key[-1]), np.array([], dtype=int))
+            if len(same) < len(found):
+                yield same
+        yield found
+
+    def _of_service(self, kind: str) -> dict:
+        if kind not in self.services:
+            account = "sub_account_id" if kind == "sub" else "billing_account_id"
+            self.services[kind] = self.charges.groupby([account, "service_name"], sort=False).indices
+        return self.services[kind]
+
+
+def _utc(value) -> np.datetime64:
+    """A line's period bound as the naive UTC datetime64 the charges' bounds are held in."""
+    return np.datetime64(pd.Timestamp(value).value, "ns")
 
 
 def _spread_adjustments(charges, adjustments, amount, targets: _Targets, key_of, leftovers) -> list[Decimal]:
@@ -201,9 +235,11 @@ def _spread_adjustments(charges, adjustments, amount, targets: _Targets, key_of,
     gross, commitment = list(charges["gross"]), list(charges["commitment"])
     spread_over: set[tuple] = set()
     for key, total in totals.items():
-        where = targets.positions(key)
-        weights = [gross[p] + commitment[p] for p in where]
-        if not weights or dsum(weights) == 0:
+        for where in targets.candidates(key):  # the narrowest set the adjustment can be spread over
+            weights = [gross[p] + commitment[p] for p in where]
+            if weights and dsum(weights) != 0:
+                break
+        else:
             continue
         spread_over.add(key)
         for p, share in zip(where, split_evenly(total, weights)):

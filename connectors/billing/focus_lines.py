@@ -130,6 +130,8 @@ def grouped_sql(con, columns: Columns) -> str:
       becomes one line over the run. Spread evenly over its hours, the run gives every hour what
       its own line gave, so the GPU-intervals do not change. A line repeated for the same period
       stays a line of its own (it would join hours that are not consecutive).
+      Lines of a resource that has a credit (refund, adjustment) keep their own periods: a credit
+      nets into the hours it names (audit.adjust), which a run over the day would hide.
     * Every other line is summed per UTC day of its start with the lines identical in every other
       column: no stage uses the hour of a line that bills no GPU (it is classified by its columns
       and counted over the window).
@@ -143,7 +145,7 @@ def grouped_sql(con, columns: Columns) -> str:
     # A line repeated for the same hour (two identical lines, 00:00 twice) is no part of a run: numbered
     # with the others, it would make lines that are not consecutive agree (00:00, 00:00, 02:00 gives
     # -1 h, -2 h, -1 h) and spread their money over an hour neither bills. Each repeat stays a line of its own.
-    island = (f"CASE WHEN _repeats > 1 THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
+    island = (f"CASE WHEN _repeats > 1 OR _credited THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
               f"row_number() OVER (PARTITION BY {same}, _repeats > 1 ORDER BY p_start, rn) END")
     repeats = f"count(*) OVER (PARTITION BY {same}, p_start) AS _repeats"
     sums = [f"{sum_text_sql(column)} AS {column}" for column in SUMMED]
@@ -158,6 +160,10 @@ def grouped_sql(con, columns: Columns) -> str:
     FROM marked WHERE NOT _timed
     GROUP BY {', '.join(keys)}, epoch(date_trunc('day', p_start))
     """
+
+
+#: the charge categories whose lines net into the charges of their resource and period (audit.adjust)
+CREDITED = "'Credit', 'Refund', 'Adjustment'"
 
 
 def mark_timed(con, columns: Columns) -> None:
@@ -188,9 +194,11 @@ def mark_timed(con, columns: Columns) -> None:
                (SELECT DISTINCT {listed} FROM seen)))),
     timed AS (SELECT seen.resource_id, rules.*,
                      CASE WHEN seen.resource_id <> '' THEN bool_or(_gpu) OVER (PARTITION BY seen.resource_id)
-                     ELSE _gpu END AS _timed
+                     ELSE _gpu END AS _timed,
+                     seen.resource_id <> '' AND bool_or(rules.charge_category IN ({CREDITED}))
+                         OVER (PARTITION BY seen.resource_id) AS _credited
               FROM seen JOIN rules ON {" AND ".join(f"seen.{c} IS NOT DISTINCT FROM rules.{c}" for c in inputs)})
-    SELECT a.*, b._timed FROM kept a JOIN timed b ON {same}
+    SELECT a.*, b._timed, b._credited FROM kept a JOIN timed b ON {same}
     """)
 
 

@@ -441,6 +441,27 @@ def test_lines_the_audit_does_not_tell_apart_are_summed_and_grain_line_keeps_the
     assert total(gpu.pricing_quantity) == 48 and list(gpu.billed_cost)[1] == Decimal("90.00")
 
 
+def test_the_hours_of_a_credited_gpu_instance_stay_apart(tmp_path):
+    """A credit rides on the hours it discounts (audit.adjust nets it into the charges of its resource
+    during its period): the identical hours of a GPU instance that has a credit are not joined into
+    a run, or a credit of the morning would be spread over the whole day."""
+    text = "ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ResourceId,x_InstanceType,PricingQuantity\n"
+    for hour in range(24):
+        start = pd.Timestamp("2024-01-01T00:00:00Z") + pd.Timedelta(hours=hour)
+        period = f"{start:%Y-%m-%dT%H:%M:%SZ},{start + pd.Timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+        text += f"{period},Usage,98.32,98.32,i-gpu,p5.48xlarge,1\n{period},Usage,98.32,98.32,i-other,p5.48xlarge,1\n"
+        if hour < 6:
+            text += f"{period},Credit,-49.16,-49.16,i-gpu,,\n"
+    path = tmp_path / "credited.csv"
+    path.write_text(text)
+    lines = read(path).tables["lines"]
+    credited = lines[(lines.resource_id == "i-gpu") & (lines.charge_category == "Usage")]
+    other = lines[lines.resource_id == "i-other"]
+    assert len(credited) == 24 and set(credited.line_count) == {1}
+    assert list(other.line_count) == [24]  # an instance with no credit is still one run
+    assert len(lines[lines.charge_category == "Credit"]) == 6
+
+
 def test_unknown_grain_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"grain 'daily' is not known \(expected one of auto, line\)"):
         read(DIALECTS / "focus12_dialect.csv", grain="daily")

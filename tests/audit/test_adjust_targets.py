@@ -1,0 +1,78 @@
+"""Which charges a credit or a tax line is spread over (METHOD §2): the narrowest set it names.
+
+A credit naming a resource rides on the hours it discounts (a GCP export row's credits, a CUR
+discount line: same resource, same charge period), so it is netted into those hours' charges, not
+smeared over the resource's month (each hour's GPU time splits differently between the buckets);
+a credit whose period holds none of the resource's charges goes to the whole resource, and one
+naming no resource to its account's usage. Tax goes to the charges of its account and the service
+it names (CUR and AWS FOCUS tax lines name the service taxed), else to the whole account.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+
+from audit.adjust import spread
+from tests.builders import line, lines_frame
+
+H = pd.Timedelta(hours=1)
+T0 = pd.Timestamp("2026-09-01T00:00:00Z")
+
+
+def at(row: int, hour: int, hours: int = 1, **over) -> dict:
+    return line(row, start=T0 + hour * H, end=T0 + (hour + hours) * H, **over)
+
+
+def nets(rows: list[dict]) -> dict[str, tuple[Decimal, Decimal, Decimal]]:
+    charges, leftovers = spread(lines_frame(rows), "effective")
+    assert not leftovers
+    return {lid: (c, t, n) for lid, c, t, n in zip(charges["line_id"], charges["credits"], charges["tax"], charges["net"])}
+
+
+def money(text: str) -> dict:
+    return {"billed_cost": Decimal(text), "effective_cost": Decimal(text)}
+
+
+def test_a_credit_on_one_hour_of_a_resource_is_netted_into_that_hour():
+    rows = [at(1, 0, resource_id="i-1", **money("10")), at(2, 1, resource_id="i-1", **money("30")),
+            at(3, 1, resource_id="i-1", charge_category="Credit", **money("-3"))]
+    got = nets(rows)
+    assert got["inline.csv:1"][0] == 0 and got["inline.csv:2"][0] == Decimal(-3)
+    assert got["inline.csv:2"][2] == Decimal(27)
+
+
+def test_a_daily_credit_spreads_over_the_resource_s_hours_in_its_day():
+    rows = [at(1, 0, resource_id="i-1", **money("10")), at(2, 5, resource_id="i-1", **money("30")),
+            at(3, 30, resource_id="i-1", **money("60")),  # the next day
+            at(4, 0, 24, resource_id="i-1", charge_category="Credit", **money("-4"))]
+    got = nets(rows)
+    assert [got[f"inline.csv:{r}"][0] for r in (1, 2, 3)] == [Decimal(-1), Decimal(-3), Decimal(0)]
+
+
+def test_a_credit_whose_period_holds_no_charge_of_its_resource_goes_to_the_whole_resource():
+    rows = [at(1, 0, resource_id="i-1", **money("10")), at(2, 1, resource_id="i-1", **money("30")),
+            at(3, 7, resource_id="i-1", charge_category="Credit", **money("-4"))]
+    got = nets(rows)
+    assert [got[f"inline.csv:{r}"][0] for r in (1, 2)] == [Decimal(-1), Decimal(-3)]
+
+
+def test_tax_goes_to_the_service_it_names_else_to_the_account():
+    ec2, logs = "Amazon Elastic Compute Cloud", "AmazonCloudWatch"
+    rows = [at(1, 0, service_name=ec2, **money("100")), at(2, 0, service_name=logs, **money("50")),
+            at(3, 0, 24, service_name=ec2, charge_category="Tax", **money("8")),
+            at(4, 0, 24, service_name="Tax", charge_category="Tax", **money("3"))]
+    got = nets(rows)
+    assert got["inline.csv:1"][1] == Decimal(8) + Decimal(2) and got["inline.csv:2"][1] == Decimal(1)
+    assert got["inline.csv:1"][2] + got["inline.csv:2"][2] == Decimal(161)
+
+
+def test_a_credit_nets_into_its_own_sku_not_the_resource_s_other_charges():
+    """A CPU node's promotional credit (summed per day with its usage: the node bills no GPU time)
+    discounts its instance-hours, not the data transfer billed on the same instance id."""
+    box, transfer = "BoxUsage:c7i.2xlarge", "DataTransfer-Out-Bytes"
+    rows = [at(1, 0, 24, resource_id="i-9", sku_id=box, **money("8.568")),
+            at(2, 0, 24, resource_id="i-9", sku_id=transfer, **money("3.6")),
+            at(3, 0, 12, resource_id="i-9", sku_id=box, charge_category="Credit", **money("-2.142"))]
+    got = nets(rows)
+    assert got["inline.csv:1"][0] == Decimal("-2.142") and got["inline.csv:2"][0] == 0
