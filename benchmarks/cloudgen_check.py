@@ -9,7 +9,7 @@ option the truth prices (the consolidation and right-size models' expected month
 §7) is off by more than 0.5 % of the truth's figure and not within a cent of its exact value.
 
     .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3]
-        [--billing focus native] [--json OUT]
+        [--billing focus native] [--adjustments] [--json OUT]
 """
 from __future__ import annotations
 
@@ -92,11 +92,11 @@ def compare(document: dict, truth: dict) -> dict:
     return {"figures": figures, "parts": parts, "ok": all(f["ok"] for f in figures)}
 
 
-def check(cloud: str, seed: int, work: Path, billing: str = "focus") -> dict:
-    case_dir = work / f"{cloud}-{seed}-{billing}"
-    truth = generate(cloud, seed, case_dir, billing=billing)
+def check(cloud: str, seed: int, work: Path, billing: str = "focus", adjustments: bool = False) -> dict:
+    case_dir = work / f"{cloud}-{seed}-{billing}{'-adjusted' if adjustments else ''}"
+    truth = generate(cloud, seed, case_dir, billing=billing, adjustments=adjustments)
     result = compare(audit_document(case_dir), truth)
-    return {"cloud": cloud, "seed": seed, "billing": billing, **result}
+    return {"cloud": cloud, "seed": seed, "billing": billing + (" + credits, tax" if adjustments else ""), **result}
 
 
 def print_result(result: dict) -> None:
@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--billing", nargs="+", choices=("focus", "native"), default=["focus"],
                         help="the billing file each case is written with: the provider's FOCUS CSV, its own "
                              "export format (GCP detailed export, CUR 2.0, Azure cost details), or both")
+    parser.add_argument("--adjustments", action="store_true",
+                        help="cases with credits riding on their charges and tax per service (GKE and EKS)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = []
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         for cloud in args.clouds:
             for seed in args.seeds:
                 for billing in args.billing:
-                    results.append(check(cloud, seed, Path(tmp), billing))
+                    results.append(check(cloud, seed, Path(tmp), billing, args.adjustments))
                     print_result(results[-1])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -159,7 +159,7 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "(1 A100 each, one free), a D8ads_v5 system pool of 2; each scale set billed by one daily line; "
                "AKS Standard tier, NAT Gateway, Load Balancer, Log Analytics, Bandwidth; a storage account of "
                f"subscription {other} outside the scope.")
-    native = NativeBilling("billing/ea_amortized_2026-09.csv", "azure", ea_export(lines),
+    native = NativeBilling("billing/ea_amortized_2026-09.csv", "azure", ea_export,
                            options=(("view", '"amortized"'),))
     return CloudCase(world, lines, FOCUS_12 + X_COLUMNS, stamp, "billing/focus_azure.csv", "USD",
                      [f"/subscriptions/{sub}"], summary, identities, native)

@@ -19,7 +19,7 @@ class NativeBilling:
 
     path: str                     # the file, relative to the case folder
     format: str                   # the [[billing]] format that reads it
-    data: bytes
+    write: Callable[[list[Line]], bytes]
     read: str = ""                # what case.toml points at (an export folder), when not the file
     options: tuple[tuple[str, str], ...] = ()   # further [[billing]] keys, TOML values
 

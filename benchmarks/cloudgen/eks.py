@@ -135,7 +135,7 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "control plane, 2 NAT gateways, 2 ALBs, CloudWatch, data transfer out; account "
                f"{OTHER} (one m7i.xlarge) outside the scope. EC2 billed per instance-hour.")
     export = "billing/cur2/inference-prod/data/BILLING_PERIOD=2026-09/inference-prod-00001.csv.gz"
-    native = NativeBilling(export, "cur", cur2_export(lines), read="billing/cur2/inference-prod/")
+    native = NativeBilling(export, "cur", cur2_export, read="billing/cur2/inference-prod/")
     return CloudCase(world, lines, COLUMNS, stamp, "billing/focus_aws.csv", "USD", [ACCOUNT], summary, identities,
                      native)
 

@@ -1,8 +1,10 @@
 """Invoice lines and the FOCUS CSV writer each provider's dialect shares.
 
 A :class:`Line` holds what the truth needs (its class, its cost, the GPU nodes it bills, the hours
-it covers) beside the FOCUS columns the provider writes. Every line is on-demand usage: billed =
-effective = list = contracted = quantity x unit price, exactly (no rounding anywhere).
+it covers) beside the FOCUS columns the provider writes. A charge is on-demand usage: billed =
+effective = list = contracted = quantity x unit price, exactly (no rounding anywhere). A case with
+adjustments (adjustments.py) adds credit and tax lines: billed = effective = their amount, list and
+contracted 0.
 """
 from __future__ import annotations
 
@@ -32,10 +34,17 @@ class Line:
     #: node indices of the GPU machines this line bills (gpu_compute): its cost is spread evenly over
     #: them and over its hours (a scale set's line covers several nodes, a daily line 24 hours)
     nodes: tuple[int, ...] = ()
+    #: "charge" (usage, quantity x unit price), "credit" or "tax" (amount only)
+    kind: str = "charge"
+    amount: Decimal | None = None
+    #: a credit: the line it discounts (same resource and hour), by identity; None: its account's usage
+    applies_to: Line | None = None
+    #: a tax line: the ServiceName of the charges it taxes ("" for its whole account)
+    taxes: str = ""
 
     @property
     def cost(self) -> Decimal:
-        return self.quantity * self.unit_price
+        return self.amount if self.amount is not None else self.quantity * self.unit_price
 
     def start(self) -> datetime:
         return START + timedelta(hours=self.start_h)
@@ -70,6 +79,10 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
             "PricingQuantity": decimal_text(line.quantity), "ListUnitPrice": decimal_text(line.unit_price),
             "ContractedUnitPrice": decimal_text(line.unit_price),
         })
+        if line.kind != "charge":  # a credit or tax line: money only, nothing listed or priced
+            values.update({"ListCost": "0", "ContractedCost": "0", "PricingQuantity": None, "ListUnitPrice": None,
+                           "ContractedUnitPrice": None, "ConsumedQuantity": None, "PricingUnit": None,
+                           "ConsumedUnit": None})
         for column, source in period_columns.items():
             values[column] = stamp(START if source == "start" else START + timedelta(days=30))
         row = []

@@ -11,6 +11,7 @@ import numpy as np
 
 from benchmarks.cloudgen import aks, eks, gke
 from benchmarks.cloudgen import profile as prof
+from benchmarks.cloudgen.adjustments import with_adjustments
 from benchmarks.cloudgen.case import PROFILE_FILE, TELEMETRY_FILE, case_toml, provenance
 from benchmarks.cloudgen.focus import write_csv
 from benchmarks.cloudgen.telemetry import write_telemetry
@@ -29,18 +30,21 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_profile: bool = True,
-             billing: str = "focus") -> dict:
+             billing: str = "focus", adjustments: bool = False) -> dict:
     """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth. ``billing`` is
-    ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py)."""
+    ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
+    ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS)."""
     decimal.getcontext().prec = 60
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395
     rng = np.random.default_rng([seed, SALT[cloud]])
     cc = BUILDERS[cloud](seed, rng, services(kps))
+    if adjustments:
+        cc.lines = with_adjustments(cloud, cc.lines)
     if billing == "native":
         if cc.native is None:
             raise ValueError(f"{cloud}: no native billing format")
-        billing_file, billing_bytes = cc.native.path, cc.native.data
+        billing_file, billing_bytes = cc.native.path, cc.native.write(cc.lines)
     else:
         billing_file = cc.billing_file
         billing_bytes = write_csv(cc.lines, cc.columns, cc.stamp,

@@ -155,8 +155,9 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
                "billed in parts (Core, Ram, GPU SKUs); GKE cluster fee, Cloud NAT, load balancing, internet "
                f"egress, Cloud Logging; project {OTHER} (one n2 VM) outside the scope.")
     machines = {nd.name: nd.instance_type for nd in (*nodes, other)}
-    export = gcp_export(lines, GcpIds(SERVICE_IDS, PROJECT_NUMBERS, machines, {k: v[1] for k, v in MACHINES.items()}))
-    native = NativeBilling("billing/gcp_billing_export_resource_v1.jsonl", "gcp_billing", export)
+    ids = GcpIds(SERVICE_IDS, PROJECT_NUMBERS, machines, {k: v[1] for k, v in MACHINES.items()})
+    native = NativeBilling("billing/gcp_billing_export_resource_v1.jsonl", "gcp_billing",
+                           lambda written: gcp_export(written, ids))
     return CloudCase(world, lines, FOCUS_10, stamp, "billing/focus_gcp.csv", "USD", [PROJECT], summary, identities,
                      native)
 

@@ -82,11 +82,11 @@ def gcp_export_row(line: Line, ids: GcpIds) -> dict:
         "export_time": _bq_time(line.end() + timedelta(hours=3, minutes=17)),
         "cost": cost,
         "currency": c["BillingCurrency"], "currency_conversion_rate": 1,
-        "usage": {"amount": _json_number(c["ConsumedQuantity"]), "unit": c["ConsumedUnit"],
+        "usage": {"amount": _json_number(c.get("ConsumedQuantity") or 0), "unit": c["ConsumedUnit"],
                   "amount_in_pricing_units": _json_number(line.quantity), "pricing_unit": c["PricingUnit"]},
         "credits": [],
         "invoice": {"month": (line.start() + PACIFIC).strftime("%Y%m")},
-        "cost_type": "regular",
+        "cost_type": "tax" if line.kind == "tax" else "regular",
         "adjustment_info": None,
         "cost_at_list": cost,
         "transaction_type": "GOOGLE",
@@ -97,9 +97,19 @@ def gcp_export_row(line: Line, ids: GcpIds) -> dict:
 
 
 def gcp_export(lines: list[Line], ids: GcpIds) -> bytes:
-    """The detailed export as newline-delimited JSON, one row per line."""
-    return "".join(json.dumps(gcp_export_row(ln, ids), separators=(",", ":")) + "\n"
-                   for ln in lines).encode()
+    """The detailed export as newline-delimited JSON: a row per charge and tax line, each credit in
+    the ``credits`` of the row it discounts."""
+    rows, row_of = [], {}
+    for line in lines:
+        if line.kind != "credit":
+            rows.append(row_of.setdefault(id(line), gcp_export_row(line, ids)))
+    for line in lines:
+        if line.kind == "credit":
+            name = line.columns["ChargeDescription"]
+            row_of[id(line.applies_to)]["credits"].append({
+                "name": name, "amount": _json_number(line.cost), "full_name": name,
+                "id": hashlib.sha256(name.encode()).hexdigest()[:12], "type": line.columns["x_CreditType"]})
+    return "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode()
 
 
 def csv_bytes(header: list[str], rows: list[dict]) -> bytes:
@@ -169,7 +179,7 @@ def _cur_tag_key(key: str) -> str:
 def cur2_row(line: Line, index: int) -> dict:
     c = line.columns
     cost, rate = decimal_text(line.cost), decimal_text(line.unit_price)
-    usage_type = c["x_UsageType"]
+    usage_type = c.get("x_UsageType") or ""
     itype = usage_type.split(":", 1)[1] if usage_type.startswith("BoxUsage:") else ""
     product = {"product_name": c["ServiceName"], "region": c["RegionId"], "servicecode": c["x_ServiceCode"],
                "usagetype": usage_type,
@@ -208,9 +218,26 @@ def cur2_row(line: Line, index: int) -> dict:
     }
 
 
+def cur2_adjustment(row: dict, line: Line) -> dict:
+    """A charge's row made its credit (line item type Credit, same resource and hour) or a tax row
+    (type Tax: the taxed service's product code, no resource, no usage)."""
+    row = {**row, "line_item_line_item_type": "Credit" if line.kind == "credit" else "Tax",
+           "line_item_usage_amount": "0", "line_item_unblended_rate": "", "line_item_blended_rate": "",
+           "pricing_public_on_demand_cost": "0", "pricing_public_on_demand_rate": "", "pricing_term": "",
+           "pricing_unit": "", "pricing_rate_code": "", "pricing_rate_id": ""}
+    if line.kind == "tax":
+        row.update({"line_item_resource_id": "", "line_item_usage_type": "", "line_item_operation": "",
+                    "line_item_tax_type": "Sales Tax", "line_item_availability_zone": "", "product_sku": "",
+                    "product_usagetype": "", "product_operation": "", "product_instance_type": "",
+                    "product_instance_family": "", "resource_tags": "{}"})
+    return row
+
+
 def cur2_export(lines: list[Line]) -> bytes:
     """The CUR 2.0 CSV (gzip) of ``lines``."""
-    return gzip_bytes(csv_bytes(CUR2_COLUMNS, [cur2_row(ln, i) for i, ln in enumerate(lines)]))
+    rows = [cur2_row(ln, i) if ln.kind == "charge" else cur2_adjustment(cur2_row(ln, i), ln)
+            for i, ln in enumerate(lines)]
+    return gzip_bytes(csv_bytes(CUR2_COLUMNS, rows))
 
 
 # ---- Azure cost details (EA, AmortizedCost, CSV) ---------------------------------------------------

@@ -9,7 +9,9 @@ cost over its GPUs; with a profile S = min(g B, P - B) is serving path, O = P - 
 (no kernel profile) and P - B overhead (idle, serving-path share not separated). A GPU no pod holds
 is overhead (unallocated), one an undeclared pod holds is unattributed (undeclared workload), an
 hour its exporter sent nothing for is unattributed (no activity sample). Non-GPU lines go to their
-class's part. No tax, credit or commitment: billed = effective.
+class's part. No commitment: billed = effective. Credits and tax (the adjustments variant) are
+netted into the charges they apply to first (``net_amounts``), and every figure above uses the
+charges' net amounts.
 """
 from __future__ import annotations
 
@@ -45,13 +47,34 @@ def round_lr(amounts: dict[str, Decimal], target: Decimal) -> dict[str, Decimal]
     return floors
 
 
-def node_hour_costs(lines: list[Line]) -> dict[tuple[int, int], Decimal]:
-    """Cost per GPU machine and hour, from the gpu_compute lines that bill it."""
+def net_amounts(lines: list[Line]) -> dict[int, Decimal]:
+    """Each charge's amount after its credits and its share of tax (METHOD §2), by ``id``: a credit
+    is netted into the charge it rides on; a tax line is spread over the charges of its account and
+    service pro rata to their amount before credits."""
+    net = {id(ln): ln.cost for ln in lines if ln.kind == "charge"}
+    for ln in lines:
+        if ln.kind == "credit":
+            assert ln.applies_to is not None, "every cloudgen credit rides on a charge"
+            net[id(ln.applies_to)] += ln.cost
+    for ln in lines:
+        if ln.kind == "tax":
+            account = ln.columns["SubAccountId"]
+            taxed = [c for c in lines if c.kind == "charge" and c.columns.get("SubAccountId") == account
+                     and c.columns.get("ServiceName") == ln.taxes]
+            gross = sum((c.cost for c in taxed), Decimal(0))
+            for c in taxed:
+                net[id(c)] += ln.cost * c.cost / gross
+    return net
+
+
+def node_hour_costs(lines: list[Line], net: dict[int, Decimal] | None = None) -> dict[tuple[int, int], Decimal]:
+    """Cost per GPU machine and hour, from the gpu_compute lines that bill it (after credits and tax)."""
     out: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     for line in lines:
         if line.cls != "gpu_compute":
             continue
-        share = line.cost / (len(line.nodes) * (line.end_h - line.start_h))
+        cost = net[id(line)] if net is not None else line.cost
+        share = cost / (len(line.nodes) * (line.end_h - line.start_h))
         for n in line.nodes:
             for h in range(line.start_h, line.end_h):
                 out[(n, h)] += share
@@ -192,13 +215,14 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
     outside = [ln for ln in lines if ln.cls == "outside"]
     total = sum((ln.cost for ln in scope), Decimal(0))
     outside_total = sum((ln.cost for ln in outside), Decimal(0))
+    net = net_amounts(lines)
     g = Decimal(repr(profile.gap_ratio)) if profile else None
     ledger = Ledger(world, g)
     for ln in scope:
         if ln.cls in SIMPLE:
             bucket, part = SIMPLE[ln.cls]
-            ledger.parts[bucket][part] += ln.cost
-    cost = node_hour_costs(scope)
+            ledger.parts[bucket][part] += net[id(ln)]
+    cost = node_hour_costs(scope, net)
     for h in range(HOURS):
         ledger.hour(h, cost)
     exact = {b: sum(p.values(), Decimal(0)) for b, p in ledger.parts.items()}
@@ -229,8 +253,9 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
     return {
         "about": "Ground truth of a cloudgen case (benchmarks/cloudgen), computed from the generator's hidden "
                  "states and the lines it wrote (METHOD sections 2-3, effective basis = billed basis: no "
-                 "commitments, tax or credits). Amounts in the case currency; buckets and outside_scope are "
-                 "rounded together, by largest remainder, so that they add up to invoice_total.",
+                 "commitments; credits and tax, where the case has them, netted into their charges). Amounts "
+                 "in the case currency; buckets and outside_scope are rounded together, by largest remainder, "
+                 "so that they add up to invoice_total.",
         **meta,
         "seed": world.seed,
         "total": str(sum((rounded[b] for b in BUCKETS), Decimal(0))),

@@ -188,3 +188,47 @@ def test_audit_of_the_native_export_within_a_cent_of_truth(cloud, native_cases):
     result = compare(audit_document(folder), truth)
     off = [f for f in result["figures"] if not f["ok"]]
     assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+
+
+# ---- credits riding on their charges, tax per service (benchmarks/cloudgen/adjustments.py) --------
+
+ADJUSTED = [("gke", "focus"), ("gke", "native"), ("eks", "focus"), ("eks", "native")]
+
+
+@pytest.fixture(scope="module")
+def adjusted_cases(tmp_path_factory) -> dict[tuple[str, str], tuple[Path, dict]]:
+    out = {}
+    for cloud, billing in ADJUSTED:
+        folder = tmp_path_factory.mktemp(f"{cloud}-{billing}-adjusted")
+        out[(cloud, billing)] = (folder, generate(cloud, SEED, folder, billing=billing, adjustments=True))
+    return out
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks"])
+def test_credits_and_tax_are_in_the_file_and_in_the_truth(cloud, cases, adjusted_cases):
+    folder, truth = adjusted_cases[(cloud, "focus")]
+    with (folder / billing_path(folder)).open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    by_category: dict[str, Decimal] = {}
+    for row in rows:
+        by_category[row["ChargeCategory"]] = by_category.get(row["ChargeCategory"], Decimal(0)) + Decimal(row["BilledCost"])
+    assert by_category["Credit"] < 0 < by_category["Tax"]
+    assert sum(by_category.values()).quantize(Decimal("0.01")) == Decimal(truth["invoice_total"])
+    assert Decimal(truth["total"]) != Decimal(cases[cloud][1]["total"])  # the adjustments moved money
+    assert adjusted_cases[(cloud, "native")][1] == truth  # same lines, same truth in either format
+    credit_rows = [r for r in rows if r["ChargeCategory"] == "Credit"]
+    assert all(r["ResourceId"] and r["ChargePeriodEnd"] for r in credit_rows)  # each rides on a charge's hour
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cloud, billing", ADJUSTED)
+def test_audit_with_credits_and_tax_within_a_cent_of_truth(cloud, billing, adjusted_cases):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from cloudgen_check import audit_document, compare
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    folder, truth = adjusted_cases[(cloud, billing)]
+    result = compare(audit_document(folder), truth)
+    off = [f for f in result["figures"] if not f["ok"]]
+    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
