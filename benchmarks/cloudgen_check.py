@@ -6,7 +6,9 @@ ours) into a temporary folder, audits it in process (``audit.case.load_case`` �
 writes) and prints, per cloud, seed and bucket, audit vs truth and the relative error, then the parts
 that differ by more than a cent. Exit 1 when any bucket, the total, the outside-scope amount or an
 option the truth prices (the consolidation and right-size models' expected monthly savings, METHOD
-§7) is off by more than 0.5 % of the truth's figure and not within a cent of its exact value.
+§7) is off by more than 0.5 % of the truth's figure and not within a cent of its exact value, or
+when a service's unit cost (METHOD §4: its total cost within a cent; its cost per 1,000 requests to
+the sixth place, over the same request count) differs, the CPU-only gateway's included.
 
     .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3]
         [--billing focus native] [--adjustments] [--json OUT]
@@ -82,6 +84,17 @@ def compare(document: dict, truth: dict) -> dict:
         figures.append({"figure": f"{option} (a month)", "audit": str(saving), "truth": str(expected),
                         "error": None if error is None else str(error.quantize(Decimal("0.000001"))),
                         "ok": (error is not None and error <= TOLERANCE) or within_a_cent(saving, expected)})
+    for service, want in (truth.get("unit_costs") or {}).items():
+        got = document["services"].get(service) or {}
+        cost, exact = Decimal(got.get("total_cost") or "NaN"), Decimal(want["total_cost"])
+        figures.append({"figure": f"{service} cost", "audit": str(cost), "truth": str(exact.quantize(Decimal("0.01"))),
+                        "error": None if (e := relative_error(cost, exact)) is None else
+                        str(e.quantize(Decimal("0.000001"))), "ok": within_a_cent(cost, exact)})
+        per_1k, wanted = got.get("cost_per_1k_requests"), want["cost_per_1k_requests"]
+        error = relative_error(Decimal(per_1k), Decimal(wanted)) if per_1k and wanted else None
+        figures.append({"figure": f"{service} per 1k req", "audit": str(per_1k), "truth": str(wanted),
+                        "error": None if error is None else str(error.quantize(Decimal("0.000001"))),
+                        "ok": per_1k == wanted and got.get("requests") == want["requests"]})
     parts = []
     for name in BUCKETS:
         got, want = audit_parts(document, name), {k: Decimal(v) for k, v in truth["buckets"][name]["parts"].items()}

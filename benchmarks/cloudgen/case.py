@@ -1,6 +1,7 @@
 """case.toml and PROVENANCE.md of a generated case (the keys of docs/case.md)."""
 from __future__ import annotations
 
+from benchmarks.cloudgen import gateway
 from benchmarks.cloudgen import profile as prof
 from benchmarks.cloudgen.cloud import CloudCase
 
@@ -45,6 +46,13 @@ def case_toml(cc: CloudCase, with_profile: bool, native: bool = False) -> str:
         'format = "openmetrics"',
         f'path = "{TELEMETRY_FILE}"',
         "",
+        "[[telemetry]]",
+        'name = "gateway-access"',
+        'format = "access_log"',
+        f'path = "{gateway.LOG_FILE}"',
+        f'service = "{gateway.NAME}"',
+        f'health_path = "{gateway.HEALTH_PATH}"',
+        "",
     ]
     if with_profile:
         out += [
@@ -62,6 +70,9 @@ def case_toml(cc: CloudCase, with_profile: bool, native: bool = False) -> str:
     for name, svc in w.services.items():
         out += [f"[services.{name}]", f'namespace = "{svc.namespace}"', f'pod = "re:^{svc.deployment}-"',
                 "gpus_per_replica = 1", "min_replicas = 1", 'scale_reaction = "1h"', ""]
+    key, pool = gateway.POOL_TAGS[w.cloud]
+    out += [f"# a CPU tier with no pods: it owns its nodes' lines (by their {key} tag), counted by its access log",
+            f"[services.{gateway.NAME}]", f'tags = {{ "{key}" = "{pool}" }}', ""]
     return "\n".join(out)
 
 
@@ -82,6 +93,8 @@ def provenance(cc: CloudCase, with_profile: bool, native: bool = False) -> str:
         "`kube_node_info` / `kube_node_labels` / `kube_pod_info` / `kube_pod_container_resource_requests`, vLLM "
         "counters; 15-minute samples; gzip with mtime 0.",
     ]
+    lines.append(f"- `{gateway.LOG_FILE}`: nginx combined log of the CPU-only `{gateway.NAME}` service "
+                 "(requests, failures, load-balancer health checks, one TLS probe).")
     if with_profile:
         lines.append(f"- `{PROFILE_FILE}`: byte copy of the project's sanitised TraceLens trace "
                      f"(AMD-AGI/TraceLens, MIT; sha256 {prof.SHA256}).")

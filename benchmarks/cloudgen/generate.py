@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cloudgen import aks, eks, gke
+from benchmarks.cloudgen import aks, eks, gateway, gke
 from benchmarks.cloudgen import profile as prof
 from benchmarks.cloudgen.adjustments import with_adjustments
 from benchmarks.cloudgen.case import PROFILE_FILE, TELEMETRY_FILE, case_toml, provenance
 from benchmarks.cloudgen.focus import write_csv
 from benchmarks.cloudgen.telemetry import write_telemetry
-from benchmarks.cloudgen.truth import compute_truth
+from benchmarks.cloudgen.truth import CpuService, compute_truth
 from benchmarks.cloudgen.world import services
 
 BUILDERS = {"eks": eks.build, "gke": gke.build, "aks": aks.build}
@@ -49,14 +49,17 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
         billing_file = cc.billing_file
         billing_bytes = write_csv(cc.lines, cc.columns, cc.stamp,
                                   {"BillingPeriodStart": "start", "BillingPeriodEnd": "end"})
+    log, successful = gateway.access_log(seed)
+    cpu = CpuService(gateway.NAME, lambda line: gateway.claimed(line.columns.get("Tags"), cloud), successful)
     truth = compute_truth(cc.world, cc.lines, profile, {
         "cloud": cloud, "case": f"cloudgen-{cloud}-seed{seed}", "currency": cc.currency,
         "window": {"start": "2026-09-01T00:00:00Z", "end": "2026-09-02T00:00:00Z"}, "cost_basis": "effective",
-        "scope_accounts": cc.accounts, "identities": cc.identities})
+        "scope_accounts": cc.accounts, "identities": cc.identities}, cpu)
     files = {
         "case.toml": case_toml(cc, with_profile, billing == "native").encode(),
         billing_file: billing_bytes,
         TELEMETRY_FILE: gzip_bytes(write_telemetry(cc.world)),
+        gateway.LOG_FILE: log,
         "truth.json": (json.dumps(truth, indent=2, sort_keys=True) + "\n").encode(),
         "PROVENANCE.md": provenance(cc, with_profile, billing == "native").encode(),
     }

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from decimal import ROUND_FLOOR, Decimal
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
+from typing import Callable
 
 from benchmarks.cloudgen.focus import Line
 from benchmarks.cloudgen.profile import Profile
@@ -210,7 +212,46 @@ class Ledger:
             s["overhead"] += P - B
 
 
-def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta: dict) -> dict:
+@dataclass(frozen=True)
+class CpuService:
+    """The case's CPU-only service (gateway.py): which lines it claims and its successful requests."""
+
+    name: str
+    claims: Callable[[Line], bool]
+    requests: int
+
+
+def unit_costs(world: World, ledger: Ledger, lines: list[Line], net: dict[int, Decimal],
+               cpu: CpuService | None) -> dict[str, dict[str, str]]:
+    """METHOD §4: a service owns its GPU parts (all but the unattributed) and the lines it claims;
+    the shared pool (the other non-GPU lines in scope and the unallocated GPUs) is split by GPU cost
+    (each service's paid GPU-intervals); cost per 1,000 successful requests, 6 places half-even."""
+    owned = {name: s["paid"] - s.get("unattributed", Decimal(0)) for name, s in ledger.svc.items()}
+    weights = {name: s.get("paid", Decimal(0)) for name, s in ledger.svc.items()}
+    requests = {name: sum(int(world.requests[h.pod].sum()) for h in world.holders.values() if h.service == name)
+                for name in world.services}
+    pool = ledger.parts["platform_overhead"]["unallocated"]
+    if cpu is not None:
+        owned[cpu.name], weights[cpu.name], requests[cpu.name] = Decimal(0), Decimal(0), cpu.requests
+    for ln in lines:
+        if ln.kind != "charge" or ln.cls not in SIMPLE:
+            continue
+        if cpu is not None and cpu.claims(ln):
+            owned[cpu.name] += net[id(ln)]
+        else:
+            pool += net[id(ln)]
+    whole = sum(weights.values(), Decimal(0))
+    out = {}
+    for name in owned:
+        total = owned[name] + pool * weights[name] / whole
+        per_1k = (total * 1000 / requests[name]).quantize(SIX, rounding=ROUND_HALF_EVEN) if requests[name] else None
+        out[name] = {"total_cost": str(total.quantize(SIX)), "requests": requests[name],
+                     "cost_per_1k_requests": None if per_1k is None else str(per_1k)}
+    return out
+
+
+def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta: dict,
+                  cpu: CpuService | None = None) -> dict:
     scope = [ln for ln in lines if ln.cls != "outside"]
     outside = [ln for ln in lines if ln.cls == "outside"]
     total = sum((ln.cost for ln in scope), Decimal(0))
@@ -272,6 +313,7 @@ def compute_truth(world: World, lines: list[Line], profile: Profile | None, meta
             "window_us": f"{profile.window_us:.3f}", "gpu_window_us": f"{profile.gpu_window_us:.3f}",
             "gap_ratio": f"{profile.gap_ratio:.9f}", "gap_basis": profile.basis},
         "coverage": {"paid_gpu_hours": ledger.paid_gpu_hours, "observed_gpu_hours": ledger.observed_gpu_hours},
+        "unit_costs": unit_costs(world, ledger, scope, net, cpu),
         "options": {
             "consolidate_models": {
                 "monthly_saving_expected": str(consolidation_saving(world, cost).quantize(CENT)),

@@ -232,3 +232,23 @@ def test_audit_with_credits_and_tax_within_a_cent_of_truth(cloud, billing, adjus
     result = compare(audit_document(folder), truth)
     off = [f for f in result["figures"] if not f["ok"]]
     assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+
+
+# ---- the CPU-only service: its access log, its claim and its unit cost (benchmarks/cloudgen/gateway.py) ----
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_the_gateway_s_requests_and_unit_costs_conserve(cloud, cases):
+    folder, truth = cases[cloud]
+    lines = (folder / "telemetry" / "gateway-access.log").read_text().splitlines()
+    statuses = [int(line.split('" ')[1].split()[0]) for line in lines]
+    paths = [line.split('"')[1] for line in lines]
+    successful = sum(1 for s, p in zip(statuses, paths) if 200 <= s < 400 and "/healthz" not in p)
+    units = truth["unit_costs"]
+    assert units["gateway"]["requests"] == successful > 1000
+    assert units["gateway"]["requests"] < len(lines)  # health checks, failures and the probe are not requests
+    # Σ services' total cost + the unattributed bucket = the total: the shared pool is split whole
+    whole = sum(Decimal(u["total_cost"]) for u in units.values()) + Decimal(truth["buckets"]["unattributed"]["exact"])
+    assert abs(whole - Decimal(truth["total_exact"])) < Decimal("0.0001")
+    assert Decimal(units["gateway"]["total_cost"]) > 0 and set(units) == {"chat", "embed", "gateway"}
+    toml = (folder / "case.toml").read_text()
+    assert "[services.gateway]" in toml and 'format = "access_log"' in toml
