@@ -1,10 +1,11 @@
-"""AKS: GPU nodes billed as scale sets (one daily line per VMSS and meter, covering all its nodes).
+"""AKS: GPU nodes billed as scale sets (one daily line per VM of the set, as cost details bill them).
 
 Microsoft's FocusCost export (FOCUS 1.2-preview column set of its metadata, with the x_ columns
 Cost Management fills here; ISO timestamps with Z; nulls as empty cells): daily lines, ResourceId the
-lower-cased ARM id of the virtual machine scale set, PricingQuantity its instance-hours that day (one
-line covering several nodes), x_SkuMeterCategory / x_SkuMeterSubcategory / x_SkuMeterName the
-meter (``ND96isr H100 v5``, ``NC24ads A100 v4``), ChargeDescription the product (meter category,
+lower-cased ARM id of the virtual machine scale set, one line per VM and day (PricingQuantity its 24
+instance-hours, SkuPriceDetails the AdditionalInfo with its VMName ``<set>_<N>``; the rows of a set
+in no particular order), x_SkuMeterCategory / x_SkuMeterSubcategory / x_SkuMeterName the meter
+(``ND96isr H100 v5``, ``NC24ads A100 v4``), ChargeDescription the product (meter category,
 subcategory, meter and region, as the EA "Product" column spells it). Beside the scale sets: the AKS
 Standard tier ("Standard Uptime SLA"), NAT Gateway, Load Balancer, Log Analytics and Bandwidth.
 kube-state-metrics gives provider_id ``azure:///subscriptions/…/virtualMachineScaleSets/NAME/
@@ -112,10 +113,15 @@ def build(seed: int, rng: np.random.Generator, services: dict) -> CloudCase:
         columns = usage(sub, "Virtual Machines", "Compute", "Virtual Machines", subcategory, meter, "Hours", "1 Hour",
                         vmss_id, "Virtual machine scale set", "microsoft.compute/virtualmachinescalesets", NODE_RG,
                         Tags=tags(**{"aks-managed-poolName": pool, "aks-managed-orchestrator": "Kubernetes:1.31.4",
-                                     "aks-managed-createOperationID": rng.bytes(4).hex()}),
-                        SkuPriceDetails=tags(ServiceType=size, VCPUs=str(96 if gpus == 8 else 24 if gpus else 8)))
+                                     "aks-managed-createOperationID": rng.bytes(4).hex()}))
         cls = "gpu_compute" if gpus else "serving_compute"
-        lines += daily(cls, Decimal(HOURS * len(members)), price, columns, tuple(members) if gpus else ())
+        vmss = vmss_id.rsplit("/", 1)[-1]
+        # one row per VM and day, its VMName in SkuPriceDetails (AdditionalInfo), the last VM first:
+        # an export's rows come in no particular order
+        for i, member in reversed(list(enumerate(members))):
+            details = tags(ServiceType=size, VCPUs=str(96 if gpus == 8 else 24 if gpus else 8), VMName=f"{vmss}_{i}")
+            lines += daily(cls, Decimal(HOURS), price, {**columns, "SkuPriceDetails": details},
+                           (member,) if gpus else ())
     cluster_id = f"/subscriptions/{sub}/resourceGroups/{RG}/providers/Microsoft.ContainerService/managedClusters/{CLUSTER}"
     lines += daily("orchestration", Decimal(HOURS), Decimal("0.10"), usage(
         sub, "Azure Kubernetes Service", "Compute", "Azure Kubernetes Service", "Standard", "Standard Uptime SLA",

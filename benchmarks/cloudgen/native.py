@@ -296,9 +296,11 @@ def ea_rows(line: Line) -> list[dict]:
         return [{**row, "Quantity": decimal_text(line.quantity), "Cost": decimal_text(line.cost)}]
     span = line.end_h - line.start_h
     out = []
-    for i in range(int(line.quantity) // span):
+    names = [details["VMName"]] if "VMName" in details else [
+        f"{row['ResourceName']}_{i}" for i in range(int(line.quantity) // span)]
+    for name in names:
         info = {"UsageType": "ComputeHR", "ImageType": "Canonical", "ServiceType": details["ServiceType"],
-                "VMName": f"{row['ResourceName']}_{i}", "VMProperties": "Microsoft.AKS.Compute.AKS.Linux.Billing",
+                "VMName": name, "VMProperties": "Microsoft.AKS.Compute.AKS.Linux.Billing",
                 "VCPUs": int(details["VCPUs"])}
         quantity = Decimal(span)
         out.append({**row, "Quantity": decimal_text(quantity), "Cost": decimal_text(quantity * line.unit_price),

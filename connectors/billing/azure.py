@@ -79,6 +79,7 @@ from connectors.base import Connector
 from connectors.billing.azure_contracted import create_contracted
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
+from connectors.billing.scale_sets import vm_resource_id_sql
 from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text, raise_all, session
 from connectors.errors import InputError
@@ -389,19 +390,9 @@ def tags_sql() -> str:
 
 
 def resource_id_sql() -> str:
-    """SQL: the ResourceId, made the VM's own ARM id on a scale set's per-VM rows.
-
-    Cost details bill a virtual machine scale set one row per VM, meter and day: ResourceId is the
-    set and AdditionalInfo's VMName the VM (``aks-gpu-12345678-vmss_1``). Such a row gets
-    ``<set>/virtualMachines/1``, the id the node's Kubernetes provider id names, so that each VM's
-    hours go to its own node. A row without a VMName of the set's name keeps the set's id."""
-    info = "CASE WHEN json_valid(additional_info) THEN additional_info END"
-    vm = f"coalesce(json_extract_string({info}, '$.VMName'), json_extract_string({info}, '$.vmName'))"
-    scale_set = "regexp_extract(resource_id, '(?i)/virtualmachinescalesets/([^/]+)$', 1)"
-    number = f"regexp_extract({vm}, '_([0-9]+)$', 1)"
-    own = f"lower({vm}) = lower({scale_set}) || '_' || {number}"
-    return (f"CASE WHEN {scale_set} <> '' AND {number} <> '' AND {own} "
-            f"THEN resource_id || '/virtualMachines/' || {number} ELSE resource_id END")
+    """SQL: the ResourceId, made the VM's own ARM id on a scale set's per-VM rows (AdditionalInfo
+    VMName ``<set>_<N>``; :mod:`connectors.billing.scale_sets`)."""
+    return vm_resource_id_sql("resource_id", "additional_info")
 
 
 def instance_type_sql() -> str:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from connectors.billing.focus_checks import elements_test
 from connectors.billing.focus_load import DECIMAL_FIELDS, MONEY_FIELDS, TEXT_FIELDS, Columns
 from connectors.billing.gpu_sql import HINT_KEYS, ensure_gpu_instances, gpu_line_sql, hint_sql
+from connectors.billing.scale_sets import INFO_COLUMNS, vm_resource_id_sql
 from connectors.bounds import MAX_DEPTH, deeper_than, nested_too_deep
 from connectors.duck import MAX_ERRORS, object_series, quote_text, raise_all, utc_series, utc_text
 from connectors.errors import InputError
@@ -49,7 +50,12 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     """
     lo, hi = (quote_text(utc_text(moment)) for moment in window)
     parts = ["rn", f"{quote_text(name)} || ':' || rn AS line_id"]
-    parts += [f"coalesce({', '.join(names)}, '') AS {out}" for out, names in TEXT_FIELDS.items()]
+    info = next((f"e{i}" for i, name in enumerate(columns.extras) if name.lower() in INFO_COLUMNS), None)
+    for out, names in TEXT_FIELDS.items():
+        text = f"coalesce({', '.join(names)}, '')"
+        if out == "resource_id" and info:  # Microsoft's per-VM rows of a scale set name their VM
+            text = vm_resource_id_sql(text, info)
+        parts.append(f"{text} AS {out}")
     parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
     parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags",
               "AllocatedTags AS allocated_tags", f"{contract_ids_sql('ContractApplied')} AS contract_applied"]

@@ -465,3 +465,20 @@ def test_the_hours_of_a_credited_gpu_instance_stay_apart(tmp_path):
 def test_unknown_grain_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"grain 'daily' is not known \(expected one of auto, line\)"):
         read(DIALECTS / "focus12_dialect.csv", grain="daily")
+
+
+def test_a_focuscost_scale_set_row_naming_its_vm_gets_the_vm_s_arm_id(tmp_path):
+    """Microsoft's FOCUS export keeps cost details' per-VM rows and carries AdditionalInfo as
+    SkuPriceDetails (x_SkuDetails before 1.2): a row whose VMName is ``<set>_<N>`` bills VM N."""
+    vmss = "/subscriptions/s/resourcegroups/mc_rg/providers/microsoft.compute/virtualmachinescalesets/aks-gpu-1-vmss"
+    text = "ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ResourceId,SkuPriceDetails\n"
+    period = "2024-01-01T00:00:00Z,2024-01-02T00:00:00Z"
+    for details in ('{"VMName":"aks-gpu-1-vmss_3"}', '{"VMName":"other-vmss_1"}', '{"ServiceType":"x"}', ""):
+        text += f'{period},Usage,1,1,{vmss},"{details.replace(chr(34), chr(34) * 2)}"\n'
+    path = tmp_path / "focuscost.csv"
+    path.write_text(text)
+    ids = read(path, grain="line").tables["lines"]["resource_id"].tolist()
+    assert ids == [vmss + "/virtualMachines/3", vmss, vmss, vmss]
+    old = tmp_path / "focuscost10.csv"
+    old.write_text(text.replace("SkuPriceDetails", "x_SkuDetails"))
+    assert read(old, grain="line").tables["lines"]["resource_id"].iloc[0] == vmss + "/virtualMachines/3"
