@@ -11,7 +11,7 @@ when a service's unit cost (METHOD §4: its total cost within a cent; its cost p
 the sixth place, over the same request count) differs, the CPU-only gateway's included.
 
     .venv/bin/python benchmarks/cloudgen_check.py [--clouds eks gke aks] [--seeds 1 2 3]
-        [--billing focus native] [--adjustments] [--json OUT]
+        [--billing focus native] [--adjustments] [--commitments] [--json OUT]
 """
 from __future__ import annotations
 
@@ -105,11 +105,13 @@ def compare(document: dict, truth: dict) -> dict:
     return {"figures": figures, "parts": parts, "ok": all(f["ok"] for f in figures)}
 
 
-def check(cloud: str, seed: int, work: Path, billing: str = "focus", adjustments: bool = False) -> dict:
-    case_dir = work / f"{cloud}-{seed}-{billing}{'-adjusted' if adjustments else ''}"
-    truth = generate(cloud, seed, case_dir, billing=billing, adjustments=adjustments)
+def check(cloud: str, seed: int, work: Path, billing: str = "focus", adjustments: bool = False,
+          commitments: bool = False) -> dict:
+    variant = (" + credits, tax" if adjustments else "") + (" + reservations" if commitments else "")
+    case_dir = work / f"{cloud}-{seed}-{billing}{variant.replace(' + ', '-').replace(', ', '-')}"
+    truth = generate(cloud, seed, case_dir, billing=billing, adjustments=adjustments, commitments=commitments)
     result = compare(audit_document(case_dir), truth)
-    return {"cloud": cloud, "seed": seed, "billing": billing + (" + credits, tax" if adjustments else ""), **result}
+    return {"cloud": cloud, "seed": seed, "billing": billing + variant, **result}
 
 
 def print_result(result: dict) -> None:
@@ -132,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                              "export format (GCP detailed export, CUR 2.0, Azure cost details), or both")
     parser.add_argument("--adjustments", action="store_true",
                         help="cases with credits riding on their charges and tax per service (GKE and EKS)")
+    parser.add_argument("--commitments", action="store_true",
+                        help="cases with reservations in an amortised export, one partly unused (AKS)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = []
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         for cloud in args.clouds:
             for seed in args.seeds:
                 for billing in args.billing:
-                    results.append(check(cloud, seed, Path(tmp), billing, args.adjustments))
+                    results.append(check(cloud, seed, Path(tmp), billing, args.adjustments, args.commitments))
                     print_result(results[-1])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

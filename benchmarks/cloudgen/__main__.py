@@ -22,11 +22,13 @@ def main(argv: list[str] | None = None) -> int:
                              "CUR 2.0, Azure EA cost details (same lines, same truth)")
     parser.add_argument("--adjustments", action="store_true",
                         help="add credits riding on their charges and tax per service (GKE and EKS)")
+    parser.add_argument("--commitments", action="store_true",
+                        help="reservations in an amortised export, one partly unused (AKS)")
     args = parser.parse_args(argv)
     from benchmarks.cloudgen.generate import generate
 
     truth = generate(args.cloud, args.seed, args.out, args.trace, not args.no_profile, args.billing,
-                     args.adjustments)
+                     args.adjustments, args.commitments)
     buckets = ", ".join(f"{k} {v['amount']}" for k, v in truth["buckets"].items())
     print(f"wrote {args.out}: total {truth['total']} {truth['currency']}; {buckets}; "
           f"outside scope {truth['outside_scope']['amount']}")

@@ -41,6 +41,10 @@ class Line:
     applies_to: Line | None = None
     #: a tax line: the ServiceName of the charges it taxes ("" for its whole account)
     taxes: str = ""
+    #: commitment-covered usage and unused commitments (commitments.py): what was invoiced on this
+    #: line (BilledCost) and what it lists at (ListCost, ContractedCost), when not its cost
+    billed: Decimal | None = None
+    listed: Decimal | None = None
 
     @property
     def cost(self) -> Decimal:
@@ -79,6 +83,10 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
             "PricingQuantity": decimal_text(line.quantity), "ListUnitPrice": decimal_text(line.unit_price),
             "ContractedUnitPrice": decimal_text(line.unit_price),
         })
+        if line.billed is not None:
+            values["BilledCost"] = decimal_text(line.billed)
+        if line.listed is not None:
+            values["ListCost"] = values["ContractedCost"] = decimal_text(line.listed)
         if line.kind != "charge":  # a credit or tax line: money only, nothing listed or priced
             values.update({"ListCost": "0", "ContractedCost": "0", "PricingQuantity": None, "ListUnitPrice": None,
                            "ContractedUnitPrice": None, "ConsumedQuantity": None, "PricingUnit": None,

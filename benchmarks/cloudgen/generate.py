@@ -13,6 +13,7 @@ from benchmarks.cloudgen import aks, eks, gateway, gke
 from benchmarks.cloudgen import profile as prof
 from benchmarks.cloudgen.adjustments import with_adjustments
 from benchmarks.cloudgen.case import PROFILE_FILE, TELEMETRY_FILE, case_toml, provenance
+from benchmarks.cloudgen.commitments import with_commitments
 from benchmarks.cloudgen.focus import write_csv
 from benchmarks.cloudgen.telemetry import write_telemetry
 from benchmarks.cloudgen.truth import CpuService, compute_truth
@@ -30,10 +31,11 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_profile: bool = True,
-             billing: str = "focus", adjustments: bool = False) -> dict:
+             billing: str = "focus", adjustments: bool = False, commitments: bool = False) -> dict:
     """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth. ``billing`` is
     ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
-    ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS)."""
+    ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` reservations
+    in an amortised export (commitments.py; AKS)."""
     decimal.getcontext().prec = 60
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395
@@ -41,6 +43,8 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
     cc = BUILDERS[cloud](seed, rng, services(kps))
     if adjustments:
         cc.lines = with_adjustments(cloud, cc.lines)
+    if commitments:
+        cc.lines = with_commitments(cloud, cc.lines)
     if billing == "native":
         if cc.native is None:
             raise ValueError(f"{cloud}: no native billing format")

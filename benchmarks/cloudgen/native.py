@@ -291,6 +291,14 @@ def ea_rows(line: Line) -> list[dict]:
         "ChargeType": "Usage", "Frequency": "UsageBased", "PublisherType": "Azure",
         "PayGPrice": decimal_text(line.unit_price), "PricingModel": "OnDemand",
     }
+    if c.get("CommitmentDiscountId"):  # reservation-covered usage, or the reservation's unused hours
+        row.update({"PricingModel": "Reservation", "ReservationId": c["_reservation_guid"],
+                    "ReservationName": c["CommitmentDiscountName"], "benefitId": c["CommitmentDiscountId"],
+                    "benefitName": c["CommitmentDiscountName"],
+                    "EffectivePrice": decimal_text(line.cost / line.quantity)})
+        if c["CommitmentDiscountStatus"] == "Unused":
+            row.update({"ChargeType": "UnusedReservation", "ResourceId": "", "ResourceName": "", "Tags": "",
+                        "ResourceGroup": "", "UnitPrice": row["EffectivePrice"], "PayGPrice": ""})
     details = json.loads(c["SkuPriceDetails"]) if c.get("SkuPriceDetails") else None
     if not (details and c["x_SkuMeterCategory"] == "Virtual Machines"):
         return [{**row, "Quantity": decimal_text(line.quantity), "Cost": decimal_text(line.cost)}]
@@ -303,7 +311,7 @@ def ea_rows(line: Line) -> list[dict]:
                 "VMName": name, "VMProperties": "Microsoft.AKS.Compute.AKS.Linux.Billing",
                 "VCPUs": int(details["VCPUs"])}
         quantity = Decimal(span)
-        out.append({**row, "Quantity": decimal_text(quantity), "Cost": decimal_text(quantity * line.unit_price),
+        out.append({**row, "Quantity": decimal_text(quantity), "Cost": decimal_text(line.cost * quantity / line.quantity),
                     "AdditionalInfo": json.dumps(info, separators=(",", ":"))})
     assert sum(Decimal(r["Cost"]) for r in out) == line.cost, "a scale set line splits into whole instances"
     return out

@@ -35,6 +35,7 @@ SIMPLE = {
     "egress": ("platform_overhead", "egress"),
     "observability": ("platform_overhead", "observability"),
     "orchestration": ("platform_overhead", "orchestration"),
+    "commitment_unused": ("platform_overhead", "commitment_unused"),
 }
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
 

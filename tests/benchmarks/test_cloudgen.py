@@ -252,3 +252,42 @@ def test_the_gateway_s_requests_and_unit_costs_conserve(cloud, cases):
     assert Decimal(units["gateway"]["total_cost"]) > 0 and set(units) == {"chat", "embed", "gateway"}
     toml = (folder / "case.toml").read_text()
     assert "[services.gateway]" in toml and 'format = "access_log"' in toml
+
+
+# ---- reservations in an amortised export (benchmarks/cloudgen/commitments.py) -------------------
+
+@pytest.fixture(scope="module")
+def reserved_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    out = {}
+    for billing in ("focus", "native"):
+        folder = tmp_path_factory.mktemp(f"aks-{billing}-reserved")
+        out[billing] = (folder, generate("aks", SEED, folder, billing=billing, commitments=True))
+    return out
+
+
+def test_reservations_bill_nothing_cost_their_share_and_leave_an_unused_part(reserved_cases):
+    folder, truth = reserved_cases["focus"]
+    with (folder / "billing" / "focus_azure.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    covered = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    assert len(covered) == 4 and len(unused) == 1  # one H100 VM, three A100 VMs; one A100 instance unused
+    assert all(r["BilledCost"] == "0" and Decimal(r["EffectiveCost"]) == Decimal(r["ListCost"]) * Decimal("0.6")
+               for r in covered)
+    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == \
+        (Decimal(unused[0]["EffectiveCost"])).quantize(Decimal("0.01"))
+    assert reserved_cases["native"][1] == truth
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("billing", ["focus", "native"])
+def test_audit_with_reservations_within_a_cent_of_truth(billing, reserved_cases):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from cloudgen_check import audit_document, compare
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    folder, truth = reserved_cases[billing]
+    result = compare(audit_document(folder), truth)
+    off = [f for f in result["figures"] if not f["ok"]]
+    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
