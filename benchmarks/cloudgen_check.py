@@ -107,7 +107,7 @@ def compare(document: dict, truth: dict) -> dict:
 
 def check(cloud: str, seed: int, work: Path, billing: str = "focus", adjustments: bool = False,
           commitments: bool = False) -> dict:
-    variant = (" + credits, tax" if adjustments else "") + (" + reservations" if commitments else "")
+    variant = (" + credits, tax" if adjustments else "") + (" + commitments" if commitments else "")
     case_dir = work / f"{cloud}-{seed}-{billing}{variant.replace(' + ', '-').replace(', ', '-')}"
     truth = generate(cloud, seed, case_dir, billing=billing, adjustments=adjustments, commitments=commitments)
     result = compare(audit_document(case_dir), truth)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adjustments", action="store_true",
                         help="cases with credits riding on their charges and tax per service (GKE and EKS)")
     parser.add_argument("--commitments", action="store_true",
-                        help="cases with reservations in an amortised export, one partly unused (AKS)")
+                        help="cases with commitments, partly unused: AKS reservations (amortised), an EKS Savings Plan")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = []

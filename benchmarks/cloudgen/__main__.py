@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adjustments", action="store_true",
                         help="add credits riding on their charges and tax per service (GKE and EKS)")
     parser.add_argument("--commitments", action="store_true",
-                        help="reservations in an amortised export, one partly unused (AKS)")
+                        help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan")
     args = parser.parse_args(argv)
     from benchmarks.cloudgen.generate import generate
 

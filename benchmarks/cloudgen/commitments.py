@@ -1,5 +1,5 @@
-"""A case variant with commitments (``generate(..., commitments=True)``), for AKS: reservations in an
-amortised export.
+"""A case variant with commitments (``generate(..., commitments=True)``): for AKS reservations in
+an amortised export, for EKS a Compute Savings Plan (below).
 
 One 1-year reservation of a Standard_ND96isr_H100_v5 covers the first H100 VM all day; one of four
 Standard_NC24ads_A100_v4 covers the three A100 VMs and leaves one instance unused all day. Each
@@ -42,8 +42,10 @@ def reservation(size: str) -> dict[str, str]:
 
 
 def with_commitments(cloud: str, lines: list[Line]) -> list[Line]:
+    if cloud == "eks":
+        return with_savings_plan(lines)
     if cloud != "aks":
-        raise ValueError(f"{cloud}: no commitment variant (aks)")
+        raise ValueError(f"{cloud}: no commitment variant (aks, eks)")
     out: list[Line] = []
     covered: dict[str, int] = {}
     unused_of: dict[str, Line] = {}
@@ -84,3 +86,59 @@ def _size(line: Line) -> str:
 def _vm_name(line: Line) -> str:
     details = line.columns.get("SkuPriceDetails")
     return json.loads(details).get("VMName", "") if details else ""
+
+
+# ---- EKS: a Compute Savings Plan ----------------------------------------------------------------
+
+SP_RATE = Decimal("0.7")
+SP_COMMITMENT = Decimal("50")  # $ an hour
+SP_NODES = (0, 2)  # the first p5.48xlarge and the g6e.12xlarge
+
+
+def with_savings_plan(lines: list[Line]) -> list[Line]:
+    """A 1-year Compute Savings Plan of $50 an hour covers the first p5 and the g6e at 70 % of
+    on-demand (45.8731 an hour), leaving 4.1269 an hour unused. A CUR writes each covered hour
+    (billed at on-demand, its effective cost beside), its negation and the plan's hourly fee (with
+    its commitment and the part used); AWS's FOCUS export the covered hour (billed 0), the fee
+    (a recurring purchase, effective 0) and the unused part as a row of its own."""
+    arn = f"arn:aws:savingsplans::111111111111:savingsplan/{_guid('compute-sp')}"
+    plan_columns = {"PricingCategory": "Committed", "CommitmentDiscountId": arn, "CommitmentDiscountType": "Savings Plan",
+                    "CommitmentDiscountCategory": "Spend", "CommitmentDiscountName": "compute-sp-1yr"}
+    out: list[Line] = []
+    used: dict[int, Decimal] = {}
+    template: Line | None = None
+    for line in lines:
+        if line.kind != "charge" or line.cls != "gpu_compute" or not set(line.nodes) & set(SP_NODES):
+            out.append(line)
+            continue
+        effective = line.cost * SP_RATE
+        used[line.start_h] = used.get(line.start_h, Decimal(0)) + effective
+        plan = {"arn": arn, "rate": line.unit_price * SP_RATE}
+        columns = {**line.columns, **plan_columns, "CommitmentDiscountStatus": "Used"}
+        out.append(replace(line, columns=columns, kind="sp_covered", amount=effective, billed=Decimal(0),
+                           listed=line.cost, plan=plan))
+        out.append(replace(line, cls="sp_negation", columns=columns, kind="sp_negation", amount=Decimal(0),
+                           billed=-line.cost, listed=Decimal(0), only="native", plan=plan, nodes=()))
+        template = line
+    assert template is not None
+    base = {k: v for k, v in template.columns.items() if k in FEE_KEEP}
+    for hour, spent in sorted(used.items()):
+        fee = {**base, **plan_columns, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
+               "ResourceId": arn, "ResourceType": "Savings Plan", "ServiceName": "Savings Plans for AWS Compute usage",
+               "ServiceCategory": "Compute", "x_ServiceCode": "ComputeSavingsPlans", "x_UsageType": "ComputeSP:1yrNoUpfront",
+               "x_Operation": "", "ChargeDescription": "1 year No Upfront Compute Savings Plan", "SkuId": "",
+               "SkuPriceId": "", "PricingUnit": "", "ConsumedUnit": "", "Tags": None, "AvailabilityZone": None}
+        plan = {"arn": arn, "commitment": SP_COMMITMENT, "used": spent}
+        out.append(Line("sp_fee", hour, hour + 1, Decimal(1), SP_COMMITMENT, fee, kind="sp_fee", amount=Decimal(0),
+                        billed=SP_COMMITMENT, listed=Decimal(0), plan=plan))
+        unused = {**fee, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "CommitmentDiscountStatus": "Unused",
+                  "ChargeDescription": "Unused Compute Savings Plan commitment"}
+        out.append(Line("commitment_unused", hour, hour + 1, Decimal(1), SP_COMMITMENT - spent, unused,
+                        billed=Decimal(0), listed=Decimal(0), only="focus"))
+    return out
+
+
+#: the columns a Savings Plan's fee shares with the usage it covers (payer, account, region)
+FEE_KEEP = {"BillingAccountId", "BillingAccountName", "BillingAccountType", "BillingCurrency", "PricingCurrency",
+            "InvoiceIssuerName", "ProviderName", "PublisherName", "RegionId", "RegionName", "SubAccountId",
+            "SubAccountName", "SubAccountType", "InvoiceId"}

@@ -45,6 +45,11 @@ class Line:
     #: line (BilledCost) and what it lists at (ListCost, ContractedCost), when not its cost
     billed: Decimal | None = None
     listed: Decimal | None = None
+    #: "focus" or "native": a line only that format writes (a CUR's Savings Plan negation; FOCUS's
+    #: unused-commitment row, which a CUR reader derives from the plan's fee line)
+    only: str = ""
+    #: a Savings Plan's covered usage or fee: the plan's ARN, effective rate, commitment and use
+    plan: dict | None = None
 
     @property
     def cost(self) -> Decimal:
@@ -74,6 +79,8 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
     writer = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(columns)
     for line in lines:
+        if line.only == "native":
+            continue
         cost = decimal_text(line.cost)
         values = dict(line.columns)
         values.setdefault("ConsumedQuantity", line.quantity)
@@ -87,7 +94,7 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
             values["BilledCost"] = decimal_text(line.billed)
         if line.listed is not None:
             values["ListCost"] = values["ContractedCost"] = decimal_text(line.listed)
-        if line.kind != "charge":  # a credit or tax line: money only, nothing listed or priced
+        if line.kind in ("credit", "tax", "sp_fee"):  # money only, nothing listed or priced
             values.update({"ListCost": "0", "ContractedCost": "0", "PricingQuantity": None, "ListUnitPrice": None,
                            "ContractedUnitPrice": None, "ConsumedQuantity": None, "PricingUnit": None,
                            "ConsumedUnit": None})

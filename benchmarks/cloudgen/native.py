@@ -101,7 +101,7 @@ def gcp_export(lines: list[Line], ids: GcpIds) -> bytes:
     the ``credits`` of the row it discounts."""
     rows, row_of = [], {}
     for line in lines:
-        if line.kind != "credit":
+        if line.kind != "credit" and line.only != "focus":
             rows.append(row_of.setdefault(id(line), gcp_export_row(line, ids)))
     for line in lines:
         if line.kind == "credit":
@@ -233,10 +233,44 @@ def cur2_adjustment(row: dict, line: Line) -> dict:
     return row
 
 
+def cur2_plan(row: dict, line: Line) -> dict:
+    """A Savings Plan's row: covered usage (billed at on-demand, its effective cost beside), its
+    negation, or the plan's hourly fee (its commitment and the part used)."""
+    plan = line.plan or {}
+    row = {**row, "savings_plan_savings_plan_a_r_n": plan["arn"], "savings_plan_offering_type": "ComputeSavingsPlans",
+           "savings_plan_payment_option": "No Upfront", "savings_plan_purchase_term": "1yr",
+           "savings_plan_region": row["product_region_code"], "pricing_term": "Savings Plan"}
+    if line.kind == "sp_covered":
+        row.update({"line_item_line_item_type": "SavingsPlanCoveredUsage",
+                    "line_item_unblended_cost": decimal_text(line.listed), "line_item_blended_cost": decimal_text(line.listed),
+                    "savings_plan_savings_plan_effective_cost": decimal_text(line.cost),
+                    "savings_plan_net_savings_plan_effective_cost": decimal_text(line.cost),
+                    "savings_plan_savings_plan_rate": decimal_text(plan["rate"])})
+    elif line.kind == "sp_negation":
+        row.update({"line_item_line_item_type": "SavingsPlanNegation", "line_item_unblended_cost": decimal_text(line.billed),
+                    "line_item_blended_cost": decimal_text(line.billed), "pricing_public_on_demand_cost": "0",
+                    "line_item_line_item_description": "SavingsPlanNegation used by AccountId : "
+                    f"{row['line_item_usage_account_id']} and UsageSku : {row['product_sku']}"})
+    else:  # the fee
+        row.update({"line_item_line_item_type": "SavingsPlanRecurringFee", "line_item_resource_id": plan["arn"],
+                    "line_item_unblended_cost": decimal_text(line.billed), "line_item_blended_cost": decimal_text(line.billed),
+                    "line_item_usage_type": "ComputeSP:1yrNoUpfront", "line_item_operation": "", "product_sku": "",
+                    "line_item_product_code": "ComputeSavingsPlans", "product_servicecode": "ComputeSavingsPlans",
+                    "line_item_line_item_description": "1 year No Upfront Compute Savings Plan",
+                    "pricing_public_on_demand_cost": "0", "line_item_usage_amount": "1",
+                    "savings_plan_total_commitment_to_date": decimal_text(plan["commitment"]),
+                    "savings_plan_used_commitment": decimal_text(plan["used"]),
+                    "savings_plan_recurring_commitment_for_billing_period": decimal_text(plan["commitment"]),
+                    "product_instance_type": "", "product_instance_family": "", "resource_tags": "{}",
+                    "line_item_availability_zone": ""})
+    return row
+
+
 def cur2_export(lines: list[Line]) -> bytes:
     """The CUR 2.0 CSV (gzip) of ``lines``."""
-    rows = [cur2_row(ln, i) if ln.kind == "charge" else cur2_adjustment(cur2_row(ln, i), ln)
-            for i, ln in enumerate(lines)]
+    rows = [cur2_plan(cur2_row(ln, i), ln) if ln.kind.startswith("sp_") else
+            cur2_row(ln, i) if ln.kind == "charge" else cur2_adjustment(cur2_row(ln, i), ln)
+            for i, ln in enumerate(lines) if ln.only != "focus"]
     return gzip_bytes(csv_bytes(CUR2_COLUMNS, rows))
 
 
@@ -319,5 +353,5 @@ def ea_rows(line: Line) -> list[dict]:
 
 def ea_export(lines: list[Line]) -> bytes:
     """The EA AmortizedCost CSV of ``lines`` (UTF-8 with a byte order mark, as Cost Management writes it)."""
-    rows = [r for ln in lines for r in ea_rows(ln)]
+    rows = [r for ln in lines if ln.only != "focus" for r in ea_rows(ln)]
     return b"\xef\xbb\xbf" + csv_bytes(EA_COLUMNS, rows)

@@ -54,7 +54,7 @@ def net_amounts(lines: list[Line]) -> dict[int, Decimal]:
     """Each charge's amount after its credits and its share of tax (METHOD §2), by ``id``: a credit
     is netted into the charge it rides on; a tax line is spread over the charges of its account and
     service pro rata to their amount before credits."""
-    net = {id(ln): ln.cost for ln in lines if ln.kind == "charge"}
+    net = {id(ln): ln.cost for ln in lines if ln.kind not in ("credit", "tax")}
     for ln in lines:
         if ln.kind == "credit":
             assert ln.applies_to is not None, "every cloudgen credit rides on a charge"

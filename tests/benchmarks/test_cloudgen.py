@@ -265,6 +265,49 @@ def reserved_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     return out
 
 
+@pytest.fixture(scope="module")
+def savings_plan_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    out = {}
+    for billing in ("focus", "native"):
+        folder = tmp_path_factory.mktemp(f"eks-{billing}-savings-plan")
+        out[billing] = (folder, generate("eks", SEED, folder, billing=billing, commitments=True))
+    return out
+
+
+def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
+    focus, truth = savings_plan_cases["focus"]
+    native, native_truth = savings_plan_cases["native"]
+    assert native_truth == truth
+    with (focus / "billing" / "focus_aws.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    covered = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    fees = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    assert len(covered) == 48 and len(unused) == len(fees) == 24  # two instances covered all day
+    assert all(r["BilledCost"] == "0" for r in covered) and all(r["EffectiveCost"] == "0" for r in fees)
+    with gzip.open(next(native.rglob("*.csv.gz")), "rt", newline="") as handle:
+        types = [r["line_item_line_item_type"] for r in csv.DictReader(handle)]
+    assert types.count("SavingsPlanCoveredUsage") == types.count("SavingsPlanNegation") == 48
+    assert types.count("SavingsPlanRecurringFee") == 24
+    unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
+    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
+        Decimal("0.01"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("billing", ["focus", "native"])
+def test_audit_with_a_savings_plan_within_a_cent_of_truth(billing, savings_plan_cases):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from cloudgen_check import audit_document, compare
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    folder, truth = savings_plan_cases[billing]
+    result = compare(audit_document(folder), truth)
+    off = [f for f in result["figures"] if not f["ok"]]
+    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+
+
 def test_reservations_bill_nothing_cost_their_share_and_leave_an_unused_part(reserved_cases):
     folder, truth = reserved_cases["focus"]
     with (folder / "billing" / "focus_azure.csv").open(encoding="utf-8", newline="") as handle:
