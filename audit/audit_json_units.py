@@ -48,6 +48,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
         "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS3},
         "traffic_source": ", ".join(sorted(t.sources)) if t else None,
         "request_counts": counts,
+        # a service that owns nothing and takes no share has no unit cost to show (not a cost of 0)
         "cost_per_request": _per(full, requests, 1),
         "cost_per_1k_requests": _per(full, requests, 1000),
         "cost_per_1k_all_requests": _per(full, every, 1000),
@@ -62,7 +63,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
 
 
 def _per(cost: Decimal, count: int | None, per: int) -> str | None:
-    return fmt(cost * per / count, UNIT_PLACES) if count else None
+    return fmt(cost * per / count, UNIT_PLACES) if count and cost else None
 
 
 def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
@@ -82,7 +83,9 @@ def service_reason(uc: UnitCost, requests: int | None, full: Decimal) -> str | N
     if not requests:
         reasons.append("no request counter or request log matched this service: unit costs unmeasured")
     if full == 0:
-        reasons.append("the service owns no cost and takes no shared cost")
+        reasons.append("the service owns no billing line and no GPU time, and takes no shared cost: its unit "
+                       "costs are unmeasured (claim its lines with [services] tags or resource_ids, or name it "
+                       "in a rule)")
     if uc.unattributed:
         reasons.append(f"unit costs leave out {cents(uc.unattributed)} of its cost that stayed unattributed")
     return "; ".join(reasons) or None

@@ -168,3 +168,20 @@ def test_a_rule_naming_an_undeclared_service_is_a_case_error(tmp_path):
     (case / "case.toml").write_text(toml)
     run = subprocess.run([sys.executable, "-m", "audit", "validate", str(case)], capture_output=True, text=True)
     assert run.returncode == 1 and "did you mean 'ordering'?" in run.stdout + run.stderr
+
+
+def test_a_service_that_owns_nothing_has_no_unit_cost_not_a_cost_of_zero(tmp_path):
+    """A CPU tier counted by its access log but claiming no line (its nodes' cost went to the shared
+    pool, which the GPU services take by GPU cost) owns nothing: its unit costs are unmeasured, said
+    so with what to do, never 0.000000 per 1,000 requests."""
+    from benchmarks.cloudgen.generate import generate
+
+    generate("eks", 1, tmp_path / "case")
+    toml = (tmp_path / "case" / "case.toml").read_text()
+    claim = 'tags = { "eks:nodegroup-name" = "cpu-gateway" }'
+    assert claim in toml
+    (tmp_path / "case" / "case.toml").write_text(toml.replace(claim, 'pod = "gateway"'))
+    gateway = to_dict(run_audit(load_case(tmp_path / "case")))["services"]["gateway"]
+    assert gateway["requests"] > 1000 and gateway["total_cost"] == "0.00"
+    assert gateway["cost_per_request"] is gateway["cost_per_1k_requests"] is gateway["cost_per_1k_all_requests"] is None
+    assert "owns no billing line and no GPU time" in gateway["reason"] and "claim its lines" in gateway["reason"]
