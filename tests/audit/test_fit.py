@@ -98,14 +98,14 @@ def test_a_request_log_naming_an_undeclared_service(eks, tmp_path):
     assert result.returncode == 0, result.stderr
     (warning,) = warnings_of(result.stderr)
     assert ("request-log source alb names service chatt, which has no [services] entry: its 3 requests count "
-            "for no service; services declared: chat, embed — did you mean chat?") == warning
+            "for no service; services declared: chat, gateway, embed — did you mean chat?") == warning
     out = tmp_path / "out"
     run = costaudit("run", case, "--out", out, "--format", "json,html")
     assert run.returncode in (0, 2), run.stderr
     assert warning in warnings_of(run.stderr)
     fit = json.loads((out / "audit.json").read_text())["fit"]
     assert [(f["kind"], f["severity"], f["nearest"]) for f in fit] == [
-        ("request_log_service", "warning", ["chat", "embed"])]
+        ("request_log_service", "warning", ["chat", "gateway", "embed"])]
     page = html.unescape((out / "report.html").read_text())
     first = page[:page.index("Where the money in scope goes")]
     assert "The case does not fit the data everywhere." in first
