@@ -155,9 +155,9 @@ class _Targets:
     A credit naming a resource applies to that resource's charges of its SKU during its charge period
     (a GCP or CUR credit rides on the charge and hour it discounts), else to the resource's charges
     during that period, else to all that resource's charges; otherwise (and for a resource with no
-    charge) to its account's usage, pro rata. Tax applies to the charges
-    of its account and service (a CUR or FOCUS tax line names the service it taxes), else to every
-    charge of its account. The account is the line's SubAccountId, else its BillingAccountId.
+    charge) to its account's usage, pro rata. Tax applies to the charges of its account and service
+    (a CUR or FOCUS tax line names the service it taxes), else to every charge of its account. The
+    account is the line's SubAccountId, else its BillingAccountId.
     """
 
     def __init__(self, charges: pd.DataFrame):
