@@ -34,8 +34,8 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
              billing: str = "focus", adjustments: bool = False, commitments: bool = False) -> dict:
     """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth. ``billing`` is
     ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
-    ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` reservations
-    in an amortised export (commitments.py; AKS)."""
+    ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` an AKS
+    reservation or an EKS Savings Plan, each partly unused (commitments.py)."""
     decimal.getcontext().prec = 60
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395

@@ -9,9 +9,11 @@ cost over its GPUs; with a profile S = min(g B, P - B) is serving path, O = P - 
 (no kernel profile) and P - B overhead (idle, serving-path share not separated). A GPU no pod holds
 is overhead (unallocated), one an undeclared pod holds is unattributed (undeclared workload), an
 hour its exporter sent nothing for is unattributed (no activity sample). Non-GPU lines go to their
-class's part. No commitment: billed = effective. Credits and tax (the adjustments variant) are
-netted into the charges they apply to first (``net_amounts``), and every figure above uses the
-charges' net amounts.
+class's part. Credits and tax (the adjustments variant) are netted into the charges they apply
+to first (``net_amounts``), and every figure above uses the charges' net amounts; a
+commitment-covered line (the commitments variant) costs its effective (amortised) amount, and an
+unused commitment is platform overhead (commitment_unused). Each service's unit cost (METHOD §4)
+is in ``unit_costs``.
 """
 from __future__ import annotations
 
