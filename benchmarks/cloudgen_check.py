@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.cloudgen import CLOUDS  # noqa: E402
+from benchmarks.cloudgen import CLOUDS, add_variant_options  # noqa: E402
 from benchmarks.cloudgen.generate import generate  # noqa: E402
 
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
@@ -129,13 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clouds", nargs="+", choices=CLOUDS, default=list(CLOUDS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--billing", nargs="+", choices=("focus", "native"), default=["focus"],
-                        help="the billing file each case is written with: the provider's FOCUS CSV, its own "
-                             "export format (GCP detailed export, CUR 2.0, Azure cost details), or both")
-    parser.add_argument("--adjustments", action="store_true",
-                        help="cases with credits riding on their charges and tax per service (GKE and EKS)")
-    parser.add_argument("--commitments", action="store_true",
-                        help="cases with commitments, partly unused: AKS reservations (amortised), an EKS Savings Plan")
+    add_variant_options(parser, several_billings=True)
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = []

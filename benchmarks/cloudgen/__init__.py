@@ -16,3 +16,18 @@ test that says so), so that its truth is independent of the engine it measures.
 from __future__ import annotations
 
 CLOUDS = ("eks", "gke", "aks")
+BILLINGS = ("focus", "native")
+
+
+def add_variant_options(parser, several_billings: bool = False) -> None:
+    """The case variants, as ``python -m benchmarks.cloudgen`` and ``cloudgen_check.py`` take them:
+    the billing format (one, or with ``several_billings`` any of them) and the optional adjustments."""
+    parser.add_argument("--billing", choices=BILLINGS, nargs="+" if several_billings else None,
+                        default=["focus"] if several_billings else "focus",
+                        help="the provider's FOCUS CSV (default) or its own export format: GCP detailed export, "
+                             "CUR 2.0, Azure EA cost details (same lines, same truth)"
+                             + ("; both to write each case both ways" if several_billings else ""))
+    parser.add_argument("--adjustments", action="store_true",
+                        help="credits riding on their charges and tax per service (GKE and EKS)")
+    parser.add_argument("--commitments", action="store_true",
+                        help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.cloudgen import CLOUDS
+from benchmarks.cloudgen import CLOUDS, add_variant_options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,13 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=None, help="the chat profile trace (default: found)")
     parser.add_argument("--no-profile", action="store_true",
                         help="write no [[profiles]]: every service's kernel-active cost is unattributed")
-    parser.add_argument("--billing", choices=("focus", "native"), default="focus",
-                        help="the provider's FOCUS CSV (default) or its own export format: GCP detailed export, "
-                             "CUR 2.0, Azure EA cost details (same lines, same truth)")
-    parser.add_argument("--adjustments", action="store_true",
-                        help="add credits riding on their charges and tax per service (GKE and EKS)")
-    parser.add_argument("--commitments", action="store_true",
-                        help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan")
+    add_variant_options(parser)
     args = parser.parse_args(argv)
     from benchmarks.cloudgen.generate import generate
 

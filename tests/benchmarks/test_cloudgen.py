@@ -28,13 +28,17 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def generated(tmp_path_factory, cloud: str, **variant) -> tuple[Path, dict]:
+    """A case of ``cloud`` and SEED (FOCUS, on-demand, unless ``variant`` says otherwise) in a folder of
+    its own, and its truth."""
+    name = "-".join([cloud, *(f"{k}-{v}" if v is not True else k for k, v in sorted(variant.items()))])
+    folder = tmp_path_factory.mktemp(name)
+    return folder, generate(cloud, SEED, folder, **variant)
+
+
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    out = {}
-    for cloud in CLOUDS:
-        folder = tmp_path_factory.mktemp(cloud)
-        out[cloud] = (folder, generate(cloud, SEED, folder))
-    return out
+    return {cloud: generated(tmp_path_factory, cloud) for cloud in CLOUDS}
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
@@ -101,6 +105,19 @@ def test_truth_conserves_to_the_cent(cloud, cases):
     assert billed - Decimal(truth["outside_scope"]["exact"]) == Decimal(truth["total_exact"])
 
 
+def assert_matches_truth(folder: Path, truth: dict, parts: bool = False) -> None:
+    """The audit of ``folder`` is within cloudgen_check's bar on every figure of its truth (and, with
+    ``parts``, no part of a bucket more than a cent apart)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from cloudgen_check import audit_document, compare
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    result = compare(audit_document(folder), truth)
+    off = [f for f in result["figures"] if not f["ok"]]
+    assert not off and not (parts and result["parts"]), json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+
+
 def billing_path(folder: Path) -> str:
     return next(p.relative_to(folder).as_posix() for p in (folder / "billing").iterdir())
 
@@ -117,15 +134,7 @@ def test_the_project_reads_every_file(cloud, cases):
 @pytest.mark.slow
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_audit_within_half_a_percent_of_truth(cloud, cases):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from cloudgen_check import audit_document, compare
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    folder, truth = cases[cloud]
-    result = compare(audit_document(folder), truth)
-    off = [f for f in result["figures"] if not f["ok"]]
-    assert not off, json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+    assert_matches_truth(*cases[cloud])
 
 
 # ---- the same cases in each provider's own export format (benchmarks/cloudgen/native.py) -----------
@@ -136,11 +145,7 @@ NATIVE_COST = {  # cloud -> (the cost column, how its file is opened)
 
 @pytest.fixture(scope="module")
 def native_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    out = {}
-    for cloud in CLOUDS:
-        folder = tmp_path_factory.mktemp(f"{cloud}-native")
-        out[cloud] = (folder, generate(cloud, SEED, folder, billing="native"))
-    return out
+    return {cloud: generated(tmp_path_factory, cloud, billing="native") for cloud in CLOUDS}
 
 
 def native_costs(cloud: str, folder: Path) -> list[Decimal]:
@@ -179,15 +184,7 @@ def test_a_scale_set_is_billed_one_row_per_vm_and_day(native_cases):
 @pytest.mark.slow
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_audit_of_the_native_export_within_a_cent_of_truth(cloud, native_cases):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from cloudgen_check import audit_document, compare
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    folder, truth = native_cases[cloud]
-    result = compare(audit_document(folder), truth)
-    off = [f for f in result["figures"] if not f["ok"]]
-    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+    assert_matches_truth(*native_cases[cloud], parts=True)
 
 
 # ---- credits riding on their charges, tax per service (benchmarks/cloudgen/adjustments.py) --------
@@ -197,11 +194,8 @@ ADJUSTED = [("gke", "focus"), ("gke", "native"), ("eks", "focus"), ("eks", "nati
 
 @pytest.fixture(scope="module")
 def adjusted_cases(tmp_path_factory) -> dict[tuple[str, str], tuple[Path, dict]]:
-    out = {}
-    for cloud, billing in ADJUSTED:
-        folder = tmp_path_factory.mktemp(f"{cloud}-{billing}-adjusted")
-        out[(cloud, billing)] = (folder, generate(cloud, SEED, folder, billing=billing, adjustments=True))
-    return out
+    return {(cloud, billing): generated(tmp_path_factory, cloud, billing=billing, adjustments=True)
+            for cloud, billing in ADJUSTED}
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks"])
@@ -223,15 +217,7 @@ def test_credits_and_tax_are_in_the_file_and_in_the_truth(cloud, cases, adjusted
 @pytest.mark.slow
 @pytest.mark.parametrize("cloud, billing", ADJUSTED)
 def test_audit_with_credits_and_tax_within_a_cent_of_truth(cloud, billing, adjusted_cases):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from cloudgen_check import audit_document, compare
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    folder, truth = adjusted_cases[(cloud, billing)]
-    result = compare(audit_document(folder), truth)
-    off = [f for f in result["figures"] if not f["ok"]]
-    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+    assert_matches_truth(*adjusted_cases[(cloud, billing)], parts=True)
 
 
 # ---- the CPU-only service: its access log, its claim and its unit cost (benchmarks/cloudgen/gateway.py) ----
@@ -258,20 +244,14 @@ def test_the_gateway_s_requests_and_unit_costs_conserve(cloud, cases):
 
 @pytest.fixture(scope="module")
 def reserved_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    out = {}
-    for billing in ("focus", "native"):
-        folder = tmp_path_factory.mktemp(f"aks-{billing}-reserved")
-        out[billing] = (folder, generate("aks", SEED, folder, billing=billing, commitments=True))
-    return out
+    return {billing: generated(tmp_path_factory, "aks", billing=billing, commitments=True)
+            for billing in ("focus", "native")}
 
 
 @pytest.fixture(scope="module")
 def savings_plan_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    out = {}
-    for billing in ("focus", "native"):
-        folder = tmp_path_factory.mktemp(f"eks-{billing}-savings-plan")
-        out[billing] = (folder, generate("eks", SEED, folder, billing=billing, commitments=True))
-    return out
+    return {billing: generated(tmp_path_factory, "eks", billing=billing, commitments=True)
+            for billing in ("focus", "native")}
 
 
 def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
@@ -297,15 +277,7 @@ def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
 @pytest.mark.slow
 @pytest.mark.parametrize("billing", ["focus", "native"])
 def test_audit_with_a_savings_plan_within_a_cent_of_truth(billing, savings_plan_cases):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from cloudgen_check import audit_document, compare
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    folder, truth = savings_plan_cases[billing]
-    result = compare(audit_document(folder), truth)
-    off = [f for f in result["figures"] if not f["ok"]]
-    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+    assert_matches_truth(*savings_plan_cases[billing], parts=True)
 
 
 def test_reservations_bill_nothing_cost_their_share_and_leave_an_unused_part(reserved_cases):
@@ -325,12 +297,4 @@ def test_reservations_bill_nothing_cost_their_share_and_leave_an_unused_part(res
 @pytest.mark.slow
 @pytest.mark.parametrize("billing", ["focus", "native"])
 def test_audit_with_reservations_within_a_cent_of_truth(billing, reserved_cases):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from cloudgen_check import audit_document, compare
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    folder, truth = reserved_cases[billing]
-    result = compare(audit_document(folder), truth)
-    off = [f for f in result["figures"] if not f["ok"]]
-    assert not off and not result["parts"], json.dumps({"off": off, "parts": result["parts"]}, indent=1)
+    assert_matches_truth(*reserved_cases[billing], parts=True)
