@@ -27,7 +27,8 @@ def add_variant_options(parser, several_billings: bool = False) -> None:
                         help="the provider's FOCUS CSV (default) or its own export format: GCP detailed export, "
                              "CUR 2.0, Azure EA cost details (same lines, same truth)"
                              + ("; both to write each case both ways" if several_billings else ""))
-    parser.add_argument("--adjustments", action="store_true",
+    one = parser.add_mutually_exclusive_group()  # a commitment replaces the charges the credits ride on
+    one.add_argument("--adjustments", action="store_true",
                         help="credits riding on their charges and tax per service (GKE and EKS)")
-    parser.add_argument("--commitments", action="store_true",
+    one.add_argument("--commitments", action="store_true",
                         help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan")

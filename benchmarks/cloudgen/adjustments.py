@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
-from benchmarks.cloudgen.focus import Line
+from benchmarks.cloudgen.focus import ACCOUNT_COLUMNS, Line
 from benchmarks.cloudgen.world import HOURS
 
 MACHINE_CLASSES = ("gpu_compute", "serving_compute")
@@ -78,11 +78,8 @@ def tax_lines(cloud: str, lines: list[Line]) -> list[Line]:
     return out
 
 
-#: the columns a tax line shares with the charges it taxes (account, provider, service, region)
-TAX_KEEP = {"BillingAccountId", "BillingAccountName", "BillingAccountType", "BillingCurrency", "PricingCurrency",
-            "InvoiceIssuerName", "ProviderName", "PublisherName", "RegionId", "RegionName", "SubAccountId",
-            "SubAccountName", "SubAccountType", "InvoiceId", "ServiceName", "ServiceCategory", "x_ServiceCode",
-            "PricingCategory"}
+#: the columns a tax line shares with the charges it taxes (account, provider, region, service)
+TAX_KEEP = ACCOUNT_COLUMNS | {"ServiceName", "ServiceCategory", "x_ServiceCode", "PricingCategory"}
 
 
 def with_adjustments(cloud: str, lines: list[Line]) -> list[Line]:

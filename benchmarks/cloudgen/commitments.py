@@ -19,7 +19,7 @@ import json
 from dataclasses import replace
 from decimal import Decimal
 
-from benchmarks.cloudgen.focus import Line
+from benchmarks.cloudgen.focus import ACCOUNT_COLUMNS, Line
 
 RATE = Decimal("0.6")
 ORDERS = {  # VM size -> (instances reserved, VMs it covers by their VMName suffix: None = every VM)
@@ -50,12 +50,12 @@ def with_commitments(cloud: str, lines: list[Line]) -> list[Line]:
     covered: dict[str, int] = {}
     unused_of: dict[str, Line] = {}
     for line in lines:
-        size = _size(line)
+        size = _details(line, "ServiceType")
         if line.kind != "charge" or line.cls != "gpu_compute" or size not in ORDERS:
             out.append(line)
             continue
         quantity, which = ORDERS[size]
-        vm = _vm_name(line)
+        vm = _details(line, "VMName")
         if (which is not None and not vm.endswith(which)) or covered.get(size, 0) >= quantity:
             out.append(line)
             continue
@@ -78,14 +78,10 @@ def with_commitments(cloud: str, lines: list[Line]) -> list[Line]:
     return out
 
 
-def _size(line: Line) -> str:
+def _details(line: Line, key: str) -> str:
+    """A value of the line's SkuPriceDetails (Azure's AdditionalInfo): ServiceType, VMName."""
     details = line.columns.get("SkuPriceDetails")
-    return json.loads(details).get("ServiceType", "") if details else ""
-
-
-def _vm_name(line: Line) -> str:
-    details = line.columns.get("SkuPriceDetails")
-    return json.loads(details).get("VMName", "") if details else ""
+    return json.loads(details).get(key, "") if details else ""
 
 
 # ---- EKS: a Compute Savings Plan ----------------------------------------------------------------
@@ -121,7 +117,7 @@ def with_savings_plan(lines: list[Line]) -> list[Line]:
                            billed=-line.cost, listed=Decimal(0), only="native", plan=plan, nodes=()))
         template = line
     assert template is not None
-    base = {k: v for k, v in template.columns.items() if k in FEE_KEEP}
+    base = {k: v for k, v in template.columns.items() if k in ACCOUNT_COLUMNS}
     for hour, spent in sorted(used.items()):
         fee = {**base, **plan_columns, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
                "ResourceId": arn, "ResourceType": "Savings Plan", "ServiceName": "Savings Plans for AWS Compute usage",
@@ -137,8 +133,3 @@ def with_savings_plan(lines: list[Line]) -> list[Line]:
                         billed=Decimal(0), listed=Decimal(0), only="focus"))
     return out
 
-
-#: the columns a Savings Plan's fee shares with the usage it covers (payer, account, region)
-FEE_KEEP = {"BillingAccountId", "BillingAccountName", "BillingAccountType", "BillingCurrency", "PricingCurrency",
-            "InvoiceIssuerName", "ProviderName", "PublisherName", "RegionId", "RegionName", "SubAccountId",
-            "SubAccountName", "SubAccountType", "InvoiceId"}

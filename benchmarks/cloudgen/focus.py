@@ -19,6 +19,12 @@ from typing import Callable
 from benchmarks.cloudgen.world import START
 
 MONEY_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost")
+#: the columns of who is billed, by whom and where: what a line the provider adds (a tax line, a
+#: commitment's fee) shares with the usage it belongs to
+ACCOUNT_COLUMNS = frozenset({
+    "BillingAccountId", "BillingAccountName", "BillingAccountType", "BillingCurrency", "PricingCurrency",
+    "InvoiceIssuerName", "ProviderName", "PublisherName", "RegionId", "RegionName", "SubAccountId",
+    "SubAccountName", "SubAccountType", "InvoiceId"})
 
 
 @dataclass

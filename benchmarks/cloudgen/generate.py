@@ -36,6 +36,9 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
     ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
     ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` an AKS
     reservation or an EKS Savings Plan, each partly unused (commitments.py)."""
+    if adjustments and commitments:
+        raise ValueError("one variant at a time: --adjustments or --commitments (a commitment replaces the "
+                         "charges the credits ride on)")
     decimal.getcontext().prec = 60
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395
