@@ -52,9 +52,15 @@ class Fit:
 # ---- values and suggestions ---------------------------------------------------------------------
 
 def text(value: object, limit: int = VALUE_CHARS) -> str:
-    """A value from the data or the case, control characters escaped and cut to ``limit``."""
-    cut = shown(str(value), limit + 2)
-    return cut[1:-1] if len(cut) >= 2 and cut[0] == cut[-1] and cut[0] in "'\"" else cut.strip("'\"")
+    """A value from the data or the case, control characters escaped and cut to ``limit``: a long one
+    keeps its start and its end around an ellipsis, since ids differ at the end (an ARM id's
+    ``…/virtualMachines/7``, an ARN's resource)."""
+    escaped = shown(str(value), 10 ** 6)
+    escaped = escaped[1:-1] if len(escaped) >= 2 and escaped[0] == escaped[-1] and escaped[0] in "'\"" else escaped
+    if len(escaped) <= limit:
+        return escaped
+    head = limit * 2 // 5
+    return escaped[:head] + "…" + escaped[len(escaped) - (limit - head - 1):]
 
 
 def nearest(wanted: str, values: Iterable[str]) -> list[str]:
