@@ -79,15 +79,15 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
         try:  # the file's tag sets are made JSON here: one that cannot be names its file
-            con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)}")
+            con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)} ORDER BY _row")
         except duckdb.Error as exc:
             raise read_error(layout.path, layout.fmt, exc) from None
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
-    if not lossy:
-        con.execute("CREATE TEMP TABLE _summed AS SELECT * EXCLUDE (_lossy) FROM _compact ORDER BY _file, _row")
+    if lossy:
+        con.execute("DROP TABLE _compact")
+    else:  # each file's groups were inserted in row order, the files in turn: raw is in file order
         con.execute("DROP VIEW raw")
-        con.execute("ALTER TABLE _summed RENAME TO raw")
-    con.execute("DROP TABLE _compact")
+        con.execute("ALTER TABLE _compact RENAME TO raw")
     con.execute("DROP TABLE _timed")
     return not lossy
 
