@@ -194,8 +194,11 @@ def mark_timed(con, columns: Columns) -> None:
     listed = ", ".join(inputs)
     gpu_line = gpu_line_sql()
     same = " AND ".join(f"a.{c} IS NOT DISTINCT FROM b.{c}" for c in ["resource_id"] + inputs)
+    # The answers per distinct key first, as a table of their own: in one statement with the join,
+    # DuckDB built its hash table on the kept lines rather than on the few keys (the fleet's 50 M-line
+    # CUR: 6.2 s against 1.8 s).
     con.execute(f"""
-    CREATE OR REPLACE TEMP TABLE marked AS
+    CREATE OR REPLACE TEMP TABLE _timed_keys AS
     WITH seen AS (SELECT DISTINCT resource_id, {listed} FROM kept),
     rules AS (SELECT {listed}, coalesce({gpu_line}, FALSE) AS _gpu FROM
               (SELECT *, {hint_sql()} AS hint FROM (SELECT {listed}, {', '.join(named)} FROM
@@ -206,8 +209,11 @@ def mark_timed(con, columns: Columns) -> None:
                      seen.resource_id <> '' AND bool_or(rules.charge_category IN ({CREDITED}))
                          OVER (PARTITION BY seen.resource_id) AS _credited
               FROM seen JOIN rules ON {" AND ".join(f"seen.{c} IS NOT DISTINCT FROM rules.{c}" for c in inputs)})
-    SELECT a.*, b._timed, b._credited FROM kept a JOIN timed b ON {same}
+    SELECT * FROM timed
     """)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE marked AS SELECT a.*, b._timed, b._credited FROM kept a "
+                f"JOIN _timed_keys b ON {same}")
+    con.execute("DROP TABLE _timed_keys")
 
 
 def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
