@@ -113,14 +113,15 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = None) -> dict:
-    """``costaudit run case --out out`` in a fresh process: wall, peak RSS, stage split, exit code."""
+def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = None, code: Path = ROOT) -> dict:
+    """``costaudit run case --out out`` in a fresh process, with the code of source tree ``code``
+    (this checkout, or a baseline's tree): wall, peak RSS, stage split, exit code."""
     hwm_file = out.parent / f".{out.name}.hwm"
     env = {**os.environ, "FLEET_HWM_FILE": str(hwm_file)}
     began = time.perf_counter()
     command = ["run", str(case), "--out", str(out)] + (["--format", formats] if formats else [])
     child = subprocess.Popen([sys.executable, "-c", LAUNCH, *command],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=code, env=env)
     steps: list[tuple[float, str]] = []
     notes: list[list] = []
     errors: list[str] = []
@@ -226,18 +227,44 @@ def bench(fleet: Fleet, lines: int, args, work: Path) -> dict:
                     *billing.data_files(export)], check=True)  # the files in the page cache for everyone
     report: dict = {"lines": lines, "floor": floor(export, cap, args.repeat)}
     case = write_case(work / f"case-{lines}-billing", fleet, export, None)
-    report["billing"] = run_costaudit(case, work / f"out-{lines}-billing", cap, args.format)
+    report.update(in_turn("billing", case, work / f"out-{lines}-billing", cap, args))
     if not args.no_prometheus:
         db = tsdb(fleet)
         with Server(db, work / f"prometheus-{lines}") as server:
             case = write_case(work / f"case-{lines}-prometheus", fleet, export, server.server.url)
-            report["prometheus"] = run_costaudit(case, work / f"out-{lines}-prometheus", cap, args.format)
-        report["prometheus"]["server_rss"] = server.peak
+            report.update(in_turn("prometheus", case, work / f"out-{lines}-prometheus", cap, args))
+        for name in ("prometheus", "prometheus@base"):
+            if name in report:
+                report[name]["server_rss"] = server.peak
         report["tsdb"] = json.loads((db.parent / "READY.json").read_text())
     return report
 
 
-RUNS = ("billing", "prometheus")
+def in_turn(name: str, case: Path, out: Path, cap: int, args) -> dict:
+    """Run ``name`` with this checkout's code and, given ``--baseline-ref``, with the baseline's,
+    in turn (the baseline first in odd rounds, second in even ones), ``--rounds`` times each; each
+    keeps its fastest run."""
+    codes = {name: ROOT} | ({f"{name}@base": args.baseline} if args.baseline else {})
+    runs: dict[str, list[dict]] = {key: [] for key in codes}
+    for round_ in range(args.rounds if args.baseline else 1):
+        order = list(codes.items()) if round_ % 2 else list(reversed(codes.items()))
+        for key, code in order:
+            shutil.rmtree(out, ignore_errors=True)
+            runs[key].append(run_costaudit(case, out, cap, args.format, code))
+    return {key: min(found, key=lambda r: ("failed" in r, r["wall_s"])) for key, found in runs.items()}
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The source tree of git revision ``ref`` (``git archive``; the working tree is not touched)."""
+    folder = into / f"baseline-{ref.replace('/', '_')}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+RUNS = ("billing", "billing@base", "prometheus", "prometheus@base")
 
 
 def table(reports: list[dict]) -> str:
@@ -259,6 +286,10 @@ def table(reports: list[dict]) -> str:
                 note = f"Prometheus server apart: {run['server_rss'] / 2**20:,.0f} MiB peak RSS"
             if run.get("exit") == 2:
                 note = (note + "; " if note else "") + "exit 2 (does not reconcile)"
+            base_run = r.get(f"{name}@base")
+            if base_run and "failed" not in base_run:
+                note = (f"baseline / this: {base_run['wall_s'] / run['wall_s']:.2f}x wall, "
+                        f"{base_run['peak_rss'] / run['peak_rss']:.2f}x RSS" + ("; " + note if note else ""))
             out.append(f"{r['lines']:>11,} {name:<12} {run['wall_s']:>8.1f} {mib} {ratio} "
                        f"{run['wall_s'] / (r['lines'] / 1e6):>14.2f}  {note}")
     return "\n".join(out)
@@ -311,10 +342,13 @@ def main() -> None:
     parser.add_argument("--format", help="costaudit run --format (default: every report)")
     parser.add_argument("--keep", type=Path, help="keep the cases and outputs in this folder")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument("--baseline-ref", help="git revision whose code runs each case too, in turn (run@base)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --baseline-ref: runs of each code, alternating")
     args = parser.parse_args()
     fleet = Fleet(args.nodes, args.hours, args.scrape)
     work = args.keep or Path(tempfile.mkdtemp(prefix="costaudit-fleet-"))
     work.mkdir(parents=True, exist_ok=True)
+    args.baseline = baseline_tree(args.baseline_ref, work) if args.baseline_ref else None
     try:
         reports = []
         for lines in args.lines:
@@ -324,7 +358,8 @@ def main() -> None:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"fleet benchmark: {fleet.gpus:,} GPUs ({fleet.nodes} p5.48xlarge) x {fleet.hours} h, CUR 2.0 Parquet, "
-          f"Prometheus TSDB at a {fleet.scrape} s scrape; {os.cpu_count()} CPUs, cap {args.cap_gib:g} GiB")
+          f"Prometheus TSDB at a {fleet.scrape} s scrape; {os.cpu_count()} CPUs, cap {args.cap_gib:g} GiB"
+          + (f"; baseline {args.baseline_ref} (run@base), {args.rounds} round(s) in turn" if args.baseline else ""))
     print(table(reports))
     print()
     print(curve(reports))

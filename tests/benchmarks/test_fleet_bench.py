@@ -80,6 +80,24 @@ def test_billing_and_telemetry_are_one_fleet(tiny):
     assert coverage["unmeasured_gpu_hours"] == "0.00"
 
 
+def test_a_baseline_revision_runs_in_turn_with_this_checkout(tmp_path):
+    """--baseline-ref: the revision's code (git archive) runs the same case, in turn, and the
+    table gives baseline / this for wall and RSS."""
+    done = harness(tmp_path, "--no-prometheus", "--format", "json", "--json", "--baseline-ref", "HEAD",
+                   "--rounds", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout
+    (size,) = json.loads(text[text.index("\n[") + 1:])
+    for name in ("billing", "billing@base"):
+        assert "failed" not in size[name] and size[name]["exit"] in (0, 2)
+        assert size[name]["own_hwm"] > 20 * 2**20
+    assert "baseline HEAD (run@base), 2 round(s) in turn" in text
+    assert "20,000 billing@base" in text
+    ratio = size["billing@base"]["wall_s"] / size["billing"]["wall_s"]
+    assert f"baseline / this: {ratio:.2f}x wall" in text
+    assert "prometheus" not in size
+
+
 def test_a_run_past_the_cap_is_stopped(tmp_path):
     done = harness(tmp_path, "--no-prometheus", "--format", "json", "--cap-gib", "0.03")
     assert done.returncode == 0, done.stderr[-3000:]
