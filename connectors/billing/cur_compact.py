@@ -65,7 +65,7 @@ FAST_LIMIT = 2 ** 18
 
 
 def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], grain: str | None = None) -> bool:
-    """Replace view ``raw`` by a table of its summed lines (with column ``_n``) where that is exact;
+    """Replace view ``raw`` by a table of its summed lines (with columns ``_n`` and ``_lossy``, false) where that is exact;
     whether it did.
 
     ``raw`` is :func:`connectors.billing.cur.read_cur`'s view over the files' relations ``f<i>``; it has
