@@ -65,8 +65,8 @@ FAST_LIMIT = 2 ** 18
 
 
 def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], grain: str | None = None) -> bool:
-    """Replace view ``raw`` by a table of its summed lines (with columns ``_n`` and ``_lossy``, false) where that is exact;
-    whether it did.
+    """Replace view ``raw`` by a table of its summed lines (with columns ``_n`` and ``_lossy``, false)
+    where that is exact; whether it did.
 
     ``raw`` is :func:`connectors.billing.cur.read_cur`'s view over the files' relations ``f<i>``; it has
     passed :func:`connectors.billing.cur.check_raw` (types, amounts and periods read). Each file is
