@@ -2,7 +2,7 @@
 
 A :class:`Misfit` names one piece of the case that matches nothing in the data, with the nearest
 values the data does contain; a :class:`Fit` holds them all. Values from the data are untrusted:
-each is cut to a readable length with control characters escaped (``shown``).
+each is cut to a readable length with control characters escaped (the value's repr, its quotes off).
 """
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import difflib
 import re
 from dataclasses import dataclass
 from typing import Iterable
-
-from connectors.bounds import shown
 
 #: values listed after "present:" (nearest first), then how many more
 LISTED = 5
@@ -55,8 +53,7 @@ def text(value: object, limit: int = VALUE_CHARS) -> str:
     """A value from the data or the case, control characters escaped and cut to ``limit``: a long one
     keeps its start and its end around an ellipsis, since ids differ at the end (an ARM id's
     ``…/virtualMachines/7``, an ARN's resource)."""
-    escaped = shown(str(value), 10 ** 6)
-    escaped = escaped[1:-1] if len(escaped) >= 2 and escaped[0] == escaped[-1] and escaped[0] in "'\"" else escaped
+    escaped = repr(str(value))[1:-1]  # a str's repr is always quoted: its inside, control characters escaped
     if len(escaped) <= limit:
         return escaped
     head = limit * 2 // 5

@@ -41,4 +41,3 @@ def test_scope_fit_names_only_the_subscription_no_line_carries(tmp_path: Path):
     case = make_case(accounts=(f"/subscriptions/{GUID.upper()}", "0000"))
     found = scope_fit(case, lines(GUID, "111111111111"))
     assert [m.subject for m in found] == ["[scope] account 0000"]
-
