@@ -13,15 +13,21 @@ import numpy as np
 from connectors.bounds import shown
 from connectors.errors import InputError
 
+# The largest trace time read (microseconds, either sign): 2^53, where float64 stops holding every
+# whole microsecond (about 285 years; an epoch timestamp of today is 1.8e15). A larger ts or dur is
+# not a time a profiler wrote, and would carry an absurd duration into every figure after it.
+MAX_US = float(2 ** 53)
+
 
 def time_column(path: Path, first: int, keep: np.ndarray, events: list, values: tuple, field: str) -> np.ndarray:
     """``ts`` or ``dur`` as float64 us; a missing (absent or null) dur is NaN, for the caller to
-    exclude and count (never read as zero)."""
+    exclude and count (never read as zero). A value that is not a number, not finite or beyond
+    :data:`MAX_US` is named (its event, row and field)."""
     try:
         column = np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
         _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
-    finite = np.isfinite(column)
+    finite = np.isfinite(column) & (np.abs(column) <= MAX_US)
     if field == "dur" and not finite.all():
         finite |= np.isnan(column) & np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     if not finite.all():
@@ -39,11 +45,11 @@ def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> NoR
             number = float(value)
         except (TypeError, ValueError):
             number = None
-        if number is None or not math.isfinite(number):
+        if number is None or not math.isfinite(number) or abs(number) > MAX_US:
             index = first + position
             raise InputError(path, f"traceEvents[{index}] ({shown(event.cat, 40)} {shown(str(event.name), 60)}): "
                              f"{field} is {shown(value)}", row=index + 1, column=field,
-                             expected="a finite number of microseconds")
+                             expected="a finite number of microseconds, at most 2^53 either side of 0")
     raise AssertionError("no bad time found")
 
 

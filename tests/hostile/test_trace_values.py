@@ -87,6 +87,25 @@ def test_all_kernels_excluded_is_one_named_error(tmp_path):
     assert outcome.rc == 0 and json.loads(outcome.stdout)["ranks"][0]["excluded_events"]["negative_dur"] == 1
 
 
+@pytest.mark.parametrize("field", ["dur", "ts"])
+def test_a_time_beyond_2_53_microseconds_is_one_named_error(tmp_path, field):
+    """A kernel lasting 1e308 us (finite, so a finiteness check passed it) once reached audit.json's
+    cents as an InvalidOperation traceback; a time beyond 2^53 us is named instead, event and row."""
+    events = gpu_events(CURRENT)
+    events[-1][field] = 1e308
+    write_trace(tmp_path, trace_doc(events), "absurd.json")
+    case = write_case(tmp_path / "case", extra=profile("kineto", "absurd.json"))
+    write_trace(case, trace_doc(events), "absurd.json")
+    for args, cwd in ((("trace", "absurd.json"), tmp_path), (("run", ".", "--out", "out"), case)):
+        outcome = costaudit(*args, cwd=cwd)
+        assert outcome.rc == 1 and "Traceback" not in outcome.stderr, outcome.stderr
+        assert f"row {len(events)}, column {field}:" in outcome.stderr and "1e+308" in outcome.stderr
+        assert "at most 2^53 either side of 0" in outcome.stderr
+    assert not (case / "out").exists()
+    events[-1][field] = 2.0 ** 53  # the bound itself is read
+    assert read_trace(write_trace(tmp_path, trace_doc(events), "edge.json")).role.size
+
+
 def test_run_case_notes_the_excluded_events(tmp_path):
     case = write_case(tmp_path / "case", extra=profile("kineto", "spoiled.json"))
     write_trace(case, trace_doc(spoiled_events()), "spoiled.json")
