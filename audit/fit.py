@@ -16,7 +16,9 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
-  telemetry GPU node that do not meet, each with the identifiers the other side carries.
+  telemetry GPU node that do not meet, each with the identifiers the other side carries;
+* ``step_finer_than_samples``: the case's step finer than the GPU activity samples are apart, with
+  the spacing they have and a step that fits (audit/fit_step.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
@@ -31,6 +33,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
+from audit.fit_step import step_fit
 from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
@@ -56,7 +59,8 @@ def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetr
     scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map.
     """
     found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
-             + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case)))
+             + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
+             + step_fit(case, tele))
     return Fit(tuple(found))
 
 

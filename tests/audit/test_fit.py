@@ -141,6 +141,54 @@ def test_a_scope_tag_value_accounts_and_services_no_line_carries(eks, tmp_path):
     assert found[2] == '[scope] tag team = "analytic" matches no line; values of team present: analytics'
 
 
+@pytest.mark.parametrize("step, empty", [("10m", "33%"), ("5m", "67%"), ("1m", "93%")])
+def test_a_step_finer_than_the_samples_are_apart(eks, tmp_path, step, empty):
+    """The case's DCGM samples are 15 minutes apart: at a finer step, intervals without a sample were
+    reported unmeasured with no word of why (the step is finer than the data, not the data missing)."""
+    case = edited(eks, tmp_path, 'step = "1h"', f'step = "{step}"')
+    found = warnings_of(costaudit("validate", case).stderr)
+    assert found == [f"[case] step {step} is finer than the GPU activity samples are apart (about 15m): {empty} "
+                     "of the intervals between a GPU's samples have none, and the GPU time in them is reported "
+                     "unmeasured although it was sampled; a step of 15m or more fits them"]
+    out = tmp_path / "out"
+    costaudit("run", case, "--out", out, "--format", "json")
+    entry = json.loads((out / "audit.json").read_text())["fit"]
+    assert [(f["kind"], f["subject"], f["nearest"]) for f in entry] == [("step_finer_than_samples", "[case] step",
+                                                                          ["15m"])]
+
+
+@pytest.mark.parametrize("step", ["15m", "20m", "2h"])
+def test_a_step_the_samples_fill_fits(eks, tmp_path, step):
+    """20m is no multiple of 15m, but every interval holds a sample: nothing to say."""
+    case = edited(eks, tmp_path, 'step = "1h"', f'step = "{step}"')
+    result = costaudit("validate", case)
+    assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
+
+
+def test_an_outage_is_not_a_step_misfit():
+    """A GPU's day without samples is one long gap (the coverage section's business); a missed scrape
+    now and then leaves under a tenth of the intervals empty. Neither is the step's fault."""
+    import pandas as pd
+
+    from audit.fit_step import sampled_gaps, step_fit
+
+    hours = list(range(0, 24 * 10))
+    hours = [h for h in hours if not 48 <= h < 72 and h % 30 != 7]   # a day out, a scrape missed every 30 h
+    activity = pd.DataFrame({"source": "p", "node": "n1", "gpu": "0", "uuid": "GPU-1",
+                             "ts": pd.to_datetime([1_788_220_800 + 3600 * h for h in hours], unit="s", utc=True)})
+    assert sorted(set(sampled_gaps(activity, 3600).tolist())) == [1, 2, 25]
+
+    class Tele:
+        pass
+    tele, case = Tele(), type("C", (), {"step_seconds": 3600})()
+    tele.activity = activity
+    assert step_fit(case, tele) == []
+    case.step_seconds = 1800  # the same samples at half the step: every other interval empty
+    assert [m.kind for m in step_fit(case, tele)] == ["step_finer_than_samples"]
+    case.step_seconds = None  # no step set: the grid is the samples' own spacing
+    assert step_fit(case, tele) == []
+
+
 def test_nodes_that_meet_nothing_are_named_with_what_each_side_carries(eks, tmp_path):
     case = edited(eks, tmp_path, "[services.chat]",
                   '[nodes]\n"ip-10-0-9-9.ec2.internal" = "i-0123456789abcdef0"\n\n[services.chat]')
