@@ -38,6 +38,7 @@ def check_rows(con, columns: Columns, path: Path, repeated: set[int]) -> list[In
     errors += check_timestamps(con, path)
     errors += check_period_order(con, path)
     errors += check_categories(con, path)
+    errors += check_commitment_status(con, path)
     errors += check_currency(con, path)
     errors += check_elements(con, path)
     errors += [e for e in check_duplicate_ids(con, columns, path) if e.row not in repeated]
@@ -105,6 +106,24 @@ def check_categories(con, path: Path) -> list[InputError]:
            f"ChargeCategory NOT IN ({allowed}) ORDER BY rn LIMIT {MAX_ERRORS}")
     return [InputError(path, f"unknown charge category {shown(value)}" if value else "missing value",
                        row=rn, column="ChargeCategory", expected="one of " + ", ".join(CHARGE_CATEGORIES))
+            for rn, value in con.execute(sql).fetchall()]
+
+
+#: FOCUS CommitmentDiscountStatus values (read in any letter case, as the audit compares them)
+COMMITMENT_STATUSES = ("Used", "Unused")
+
+
+def check_commitment_status(con, path: Path) -> list[InputError]:
+    """CommitmentDiscountStatus cells that are neither Used nor Unused (any letter case). The audit
+    reads the status to tell a commitment's covered usage from its unused part (class
+    commitment_unused, the bridge, the commitment options), in any letter case but as written: an
+    unknown one (or one padded with blanks) would count as neither."""
+    allowed = ", ".join(quote_text(s.lower()) for s in COMMITMENT_STATUSES)
+    sql = (f"SELECT rn, CommitmentDiscountStatus FROM n WHERE CommitmentDiscountStatus IS NOT NULL AND "
+           f"lower(CommitmentDiscountStatus) NOT IN ({allowed}) ORDER BY rn LIMIT {MAX_ERRORS}")
+    return [InputError(path, f"unknown commitment discount status {shown(value)}", row=rn,
+                       column="CommitmentDiscountStatus",
+                       expected=" or ".join(COMMITMENT_STATUSES) + " (or empty: no commitment discount)")
             for rn, value in con.execute(sql).fetchall()]
 
 

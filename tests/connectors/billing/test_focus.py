@@ -340,6 +340,20 @@ def write_csv(path: Path, header: str, rows: list[str]) -> Path:
 HEADER = "BilledCost,EffectiveCost,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,Tags"
 
 
+def test_an_unknown_commitment_discount_status_is_named(tmp_path):
+    """The status tells covered usage from a commitment's unused part; one that is neither (a mangled
+    cell) was read as neither, silently, and moved the line out of both."""
+    header = HEADER + ",CommitmentDiscountId,CommitmentDiscountStatus"
+    good = ["1,1,Usage,2024-09-01,2024-09-02,,cd-1,used", "1,1,Usage,2024-09-01,2024-09-02,,cd-1,UNUSED",
+            "1,1,Usage,2024-09-01,2024-09-02,,,"]
+    assert read(write_csv(tmp_path / "good.csv", header, good)).rows == 3
+    path = write_csv(tmp_path / "bad.csv", header, good + ["1,1,Usage,2024-09-01,2024-09-02,,cd-1,9999"])
+    with pytest.raises(InputError, match=re.escape(str(path)) + r": row 4, column CommitmentDiscountStatus: "
+                       r"unknown commitment discount status '9999' \(expected Used or Unused \(or empty: no "
+                       r"commitment discount\)\)"):
+        read(path)
+
+
 def test_bad_cells_are_collected_and_capped(tmp_path):
     rows = [f"x{i},1,Usage,2024-09-01,2024-09-02," for i in range(30)]
     with pytest.raises(InputErrors) as caught:
