@@ -45,7 +45,7 @@ from connectors.base import Connector
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
-from connectors.bounds import EITHER
+from connectors.bounds import EITHER, shown
 from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
@@ -321,8 +321,36 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     try:
         con.execute(f"CREATE TABLE agg AS {sql}")
     except duckdb.Error as exc:
-        raise InputError(path, f"unreadable export: {first_line(exc)}",
-                         expected="a Cloud Billing export (bq extract JSON or Parquet)") from None
+        raise (bad_timestamp(con, files, fmt) or
+               InputError(path, f"unreadable export: {first_line(exc)}",
+                          expected="a Cloud Billing export (bq extract JSON or Parquet)")) from None
+
+
+PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
+
+
+def bad_timestamp(con, files: list[str], fmt: str) -> InputError | None:
+    """The first usage_start_time / usage_end_time that is no timestamp, by file, line and column
+    (DuckDB's own cast error names none of them); None when every one reads."""
+    listed = "[" + ", ".join(quote(f) for f in files) + "]"
+    if fmt == "json":
+        spec = "{" + ", ".join(f"{quote(c)}: 'VARCHAR'" for c in PERIOD_COLUMNS) + "}"
+        source = f"read_json({listed}, format='newline_delimited', columns={spec}, filename=true)"
+    else:
+        source = f"read_parquet({listed}, union_by_name=true, filename=true)"
+    for column in PERIOD_COLUMNS:
+        try:
+            found = con.execute(
+                f"SELECT filename, n, v FROM (SELECT filename, row_number() OVER (PARTITION BY filename) AS n, "
+                f"CAST({column} AS VARCHAR) AS v FROM {source}) WHERE v IS NOT NULL AND "
+                f"TRY_CAST(v AS TIMESTAMPTZ) IS NULL ORDER BY filename, n LIMIT 1").fetchall()
+        except duckdb.Error:
+            return None
+        if found:
+            file, line, value = found[0]
+            return InputError(file, f"unreadable timestamp {shown(value)}", row=int(line), column=column,
+                              expected="a timestamp such as 2026-09-01 00:00:00 UTC")
+    return None
 
 
 def export_files(path: Path) -> tuple[list[str], str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -367,6 +368,21 @@ def test_empty_window(loaded, emulator):
     frame = connector(table=DETAILED, endpoint=f"http://127.0.0.1:{emulator}",
                       start=datetime(2023, 1, 1, tzinfo=timezone.utc), end=MAY - timedelta(hours=1)).read()
     assert (frame.rows, len(frame.tables["lines"]), frame.covered) == (0, 0, (None, None))
+
+
+@pytest.mark.parametrize("column, value", [("usage_end_time", -1e308), ("usage_start_time", "2026-13-45 00:00:00 UTC")])
+def test_a_bad_usage_time_in_a_local_export_names_file_line_and_column(tmp_path, rows, column, value):
+    """DuckDB's own cast error names no line nor field ("invalid timestamp field format")."""
+    path = write_ndjson(rows, tmp_path / "export.json")
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[41])
+    record[column] = value
+    lines[41] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    shown = "'-1e+308'" if value == -1e308 else repr(value)
+    with pytest.raises(InputError, match=re.escape(f"{path}: row 42, column {column}: unreadable timestamp {shown} ")
+                       + r"\(expected a timestamp such as 2026-09-01 00:00:00 UTC\)"):
+        connector(path=path).read()
 
 
 def test_case_errors_without_a_server():
