@@ -17,6 +17,8 @@ finds each such piece and says what the data holds instead, nearest values first
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
   telemetry GPU node that do not meet, each with the identifiers the other side carries;
+* ``gpu_lines_without_resource``: GPU lines in scope that name no resource at all, which nothing can
+  join to telemetry (with the instance types they bill and the telemetry GPU nodes);
 * ``step_finer_than_samples``: the case's step finer than the GPU activity samples are apart, with
   the spacing they have and a step that fits (audit/fit_step.py).
 
@@ -276,8 +278,31 @@ def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Te
     seen = _distinct(tele.activity, "node") if len(tele.activity) else set()
     if seen:
         out.extend(_unmet_gpu_resources(gpu, nodes, seen, carried))
-    out.extend(_unbilled_gpu_nodes(seen, nodes, gpu, carried))
+        out.extend(_anonymous_gpu_lines(gpu_lines, carried, seen))
+    out.extend(_unbilled_gpu_nodes(seen, nodes, gpu, carried, named=bool(len(gpu_lines)) and not gpu))
     return out
+
+
+def _anonymous_gpu_lines(gpu_lines: pd.DataFrame, carried: Mapping[str, str], seen: set[str]) -> list[Misfit]:
+    """GPU lines in scope that name no resource (a CUR written without resource ids, a FOCUS file
+    without ResourceId): nothing joins them to a telemetry node, so their cost is unattributed (GPU
+    not in telemetry). Said once, with how many lines and the instance types they bill."""
+    if not len(gpu_lines) or "resource_id" not in gpu_lines.columns:
+        return []
+    keys = gpu_lines["resource_id"].fillna("").astype(str).map(resource_key)
+    anonymous = gpu_lines[(keys == "").to_numpy()]
+    if not len(anonymous):
+        return []
+    kinds = sorted({str(v) for v in anonymous.get("instance_type", pd.Series(dtype=object)).dropna() if str(v)})
+    billing = f" billing {listing(kinds)}" if kinds else ""
+    count = int(anonymous["line_count"].sum()) if "line_count" in anonymous.columns else len(anonymous)
+    near = sorted(seen)
+    return [Misfit("gpu_lines_without_resource", "GPU lines without a resource",
+                   f"{count:,} GPU line(s) in scope{billing} name no resource (ResourceId, or a CUR's "
+                   f"line_item_resource_id, is empty): nothing joins them to a telemetry node, and their cost is "
+                   f"unattributed (GPU not in telemetry); telemetry GPU nodes: {_carrying(near, carried)}. "
+                   f"A billing export with resource ids (a CUR with 'Include resource IDs') fits",
+                   tuple(text(v) for v in near[:LISTED]))]
 
 
 def _gpu_resources(gpu_lines: pd.DataFrame) -> dict[str, str]:
@@ -318,14 +343,17 @@ def _unmet_gpu_resources(gpu: Mapping[str, str], nodes: NodeMap, seen: set[str],
 
 
 def _unbilled_gpu_nodes(seen: set[str], nodes: NodeMap, gpu: Mapping[str, str],
-                        carried: Mapping[str, str]) -> list[Misfit]:
+                        carried: Mapping[str, str], named: bool = False) -> list[Misfit]:
+    """Telemetry GPU nodes no GPU line in scope bills; ``named``: there are GPU lines in scope, but
+    none names a resource (:func:`_anonymous_gpu_lines` says so)."""
     met = {n for key in gpu for n in nodes.nodes_of.get(key, ())}
     if seen and not gpu:
         names = sorted(seen)
         subject = "telemetry GPU nodes"
+        how = "no GPU line in scope names a resource" if named else "no GPU line in scope bills any"
         return [Misfit("telemetry_node_not_billed", subject,
                        f"telemetry shows GPU activity on {len(names)} node(s) ({_carrying(names, carried)}) "
-                       f"but no GPU line in scope bills any", tuple(text(v) for v in names[:LISTED]))]
+                       f"but {how}", tuple(text(v) for v in names[:LISTED]))]
     out = []
     for node in sorted(seen - met):
         subject = f"telemetry node {text(node)}"

@@ -216,6 +216,31 @@ def test_a_billed_gpu_and_a_telemetry_node_that_do_not_meet(eks, tmp_path):
     assert "i-0aaaaaaaaaaaaaaaa (p5.48xlarge)" in node
 
 
+def test_gpu_lines_that_name_no_resource(eks, tmp_path):
+    """A bill without resource ids (a CUR written without them, a FOCUS file whose ResourceId is
+    empty): every GPU line is unattributed as not in telemetry. The warning said "no GPU line in
+    scope bills any" while they billed thousands of GPU-hours; it now says what is missing."""
+    import csv
+    import io
+
+    case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
+    billing = case / "billing" / "focus_aws.csv"
+    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    column = rows[0].index("ResourceId")
+    for row in rows[1:]:
+        row[column] = ""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    billing.write_text(out.getvalue(), encoding="utf-8")
+    found = warnings_of(costaudit("validate", case).stderr)
+    anonymous = next(w for w in found if "name no resource" in w)
+    assert " GPU line(s) in scope billing g6e.12xlarge, p5.48xlarge name no resource (ResourceId, or a CUR's " in anonymous
+    assert "their cost is unattributed (GPU not in telemetry); telemetry GPU nodes: ip-10-0-" in anonymous
+    assert int(anonymous.split(" GPU line")[0].replace(",", "")) == 72  # a day of 3 machines, hourly
+    assert any(w.endswith("but no GPU line in scope names a resource") for w in found)
+    assert not any("bills any" in w for w in found)
+
+
 def test_untrusted_values_are_cut_and_escaped():
     from audit.fit import listing, suggestion, text
     assert text("a\nb") == "a\\nb" and len(text("x" * 500)) <= 61
