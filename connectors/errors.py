@@ -36,8 +36,8 @@ class InputError(SourceError):
     def __str__(self) -> str:
         where = [self.path]
         loc = []
-        if self.row is not None:
-            loc.append(f"row {self.row}")
+        if self.row is not None:  # row 0 is the header (a file's column names)
+            loc.append("header" if self.row == 0 else f"row {self.row}")
         if self.column is not None:
             loc.append(f"column {self.column}")
         head = f"{self.path}: {', '.join(loc)}" if loc else where[0]
