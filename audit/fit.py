@@ -7,6 +7,8 @@ finds each such piece and says what the data holds instead, nearest values first
 
 * ``service_matcher``: a matcher of a service that finds no pod (with the pods it could have meant and,
   for a value written with regular-expression characters but without ``re:``, the ``re:`` form);
+* ``service_shadowed``: a service whose matchers find pods, every one of them owned by a service
+  declared before it (the first service whose matchers hold owns a pod), so it gets none;
 * ``service_unmatched`` (**error**): a service that matches nothing at all — no pod in telemetry and
   no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
 * ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
@@ -108,10 +110,30 @@ def services_fit(case: Case, tele: Telemetry) -> list[Misfit]:
     for name, service in case.services.items():
         if not service.match:
             continue  # a service of billing lines only (audit/fit_claims.py checks its claims)
-        if pods and any(service_of(labels, {name: service}, {}) == name for labels in pods):
+        own = [labels for labels in pods if service_of(labels, {name: service}, {}) == name]
+        if own:
+            out.extend(_shadowed(name, own, case.services))
             continue
         out.extend(_service_misfits(name, service, pods, logs.get(name, [])))
     return out
+
+
+def _shadowed(name: str, own: list[dict[str, str]], services: Mapping[str, Service]) -> list[Misfit]:
+    """A ``service_shadowed`` warning when every pod a service's matchers find belongs to services
+    declared before it (a pod belongs to the first service whose matchers all hold): the service gets
+    none of the GPU time its matchers point at, and an earlier one gets it all."""
+    owners = [service_of(labels, services, {}) for labels in own]
+    if any(owner == name for owner in owners):
+        return []
+    earlier = list(dict.fromkeys(o for o in owners if o))
+    subject = f"service {text(name)}"
+    pods = sorted({labels["pod"] for labels in own})
+    by = ", ".join(f"service {text(o)}" for o in earlier)
+    message = (f"{subject} matches {len(pods)} pod(s) ({listing(pods)}), and every one belongs to {by}, "
+               f"declared before it (a pod belongs to the first service whose matchers all hold): "
+               f"{text(name)} gets none of their GPU time and {by} counts it all; declare {text(name)} first, "
+               f"or narrow the matchers of {by}")
+    return [Misfit("service_shadowed", subject, message, tuple(text(o) for o in earlier))]
 
 
 def _service_misfits(name: str, service: Service, pods: list[dict[str, str]], logs: list[str]) -> list[Misfit]:

@@ -216,6 +216,31 @@ def test_a_billed_gpu_and_a_telemetry_node_that_do_not_meet(eks, tmp_path):
     assert "i-0aaaaaaaaaaaaaaaa (p5.48xlarge)" in node
 
 
+def test_a_service_every_pod_of_which_an_earlier_service_owns(eks, tmp_path):
+    """A pod belongs to the first service whose matchers hold: a narrower service declared after a
+    broader one got 0.00 in silence while the broader one counted its GPU time."""
+    case = edited(eks, tmp_path, "[services.embed]", '[services.chat_canary]\nnamespace = "llm"\n'
+                  'pod = "re:^chat-"\n\n[services.embed]')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    found = warnings_of(result.stderr)
+    assert len(found) == 1 and found[0].startswith("service chat_canary matches ")
+    assert ("and every one belongs to service chat, declared before it (a pod belongs to the first service "
+            "whose matchers all hold): chat_canary gets none of their GPU time and service chat counts it all; "
+            "declare chat_canary first, or narrow the matchers of service chat") in found[0]
+    out = tmp_path / "out"
+    costaudit("run", case, "--out", out, "--format", "json")
+    document = json.loads((out / "audit.json").read_text())
+    assert [(f["kind"], f["nearest"]) for f in document["fit"]] == [("service_shadowed", ["chat"])]
+    assert document["services"]["chat_canary"]["cost"] == "0.00"
+    # declared first, the canary owns the pods, and chat is the one left with none
+    first = edited(eks, tmp_path / "first", "[services.chat]", '[services.chat_canary]\nnamespace = "llm"\n'
+                   'pod = "re:^chat-"\n\n[services.chat]')
+    found = warnings_of(costaudit("validate", first).stderr)
+    assert len(found) == 1 and found[0].startswith("service chat matches ")
+    assert found[0].endswith("declare chat first, or narrow the matchers of service chat_canary")
+
+
 def test_gpu_lines_that_name_no_resource(eks, tmp_path):
     """A bill without resource ids (a CUR written without them, a FOCUS file whose ResourceId is
     empty): every GPU line is unattributed as not in telemetry. The warning said "no GPU line in
