@@ -71,12 +71,33 @@ def with_months(result: AuditResult, progress: Progress | None = None) -> AuditR
     windows = calendar_months(result.case.start, result.case.end)
     if len(windows) < 2:
         return result
-    months = []
+    months, empty = [], []
     for i, (start, end) in enumerate(windows):
         _step(progress, f"auditing month {start:%Y-%m}")
         month = replace(result.case, start=start, end=end)
-        months.append(audit_collected(month, narrowed(result.collected, start, end, i == 0, i == len(windows) - 1)))
+        collected = narrowed(result.collected, start, end, i == 0, i == len(windows) - 1)
+        if not any(len(frame.tables.get("lines", ())) for frame in collected.of("billing")):
+            empty.append((start, end))
+            continue
+        months.append(audit_collected(month, collected))
+    if empty:
+        raise months_without_billing(result, empty)
     return replace(result, months=tuple(months))
+
+
+def months_without_billing(result: AuditResult, empty: list) -> InputError:
+    """The calendar months of the window no billing line falls in, with what the billing covers: a
+    quarter audited from two months' invoices would be a quarter's figures short of a month."""
+    case, frames = result.case, result.collected.of("billing")
+    named = ", ".join(f"{s:%Y-%m} ({s:%Y-%m-%d} – {e:%Y-%m-%d})" for s, e in empty)
+    starts = [f.covered[0] for f in frames if f.covered[0] is not None]
+    ends = [f.covered[1] for f in frames if f.covered[1] is not None]
+    covers = f"; the billing covers {min(starts):%Y-%m-%d %H:%M} – {max(ends):%Y-%m-%d %H:%M} UTC" if starts and ends else ""
+    paths = ", ".join(f.spec.where for f in frames) or str(case.path)
+    return InputError(paths, f"no billing line falls in {named}, of the window {case.start:%Y-%m-%d} – "
+                      f"{case.end:%Y-%m-%d}{covers}", column="ChargePeriodStart",
+                      expected="billing lines in every calendar month of the window, or a window inside what "
+                               "the billing covers")
 
 
 def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None) -> list[AuditResult]:

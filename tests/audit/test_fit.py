@@ -266,6 +266,53 @@ def test_gpu_lines_that_name_no_resource(eks, tmp_path):
     assert not any("bills any" in w for w in found)
 
 
+def test_a_window_longer_than_the_billing(eks, tmp_path):
+    """The case's bill covers 1 September; audited for 1–3 September, its figures were one day's,
+    presented as the window's, without a word."""
+    case = edited(eks, tmp_path, 'window = ["2026-09-01", "2026-09-02"]', 'window = ["2026-09-01", "2026-09-03"]')
+    found = [w for w in warnings_of(costaudit("validate", case).stderr) if "usage line" in w]
+    assert found == ["no billing source has a usage line on 1 of the window's 2 day(s): 2026-09-02 – 2026-09-03. "
+                     "The figures are those of the days billed (2026-09-01 – 2026-09-02), not of the whole window "
+                     "2026-09-01 – 2026-09-03; an export that covers the window, or a window inside "
+                     "2026-09-01 – 2026-09-02, fits"]
+
+
+def test_a_calendar_month_without_billing_is_one_named_error(eks, tmp_path):
+    """Two months audited from one month's bill: the month audit stopped with "no billing line falls in
+    the window 2026-08-31 – 2026-09-01", a window the case never wrote; now it names the month and what
+    the billing covers, and run writes nothing."""
+    case = edited(eks, tmp_path, 'window = ["2026-09-01", "2026-09-02"]', 'window = ["2026-08-31", "2026-09-02"]')
+    out = tmp_path / "out"
+    result = costaudit("run", case, "--out", out, "--format", "json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr and not out.exists()
+    assert ("column ChargePeriodStart: no billing line falls in 2026-08 (2026-08-31 – 2026-09-01), of the window "
+            "2026-08-31 – 2026-09-02; the billing covers 2026-09-01 00:00 – 2026-09-02 00:00 UTC (expected billing "
+            "lines in every calendar month of the window, or a window inside what the billing covers)") in result.stderr
+
+
+def test_billed_days_count_short_usage_lines_only():
+    """A month-long fee covers no day; an hourly line covers its day; a line ending at midnight covers
+    only the day it ran in; without any short usage line nothing is said."""
+    from datetime import datetime, timezone
+
+    import pandas as pd
+
+    from audit.fit_window import billed_days, window_fit
+
+    case = type("C", (), {"start": datetime(2026, 9, 1, tzinfo=timezone.utc),
+                          "end": datetime(2026, 9, 6, tzinfo=timezone.utc)})()
+    def at(*days):
+        return pd.to_datetime([f"2026-09-{d}" for d in days], utc=True)
+    lines = pd.DataFrame({"start": at("01T00", "01T05", "03T23", "01T00"),
+                          "end": at("01T01", "02T00", "04T00", "30T00"),
+                          "charge_category": ["Usage", "Usage", "Usage", "Purchase"]})
+    assert billed_days(case, lines).tolist() == [True, False, True, False, False]
+    [misfit] = window_fit(case, lines)
+    assert misfit.kind == "window_not_billed" and misfit.nearest == ("2026-09-01 – 2026-09-04",)
+    assert "on 3 of the window's 5 day(s): 2026-09-02 – 2026-09-03, 2026-09-04 – 2026-09-06." in misfit.message
+    assert window_fit(case, lines.iloc[[3]]) == []
+
+
 def test_untrusted_values_are_cut_and_escaped():
     from audit.fit import listing, suggestion, text
     assert text("a\nb") == "a\\nb" and len(text("x" * 500)) <= 61
