@@ -24,7 +24,8 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``step_finer_than_samples``: the case's step finer than the GPU activity samples are apart, with
   the spacing they have and a step that fits (audit/fit_step.py);
 * ``window_not_billed``: days of the window on which no billing source has a usage line, with the
-  span the usage covers (audit/fit_window.py).
+  span the usage covers; ``telemetry_gap``: days GPU time is billed with no GPU activity sample at
+  all (audit/fit_window.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
@@ -40,7 +41,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
 from audit.fit_step import step_fit
-from audit.fit_window import window_fit
+from audit.fit_window import telemetry_days_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
@@ -67,7 +68,7 @@ def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetr
     """
     found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
-             + step_fit(case, tele) + window_fit(case, lines))
+             + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele))
     return Fit(tuple(found))
 
 

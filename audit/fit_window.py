@@ -1,14 +1,20 @@
-"""Whether the billing covers the case's window: days of the window with no usage line at all.
+"""Whether the billing and the telemetry cover the case's window, day by day.
 
 A bill exported on the 20th and audited for the month gives the 1st–20th as the month's figures:
 every figure is right for what was billed and wrong for the window, and nothing in the case matches
 nothing. :func:`window_fit` names the days of the window on which no billing source has a usage line
 (``window_not_billed``, a warning), with the span the usage does cover.
 
-Only usage lines of a day or less count (hourly and daily lines, as every provider writes usage): a
-monthly fee or a month-long line says nothing of which days were exported. Without any such line the
+Only usage lines of a day or less count (hourly and daily lines, as every provider writes usage; a
+run of hourly lines the reader joined into one counts for the days it spans, a day or less per line
+it joins): a monthly fee or a month-long line says nothing of which days were exported. Without any such line the
 check says nothing. A window whose whole calendar month has no line at all is an error of the
 pipeline's month audit (audit/pipeline.py ``months_without_billing``).
+
+:func:`telemetry_days_fit` names the days on which GPU time is billed but no GPU of any node has an
+activity sample (``telemetry_gap``, a warning): telemetry exported for part of the month leaves the
+rest of the GPU time unmeasured, which the unattributed bucket says interval by interval; the warning
+says where, at once. One node's missing day is not such a day (the coverage section reports it).
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import pandas as pd
 
 from audit.case import Case
 from audit.misfit import Misfit
+from audit.normalised import Telemetry
 
 DAY_NS = 86_400 * 10 ** 9
 #: the spans listed in the message
@@ -46,15 +53,49 @@ def window_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
     return [Misfit("window_not_billed", "[case] window", message, (usage,))]
 
 
+def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> list[Misfit]:
+    """A ``telemetry_gap`` warning naming the days GPU time is billed with no GPU activity sample at all."""
+    billed = billed_days(case, gpu_lines)
+    if billed is None or not len(tele.activity):
+        return []
+    sampled = sampled_days(case, tele.activity["ts"], len(billed))
+    gap = billed & ~sampled
+    if not gap.any():
+        return []
+    day0 = pd.Timestamp(case.start).floor("D")
+    def when(first: int, last: int) -> str:
+        return f"{day0 + timedelta(days=first):%Y-%m-%d} – {day0 + timedelta(days=last + 1):%Y-%m-%d}"
+    spans, had = _spans(gap), _spans(sampled)
+    listed = ", ".join(when(a, b) for a, b in spans[:LISTED_SPANS])
+    more = f" and {len(spans) - LISTED_SPANS} more span(s)" if len(spans) > LISTED_SPANS else ""
+    covers = when(had[0][0], had[-1][1])
+    message = (f"GPU time is billed on {int(gap.sum())} day(s) on which no GPU has an activity sample: {listed}{more}. "
+               f"That GPU time is unmeasured (unattributed: GPU-intervals without a sample); telemetry samples "
+               f"GPUs within {covers}")
+    return [Misfit("telemetry_gap", "telemetry", message, (covers,))]
+
+
+def sampled_days(case: Case, ts: pd.Series, days: int) -> np.ndarray:
+    """Per UTC day of the window, whether any GPU activity row falls on it."""
+    lo = pd.Timestamp(case.start).floor("D").value
+    day = (pd.DatetimeIndex(ts).as_unit("ns").asi8 - lo) // DAY_NS
+    out = np.zeros(days, dtype=bool)
+    out[np.unique(day[(day >= 0) & (day < days)])] = True
+    return out
+
+
 def billed_days(case: Case, lines: pd.DataFrame) -> np.ndarray | None:
-    """Per UTC day the window touches, whether a usage line of a day or less overlaps it; None when
-    no such line was read (nothing to tell the days apart by)."""
+    """Per UTC day the window touches, whether a usage line of a day or less (per line it joins,
+    ``line_count``) overlaps it; None when no such line was read (nothing to tell the days apart by)."""
     needed = {"start", "end", "charge_category"}
     if not len(lines) or not needed <= set(lines.columns):
         return None
     start = pd.DatetimeIndex(lines["start"]).as_unit("ns").asi8
     end = pd.DatetimeIndex(lines["end"]).as_unit("ns").asi8
-    usage = (lines["charge_category"] == "Usage").to_numpy(dtype=bool) & (end - start <= DAY_NS) & (end >= start)
+    count = lines["line_count"].to_numpy(dtype=np.int64) if "line_count" in lines.columns else np.ones(len(lines), np.int64)
+    # a run of hourly lines the reader joined into one keeps its line count: a day or less per line
+    usage = ((lines["charge_category"] == "Usage").to_numpy(dtype=bool) & (end >= start)
+             & (end - start <= DAY_NS * np.maximum(count, 1)))
     if not usage.any():
         return None
     lo = pd.Timestamp(case.start).floor("D").value

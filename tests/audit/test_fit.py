@@ -313,6 +313,32 @@ def test_billed_days_count_short_usage_lines_only():
     assert window_fit(case, lines.iloc[[3]]) == []
 
 
+def test_days_of_billed_gpu_time_without_any_sample():
+    """Telemetry exported for the first days of the window: the rest of the billed GPU time is
+    unmeasured interval by interval; the warning says where at once. A run of 72 hourly GPU lines
+    joined into one line (line_count 72) counts for the three days it spans."""
+    from datetime import datetime, timezone
+
+    import pandas as pd
+
+    from audit.fit_window import telemetry_days_fit
+
+    case = type("C", (), {"start": datetime(2026, 9, 1, tzinfo=timezone.utc),
+                          "end": datetime(2026, 9, 4, tzinfo=timezone.utc)})()
+    gpu_lines = pd.DataFrame({"start": pd.to_datetime(["2026-09-01T00"], utc=True),
+                              "end": pd.to_datetime(["2026-09-04T00"], utc=True),
+                              "charge_category": ["Usage"], "line_count": [72]})
+    tele = type("T", (), {})()
+    tele.activity = pd.DataFrame({"ts": pd.to_datetime(["2026-09-01T05", "2026-09-01T06"], utc=True)})
+    [misfit] = telemetry_days_fit(case, gpu_lines, tele)
+    assert misfit.kind == "telemetry_gap" and misfit.nearest == ("2026-09-01 – 2026-09-02",)
+    assert misfit.message.startswith("GPU time is billed on 2 day(s) on which no GPU has an activity sample: "
+                                     "2026-09-02 – 2026-09-04.")
+    tele.activity = pd.DataFrame({"ts": pd.to_datetime(["2026-09-01T05", "2026-09-02T06", "2026-09-03T23"], utc=True)})
+    assert telemetry_days_fit(case, gpu_lines, tele) == []
+    assert telemetry_days_fit(case, gpu_lines.assign(line_count=1), tele) == []  # a 3-day line of one: no days
+
+
 def test_untrusted_values_are_cut_and_escaped():
     from audit.fit import listing, suggestion, text
     assert text("a\nb") == "a\\nb" and len(text("x" * 500)) <= 61
