@@ -35,18 +35,11 @@ LISTED_SPANS = 4
 def window_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
     """A ``window_not_billed`` warning naming the days of the window no usage line falls on."""
     covered = billed_days(case, lines)
-    if covered is None or covered.all():
-        return []
-    spans = _spans(~covered)
-    day0 = pd.Timestamp(case.start).floor("D")
-    def when(first: int, last: int) -> str:
-        return f"{day0 + timedelta(days=first):%Y-%m-%d} – {day0 + timedelta(days=last + 1):%Y-%m-%d}"
+    if covered is None or covered.all() or not covered.any():
+        return []  # every day billed, or no usage line of a day in the window to tell days by
     missing = int((~covered).sum())
-    listed = ", ".join(when(a, b) for a, b in spans[:LISTED_SPANS])
-    more = f" and {len(spans) - LISTED_SPANS} more span(s)" if len(spans) > LISTED_SPANS else ""
-    billed = _spans(covered)
-    usage = when(billed[0][0], billed[-1][1])
-    message = (f"no billing source has a usage line on {missing} of the window's {len(covered)} day(s): {listed}{more}. "
+    listed, usage = _days_text(case, ~covered), _extent_text(case, covered)
+    message = (f"no billing source has a usage line on {missing} of the window's {len(covered)} day(s): {listed}. "
                f"The figures are those of the days billed ({usage}), not of the whole window "
                f"{case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}; an export that covers the window, or a window "
                f"inside {usage}, fits")
@@ -60,16 +53,10 @@ def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> 
         return []
     sampled = sampled_days(case, tele.activity["ts"], len(billed))
     gap = billed & ~sampled
-    if not gap.any():
-        return []
-    day0 = pd.Timestamp(case.start).floor("D")
-    def when(first: int, last: int) -> str:
-        return f"{day0 + timedelta(days=first):%Y-%m-%d} – {day0 + timedelta(days=last + 1):%Y-%m-%d}"
-    spans, had = _spans(gap), _spans(sampled)
-    listed = ", ".join(when(a, b) for a, b in spans[:LISTED_SPANS])
-    more = f" and {len(spans) - LISTED_SPANS} more span(s)" if len(spans) > LISTED_SPANS else ""
-    covers = when(had[0][0], had[-1][1])
-    message = (f"GPU time is billed on {int(gap.sum())} day(s) on which no GPU has an activity sample: {listed}{more}. "
+    if not gap.any() or not sampled.any():
+        return []  # no GPU sample in the window at all: the nodes' misfits say so
+    listed, covers = _days_text(case, gap), _extent_text(case, sampled)
+    message = (f"GPU time is billed on {int(gap.sum())} day(s) on which no GPU has an activity sample: {listed}. "
                f"That GPU time is unmeasured (unattributed: GPU-intervals without a sample); telemetry samples "
                f"GPUs within {covers}")
     return [Misfit("telemetry_gap", "telemetry", message, (covers,))]
@@ -108,6 +95,25 @@ def billed_days(case: Case, lines: pd.DataFrame) -> np.ndarray | None:
     np.add.at(marks, first, 1)
     np.add.at(marks, last + 1, -1)
     return np.cumsum(marks)[:days] > 0
+
+
+def _span_text(case: Case, first: int, last: int) -> str:
+    """Days ``first``..``last`` of the window (from its first UTC day) as "YYYY-MM-DD – YYYY-MM-DD", end exclusive."""
+    day0 = pd.Timestamp(case.start).floor("D")
+    return f"{day0 + timedelta(days=first):%Y-%m-%d} – {day0 + timedelta(days=last + 1):%Y-%m-%d}"
+
+
+def _days_text(case: Case, flags: np.ndarray) -> str:
+    """The runs of flagged days, the first :data:`LISTED_SPANS` of them, and how many more."""
+    spans = _spans(flags)
+    listed = ", ".join(_span_text(case, a, b) for a, b in spans[:LISTED_SPANS])
+    return listed + (f" and {len(spans) - LISTED_SPANS} more span(s)" if len(spans) > LISTED_SPANS else "")
+
+
+def _extent_text(case: Case, flags: np.ndarray) -> str:
+    """From the first flagged day to the end of the last one."""
+    spans = _spans(flags)
+    return _span_text(case, spans[0][0], spans[-1][1])
 
 
 def _spans(flags: np.ndarray) -> list[tuple[int, int]]:
