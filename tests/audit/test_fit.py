@@ -311,6 +311,8 @@ def test_billed_days_count_short_usage_lines_only():
     assert misfit.kind == "window_not_billed" and misfit.nearest == ("2026-09-01 – 2026-09-04",)
     assert "on 3 of the window's 5 day(s): 2026-09-02 – 2026-09-03, 2026-09-04 – 2026-09-06." in misfit.message
     assert window_fit(case, lines.iloc[[3]]) == []
+    before = lines.iloc[[0]].assign(start=at("01T00") - pd.Timedelta(days=3), end=at("01T01") - pd.Timedelta(days=3))
+    assert window_fit(case, before) == []  # no usage line in the window to tell its days by
 
 
 def test_days_of_billed_gpu_time_without_any_sample():
