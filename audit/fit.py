@@ -25,7 +25,9 @@ finds each such piece and says what the data holds instead, nearest values first
   the spacing they have and a step that fits (audit/fit_step.py);
 * ``window_not_billed``: days of the window on which no billing source has a usage line, with the
   span the usage covers; ``telemetry_gap``: days GPU time is billed with no GPU activity sample at
-  all (audit/fit_window.py).
+  all (audit/fit_window.py);
+* ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on
+  (audit/fit_profiles.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
@@ -40,6 +42,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
+from audit.fit_profiles import profile_gpu_fit
 from audit.fit_step import step_fit
 from audit.fit_window import telemetry_days_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
@@ -60,15 +63,18 @@ from audit.normalised import NodeMap, Telemetry
 from audit.services import pod_models, service_of
 
 
-def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> Fit:
+def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
+        devices: Mapping[str, tuple[str, str]] | None = None) -> Fit:
     """Every misfit of the case against its data.
 
     ``lines`` are every billing line read (before the scope), ``gpu_lines`` the classified lines in
-    scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map.
+    scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map, ``devices``
+    each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
     found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
-             + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele))
+             + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
+             + profile_gpu_fit(case, devices or {}, gpu_lines, tele, nodes))
     return Fit(tuple(found))
 
 

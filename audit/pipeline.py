@@ -27,6 +27,7 @@ from audit import (
 from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
+from audit.fit_profiles import devices_of
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
@@ -121,7 +122,7 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    return fit.fit(case, lines, _gpu(classified), tele, nodes)
+    return fit.fit(case, lines, _gpu(classified), tele, nodes, devices_of(collected))
 
 
 def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
@@ -151,7 +152,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    fitted = fit.fit(case, lines, _gpu(classified), tele, nodes)
+    fitted = fit.fit(case, lines, _gpu(classified), tele, nodes, devices_of(collected))
     if strict and fitted.errors:
         raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)

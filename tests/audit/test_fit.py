@@ -341,6 +341,27 @@ def test_days_of_billed_gpu_time_without_any_sample():
     assert telemetry_days_fit(case, gpu_lines.assign(line_count=1), tele) == []  # a 3-day line of one: no days
 
 
+def test_a_profile_recorded_on_another_gpu_model(eks, tmp_path):
+    """The case's H100 trace attached to embed, which runs on g6e.12xlarge (L40S): its gap ratio split
+    L40S GPU time by an H100's figures without a word."""
+    case = edited(eks, tmp_path, 'path = "profiles/h100_qwen1.5-0.5b-chat.json.gz"\nservice = "chat"',
+                  'path = "profiles/h100_qwen1.5-0.5b-chat.json.gz"\nservice = "embed"')
+    found = [w for w in warnings_of(costaudit("validate", case).stderr) if w.startswith("profile ")]
+    assert found == ["profile chat-profile was recorded on NVIDIA H100 80GB HBM3 (H100), but service embed runs on "
+                     "L40S: the kernel-active time and gap ratio of one GPU model do not describe another, so the "
+                     "share of embed's GPU time read as model compute is another GPU's; a profile recorded on L40S "
+                     "fits"]
+
+
+def test_gpu_model_families():
+    from audit.fit_profiles import family
+
+    names = {"NVIDIA H100 80GB HBM3": "H100", "H100 80GB": "H100", "NVIDIA A10G": "A10G", "A10": "A10",
+             "NVIDIA L40S": "L40S", "L4": "L4", "Tesla T4": "T4", "AMD Instinct MI300X": "MI300X",
+             "NVIDIA H200": "H200", "NVIDIA H20": "H20", "Tesla V100-SXM2-16GB": "V100", "": "", "cpu": ""}
+    assert {name: family(name) for name in names} == names
+
+
 def test_untrusted_values_are_cut_and_escaped():
     from audit.fit import listing, suggestion, text
     assert text("a\nb") == "a\\nb" and len(text("x" * 500)) <= 61

@@ -1,0 +1,113 @@
+"""Whether each profile was recorded on the GPU model its service runs on.
+
+A profile's kernel-active time and gap ratio (METHOD §3) describe the GPU it was recorded on: an H100
+trace attached to a service that runs on L40S splits the L40S GPU time by an H100's figures, and
+nothing in the case matches nothing. :func:`profile_gpu_fit` compares the GPU the trace names (Kineto
+``deviceProperties``, Nsight Systems ``TARGET_INFO_GPU``) with the GPU models of the service's nodes
+(the billing's GPU lines of the resources those nodes are, else the node's instance type in
+telemetry) by model family (H100, L40S, A10G, MI300X …) and warns where they differ
+(``profile_gpu_model``). Where either side names no model, nothing is said.
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+import pandas as pd
+
+from audit.case import Case
+from audit.collected import Collected
+from audit.lines import resource_key
+from audit.misfit import LISTED, Misfit, text
+from audit.normalised import NodeMap, Telemetry
+from audit.services import service_of
+from connectors.billing.catalogue import gpu_instances
+
+#: GPU model families, longest first where one name starts another (A10G before A10, L40S before L4)
+FAMILY_RE = re.compile(r"(?i)(?<![A-Z0-9])(GB200|B200|B100|H200|H100|H800|H20|A800|A100|A40|A30|A10G|A10|L40S|L40|L4|"
+                       r"T4|V100|P100|P40|P4|K80|M60|MI325X|MI300X|MI300A|MI250X|MI250|MI210|MI100|"
+                       r"Inferentia2|Inferentia|Trainium2|Trainium)(?![A-Z0-9])")
+
+
+def family(name: str) -> str:
+    """The GPU model family a device or catalogue name holds, upper case ('' when none)."""
+    found = FAMILY_RE.search(name or "")
+    return found.group(1).upper() if found else ""
+
+
+def profile_gpu_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: pd.DataFrame,
+                    tele: Telemetry, nodes: NodeMap) -> list[Misfit]:
+    """A ``profile_gpu_model`` warning per profile recorded on another GPU model than its service's.
+    ``devices``: profile name -> (service, the device name its trace gives)."""
+    out = []
+    for name, (service, device) in devices.items():
+        recorded = family(device)
+        if not recorded or service not in case.services:
+            continue
+        models = service_models(case, service, gpu_lines, tele, nodes)
+        runs = {family(m) for m in models} - {""}
+        if not runs or recorded in runs:
+            continue
+        shown = ", ".join(text(m) for m in sorted(models)[:LISTED])
+        message = (f"profile {text(name)} was recorded on {text(device)} ({recorded}), but service {text(service)} runs "
+                   f"on {shown}: the kernel-active time and gap ratio of one GPU model do not describe another, so "
+                   f"the share of {text(service)}'s GPU time read as model compute is another GPU's; a profile "
+                   f"recorded on {', '.join(sorted(runs))} fits")
+        out.append(Misfit("profile_gpu_model", f"profile {text(name)}", message, tuple(sorted(runs))))
+    return out
+
+
+def service_models(case: Case, service: str, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> set[str]:
+    """The GPU models of the nodes a service's pods ran on: from the GPU lines billing those nodes'
+    resources, else from the node's instance type in telemetry."""
+    on = service_nodes(case, service, tele)
+    if not on:
+        return set()
+    billed: dict[str, set[str]] = {}
+    if len(gpu_lines) and {"resource_id", "gpu_model"} <= set(gpu_lines.columns):
+        pairs = gpu_lines[["resource_id", "gpu_model"]].drop_duplicates()
+        for resource, model in zip(pairs["resource_id"], pairs["gpu_model"]):
+            for node in nodes.nodes_of.get(resource_key(str(resource)), ()):
+                if model:
+                    billed.setdefault(node, set()).add(str(model))
+    types = node_types(tele)
+    models: set[str] = set()
+    for node in on:
+        found = billed.get(node)
+        if not found and types.get(node) in gpu_instances():
+            found = {gpu_instances()[types[node]].gpu_model}
+        models |= found or set()
+    return models
+
+
+def service_nodes(case: Case, service: str, tele: Telemetry) -> set[str]:
+    """The nodes on which telemetry saw GPU activity of the service's pods."""
+    activity = tele.activity
+    if not len(activity) or "node" not in activity.columns:
+        return set()
+    keys = [k for k in ("namespace", "pod", "container", "model_name") if k in activity.columns]
+    distinct = activity[keys + ["node"]].drop_duplicates()
+    out = set()
+    for row in distinct.itertuples(index=False):
+        labels = {k: "" if pd.isna(v) else str(v) for k, v in zip(keys, row[:-1])}
+        if service_of(labels, case.services, {}) == service:
+            out.add(str(row[-1]))
+    return out
+
+
+def node_types(tele: Telemetry) -> dict[str, str]:
+    """Each telemetry node's instance type label, normalised as the catalogue spells them."""
+    table = tele.nodes
+    if not len(table) or "instance_type" not in table.columns:
+        return {}
+    return {str(n): str(t).strip().lower() for n, t in zip(table["node"], table["instance_type"]) if isinstance(t, str) and t}
+
+
+def devices_of(collected: Collected) -> dict[str, tuple[str, str]]:
+    """Profile name -> (its service, the device name its trace gives: '' when it gives none)."""
+    out = {}
+    for frame in collected.of("profiles"):
+        table = frame.tables.get("profile")
+        device = str(table["device"].iloc[0]) if table is not None and len(table) and "device" in table.columns else ""
+        out[frame.spec.name] = (str(frame.spec.options.get("service") or ""), device)
+    return out
