@@ -204,7 +204,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
         problems.append(f"[case].cost_basis: expected one of {', '.join(map(repr, COST_BASES))}, got {shown(basis)}")
     tolerance = _decimal(head, "tolerance", "0.02", problems, lo=Decimal(0), hi=Decimal(1))
     target = _decimal(head, "target_utilisation", "0.8", problems, lo=Decimal("0.01"), hi=Decimal(1))
-    rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal(0))
+    rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal("0.01"))
     step = _duration(head, "step", None, "[case]", problems)
     name = head.get("name", path.parent.name)
     if isinstance(name, (dict, list)):

@@ -90,6 +90,14 @@ def test_window_without_billing_lines(demo_copy, tmp_path):
     assert "no billing line" in result.stderr
 
 
+def test_a_loaded_rate_of_zero_is_refused(demo_copy):
+    """At 0 an hour every option cost nothing and paid back at once (payback 0.00 months for all)."""
+    (demo_copy / "case.toml").write_text((demo_copy / "case.toml").read_text().replace(
+        "loaded_rate = 150", "loaded_rate = 0", 1))
+    result = costaudit("validate", demo_copy)
+    assert result.returncode == 1 and "[case].loaded_rate: expected a number between 0.01 and ∞" in result.stderr
+
+
 def test_unknown_format_lists_the_valid_ones(demo_copy, tmp_path):
     text = (demo_copy / "case.toml").read_text().replace('format = "openmetrics"', 'format = "openmetricz"')
     (demo_copy / "case.toml").write_text(text)
