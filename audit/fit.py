@@ -27,7 +27,9 @@ finds each such piece and says what the data holds instead, nearest values first
   span the usage covers; ``telemetry_gap``: days GPU time is billed with no GPU activity sample at
   all (audit/fit_window.py);
 * ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on
-  (audit/fit_profiles.py).
+  (audit/fit_profiles.py);
+* ``gpus_per_replica``: a service whose pods hold another number of GPUs than its gpus_per_replica
+  (1 unless the case says otherwise) (audit/fit_replicas.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
@@ -43,6 +45,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
 from audit.fit_profiles import profile_gpu_fit
+from audit.fit_replicas import replicas_fit
 from audit.fit_step import step_fit
 from audit.fit_window import telemetry_days_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
@@ -74,7 +77,7 @@ def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetr
     found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
-             + profile_gpu_fit(case, devices or {}, gpu_lines, tele, nodes))
+             + profile_gpu_fit(case, devices or {}, gpu_lines, tele, nodes) + replicas_fit(case, tele))
     return Fit(tuple(found))
 
 

@@ -353,6 +353,43 @@ def test_a_profile_recorded_on_another_gpu_model(eks, tmp_path):
                      "fits"]
 
 
+def test_gpus_per_replica_against_the_pods(eks, tmp_path):
+    """The right-size option priced replicas of gpus_per_replica GPUs: 64 where pods hold one made it
+    "no saving" in silence (the demo: 6,767.02 a month before)."""
+    case = edited(eks, tmp_path, "[services.chat]\nnamespace = \"llm\"\npod = \"re:^chat-\"\ngpus_per_replica = 1",
+                  "[services.chat]\nnamespace = \"llm\"\npod = \"re:^chat-\"\ngpus_per_replica = 64")
+    found = warnings_of(costaudit("validate", case).stderr)
+    assert found == ["service chat sizes a replica at gpus_per_replica = 64, but its pods hold 1 GPU(s) each in the "
+                     "GPU activity (the median over its pods and intervals): the right-size and autoscaling "
+                     "options would count replicas of the wrong size; gpus_per_replica = 1 fits the data"]
+
+
+def test_a_pod_holding_two_gpus_against_the_default():
+    """Tensor parallel 2 audited without gpus_per_replica (1 by default) is named, with 2."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from audit.case_services import Service
+    from audit.fit_replicas import replicas_fit
+
+    ts = pd.to_datetime(["2026-09-01T00", "2026-09-01T00", "2026-09-01T01", "2026-09-01T01"], utc=True)
+    activity = pd.DataFrame({"namespace": "llm", "pod": "chat-0", "container": "vllm", "model_name": "",
+                             "node": "n1", "uuid": ["GPU-a", "GPU-b", "GPU-a", "GPU-b"], "gpu": ["0", "1", "0", "1"],
+                             "ts": ts})
+    services = {"chat": Service("chat", {"namespace": "llm"})}
+    [misfit] = replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity))
+    assert misfit.kind == "gpus_per_replica" and misfit.nearest == ("2",)
+    services = {"chat": Service("chat", {"namespace": "llm"}, gpus_per_replica=2)}
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity)) == []
+    # the same GPU seen twice in an interval (two rows for one GPU-interval) is one GPU
+    doubled = pd.concat([activity, activity.iloc[[0]]])
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=doubled)) == []
+    # a pod no service declares is nobody's (it once made the median of nothing, a ValueError)
+    other = pd.concat([activity, activity.assign(namespace="batch", pod="job-1")])
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=other)) == []
+
+
 def test_gpu_model_families():
     from audit.fit_profiles import family
 
