@@ -324,8 +324,9 @@ def _anonymous_gpu_lines(gpu_lines: pd.DataFrame, carried: Mapping[str, str], se
     not in telemetry). Said once, with how many lines and the instance types they bill."""
     if not len(gpu_lines) or "resource_id" not in gpu_lines.columns:
         return []
-    keys = gpu_lines["resource_id"].fillna("").astype(str).map(resource_key)
-    anonymous = gpu_lines[(keys == "").to_numpy()]
+    ids = gpu_lines["resource_id"].fillna("").astype(str)
+    nameless = [v for v in ids.unique() if not resource_key(v)]  # each distinct id once, not per line
+    anonymous = gpu_lines[ids.isin(nameless).to_numpy()]
     if not len(anonymous):
         return []
     kinds = sorted({str(v) for v in anonymous.get("instance_type", pd.Series(dtype=object)).dropna() if str(v)})
