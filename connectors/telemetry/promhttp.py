@@ -45,6 +45,9 @@ narrow: decoded, it would not fit the audit's memory)."""
 TOO_LARGE = ("too many samples", "exceeded maximum resolution", "query timed out",
              "context deadline exceeded", "too many points", "cannot select more than",
              "the query hit the max number of")
+# An execution error of a server whose storage is closing or reopening (a restart, a shutdown under
+# way): the same query succeeds once it is back, so it is retried, never read as a bad query.
+CLOSING = ("is closing", "open querier", "tsdb closed", "db closed", "shutting down")
 
 
 def gunzip(data: bytes, limit: int) -> bytes | None:
@@ -285,7 +288,8 @@ class PromClient:
         where = f"{self.shown}: HTTP {code}" + (f" {kind}" if kind else "") + f": {shown}"
         if kind == "timeout" or any(s in message.lower() for s in TOO_LARGE):
             return QueryTooLarge(where)
-        if code in (408, 429) or code >= 500 or kind in ("unavailable", "internal"):
+        if code in (408, 429) or code >= 500 or kind in ("unavailable", "internal", "canceled") \
+                or any(s in message.lower() for s in CLOSING):
             return RetriableSourceError(where)
         if code in (401, 403):
             return FatalSourceError(where + " (check the token or user environment variables)")
