@@ -16,11 +16,12 @@ from typing import Mapping
 import pandas as pd
 
 from audit.case import Case
+from audit.classify import normalise_instance
 from audit.collected import Collected
 from audit.lines import resource_key
 from audit.misfit import LISTED, Misfit, text
-from audit.normalised import NodeMap, Telemetry
-from audit.services import service_of
+from audit.normalised import NodeMap, Telemetry, node_types
+from audit.services import activity_services, pod_models
 from connectors.billing.catalogue import gpu_instances
 
 #: GPU model families, longest first where one name starts another (A10G before A10, L40S before L4)
@@ -60,47 +61,27 @@ def profile_gpu_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_line
 def service_models(case: Case, service: str, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> set[str]:
     """The GPU models of the nodes a service's pods ran on: from the GPU lines billing those nodes'
     resources, else from the node's instance type in telemetry."""
-    on = service_nodes(case, service, tele)
-    if not on:
+    activity = tele.activity
+    if not len(activity) or "node" not in activity.columns:
         return set()
+    owners = activity_services(activity, case.services, pod_models(tele.traffic) if len(tele.traffic) else {})
+    on = {str(n) for n in activity["node"].to_numpy()[owners == service]}
     billed: dict[str, set[str]] = {}
-    if len(gpu_lines) and {"resource_id", "gpu_model"} <= set(gpu_lines.columns):
+    if on and len(gpu_lines) and {"resource_id", "gpu_model"} <= set(gpu_lines.columns):
         pairs = gpu_lines[["resource_id", "gpu_model"]].drop_duplicates()
         for resource, model in zip(pairs["resource_id"], pairs["gpu_model"]):
             for node in nodes.nodes_of.get(resource_key(str(resource)), ()):
                 if model:
                     billed.setdefault(node, set()).add(str(model))
-    types = node_types(tele)
+    types, catalogue = node_types(tele.nodes), gpu_instances()
     models: set[str] = set()
     for node in on:
         found = billed.get(node)
-        if not found and types.get(node) in gpu_instances():
-            found = {gpu_instances()[types[node]].gpu_model}
+        kind = normalise_instance(types.get(node, ""))
+        if not found and kind in catalogue:
+            found = {catalogue[kind].gpu_model}
         models |= found or set()
     return models
-
-
-def service_nodes(case: Case, service: str, tele: Telemetry) -> set[str]:
-    """The nodes on which telemetry saw GPU activity of the service's pods."""
-    activity = tele.activity
-    if not len(activity) or "node" not in activity.columns:
-        return set()
-    keys = [k for k in ("namespace", "pod", "container", "model_name") if k in activity.columns]
-    distinct = activity[keys + ["node"]].drop_duplicates()
-    out = set()
-    for row in distinct.itertuples(index=False):
-        labels = {k: "" if pd.isna(v) else str(v) for k, v in zip(keys, row[:-1])}
-        if service_of(labels, case.services, {}) == service:
-            out.add(str(row[-1]))
-    return out
-
-
-def node_types(tele: Telemetry) -> dict[str, str]:
-    """Each telemetry node's instance type label, normalised as the catalogue spells them."""
-    table = tele.nodes
-    if not len(table) or "instance_type" not in table.columns:
-        return {}
-    return {str(n): str(t).strip().lower() for n, t in zip(table["node"], table["instance_type"]) if isinstance(t, str) and t}
 
 
 def devices_of(collected: Collected) -> dict[str, tuple[str, str]]:

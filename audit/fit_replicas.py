@@ -16,9 +16,7 @@ import pandas as pd
 from audit.case import Case
 from audit.misfit import Misfit, text
 from audit.normalised import Telemetry
-from audit.services import service_of
-
-LABELS = ("namespace", "pod", "container", "model_name")
+from audit.services import activity_services, pod_models
 
 
 def replicas_fit(case: Case, tele: Telemetry) -> list[Misfit]:
@@ -41,20 +39,17 @@ def replicas_fit(case: Case, tele: Telemetry) -> list[Misfit]:
 def gpus_per_pod(case: Case, tele: Telemetry) -> dict[str, int]:
     """Service -> the median number of distinct GPUs one of its pods holds in an interval."""
     activity = tele.activity
-    keys = [k for k in LABELS if k in activity.columns]
-    if not len(activity) or "pod" not in keys or "ts" not in activity.columns:
+    if not len(activity) or "ts" not in activity.columns:
         return {}
-    gpu = [c for c in ("node", "uuid", "gpu") if c in activity.columns]
-    pod = activity.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()  # a label set per code
-    held = pd.DataFrame({"pod": pod, "ts": pd.DatetimeIndex(activity["ts"]).as_unit("ns").asi8,
-                         "gpu": activity.groupby(gpu, sort=False, dropna=False).ngroup().to_numpy() if gpu else 0})
-    counts = held.drop_duplicates().groupby(["pod", "ts"], sort=False).size()
-    first = pd.Series(np.arange(len(pod))).groupby(pod, sort=False).first()  # a row of each label set
-    labels = activity[keys].iloc[first.to_numpy()]
-    owner = {code: service_of({k: "" if pd.isna(v) else str(v) for k, v in zip(keys, row)}, case.services, {})
-             for code, row in zip(first.index, labels.itertuples(index=False))}
-    services = pd.Series(counts.index.get_level_values("pod")).map(owner).to_numpy()
-    out = {}
-    for name in {s for s in services if isinstance(s, str) and s}:  # no service: None, or NaN from map
-        out[name] = int(np.median(counts.to_numpy()[services == name]))
-    return out
+    owners = activity_services(activity, case.services, pod_models(tele.traffic) if len(tele.traffic) else {})
+    mine = np.array([isinstance(o, str) for o in owners], dtype=bool)
+    if not mine.any():
+        return {}
+    rows = activity.loc[mine]
+    gpu = [c for c in ("node", "uuid", "gpu") if c in rows.columns]
+    held = pd.DataFrame({"service": owners[mine],
+                         "pod": rows.groupby(["namespace", "pod"], sort=False, dropna=False).ngroup().to_numpy(),
+                         "ts": pd.DatetimeIndex(rows["ts"]).as_unit("ns").asi8,
+                         "gpu": rows.groupby(gpu, sort=False, dropna=False).ngroup().to_numpy() if gpu else 0})
+    counts = held.drop_duplicates().groupby(["service", "pod", "ts"], sort=False).size()
+    return {str(name): int(np.median(group.to_numpy())) for name, group in counts.groupby(level="service")}

@@ -37,7 +37,7 @@ from audit.ledger import (
 )
 from audit.lines import gpu_hours_of, gpu_sku_model, resource_key
 from audit.money import ZERO
-from audit.normalised import NodeMap, Telemetry
+from audit.normalised import NodeMap, Telemetry, node_types
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
 
@@ -51,14 +51,6 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     splitter.add_lines(lines)
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.sharing_notes())
-
-
-def node_types(nodes: pd.DataFrame) -> dict[str, str]:
-    """Each telemetry node's instance type (kube-state-metrics' node label), where it has one."""
-    if not len(nodes) or "instance_type" not in nodes.columns:
-        return {}
-    return {str(node): str(kind) for node, kind in zip(nodes["node"], nodes["instance_type"])
-            if isinstance(kind, str) and kind}
 
 
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line

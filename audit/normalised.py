@@ -152,3 +152,11 @@ class NodeMap:
     nodes_of: Mapping[str, tuple[str, ...]]
     cluster: frozenset[str]
     with_gpus: frozenset[str]
+
+
+def node_types(nodes: pd.DataFrame) -> dict[str, str]:
+    """Each telemetry node's instance type (kube-state-metrics' node label), where it has one."""
+    if not len(nodes) or "instance_type" not in nodes.columns:
+        return {}
+    return {str(node): str(kind) for node, kind in zip(nodes["node"], nodes["instance_type"])
+            if isinstance(kind, str) and kind}

@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from audit.case import Service
+from connectors.telemetry.distinct import by_values
 
 #: (namespace, pod) -> the model name the pod serves
 PodModels = Mapping[tuple[str, str], str]
@@ -38,3 +40,20 @@ def pod_models(traffic: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(namespace, pod) -> served model name, from the serving counters."""
     columns = (traffic[c].to_numpy(dtype=object) for c in ("namespace", "pod", "model_name"))  # not itertuples
     return {(namespace, pod): model for namespace, pod, model in zip(*columns) if pod}
+
+
+def activity_services(activity: pd.DataFrame, services: Mapping[str, Service], models: PodModels) -> np.ndarray:
+    """The declared service of each GPU activity row's pod (None for a row of no service, or of no
+    pod), as the GPU split assigns holders: the row's namespace, pod and container, the model the
+    pod serves from the counters (``models``); each distinct pod once."""
+    if not len(activity) or "pod" not in activity.columns:
+        return np.full(len(activity), None, dtype=object)
+    columns = [activity[c] if c in activity.columns else pd.Series([""] * len(activity), index=activity.index)
+               for c in ("namespace", "pod", "container")]
+    def owner(namespace, pod, container) -> str | None:
+        if pd.isna(pod) or not str(pod):
+            return None
+        labels = {"namespace": "" if pd.isna(namespace) else str(namespace), "pod": str(pod),
+                  "container": "" if pd.isna(container) else str(container)}
+        return service_of(labels, services, models)
+    return by_values(owner, *columns)

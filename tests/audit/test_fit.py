@@ -378,16 +378,16 @@ def test_a_pod_holding_two_gpus_against_the_default():
                              "node": "n1", "uuid": ["GPU-a", "GPU-b", "GPU-a", "GPU-b"], "gpu": ["0", "1", "0", "1"],
                              "ts": ts})
     services = {"chat": Service("chat", {"namespace": "llm"})}
-    [misfit] = replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity))
+    [misfit] = replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity, traffic=pd.DataFrame()))
     assert misfit.kind == "gpus_per_replica" and misfit.nearest == ("2",)
     services = {"chat": Service("chat", {"namespace": "llm"}, gpus_per_replica=2)}
-    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity)) == []
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=activity, traffic=pd.DataFrame())) == []
     # the same GPU seen twice in an interval (two rows for one GPU-interval) is one GPU
     doubled = pd.concat([activity, activity.iloc[[0]]])
-    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=doubled)) == []
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=doubled, traffic=pd.DataFrame())) == []
     # a pod no service declares is nobody's (it once made the median of nothing, a ValueError)
     other = pd.concat([activity, activity.assign(namespace="batch", pod="job-1")])
-    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=other)) == []
+    assert replicas_fit(SimpleNamespace(services=services), SimpleNamespace(activity=other, traffic=pd.DataFrame())) == []
 
 
 def test_gpu_model_families():
