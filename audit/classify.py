@@ -18,7 +18,15 @@ from audit.case import Rule, Service
 from audit.errors import AuditError
 from audit.lines import gpu_sku_model, line_tags, resource_key
 from audit.services import matches as value_matches
-from connectors.billing.catalogue import AZURE_RE, GCP_MACHINE_RE, HOUR_RE, INSTANCE_RE, category_class, gpu_instances
+from connectors.billing.catalogue import (
+    AZURE_RE,
+    GCP_MACHINE_RE,
+    HOUR_RE,
+    INSTANCE_RE,
+    category_class,
+    gpu_instances,
+    normalise_instance,
+)
 from schemas.billing import ClassifiedLine
 
 # FOCUS column name -> BillingLine column, for rule conditions.
@@ -45,15 +53,6 @@ def shipped_rules() -> tuple[Rule, ...]:
     """The shipped default rules, in order."""
     raw = tomllib.loads(resources.files("audit").joinpath("data/rules.toml").read_text())
     return tuple(Rule(r["when"], r["class"], r["reason"], origin="shipped") for r in raw["rules"])
-
-
-def normalise_instance(name: str) -> str:
-    """Lower case without the SageMaker / Azure prefixes."""
-    name = name.strip().lower()
-    for prefix in ("ml.", "standard_"):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return name.replace(" ", "_")
 
 
 def instance_type_of(line: Mapping, extra: Mapping) -> str:

@@ -16,13 +16,12 @@ from typing import Mapping
 import pandas as pd
 
 from audit.case import Case
-from audit.classify import normalise_instance
 from audit.collected import Collected
 from audit.lines import resource_key
 from audit.misfit import LISTED, Misfit, text
 from audit.normalised import NodeMap, Telemetry, node_types
 from audit.services import activity_services, pod_models
-from connectors.billing.catalogue import gpu_instances
+from connectors.billing.catalogue import gpu_instances, normalise_instance
 
 #: GPU model families, longest first where one name starts another (A10G before A10, L40S before L4)
 FAMILY_RE = re.compile(r"(?i)(?<![A-Z0-9])(GB200|B200|B100|H200|H100|H800|H20|A800|A100|A40|A30|A10G|A10|L40S|L40|L4|"

@@ -29,6 +29,15 @@ class GpuType:
 
 
 @lru_cache(maxsize=1)
+def normalise_instance(name: str) -> str:
+    """An instance type as the table spells it: lower case without the SageMaker / Azure prefixes."""
+    name = name.strip().lower()
+    for prefix in ("ml.", "standard_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name.replace(" ", "_")
+
+
 def gpu_instances() -> dict[str, GpuType]:
     """The shipped instance-type table."""
     text = resources.files("connectors.billing").joinpath("data/gpu_instances.csv").read_text()
