@@ -47,12 +47,13 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
+from connectors.billing.cur_checks import check_raw, hash_rows_sql
 from connectors.billing.cur_compact import compact
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_lines import covered
-from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, csv_header, file_format, read_error
+from connectors.billing.focus_load import csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
-from connectors.duck import MAX_ERRORS, first_line, object_series, quote_text, raise_all, session, utc_series, utc_text
+from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
 from schemas.billing import BillingLine
 
@@ -89,9 +90,9 @@ def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx,
     """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
     layouts = [describe(con, path, label) for path, label in files]
     raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])
-    con.execute("CREATE TEMP TABLE _hashes (h UBIGINT)")
-    for index, layout in enumerate(layouts):
-        load_file(con, layout, index)
+    con.execute("CREATE TEMP TABLE _hashes (h UBIGINT, bad BOOLEAN)")
+    for index in range(len(layouts)):
+        load_file(con, layouts, index)
     con.execute(sql.raw_view_sql(layouts))
     return read_raw(con, layouts, source, ctx, grain=grain, from_files=True)
 
@@ -237,16 +238,17 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
                        expected="a Cost and Usage Report with " + ", ".join(missing))]
 
 
-def load_file(con, layout: sql.Layout, index: int) -> None:
+def load_file(con, layouts: list[sql.Layout], index: int) -> None:
     """The file's relation ``f<index>`` (:func:`cur_sql.file_relation_sql`), every value of it read once
     here: its row hashes go into ``_hashes`` (a line repeated whole is found there:
-    :meth:`cur_sql.Layout.repeat_key`), so a file that
+    :meth:`cur_sql.Layout.repeat_key`) with each line's flag of the checks
+    (:func:`connectors.billing.cur_checks.hash_rows_sql`), so a file that
     cannot be read is named now, not by a later query. (Its tag sets are made JSON by the summing
     stage, which names the file it cannot sum, or else by :func:`check_tags`.)"""
+    layout = layouts[index]
     try:
         con.execute(sql.file_relation_sql(layout, index))
-        own = sql.shaped(layout)
-        con.execute(f"INSERT INTO _hashes SELECT {own.repeat_key()} FROM f{index}")
+        con.execute(f"INSERT INTO _hashes {hash_rows_sql(layouts, index)}")
     except duckdb.Error as exc:
         raise read_error(layout.path, layout.fmt, exc) from None
 
@@ -266,96 +268,6 @@ def check_tags(con, layouts: list[sql.Layout]) -> None:
 
 
 # --- checks on the raw lines ---------------------------------------------------------------------
-
-def check_raw(con, layouts: list[sql.Layout], from_files: bool = False) -> list[InputError]:
-    """Line item types, amounts and usage periods that cannot be read, naming file, row and column.
-
-    One scan flags every line that fails some check (table ``_bad``, empty for a sound export);
-    each check then reads its first failures from there, in file order. ``from_files``: ``raw`` is
-    :func:`read_cur`'s view over the files' relations, which are scanned instead
-    (:func:`checked_sql`: a DOUBLE amount checked as a number, not as the text made of it)."""
-    checks = list(raw_checks(layouts, typed=from_files))
-    flags = ", ".join(f"({condition}) AS b{i}, CASE WHEN {condition} THEN {value} END AS v{i}"
-                      for i, (condition, value, *_rest) in enumerate(checks))
-    failing = " OR ".join(f"({condition})" for condition, *_rest in checks)
-    lines = f"({checked_sql(layouts)})" if from_files else "raw"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _bad AS SELECT _file, _row, {flags} FROM {lines} WHERE {failing}")
-    errors: list[InputError] = []
-    for i, (_, _, field, message, expected) in enumerate(checks):
-        limit = MAX_ERRORS - len(errors)
-        if limit <= 0:
-            break
-        found = con.execute(f"SELECT _file, _row, v{i} FROM _bad WHERE b{i} ORDER BY _file, _row LIMIT {limit}")
-        for index, row, value in found.fetchall():
-            layout = layouts[index]
-            text = message if value is None else f"{message} {shown(value)}"
-            errors.append(InputError(layout.path, text, row=int(row), column=layout.spelling(field),
-                                     expected=expected))
-    con.execute("DROP TABLE _bad")
-    return errors
-
-
-# The amounts a line must have, by line item type (SQL over the line's fields): checked as missing.
-NEEDED = {"line_item_unblended_cost": "TRUE",
-          "reservation_effective_cost": "line_item_line_item_type = 'DiscountedUsage'",
-          "savings_plan_savings_plan_effective_cost": "line_item_line_item_type = 'SavingsPlanCoveredUsage'"}
-# Prefix of a DOUBLE amount as its file holds it, beside the fields (:func:`checked_sql`).
-NUMBER = "__d_"
-
-
-def checked_fields(layouts: list[sql.Layout]) -> tuple[list[str], list[str]]:
-    """(fields read as text, amounts) that :func:`raw_checks` reads."""
-    present = {name for layout in layouts for name in layout.exprs}
-    amounts = [n for n in sql.NUMERIC if n in present or n in NEEDED]
-    return ["line_item_line_item_type", *sql.PERIOD], amounts
-
-
-def checked_sql(layouts: list[sql.Layout]) -> str:
-    """SELECT every line of the files' relations with what :func:`raw_checks` reads (``typed``):
-    ``_file``, ``_row``, the fields as ``raw`` has them, and each amount twice: as text where its
-    column is text, and as ``__d_<field>`` where it is a DOUBLE (the other one NULL). A DOUBLE's
-    text is a number unless the DOUBLE is not finite, so no text is made to check it."""
-    texts, amounts = checked_fields(layouts)
-    parts = []
-    for index, layout in enumerate(layouts):
-        own = sql.shaped(layout)
-        columns = [f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}" for name in texts]
-        for name in amounts:
-            double = name in own.doubles
-            columns.append(f"{'NULL::VARCHAR' if double else own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
-            columns.append(f"{own.sources[name] if double else 'NULL::DOUBLE'} AS {NUMBER}{name}")
-        parts.append(f"SELECT {index} AS _file, {sql.row_of(own)} AS _row, {', '.join(columns)} FROM f{index}")
-    return " UNION ALL ".join(parts)
-
-
-def raw_checks(layouts: list[sql.Layout], typed: bool = False):
-    """(condition, value, field, message, expected) of every check: SQL over a line of ``raw`` that
-    is true where the line fails it, and the value the message shows (NULL: none). ``typed``: over
-    a line of :func:`checked_sql`, whose DOUBLE amounts are checked as numbers."""
-    known = ", ".join(quote_text(t) for t in sql.CATEGORY)
-    kind = "line_item_line_item_type"
-    yield (f"{kind} IS NULL OR ({kind} NOT IN ({known}) AND {kind} NOT LIKE '%{sql.DISCOUNT_SUFFIX}')", kind,
-           kind, "unknown line item type", "one of " + ", ".join(sql.CATEGORY) + " or a *Discount type")
-    pattern = quote_text(NUMBER_PATTERN)
-    present = {name for layout in layouts for name in layout.exprs}
-    for name in (n for n in sql.NUMERIC if n in present):
-        text = f"{name} IS NOT NULL AND NOT regexp_full_match(trim({name}), {pattern})"
-        if typed:
-            number = NUMBER + name
-            yield (f"CASE WHEN {number} IS NOT NULL THEN NOT isfinite({number}) ELSE ({text}) END",
-                   f"coalesce({name}, CAST({number} AS VARCHAR))", name, "unparseable amount", "a decimal number")
-        else:
-            yield text, name, name, "unparseable amount", "a decimal number"
-    for name, when in NEEDED.items():
-        missing = f"{name} IS NULL AND {NUMBER}{name} IS NULL" if typed else f"{name} IS NULL"
-        yield (f"{missing} AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
-               "a decimal number on every line of this type")
-    low, high = TIMESTAMP_RANGE
-    for name in sql.PERIOD:
-        ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
-        yield (f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'", name, name,
-               "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
-
 
 # --- mapping and relabelling ---------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import duckdb
+import numpy as np
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.focus_lines import SUM_TYPE, lossy_sql, sum_text_sql
@@ -92,20 +93,23 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     return not lossy
 
 
-# Row hashes counted per pass of the repeated-hash check (its hash table stays near 1 GiB).
+# Row hashes sorted per pass of the repeated-hash check (8 bytes each: 80 MB of hashes at a time).
 HASHES_PER_PASS = 10_000_000
 
 
 def repeated_hash(con) -> bool:
     """Whether two lines share a row hash (table ``_hashes``): candidates for a line repeated whole,
-    which the FOCUS reader must see as two lines. A large table is counted in passes over disjoint
-    ranges of the hash, so the count's memory does not grow with the export."""
+    which the FOCUS reader must see as two lines. A large table is checked in passes over disjoint
+    ranges of the hash, so the memory does not grow with the export. Each pass's hashes are sorted
+    with numpy and neighbours compared: 0.2 s for 10 M hashes, where DuckDB's ``GROUP BY h HAVING
+    count(*) > 1`` took 1.7 s alone and 3 s beside the reader's other tables."""
     rows = con.execute("SELECT count(*) FROM _hashes").fetchall()[0][0]
     passes = max(1, -(-rows // HASHES_PER_PASS))
     for part in range(passes):
-        found = con.execute(f"SELECT EXISTS (SELECT h FROM _hashes WHERE h % {passes} = {part} "
-                            "GROUP BY h HAVING count(*) > 1)").fetchall()
-        if found[0][0]:
+        where = f" WHERE h % {passes} = {part}" if passes > 1 else ""
+        hashes = con.execute(f"SELECT h FROM _hashes{where}").fetchnumpy()["h"]
+        hashes = np.sort(np.asarray(hashes, dtype=np.uint64))
+        if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):
             return True
     return False
 
@@ -213,8 +217,21 @@ def marked_sql(own: sql.Layout, index: int) -> str:
                         if name not in own.doubles or name not in SUMMED_FIELDS]
                        + [f"{fast_decimal(own.sources[name])} AS {FAST}{name}" for name in SUMMED_FIELDS
                           if name in own.doubles])
-    start, end = (f"CAST({FIELD}{name} AS TIMESTAMPTZ)" for name in sql.PERIOD)
+    start, end = (period_of(own, name) for name in sql.PERIOD)
     return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {sql.row_of(own)} AS __r, {fields} FROM f{index})"
+
+
+# DuckDB types of a period column that become the same TIMESTAMPTZ cast directly or through their text.
+TIMESTAMP_TYPES = ("TIMESTAMP", "TIMESTAMP WITH TIME ZONE")
+
+
+def period_of(own: sql.Layout, name: str) -> str:
+    """SQL over a line of :func:`marked_sql`: period field ``name`` as a TIMESTAMPTZ. A TIMESTAMP
+    column (a Parquet export's) is cast directly, in the session's UTC, as its text would be read:
+    no text is parsed (two parses a line were a fifth of the stage)."""
+    if own.types.get(name, "").upper() in TIMESTAMP_TYPES:
+        return f"CAST({own.sources[name]} AS TIMESTAMPTZ)"
+    return f"CAST({FIELD}{name} AS TIMESTAMPTZ)"
 
 
 def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:

@@ -70,9 +70,9 @@ def test_the_summed_raw_is_far_smaller_and_counts_every_line(export):
     files = cur.discover(export)
     with cur.session() as con:
         layouts = [cur.describe(con, path, label) for path, label in files]
-        con.execute("CREATE TEMP TABLE _hashes (h UBIGINT)")
-        for index, layout in enumerate(layouts):
-            cur.load_file(con, layout, index)
+        con.execute("CREATE TEMP TABLE _hashes (h UBIGINT, bad BOOLEAN)")
+        for index in range(len(layouts)):
+            cur.load_file(con, layouts, index)
         con.execute(cur.sql.raw_view_sql(layouts))
         lines = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
         assert cur.compact(con, layouts, (utc(2025, 1, 1), utc(2025, 2, 1)))
@@ -319,3 +319,35 @@ def test_lines_equal_but_for_a_map_are_candidates_read_alike(tmp_path, monkeypat
     calls.clear()
     assert_same(write_cur2(tmp_path / "y.parquet", sized), *SEPTEMBER, monkeypatch)
     assert calls[0] is False
+
+
+@pytest.mark.parametrize("kind", ["TIMESTAMPTZ", "VARCHAR"])
+def test_a_period_of_another_type_is_summed_as_its_text_would_be(export, tmp_path, kind, monkeypatch):
+    """The summing stage reads a TIMESTAMP period directly (cur_compact.period_of); a TIMESTAMPTZ or
+    text period gives the tables of every line mapped too, on windows that cut through days."""
+    files = sorted(export.rglob("*.parquet"))
+    out = tmp_path / "export"
+    out.mkdir()
+    with cur.session() as con:
+        for path in files:
+            con.execute(f"COPY (SELECT * REPLACE (CAST(line_item_usage_start_date AS {kind}) AS "
+                        f"line_item_usage_start_date, CAST(line_item_usage_end_date AS {kind}) AS "
+                        f"line_item_usage_end_date) FROM read_parquet('{path}')) TO '{out / path.name}' "
+                        "(FORMAT parquet)")
+        assert con.execute(f"SELECT typeof(line_item_usage_start_date) FROM read_parquet('{out / files[0].name}') "
+                           "LIMIT 1").fetchall()[0][0] == ("TIMESTAMP WITH TIME ZONE" if kind == "TIMESTAMPTZ" else kind)
+    lines = assert_same(out, utc(2025, 1, 1, 7, 30), utc(2025, 1, 3, 5), monkeypatch)
+    assert lines["line_count"].sum() > len(lines)
+
+
+def test_a_sound_export_is_not_scanned_again_for_its_checks(export, monkeypatch):
+    """The hash pass flags every line failing a check (cur_checks.hash_rows_sql): with none flagged,
+    check_raw does not build its scan (a flagged one still is: test_cur names NaN and inf amounts)."""
+    from connectors.billing import cur_checks
+
+    def no_scan(layouts):
+        raise AssertionError("a sound export was scanned again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cur_checks, "checked_sql", no_scan)
+        assert len(read(export, utc(2025, 1, 1), utc(2025, 1, 2), True, monkeypatch).tables["lines"])
