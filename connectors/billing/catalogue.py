@@ -28,18 +28,19 @@ class GpuType:
     gpus: int
 
 
-@lru_cache(maxsize=1)
 def normalise_instance(name: str) -> str:
-    """An instance type as the table spells it: lower case without the SageMaker / Azure prefixes."""
-    name = name.strip().lower()
+    """An instance type as the table spells it: lower case, spaces as ``_`` (Azure's meter names
+    write ``Standard NC6s v3``), without the SageMaker / Azure prefixes."""
+    name = name.strip().lower().replace(" ", "_")
     for prefix in ("ml.", "standard_"):
         if name.startswith(prefix):
             name = name[len(prefix):]
-    return name.replace(" ", "_")
+    return name
 
 
+@lru_cache(maxsize=1)
 def gpu_instances() -> dict[str, GpuType]:
-    """The shipped instance-type table."""
+    """The shipped instance-type table, read once (the classifier asks for it per distinct line kind)."""
     text = resources.files("connectors.billing").joinpath("data/gpu_instances.csv").read_text()
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return {r["instance_type"]: GpuType(r["gpu_model"], int(r["gpus"])) for r in rows}
