@@ -1,14 +1,13 @@
 """Stage 1: read every source of the case through its connector; gather every input error."""
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
 from audit.case import Case
 from audit.collected import Collected, MissingSource
-from audit.lanes import read_in_lanes, side_by_side
+from audit.lanes import read_in_lanes
 from connectors.base import ReadContext, SourceFrame, SourceSpec, file_sha256
 from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
 from connectors.registry import resolve
@@ -32,26 +31,15 @@ def collect_sources(case: Case, progress: Callable[[SourceSpec], None] | None = 
     frames: list[SourceFrame] = []
     missing: list[MissingSource] = []
     errors: list[InputError] = []
-    outcomes = read_in_lanes(specs, lambda spec: _timed_read(case, spec, ctx, progress))
-    for (frame, failed, gone), _seconds in outcomes:
+    for frame, failed, gone in read_in_lanes(specs, lambda spec: _read(case, spec, ctx, progress)):
         frames.extend(frame)
         errors.extend(failed)
         missing.extend(gone)
-    if progress and side_by_side(specs):
-        progress("read side by side: " + "; ".join(f"{spec.kind} source {spec.name} {seconds:.1f} s"
-                                                    for spec, (_, seconds) in zip(specs, outcomes)))
     errors.extend(unread_billing(missing))
     errors.extend(duplicate_billing(frames))
     if errors:
         raise InputErrors(errors)
     return Collected(tuple(frames), tuple(missing))
-
-
-def _timed_read(case: Case, spec: SourceSpec, ctx: ReadContext, progress) -> tuple[tuple, float]:
-    """:func:`_read`'s outcome and the seconds it took (lanes overlap: each source's own time)."""
-    began = time.perf_counter()
-    outcome = _read(case, spec, ctx, progress)
-    return outcome, time.perf_counter() - began
 
 
 def _read(case: Case, spec: SourceSpec, ctx: ReadContext, progress: Callable[[SourceSpec], None] | None):

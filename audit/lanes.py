@@ -8,8 +8,7 @@ other, their times added up. Here each lane is a thread that reads its sources i
   at a time (connectors/duck.py: 4 GiB, or half the machine's memory) and a case's peak memory
   does not grow with its number of exports.
 * **Every other source** (telemetry, profiles, traffic) reads in the second lane. A case with
-  sources of one lane only is read in the calling thread, as before. A run that read side by side
-  says so on its progress line, with each source's own seconds (audit/collect.py).
+  sources of one lane only is read in the calling thread, as before.
 * **Outcomes come back in the case's order**, whichever lane finishes first, so the tables, the
   errors and their order are those of a serial read.
 * **The Decimal context** of the calling thread (audit.money: 50 digits) is copied into each lane:
@@ -34,11 +33,6 @@ POLL = 0.05
 def lane_of(spec: SourceSpec) -> str:
     """The lane a source is read in."""
     return "billing" if spec.kind == "billing" else "other"
-
-
-def side_by_side(specs: Sequence[SourceSpec]) -> bool:
-    """Whether :func:`read_in_lanes` reads ``specs`` in more than one lane."""
-    return len({lane_of(spec) for spec in specs}) > 1
 
 
 def read_in_lanes(specs: Sequence[SourceSpec], read: Callable[[SourceSpec], T]) -> list[T]:

@@ -173,20 +173,11 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
 
 def split(steps: list[tuple[float, str]], wall: float, peaks: dict[int, int] | None = None) -> list[list]:
     """[step, seconds, peak RSS] from each progress line to the next (the last to the exit); the peak
-    is the largest RSS of the process tree polled during the step (0 when no poll fell in it).
-    Sources read side by side (audit/lanes.py: their ``reading …`` lines, then ``read side by side:
-    <each source's own seconds>``) are one step, from the first of their lines."""
+    is the largest RSS of the process tree polled during the step (0 when no poll fell in it)."""
+    marks = [(0.0, "start")] + steps
+    ends = [t for t, _ in marks[1:]] + [wall]
     peaks = peaks or {}
-    marks: list[list] = [[0.0, "start", peaks.get(0, 0)]]
-    for index, (t, name) in enumerate(steps, start=1):
-        peak = peaks.get(index, 0)
-        if name.startswith("read side by side: "):
-            while marks[-1][1].startswith("reading "):
-                t, peak = marks[-1][0], max(peak, marks.pop()[2])
-            name = "reading sources side by side (" + name.removeprefix("read side by side: ") + ")"
-        marks.append([t, name, peak])
-    ends = [t for t, _, _ in marks[1:]] + [wall]
-    return [[name, round(end - t, 3), peak] for (t, name, peak), end in zip(marks, ends)]
+    return [[name, round(end - t, 3), peaks.get(i, 0)] for i, ((t, name), end) in enumerate(zip(marks, ends))]
 
 
 def floor(export: Path, cap_bytes: int, repeat: int) -> dict:

@@ -45,8 +45,7 @@ def test_prints_the_table_the_curve_and_the_stage_split(tiny):
     assert "scaling curve" in text
     assert "stage split, 20,000 lines, billing" in text
     assert "stage split, 20,000 lines, prometheus" in text
-    assert "reading sources side by side (billing source cur " in text   # audit/lanes.py
-    assert "; telemetry source prometheus " in text
+    assert "reading telemetry source prometheus (prometheus)" in text
 
 
 def test_figures_are_measured_per_child(tiny):
@@ -59,13 +58,7 @@ def test_figures_are_measured_per_child(tiny):
         assert "failed" not in run and run["exit"] in (0, 2)
         assert run["own_hwm"] > 20 * 2**20  # the child's own VmHWM, written as it exited
         steps = [step for step, _seconds, _peak in run["stages"]]
-        assert steps[0] == "start"
-        if name == "billing":
-            assert "reading billing source cur (cur)" in steps
-        else:  # the CUR beside the Prometheus pull and the profile: one step, each source's seconds
-            (read,) = [step for step in steps if step.startswith("reading")]
-            assert read.startswith("reading sources side by side (billing source cur ")
-            assert "; telemetry source prometheus " in read and "; profiles source chat-profile " in read
+        assert steps[0] == "start" and "reading billing source cur (cur)" in steps
         assert abs(sum(seconds for _step, seconds, _peak in run["stages"]) - run["wall_s"]) < 0.01
         peaks = [peak for _step, _seconds, peak in run["stages"]]
         assert max(peaks) == run["polled_rss"]  # each step's polled peak; the largest is the run's
@@ -129,19 +122,3 @@ def test_the_tree_counts_each_address_space_once():
     finally:
         child.kill()
         child.wait()
-
-
-def test_sources_read_side_by_side_are_one_step():
-    from benchmarks.fleet.run import split
-    steps = [(1.0, "reading billing source cur (cur)"), (1.0, "reading telemetry source prom (prometheus)"),
-             (3.0, "reading profiles source p (kineto)"), (9.0, "read side by side: billing source cur 8.0 s; "
-                                                              "telemetry source prom 2.0 s; profiles source p 0.5 s"),
-             (9.5, "preparing invoice lines and telemetry")]
-    peaks = {0: 10, 1: 20, 2: 30, 3: 70, 4: 40, 5: 50}
-    assert split(steps, 12.0, peaks) == [
-        ["start", 1.0, 10],
-        ["reading sources side by side (billing source cur 8.0 s; telemetry source prom 2.0 s; "
-         "profiles source p 0.5 s)", 8.5, 70],
-        ["preparing invoice lines and telemetry", 2.5, 50]]
-    assert split(steps[:1] + steps[4:], 12.0) == [["start", 1.0, 0], ["reading billing source cur (cur)", 8.5, 0],
-                                                  ["preparing invoice lines and telemetry", 2.5, 0]]

@@ -54,21 +54,3 @@ def test_a_terminal_gets_a_spinner_naming_the_step(tmp_path):
     assert done.returncode == 0, done.stderr
     assert progress_lines(done.stderr) == []
     assert "writing report.pdf" in done.stderr  # seconds long: the spinner shows it
-
-
-def test_sources_read_side_by_side_are_named_with_their_own_seconds(tmp_path):
-    """The demo case: its FOCUS bill in one lane, its OpenMetrics file and trace in the other
-    (audit/lanes.py); each is named as it starts, then one line gives each source's own seconds."""
-    done = run(ROOT / "fixtures" / "demo" / "case.toml", tmp_path / "out", "--format", "json")
-    assert done.returncode in (0, 2), done.stderr
-    lines = progress_lines(done.stderr)
-    reading = [line for line in lines if line.startswith("reading ")]
-    assert set(reading) == {"reading billing source aws-focus (focus)",
-                            "reading telemetry source prometheus-export (openmetrics)",
-                            "reading profiles source chat-qwen-prefill-decode (kineto)"}
-    assert reading.index("reading telemetry source prometheus-export (openmetrics)") < reading.index(
-        "reading profiles source chat-qwen-prefill-decode (kineto)")       # one lane, in the case's order
-    after = lines[len(reading)]
-    assert after.startswith("read side by side: billing source aws-focus "), lines
-    assert "; telemetry source prometheus-export " in after and after.endswith(" s")
-    assert lines[len(reading) + 1] == STAGES[0]
