@@ -7,7 +7,6 @@ from typing import Callable
 
 from audit.case import Case
 from audit.collected import Collected, MissingSource
-from audit.lanes import read_in_lanes
 from connectors.base import ReadContext, SourceFrame, SourceSpec, file_sha256
 from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
 from connectors.registry import resolve
@@ -24,42 +23,33 @@ def specs_of(case: Case) -> list[SourceSpec]:
 
 
 def collect_sources(case: Case, progress: Callable[[SourceSpec], None] | None = None) -> Collected:
-    """Read every source (billing beside the others: audit/lanes.py); raise all input errors
-    together, record sources that failed transiently."""
+    """Read every source; raise all input errors together, record sources that failed transiently."""
     ctx = context_of(case)
-    specs = specs_of(case)
     frames: list[SourceFrame] = []
     missing: list[MissingSource] = []
     errors: list[InputError] = []
-    for frame, failed, gone in read_in_lanes(specs, lambda spec: _read(case, spec, ctx, progress)):
-        frames.extend(frame)
-        errors.extend(failed)
-        missing.extend(gone)
+    for spec in specs_of(case):
+        if progress:
+            progress(spec)
+        try:
+            connector = resolve(spec.format, where=str(case.path))(spec, ctx)
+            if connector.kind and connector.kind != spec.kind:
+                raise InputError(case.path, f"source {spec.name!r}: format {spec.format!r} reads "
+                                 f"{connector.kind} data, not {spec.kind}", column="format")
+            frames.append(connector.read())
+        except InputErrors as exc:
+            errors.extend(exc.errors)
+        except InputError as exc:
+            errors.append(exc)
+        except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
+            errors.append(InputError(spec.where, str(exc)))
+        except SourceError as exc:  # still failing after retries: reported as missing
+            missing.append(MissingSource(spec, str(exc)))
     errors.extend(unread_billing(missing))
     errors.extend(duplicate_billing(frames))
     if errors:
         raise InputErrors(errors)
     return Collected(tuple(frames), tuple(missing))
-
-
-def _read(case: Case, spec: SourceSpec, ctx: ReadContext, progress: Callable[[SourceSpec], None] | None):
-    """(frames, input errors, missing sources) of one source: one of the three holds its outcome."""
-    if progress:
-        progress(spec)
-    try:
-        connector = resolve(spec.format, where=str(case.path))(spec, ctx)
-        if connector.kind and connector.kind != spec.kind:
-            raise InputError(case.path, f"source {spec.name!r}: format {spec.format!r} reads "
-                             f"{connector.kind} data, not {spec.kind}", column="format")
-        return [connector.read()], [], []
-    except InputErrors as exc:
-        return [], list(exc.errors), []
-    except InputError as exc:
-        return [], [exc], []
-    except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
-        return [], [InputError(spec.where, str(exc))], []
-    except SourceError as exc:  # still failing after retries: reported as missing
-        return [], [], [MissingSource(spec, str(exc))]
 
 
 def unread_billing(missing: list[MissingSource]) -> list[InputError]:
