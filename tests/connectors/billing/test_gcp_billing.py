@@ -385,6 +385,32 @@ def test_a_bad_usage_time_in_a_local_export_names_file_line_and_column(tmp_path,
         connector(path=path).read()
 
 
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_a_bad_usage_time_deep_in_a_large_export_names_its_own_line(tmp_path, rows, fmt):
+    """Two files of 200,000 rows: the line named is the bad value's own. Numbered with
+    ``PARTITION BY filename`` over both files, the rows came out of order (line 357,878 or 96,221
+    named for line 234,567 of a 400,000-line file, a different one each run)."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    body = write_ndjson(rows, tmp_path / "one.json").read_text().splitlines()
+    good = (body * (200_000 // len(body) + 1))[:200_000]
+    bad = list(good)
+    record = json.loads(bad[150_122])
+    record["usage_start_time"] = "not a time"
+    bad[150_122] = json.dumps(record)
+    for name, lines in (("a", good), ("b", bad)):
+        (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+    if fmt == "parquet":
+        with gcp.session() as con:
+            for name in ("a", "b"):
+                con.execute(f"COPY (SELECT * FROM read_json('{folder / name}.json', format='newline_delimited')) "
+                            f"TO '{folder / name}.parquet' (FORMAT parquet, ROW_GROUP_SIZE 20000)")
+                (folder / f"{name}.json").unlink()
+    with pytest.raises(InputError, match=re.escape(f"b.{fmt}: row 150123, column usage_start_time: "
+                                                   "unreadable timestamp 'not a time'")):
+        connector(path=folder).read()
+
+
 def test_case_errors_without_a_server():
     """A malformed table name, and plain http off this machine, are refused before any call."""
     with pytest.raises(InputError, match="project.dataset.table"):
