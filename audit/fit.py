@@ -63,7 +63,14 @@ from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too
     text,
 )
 from audit.normalised import NodeMap, Telemetry
-from audit.services import pod_models, service_of
+from audit.services import pod_models, service_of, telemetry_owners
+
+
+def activity_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: pd.DataFrame, tele: Telemetry,
+                 nodes: NodeMap) -> list[Misfit]:
+    """The checks that read whose GPU each activity row is: each row's service worked out once."""
+    owners = telemetry_owners(tele.activity, tele.traffic, case.services)
+    return profile_gpu_fit(case, devices, gpu_lines, tele, nodes, owners) + replicas_fit(case, tele, owners)
 
 
 def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
@@ -77,7 +84,7 @@ def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetr
     found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
-             + profile_gpu_fit(case, devices or {}, gpu_lines, tele, nodes) + replicas_fit(case, tele))
+             + activity_fit(case, devices or {}, gpu_lines, tele, nodes))
     return Fit(tuple(found))
 
 

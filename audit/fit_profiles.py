@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from audit.case import Case
@@ -20,7 +21,7 @@ from audit.collected import Collected
 from audit.lines import resource_key
 from audit.misfit import LISTED, Misfit, text
 from audit.normalised import NodeMap, Telemetry, node_types
-from audit.services import activity_services, pod_models
+from audit.services import telemetry_owners
 from connectors.billing.catalogue import gpu_instances, normalise_instance
 
 #: GPU model families, longest first where one name starts another (A10G before A10, L40S before L4)
@@ -36,7 +37,7 @@ def family(name: str) -> str:
 
 
 def profile_gpu_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: pd.DataFrame,
-                    tele: Telemetry, nodes: NodeMap) -> list[Misfit]:
+                    tele: Telemetry, nodes: NodeMap, owners: np.ndarray | None = None) -> list[Misfit]:
     """A ``profile_gpu_model`` warning per profile recorded on another GPU model than its service's.
     ``devices``: profile name -> (service, the device name its trace gives)."""
     out = []
@@ -44,7 +45,9 @@ def profile_gpu_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_line
         recorded = family(device)
         if not recorded or service not in case.services:
             continue
-        models = service_models(case, service, gpu_lines, tele, nodes)
+        if owners is None:
+            owners = telemetry_owners(tele.activity, tele.traffic, case.services)
+        models = service_models(case, service, gpu_lines, tele, nodes, owners)
         runs = {family(m) for m in models} - {""}
         if not runs or recorded in runs:
             continue
@@ -57,13 +60,13 @@ def profile_gpu_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_line
     return out
 
 
-def service_models(case: Case, service: str, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> set[str]:
+def service_models(case: Case, service: str, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
+                   owners: np.ndarray) -> set[str]:
     """The GPU models of the nodes a service's pods ran on: from the GPU lines billing those nodes'
     resources, else from the node's instance type in telemetry."""
     activity = tele.activity
     if not len(activity) or "node" not in activity.columns:
         return set()
-    owners = activity_services(activity, case.services, pod_models(tele.traffic) if len(tele.traffic) else {})
     on = {str(n) for n in activity["node"].to_numpy()[owners == service]}
     billed: dict[str, set[str]] = {}
     if on and len(gpu_lines) and {"resource_id", "gpu_model"} <= set(gpu_lines.columns):

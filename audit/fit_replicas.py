@@ -16,12 +16,14 @@ import pandas as pd
 from audit.case import Case
 from audit.misfit import Misfit, text
 from audit.normalised import Telemetry
-from audit.services import activity_services, pod_models
+from audit.services import telemetry_owners
 
 
-def replicas_fit(case: Case, tele: Telemetry) -> list[Misfit]:
-    """A ``gpus_per_replica`` warning per service whose pods hold another number of GPUs than it says."""
-    held = gpus_per_pod(case, tele)
+def replicas_fit(case: Case, tele: Telemetry, owners: np.ndarray | None = None) -> list[Misfit]:
+    """A ``gpus_per_replica`` warning per service whose pods hold another number of GPUs than it says.
+    ``owners``: each activity row's service (:func:`audit.services.telemetry_owners`), where the
+    caller has it."""
+    held = gpus_per_pod(case, tele, owners)
     out = []
     for name, service in case.services.items():
         seen = held.get(name)
@@ -36,12 +38,13 @@ def replicas_fit(case: Case, tele: Telemetry) -> list[Misfit]:
     return out
 
 
-def gpus_per_pod(case: Case, tele: Telemetry) -> dict[str, int]:
+def gpus_per_pod(case: Case, tele: Telemetry, owners: np.ndarray | None = None) -> dict[str, int]:
     """Service -> the median number of distinct GPUs one of its pods holds in an interval."""
     activity = tele.activity
     if not len(activity) or "ts" not in activity.columns:
         return {}
-    owners = activity_services(activity, case.services, pod_models(tele.traffic) if len(tele.traffic) else {})
+    if owners is None:
+        owners = telemetry_owners(activity, tele.traffic, case.services)
     mine = np.array([isinstance(o, str) for o in owners], dtype=bool)
     if not mine.any():
         return {}

@@ -42,6 +42,12 @@ def pod_models(traffic: pd.DataFrame) -> dict[tuple[str, str], str]:
     return {(namespace, pod): model for namespace, pod, model in zip(*columns) if pod}
 
 
+def telemetry_owners(activity: pd.DataFrame, traffic: pd.DataFrame, services: Mapping[str, Service]) -> np.ndarray:
+    """:func:`activity_services` with the served models read from the serving counters ``traffic``:
+    the fit checks work it out once and share it."""
+    return activity_services(activity, services, pod_models(traffic) if len(traffic) else {})
+
+
 def activity_services(activity: pd.DataFrame, services: Mapping[str, Service], models: PodModels) -> np.ndarray:
     """The declared service of each GPU activity row's pod (None for a row of no service, or of no
     pod), as the GPU split assigns holders: the row's namespace, pod and container, the model the
