@@ -239,12 +239,14 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
 
 
 def load_file(con, layouts: list[sql.Layout], index: int) -> None:
-    """The file's relation ``f<index>`` (:func:`cur_sql.file_relation_sql`), every value of it read once
-    here: its row hashes go into ``_hashes`` (a line repeated whole is found there:
-    :meth:`cur_sql.Layout.repeat_key`) with each line's flag of the checks
-    (:func:`connectors.billing.cur_checks.hash_rows_sql`), so a file that
-    cannot be read is named now, not by a later query. (Its tag sets are made JSON by the summing
-    stage, which names the file it cannot sum, or else by :func:`check_tags`.)"""
+    """The file's relation ``f<index>`` (:func:`cur_sql.file_relation_sql`) and its hash pass: each
+    line's candidate hash goes into ``_hashes`` (a line repeated whole is looked for there:
+    :meth:`cur_sql.Layout.candidate_key`) with its flag of the checks
+    (:func:`connectors.billing.cur_checks.hash_rows_sql`), so a file whose footer, types or
+    checked columns cannot be read is named now. The summing stage reads the columns it sums on
+    (naming the file it cannot read); where it sums nothing, it reads every value first
+    (:func:`connectors.billing.cur_compact.read_whole`). (A file's tag sets are made JSON by the
+    summing stage, or else by :func:`check_tags`.)"""
     layout = layouts[index]
     try:
         con.execute(sql.file_relation_sql(layout, index))

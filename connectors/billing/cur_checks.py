@@ -19,12 +19,12 @@ from connectors.errors import InputError
 
 
 def hash_rows_sql(layouts: list[sql.Layout], index: int) -> str:
-    """SELECT, per line of file relation ``f<index>``, its row hash ``h``
-    (:meth:`cur_sql.Layout.repeat_key`) and ``bad``: whether it fails one of :func:`raw_checks`."""
+    """SELECT, per line of file relation ``f<index>``, its candidate hash ``h``
+    (:meth:`cur_sql.Layout.candidate_key`) and ``bad``: whether it fails one of :func:`raw_checks`."""
     own = sql.shaped(layouts[index])
     failing = " OR ".join(f"({condition})" for condition, *_rest in raw_checks(layouts, typed=True))
     return (f"SELECT h, coalesce({failing}, FALSE) AS bad FROM "
-            f"(SELECT {own.repeat_key()} AS h, {checked_columns(layouts, index)} FROM f{index})")
+            f"(SELECT {own.candidate_key()} AS h, {checked_columns(layouts, index)} FROM f{index})")
 
 
 def flagged(con) -> bool:

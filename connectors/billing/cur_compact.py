@@ -24,7 +24,9 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   joins. Groups never span files, for the same reason.
 * **When nothing is summed:** grain ``line``; a repeat hash seen twice (:meth:`cur_sql.Layout.repeat_key`:
   a candidate for a line repeated whole, which must reach the
-  duplicate check as two lines); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
+  duplicate check as two lines; the hash pass hashes a few columns,
+  :meth:`cur_sql.Layout.candidate_key`, and only where two lines share that are the whole rows
+  hashed); an amount that does not fit DECIMAL(38,20) exactly (the FOCUS reader
   then keeps every line apart, :func:`connectors.billing.focus_lines.lossy_sums`).
 
 The result is the table the reader would have built without this stage, to the row: the groups the
@@ -72,11 +74,20 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     ``raw`` is :func:`connectors.billing.cur.read_cur`'s view over the files' relations ``f<i>``; it has
     passed :func:`connectors.billing.cur.check_raw` (types, amounts and periods read). Each file is
     summed on its own columns (no text made of a value that the sum does not need), so the groups
-    never span files: the FOCUS reader joins them as it joins lines."""
-    if (grain or "auto") != "auto" or repeated_hash(con):
+    never span files: the FOCUS reader joins them as it joins lines. Where it sums nothing, every
+    value of the files has been read (:func:`read_whole`), and ``_hashes`` holds whole-row hashes."""
+    if (grain or "auto") != "auto":
+        read_whole(con, layouts)
         return False
+    whole = repeated_hash(con)  # two lines share a candidate hash: the whole rows are hashed
+    if whole:
+        read_whole(con, layouts)
+        if repeated_hash(con):
+            return False
     ensure_gpu_instances(con)
-    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql(layouts)}")
+    probe_files(con, layouts)
+    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql()}")
+    con.execute("DROP TABLE _probed")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
         try:  # the file's tag sets are made JSON here: one that cannot be names its file
@@ -86,6 +97,8 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
     if lossy:
         con.execute("DROP TABLE _compact")
+        if not whole:
+            read_whole(con, layouts)
     else:  # each file's groups were inserted in row order, the files in turn: raw is in file order
         con.execute("DROP VIEW raw")
         con.execute("ALTER TABLE _compact RENAME TO raw")
@@ -93,12 +106,26 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     return not lossy
 
 
+def read_whole(con, layouts: list[sql.Layout]) -> None:
+    """Table ``_hashes`` of every line's whole-row hash (:meth:`cur_sql.Layout.repeat_key`), reading
+    every value of every file: where ``raw`` stays a view over the files, a value no earlier query
+    read (the hash pass reads a few columns) must not fail a later query unnamed. A file that
+    cannot be read is named."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _hashes (h UBIGINT)")
+    for index, layout in enumerate(layouts):
+        try:
+            con.execute(f"INSERT INTO _hashes SELECT {sql.shaped(layout).repeat_key()} FROM f{index}")
+        except duckdb.Error as exc:
+            raise read_error(layout.path, layout.fmt, exc) from None
+
+
 # Row hashes sorted per pass of the repeated-hash check (8 bytes each: 80 MB of hashes at a time).
 HASHES_PER_PASS = 10_000_000
 
 
 def repeated_hash(con) -> bool:
-    """Whether two lines share a row hash (table ``_hashes``): candidates for a line repeated whole,
+    """Whether two lines share a hash (table ``_hashes``: the candidate hash of the hash pass, or
+    the whole row's, :func:`read_whole`): candidates for a line repeated whole,
     which the FOCUS reader must see as two lines. A large table is checked in passes over disjoint
     ranges of the hash, so the memory does not grow with the export. Each pass's hashes are sorted
     with numpy and neighbours compared: 0.2 s for 10 M hashes, where DuckDB's ``GROUP BY h HAVING
@@ -166,18 +193,18 @@ def probe_key(prefix: str = "") -> str:
     return f"CASE WHEN {rid} <> '' THEN hash({rid}) ELSE hash({', '.join(text.values())}) END"
 
 
-def timed_sql(layouts: list[sql.Layout]) -> str:
+def timed_sql() -> str:
     """SELECT the keys (:func:`probe_key`) of the lines that may bill GPU time: by the GPU rules on
     the line's own fields, or by a line of the same resource id (the core / RAM parts of a GPU
     machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it. The rules read the
-    distinct values of the fields' sources (:func:`probed_sql`), never a text per line."""
+    distinct values of the fields' sources (table ``_probed``, :func:`probe_files`), never a text per line."""
     base = sql.base_columns()  # ChargeCategory over the line item type ``t``
     # A CUR names no resource: the FOCUS reader's ``text`` has an empty ResourceName between the two.
     named = (f"{base['ChargeCategory']} AS charge_category, nullif(itype, '') AS hint, usage, descr, "
              "descr || ' ' || '' || ' ' || sku AS text")
     fields = ", ".join(f"coalesce({field}, '') AS {name}" for name, field in PROBE.items())
     return f"""
-    WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM ({probed_sql(layouts)})
+    WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM _probed
                   WHERE NOT {sql.is_split()}),
     rules AS (SELECT k, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
     SELECT DISTINCT k FROM rules WHERE _gpu
@@ -188,10 +215,12 @@ def timed_sql(layouts: list[sql.Layout]) -> str:
 PROBED = (*PROBE.values(), "line_item_operation", "split_line_item_parent_resource_id")
 
 
-def probed_sql(layouts: list[sql.Layout]) -> str:
-    """SELECT the fields :data:`PROBED` (named as ``raw`` names them) of each distinct combination
-    of their sources in each file: the lines' own fields, each combination once per file."""
-    parts = []
+def probe_files(con, layouts: list[sql.Layout]) -> None:
+    """Table ``_probed``: the fields :data:`PROBED` (named as ``raw`` names them) of each distinct
+    combination of their sources in each file, the lines' own fields, each combination once per
+    file. A file whose columns cannot be read is named (the hash pass does not read them all)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _probed AS SELECT "
+                + ", ".join(f"NULL::VARCHAR AS {name}" for name in PROBED) + " LIMIT 0")
     for index, layout in enumerate(layouts):
         own = sql.shaped(layout)
         sources = sorted({own.sources[name] for name in PROBED if name in own.sources})
@@ -199,8 +228,10 @@ def probed_sql(layouts: list[sql.Layout]) -> str:
         fields = ", ".join(f"{own.text_of(name, alias[own.sources[name]])} AS {name}" if name in own.sources
                            else f"NULL::VARCHAR AS {name}" for name in PROBED)
         distinct = ", ".join(f"{source} AS {alias[source]}" for source in sources) or "1 AS __p"
-        parts.append(f"SELECT {fields} FROM (SELECT DISTINCT {distinct} FROM f{index})")
-    return " UNION ALL ".join(parts)
+        try:
+            con.execute(f"INSERT INTO _probed SELECT {fields} FROM (SELECT DISTINCT {distinct} FROM f{index})")
+        except duckdb.Error as exc:
+            raise read_error(layout.path, layout.fmt, exc) from None
 
 
 def whole(prefix: str, start: str, end: str) -> str:

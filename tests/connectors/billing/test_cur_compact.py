@@ -313,12 +313,12 @@ def test_lines_equal_but_for_a_map_are_candidates_read_alike(tmp_path, monkeypat
     real = cur_compact.repeated_hash
     monkeypatch.setattr(cur_compact, "repeated_hash", lambda con: calls.append(real(con)) or calls[-1])
     lines = assert_same(path, *SEPTEMBER, monkeypatch)
-    assert calls[0] is True  # a candidate: nothing summed
+    assert calls == [True, True]  # a candidate, and the whole rows share a hash too: nothing summed
     assert len(lines) == len(read(path, *SEPTEMBER, False, monkeypatch).tables["lines"])
     sized = [*rows, {**twin, "resource_tags": {**twin["resource_tags"], "user:extra": "x"}}]
     calls.clear()
     assert_same(write_cur2(tmp_path / "y.parquet", sized), *SEPTEMBER, monkeypatch)
-    assert calls[0] is False
+    assert calls == [True, False]  # a candidate pair, told apart by the whole rows: summed
 
 
 @pytest.mark.parametrize("kind", ["TIMESTAMPTZ", "VARCHAR"])
@@ -351,3 +351,35 @@ def test_a_sound_export_is_not_scanned_again_for_its_checks(export, monkeypatch)
     with monkeypatch.context() as patch:
         patch.setattr(cur_checks, "checked_sql", no_scan)
         assert len(read(export, utc(2025, 1, 1), utc(2025, 1, 2), True, monkeypatch).tables["lines"])
+
+
+def corrupt_column(path: Path, column: str) -> None:
+    """Overwrite the first page header of ``column``'s chunk in Parquet file ``path``: the footer
+    and every other column stay readable."""
+    import pyarrow.parquet as pq
+    meta = pq.ParquetFile(path).metadata
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    chunk = meta.row_group(0).column(names.index(column))
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset:chunk.data_page_offset + 12] = b"\xff" * 12
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("column", ["line_item_line_item_description", "pricing_term"])
+@pytest.mark.parametrize("grain", ["auto", "line"])
+def test_a_column_the_hash_pass_does_not_read_still_names_its_file(tmp_path, monkeypatch, grain, column):
+    """The hash pass reads a few columns (cur_sql.Layout.candidate_key); a column it does not read
+    that cannot be read is named by the summing stage, or where nothing is summed by the pass that
+    reads every value (cur_compact.read_whole), never by a later query over the files."""
+    import duckdb
+    folder = tmp_path / "export"
+    write_cur2(folder / "a.parquet", cur2_rows()[:6])
+    bad = write_cur2(folder / "b.parquet", cur2_rows()[6:])
+    corrupt_column(bad, column)
+    con = duckdb.connect()
+    con.execute(f"SELECT hash(line_item_resource_id, line_item_unblended_cost) FROM '{bad}'").fetchall()
+    with pytest.raises(duckdb.Error):
+        con.execute(f"SELECT {column} FROM '{bad}'").fetchall()
+    with pytest.raises(InputError) as info:
+        read(folder, *SEPTEMBER, True, monkeypatch, grain=grain)
+    assert info.value.path == str(bad) and "not a readable Parquet file" in info.value.message
