@@ -232,9 +232,8 @@ def build_lines(kept: pa.Table, columns: Columns, path: Path) -> pd.DataFrame:
         out[name] = decimal_series(kept.column(name))
     out["start"] = utc_series(kept.column("p_start").to_pandas())
     out["end"] = utc_series(kept.column("p_end").to_pandas())
-    out["tags"] = pd.Series(canonical_tags(kept.column("tags").to_pylist(), rows, path), dtype="str")
-    out["allocated_tags"] = pd.Series(canonical_tags(kept.column("allocated_tags").to_pylist(), rows, path,
-                                                     "AllocatedTags"), dtype="str")
+    out["tags"] = canonical_tags(kept.column("tags"), rows, path)
+    out["allocated_tags"] = canonical_tags(kept.column("allocated_tags"), rows, path, "AllocatedTags")
     out["contract_applied"] = kept.column("contract_applied").to_pandas().astype("str")
     out["extra"] = pd.Series(extra_json(kept, columns), dtype="str")
     return pd.DataFrame({name: out[name] for name in OUTPUT_COLUMNS + ["line_count"]})
@@ -256,28 +255,25 @@ def decimal_series(texts: pa.ChunkedArray, nullable: bool = True) -> pd.Series:
     return object_series(values[at])
 
 
-def canonical_tags(values: list, rows: list[int], path: Path, column: str = "Tags") -> list[str]:
-    """Tags (or AllocatedTags) as canonical JSON object text; null → ``{}``; a cell that is no JSON
-    object is an error.
+def canonical_tags(values, rows: list[int], path: Path, column: str = "Tags") -> pd.Series:
+    """Tags (or AllocatedTags) texts ``values`` (a list or an Arrow array) as a column of canonical
+    JSON object texts; null → ``{}``; a cell that is no JSON object is an error (each such line
+    named, in order, up to MAX_ERRORS).
 
-    Exports repeat a handful of tag sets over millions of lines, so each distinct text is parsed once.
-    """
-    seen: dict[str, str | None] = {}
-    result: list[str] = []
-    errors: list[InputError] = []
-    for rn, value in zip(rows, values):
-        if value is None:
-            result.append("{}")
-            continue
-        if value not in seen:
-            seen[value] = canonical_object(value)
-        if seen[value] is None:
-            if len(errors) < MAX_ERRORS:
-                errors.append(tags_error(value, rn, path, column))
-            continue
-        result.append(seen[value])
-    raise_all(errors)
-    return result
+    Exports repeat a handful of tag sets over millions of lines, so each distinct text is parsed
+    once and the lines take its canonical text by index, in Arrow (no Python string a line)."""
+    texts = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, pa.string())
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+    encoded = pc.dictionary_encode(texts)
+    canonical = [canonical_object(value) for value in encoded.dictionary.to_pylist()]
+    bad = [i for i, text in enumerate(canonical) if text is None]
+    at = encoded.indices.fill_null(len(canonical)).to_numpy(zero_copy_only=False)
+    if bad:
+        failing = np.flatnonzero(np.isin(at, bad))[:MAX_ERRORS]
+        raise_all([tags_error(texts[int(i)].as_py(), rows[int(i)], path, column) for i in failing])
+    table = pa.array([*canonical, "{}"], pa.string())
+    return table.take(pa.array(at)).to_pandas().astype("str")
 
 
 def tags_error(value: str, rn: int, path: Path, column: str = "Tags") -> InputError:
