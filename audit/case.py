@@ -391,8 +391,11 @@ def _check_profiles(sources, services, problems) -> None:
             problems.append(f"[[profiles]] {shown(s.name)}: service {shown(service)} is not declared in [services]")
         for key in ("requests", "prompt_tokens", "generated_tokens"):
             value = s.options.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                problems.append(f"[[profiles]] {shown(s.name)}.{key}: expected a whole number ≥ 0")
+            least = 1 if key == "requests" else 0  # kernel-seconds per request divides by it
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                problems.append(f"[[profiles]] {shown(s.name)}.{key}: expected a whole number ≥ {least}"
+                                + (f", got {shown(value)} (leave it out where the requests were not counted)"
+                                   if key == "requests" else ""))
 
 
 def _scope(raw, problems) -> dict:

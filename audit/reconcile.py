@@ -125,9 +125,19 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
                               f"profile kernel-seconds per request × requests = {estimate:.0f} s vs "
                               f"telemetry kernel-active {seen:.0f} s"))
     for service in sorted(set(kernel_seen) - set(kernel_est)):
-        drivers.append(Driver("representativeness", service, None,
-                              "no profile with stated traffic: telemetry kernel-active seconds used on both sides"))
+        drivers.append(Driver("representativeness", service, None, _no_estimate(profiles.get(service))))
     return top, bottom, net, covered
+
+
+def _no_estimate(profile) -> str:
+    """Why a service has no bottom-up kernel estimate (its telemetry's kernel-active seconds stand)."""
+    if profile is not None and profile.requests == 0:
+        return (f"profile {profile.name} served no request in its window (requests = 0): kernel-seconds "
+                "per request unmeasured, telemetry kernel-active seconds used on both sides")
+    if profile is not None and profile.requests is not None:
+        return (f"profile {profile.name} states its requests, but no request counter or log counts this "
+                "service's requests: telemetry kernel-active seconds used on both sides")
+    return "no profile with stated traffic: telemetry kernel-active seconds used on both sides"
 
 
 def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequence[ServiceInterval],

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pandas as pd
 
 from audit.case import Service
-from audit.reconcile import _denominator_drivers
+from audit.reconcile import _denominator_drivers, _no_estimate
 from audit.unit_costs import traffic_by_service
 
 SERVICES = {"chat": Service("chat", {"namespace": "llm"}, 1, 1, 3600)}
@@ -36,3 +36,15 @@ def test_one_source_is_said_so():
 def test_counts_from_other_namespaces_are_not_the_service():
     frame = traffic([{"requests": 10.0, "namespace": "other", "source": "p"}])
     assert traffic_by_service(frame, SERVICES) == {}
+
+
+def test_the_representativeness_driver_says_why_a_service_has_no_kernel_estimate():
+    """A profile whose window served no request (a collector bundle's requests = 0), one whose
+    service no counter counts, and no profile at all are three different reasons, each named."""
+    from types import SimpleNamespace
+    idle = _no_estimate(SimpleNamespace(name="bundle-1", requests=0))
+    assert "profile bundle-1 served no request in its window (requests = 0)" in idle
+    uncounted = _no_estimate(SimpleNamespace(name="chat-trace", requests=16))
+    assert "profile chat-trace states its requests, but no request counter or log counts" in uncounted
+    assert _no_estimate(None).startswith("no profile with stated traffic")
+    assert _no_estimate(SimpleNamespace(name="x", requests=None)).startswith("no profile with stated traffic")

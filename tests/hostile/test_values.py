@@ -106,3 +106,19 @@ def test_long_values_are_cut_in_messages(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_case(folder)
     assert max(map(len, caught.value.problems)) < 200
+
+
+def test_a_profile_that_served_no_request_is_refused(tmp_path):
+    """requests = 0 would leave kernel-seconds per request unmeasured without a word (no figure can
+    divide by it): the case names the key and says to leave it out where nothing was counted."""
+    import shutil
+
+    from tests.paths import FIXTURES
+    folder = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", folder)
+    text = (folder / "case.toml").read_text()
+    assert "\nrequests = 16\n" in text
+    (folder / "case.toml").write_text(text.replace("\nrequests = 16\n", "\nrequests = 0\n"))
+    with pytest.raises(ConfigError) as caught:
+        load_case(folder)
+    assert any(".requests: expected a whole number ≥ 1, got 0 (leave it out" in p for p in caught.value.problems)
