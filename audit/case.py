@@ -16,6 +16,7 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
     Rule,
     Service,
     Shipped,
+    matchers,
     parse_allocation,
     parse_rules,
     parse_services,
@@ -403,7 +404,7 @@ def _scope(raw, problems) -> dict:
     tags = _table(raw.get("tags", {}), "[scope].tags", problems)
     scope = {"accounts": _texts(raw.get("accounts", []), "[scope].accounts", problems),
              "services": _texts(raw.get("services", []), "[scope].services", problems),
-             "tags": {str(k): str(v) for k, v in tags.items()}}
+             "tags": matchers(tags, "[scope].tags", problems)}
     return scope
 
 

@@ -93,6 +93,21 @@ def check_pattern(pattern: str, where: str, problems: list[str]) -> None:
             problems.append(f"{where}: bad regular expression: {shown(str(exc))}")
 
 
+def matchers(table: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, str]:
+    """A table of matchers (column or label = "value" or "re:regex"), the file's order. A TOML
+    whole number is read as its digits (a tag "3"); any other kind (true, 1.5, a list, a table)
+    matched nothing as Python's text of it ("True", "['a']"): it is a problem, by key."""
+    out = {}
+    for key, value in table.items():
+        if isinstance(value, str):
+            out[str(key)] = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[str(key)] = str(value)
+        else:
+            problems.append(f"{where}.{key}: expected a string (or \"re:regex\"), got {shown(value)}")
+    return out
+
+
 def parse_services(raw: Mapping[str, Any], duration, problems: list[str]) -> dict[str, Service]:
     """``[services.NAME]`` tables; ``duration(table, key, default, where, problems)`` reads durations."""
     out = {}
@@ -102,7 +117,7 @@ def parse_services(raw: Mapping[str, Any], duration, problems: list[str]) -> dic
             problems.append(f"{where}: expected a table")
             continue
         unknown_keys(entry, SERVICE_KEYS, where, problems)
-        match = {k: str(v) for k, v in entry.items() if k in SERVICE_MATCH_KEYS}  # the file's order, every run
+        match = matchers({k: v for k, v in entry.items() if k in SERVICE_MATCH_KEYS}, where, problems)
         tags, resource_ids = _claims(entry, where, problems)
         if not match and not tags and not resource_ids:
             problems.append(f"{where}: needs at least one of {', '.join(sorted(SERVICE_MATCH_KEYS))} "
@@ -131,7 +146,7 @@ def _claims(entry: Mapping[str, Any], where: str, problems: list[str]) -> tuple[
     if not isinstance(raw_tags, dict) or any(isinstance(v, (dict, list)) for v in raw_tags.values()):
         problems.append(f"{where}.tags: expected a table of tag = \"value\" (or \"re:regex\"), got {shown(raw_tags)}")
     else:
-        tags = {str(k): str(v) for k, v in raw_tags.items()}
+        tags = matchers(raw_tags, f"{where}.tags", problems)
         for key, pattern in tags.items():
             check_pattern(pattern, f"{where}.tags.{key}", problems)
     ids: list[str] = []
@@ -176,7 +191,7 @@ def parse_rules(raw: list[tuple[int, dict]], services: Mapping[str, Service], pr
         if not isinstance(when, dict) or not when:
             problems.append(f"{where}: needs 'when' = {{ Column = \"value\" or \"re:regex\" }}")
             continue
-        out.append(Rule(MappingProxyType({str(k): str(v) for k, v in when.items()}), str(klass), str(reason),
+        out.append(Rule(MappingProxyType(matchers(when, f"{where}.when", problems)), str(klass), str(reason),
                         service=service))
     return out
 

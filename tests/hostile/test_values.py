@@ -122,3 +122,42 @@ def test_a_profile_that_served_no_request_is_refused(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_case(folder)
     assert any(".requests: expected a whole number ≥ 1, got 0 (leave it out" in p for p in caught.value.problems)
+
+
+@pytest.mark.parametrize(("where", "value", "named"), [
+    ("[services.chat]", "namespace = true", "[services.chat].namespace: expected a string"),
+    ("[services.chat]", "pod = [\"a\", \"b\"]", "[services.chat].pod: expected a string"),
+    ("[services.chat]", "tags = {team = 1.5}", "[services.chat].tags.team: expected a string"),
+    ("[scope]", "tags = {team = false}", "[scope].tags.team: expected a string"),
+])
+def test_a_matcher_that_is_not_text_is_refused(tmp_path, where, value, named):
+    """A boolean, a float or a list as a matcher would be matched as Python's text of it ("True",
+    "['a', 'b']"), which no label or tag spells: the case names the key instead."""
+    import shutil
+
+    from tests.paths import FIXTURES
+    folder = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", folder)
+    text = (folder / "case.toml").read_text()
+    header = where + "\n"
+    text = text.replace(header, header + value + "\n") if header in text else text + f"\n{header}{value}\n"
+    if value.startswith(("namespace", "pod")):  # a key the demo's chat already has goes in its place
+        key = value.split(" = ")[0]
+        lines = text.splitlines()
+        first = lines.index(value)
+        lines = [ln for i, ln in enumerate(lines) if i <= first or not ln.startswith(key + " = ")
+                 or i > first + 12]
+        text = "\n".join(lines) + "\n"
+    (folder / "case.toml").write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_case(folder)
+    assert any(named in p for p in caught.value.problems), caught.value.problems
+
+
+def test_a_whole_number_matcher_is_read_as_its_digits(tmp_path):
+    """tags = {team = 3} matches the tag "3" (TOML spells the number, the bill the text)."""
+    from audit.case_services import matchers
+    problems: list[str] = []
+    assert matchers({"team": 3, "app": "re:^a", "env": "prod"}, "[x].tags", problems) == {
+        "team": "3", "app": "re:^a", "env": "prod"}
+    assert problems == []
