@@ -79,8 +79,8 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     if (grain or "auto") != "auto":
         read_whole(con, layouts)
         return False
-    whole = repeated_hash(con)  # two lines share a candidate hash: the whole rows are hashed
-    if whole:
+    read_all = repeated_hash(con)  # two lines share a candidate hash: the whole rows are hashed
+    if read_all:
         read_whole(con, layouts)
         if repeated_hash(con):
             return False
@@ -97,7 +97,7 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
     if lossy:
         con.execute("DROP TABLE _compact")
-        if not whole:
+        if not read_all:
             read_whole(con, layouts)
     else:  # each file's groups were inserted in row order, the files in turn: raw is in file order
         con.execute("DROP VIEW raw")
