@@ -129,7 +129,7 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
     return top, bottom, net, covered
 
 
-def _no_estimate(profile) -> str:
+def _no_estimate(profile: ProfileSummary | None) -> str:
     """Why a service has no bottom-up kernel estimate (its telemetry's kernel-active seconds stand)."""
     if profile is not None and profile.requests == 0:
         return (f"profile {profile.name} served no request in its window (requests = 0): kernel-seconds "

@@ -2,7 +2,7 @@
 
 Each check (:func:`raw_checks`) is SQL over a line that is true where the line fails it. Over the
 files of an export (:func:`connectors.billing.cur.read_cur`) they are worked out in the pass that
-reads every value of a file once for its row hashes (:func:`hash_rows_sql`), as one flag per line
+reads each file once for its candidate hashes (:func:`hash_rows_sql`), as one flag per line
 beside its hash; :func:`check_raw` then looks for the failing lines only where a line was flagged,
 and a sound export is not scanned a second time. (Measured at 50 M lines: the separate scan took
 5.4 s and the flags add about as much to the hash pass, so the files are read once less for no

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pandas as pd
 
@@ -41,7 +42,6 @@ def test_counts_from_other_namespaces_are_not_the_service():
 def test_the_representativeness_driver_says_why_a_service_has_no_kernel_estimate():
     """A profile whose window served no request (a collector bundle's requests = 0), one whose
     service no counter counts, and no profile at all are three different reasons, each named."""
-    from types import SimpleNamespace
     idle = _no_estimate(SimpleNamespace(name="bundle-1", requests=0))
     assert "profile bundle-1 served no request in its window (requests = 0)" in idle
     uncounted = _no_estimate(SimpleNamespace(name="chat-trace", requests=16))

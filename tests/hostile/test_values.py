@@ -6,13 +6,17 @@ Before: `validate` said valid and `run` crashed in money.cents (EffectiveCost = 
 """
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from audit.case import load_case
+from audit.case_services import matchers
 from audit.errors import ConfigError
 from tests.hostile.harness import assert_named_error, costaudit, focus_row, profile, write_case, write_focus
+from tests.paths import DEMO
 
 
 @pytest.mark.parametrize(("column", "row"), [("EffectiveCost", focus_row(effective="1e400")),
@@ -108,55 +112,45 @@ def test_long_values_are_cut_in_messages(tmp_path):
     assert max(map(len, caught.value.problems)) < 200
 
 
+
+def demo_with(tmp_path: Path, edit) -> Path:
+    """A copy of the demo case whose case.toml text ``edit`` changed."""
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    (folder / "case.toml").write_text(edit((folder / "case.toml").read_text()))
+    return folder
+
+
 def test_a_profile_that_served_no_request_is_refused(tmp_path):
     """requests = 0 would leave kernel-seconds per request unmeasured without a word (no figure can
     divide by it): the case names the key and says to leave it out where nothing was counted."""
-    import shutil
-
-    from tests.paths import FIXTURES
-    folder = tmp_path / "demo"
-    shutil.copytree(FIXTURES / "demo", folder)
-    text = (folder / "case.toml").read_text()
-    assert "\nrequests = 16\n" in text
-    (folder / "case.toml").write_text(text.replace("\nrequests = 16\n", "\nrequests = 0\n"))
+    def edit(text: str) -> str:
+        assert "\nrequests = 16\n" in text
+        return text.replace("\nrequests = 16\n", "\nrequests = 0\n")
     with pytest.raises(ConfigError) as caught:
-        load_case(folder)
+        load_case(demo_with(tmp_path, edit))
     assert any(".requests: expected a whole number ≥ 1, got 0 (leave it out" in p for p in caught.value.problems)
 
 
 @pytest.mark.parametrize(("where", "value", "named"), [
-    ("[services.chat]", "namespace = true", "[services.chat].namespace: expected a string"),
-    ("[services.chat]", "pod = [\"a\", \"b\"]", "[services.chat].pod: expected a string"),
-    ("[services.chat]", "tags = {team = 1.5}", "[services.chat].tags.team: expected a string"),
+    ("[services.odd]", "namespace = true", "[services.odd].namespace: expected a string"),
+    ("[services.odd]", "pod = [\"a\", \"b\"]", "[services.odd].pod: expected a string"),
+    ("[services.odd]", "tags = {team = 1.5}", "[services.odd].tags.team: expected a string"),
     ("[scope]", "tags = {team = false}", "[scope].tags.team: expected a string"),
 ])
 def test_a_matcher_that_is_not_text_is_refused(tmp_path, where, value, named):
     """A boolean, a float or a list as a matcher would be matched as Python's text of it ("True",
     "['a', 'b']"), which no label or tag spells: the case names the key instead."""
-    import shutil
-
-    from tests.paths import FIXTURES
-    folder = tmp_path / "demo"
-    shutil.copytree(FIXTURES / "demo", folder)
-    text = (folder / "case.toml").read_text()
-    header = where + "\n"
-    text = text.replace(header, header + value + "\n") if header in text else text + f"\n{header}{value}\n"
-    if value.startswith(("namespace", "pod")):  # a key the demo's chat already has goes in its place
-        key = value.split(" = ")[0]
-        lines = text.splitlines()
-        first = lines.index(value)
-        lines = [ln for i, ln in enumerate(lines) if i <= first or not ln.startswith(key + " = ")
-                 or i > first + 12]
-        text = "\n".join(lines) + "\n"
-    (folder / "case.toml").write_text(text)
+    def edit(text: str) -> str:
+        header = where + "\n"
+        return text.replace(header, header + value + "\n") if header in text else text + f"\n{header}{value}\n"
     with pytest.raises(ConfigError) as caught:
-        load_case(folder)
+        load_case(demo_with(tmp_path, edit))
     assert any(named in p for p in caught.value.problems), caught.value.problems
 
 
-def test_a_whole_number_matcher_is_read_as_its_digits(tmp_path):
+def test_a_whole_number_matcher_is_read_as_its_digits():
     """tags = {team = 3} matches the tag "3" (TOML spells the number, the bill the text)."""
-    from audit.case_services import matchers
     problems: list[str] = []
     assert matchers({"team": 3, "app": "re:^a", "env": "prod"}, "[x].tags", problems) == {
         "team": "3", "app": "re:^a", "env": "prod"}

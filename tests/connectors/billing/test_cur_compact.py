@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import duckdb
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.billing.generate import generate
@@ -208,8 +210,6 @@ def test_tag_keys_one_prefix_apart_keep_their_spelling(tmp_path, monkeypatch):
 
 def test_typed_text_is_the_same_text_without_the_null_literal_test():
     """A Parquet number's, moment's or truth value's text is only cast; it equals the tested form."""
-    import duckdb
-
     from connectors.billing.focus_load import text_or_null
 
     assert text_or_null("x", "DOUBLE") == "CAST(x AS VARCHAR)"
@@ -226,7 +226,6 @@ def test_typed_text_is_the_same_text_without_the_null_literal_test():
 
 from decimal import Decimal  # noqa: E402
 
-import duckdb  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -356,7 +355,6 @@ def test_a_sound_export_is_not_scanned_again_for_its_checks(export, monkeypatch)
 def corrupt_column(path: Path, column: str) -> None:
     """Overwrite the first page header of ``column``'s chunk in Parquet file ``path``: the footer
     and every other column stay readable."""
-    import pyarrow.parquet as pq
     meta = pq.ParquetFile(path).metadata
     names = [meta.schema.column(i).path for i in range(meta.num_columns)]
     chunk = meta.row_group(0).column(names.index(column))
@@ -371,7 +369,6 @@ def test_a_column_the_hash_pass_does_not_read_still_names_its_file(tmp_path, mon
     """The hash pass reads a few columns (cur_sql.Layout.candidate_key); a column it does not read
     that cannot be read is named by the summing stage, or where nothing is summed by the pass that
     reads every value (cur_compact.read_whole), never by a later query over the files."""
-    import duckdb
     folder = tmp_path / "export"
     write_cur2(folder / "a.parquet", cur2_rows()[:6])
     bad = write_cur2(folder / "b.parquet", cur2_rows()[6:])
