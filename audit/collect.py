@@ -1,13 +1,16 @@
 """Stage 1: read every source of the case through its connector; gather every input error."""
 from __future__ import annotations
 
+import contextvars
+import threading
+import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence, TypeVar
 
 from audit.case import Case
 from audit.collected import Collected, MissingSource
-from connectors.base import ReadContext, SourceFrame, SourceSpec, file_sha256
+from connectors.base import Connector, ReadContext, SourceFrame, SourceSpec, file_sha256
 from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
 from connectors.registry import resolve
 
@@ -22,34 +25,115 @@ def specs_of(case: Case) -> list[SourceSpec]:
     return [SourceSpec(s.name, s.kind, s.format, s.path, s.options) for s in case.sources]
 
 
-def collect_sources(case: Case, progress: Callable[[SourceSpec], None] | None = None) -> Collected:
-    """Read every source; raise all input errors together, record sources that failed transiently."""
-    ctx = context_of(case)
+#: sources read side by side: a billing export summed in DuckDB (which uses every core) and a
+#: telemetry pull that mostly waits on its server overlap; more at once would add memory, not speed
+READERS = 2
+T = TypeVar("T")
+
+
+def collect_sources(case: Case, progress: Callable[[SourceSpec | str], None] | None = None) -> Collected:
+    """Read every source; raise all input errors together, record sources that failed transiently.
+
+    The sources are read side by side (:func:`side_by_side`); what they return, fail with or miss is
+    gathered in the case's order, so the outcome is the sequential one. ``progress`` hears of each
+    source as it starts and, where several are read at once, of each as it ends, with its time."""
     frames: list[SourceFrame] = []
     missing: list[MissingSource] = []
     errors: list[InputError] = []
-    for spec in specs_of(case):
-        if progress:
-            progress(spec)
-        try:
-            connector = resolve(spec.format, where=str(case.path))(spec, ctx)
-            if connector.kind and connector.kind != spec.kind:
-                raise InputError(case.path, f"source {spec.name!r}: format {spec.format!r} reads "
-                                 f"{connector.kind} data, not {spec.kind}", column="format")
-            frames.append(connector.read())
-        except InputErrors as exc:
-            errors.extend(exc.errors)
-        except InputError as exc:
-            errors.append(exc)
-        except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
-            errors.append(InputError(spec.where, str(exc)))
-        except SourceError as exc:  # still failing after retries: reported as missing
-            missing.append(MissingSource(spec, str(exc)))
+    for outcome in side_by_side(specs_of(case), lambda spec: _read(case, spec), progress):
+        if isinstance(outcome, SourceFrame):
+            frames.append(outcome)
+        elif isinstance(outcome, MissingSource):
+            missing.append(outcome)
+        else:
+            errors.extend(outcome)
     errors.extend(unread_billing(missing))
     errors.extend(duplicate_billing(frames))
     if errors:
         raise InputErrors(errors)
     return Collected(tuple(frames), tuple(missing))
+
+
+def _read(case: Case, spec: SourceSpec) -> SourceFrame | MissingSource | list[InputError]:
+    """One source through its connector: its frame, the input errors it has, or, where it still
+    failed after retries, a missing source."""
+    try:
+        return connector_of(case, spec).read()
+    except InputErrors as exc:
+        return list(exc.errors)
+    except InputError as exc:
+        return [exc]
+    except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
+        return [InputError(spec.where, str(exc))]
+    except SourceError as exc:  # still failing after retries: reported as missing
+        return MissingSource(spec, str(exc))
+
+
+def _probe(case: Case, spec: SourceSpec) -> SourceFrame | list[InputError]:
+    """:func:`_read` for ``costaudit validate``: a source that could not be read is a problem too."""
+    try:
+        return connector_of(case, spec).read()
+    except InputErrors as exc:
+        return list(exc.errors)
+    except InputError as exc:
+        return [exc]
+    except SourceError as exc:
+        return [InputError(spec.where, f"could not be read: {exc}")]
+
+
+def connector_of(case: Case, spec: SourceSpec) -> Connector:
+    """The connector of a source, refused where its format reads another kind of data."""
+    connector = resolve(spec.format, where=str(case.path))(spec, context_of(case))
+    if connector.kind and connector.kind != spec.kind:
+        raise InputError(case.path, f"source {spec.name!r}: format {spec.format!r} reads "
+                         f"{connector.kind} data, not {spec.kind}", column="format")
+    return connector
+
+
+def side_by_side(specs: Sequence[SourceSpec], read: Callable[[SourceSpec], T],
+                 progress: Callable[[SourceSpec | str], None] | None = None, readers: int | None = None) -> list[T]:
+    """``read(spec)`` of every source, at most ``readers`` at once (:data:`READERS` unless given), in
+    the sources' order.
+
+    Each read runs in a daemon thread with a copy of the caller's context (the audit's Decimal
+    context included), so a read left running when the run is interrupted does not hold the process
+    at exit. An exception a read raises (one ``read`` does not turn into a value) is raised here once
+    every read has ended, the first source's first. ``progress`` is called from one thread at a
+    time."""
+    readers = READERS if readers is None else readers
+    results: list = [None] * len(specs)
+    failures: dict[int, BaseException] = {}
+    lock, slots, done = threading.Lock(), threading.Semaphore(max(1, readers)), threading.Semaphore(0)
+    several = len(specs) > 1 and readers > 1
+
+    def say(words: SourceSpec | str) -> None:
+        if progress is not None:
+            with lock:
+                progress(words)
+
+    def one(i: int, spec: SourceSpec) -> None:
+        try:
+            say(spec)
+            began = time.perf_counter()
+            results[i] = read(spec)
+            if several:
+                say(f"read {spec.kind} source {spec.name} in {time.perf_counter() - began:.1f} s")
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failures[i] = exc
+        finally:
+            slots.release()
+            done.release()
+
+    for i, spec in enumerate(specs):
+        slots.acquire()
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(one, i, spec), daemon=True,
+                         name=f"costaudit-read-{spec.name}").start()
+    for _ in specs:
+        done.acquire()
+    if failures:
+        raise failures[min(failures)]
+    return results
 
 
 def unread_billing(missing: list[MissingSource]) -> list[InputError]:
@@ -116,17 +200,14 @@ def check(case: Case, case_checks: Callable[[Case, Collected], object] | None = 
     ``case_checks(case, collected)`` runs the checks that need every source together (currency,
     lines in the window) once each source reads cleanly.
     """
-    ctx, problems, frames = context_of(case), [], []
-    for spec in specs_of(case):
-        try:
-            connector = resolve(spec.format, where=str(case.path))(spec, ctx)
-            frames.append(connector.read())
-        except InputErrors as exc:
-            problems.extend(exc.errors)
-        except InputError as exc:
-            problems.append(exc)
-        except SourceError as exc:
-            problems.append(InputError(spec.where, f"could not be read: {exc}"))
+    problems: list[InputError] = []
+    frames: list[SourceFrame] = []
+    specs = specs_of(case)
+    for outcome in side_by_side(specs, lambda spec: _probe(case, spec)):
+        if isinstance(outcome, SourceFrame):
+            frames.append(outcome)
+        else:
+            problems.extend(outcome)
     problems.extend(duplicate_billing(frames))
     if not problems and case_checks is not None:
         try:

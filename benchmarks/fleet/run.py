@@ -38,7 +38,10 @@ from benchmarks.billing import run as billing  # noqa: E402
 from benchmarks.fleet.data import Fleet, cur_export, tsdb, write_case  # noqa: E402
 
 POLL = 0.05
-NOTES = ("DuckDB is spilling",)  # progress lines that are not a step (audit/cli/spill.py)
+# progress lines that are not a step: a spill (audit/cli/spill.py), a source read side by side ending
+# with its time (audit/collect.py)
+NOTES = ("DuckDB is spilling", "read ")
+TOGETHER = 1.0  # sources whose reads start within this many seconds are one step, read side by side
 # The child: ``costaudit`` run in-process, its VmHWM written to $FLEET_HWM_FILE as it exits.
 LAUNCH = """
 import atexit, os, sys
@@ -136,6 +139,9 @@ def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = N
                 errors.append(line)
             elif words.startswith(NOTES):
                 notes.append([round(time.perf_counter() - began, 3), steps[-1][1] if steps else "start", words])
+            elif steps and words.startswith("reading ") and steps[-1][1].startswith("reading ") \
+                    and time.perf_counter() - began - steps[-1][0] < TOGETHER:
+                steps[-1] = (steps[-1][0], f"{steps[-1][1]} + {words.removeprefix('reading ')}")
             else:
                 steps.append((time.perf_counter() - began, words))
 
