@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 from collections import defaultdict
@@ -11,8 +12,10 @@ from typing import Callable, Sequence, TypeVar
 from audit.case import Case
 from audit.collected import Collected, MissingSource
 from connectors.base import Connector, ReadContext, SourceFrame, SourceSpec, file_sha256
+from connectors.duck import interrupt_all
 from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
 from connectors.registry import resolve
+from schemas.errors import UsageError
 
 
 def context_of(case: Case) -> ReadContext:
@@ -25,16 +28,31 @@ def specs_of(case: Case) -> list[SourceSpec]:
     return [SourceSpec(s.name, s.kind, s.format, s.path, s.options) for s in case.sources]
 
 
-#: sources read side by side: a billing export summed in DuckDB (which uses every core) and a
-#: telemetry pull that mostly waits on its server overlap; more at once would add memory, not speed
+#: sources read at once where the machine has cores to spare (more than two) and
+#: ``$COSTAUDIT_READERS`` does not say otherwise: a CUR export summed in DuckDB and a Prometheus
+#: pull overlap. On two cores both reads are bound by the CPU and overlapping them is slower
+#: (benchmarks/fleet, 50 M lines and a local Prometheus: 229.9 s against 218.9 s one at a time).
 READERS = 2
 T = TypeVar("T")
+STOP_WAIT = 30.0  # seconds an interrupted run waits for each read's thread to end
+
+
+def default_readers() -> int:
+    """``$COSTAUDIT_READERS`` (a whole number ≥ 1), else :data:`READERS` on a machine with more than two
+    cores, else 1."""
+    given = os.environ.get("COSTAUDIT_READERS", "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise UsageError(f"COSTAUDIT_READERS={given!r}: expected a whole number ≥ 1 (the sources read at once)")
+        return int(given)
+    return READERS if (os.cpu_count() or 1) > 2 else 1
 
 
 def collect_sources(case: Case, progress: Callable[[SourceSpec | str], None] | None = None) -> Collected:
     """Read every source; raise all input errors together, record sources that failed transiently.
 
-    The sources are read side by side (:func:`side_by_side`); what they return, fail with or miss is
+    The sources are read side by side where the machine has cores to spare (:func:`side_by_side`,
+    :func:`default_readers`); what they return, fail with or miss is
     gathered in the case's order, so the outcome is the sequential one. ``progress`` hears of each
     source as it starts and, where several are read at once, of each as it ends, with its time."""
     frames: list[SourceFrame] = []
@@ -92,19 +110,23 @@ def connector_of(case: Case, spec: SourceSpec) -> Connector:
 
 def side_by_side(specs: Sequence[SourceSpec], read: Callable[[SourceSpec], T],
                  progress: Callable[[SourceSpec | str], None] | None = None, readers: int | None = None) -> list[T]:
-    """``read(spec)`` of every source, at most ``readers`` at once (:data:`READERS` unless given), in
-    the sources' order.
+    """``read(spec)`` of every source, at most ``readers`` at once (:func:`default_readers` unless
+    given), in the sources' order.
 
-    Each read runs in a daemon thread with a copy of the caller's context (the audit's Decimal
-    context included), so a read left running when the run is interrupted does not hold the process
-    at exit. An exception a read raises (one ``read`` does not turn into a value) is raised here once
-    every read has ended, the first source's first. ``progress`` is called from one thread at a
-    time."""
-    readers = READERS if readers is None else readers
+    One at a time, each read runs in the caller's thread, as a plain loop would. Several at once, each
+    runs in a thread of its own with a copy of the caller's context (the audit's Decimal context
+    included); an exception a read raises (one ``read`` does not turn into a value) is raised here
+    once every read has ended, the first source's first. When the caller is interrupted while it
+    waits (SIGINT, SIGTERM), the reads' DuckDB queries are interrupted and the threads joined before
+    the interruption goes on: DuckDB still running in a thread at exit would abort the process.
+    ``progress`` is called from one thread at a time."""
+    readers = default_readers() if readers is None else readers
+    if readers <= 1 or len(specs) <= 1:
+        return [_one_read(spec, read, progress) for spec in specs]
     results: list = [None] * len(specs)
     failures: dict[int, BaseException] = {}
-    lock, slots, done = threading.Lock(), threading.Semaphore(max(1, readers)), threading.Semaphore(0)
-    several = len(specs) > 1 and readers > 1
+    lock, slots, stopping = threading.Lock(), threading.Semaphore(readers), threading.Event()
+    threads: list[threading.Thread] = []
 
     def say(words: SourceSpec | str) -> None:
         if progress is not None:
@@ -116,24 +138,37 @@ def side_by_side(specs: Sequence[SourceSpec], read: Callable[[SourceSpec], T],
             say(spec)
             began = time.perf_counter()
             results[i] = read(spec)
-            if several:
+            if not stopping.is_set():  # an interrupted read may still return (its errors)
                 say(f"read {spec.kind} source {spec.name} in {time.perf_counter() - began:.1f} s")
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             failures[i] = exc
         finally:
             slots.release()
-            done.release()
 
-    for i, spec in enumerate(specs):
-        slots.acquire()
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(one, i, spec), daemon=True,
-                         name=f"costaudit-read-{spec.name}").start()
-    for _ in specs:
-        done.acquire()
+    try:
+        for i, spec in enumerate(specs):
+            slots.acquire()
+            threads.append(threading.Thread(target=contextvars.copy_context().run, args=(one, i, spec),
+                                            daemon=True, name=f"costaudit-read-{spec.name}"))
+            threads[-1].start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stopping.set()
+        interrupt_all()
+        for thread in threads:
+            thread.join(STOP_WAIT)
+        raise
     if failures:
         raise failures[min(failures)]
     return results
+
+
+def _one_read(spec: SourceSpec, read: Callable[[SourceSpec], T],
+              progress: Callable[[SourceSpec | str], None] | None) -> T:
+    if progress is not None:
+        progress(spec)
+    return read(spec)
 
 
 def unread_billing(missing: list[MissingSource]) -> list[InputError]:

@@ -10,6 +10,7 @@ kind, and raised together by :func:`raise_all`.
 from __future__ import annotations
 
 import os
+import weakref
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,8 +38,24 @@ def prepare(con) -> None:
     bound(con)
 
 
+#: every session :func:`bound` set up and not yet collected, for :func:`interrupt_all`
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def interrupt_all() -> None:
+    """Interrupt the query each live session runs (from another thread: a run that is stopping
+    ends the reads of its sources before the process exits; DuckDB still running in a thread at
+    exit aborts the process)."""
+    for con in list(_LIVE):
+        try:
+            con.interrupt()
+        except duckdb.Error:  # closed meanwhile
+            pass
+
+
 def bound(con, memory_limit: str | None = None) -> None:
     """A memory limit and a spill folder under the cache for a DuckDB session (never the cwd)."""
+    _LIVE.add(con)
     con.execute(f"SET memory_limit = {quote_text(memory_limit or default_memory_limit())}")
     folder = spill_folder()
     folder.mkdir(parents=True, exist_ok=True)

@@ -35,22 +35,37 @@ class Interrupted(BaseException):
         return signal.Signals(self.signum).name
 
 
-def _raise(signum: int, _frame) -> None:
-    raise Interrupted(signum)
-
-
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` while the block runs (main thread only)."""
+    """SIGINT and SIGTERM raise :class:`Interrupted` while the block runs (main thread only).
+
+    A library the signal reaches inside may put an error of its own in place of :class:`Interrupted`:
+    DuckDB's Python client runs the handler while a query runs, cancels the query and raises
+    ``RuntimeError: Query interrupted``, and a connector may turn that into an input error. So once a
+    signal has come, whatever error leaves the block leaves it as :class:`Interrupted` (a block that
+    ends without an error caught the interruption on purpose)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received: list[int] = []
+
+    def _raise(signum: int, _frame) -> None:
+        received.append(signum)
+        raise Interrupted(signum)
+
     previous: dict[int, object] = {}
     try:
         for wanted in SIGNALS:
             if signal.getsignal(wanted) is not signal.SIG_IGN:
                 previous[wanted] = signal.signal(wanted, _raise)
-        yield
+        try:
+            yield
+        except Interrupted:
+            raise
+        except BaseException:
+            if received:
+                raise Interrupted(received[0]) from None
+            raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # type: ignore[arg-type]

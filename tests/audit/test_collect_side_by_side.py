@@ -1,6 +1,7 @@
-"""Sources are read side by side (audit.collect.side_by_side): the reads overlap, at most READERS at
+"""Sources are read side by side (audit.collect.side_by_side): the reads overlap, at most so many at
 once, each in the audit's Decimal context, and what they return is gathered in the case's order, so
-the collection is the one a read at a time gives."""
+the collection is the one a read at a time gives. How many at once: $COSTAUDIT_READERS, else two
+where the machine has more than two cores, else one (audit.collect.default_readers)."""
 from __future__ import annotations
 
 import decimal
@@ -10,11 +11,11 @@ import time
 import pandas as pd
 import pytest
 
-from audit import collect
 from audit.case import load_case
-from audit.collect import collect_sources, side_by_side
+from audit.collect import collect_sources, default_readers, side_by_side
 from audit.money import use_context
 from connectors.base import SourceSpec
+from schemas.errors import UsageError
 from tests.paths import ROOT
 
 
@@ -93,8 +94,9 @@ def test_the_demo_reads_the_same_side_by_side_as_one_at_a_time(monkeypatch):
     """Billing, telemetry and profiles of the demo: the same frames, tables and order."""
     use_context()
     case = load_case(ROOT / "fixtures" / "demo")
+    monkeypatch.setenv("COSTAUDIT_READERS", "3")
     together = collect_sources(case)
-    monkeypatch.setattr(collect, "READERS", 1)
+    monkeypatch.setenv("COSTAUDIT_READERS", "1")
     alone = collect_sources(case)
     assert [f.spec for f in together.frames] == [f.spec for f in alone.frames]
     assert len(together.frames) >= 3
@@ -103,3 +105,21 @@ def test_the_demo_reads_the_same_side_by_side_as_one_at_a_time(monkeypatch):
         assert sorted(a.tables) == sorted(b.tables)
         for name in a.tables:
             pd.testing.assert_frame_equal(a.tables[name], b.tables[name])
+
+
+def test_how_many_at_once(monkeypatch):
+    """Two where cores are to spare; one on two cores, where both reads are bound by the CPU and
+    overlapping them was measured slower; the variable above both."""
+    monkeypatch.delenv("COSTAUDIT_READERS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert default_readers() == 2
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_readers() == 1
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert default_readers() == 1
+    monkeypatch.setenv("COSTAUDIT_READERS", " 4 ")
+    assert default_readers() == 4
+    for bad in ("0", "two", "-1", "1.5"):
+        monkeypatch.setenv("COSTAUDIT_READERS", bad)
+        with pytest.raises(UsageError, match=r"COSTAUDIT_READERS=.*expected a whole number ≥ 1"):
+            default_readers()

@@ -21,7 +21,8 @@ TINY = ["--lines", "20000", "--nodes", "2", "--hours", "24", "--repeat", "1"]
 
 
 def harness(tmp_path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COSTAUDIT_BENCH_CACHE": str(tmp_path / "cache")}
+    # two sources read at once whatever the cores, so that the harness's merged step is exercised
+    env = {**os.environ, "COSTAUDIT_BENCH_CACHE": str(tmp_path / "cache"), "COSTAUDIT_READERS": "2"}
     return subprocess.run([sys.executable, str(RUN), *TINY, *extra], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=300)
 

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,9 +27,12 @@ import audit.reporters.atomic as atomic_module
 from audit.cli import app
 from audit.cli.interrupts import Interrupted, interruptible
 from audit.cli.run import folder_name
+from audit.collect import side_by_side
 from audit.errors import ReportError
 from audit.render import render, signals_held
 from audit.reporters.xlsx import XlsxReporter
+from connectors.base import SourceSpec
+from connectors.duck import session
 from tests.hostile.harness import write_case
 from tests.paths import ROOT, TEST_DATA
 
@@ -190,6 +194,59 @@ def test_a_signal_waits_until_the_held_step_is_over():
     assert signal.getsignal(signal.SIGTERM) is handler
 
 
+def _long_query(con, folder: Path) -> None:
+    """A query that runs for minutes unless interrupted: one 4 M-row Parquet file read 400 times. On
+    one thread DuckDB's Python client runs every task itself and looks for a signal after each one,
+    as it does between the many small queries of a CUR read (with more threads it may run a task
+    the size of the whole query first)."""
+    data = folder / "rows.parquet"
+    if not data.exists():
+        con.execute(f"COPY (SELECT range AS i FROM range(4000000)) TO '{data}' (FORMAT parquet, ROW_GROUP_SIZE 100000)")
+    con.execute("SET threads = 1")
+    files = ", ".join([f"'{data}'"] * 400)
+    con.execute(f"SELECT sum(hash(i)) FROM read_parquet([{files}])").fetchall()
+
+
+def _signal_soon(signum: int, after: float = 1.0) -> threading.Timer:
+    timer = threading.Timer(after, os.kill, args=(os.getpid(), signum))
+    timer.start()
+    return timer
+
+
+def test_a_signal_inside_a_duckdb_query_is_the_interruption(tmp_path):
+    """DuckDB runs the handler while its query runs, cancels the query and raises its own
+    ``RuntimeError: Query interrupted``: that still leaves the block as the interruption (a Ctrl-C
+    while a CUR export was summed ended in a traceback and exit 1)."""
+    with session() as con:
+        con.execute(f"COPY (SELECT range AS i FROM range(4000000)) TO '{tmp_path / 'rows.parquet'}' "
+                    "(FORMAT parquet, ROW_GROUP_SIZE 100000)")
+    _signal_soon(signal.SIGINT)
+    began = time.monotonic()
+    with pytest.raises(Interrupted) as caught, interruptible(), session() as con:
+        _long_query(con, tmp_path)
+    assert caught.value.exit_code == 130 and time.monotonic() - began < 30
+    assert isinstance(caught.value.__context__, RuntimeError)  # DuckDB's, put in its place
+
+
+def test_a_signal_while_sources_are_read_side_by_side_stops_every_read(tmp_path):
+    """Two sources read at once, each a long DuckDB query in a thread: the signal interrupts both
+    queries and the threads end before the interruption goes on (DuckDB still running in a thread
+    at exit aborts the process)."""
+    def read(spec):
+        with session() as con:
+            return _long_query(con, tmp_path / spec.name)
+
+    specs = [SourceSpec(name, "billing", "cur", None, {}) for name in ("a", "b")]
+    for spec in specs:
+        (tmp_path / spec.name).mkdir()
+    _signal_soon(signal.SIGTERM, after=2.0)
+    began = time.monotonic()
+    with pytest.raises(Interrupted) as caught, interruptible():
+        side_by_side(specs, read, readers=2)
+    assert caught.value.exit_code == 143 and time.monotonic() - began < 30
+    assert not [t for t in threading.enumerate() if t.name.startswith("costaudit-read-") and t.is_alive()]
+
+
 def _start_run(case: Path, out: Path, cwd: Path) -> subprocess.Popen:
     """``costaudit run`` in a child that takes SIGINT as a terminal would deliver it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -206,6 +263,40 @@ def _wait_for(path_glob: str, folder: Path, child: subprocess.Popen, timeout: fl
         assert child.poll() is None, child.communicate()
         assert time.monotonic() < deadline, "the run never started writing"
         time.sleep(0.005)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("readers", ["1", "2"])
+def test_a_signal_while_a_cur_export_is_summed_ends_the_run_with_one_line(tmp_path, readers):
+    """SIGINT lands while DuckDB sums a CUR export (the longest step of a big run): exit 130 and one
+    line, no traceback, nothing written; with two sources read at once as well."""
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "billing" / "generate.py"), str(tmp_path / "cur"),
+                    "400000"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL, timeout=120)
+    second = tmp_path / "cur2"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "billing" / "generate.py"), str(second),
+                    "200000", "--hours", "700"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL, timeout=120)
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "case.toml").write_text(
+        '[case]\nname = "big"\nwindow = ["2025-01-01", "2025-02-01"]\ncurrency = "USD"\nloaded_rate = 150\n\n'
+        f'[[billing]]\nname = "cur"\nformat = "cur"\npath = "{tmp_path / "cur" / "costaudit-bench"}"\n\n'
+        f'[[billing]]\nname = "cur2"\nformat = "cur"\npath = "{second / "costaudit-bench"}"\n', encoding="utf-8")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COSTAUDIT_READERS": readers}
+    child = subprocess.Popen([sys.executable, "-m", "audit", "run", str(case), "--out", str(out), "--format", "json"],
+                             cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert child.stderr is not None
+    first = child.stderr.readline()
+    assert first.startswith("costaudit: reading billing source cur "), first
+    time.sleep(1.5)  # into the DuckDB queries of the read
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "Query interrupted" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("costaudit: error:")]
+    assert errors == [f"costaudit: error: interrupted by SIGINT; {out} is as it was, nothing written"], stderr
+    assert not out.exists()
 
 
 @pytest.mark.slow
