@@ -3,6 +3,8 @@
 Every error costaudit raises on purpose derives from :class:`schemas.errors.CostauditError` and
 names its kind in ``slug``. A command decorated with :func:`reports_errors` turns one into
 ``costaudit: error: <message>`` on stderr and the exit code of its kind (:data:`EXIT_CODES`);
+SIGINT and SIGTERM into ``interrupted by SIGINT`` and 130 / 143 (audit/cli/interrupts.py: a
+Ctrl-C inside a DuckDB query is DuckDB's RuntimeError, which gave a traceback);
 running out of memory (DuckDB's limit or the process's) is one line too, naming the limit and
 how to raise it; anything else is a bug and keeps its traceback. Every message printed is redacted
 (``schemas.secrets.redact``: no url credential, token, key or password), and every log handler
@@ -51,9 +53,14 @@ def reports_errors(command: F) -> F:
     """A command whose CostauditErrors become one line on stderr and the exit code of their kind."""
     @functools.wraps(command)
     def run(*args, **kwargs):
+        from audit.cli.interrupts import Interrupted, interruptible
+
         guard_logging()
         try:
-            return command(*args, **kwargs)
+            with interruptible():
+                return command(*args, **kwargs)
+        except Interrupted as stop:  # commands that write (run, review, whatif) say more themselves
+            fail(f"interrupted by {stop.name}", stop.exit_code)
         except CostauditError as exc:
             if _out_of_memory_inside(exc):  # a reader that took DuckDB's OOM for a bad file
                 fail(out_of_memory(_out_of_memory_inside(exc)))

@@ -1,10 +1,12 @@
-"""SIGINT and SIGTERM during `costaudit run`: an exception that unwinds the run, so its clean-up runs.
+"""SIGINT and SIGTERM during a command: an exception that unwinds it, so its clean-up runs.
 
 Python's own SIGTERM handling ends the process at once, leaving whatever was half written; its
 SIGINT raises KeyboardInterrupt, which click reports as "Aborted!" with exit 1. Inside
 :func:`interruptible` both raise :class:`Interrupted` instead: the stage that is writing removes
 its temporary folder on the way out (audit/render.py), and the command prints one line and exits
-128 + the signal number, as a shell reports it (130 for Ctrl-C, 143 for SIGTERM). A signal the
+128 + the signal number, as a shell reports it (130 for Ctrl-C, 143 for SIGTERM). Every command
+runs inside it (audit/cli/common.py ``reports_errors``); ``run``, ``review`` and ``whatif`` also say
+what became of their output folder. A signal the
 process was started ignoring (SIGINT in a shell's background job) stays ignored. The handlers
 that were there are put back when the block ends.
 """

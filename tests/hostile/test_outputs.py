@@ -247,6 +247,29 @@ def test_a_signal_while_sources_are_read_side_by_side_stops_every_read(tmp_path)
     assert not [t for t in threading.enumerate() if t.name.startswith("costaudit-read-") and t.is_alive()]
 
 
+def test_every_command_ends_on_a_signal_with_one_line(capsys):
+    """Commands without an output set of their own (``billing``, ``trace``, ``collect``) end on SIGINT
+    or SIGTERM as ``run`` does: one line and 130 / 143, also when a library put its own error in
+    place of the interruption (what DuckDB's client does)."""
+    import typer
+
+    from audit.cli.common import reports_errors
+
+    @reports_errors
+    def command() -> None:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except Interrupted:
+            raise RuntimeError("Query interrupted") from None
+
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(typer.Exit) as stopped:
+        command()
+    assert stopped.value.exit_code == 143
+    assert capsys.readouterr().err == "costaudit: error: interrupted by SIGTERM\n"
+    assert signal.getsignal(signal.SIGTERM) is handler
+
+
 def _start_run(case: Path, out: Path, cwd: Path) -> subprocess.Popen:
     """``costaudit run`` in a child that takes SIGINT as a terminal would deliver it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
