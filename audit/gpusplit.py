@@ -171,7 +171,7 @@ class GpuSplitter:
         return tuple(sharing_note(s) for _, s in sorted(self.shared.items()))
 
     @staticmethod
-    def _index_activity(activity: pd.DataFrame) -> dict:
+    def _index_activity(activity: pd.DataFrame) -> Mapping:
         """(node, interval) -> its activity rows, in GPU order (index, then UUID; ties in table order)."""
         if not len(activity):
             return {}
@@ -188,7 +188,7 @@ class GpuSplitter:
         return index
 
     @staticmethod
-    def _index_requests(requests: pd.DataFrame) -> dict:
+    def _index_requests(requests: pd.DataFrame) -> Mapping:
         """(node, interval) -> its GPU requests of at least one GPU, in table order."""
         if not len(requests):
             return {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import abc, namedtuple
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ def column_values(column: pd.Series) -> list:
     return values
 
 
-def rows_by_node_interval(frame: pd.DataFrame, order: list[np.ndarray]) -> dict:
+def rows_by_node_interval(frame: pd.DataFrame, order: list[np.ndarray]) -> abc.Mapping:
     """(node, ts) -> the rows (:func:`table_rows`) of that node and interval, sorted by the ``order``
     keys (integer ranks, the first compared first), ties in table order: one stable sort of the
     table and slices of its rows, not a Python append and sort per group."""
@@ -106,7 +107,7 @@ def table_rows(frame: pd.DataFrame):
     return map(row._make, zip(*columns))
 
 
-def _row_type_and_columns(frame: pd.DataFrame) -> tuple[type, list[list]]:
+def _row_type_and_columns(frame: pd.DataFrame) -> tuple[Any, list[list]]:
     """The named tuple type ``itertuples`` would give the frame's rows, and its columns as lists."""
     row = namedtuple("Pandas", frame.columns, rename=True)  # type: ignore[misc]
     return row, [datetimes_of(frame[c]) if c == "ts" else column_values(frame[c]) for c in frame.columns]

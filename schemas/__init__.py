@@ -21,7 +21,7 @@ def _pandas_tables_only() -> None:
     if DASK_TYPING not in sys.modules:
         module = types.ModuleType(DASK_TYPING, "pandera's dask typing, as costaudit's tables see it: "
                                                "no dask frames (schemas/__init__.py)")
-        module.DASK_INSTALLED = False
+        module.DASK_INSTALLED = False  # type: ignore[attr-defined]
         sys.modules[DASK_TYPING] = module
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from typing import Sequence
 
 FONT = "DejaVu Sans, Verdana, sans-serif"
 INK, SPINE, GRID = "#3b3b3b", "#555555", "#e2e2e2"
@@ -185,7 +186,7 @@ def bottom_axis(c: Canvas, f: Frame, ticks: list[tuple[float, str]], size: float
                 c.text(x, y, text, size, "middle")
 
 
-def grid(c: Canvas, f: Frame, xs: list[float] = (), ys: list[float] = ()) -> None:
+def grid(c: Canvas, f: Frame, xs: Sequence[float] = (), ys: Sequence[float] = ()) -> None:
     """Light lines across the frame at data ``xs`` (upright) and ``ys`` (across)."""
     for x in xs:
         c.line(f.px(x), f.top, f.px(x), f.bottom, GRID, 0.6)

@@ -137,7 +137,7 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     """
     csv = fmt != "parquet"
     refs = [f"c{i}" if csv else quote_ident(name) for i, (name, _) in enumerate(described)]
-    by_key: dict[str, tuple[str, str]] = {}
+    by_key: dict[str, tuple[str, str, str]] = {}
     maps: dict[str, str] = {}
     map_refs: dict[str, str] = {}
     tag_columns: list[tuple[str, str]] = []

@@ -34,6 +34,7 @@ import zlib
 from array import array
 from itertools import compress, repeat
 from operator import is_, is_not, itemgetter
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -99,9 +100,9 @@ class Reader:
     def __init__(self, path, grid: Grid | None = None):
         self.path = path
         self.roles, self.by_name = new_families()
-        self.cells = {**gauge_cells(self.roles, grid), **counter_cells(self.roles, grid),
-                      **sample_cells(self.roles, grid)} if grid else {}
-        self.reduce = {id(cells.family): cells for cells in self.cells.values()}
+        self.cells: dict[str, Any] = {**gauge_cells(self.roles, grid), **counter_cells(self.roles, grid),
+                                      **sample_cells(self.roles, grid)} if grid else {}
+        self.reduce: dict[int, Any] = {id(cells.family): cells for cells in self.cells.values()}
         self.scan = Scan()
         self.cache: dict[str, int] = {}       # series text -> series number (gid)
         self.families: list[Family] = list({id(f): f for f in self.roles.values()}.values())
@@ -328,9 +329,8 @@ class Reader:
         family = self.by_name.get(name)
         sid = UNWANTED
         if family is not None:
-            sid = family.index.get((name, raw), None)
-            if sid is None:
-                sid = family._new_series(name, raw, self.path, lineno)
+            known = family.index.get((name, raw), None)
+            sid = family._new_series(name, raw, self.path, lineno) if known is None else known
         gid = len(self.family_of)
         self.family_of.append(UNWANTED if family is None or sid < 0
                               else self.families.index(family))
