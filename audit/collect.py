@@ -72,9 +72,10 @@ def collect_sources(case: Case, progress: Callable[[SourceSpec | str], None] | N
     return Collected(tuple(frames), tuple(missing))
 
 
-def _read(case: Case, spec: SourceSpec) -> SourceFrame | MissingSource | list[InputError]:
+def _read(case: Case, spec: SourceSpec, unreadable: str = "") -> SourceFrame | MissingSource | list[InputError]:
     """One source through its connector: its frame, the input errors it has, or, where it still
-    failed after retries, a missing source."""
+    failed after retries, a missing source; ``unreadable`` goes before a fatal source error's words
+    (``costaudit validate`` says "could not be read: ")."""
     try:
         return connector_of(case, spec).read()
     except InputErrors as exc:
@@ -82,21 +83,9 @@ def _read(case: Case, spec: SourceSpec) -> SourceFrame | MissingSource | list[In
     except InputError as exc:
         return [exc]
     except FatalSourceError as exc:  # access denied, missing object: retrying cannot help
-        return [InputError(spec.where, str(exc))]
+        return [InputError(spec.where, f"{unreadable}{exc}")]
     except SourceError as exc:  # still failing after retries: reported as missing
         return MissingSource(spec, str(exc))
-
-
-def _probe(case: Case, spec: SourceSpec) -> SourceFrame | list[InputError]:
-    """:func:`_read` for ``costaudit validate``: a source that could not be read is a problem too."""
-    try:
-        return connector_of(case, spec).read()
-    except InputErrors as exc:
-        return list(exc.errors)
-    except InputError as exc:
-        return [exc]
-    except SourceError as exc:
-        return [InputError(spec.where, f"could not be read: {exc}")]
 
 
 def connector_of(case: Case, spec: SourceSpec) -> Connector:
@@ -238,9 +227,11 @@ def check(case: Case, case_checks: Callable[[Case, Collected], object] | None = 
     problems: list[InputError] = []
     frames: list[SourceFrame] = []
     specs = specs_of(case)
-    for outcome in side_by_side(specs, lambda spec: _probe(case, spec)):
+    for spec, outcome in zip(specs, side_by_side(specs, lambda spec: _read(case, spec, "could not be read: "))):
         if isinstance(outcome, SourceFrame):
             frames.append(outcome)
+        elif isinstance(outcome, MissingSource):
+            problems.append(InputError(spec.where, f"could not be read: {outcome.reason}"))
         else:
             problems.extend(outcome)
     problems.extend(duplicate_billing(frames))
