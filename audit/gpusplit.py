@@ -14,6 +14,7 @@ interval replays with its own money.
 """
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -40,17 +41,43 @@ from audit.money import ZERO
 from audit.normalised import NodeMap, Telemetry, node_types
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
+from schemas.errors import UsageError
 
 
-def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap) -> GpuSplit:
-    """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval."""
+def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap, engine: str | None = None) -> GpuSplit:
+    """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval.
+    ``engine`` (else ``$COSTAUDIT_SPLIT``, else "python"): "python" walks the lines here; an engine
+    of :data:`audit.split_sql.ENGINES` ("duckdb") places them and sums their money with the query
+    BigQuery and Trino run too. Every walk gives the same groups and coverage to the cent."""
+    walk = walk_named(engine)
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
                            pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes))
-    splitter.add_lines(lines)
+    if walk == "python":
+        splitter.add_lines(lines)
+    else:
+        from audit import split_sql
+
+        splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.sharing_notes())
+
+
+def walk_named(engine: str | None = None) -> str:
+    """The split's walk: ``engine``, else ``$COSTAUDIT_SPLIT``, else "python"; a name that is neither
+    "python" nor an engine of :data:`audit.split_sql.ENGINES` is a ``UsageError`` naming the choices
+    (sqlglot and DuckDB are imported only when an engine is named)."""
+    name = (engine or os.environ.get("COSTAUDIT_SPLIT", "")).strip() or "python"
+    if name == "python":
+        return name
+    from audit import split_sql
+
+    if name not in split_sql.ENGINES:
+        where = f"COSTAUDIT_SPLIT={name!r}" if not engine else f"split engine {name!r}"
+        raise UsageError(f"{where}: expected one of python, {', '.join(sorted(split_sql.ENGINES))} "
+                         "(how the GPU split walks the lines)")
+    return name
 
 
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
@@ -112,24 +139,63 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
     return out
 
 
-def gpus_of_resources(lines: GpuLines, keys: list[str], hours: list[Decimal]) -> dict[str, int]:
-    """GPUs per billed resource: the instance table, or GPU-meter hours ÷ line hours (GCP)."""
-    out: dict[str, int] = {}
-    metered: dict[tuple, Decimal] = {}
-    for key, gpi, pq, cq, text, period in zip(keys, lines["gpus_per_instance"], lines["pricing_quantity"],
-                                              lines["consumed_quantity"], lines["charge_description"],
-                                              lines.period):
+class LineFacts:
+    """What a line's quantities and meter mean for the split, worked out once per distinct
+    (GPUs per instance, pricing quantity, consumed quantity, meter text, period hours):
+    (GPU count, instances billed, whether it bills GPU time)."""
+
+    def __init__(self):
+        self.index: dict[tuple, int] = {}
+        self.facts: list[tuple[int, int, bool]] = []
+        self._meters: dict[str, str] = {}
+
+    def of(self, gpi, pq, cq, text, span: Decimal) -> int:
+        """The index of a line's facts (equal quantities give equal facts, whatever their exponent)."""
+        key = (gpi, pq, cq, text, span)
+        found = self.index.get(key)
+        if found is None:
+            found = self.index[key] = len(self.facts)
+            self.facts.append(self._worked_out(gpi, pq, cq, text, span))
+        return found
+
+    def _worked_out(self, gpi, pq, cq, text, span: Decimal) -> tuple[int, int, bool]:
+        """GPUs: the instance table's, or GPU-meter hours ÷ line hours (GCP); instances: usage hours ÷
+        line hours (1 for per-instance lines); GPU time: a quantity of an instance with GPUs or of a
+        per-GPU meter (the vCPU / RAM part of a machine billed in parts bills none)."""
+        quantity = pq or cq
         count = int(gpi or 0)
         if not count:
-            span = hours[period]
-            meter = (pq, cq, gpi, text)  # equal quantities give equal counts, whatever their exponent
-            gpu_hours = metered.get(meter)
-            if gpu_hours is None:
-                gpu_hours = metered[meter] = gpu_hours_of({"pricing_quantity": pq, "consumed_quantity": cq,
-                                                           "gpus_per_instance": gpi, "charge_description": text})
+            gpu_hours = gpu_hours_of({"pricing_quantity": pq, "consumed_quantity": cq, "gpus_per_instance": gpi,
+                                      "charge_description": text})
             count = int((gpu_hours / span).to_integral_value()) if span and gpu_hours else 0
-        out[key] = max(out.get(key, 0), count)
-    return out
+        instances = max(1, int((quantity / span).to_integral_value())) if gpi and quantity and span else 1
+        if not gpi and text not in self._meters:
+            self._meters[text] = gpu_sku_model({"charge_description": text})
+        counts_time = bool(quantity) and (bool(gpi) or bool(self._meters[text]))
+        return count, instances, counts_time
+
+
+class LinePlan:
+    """What the split reads of each line, worked out once for both ways of walking them: its
+    resource (key), its facts, its key's GPU count (the most any of the key's lines gives) and its
+    billing period's grid."""
+
+    def __init__(self, lines: GpuLines, grid_of):
+        ids = lines["resource_id"]
+        keys_of = {rid: resource_key(rid) for rid in set(ids)}
+        self.resources = [keys_of[rid] for rid in ids]
+        self.keys = [r or line_id for r, line_id in zip(self.resources, lines["line_id"])]
+        hours = [line_hours(start, end) for start, end in lines.periods]
+        self.grids = [grid_of(start, end) for start, end in lines.periods]
+        facts = self.facts = LineFacts()
+        self.fact = [facts.of(gpi, pq, cq, text, hours[period]) for gpi, pq, cq, text, period in zip(
+            lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
+            lines["charge_description"], lines.period)]
+        self.gpus: dict[str, int] = {}
+        for key, fact in zip(self.keys, self.fact):
+            count = facts.facts[fact][0]
+            if count > self.gpus.get(key, -1):
+                self.gpus[key] = count
 
 
 def taken_in_turn(known: tuple[str, ...], instances: int, turn: int) -> list[str]:
@@ -203,26 +269,13 @@ class GpuSplitter:
         """
         if not lines.size:
             return
-        ids = lines["resource_id"]
-        keys_of = {rid: resource_key(rid) for rid in set(ids)}
-        resources = [keys_of[rid] for rid in ids]
-        keys = [r or line_id for r, line_id in zip(resources, lines["line_id"])]
-        hours = [line_hours(start, end) for start, end in lines.periods]
-        gpus = gpus_of_resources(lines, keys, hours)
-        grids = [self._grid(start, end) for start, end in lines.periods]
-        metered: dict = {}
+        plan = LinePlan(lines, self._grid)
         node_lists: dict = {}
         turns: Counter = Counter()
-        for resource, key, period, pq, cq, gpi, text, kind, net, gross, priced in zip(
-                resources, keys, lines.period, lines["pricing_quantity"], lines["consumed_quantity"],
-                lines["gpus_per_instance"], lines["charge_description"], lines["instance_type"], lines["net"],
-                lines["pretax"], lines["priced"]):
-            quantity = pq or cq
-            if not gpi and text not in metered:
-                metered[text] = gpu_sku_model({"charge_description": text})
-            counts_time = bool(quantity) and (bool(gpi) or bool(metered[text]))
-            span = hours[period]  # instances billed: usage hours ÷ line hours (1 for per-instance lines)
-            instances = max(1, int((quantity / span).to_integral_value())) if gpi and quantity and span else 1
+        for resource, key, period, fact, text, kind, net, gross, priced in zip(
+                plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
+                lines["instance_type"], lines["net"], lines["pretax"], lines["priced"]):
+            _, instances, counts_time = plan.facts.facts[fact]
             known = self.nodes_of_resource.get(resource, ())
             turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
             turns[(resource, period, text)] += 1
@@ -231,10 +284,9 @@ class GpuSplitter:
                 nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
             cover = self.coverage.get(key)
             if cover is None:
-                cover = self.coverage[key] = NodeCoverage(resource, ", ".join(n for n in known or nodes if n),
-                                                          kind or self._node_type(nodes))
-            grid, parts = grids[period]
-            count = gpus.get(key, 0)
+                cover = self.coverage[key] = self._cover(resource, known, nodes, kind)
+            grid, parts = plan.grids[period]
+            count = plan.gpus.get(key, 0)
             if not parts or count <= 0:
                 continue
             cover.gpus = max(cover.gpus, count)
@@ -243,6 +295,10 @@ class GpuSplitter:
                 money = (net * part / share, gross * part / share, priced * part / share)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, counts_time, count, money, cover)
+
+    def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
+        """A billed resource's coverage, as its first line gives it."""
+        return NodeCoverage(resource, ", ".join(n for n in known or nodes if n), kind or self._node_type(nodes))
 
     def _node_type(self, nodes: list[str]) -> str:
         """The instance type telemetry gives the first of ``nodes`` that has one (a GCP line names
@@ -256,33 +312,71 @@ class GpuSplitter:
         seconds = sum((o for _, o in grid), ZERO)
         return grid, [overlap / seconds for _, overlap in grid] if grid and seconds != 0 else []
 
-    def _add_interval(self, node, ts, overlap, counts_time, gpus, money, cover) -> None:
-        """One line's share of one node's GPUs in one interval, added to each holder's group. A line
-        that bills no GPU time (the core / RAM part of a machine billed in parts) adds money only:
-        neither seconds nor GPUs, which the GPU meter's line counts (once)."""
+    def add_lines_in_engine(self, lines: GpuLines, run) -> None:
+        """The same walk as :meth:`add_lines`, its per-line work done by ``run`` (an engine that runs
+        :data:`audit.split_sql.COVERAGE` and :data:`~audit.split_sql.SUMS` over the prepared tables)."""
+        if not lines.size:
+            return
+        plan = LinePlan(lines, self._grid)
+        meters: dict = {}
+        rows = {"ord": range(lines.size), "rkey": plan.keys, "resource": plan.resources, "period": lines.period,
+                "meter": [meters.setdefault(text, len(meters)) for text in lines["charge_description"]],
+                "fact": plan.fact, "kind": lines["instance_type"],
+                "parts": [bool(plan.grids[p][1]) for p in lines.period],
+                "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"]}
+        facts = pd.DataFrame(plan.facts.facts, columns=["gpus", "instances", "counts_time"]).rename_axis("fact")
+        from audit import split_sql
+
+        prepared = split_sql.tables(rows, facts.reset_index(), self.nodes_of_resource)
+        cover_rows, sums = run(prepared)
+        self.add_sums(plan, cover_rows, split_sql.key_sums(sums, prepared))
+
+    def add_sums(self, plan: LinePlan, cover_rows, sum_rows) -> None:
+        """The engine's walk (:mod:`audit.split_sql`): each resource key's coverage as its first line
+        gives it, then each key's money, summed over its placements, divided once and added as
+        ``placements`` lines would add it."""
+        for rkey, resource, kind, instances, turn, gpus, has_parts in cover_rows:
+            known = self.nodes_of_resource.get(resource, ())
+            nodes = taken_in_turn(known, instances, turn if 0 < instances < len(known) else 0)
+            cover = self.coverage[rkey] = self._cover(resource, known, nodes, kind)
+            if has_parts and gpus > 0:
+                cover.gpus = gpus
+        for rkey, node, period, gpus, counts_time, instances, placements, net, gross, priced in sum_rows:
+            grid, parts = plan.grids[period]
+            cover, share = self.coverage[rkey], gpus * instances
+            for (ts, overlap), part in zip(grid, parts):
+                money = (net * part / share, gross * part / share, priced * part / share)
+                self._add_interval(node, ts, overlap, counts_time, gpus, money, cover, placements)
+
+    def _add_interval(self, node, ts, overlap, counts_time, gpus, money, cover, lines: int = 1) -> None:
+        """One line's share of one node's GPUs in one interval (or the summed money of ``lines`` such
+        placements), added to each holder's group. A line that bills no GPU time (the core / RAM part
+        of a machine billed in parts) adds money only: neither seconds nor GPUs, which the GPU meter's
+        line counts (once)."""
         if not counts_time:
             overlap = ZERO
-        cover.paid_seconds += overlap * gpus
+        time = overlap * lines
+        cover.paid_seconds += time * gpus
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
-        cover.observed_seconds += overlap * observed
+        cover.observed_seconds += time * observed
         net, gross, priced = money
         for holder, n, busy, source, pod in holdings:
             group = self.groups.get((holder, ts))
             if group is None:
                 group = self.groups[(holder, ts)] = Group(holder, ts)
             if counts_time:
-                group.gpus += n
-                group.types[cover.instance_type] = group.types.get(cover.instance_type, 0) + n
+                group.gpus += n * lines
+                group.types[cover.instance_type] = group.types.get(cover.instance_type, 0) + n * lines
             if holder == UNALLOCATED:
                 kind = cover.instance_type
                 group.type_paid[kind] = group.type_paid.get(kind, ZERO) + net * n
-                group.type_seconds[kind] = group.type_seconds.get(kind, ZERO) + overlap * n
+                group.type_seconds[kind] = group.type_seconds.get(kind, ZERO) + time * n
             group.paid += net * n
             group.gross += gross * n
             group.priced += priced * n
             group.busy += net * busy * n
-            group.paid_seconds += overlap * n
-            group.busy_seconds += overlap * busy * n
+            group.paid_seconds += time * n
+            group.busy_seconds += time * busy * n
             if source:
                 group.sources.add(source)
             if node:

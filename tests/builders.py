@@ -340,3 +340,39 @@ def profile_bundle(trace: Path, folder: Path, requests: int = 16) -> Path:
               "prompt_tokens": requests * 2048, "generated_tokens": requests}
     (folder / "profile.json").write_text(json.dumps({"window": window}))
     return folder
+
+
+def rendered_on_duckdb(dialect: str):
+    """An engine for :meth:`audit.gpusplit.GpuSplitter.add_lines_in_engine`: the split query
+    rendered for ``dialect`` (audit.split_sql.render), read back by sqlglot as that dialect, written
+    as DuckDB and run over the prepared tables: what that engine's text computes, on DuckDB."""
+    import sqlglot
+
+    from audit import split_sql
+
+    def run(prepared):
+        with duckdb.connect() as con:
+            for name, table in prepared.frames.items():
+                con.register(name, table)
+            out = []
+            for query in (split_sql.COVERAGE, split_sql.SUMS):
+                text = split_sql.render(query, dialect, limbs=prepared.limbs)
+                back = sqlglot.transpile(text, read=dialect, write="duckdb")[0]
+                out.append(con.execute(back).fetchall())
+        return out[0], out[1]
+
+    return run
+
+
+P5_HOUR = "$98.32 per On Demand Linux p5.48xlarge Instance Hour"
+
+
+def gpu_line(n: int, **over) -> dict:
+    """One priced gpu_compute line: an hour (2026-09-01 00:00 UTC) of a p5.48xlarge (8 GPUs) unless told otherwise."""
+    start = pd.Timestamp("2026-09-01T00:00:00Z")
+    row = {"line_id": f"cur.csv:{n}", "resource_id": "i-1", "instance_type": "p5.48xlarge", "start": start,
+           "end": start + pd.Timedelta(hours=1), "pricing_quantity": Decimal(1), "consumed_quantity": Decimal(1),
+           "gpus_per_instance": 8, "charge_description": P5_HOUR, "net": Decimal("98.32"),
+           "pretax": Decimal("98.32"), "priced": Decimal("98.32"), "resource_class": "gpu_compute"}
+    row.update(over)
+    return row

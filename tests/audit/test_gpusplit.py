@@ -5,6 +5,10 @@ period's intervals once, and what telemetry says of a node's GPUs in an interval
 that bills it; these tests pin what that must leave unchanged: the values it reads, sums added to in
 the lines' order (at 50 digits the order can move the last digit), and the holders and money of
 lines that share a node and interval.
+
+Each test runs on each walk: the lines walked here (``python``), and placed and summed by the
+engine query of :mod:`audit.split_sql` in DuckDB, and in its BigQuery and Trino renderings run back
+on DuckDB (sqlglot): the same groups and coverage every way.
 """
 from __future__ import annotations
 
@@ -22,11 +26,14 @@ from audit.lines import resource_key, vm_key
 from audit.money import CONTEXT
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
 from audit.table_rows import column_values
-from tests.builders import activity, lines_frame, make_case
+from tests.builders import activity, gpu_line, lines_frame, make_case, rendered_on_duckdb
 
 H0 = pd.Timestamp("2026-09-01T00:00:00Z")
 HOUR = timedelta(hours=1)
-P5 = "$98.32 per On Demand Linux p5.48xlarge Instance Hour"
+
+
+WALKS = ("python", "duckdb", "bigquery", "trino")
+WALK = {"name": "python"}
 
 
 @pytest.fixture(autouse=True)
@@ -35,21 +42,23 @@ def _audit_context():
         yield
 
 
-def gpu_line(n: int, **over) -> dict:
-    """One priced gpu_compute line: an hour of a p5.48xlarge (8 GPUs) unless told otherwise."""
-    row = {"line_id": f"cur.csv:{n}", "resource_id": "i-1", "instance_type": "p5.48xlarge", "start": H0,
-           "end": H0 + HOUR, "pricing_quantity": Decimal(1), "consumed_quantity": Decimal(1),
-           "gpus_per_instance": 8, "charge_description": P5, "net": Decimal("98.32"),
-           "pretax": Decimal("98.32"), "priced": Decimal("98.32"), "resource_class": "gpu_compute"}
-    row.update(over)
-    return row
+@pytest.fixture(autouse=True, params=WALKS)
+def walk(request):
+    """Which walk :func:`split` takes."""
+    WALK["name"] = request.param
+    yield request.param
+    WALK["name"] = "python"
 
 
 def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None):
     case = make_case()
     splitter = GpuSplitter(case, case.services, activity(acts) if acts else empty_table(ACTIVITY_COLUMNS),
                            nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600)
-    splitter.add_lines(GpuLines(lines_frame(rows)))
+    lines = GpuLines(lines_frame(rows))
+    if WALK["name"] == "python":
+        splitter.add_lines(lines)
+    else:
+        splitter.add_lines_in_engine(lines, rendered_on_duckdb(WALK["name"]))
     return splitter
 
 
