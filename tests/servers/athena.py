@@ -80,3 +80,69 @@ def options(endpoint: str, **extra) -> dict:
     """The options of an Athena source over the workshop table, talking to ``endpoint``."""
     return {"table": f"{DATABASE}.{TABLE}", "workgroup": "primary", "output_location": OUTPUT,
             "region": "us-east-1", "endpoint_url": endpoint, **extra}
+
+
+SPLIT_DATABASE = "costaudit_split"
+
+
+def split_engine(moto, runs: list | None = None):
+    """An engine for audit.split_sql.ENGINES through moto's Athena: the query's Trino rendering goes
+    out through the Athena client as the connector sends queries; moto runs no SQL, so its answer
+    is seeded with the rows that text gives when DuckDB runs it over the prepared tables (read back
+    by sqlglot), and comes back as text through the connector's result paging."""
+    import sqlglot
+
+    import connectors.billing.athena as athena
+    from audit import split_sql
+
+    names = {t: f"{SPLIT_DATABASE}.{t}" for t in split_sql.TABLES}
+    options = athena.Options("AwsDataCatalog", SPLIT_DATABASE, "split_lines", "primary", OUTPUT, "us-east-1", None,
+                             moto.url, 60)
+
+    def on_duckdb(text: str, prepared) -> list[tuple]:
+        with duckdb.connect() as con:
+            con.execute(f"CREATE SCHEMA {SPLIT_DATABASE}")
+            for name, frame in prepared.frames.items():
+                con.register(f"frame_{name}", frame)
+                con.execute(f"CREATE TABLE {names[name]} AS SELECT * FROM frame_{name}")
+            return con.execute(sqlglot.transpile(text, read="trino", write="duckdb")[0]).fetchall()
+
+    def run(prepared):
+        if runs is not None:
+            runs.append(len(prepared.frames["split_lines"]))
+        client = boto3.client("athena", endpoint_url=moto.url, region_name="us-east-1")
+        answers = []
+        try:
+            for query, texts in ((split_sql.COVERAGE, 3), (split_sql.SUMS, 2)):
+                text = split_sql.render(query, "trino", names, limbs=prepared.limbs)
+                rows = on_duckdb(text, prepared)
+                width = len(rows[0]) if rows else 0
+                seed(moto, [f"c{c}" for c in range(width)], [[_as_text(v) for v in row] for row in rows])
+                qid = client.start_query_execution(QueryString=text, WorkGroup="primary", ResultConfiguration={
+                    "OutputLocation": OUTPUT})["QueryExecutionId"]
+                execution = athena.wait(client, qid, options)
+                assert execution["Status"]["State"] == "SUCCEEDED" and execution["Query"] == text
+                answers.append([_typed(row, texts) for row in athena.read_results(client, qid)[1]])
+        finally:
+            client.close()
+        return answers[0], answers[1]
+
+    return run
+
+
+def _as_text(value) -> str | None:
+    """A value as Athena's result set spells it (VarCharValue)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _typed(row: list, texts: int) -> tuple:
+    """Athena's text cells back to the engine's values: the first ``texts`` columns text, then
+    booleans and integers."""
+    out: list = list(row[:texts])
+    for cell in row[texts:]:
+        out.append(cell == "true" if cell in ("true", "false") else None if cell is None else int(cell))
+    return tuple(out)

@@ -23,6 +23,7 @@ import boto3
 import duckdb
 import pytest
 
+from audit import split_sql
 from audit.audit_json import to_dict
 from audit.collected import Collected
 from audit.pipeline import audit_collected
@@ -34,7 +35,7 @@ from connectors.registry import resolve
 from tests.builders import make_case, read_cur_once
 from tests.connectors.billing.test_athena import glue, proxy  # noqa: F401 (fixtures)
 from tests.paths import ROOT
-from tests.servers.athena import DATABASE, DEC2018, MONTH, local_rows, options, seed
+from tests.servers.athena import DATABASE, DEC2018, MONTH, local_rows, options, seed, split_engine
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from cloudgen_check import audit_document, compare  # noqa: E402
@@ -157,6 +158,20 @@ def test_a_held_out_style_eks_case_through_athena_equals_its_local_export(moto, 
     result = compare(remote_doc, truth)
     assert result["ok"] and not result["parts"], result
     assert float(remote_doc["total"]) > 1000 and remote_doc["coverage"]["paid_gpu_hours"] == "480.00"
+
+
+def test_the_eks_case_with_its_gpu_split_through_athena_too(moto, aws_env, eks_day, monkeypatch):
+    """The same case with the GPU split's query sent through Athena as well (its Trino text; moto
+    answers with what that text gives on DuckDB): audit.json unchanged, and still the truth."""
+    folder, truth = eks_day
+    local_doc = audit_document(folder)
+    runs: list = []
+    monkeypatch.setitem(split_sql.ENGINES, "athena", split_engine(moto, runs))
+    monkeypatch.setenv("COSTAUDIT_SPLIT", "athena")
+    split_doc = audit_document(folder)
+    assert runs == [3]  # three GPU instances, each a run of identical hours
+    assert split_doc == local_doc
+    assert compare(split_doc, truth)["ok"]
 
 
 def comparable_text(document: dict) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from audit import split_sql
 from audit.audit_json import to_dict
 from audit.collected import Collected
 from audit.pipeline import audit_collected
@@ -34,7 +35,7 @@ from tests.connectors.billing.test_gcp_billing import (  # noqa: F401 (fixtures)
     rows,
 )
 from tests.paths import ROOT
-from tests.servers.bigquery import DATASET, PROJECT, client_for, load_table
+from tests.servers.bigquery import DATASET, PROJECT, client_for, load_table, split_engine
 from tests.servers.gcp_export import JUNE, MAY, bq_schema
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -127,3 +128,21 @@ def test_a_held_out_style_gke_case_through_bigquery_equals_its_local_export(emul
     result = compare(remote_doc, truth)
     assert result["ok"] and not result["parts"], result
     assert remote_doc["coverage"]["paid_gpu_hours"] == "480.00" and float(remote_doc["total"]) > 1000
+
+
+def test_the_gke_case_with_its_gpu_split_on_bigquery_too(emulator, gke_day, tmp_path, monkeypatch):
+    """The same case with the GPU split's query run on the emulator as well (audit.split_sql, the
+    prepared tables loaded there): audit.json unchanged, sources and all, and still the truth."""
+    folder, truth = gke_day
+    client = client_for(emulator)
+    runs: list = []
+    try:
+        local_doc = audit_document(folder)
+        monkeypatch.setitem(split_sql.ENGINES, "bigquery", split_engine(client, runs))
+        monkeypatch.setenv("COSTAUDIT_SPLIT", "bigquery")
+        split_doc = audit_document(folder)
+    finally:
+        client.close()
+    assert runs == [18]  # the GPU machines' parts (GPU, cores, RAM), each a run of identical hours
+    assert split_doc == local_doc
+    assert compare(split_doc, truth)["ok"]

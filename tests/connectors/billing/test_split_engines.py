@@ -14,24 +14,20 @@ the Python walk's, to the last of 50 digits where a key sums one line, and to th
 from __future__ import annotations
 
 import decimal
-import json
 from datetime import timedelta
 from decimal import Decimal
 
-import boto3
-import duckdb
 import pandas as pd
 import pytest
-import sqlglot
 
-import connectors.billing.athena as athena
 from audit import split_sql
 from audit.gpusplit import GpuLines, GpuSplitter
 from audit.money import CONTEXT, cents
 from audit.normalised import REQUEST_COLUMNS, empty_table
 from tests.builders import activity, gpu_line, lines_frame, make_case
-from tests.servers.athena import OUTPUT, seed
-from tests.servers.bigquery import DATASET, PROJECT, client_for, load_table
+from tests.servers.athena import split_engine as athena_split
+from tests.servers.bigquery import client_for
+from tests.servers.bigquery import split_engine as bigquery_split
 
 pytestmark = pytest.mark.services
 
@@ -136,31 +132,11 @@ def test_the_duckdb_walk_equals_the_python_walk(walked):
 
 # --- BigQuery (the emulator) ------------------------------------------------------------------
 
-BQ_TYPES = {"int64": "INT64", "bool": "BOOL", "object": "STRING", "str": "STRING", "string": "STRING"}
-
-
-def bq_load(client, prepared) -> dict[str, str]:
-    """Each prepared table loaded into the emulator; stand-in name → project.dataset.table."""
-    from google.cloud.bigquery import SchemaField
-
-    client.create_dataset(f"{PROJECT}.{DATASET}", exists_ok=True)
-    names = {}
-    for name, frame in prepared.frames.items():
-        table = names[name] = f"{PROJECT}.{DATASET}.{name}"
-        schema = [SchemaField(c, BQ_TYPES[str(t)]) for c, t in frame.dtypes.items()]
-        records = json.loads(frame.to_json(orient="records"))
-        load_table(client, table, records, schema)
-    return names
-
-
 def test_bigquery_rendering_on_the_emulator_gives_the_same_rows(walked, emulator):
     python, prepared, (cover, sums) = walked
     client = client_for(emulator)
     try:
-        names = bq_load(client, prepared)
-        got = [[tuple(row.values()) for row in client.query(split_sql.render(q, "bigquery", names,
-                                                                            limbs=prepared.limbs)).result()]
-               for q in (split_sql.COVERAGE, split_sql.SUMS)]
+        got = bigquery_split(client)(prepared)
     finally:
         client.close()
     assert got[0] == cover and got[1] == sums
@@ -175,15 +151,8 @@ def test_the_demo_audited_through_bigquery_gives_the_same_audit_json(emulator, d
     from tests.paths import DEMO
 
     client = client_for(emulator)
-    runs = []
-
-    def on_the_emulator(prepared):
-        names = bq_load(client, prepared)
-        runs.append(len(prepared.frames["split_lines"]))
-        return tuple([tuple(row.values()) for row in client.query(split_sql.render(
-            q, "bigquery", names, limbs=prepared.limbs)).result()] for q in (split_sql.COVERAGE, split_sql.SUMS))
-
-    monkeypatch.setitem(split_sql.ENGINES, "bigquery", on_the_emulator)
+    runs: list = []
+    monkeypatch.setitem(split_sql.ENGINES, "bigquery", bigquery_split(client, runs))
     monkeypatch.setenv("COSTAUDIT_SPLIT", "bigquery")
     try:
         got = to_dict(run_audit(load_case(DEMO)))
@@ -199,54 +168,6 @@ def test_athena_trino_text_through_moto_gives_the_same_split(walked, moto, aws_e
     """moto runs no SQL: the Trino text goes out through the Athena client, and moto answers with
     the rows that text gives when DuckDB runs it (transpiled back by sqlglot)."""
     python, prepared, (cover, sums) = walked
-    names = {t: f"costaudit_split.{t}" for t in split_sql.TABLES}
-    client = boto3.client("athena", endpoint_url=moto.url, region_name="us-east-1")
-    answers = []
-    try:
-        for query, texts in ((split_sql.COVERAGE, 3), (split_sql.SUMS, 2)):
-            text = split_sql.render(query, "trino", names, limbs=prepared.limbs)
-            rows = trino_on_duckdb(text, prepared)
-            header = [c for c in range(len(rows[0]))] if rows else []
-            seed(moto, [f"c{c}" for c in header], [[as_text(v) for v in row] for row in rows])
-            qid = client.start_query_execution(QueryString=text, WorkGroup="primary",
-                                               ResultConfiguration={"OutputLocation": OUTPUT})["QueryExecutionId"]
-            execution = athena.wait(client, qid, athena.Options(
-                "AwsDataCatalog", "costaudit_split", "split_lines", "primary", OUTPUT, "us-east-1", None, moto.url, 60))
-            assert execution["Status"]["State"] == "SUCCEEDED"
-            assert execution["Query"] == text
-            answers.append([typed(row, texts) for row in athena.read_results(client, qid)[1]])
-    finally:
-        client.close()
-    assert answers == [cover, sums]
+    answers = athena_split(moto)(prepared)
+    assert answers == (cover, sums)
     assert_same_split(from_rows(answers[0], answers[1], prepared), python)
-
-
-def trino_on_duckdb(text: str, prepared) -> list[tuple]:
-    back = sqlglot.transpile(text, read="trino", write="duckdb")[0]
-    with duckdb.connect() as con:
-        con.execute("CREATE SCHEMA costaudit_split")
-        for name, frame in prepared.frames.items():
-            con.register(f"frame_{name}", frame)
-            con.execute(f"CREATE TABLE costaudit_split.{name} AS SELECT * FROM frame_{name}")
-        return con.execute(back).fetchall()
-
-
-def as_text(value) -> str | None:
-    """A value as Athena's result set spells it (VarCharValue)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def typed(row: list[str | None], texts: int) -> tuple:
-    """Athena's text cells back to the engine's values: the first ``texts`` columns text, then
-    booleans and integers."""
-    out: list = list(row[:texts])
-    for cell in row[texts:]:
-        if cell in ("true", "false"):
-            out.append(cell == "true")
-        else:
-            out.append(None if cell is None else int(cell))
-    return tuple(out)
