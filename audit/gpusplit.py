@@ -48,7 +48,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval.
     ``engine`` (else ``$COSTAUDIT_SPLIT``, else "python"): "python" walks the lines here; an engine
     of :data:`audit.split_sql.ENGINES` ("duckdb") places them and sums their money with the query
-    BigQuery and Trino run too. Every walk gives the same groups and coverage to the cent."""
+    BigQuery and Trino run too. Every walk gives the same coverage and groups (time and GPUs exactly,
+    money to its last digits: the engine divides a key's summed money once)."""
     walk = walk_named(engine)
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
