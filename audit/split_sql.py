@@ -93,9 +93,6 @@ class Tables:
     scale: int
     limbs: int
 
-    def sum_columns(self) -> list[str]:
-        return [f"{m}_{j}" for m in MONEY for j in range(self.limbs)]
-
 
 def tables(line_rows: Mapping[str, Sequence], facts: pd.DataFrame, nodes_of_resource: Mapping[str, Sequence[str]]) -> Tables:
     """The stand-in tables: ``line_rows`` holds each line's ord, rkey, resource, period, meter,
