@@ -376,3 +376,25 @@ def gpu_line(n: int, **over) -> dict:
            "pretax": Decimal("98.32"), "priced": Decimal("98.32"), "resource_class": "gpu_compute"}
     row.update(over)
     return row
+
+
+def assert_same_split(got, want, *, within: Decimal, ordered: bool = True, to_the_cent: bool = False) -> None:
+    """Two GpuSplitters hold the same split: the same groups (in the same order where ``ordered``),
+    time, GPUs, types, sources, nodes and pods exactly, money within ``within`` (and to the cent of
+    each group where ``to_the_cent``), the same coverage in the same order and the same extra GPUs."""
+    assert (list(got.groups) if ordered else sorted(got.groups)) == (
+        list(want.groups) if ordered else sorted(want.groups))
+    for key, group in want.groups.items():
+        other = got.groups[key]
+        for name in ("gpus", "paid_seconds", "busy_seconds", "types", "type_seconds", "sources", "nodes", "pods"):
+            assert getattr(other, name) == getattr(group, name), (key, name)
+        pairs = [(name, getattr(other, name), getattr(group, name)) for name in ("paid", "gross", "priced", "busy")]
+        assert set(other.type_paid) == set(group.type_paid), key
+        pairs += [(f"type_paid {kind}", other.type_paid[kind], amount) for kind, amount in group.type_paid.items()]
+        for name, a, b in pairs:
+            assert abs(a - b) < within, (key, name, a, b)
+            assert not to_the_cent or a.quantize(Decimal("0.01")) == b.quantize(Decimal("0.01")), (key, name, a, b)
+    assert list(got.coverage) == list(want.coverage)
+    for key, cover in want.coverage.items():
+        assert vars(got.coverage[key]) == vars(cover), key
+    assert got.extra_gpus == want.extra_gpus

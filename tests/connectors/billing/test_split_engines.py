@@ -21,10 +21,10 @@ import pandas as pd
 import pytest
 
 from audit import split_sql
-from audit.gpusplit import GpuLines, GpuSplitter
-from audit.money import CONTEXT, cents
+from audit.gpusplit import GpuLines, GpuSplitter, LinePlan
+from audit.money import CONTEXT
 from audit.normalised import REQUEST_COLUMNS, empty_table
-from tests.builders import activity, gpu_line, lines_frame, make_case
+from tests.builders import activity, assert_same_split, gpu_line, lines_frame, make_case
 from tests.servers.athena import split_engine as athena_split
 from tests.servers.bigquery import client_for
 from tests.servers.bigquery import split_engine as bigquery_split
@@ -101,29 +101,17 @@ def from_rows(cover: list, sums: list, prepared) -> GpuSplitter:
     """A split filled from an engine's (coverage, sums) rows."""
     out = splitter()
     lines = GpuLines(lines_frame(scenario_rows()))
-    from audit.gpusplit import LinePlan
-
     out.add_sums(LinePlan(lines, out._grid), cover, split_sql.key_sums(sums, prepared))
     return out
 
 
-def assert_same_split(got: GpuSplitter, want: GpuSplitter) -> None:
-    assert list(got.groups) == list(want.groups)
-    for key, group in want.groups.items():
-        other = got.groups[key]
-        for name in ("gpus", "paid_seconds", "busy_seconds", "types", "type_seconds", "sources", "nodes", "pods"):
-            assert getattr(other, name) == getattr(group, name), (key, name)
-        for name in ("paid", "gross", "priced", "busy"):
-            a, b = getattr(other, name), getattr(group, name)
-            assert abs(a - b) < Decimal("1E-40") and cents(a) == cents(b), (key, name, a, b)
-    assert list(got.coverage) == list(want.coverage)
-    for key, cover in want.coverage.items():
-        assert vars(got.coverage[key]) == vars(cover), key
+def same_split(got: GpuSplitter, want: GpuSplitter) -> None:
+    assert_same_split(got, want, within=Decimal("1E-40"), to_the_cent=True)
 
 
 def test_the_duckdb_walk_equals_the_python_walk(walked):
     python, prepared, (cover, sums) = walked
-    assert_same_split(from_rows(cover, sums, prepared), python)
+    same_split(from_rows(cover, sums, prepared), python)
     assert {g.holder for g in python.groups.values()} >= {"chat", "__unallocated__", "__undeclared__",
                                                           "__not_in_telemetry__"}
     assert prepared.limbs > 2  # the 50-digit amounts need several limbs
@@ -140,7 +128,7 @@ def test_bigquery_rendering_on_the_emulator_gives_the_same_rows(walked, emulator
     finally:
         client.close()
     assert got[0] == cover and got[1] == sums
-    assert_same_split(from_rows(got[0], got[1], prepared), python)
+    same_split(from_rows(got[0], got[1], prepared), python)
 
 
 def test_the_demo_audited_through_bigquery_gives_the_same_audit_json(emulator, demo_audit, monkeypatch):
@@ -170,4 +158,4 @@ def test_athena_trino_text_through_moto_gives_the_same_split(walked, moto, aws_e
     python, prepared, (cover, sums) = walked
     answers = athena_split(moto)(prepared)
     assert answers == (cover, sums)
-    assert_same_split(from_rows(answers[0], answers[1], prepared), python)
+    same_split(from_rows(answers[0], answers[1], prepared), python)
