@@ -42,7 +42,9 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing import gcp_commitments as cud
 from connectors.billing.focus import load_focus_named, read_focus_table
+from connectors.billing.focus_checks import notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER, shown
@@ -113,11 +115,14 @@ class GcpBillingConnector(Connector):
             else:
                 aggregate_local(con, self.path, self.ctx, self.options())
             regroup_labels(con)
+            notes = commitment_notes(con)
             con.execute(focus_sql())
             export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
             tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
+        if notes:
+            tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True)
         return tables, int(export_rows), covered
 
     def fingerprint(self) -> str:
@@ -418,8 +423,18 @@ def regroup_labels(con) -> None:
                 f"FROM agg JOIN label_map AS m USING (labels) GROUP BY {', '.join(keys)}, m.tags")
 
 
+def with_commitments() -> str:
+    """The WITH clause over ``agg_canonical``: ``a`` (with ``credit_other``) and the commitment CTEs
+    (:mod:`connectors.billing.gcp_commitments`: ``cud``, ``cud_fee``)."""
+    known = " + ".join(CREDIT_COLUMNS)
+    return f"""
+    WITH a AS (SELECT *, credit_total - ({known}) AS credit_other FROM agg_canonical),
+    {cud.ctes("a")}"""
+
+
 def focus_sql() -> str:
-    """CREATE TABLE gcp_focus: one charge row per group, one Credit row per non-zero credit type."""
+    """CREATE TABLE gcp_focus: one charge row per group, one Credit row per non-zero credit type; per
+    commitment pool a Purchase row and an Unused row for its fees (gcp_commitments.fee_rows)."""
     common = """
       'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId,
       project_id AS SubAccountId, service_description AS ServiceName,
@@ -428,32 +443,40 @@ def focus_sql() -> str:
       region AS RegionId, sku_id AS SkuId, currency AS BillingCurrency, labels AS Tags,
       sku_id AS x_SkuId, nullif(service_id, '') AS x_ServiceId, cost_type AS x_CostType,
       nullif(invoice_month, '') AS x_InvoiceMonth, nullif(machine_spec, '') AS x_MachineSpec"""
-    known = " + ".join(CREDIT_COLUMNS)
     credit_names = ", ".join([*CREDIT_COLUMNS, "credit_other"])
     return f"""
     CREATE TABLE gcp_focus AS
-    WITH a AS (SELECT *, credit_total - ({known}) AS credit_other FROM agg_canonical),
+    {with_commitments()},
     charges AS (
-      SELECT {common},
-        CASE cost_type WHEN 'regular' THEN 'Usage' WHEN 'tax' THEN 'Tax' ELSE 'Adjustment' END
-          AS ChargeCategory,
-        cost AS BilledCost, cost AS EffectiveCost, pricing_quantity AS PricingQuantity,
+      SELECT {common}, {cud.charge_columns()},
+        pricing_quantity AS PricingQuantity,
         nullif(pricing_unit, '') AS PricingUnit, usage_amount AS ConsumedQuantity,
         nullif(usage_unit, '') AS ConsumedUnit, NULL::VARCHAR AS x_CreditType,
         export_rows AS x_ExportRows, 0 AS part
-      FROM a),
+      FROM cud WHERE NOT (is_fee AND cud_id IS NOT NULL)),
     credits AS (
       SELECT {common}, 'Credit' AS ChargeCategory, amount AS BilledCost, amount AS EffectiveCost,
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part
-      FROM (UNPIVOT a ON {credit_names} INTO NAME kind VALUE amount)
-      WHERE amount <> 0)
-    SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits)
+      FROM (UNPIVOT cud ON {credit_names} INTO NAME kind VALUE amount)
+      WHERE amount <> 0),
+    fees AS ({cud.fee_rows()})
+    SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits
+                                  UNION ALL BY NAME SELECT * FROM fees)
     ORDER BY ChargePeriodStart, BillingAccountId, SubAccountId, ServiceName, x_ServiceId,
       ChargeDescription, SkuId, ResourceId, RegionId, x_CostType, BillingCurrency, x_InvoiceMonth,
       ConsumedUnit, PricingUnit, Tags, x_MachineSpec, part, x_CreditType, ChargePeriodEnd
     """
+
+
+def commitment_notes(con) -> list[tuple[int, str, str]]:
+    """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes)."""
+    con.execute(f"CREATE TEMP TABLE cud AS {with_commitments()} SELECT * FROM cud")
+    try:
+        return cud.unpaired_notes(con)
+    finally:
+        con.execute("DROP TABLE cud")
 
 
 def result_digest(con, table: str) -> str:

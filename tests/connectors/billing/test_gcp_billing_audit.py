@@ -101,6 +101,19 @@ def through_bigquery(folder: Path, target: Path, port: int) -> Path:
     return target
 
 
+def local_and_bigquery(port: int, folder: Path, records: list[dict], target: Path) -> tuple[dict, dict]:
+    """The audit.json of the case folder, and of its copy at ``target`` whose export is ``records``
+    loaded into the emulator's CLOUDGEN_TABLE."""
+    client = client_for(port)
+    try:
+        client.create_dataset(f"{PROJECT}.{DATASET}", exists_ok=True)
+        load_table(client, CLOUDGEN_TABLE, records, bq_schema(full=True))
+    finally:
+        client.close()
+    remote = through_bigquery(folder, target, port)
+    return audit_document(folder), audit_document(remote)
+
+
 def comparable_text(document: dict, read: str) -> str:
     """audit.json without ``sources``, the name of what was read (and the row numbers a line id
     appends to it) replaced."""
@@ -115,14 +128,7 @@ def test_a_held_out_style_gke_case_through_bigquery_equals_its_local_export(emul
     folder, truth = gke_day
     export = folder / "billing" / "gcp_billing_export_resource_v1.jsonl"
     records = [json.loads(line) for line in export.read_text().splitlines()]
-    client = client_for(emulator)
-    try:
-        client.create_dataset(f"{PROJECT}.{DATASET}", exists_ok=True)
-        load_table(client, CLOUDGEN_TABLE, records, bq_schema(full=True))
-    finally:
-        client.close()
-    remote = through_bigquery(folder, tmp_path / "bigquery", emulator)
-    local_doc, remote_doc = audit_document(folder), audit_document(remote)
+    local_doc, remote_doc = local_and_bigquery(emulator, folder, records, tmp_path / "bigquery")
     assert CLOUDGEN_TABLE in json.dumps(remote_doc["sources"]) and str(export) not in json.dumps(remote_doc["sources"])
     assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(export))
     result = compare(remote_doc, truth)
