@@ -31,4 +31,5 @@ def add_variant_options(parser, several_billings: bool = False) -> None:
     one.add_argument("--adjustments", action="store_true",
                         help="credits riding on their charges and tax per service (GKE and EKS)")
     one.add_argument("--commitments", action="store_true",
-                        help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan")
+                        help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan, "
+                             "a GKE committed use discount")

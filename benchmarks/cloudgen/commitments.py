@@ -1,5 +1,6 @@
 """A case variant with commitments (``generate(..., commitments=True)``): for AKS reservations in
-an amortised export, for EKS a Compute Savings Plan (below).
+an amortised export, for EKS a Compute Savings Plan, for GKE a resource-based committed use
+discount (below).
 
 One 1-year reservation of a Standard_ND96isr_H100_v5 covers the first H100 VM all day; one of four
 Standard_NC24ads_A100_v4 covers the three A100 VMs and leaves one instance unused all day. Each
@@ -44,8 +45,10 @@ def reservation(size: str) -> dict[str, str]:
 def with_commitments(cloud: str, lines: list[Line]) -> list[Line]:
     if cloud == "eks":
         return with_savings_plan(lines)
+    if cloud == "gke":
+        return with_cud(lines)
     if cloud != "aks":
-        raise ValueError(f"{cloud}: no commitment variant (aks, eks)")
+        raise ValueError(f"{cloud}: no commitment variant (aks, eks, gke)")
     out: list[Line] = []
     covered: dict[str, int] = {}
     unused_of: dict[str, Line] = {}
@@ -133,3 +136,47 @@ def with_savings_plan(lines: list[Line]) -> list[Line]:
                         billed=Decimal(0), listed=Decimal(0), only="focus"))
     return out
 
+
+
+# ---- GKE: a resource-based committed use discount -----------------------------------------------
+
+CUD_GPUS = Decimal(10)
+CUD_RATE = Decimal("0.55")
+CUD_SKU = "Commitment v1: Nvidia H100 80GB GPU running in Americas for 1 Year"
+
+
+def with_cud(lines: list[Line]) -> list[Line]:
+    """A 1-year commitment of ten H100 GPUs in us-central1 at 55 % of on-demand covers the first
+    H100 machine's eight GPUs every hour and leaves two unused. The detailed export writes the covered
+    GPU hour at on-demand with a COMMITTED_USAGE_DISCOUNT credit of minus that, and the commitment's
+    hourly fee (``Commitment v1: …``, ten GPU-hours, used or not) as a row of its own; a FOCUS file
+    writes the covered hour billed 0 at its amortised cost, the fee as a recurring purchase
+    (effective 0) and the unused GPUs as a row of their own. The truth: the covered GPU hours at the
+    commitment's rate, the unused GPUs platform overhead (commitment_unused)."""
+    covered = [ln for ln in lines if ln.kind == "charge" and ln.cls == "gpu_compute"
+               and str(ln.columns.get("ChargeDescription", "")).startswith("Nvidia H100")]
+    machine = covered[0].columns["ResourceName"]
+    ids = {id(ln) for ln in covered if ln.columns["ResourceName"] == machine}
+    cud = {"PricingCategory": "Committed", "CommitmentDiscountId": f"projects/{covered[0].columns['SubAccountId']}"
+           "/regions/us-central1/commitments/h100-1y", "CommitmentDiscountType": "Committed Use Discount",
+           "CommitmentDiscountCategory": "Usage", "CommitmentDiscountName": "h100-1y"}
+    out: list[Line] = []
+    for line in lines:
+        if id(line) not in ids:
+            out.append(line)
+            continue
+        rate = line.unit_price * CUD_RATE
+        columns = {**line.columns, **cud, "CommitmentDiscountStatus": "Used"}
+        out.append(replace(line, columns=columns, kind="cud_covered", amount=line.quantity * rate, billed=Decimal(0),
+                           listed=line.cost))
+        base = {k: v for k, v in line.columns.items() if k in ACCOUNT_COLUMNS or k in ("ServiceName", "ServiceCategory")}
+        fee = {**base, **cud, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring", "ChargeDescription": CUD_SKU,
+               "SkuId": "C0C0-1111-2222", "PricingUnit": "hour", "ConsumedUnit": "seconds",
+               "ConsumedQuantity": CUD_GPUS * 3600, "ResourceId": None, "ResourceName": None, "Tags": None}
+        out.append(Line("cud_fee", line.start_h, line.end_h, CUD_GPUS, rate, fee, kind="cud_fee", amount=Decimal(0),
+                        billed=CUD_GPUS * rate, listed=Decimal(0)))
+        unused = {**fee, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "CommitmentDiscountStatus": "Unused",
+                  "ChargeDescription": f"Unused: {CUD_SKU}"}
+        out.append(Line("commitment_unused", line.start_h, line.end_h, CUD_GPUS - line.quantity, rate, unused,
+                        billed=Decimal(0), listed=Decimal(0), only="focus"))
+    return out

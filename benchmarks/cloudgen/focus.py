@@ -100,7 +100,7 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
             values["BilledCost"] = decimal_text(line.billed)
         if line.listed is not None:
             values["ListCost"] = values["ContractedCost"] = decimal_text(line.listed)
-        if line.kind in ("credit", "tax", "sp_fee"):  # money only, nothing listed or priced
+        if line.kind in ("credit", "tax", "sp_fee", "cud_fee"):  # money only, nothing listed or priced
             values.update({"ListCost": "0", "ContractedCost": "0", "PricingQuantity": None, "ListUnitPrice": None,
                            "ContractedUnitPrice": None, "ConsumedQuantity": None, "PricingUnit": None,
                            "ConsumedUnit": None})

@@ -66,7 +66,8 @@ def gcp_export_row(line: Line, ids: GcpIds) -> dict:
     resource = None
     if c.get("ResourceId"):
         resource = {"name": name or c["ResourceId"].rsplit("/", 1)[-1], "global_name": c["ResourceId"]}
-    cost = _json_number(line.cost)
+    cost = _json_number(line.billed if line.kind == "cud_fee" else line.listed if line.kind == "cud_covered"
+                        else line.cost)
     return {
         "billing_account_id": c["BillingAccountId"],
         "service": {"id": ids.service_ids[c["ServiceName"]], "description": c["ServiceName"]},
@@ -104,6 +105,11 @@ def gcp_export(lines: list[Line], ids: GcpIds) -> bytes:
         if line.kind != "credit" and line.only != "focus":
             rows.append(row_of.setdefault(id(line), gcp_export_row(line, ids)))
     for line in lines:
+        if line.kind == "cud_covered":  # the on-demand price of the covered hour, taken off again
+            row_of[id(line)]["credits"].append({
+                "name": "Committed use discount: GPU", "amount": -_json_number(line.listed),
+                "full_name": "Committed use discount: GPU", "id": "CommittedUsageDiscount:h100-1y",
+                "type": "COMMITTED_USAGE_DISCOUNT"})
         if line.kind == "credit":
             name = line.columns["ChargeDescription"]
             row_of[id(line.applies_to)]["credits"].append({

@@ -8,18 +8,18 @@ Read as plain rows, the fee would be usage of its own (a GPU commitment's SKU na
 would look like a GPU machine that no telemetry knows) and the covered usage would cost nothing.
 
 Here the rows are mapped as FOCUS maps commitments (METHOD §1), per *pool*: the billing account,
-region, currency, time bucket, unit and committed resource (the fee's SKU without its
+region, currency, UTC day, unit and committed resource (the fee's SKU without its
 ``Commitment …:`` prefix and term, read as the usage SKU names the resource: ``N2 Cpu in Americas``
 is ``N2 Instance Core running in Americas``):
 
-* the fee rows of a pool become two rows: a recurring **Purchase** with the pool's
-  CommitmentDiscountId (BilledCost: the part of the fees the shares below use, EffectiveCost 0) and,
 * each covered usage row (a ``COMMITTED_USAGE_DISCOUNT`` credit in a pool with a fee) gets the
-  pool's id, status ``Used``, and EffectiveCost = its cost + its **amortised share** of the fee:
-  the fee × min(1, covered / committed) split by covered quantity (covered quantity = usage amount
-  × −credit / cost), rounded to 9 places. Its credit stays a Credit row, as invoiced, and nets the
-  covered part's on-demand price out on every basis, so that on the effective basis the row costs
-  its uncovered part plus its share of the fee;
+  pool's CommitmentDiscountId, status ``Used``, and EffectiveCost = its cost + its **amortised
+  share** of the pool's fees: the fees × min(1, covered / committed) split by covered quantity
+  (covered quantity = usage amount × −credit / cost), rounded to 9 places. Its credit stays a
+  Credit row, as invoiced, and nets the covered part's on-demand price out on every basis, so that
+  on the effective basis the row costs its uncovered part plus its share of the fee;
+* the pool's fee rows become a recurring **Purchase** with that id, of the part of the fees the
+  shares use (BilledCost; EffectiveCost 0: it is in the covered rows);
 * where the shares leave part of the fees (fees − shares, exact), an **Unused** row with that rest
   as BilledCost and EffectiveCost, classed commitment_unused (platform overhead) on every basis.
 
@@ -46,11 +46,11 @@ def family(text: str) -> str:
     return f"replace(replace({spaced}, 'instance core', 'cpu'), 'instance ram', 'ram')"
 
 
-POOL_KEYS = ("bucket", "billing_account_id", "region", "currency", "family", "usage_unit")
+POOL_KEYS = ("pool_day", "billing_account_id", "region", "currency", "family", "usage_unit")
 
 
 def pool_id(prefix: str = "", kind: str = "gcp-cud") -> str:
-    """SQL: the CommitmentDiscountId of a pool (stable over the window: no bucket in it). The Unused
+    """SQL: the CommitmentDiscountId of a pool (stable over the window: no day in it). The Unused
     rows carry ``gcp-cud-unused/…``: they hold their own BilledCost, so no Purchase may spread onto
     them (``audit.adjust`` spreads a purchase over the lines under its id)."""
     return (f"'{kind}/' || {prefix}billing_account_id || '/' || {prefix}region || '/' || "
@@ -65,7 +65,8 @@ def ctes(source: str) -> str:
     covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
                f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
     return f"""
-    cud_row AS (SELECT *, {IS_FEE} AS is_fee, {family('sku_description')} AS family FROM {source}),
+    cud_row AS (SELECT *, {IS_FEE} AS is_fee, {family('sku_description')} AS family,
+                  date_trunc('day', bucket) AS pool_day FROM {source}),
     cud_cov AS (SELECT *, {covered} AS covered FROM cud_row),
     cud_pool AS (
       SELECT {keys}, sum(cost) FILTER (WHERE is_fee) AS fee,

@@ -298,3 +298,41 @@ def test_reservations_bill_nothing_cost_their_share_and_leave_an_unused_part(res
 @pytest.mark.parametrize("billing", ["focus", "native"])
 def test_audit_with_reservations_within_a_cent_of_truth(billing, reserved_cases):
     assert_matches_truth(*reserved_cases[billing], parts=True)
+
+
+# ---- a GKE resource-based committed use discount -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cud_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    return {billing: generated(tmp_path_factory, "gke", billing=billing, commitments=True)
+            for billing in ("focus", "native")}
+
+
+def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases):
+    focus, truth = cud_cases["focus"]
+    native, native_truth = cud_cases["native"]
+    assert native_truth == truth
+    with (focus / "billing" / "focus_gcp.csv").open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    covered = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    fees = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    assert len(covered) == len(unused) == len(fees) == 24  # one machine's eight H100s, every hour
+    assert all(r["BilledCost"] == "0" and Decimal(r["EffectiveCost"]) == Decimal(r["ListCost"]) * Decimal("0.55")
+               for r in covered)
+    assert all(r["EffectiveCost"] == "0" for r in fees)
+    export = [json.loads(line) for line in next(native.rglob("*.jsonl")).read_text().splitlines()]
+    fee_rows = [r for r in export if r["sku"]["description"].startswith("Commitment v1: ")]
+    credited = [r for r in export if any(c["type"] == "COMMITTED_USAGE_DISCOUNT" for c in r["credits"])]
+    assert len(fee_rows) == len(credited) == 24
+    assert all(r["usage"]["amount_in_pricing_units"] == 10 for r in fee_rows)
+    assert all(c["amount"] == -r["cost"] for r in credited for c in r["credits"])
+    unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
+    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
+        Decimal("0.01"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("billing", ["focus", "native"])
+def test_audit_with_a_committed_use_discount_within_a_cent_of_truth(billing, cud_cases):
+    assert_matches_truth(*cud_cases[billing], parts=True)
