@@ -254,24 +254,34 @@ def savings_plan_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
             for billing in ("focus", "native")}
 
 
+def commitment_rows(path: Path) -> tuple[list[dict], list[dict], list[dict]]:
+    """A FOCUS file's commitment-covered rows, unused-commitment rows and purchases."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return ([r for r in rows if r["CommitmentDiscountStatus"] == "Used"],
+            [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"],
+            [r for r in rows if r["ChargeCategory"] == "Purchase"])
+
+
+def assert_unused_is_the_truth(truth: dict, unused: list[dict]) -> None:
+    """The truth's unused commitment is the FOCUS file's unused rows, to the cent."""
+    unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
+    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
+        Decimal("0.01"))
+
+
 def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
     focus, truth = savings_plan_cases["focus"]
     native, native_truth = savings_plan_cases["native"]
     assert native_truth == truth
-    with (focus / "billing" / "focus_aws.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    covered = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
-    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
-    fees = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    covered, unused, fees = commitment_rows(focus / "billing" / "focus_aws.csv")
     assert len(covered) == 48 and len(unused) == len(fees) == 24  # two instances covered all day
     assert all(r["BilledCost"] == "0" for r in covered) and all(r["EffectiveCost"] == "0" for r in fees)
     with gzip.open(next(native.rglob("*.csv.gz")), "rt", newline="") as handle:
         types = [r["line_item_line_item_type"] for r in csv.DictReader(handle)]
     assert types.count("SavingsPlanCoveredUsage") == types.count("SavingsPlanNegation") == 48
     assert types.count("SavingsPlanRecurringFee") == 24
-    unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
-    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
-        Decimal("0.01"))
+    assert_unused_is_the_truth(truth, unused)
 
 
 @pytest.mark.slow
@@ -312,11 +322,7 @@ def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases)
     focus, truth = cud_cases["focus"]
     native, native_truth = cud_cases["native"]
     assert native_truth == truth
-    with (focus / "billing" / "focus_gcp.csv").open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    covered = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
-    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
-    fees = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    covered, unused, fees = commitment_rows(focus / "billing" / "focus_gcp.csv")
     assert len(covered) == len(unused) == len(fees) == 24  # one machine's eight H100s, every hour
     assert all(r["BilledCost"] == "0" and Decimal(r["EffectiveCost"]) == Decimal(r["ListCost"]) * Decimal("0.55")
                for r in covered)
@@ -327,9 +333,7 @@ def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases)
     assert len(fee_rows) == len(credited) == 24
     assert all(r["usage"]["amount_in_pricing_units"] == 10 for r in fee_rows)
     assert all(c["amount"] == -r["cost"] for r in credited for c in r["credits"])
-    unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
-    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
-        Decimal("0.01"))
+    assert_unused_is_the_truth(truth, unused)
 
 
 @pytest.mark.slow
