@@ -39,7 +39,8 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         next_steps={s["id"]: str(s["next_step"]) for s in specs if s.get("next_step")},
         depends_on={s["id"]: tuple(str(d) for d in s.get("depends_on", ())) for s in specs},
         owners=owners,
-        deferrals={s["id"]: d for s in specs if (d := deferral(s["acts_on"], committed, commitments)).share},
+        deferrals={s["id"]: d for s in specs
+                   if (d := deferral(s["acts_on"], committed, commitments, unused_committed_share(charges))).share},
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
         horizon_months=case.horizon_months, window_end=case.end)
@@ -50,11 +51,14 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
     return replace(given, target_scale={i: scale for i in whole}) if scale else given
 
 
-def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment]) -> Deferral:
+def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
+             unused_committed: Decimal = Decimal(1)) -> Deferral:
     """The share of an option's saving on committed capacity, and t_c: the latest end, after the
-    window, of the commitments the billing lists (0 where all ended; None where none is listed)."""
+    window, of the commitments the billing lists (0 where all ended; None where none is listed).
+    ``unused_committed``: the share of the unused commitment part that commitments bill
+    (:func:`unused_committed_share`)."""
     part = plan_part(acts_on)
-    share = Decimal(1) if part in WHOLLY_COMMITTED else committed if part in GPU_CAPACITY_PARTS else ZERO
+    share = unused_committed if part in WHOLLY_COMMITTED else committed if part in GPU_CAPACITY_PARTS else ZERO
     if not share:
         return Deferral()
     if not commitments:
@@ -86,3 +90,15 @@ def tag_values(charges: pd.DataFrame, tag: str, parts: set[str]) -> dict[str, di
             out.setdefault(part, {}).setdefault(value, ZERO)
             out[part][value] += amount
     return out
+
+
+def unused_committed_share(charges: pd.DataFrame) -> Decimal:
+    """The share (pre tax) of the unused commitment part billed under a commitment discount. The rest
+    is reserved capacity paid but not used (an On-Demand Capacity Reservation, FOCUS
+    CapacityReservationStatus Unused), which is released when it is cancelled, not when a term ends.
+    1 where the part is empty."""
+    unused = charges.loc[charges["resource_class"] == "commitment_unused", ["pretax", "commitment_discount_id"]]
+    total = sum(unused["pretax"], ZERO)
+    if not total:
+        return Decimal(1)
+    return sum(unused.loc[unused["commitment_discount_id"].fillna("") != "", "pretax"], ZERO) / total

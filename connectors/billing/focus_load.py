@@ -212,8 +212,14 @@ def parquet_sql(con, path: Path) -> str:
     return f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {source} ORDER BY file_row_number"
 
 
+#: FOCUS columns kept in a line's ``extra`` as they are (lower-cased): what rules may match beside the
+#: normalised columns. CapacityReservationId / CapacityReservationStatus (FOCUS 1.1+): a charge for
+#: reserved capacity, ``Unused`` where nothing ran in it (a shipped rule's commitment_unused).
+EXTRA_COLUMNS = ("skupricedetails", "capacityreservationid", "capacityreservationstatus")
+
+
 def resolve_columns(header: list[str], path: Path) -> Columns:
-    """Match header names to FOCUS names (case-insensitive); collect ``x_*`` and SkuPriceDetails."""
+    """Match header names to FOCUS names (case-insensitive); collect ``x_*`` and EXTRA_COLUMNS."""
     known = {name.lower(): name for name in KNOWN_COLUMNS}
     focus: dict[str, str] = {}
     extras: dict[str, str] = {}
@@ -224,7 +230,7 @@ def resolve_columns(header: list[str], path: Path) -> Columns:
             raise InputError(path, f"duplicate column {name!r} (also {seen[key]!r})", row=0,
                              column=name, expected="each column once")
         seen[key] = name
-        if key.startswith("x_") or key == "skupricedetails":
+        if key.startswith("x_") or key in EXTRA_COLUMNS:
             extras[name] = f"c{i}"
         if key in known:
             focus[known[key]] = f"c{i}"

@@ -357,7 +357,8 @@ def test_focus_cost_export_loads_through_the_focus_connector(tmp_path):
     line = frame.tables["lines"].iloc[0]
     assert (line["billed_cost"], line["effective_cost"]) == (Decimal(0), Decimal(1440))
     assert line["start"].isoformat() == "2024-05-01T00:00:00+00:00"
-    assert len(json.loads(line["extra"])) == 54  # every x_ column plus SkuPriceDetails
+    extra = json.loads(line["extra"])  # every x_ column, SkuPriceDetails and the capacity reservation's two
+    assert len(extra) == 56 and extra["CapacityReservationStatus"] == "CapacityReservationStatus text"
     classified = classify(frame.tables["lines"], (), set(), set()).iloc[0]
     assert (classified["resource_class"], classified["instance_type"]) == ("gpu_compute", "nd96asr_v4")
 
