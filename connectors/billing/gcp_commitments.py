@@ -15,7 +15,7 @@ is ``N2 Instance Core running in Americas``):
 * each covered usage row (a ``COMMITTED_USAGE_DISCOUNT`` credit in a pool with a fee) gets the
   pool's CommitmentDiscountId, status ``Used``, and EffectiveCost = its cost + its **amortised
   share** of the pool's fees: the fees × min(1, covered / committed) split by covered quantity
-  (covered quantity = usage amount × −credit / cost), rounded to 9 places. Its credit stays a
+  (covered quantity = usage amount × −credit / cost), to 9 places, the shares adding up exactly. Its credit stays a
   Credit row, as invoiced, and nets the covered part's on-demand price out on every basis, so that
   on the effective basis the row costs its uncovered part plus its share of the fee;
 * the pool's fee rows become a recurring **Purchase** with that id, of the part of the fees the
@@ -30,6 +30,8 @@ no fee (the fee billed to another account, or a SKU this mapping does not pair) 
 named in the source's notes (:func:`unpaired_notes`).
 """
 from __future__ import annotations
+
+from connectors.billing.gcp_sql import GCP_KEYS
 
 #: a resource-based fee row (``Commitment v1: …``). A spend-based commitment's fee (``Commitment -
 #: dollar based v1: …``) discounts spend across services, not a resource's usage, and stays as it is.
@@ -60,8 +62,14 @@ def pool_id(prefix: str = "", kind: str = "gcp-cud") -> str:
 def ctes(source: str) -> str:
     """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns): ``cud`` (every row of
     ``source`` with ``is_fee``, ``family``, ``cud_id`` and ``amortised``) and ``cud_fee`` (a row per
-    pool: its fees, the shares' sum and the ``unused`` rest)."""
+    pool: its fees, the ``used`` part the shares add up to, exactly, and the ``unused`` rest).
+
+    The used part is the fees × min(1, covered / committed) (all of them where the covered quantity
+    reaches the committed one, exactly); the shares are cut from it by cumulative covered quantity,
+    each row the difference of two rounded bounds, the last bound the used part itself, so they add
+    up to it to the last digit and none is negative."""
     keys = ", ".join(POOL_KEYS)
+    order = ", ".join(f"{k} NULLS FIRST" for k in GCP_KEYS)  # the aggregated rows' keys: a total order
     covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
                f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
     return f"""
@@ -85,19 +93,33 @@ def ctes(source: str) -> str:
         max(period_end) FILTER (WHERE is_fee) AS fee_end
       FROM cud_cov GROUP BY {keys}
       HAVING count(*) FILTER (WHERE is_fee) > 0),
+    cud_used AS (
+      SELECT *, CASE WHEN coalesce(covered_total, 0) <= 0 THEN 0::DECIMAL(38, 9)
+                     WHEN committed > 0 AND covered_total < committed
+                     THEN least(fee, CAST(fee::DOUBLE * covered_total / committed AS DECIMAL(38, 9)))
+                     ELSE fee END AS used
+      FROM cud_pool),
+    cud_rank AS (
+      SELECT c.*, p.fee IS NOT NULL AS pooled, p.used, p.covered_total,
+        row_number() OVER shares AS share_rank, count(*) OVER pool AS share_rows,
+        sum(c.covered) OVER shares AS share_cum
+      FROM cud_cov AS c LEFT JOIN cud_used AS p USING ({keys})
+      WINDOW pool AS (PARTITION BY {keys}, c.covered > 0),
+             shares AS (pool ORDER BY {order} ROWS UNBOUNDED PRECEDING)),
+    cud_bound AS (
+      SELECT *, CASE WHEN pooled AND covered > 0 THEN
+                  CASE WHEN share_rank = share_rows THEN used
+                       ELSE CAST(used::DOUBLE * share_cum / covered_total AS DECIMAL(38, 9)) END END AS bound
+      FROM cud_rank),
     cud AS (
-      SELECT c.* EXCLUDE (covered),
-        CASE WHEN p.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')} END AS cud_id,
-        CASE WHEN p.fee IS NOT NULL AND c.covered > 0 THEN CAST(
-          p.fee::DOUBLE * least(1.0, p.covered_total / nullif(p.committed, 0)) * c.covered / p.covered_total
-          AS DECIMAL(38, 9)) END AS amortised
-      FROM cud_cov AS c LEFT JOIN cud_pool AS p USING ({keys})),
+      SELECT * EXCLUDE (covered, pooled, used, covered_total, share_rank, share_rows, share_cum, bound),
+        CASE WHEN pooled AND (is_fee OR covered > 0) THEN {pool_id()} END AS cud_id,
+        bound - coalesce(lag(bound) OVER (PARTITION BY {keys}, bound IS NOT NULL ORDER BY {order}), 0)
+          AS amortised
+      FROM cud_bound),
     cud_fee AS (
-      SELECT p.*, p.fee - coalesce(s.shares, 0) AS unused, {pool_id('p.')} AS cud_id,
-        {pool_id('p.', 'gcp-cud-unused')} AS unused_id
-      FROM cud_pool AS p LEFT JOIN (
-        SELECT {keys}, sum(amortised) AS shares FROM cud WHERE amortised IS NOT NULL GROUP BY {keys}
-      ) AS s USING ({keys}))"""
+      SELECT *, fee - used AS unused, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id
+      FROM cud_used)"""
 
 
 def fee_rows() -> str:
