@@ -14,7 +14,6 @@ import csv
 import decimal
 import gzip
 import io
-import json
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -63,6 +62,22 @@ def unused_cur_rows(template: dict) -> list[dict]:
     return rows
 
 
+def used_focus_rows(template: dict) -> list[dict]:
+    """The reservation's record of use that an instance ran in it all day: no cost of its own."""
+    rows = unused_focus_rows(template)
+    zero = {c: "0" for c in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost") if c in template}
+    return [{**r, **zero, "CapacityReservationStatus": "Used", "x_UsageType": "USE1-Reservation:p5.48xlarge",
+             "ChargeDescription": "Linux/UNIX (Amazon VPC), p5.48xlarge Reservation"} for r in rows]
+
+
+def used_cur_rows(template: dict) -> list[dict]:
+    rows = unused_cur_rows(template)
+    zero = {c: "0" for c in template if c.endswith(("_cost", "_rate")) and c.startswith(("line_item", "pricing_public"))}
+    return [{**r, **zero, "line_item_usage_type": "USE1-Reservation:p5.48xlarge",
+             "identity_line_item_id": r["identity_line_item_id"].replace("odcr", "used"),
+             "line_item_line_item_description": "Linux/UNIX (Amazon VPC), p5.48xlarge Reservation"} for r in rows]
+
+
 def with_rows(folder: Path, target: Path, make) -> Path:
     """A copy of the case with the reservation's rows appended to its billing file."""
     shutil.copytree(folder, target)
@@ -87,12 +102,12 @@ def eks(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(f"eks-{request.param}") / "case"
     with decimal.localcontext():  # cloudgen sets its own precision
         generate("eks", 3, folder, billing=request.param)
-    make = unused_focus_rows if request.param == "focus" else unused_cur_rows
-    return folder, make, audit_document(folder)
+    makers = (unused_focus_rows, used_focus_rows) if request.param == "focus" else (unused_cur_rows, used_cur_rows)
+    return folder, makers, audit_document(folder)
 
 
 def test_an_unused_capacity_reservation_is_platform_overhead(eks, tmp_path):
-    folder, make, plain = eks
+    folder, (make, _), plain = eks
     document = audit_document(with_rows(folder, tmp_path / "case", make))
     unused = HOURLY * HOURS
     assert Decimal(document["total"]) == Decimal(plain["total"]) + unused
@@ -101,15 +116,28 @@ def test_an_unused_capacity_reservation_is_platform_overhead(eks, tmp_path):
     for bucket in ("model_compute", "serving_path", "unattributed"):
         assert document["buckets"][bucket]["amount"] == plain["buckets"][bucket]["amount"], bucket
     assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"]
-    assert "cr-0a1b2c3d4e5f60718" not in json.dumps(document.get("misfits", []))
+    assert not [f for f in document["fit"] if f["kind"] == "gpu_resource_not_in_telemetry"], document["fit"]
 
 
 def test_an_unused_capacity_reservation_is_a_saving_now_not_at_a_term_s_end(eks, tmp_path):
     """A capacity reservation is released when it is cancelled: the option on the unused part prices
     it as available now, where a commitment's unused part waits for the end of its term."""
-    folder, make, _ = eks
+    folder, (make, _), _ = eks
     document = audit_document(with_rows(folder, tmp_path / "case", make))
     option = next(o for o in document["options"] if o["id"] == "right_size_commitment")
     assert option["status"] == "priced", option["reason"]
     assert option["deferred"]["saving_now"] == option["monthly_saving"]
     assert Decimal(option["monthly_saving"]["expected"]) > 0 and option["payback_months"]["expected"] is not None
+
+
+def test_a_reservation_s_record_of_use_adds_no_gpu_hours_and_no_machine(eks, tmp_path):
+    """AWS writes a zero-cost line (usage type Reservation:…, the reservation as its resource) for each
+    hour an instance runs in reserved capacity; the instance-hours are billed on the instance's own
+    lines. Read as GPU instance-hours, it added 192 paid GPU-hours of a machine no telemetry knew."""
+    folder, (_, make), plain = eks
+    document = audit_document(with_rows(folder, tmp_path / "case", make))
+    assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"] == "480.00"
+    assert document["total"] == plain["total"]
+    assert document["buckets"] == {**plain["buckets"], "unattributed": document["buckets"]["unattributed"]}
+    assert part(document, "unattributed", "unmatched_line") == part(plain, "unattributed", "unmatched_line")
+    assert not [f for f in document["fit"] if f["kind"] == "gpu_resource_not_in_telemetry"], document["fit"]

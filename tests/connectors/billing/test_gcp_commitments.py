@@ -95,7 +95,7 @@ def test_a_gpu_commitment_is_a_purchase_its_covered_hours_amortised_and_its_rest
     assert hours == 24
     # the fee adds no GPU-hours and no machine: the paid GPU-hours are the case's own
     assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"] == "480.00"
-    assert "h100-commitment" not in json.dumps(document.get("misfits", []))
+    assert not [f for f in document["fit"] if f["kind"] == "gpu_resource_not_in_telemetry"], document["fit"]
     # the invoice: the fees replace the on-demand price of the covered hours, to the cent
     assert Decimal(document["total"]) == (Decimal(plain["total"]) + fees + covered).quantize(CENT)
     # eight of ten committed GPUs used: a fifth of the fees is unused commitment, on either basis
