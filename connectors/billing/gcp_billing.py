@@ -116,7 +116,7 @@ class GcpBillingConnector(Connector):
                 aggregate_local(con, self.path, self.ctx, self.options())
             regroup_labels(con)
             notes = commitment_notes(con)
-            con.execute(focus_sql())
+            con.execute(focus_sql(cud.fees_present(con)))
             export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
@@ -423,16 +423,18 @@ def regroup_labels(con) -> None:
                 f"FROM agg JOIN label_map AS m USING (labels) GROUP BY {', '.join(keys)}, m.tags")
 
 
-def with_commitments() -> str:
+def with_commitments(commitments: bool = True) -> str:
     """The WITH clause over ``agg_canonical``: ``a`` (with ``credit_other``) and the commitment CTEs
-    (:mod:`connectors.billing.gcp_commitments`: ``cud``, ``cud_fee``)."""
+    (:mod:`connectors.billing.gcp_commitments`: ``cud``, ``cud_fee``; without ``commitments``, a
+    ``cud`` that names none)."""
     known = " + ".join(CREDIT_COLUMNS)
     return f"""
-    WITH a AS (SELECT *, credit_total - ({known}) AS credit_other FROM agg_canonical),
-    {cud.ctes("a")}"""
+    WITH a AS (SELECT *, credit_total - ({known}) AS credit_other{", rowid AS cud_rid" * commitments}
+               FROM agg_canonical),
+    {cud.ctes("a") if commitments else cud.NONE}"""
 
 
-def focus_sql() -> str:
+def focus_sql(commitments: bool = True) -> str:
     """CREATE TABLE gcp_focus: one charge row per group, one Credit row per non-zero credit type; per
     commitment pool a Purchase row and an Unused row for its fees (gcp_commitments.fee_rows)."""
     common = """
@@ -446,7 +448,7 @@ def focus_sql() -> str:
     credit_names = ", ".join([*CREDIT_COLUMNS, "credit_other"])
     return f"""
     CREATE TABLE gcp_focus AS
-    {with_commitments()},
+    {with_commitments(commitments)},
     charges AS (
       SELECT {common}, {cud.charge_columns()},
         pricing_quantity AS PricingQuantity,
@@ -459,9 +461,9 @@ def focus_sql() -> str:
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part
-      FROM (UNPIVOT cud ON {credit_names} INTO NAME kind VALUE amount)
+      FROM (UNPIVOT a ON {credit_names} INTO NAME kind VALUE amount)
       WHERE amount <> 0),
-    fees AS ({cud.fee_rows()})
+    fees AS ({cud.fee_rows() if commitments else "SELECT * FROM charges WHERE FALSE"})
     SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits
                                   UNION ALL BY NAME SELECT * FROM fees)
     ORDER BY ChargePeriodStart, BillingAccountId, SubAccountId, ServiceName, x_ServiceId,
@@ -471,7 +473,10 @@ def focus_sql() -> str:
 
 
 def commitment_notes(con) -> list[tuple[int, str, str]]:
-    """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes)."""
+    """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes);
+    the rows are looked at again only where there is such a credit at all."""
+    if not con.execute(f"SELECT count(*) FROM agg_canonical WHERE {cud.CUD_CREDIT} <> 0").fetchall()[0][0]:
+        return []
     con.execute(f"CREATE TEMP TABLE cud AS {with_commitments()} SELECT * FROM cud")
     try:
         return cud.unpaired_notes(con)

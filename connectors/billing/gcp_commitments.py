@@ -35,7 +35,8 @@ from connectors.billing.gcp_sql import GCP_KEYS
 
 #: a resource-based fee row (``Commitment v1: …``). A spend-based commitment's fee (``Commitment -
 #: dollar based v1: …``) discounts spend across services, not a resource's usage, and stays as it is.
-IS_FEE = "(cost_type = 'regular' AND regexp_matches(sku_description, '^\\s*commitment\\s+v\\d+\\s*:', 'i'))"
+IS_FEE = ("CASE WHEN cost_type = 'regular' AND sku_description ILIKE '%commitment%' "
+          "THEN regexp_matches(sku_description, '^\\s*commitment\\s+v\\d+\\s*:', 'i') ELSE FALSE END")
 #: the CUD credit on a usage row (summed per row by the aggregation)
 CUD_CREDIT = "credit_committed_usage_discount"
 
@@ -60,21 +61,25 @@ def pool_id(prefix: str = "", kind: str = "gcp-cud") -> str:
 
 
 def ctes(source: str) -> str:
-    """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns): ``cud`` (every row of
-    ``source`` with ``is_fee``, ``family``, ``cud_id`` and ``amortised``) and ``cud_fee`` (a row per
-    pool: its fees, the ``used`` part the shares add up to, exactly, and the ``unused`` rest).
+    """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns and a row number
+    ``cud_rid``): ``cud`` (every row of ``source`` with ``is_fee``, ``family``, ``cud_id`` and
+    ``amortised``) and ``cud_fee`` (a row per pool: its fees, the ``used`` part the shares add up
+    to, exactly, and the ``unused`` rest).
 
     The used part is the fees × min(1, covered / committed) (all of them where the covered quantity
     reaches the committed one, exactly); the shares are cut from it by cumulative covered quantity,
     each row the difference of two rounded bounds, the last bound the used part itself, so they add
-    up to it to the last digit and none is negative."""
+    up to it to the last digit and none is negative. Only the covered rows of pools with a fee are
+    ordered (by every key of the aggregated rows: the same shares whichever engine aggregated); the
+    others meet the small pool table in a join."""
     keys = ", ".join(POOL_KEYS)
     order = ", ".join(f"{k} NULLS FIRST" for k in GCP_KEYS)  # the aggregated rows' keys: a total order
     covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
                f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
     return f"""
-    cud_row AS (SELECT *, {IS_FEE} AS is_fee, {family('sku_description')} AS family,
-                  date_trunc('day', bucket) AS pool_day FROM {source}),
+    cud_flag AS (SELECT *, {IS_FEE} AS is_fee FROM {source}),
+    cud_row AS (SELECT *, CASE WHEN is_fee OR {CUD_CREDIT} <> 0 THEN {family('sku_description')} END AS family,
+                  date_trunc('day', bucket) AS pool_day FROM cud_flag),
     cud_cov AS (SELECT *, {covered} AS covered FROM cud_row),
     cud_pool AS (
       SELECT {keys}, sum(cost) FILTER (WHERE is_fee) AS fee,
@@ -91,7 +96,7 @@ def ctes(source: str) -> str:
         min(resource_name) FILTER (WHERE is_fee) AS fee_resource,
         min(period_start) FILTER (WHERE is_fee) AS fee_start,
         max(period_end) FILTER (WHERE is_fee) AS fee_end
-      FROM cud_cov GROUP BY {keys}
+      FROM cud_cov WHERE family IS NOT NULL GROUP BY {keys}
       HAVING count(*) FILTER (WHERE is_fee) > 0),
     cud_used AS (
       SELECT *, CASE WHEN coalesce(covered_total, 0) <= 0 THEN 0::DECIMAL(38, 9)
@@ -99,27 +104,37 @@ def ctes(source: str) -> str:
                      THEN least(fee, CAST(fee::DOUBLE * covered_total / committed AS DECIMAL(38, 9)))
                      ELSE fee END AS used
       FROM cud_pool),
-    cud_rank AS (
-      SELECT c.*, p.fee IS NOT NULL AS pooled, p.used, p.covered_total,
+    cud_share AS (
+      SELECT c.*, p.used, p.covered_total,
         row_number() OVER shares AS share_rank, count(*) OVER pool AS share_rows,
         sum(c.covered) OVER shares AS share_cum
-      FROM cud_cov AS c LEFT JOIN cud_used AS p USING ({keys})
-      WINDOW pool AS (PARTITION BY {keys}, c.covered > 0),
-             shares AS (pool ORDER BY {order} ROWS UNBOUNDED PRECEDING)),
+      FROM cud_cov AS c JOIN cud_used AS p USING ({keys})
+      WHERE c.covered > 0
+      WINDOW pool AS (PARTITION BY {keys}), shares AS (pool ORDER BY {order} ROWS UNBOUNDED PRECEDING)),
     cud_bound AS (
-      SELECT *, CASE WHEN pooled AND covered > 0 THEN
-                  CASE WHEN share_rank = share_rows THEN used
-                       ELSE CAST(used::DOUBLE * share_cum / covered_total AS DECIMAL(38, 9)) END END AS bound
-      FROM cud_rank),
-    cud AS (
-      SELECT * EXCLUDE (covered, pooled, used, covered_total, share_rank, share_rows, share_cum, bound),
-        CASE WHEN pooled AND (is_fee OR covered > 0) THEN {pool_id()} END AS cud_id,
-        bound - coalesce(lag(bound) OVER (PARTITION BY {keys}, bound IS NOT NULL ORDER BY {order}), 0)
-          AS amortised
+      SELECT *, CASE WHEN share_rank = share_rows THEN used
+                     ELSE CAST(used::DOUBLE * share_cum / covered_total AS DECIMAL(38, 9)) END AS bound
+      FROM cud_share),
+    cud_amortised AS (
+      SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {keys} ORDER BY {order}), 0) AS amortised
       FROM cud_bound),
+    cud AS (
+      SELECT c.* EXCLUDE (covered),
+        CASE WHEN p.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')} END AS cud_id,
+        s.amortised
+      FROM cud_cov AS c LEFT JOIN cud_pool AS p USING ({keys}) LEFT JOIN cud_amortised AS s USING (cud_rid)),
     cud_fee AS (
       SELECT *, fee - used AS unused, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id
       FROM cud_used)"""
+
+
+#: the ``cud`` CTE of an export with no fee row: nothing to map (the full CTEs cost a fifth more)
+NONE = "cud AS (SELECT *, FALSE AS is_fee, NULL::VARCHAR AS cud_id, NULL::DECIMAL(38, 9) AS amortised FROM a)"
+
+
+def fees_present(con) -> bool:
+    """Whether ``agg_canonical`` has a resource-based commitment's fee row."""
+    return con.execute(f"SELECT count(*) FROM agg_canonical WHERE {IS_FEE}").fetchall()[0][0] > 0
 
 
 def fee_rows() -> str:
