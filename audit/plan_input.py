@@ -33,14 +33,14 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         ((f"{p.bucket}.{p.name}", p.service, p.amount) for p in ledger.parts.values()),
         {name: s.owner for name, s in case.services.items()},
         tag_values(charges, case.owner_tag, set(part_monthly)) if case.owner_tag else {})
+    unused = unused_committed_share(charges)
     given = PlanInput(
         part_monthly=dict(part_monthly),
         run_costs={s["id"]: Decimal(str(s.get("run_cost_per_month", 0))) for s in specs},
         next_steps={s["id"]: str(s["next_step"]) for s in specs if s.get("next_step")},
         depends_on={s["id"]: tuple(str(d) for d in s.get("depends_on", ())) for s in specs},
         owners=owners,
-        deferrals={s["id"]: d for s in specs
-                   if (d := deferral(s["acts_on"], committed, commitments, unused_committed_share(charges))).share},
+        deferrals={s["id"]: d for s in specs if (d := deferral(s["acts_on"], committed, commitments, unused)).share},
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
         horizon_months=case.horizon_months, window_end=case.end)
@@ -52,7 +52,7 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
 
 
 def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
-             unused_committed: Decimal = Decimal(1)) -> Deferral:
+             unused_committed: Decimal) -> Deferral:
     """The share of an option's saving on committed capacity, and t_c: the latest end, after the
     window, of the commitments the billing lists (0 where all ended; None where none is listed).
     ``unused_committed``: the share of the unused commitment part that commitments bill

@@ -15,9 +15,10 @@ is ``N2 Instance Core running in Americas``):
 * each covered usage row (a ``COMMITTED_USAGE_DISCOUNT`` credit in a pool with a fee) gets the
   pool's CommitmentDiscountId, status ``Used``, and EffectiveCost = its cost + its **amortised
   share** of the pool's fees: the fees × min(1, covered / committed) split by covered quantity
-  (covered quantity = usage amount × −credit / cost), to 9 places, the shares adding up exactly. Its credit stays a
-  Credit row, as invoiced, and nets the covered part's on-demand price out on every basis, so that
-  on the effective basis the row costs its uncovered part plus its share of the fee;
+  (covered quantity = usage amount × −credit / cost), to 9 places, the shares adding up exactly.
+  Its credit stays a Credit row, as invoiced, and nets the covered part's on-demand price out on
+  every basis, so that on the effective basis the row costs its uncovered part plus its share of
+  the fee;
 * the pool's fee rows become a recurring **Purchase** with that id, of the part of the fees the
   shares use (BilledCost; EffectiveCost 0: it is in the covered rows);
 * where the shares leave part of the fees (fees − shares, exact), an **Unused** row with that rest
@@ -25,9 +26,9 @@ is ``N2 Instance Core running in Americas``):
 
 So the billed basis still sums to the invoice (the used part of the fees spread over the lines that
 used it, as for any FOCUS export) and the effective basis amortises. The fee rows of one pool are
-one Purchase row of it (a pool's commitments in several projects carry the first project's id). A credit whose pool has
-no fee (the fee billed to another account, or a SKU this mapping does not pair) is left as it was and
-named in the source's notes (:func:`unpaired_notes`).
+one Purchase row of it (a pool's commitments in several projects carry the first project's id). A
+credit whose pool has no fee (the fee billed to another account, or a SKU this mapping does not
+pair) is left as it was and named in the source's notes (:func:`unpaired_notes`).
 """
 from __future__ import annotations
 
