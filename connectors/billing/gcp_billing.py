@@ -46,7 +46,7 @@ from connectors.billing import gcp_commitments as cud
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import notes_table
 from connectors.billing.focus_lines import canonical_object
-from connectors.billing.gcp_sql import CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
+from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER, shown
 from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
@@ -73,7 +73,7 @@ CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
 _KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
 JSON_COLUMNS = {
     **{name: "VARCHAR" for name in ("billing_account_id", "usage_start_time", "usage_end_time",
-                                    "cost", "currency", "cost_type")},
+                                    "cost", "currency", "cost_type", "currency_conversion_rate")},
     "service": "STRUCT(id VARCHAR, description VARCHAR)",
     "sku": "STRUCT(id VARCHAR, description VARCHAR)",
     "project": "STRUCT(id VARCHAR, number VARCHAR, name VARCHAR)",
@@ -394,9 +394,10 @@ def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
     if missing:
         raise InputError(path, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",
                          column=", ".join(missing), expected="the columns of a billing export")
+    rate = "" if "currency_conversion_rate" in names else ", NULL::DOUBLE AS currency_conversion_rate"
     con.execute("CREATE VIEW billing_export AS SELECT * REPLACE ("
                 "CAST(usage_start_time AS TIMESTAMPTZ) AS usage_start_time, "
-                f"CAST(usage_end_time AS TIMESTAMPTZ) AS usage_end_time) FROM {source}")
+                f"CAST(usage_end_time AS TIMESTAMPTZ) AS usage_end_time){rate} FROM {source}")
     return "resource" in names
 
 
@@ -417,7 +418,8 @@ def regroup_labels(con) -> None:
     if mapping:
         con.executemany("INSERT INTO label_map VALUES (?, ?)", mapping)
     keys = [k for k in GCP_KEYS if k != "labels"]
-    sums = ", ".join(f"sum({name}) AS {name}" for name in (*GCP_SUMS, *CREDIT_COLUMNS, "export_rows"))
+    sums = ", ".join([f"sum({name}) AS {name}" for name in (*GCP_SUMS, *CREDIT_COLUMNS, "export_rows")]
+                     + [f"max({CONVERSION_RATE}) AS {CONVERSION_RATE}"])
     con.execute(f"CREATE TABLE agg_canonical AS SELECT {', '.join(keys)}, m.tags AS labels, "
                 f"min(period_start) AS period_start, max(period_end) AS period_end, {sums} "
                 f"FROM agg JOIN label_map AS m USING (labels) GROUP BY {', '.join(keys)}, m.tags")
@@ -455,14 +457,14 @@ def focus_sql(commitments: bool = True) -> str:
         nullif(pricing_unit, '') AS PricingUnit, usage_amount AS ConsumedQuantity,
         nullif(usage_unit, '') AS ConsumedUnit, NULL::VARCHAR AS x_CreditType,
         export_rows AS x_ExportRows, 0 AS part
-      FROM cud WHERE NOT (is_fee AND cud_id IS NOT NULL)),
+      FROM cud WHERE NOT ((is_fee OR is_spend_fee) AND cud_id IS NOT NULL)),
     credits AS (
       SELECT {common}, 'Credit' AS ChargeCategory, amount AS BilledCost, amount AS EffectiveCost,
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part
       FROM (UNPIVOT a ON {credit_names} INTO NAME kind VALUE amount)
-      WHERE amount <> 0),
+      WHERE amount <> 0{cud.OFFSET_FOLDED * commitments}),
     fees AS ({cud.fee_rows() if commitments else "SELECT * FROM charges WHERE FALSE"})
     SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits
                                   UNION ALL BY NAME SELECT * FROM fees)
@@ -475,7 +477,8 @@ def focus_sql(commitments: bool = True) -> str:
 def commitment_notes(con) -> list[tuple[int, str, str]]:
     """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes);
     the rows are looked at again only where there is such a credit at all."""
-    if not con.execute(f"SELECT count(*) FROM agg_canonical WHERE {cud.CUD_CREDIT} <> 0").fetchall()[0][0]:
+    if not con.execute(f"SELECT count(*) FROM agg_canonical WHERE {cud.CUD_CREDIT} <> 0 OR {cud.SPEND_CREDIT} <> 0 "
+                       f"OR {cud.IS_SPEND_FEE}").fetchall()[0][0]:
         return []
     con.execute(f"CREATE TEMP TABLE cud AS {with_commitments()} SELECT * FROM cud")
     try:

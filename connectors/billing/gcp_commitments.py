@@ -32,14 +32,26 @@ pair) is left as it was and named in the source's notes (:func:`unpaired_notes`)
 """
 from __future__ import annotations
 
-from connectors.billing.gcp_sql import GCP_KEYS
+from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS
 
-#: a resource-based fee row (``Commitment v1: …``). A spend-based commitment's fee (``Commitment -
-#: dollar based v1: …``) discounts spend across services, not a resource's usage, and stays as it is.
+#: a resource-based fee row (``Commitment v1: …``)
 IS_FEE = ("CASE WHEN cost_type = 'regular' AND sku_description ILIKE '%commitment%' "
           "THEN regexp_matches(sku_description, '^\\s*commitment\\s+v\\d+\\s*:', 'i') ELSE FALSE END")
+#: a spend-based fee row (``Commitment - dollar based v1: GCE for 1 year``)
+IS_SPEND_FEE = ("CASE WHEN cost_type = 'regular' AND sku_description ILIKE '%commitment%' THEN regexp_matches("
+                "sku_description, '^\\s*commitment\\s*-\\s*dollar[\\s-]+based\\s+v\\d+\\s*:', 'i') ELSE FALSE END")
 #: the CUD credit on a usage row (summed per row by the aggregation)
 CUD_CREDIT = "credit_committed_usage_discount"
+#: a spend-based commitment's credit on the usage it covers (legacy data model), and the credit on
+#: its own fee row that offsets the part used (the data model of 2025 on, whose usage is billed at
+#: the discounted price)
+SPEND_CREDIT, OFFSET_CREDIT = "credit_committed_usage_discount_dollar_base", "credit_fee_utilization_offset"
+#: a credits filter: a spend-based fee's offset credit is folded into the fee's Unused row
+OFFSET_FOLDED = f" AND NOT (kind = '{OFFSET_CREDIT}' AND {IS_SPEND_FEE})"
+#: the service a spend-based fee commits to: its ``goog-originating-service-id`` label, else its
+#: service (Google's own utilisation queries pair fees and credits so)
+FEE_SERVICE = ("coalesce(nullif(json_extract_string(labels, '$.\"goog-originating-service-id\"'), ''), "
+               "service_id)")
 
 
 def family(text: str) -> str:
@@ -51,91 +63,129 @@ def family(text: str) -> str:
 
 
 POOL_KEYS = ("pool_day", "billing_account_id", "region", "currency", "family", "usage_unit")
+#: a spend-based pool: no region (a Compute flexible commitment applies in every region) and no unit
+#: (the fee is in hundredths of a dollar of on-demand spend, the usage in its own units)
+SPEND_KEYS = ("pool_day", "billing_account_id", "currency", "spend_key")
 
 
 def pool_id(prefix: str = "", kind: str = "gcp-cud") -> str:
     """SQL: the CommitmentDiscountId of a pool (stable over the window: no day in it). The Unused
-    rows carry ``gcp-cud-unused/…``: they hold their own BilledCost, so no Purchase may spread onto
+    rows carry ``<kind>-unused/…``: they hold their own BilledCost, so no Purchase may spread onto
     them (``audit.adjust`` spreads a purchase over the lines under its id)."""
     return (f"'{kind}/' || {prefix}billing_account_id || '/' || {prefix}region || '/' || "
             f"{prefix}family")
 
 
-def ctes(source: str) -> str:
-    """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns and a row number
-    ``cud_rid``): ``cud`` (every row of ``source`` with ``is_fee``, ``family``, ``cud_id`` and
-    ``amortised``) and ``cud_fee`` (a row per pool: its fees, the ``used`` part the shares add up
-    to, exactly, and the ``unused`` rest).
+def spend_id(prefix: str = "", kind: str = "gcp-spend-cud") -> str:
+    """SQL: the CommitmentDiscountId of a spend-based pool (its billing account and service)."""
+    return f"'{kind}/' || {prefix}billing_account_id || '/' || {prefix}spend_key"
 
-    The used part is the fees × min(1, covered / committed) (all of them where the covered quantity
-    reaches the committed one, exactly); the shares are cut from it by cumulative covered quantity,
-    each row the difference of two rounded bounds, the last bound the used part itself, so they add
-    up to it to the last digit and none is negative. Only the covered rows of pools with a fee are
-    ordered (by every key of the aggregated rows: the same shares whichever engine aggregated); the
-    others meet the small pool table in a join."""
-    keys = ", ".join(POOL_KEYS)
+
+def _pool_ctes(name: str, keys: tuple[str, ...], fee: str, amount: str, covered: str, committed: str,
+               extra: str = "") -> str:
+    """The CTEs of one kind of pool over ``cud_cov``: ``<name>_pool`` (a row per pool with a fee:
+    its fees, committed and covered totals, the fee rows' columns), ``<name>_used`` (the part of
+    the fees used), ``<name>_amortised`` (each covered row's share, by ``cud_rid``)."""
+    cols = ", ".join(keys)
     order = ", ".join(f"{k} NULLS FIRST" for k in GCP_KEYS)  # the aggregated rows' keys: a total order
-    covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
-               f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
+    c_order = ", ".join(f"c.{k} NULLS FIRST" for k in GCP_KEYS)
+    fee_min = ", ".join(f"min({c}) FILTER (WHERE {fee}) AS fee_{alias}" for c, alias in (
+        ("sku_description", "sku"), ("sku_id", "sku_id"), ("nullif(service_id, '')", "service_id"),
+        ("nullif(invoice_month, '')", "invoice_month"), ("project_id", "project"),
+        ("service_description", "service"), ("resource_name", "resource"), ("period_start", "start")))
     return f"""
-    cud_flag AS (SELECT *, {IS_FEE} AS is_fee FROM {source}),
-    cud_row AS (SELECT *, CASE WHEN is_fee OR {CUD_CREDIT} <> 0 THEN {family('sku_description')} END AS family,
-                  date_trunc('day', bucket) AS pool_day FROM cud_flag),
-    cud_cov AS (SELECT *, {covered} AS covered FROM cud_row),
-    cud_pool AS (
-      SELECT {keys}, sum(cost) FILTER (WHERE is_fee) AS fee,
-        sum(usage_amount::DOUBLE) FILTER (WHERE is_fee) AS committed,
-        sum(covered) AS covered_total,
-        sum(usage_amount) FILTER (WHERE is_fee) AS committed_amount,
-        sum(export_rows) FILTER (WHERE is_fee) AS fee_rows,
-        min(sku_description) FILTER (WHERE is_fee) AS fee_sku,
-        min(sku_id) FILTER (WHERE is_fee) AS fee_sku_id,
-        min(nullif(service_id, '')) FILTER (WHERE is_fee) AS fee_service_id,
-        min(nullif(invoice_month, '')) FILTER (WHERE is_fee) AS fee_invoice_month,
-        min(project_id) FILTER (WHERE is_fee) AS fee_project,
-        min(service_description) FILTER (WHERE is_fee) AS fee_service,
-        min(resource_name) FILTER (WHERE is_fee) AS fee_resource,
-        min(period_start) FILTER (WHERE is_fee) AS fee_start,
-        max(period_end) FILTER (WHERE is_fee) AS fee_end
-      FROM cud_cov WHERE family IS NOT NULL GROUP BY {keys}
-      HAVING count(*) FILTER (WHERE is_fee) > 0),
-    cud_used AS (
+    {name}_pool AS (
+      SELECT {cols}, sum({amount}) FILTER (WHERE {fee}) AS fee,
+        sum({committed}) FILTER (WHERE {fee}) AS committed, sum({covered}) AS covered_total,
+        sum(usage_amount) FILTER (WHERE {fee}) AS committed_amount,
+        sum(export_rows) FILTER (WHERE {fee}) AS fee_rows, {fee_min},
+        max(period_end) FILTER (WHERE {fee}) AS fee_end{extra}
+      FROM cud_cov WHERE {keys[-1]} IS NOT NULL GROUP BY {cols}
+      HAVING count(*) FILTER (WHERE {fee}) > 0),
+    {name}_used AS (
       SELECT *, CASE WHEN coalesce(covered_total, 0) <= 0 THEN 0::DECIMAL(38, 9)
                      WHEN committed > 0 AND covered_total < committed
                      THEN least(fee, CAST(fee::DOUBLE * covered_total / committed AS DECIMAL(38, 9)))
                      ELSE fee END AS used
-      FROM cud_pool),
-    cud_share AS (
-      SELECT c.*, p.used, p.covered_total,
-        row_number() OVER shares AS share_rank, count(*) OVER pool AS share_rows,
-        sum(c.covered) OVER shares AS share_cum
-      FROM cud_cov AS c JOIN cud_used AS p USING ({keys})
-      WHERE c.covered > 0
-      WINDOW pool AS (PARTITION BY {keys}), shares AS (pool ORDER BY {order} ROWS UNBOUNDED PRECEDING)),
-    cud_bound AS (
-      SELECT *, CASE WHEN share_rank = share_rows THEN used
-                     ELSE CAST(used::DOUBLE * share_cum / covered_total AS DECIMAL(38, 9)) END AS bound
-      FROM cud_share),
-    cud_amortised AS (
-      SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {keys} ORDER BY {order}), 0) AS amortised
-      FROM cud_bound),
+      FROM {name}_pool),
+    {name}_bound AS (
+      SELECT c.cud_rid, {", ".join(f"c.{k}" for k in keys)}, {", ".join(f"c.{k}" for k in GCP_KEYS if k not in keys)},
+        CASE WHEN row_number() OVER shares = count(*) OVER pool THEN p.used
+             ELSE CAST(p.used::DOUBLE * sum(c.{covered}) OVER shares / p.covered_total AS DECIMAL(38, 9))
+        END AS bound
+      FROM cud_cov AS c JOIN {name}_used AS p USING ({cols})
+      WHERE c.{covered} > 0
+      WINDOW pool AS (PARTITION BY {", ".join(f"c.{k}" for k in keys)}),
+             shares AS (pool ORDER BY {c_order} ROWS UNBOUNDED PRECEDING)),
+    {name}_amortised AS (
+      SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {cols} ORDER BY {order}), 0) AS amortised
+      FROM {name}_bound)"""
+
+
+def ctes(source: str) -> str:
+    """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns and a row number
+    ``cud_rid``): ``cud`` (every row of ``source`` with ``is_fee``, ``is_spend_fee``, ``cud_id`` and
+    ``amortised``) and ``cud_fee`` (a row per pool: its fees, the ``used`` part the shares add up
+    to, exactly, and the ``unused`` rest).
+
+    Two kinds of pool. **Resource-based** (``Commitment v1: …``, :data:`POOL_KEYS`): covered
+    quantity = usage amount × −credit ÷ cost, committed = the fee rows' usage amount. **Spend-based**
+    (``Commitment - dollar based v1: …``, :data:`SPEND_KEYS`): covered = −the legacy credits,
+    committed = the fee rows' pricing quantity ÷ 100 × their conversion rate (the fee is priced per
+    hundredth of a US dollar of on-demand spend; Google's own utilisation query divides so), and the
+    fees are net of their own ``FEE_UTILIZATION_OFFSET`` credits (the data model of 2025 on, whose
+    covered usage is billed at the discounted price: what the offset leaves is the unused rest).
+
+    The used part is the fees × min(1, covered / committed) (all of them where the covered amount
+    reaches the committed one, or where a spend-based fee states no committed amount); the shares
+    are cut from it by cumulative covered amount, each row the difference of two rounded bounds,
+    the last bound the used part itself, so they add up to it to the last digit and none is
+    negative. Only the covered rows of pools with a fee are ordered (by every key of the aggregated
+    rows: the same shares whichever engine aggregated); the others meet the small pool tables in a
+    join."""
+    covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
+               f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
+    spend_covered = f"CASE WHEN NOT is_spend_fee AND {SPEND_CREDIT} < 0 THEN -{SPEND_CREDIT} END"
+    # the committed on-demand amount in the billing currency (a row without a rate is read at 1)
+    spend_committed = f"pricing_quantity::DOUBLE / 100 * coalesce(nullif({CONVERSION_RATE}, 0), 1)::DOUBLE"
+    on = " AND ".join
+    resource_on = on(f"c.{k} = r.{k}" for k in POOL_KEYS)
+    spend_on = on(f"c.{k} = s.{k}" for k in SPEND_KEYS)
+    return f"""
+    cud_flag AS (SELECT *, {IS_FEE} AS is_fee, {IS_SPEND_FEE} AS is_spend_fee FROM {source}),
+    cud_row AS (SELECT *, CASE WHEN is_fee OR {CUD_CREDIT} <> 0 THEN {family('sku_description')} END AS family,
+                  CASE WHEN is_spend_fee THEN {FEE_SERVICE} WHEN {SPEND_CREDIT} <> 0 THEN service_id END AS spend_key,
+                  date_trunc('day', bucket) AS pool_day FROM cud_flag),
+    cud_cov AS (SELECT *, {covered} AS covered, {spend_covered} AS spend_covered FROM cud_row),
+    {_pool_ctes("cud_r", POOL_KEYS, "is_fee", "cost", "covered", "usage_amount::DOUBLE")},
+    {_pool_ctes("cud_s", SPEND_KEYS, "is_spend_fee", f"cost + {OFFSET_CREDIT}", "spend_covered",
+                spend_committed, ", min(region) FILTER (WHERE is_spend_fee) AS region")},
     cud AS (
-      SELECT c.* EXCLUDE (covered),
-        CASE WHEN p.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')} END AS cud_id,
-        s.amortised
-      FROM cud_cov AS c LEFT JOIN cud_pool AS p USING ({keys}) LEFT JOIN cud_amortised AS s USING (cud_rid)),
+      SELECT c.* EXCLUDE (covered, spend_covered),
+        CASE WHEN r.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')}
+             WHEN s.fee IS NOT NULL AND (c.is_spend_fee OR c.spend_covered > 0) THEN {spend_id('c.')} END AS cud_id,
+        CASE WHEN ra.amortised IS NOT NULL OR sa.amortised IS NOT NULL
+             THEN coalesce(ra.amortised, 0) + coalesce(sa.amortised, 0) END AS amortised
+      FROM cud_cov AS c LEFT JOIN cud_r_pool AS r ON {resource_on} LEFT JOIN cud_s_pool AS s ON {spend_on}
+        LEFT JOIN cud_r_amortised AS ra ON ra.cud_rid = c.cud_rid
+        LEFT JOIN cud_s_amortised AS sa ON sa.cud_rid = c.cud_rid),
     cud_fee AS (
-      SELECT *, fee - used AS unused, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id
-      FROM cud_used)"""
+      SELECT *, fee - used AS unused, {pool_id()} AS cud_id,
+        {pool_id('', 'gcp-cud-unused')} AS unused_id FROM cud_r_used
+      UNION ALL BY NAME
+      SELECT * EXCLUDE (spend_key), fee - used AS unused, {spend_id()} AS cud_id,
+        {spend_id('', 'gcp-spend-cud-unused')} AS unused_id, 'spend-based: ' || spend_key AS family,
+        '' AS usage_unit FROM cud_s_used)"""
 
 
 #: the ``cud`` CTE of an export with no fee row: nothing to map (the full CTEs cost a fifth more)
-NONE = "cud AS (SELECT *, FALSE AS is_fee, NULL::VARCHAR AS cud_id, NULL::DECIMAL(38, 9) AS amortised FROM a)"
+NONE = ("cud AS (SELECT *, FALSE AS is_fee, FALSE AS is_spend_fee, NULL::VARCHAR AS cud_id, "
+        "NULL::DECIMAL(38, 9) AS amortised FROM a)")
 
 
 def fees_present(con) -> bool:
-    """Whether ``agg_canonical`` has a resource-based commitment's fee row."""
-    return con.execute(f"SELECT count(*) FROM agg_canonical WHERE {IS_FEE}").fetchall()[0][0] > 0
+    """Whether ``agg_canonical`` has a commitment's fee row (resource- or spend-based)."""
+    return con.execute(f"SELECT count(*) FROM agg_canonical WHERE {IS_FEE} OR {IS_SPEND_FEE}").fetchall()[0][0] > 0
 
 
 def fee_rows() -> str:
@@ -154,10 +204,10 @@ def fee_rows() -> str:
         'Committed Use Discount' AS CommitmentDiscountType"""
     return f"""
       SELECT {common}, fee_sku AS ChargeDescription, 'Purchase' AS ChargeCategory,
-        fee - unused AS BilledCost, 0::DECIMAL(38, 9) AS EffectiveCost, fee_rows AS x_ExportRows,
+        used AS BilledCost, 0::DECIMAL(38, 9) AS EffectiveCost, fee_rows AS x_ExportRows,
         cud_id AS CommitmentDiscountId,
         NULL::VARCHAR AS CommitmentDiscountStatus, 'Recurring' AS ChargeFrequency, 0 AS part
-      FROM cud_fee WHERE fee - unused <> 0
+      FROM cud_fee WHERE used <> 0
       UNION ALL BY NAME
       SELECT {common}, 'Unused: ' || fee_sku AS ChargeDescription, 'Usage' AS ChargeCategory,
         unused AS BilledCost, unused AS EffectiveCost, NULL::BIGINT AS x_ExportRows,
@@ -179,18 +229,48 @@ def charge_columns() -> str:
 
 
 def unpaired_notes(con) -> list[tuple[int, str, str]]:
-    """Notes (row 0, column, note) for committed use discount credits with no fee in their pool:
-    their usage is at its cost net of the credit on every basis, the commitment's fee unseen."""
+    """Notes (row 0, column, note) for committed use discount credits with no fee in their pool
+    (their usage is at its cost net of the credit on every basis, the commitment's fee unseen), and
+    for spend-based fees that state no committed amount (taken as used up to what their credits
+    cover)."""
+    return _resource_notes(con) + _spend_notes(con)
+
+
+def _fee_skus(con, fee: str) -> str:
+    fees = [r[0] for r in con.execute(
+        f"SELECT DISTINCT sku_description || ' (' || region || ')' FROM cud WHERE {fee} ORDER BY 1").fetchall()]
+    return "; fee SKUs in the export: " + ", ".join(fees[:5]) if fees else "; the export has no commitment fee"
+
+
+def _resource_notes(con) -> list[tuple[int, str, str]]:
     rows = con.execute(f"""
         SELECT sku_description, region, count(*), sum({CUD_CREDIT})
         FROM cud WHERE NOT is_fee AND {CUD_CREDIT} <> 0 AND cud_id IS NULL
         GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
-    if not rows:
-        return []
-    fees = [r[0] for r in con.execute(
-        "SELECT DISTINCT sku_description || ' (' || region || ')' FROM cud WHERE is_fee ORDER BY 1").fetchall()]
-    seen = "; fee SKUs in the export: " + ", ".join(fees[:5]) if fees else "; the export has no commitment fee"
+    seen = _fee_skus(con, "is_fee") if rows else ""
     return [(0, "credits", f"committed use discount credits on {count} row(s) of {sku!r} in {region or '(no region)'} "
                            f"({amount}) meet no commitment fee of their account, region and resource{seen}; "
                            "that usage is counted at its cost net of the credit, the commitment's fee unseen")
             for sku, region, count, amount in rows]
+
+
+def _spend_notes(con) -> list[tuple[int, str, str]]:
+    rows = con.execute(f"""
+        SELECT service_description, service_id, count(*), sum({SPEND_CREDIT})
+        FROM cud WHERE NOT is_spend_fee AND {SPEND_CREDIT} <> 0
+          AND (cud_id IS NULL OR cud_id NOT LIKE 'gcp-spend-cud/%')
+        GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
+    seen = _fee_skus(con, "is_spend_fee") if rows else ""
+    notes = [(0, "credits", f"spend-based committed use discount credits on {count} row(s) of {name!r} "
+                            f"(service {service}, {amount}) meet no spend-based commitment fee of their billing "
+                            f"account and service on their day{seen}; that usage is counted at its cost net of "
+                            "the credit, the commitment's fee unseen")
+             for name, service, count, amount in rows]
+    unknown = con.execute("""
+        SELECT DISTINCT sku_description FROM cud
+        WHERE is_spend_fee AND coalesce(pricing_quantity, 0) <= 0 ORDER BY 1""").fetchall()
+    notes += [(0, "usage.amount_in_pricing_units",
+               f"the spend-based commitment fee {sku!r} states no committed amount (its pricing quantity, "
+               "hundredths of a dollar of on-demand spend): the fee is taken as used up to what its "
+               "credits cover, an assumption") for (sku,) in unknown]
+    return notes

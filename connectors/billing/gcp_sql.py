@@ -65,6 +65,9 @@ GCP_KEYS = (
     "usage_unit", "pricing_unit", "labels", "machine_spec",
 )
 GCP_SUMS = ("cost", "usage_amount", "pricing_quantity", "credit_total")
+#: the largest currency_conversion_rate (US dollars to the billing currency) of a group's rows:
+#: a spend-based commitment states its committed amount in dollars (gcp_commitments)
+CONVERSION_RATE = "conversion_rate"
 
 _CREDIT_COLUMNS = ",\n    ".join(
     f"COALESCE((SELECT SUM(money(c.amount)) FROM UNNEST(e.credits) AS _c(c) "
@@ -104,7 +107,8 @@ WITH export_line AS (
     money(e.usage.amount_in_pricing_units) AS pricing_quantity,
     COALESCE((SELECT SUM(money(c.amount)) FROM UNNEST(e.credits) AS _c(c)), 0)
       AS credit_total,
-    {_CREDIT_COLUMNS}
+    {_CREDIT_COLUMNS},
+    money(e.currency_conversion_rate) AS {CONVERSION_RATE}
   FROM {STAND_IN} AS e
   WHERE e.usage_start_time >= CAST(:start AS TIMESTAMPTZ)
     AND e.usage_start_time < CAST(:end AS TIMESTAMPTZ)
@@ -115,6 +119,7 @@ SELECT
   MAX(usage_end) AS period_end,
   {", ".join(f"SUM({name}) AS {name}" for name in GCP_SUMS)},
   {", ".join(f"SUM(credit_{kind.lower()}) AS credit_{kind.lower()}" for kind in CREDIT_TYPES)},
+  MAX({CONVERSION_RATE}) AS {CONVERSION_RATE},
   COUNT(*) AS export_rows
 FROM export_line
 GROUP BY {", ".join(GCP_KEYS)}

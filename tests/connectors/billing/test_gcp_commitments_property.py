@@ -1,6 +1,7 @@
 """Property test of the committed-use-discount mapping (connectors.billing.gcp_commitments) on random
-aggregated export rows: fee rows and covered usage in several pools and days, credits that meet no
-fee, money with nine decimal places of either size. Whatever the rows, the FOCUS rows keep every cent
+aggregated export rows: resource- and spend-based fee rows and covered usage in several pools and
+days, spend-based fees with the offset credit of the 2025 data model, credits that meet no fee,
+money with nine decimal places of either size. Whatever the rows, the FOCUS rows keep every cent
 of the invoice on both bases, each pool's fees are exactly its Purchase and Unused rows, the covered
 rows' amortised shares add up exactly to the Purchase, and nothing is negative that cannot be."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_sql
-from connectors.billing.gcp_sql import GCP_KEYS, GCP_SUMS
+from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS, GCP_SUMS
 
 DAY = datetime(2026, 9, 1, tzinfo=timezone.utc)
 NANO = Decimal("0.000000001")
@@ -22,6 +23,8 @@ FAMILIES = {  # fee SKU -> the usage SKU it covers
     "Commitment v1: Nvidia H100 80GB GPU running in Americas for 1 Year": "Nvidia H100 80GB GPU running in Americas",
     "Commitment v1: N2 Cpu in Americas for 3 Years": "N2 Instance Core running in Americas",
 }
+SPEND_FEE = "Commitment - dollar based v1: GCE for 1 year"
+SPEND_USAGE = "E2 Instance Core running in Americas"
 money = st.integers(1, 10**17).map(lambda n: Decimal(n) * NANO)
 fraction = st.integers(1, 1000).map(lambda n: Decimal(n) / 1000)
 
@@ -39,21 +42,37 @@ def export(draw) -> list[dict]:
                 covered = draw(st.sampled_from([Decimal(0), Decimal(1), draw(fraction)]))
                 rows.append(row(hour, usage_sku, f"vm-{number}-{machine}", cost, Decimal(3600 * draw(st.integers(1, 8))),
                                 credit=-(cost * covered).quantize(NANO)))
+    for hour in draw(st.lists(st.integers(0, 47), max_size=4, unique=True)):
+        for _ in range(draw(st.integers(0, 2))):
+            committed = Decimal(draw(st.integers(0, 10**6)))  # hundredths of a dollar of on-demand spend
+            offset = draw(st.sampled_from([Decimal(0), -draw(money)]))
+            amount = draw(money)
+            rows.append(row(hour, SPEND_FEE, "", amount + (-offset), Decimal(3600), committed=committed,
+                            offset=offset))
+        for machine in range(draw(st.integers(0, 3))):
+            cost = draw(money)
+            covered = draw(st.sampled_from([Decimal(0), Decimal(1), draw(fraction)]))
+            rows.append(row(hour, SPEND_USAGE, f"vm-e2-{machine}", cost, Decimal(3600),
+                            spend=-(cost * covered).quantize(NANO)))
     rows.append(row(0, "Nvidia L4 GPU running in Americas", "vm-l4", Decimal("3.5"), Decimal(3600), credit=Decimal("-1")))
     return rows
 
 
-def row(hour: int, sku: str, resource: str, cost: Decimal, amount: Decimal, credit: Decimal = Decimal(0)) -> dict:
+def row(hour: int, sku: str, resource: str, cost: Decimal, amount: Decimal, credit: Decimal = Decimal(0),
+        spend: Decimal = Decimal(0), committed: Decimal | None = None, offset: Decimal = Decimal(0)) -> dict:
     start = DAY + timedelta(hours=hour)
     out = {key: "" for key in GCP_KEYS}
     out.update(bucket=start, billing_account_id="01A2B3-C4D5E6-F7A8B9", project_id="acme", service_id="6F81",
                service_description="Compute Engine", sku_id=sku[:12], sku_description=sku, resource_name=resource,
                region="us-central1", cost_type="regular", currency="USD", invoice_month="202609",
                usage_unit="seconds", pricing_unit="hour", labels="{}", period_start=start,
-               period_end=start + timedelta(hours=1), cost=cost, usage_amount=amount, pricing_quantity=amount / 3600,
-               credit_total=credit, export_rows=1)
+               period_end=start + timedelta(hours=1), cost=cost, usage_amount=amount,
+               pricing_quantity=amount / 3600 if committed is None else committed,
+               credit_total=credit + spend + offset, export_rows=1)
     out.update({column: Decimal(0) for column in CREDIT_COLUMNS})
-    out["credit_committed_usage_discount"] = credit
+    out.update(credit_committed_usage_discount=credit, credit_committed_usage_discount_dollar_base=spend,
+               credit_fee_utilization_offset=offset)
+    out[CONVERSION_RATE] = Decimal(1)
     return out
 
 
@@ -64,7 +83,7 @@ def mapped(rows: list[dict]) -> list[dict]:
     money_columns = [*GCP_SUMS, *CREDIT_COLUMNS]
     columns = ([f"{k} TIMESTAMPTZ" if k == "bucket" else f"{k} VARCHAR" for k in GCP_KEYS]
                + ["period_start TIMESTAMPTZ", "period_end TIMESTAMPTZ"]
-               + [f"{c} DECIMAL(38, 9)" for c in money_columns] + ["export_rows BIGINT"])
+               + [f"{c} DECIMAL(38, 9)" for c in money_columns] + ["export_rows BIGINT", f"{CONVERSION_RATE} DECIMAL(38, 9)"])
     con.execute(f"CREATE TABLE agg_canonical ({', '.join(columns)})")
     names = [c.split()[0] for c in columns]
     con.executemany(f"INSERT INTO agg_canonical VALUES ({', '.join('?' for _ in names)})",
@@ -84,8 +103,8 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
     assert sum((r["EffectiveCost"] for r in out), Decimal(0)) == invoice
     fees: dict[tuple, Decimal] = defaultdict(Decimal)
     for r in rows:
-        if r["sku_description"] in FAMILIES:
-            fees[(r["sku_description"], r["bucket"].date())] += r["cost"]
+        if r["sku_description"] in FAMILIES or r["sku_description"] == SPEND_FEE:  # an offset is the fee's own
+            fees[(r["sku_description"], r["bucket"].date())] += r["cost"] + r["credit_fee_utilization_offset"]
     booked: dict[tuple, Decimal] = defaultdict(Decimal)
     purchases: dict[str, Decimal] = defaultdict(Decimal)
     shares: dict[str, Decimal] = defaultdict(Decimal)
@@ -100,8 +119,10 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
         if r["CommitmentDiscountStatus"] == "Used":
             assert r["EffectiveCost"] >= r["BilledCost"]
             shares[f"{r['CommitmentDiscountId']}|{r['ChargePeriodStart'].date()}"] += r["EffectiveCost"] - r["BilledCost"]
-        if r["ChargeCategory"] == "Usage" and r["ChargeDescription"] in FAMILIES:
+        if r["ChargeCategory"] == "Usage" and r["ChargeDescription"] in (*FAMILIES, SPEND_FEE):
             raise AssertionError(f"a fee row stayed usage: {r}")
+        if r["x_CreditType"] == "FEE_UTILIZATION_OFFSET":
+            raise AssertionError(f"an offset credit left its fee: {r}")
     assert dict(booked) == {k: v for k, v in fees.items() if v}
     assert {k: v for k, v in purchases.items() if v} == {k: v for k, v in shares.items() if v}
 
