@@ -1,6 +1,6 @@
 """A case variant with commitments (``generate(..., commitments=True)``): for AKS reservations in
 an amortised export, for EKS a Compute Savings Plan, for GKE a resource-based committed use
-discount (below).
+discount on the H100s and a spend-based (Compute flexible) one on the CPU nodes (below).
 
 One 1-year reservation of a Standard_ND96isr_H100_v5 covers the first H100 VM all day; one of four
 Standard_NC24ads_A100_v4 covers the three A100 VMs and leaves one instance unused all day. Each
@@ -46,7 +46,7 @@ def with_commitments(cloud: str, lines: list[Line]) -> list[Line]:
     if cloud == "eks":
         return with_savings_plan(lines)
     if cloud == "gke":
-        return with_cud(lines)
+        return with_flexible_cud(with_cud(lines))
     if cloud != "aks":
         raise ValueError(f"{cloud}: no commitment variant (aks, eks, gke)")
     out: list[Line] = []
@@ -178,5 +178,57 @@ def with_cud(lines: list[Line]) -> list[Line]:
         unused = {**fee, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "CommitmentDiscountStatus": "Unused",
                   "ChargeDescription": f"Unused: {CUD_SKU}"}
         out.append(Line("commitment_unused", line.start_h, line.end_h, CUD_GPUS - line.quantity, rate, unused,
+                        billed=Decimal(0), listed=Decimal(0), only="focus"))
+    return out
+
+
+# ---- GKE: a spend-based (Compute flexible) committed use discount --------------------------------
+
+FLEX_RATE = Decimal("0.72")  # a 1-year Compute flexible commitment: 28 % off on-demand
+FLEX_HEADROOM = Decimal("1.25")  # committed on-demand spend over the CPU nodes' largest hour
+FLEX_SKU = "Commitment - dollar based v1: GCE for 1 year"
+FLEX_PREFIXES = ("N2 Instance Core", "N2 Instance Ram")
+
+
+def with_flexible_cud(lines: list[Line]) -> list[Line]:
+    """A 1-year Compute flexible commitment of a quarter more on-demand spend an hour than the
+    inference project's CPU nodes ever use, at 72 % of on-demand, billed to that project. The
+    detailed export (legacy data model) writes each covered N2 core and RAM hour at on-demand with a
+    COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE credit of minus that, and the hourly fee (``Commitment -
+    dollar based v1: GCE for 1 year``, priced per hundredth of a dollar committed) as a row of its
+    own; a FOCUS file writes the covered hour billed 0 at 72 % of on-demand, the fee as a recurring
+    purchase (effective 0) and the unused fifth as a row of its own. The truth: the CPU nodes at the
+    commitment's rate (the gateway's unit cost with them), the unused part platform overhead."""
+    covered = [ln for ln in lines if ln.kind == "charge" and ln.cls == "serving_compute"
+               and str(ln.columns.get("ChargeDescription", "")).startswith(FLEX_PREFIXES)]
+    spend: dict[int, Decimal] = {}
+    for line in covered:
+        assert line.end_h - line.start_h == 1, "hourly CPU lines"
+        spend[line.start_h] = spend.get(line.start_h, Decimal(0)) + line.cost
+    committed = (max(spend.values()) * FLEX_HEADROOM).quantize(Decimal("0.01"))
+    cud = {"PricingCategory": "Committed", "CommitmentDiscountId": f"billingAccounts/{covered[0].columns['BillingAccountId']}"
+           "/commitments/gce-flex-1y", "CommitmentDiscountType": "Committed Use Discount",
+           "CommitmentDiscountCategory": "Spend", "CommitmentDiscountName": "gce-flex-1y"}
+    ids = {id(ln) for ln in covered}
+    out: list[Line] = []
+    for line in lines:
+        if id(line) not in ids:
+            out.append(line)
+            continue
+        columns = {**line.columns, **cud, "CommitmentDiscountStatus": "Used"}
+        out.append(replace(line, columns=columns, kind="cud_covered", amount=line.cost * FLEX_RATE, billed=Decimal(0),
+                           listed=line.cost, plan={"spend": True}))
+    base = {k: v for k, v in covered[0].columns.items() if k in ACCOUNT_COLUMNS or k in ("ServiceName", "ServiceCategory")}
+    price = FLEX_RATE / 100  # per hundredth of a dollar of on-demand spend
+    for hour, used in sorted(spend.items()):
+        fee = {**base, **cud, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring", "ChargeDescription": FLEX_SKU,
+               "SkuId": "F1B7-A4A5-8F0C", "PricingUnit": "hour", "ConsumedUnit": "seconds",
+               "ConsumedQuantity": committed * 100 * 3600, "ResourceId": None, "ResourceName": None, "Tags": None,
+               "AvailabilityZone": None}
+        out.append(Line("cud_fee", hour, hour + 1, committed * 100, price, fee, kind="cud_fee", amount=Decimal(0),
+                        billed=committed * FLEX_RATE, listed=Decimal(0), plan={"spend": True}))
+        unused = {**fee, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "CommitmentDiscountStatus": "Unused",
+                  "ChargeDescription": f"Unused: {FLEX_SKU}"}
+        out.append(Line("commitment_unused", hour, hour + 1, (committed - used) * 100, price, unused,
                         billed=Decimal(0), listed=Decimal(0), only="focus"))
     return out

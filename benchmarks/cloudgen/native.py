@@ -105,7 +105,12 @@ def gcp_export(lines: list[Line], ids: GcpIds) -> bytes:
         if line.kind != "credit" and line.only != "focus":
             rows.append(row_of.setdefault(id(line), gcp_export_row(line, ids)))
     for line in lines:
-        if line.kind == "cud_covered":  # the on-demand price of the covered hour, taken off again
+        if line.kind == "cud_covered" and line.plan:  # a spend-based commitment's (legacy data model)
+            row_of[id(line)]["credits"].append({
+                "name": "Committed use discount - dollar based", "amount": -_json_number(line.listed),
+                "full_name": "Committed use discount - dollar based: GCE Commitments",
+                "id": "CommittedUsageDiscountDollarBase:gce-flex-1y", "type": "COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE"})
+        elif line.kind == "cud_covered":  # the on-demand price of the covered hour, taken off again
             row_of[id(line)]["credits"].append({
                 "name": "Committed use discount: GPU", "amount": -_json_number(line.listed),
                 "full_name": "Committed use discount: GPU", "id": "CommittedUsageDiscount:h100-1y",

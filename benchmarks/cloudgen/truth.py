@@ -237,7 +237,7 @@ def unit_costs(world: World, ledger: Ledger, lines: list[Line], net: dict[int, D
     if cpu is not None:
         owned[cpu.name], weights[cpu.name], requests[cpu.name] = Decimal(0), Decimal(0), cpu.requests
     for ln in lines:
-        if ln.kind != "charge" or ln.cls not in SIMPLE:
+        if ln.kind not in ("charge", "cud_covered") or ln.cls not in SIMPLE:  # cud_covered: a CPU node's
             continue
         if cpu is not None and cpu.claims(ln):
             owned[cpu.name] += net[id(ln)]

@@ -264,10 +264,12 @@ def commitment_rows(path: Path) -> tuple[list[dict], list[dict], list[dict]]:
 
 
 def assert_unused_is_the_truth(truth: dict, unused: list[dict]) -> None:
-    """The truth's unused commitment is the FOCUS file's unused rows, to the cent."""
+    """The truth's unused commitment is the FOCUS file's unused rows (its exact part is written to six
+    places; the rounded part is rounded with the others by largest remainder, so it may differ from
+    this sum's own rounding by a cent)."""
     unused_total = sum(Decimal(r["EffectiveCost"]) for r in unused)
-    assert Decimal(truth["buckets"]["platform_overhead"]["parts"]["commitment_unused"]) == unused_total.quantize(
-        Decimal("0.01"))
+    exact = Decimal(truth["buckets"]["platform_overhead"]["parts_exact"]["commitment_unused"])
+    assert abs(exact - unused_total) <= Decimal("0.0000005")
 
 
 def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
@@ -310,7 +312,7 @@ def test_audit_with_reservations_within_a_cent_of_truth(billing, reserved_cases)
     assert_matches_truth(*reserved_cases[billing], parts=True)
 
 
-# ---- a GKE resource-based committed use discount -------------------------------------------------
+# ---- GKE committed use discounts: resource-based (H100s) and spend-based (CPU nodes) -------------------------------------------------
 
 @pytest.fixture(scope="module")
 def cud_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
@@ -319,13 +321,20 @@ def cud_cases(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
 
 
 def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases):
+    """The resource-based commitment on the H100s and the spend-based one on the CPU nodes, each as
+    GCP's FOCUS file and its detailed export write them."""
     focus, truth = cud_cases["focus"]
     native, native_truth = cud_cases["native"]
     assert native_truth == truth
     covered, unused, fees = commitment_rows(focus / "billing" / "focus_gcp.csv")
-    assert len(covered) == len(unused) == len(fees) == 24  # one machine's eight H100s, every hour
+    gpu = [r for r in covered if r["ChargeDescription"].startswith("Nvidia H100")]
+    cpu = [r for r in covered if r["ChargeDescription"].startswith("N2 Instance")]
+    assert len(gpu) == 24 and len(cpu) == 96 and len(covered) == 120  # eight H100s; two n2 nodes' cores and RAM
+    assert len(unused) == len(fees) == 48  # a row of each commitment every hour
     assert all(r["BilledCost"] == "0" and Decimal(r["EffectiveCost"]) == Decimal(r["ListCost"]) * Decimal("0.55")
-               for r in covered)
+               for r in gpu)
+    assert all(r["BilledCost"] == "0" and Decimal(r["EffectiveCost"]) == Decimal(r["ListCost"]) * Decimal("0.72")
+               for r in cpu)
     assert all(r["EffectiveCost"] == "0" for r in fees)
     export = [json.loads(line) for line in next(native.rglob("*.jsonl")).read_text().splitlines()]
     fee_rows = [r for r in export if r["sku"]["description"].startswith("Commitment v1: ")]
@@ -333,6 +342,11 @@ def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases)
     assert len(fee_rows) == len(credited) == 24
     assert all(r["usage"]["amount_in_pricing_units"] == 10 for r in fee_rows)
     assert all(c["amount"] == -r["cost"] for r in credited for c in r["credits"])
+    flexible = [r for r in export if r["sku"]["description"] == "Commitment - dollar based v1: GCE for 1 year"]
+    dollar_based = [r for r in export if any(c["type"] == "COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE" for c in r["credits"])]
+    assert len(flexible) == 24 and len(dollar_based) == 96
+    # priced per hundredth of a dollar committed: 72 % of the committed on-demand spend
+    assert all(abs(r["cost"] - r["usage"]["amount_in_pricing_units"] * 0.0072) < 1e-9 for r in flexible)
     assert_unused_is_the_truth(truth, unused)
 
 
