@@ -222,3 +222,20 @@ def test_both_data_models_give_the_same_audit_and_the_unused_fifth_is_overhead(g
     assert abs(part(legacy, "platform_overhead", "commitment_unused") - fees / 5) <= Decimal("0.01")
     for document in (legacy, current):
         assert part(document, "unattributed", "unmatched_line") == 0
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("model", ["legacy", "current"])
+def test_a_spend_based_commitment_through_bigquery_equals_its_local_export(emulator, gke, tmp_path, model):
+    """The fee, its pricing quantity and conversion rate, and both kinds of credit come back from
+    BigQuery's aggregation (the emulator) as they do from the local export's."""
+    from tests.connectors.billing.test_gcp_billing_audit import CLOUDGEN_TABLE, comparable_text, local_and_bigquery
+
+    folder, records = gke
+    local = tmp_path / "local"
+    shutil.copytree(folder, local)
+    spent = with_spend_commitment(records, model, Decimal("0.8"))
+    (local / EXPORT).write_text("".join(json.dumps(r) + "\n" for r in spent))
+    local_doc, remote_doc = local_and_bigquery(emulator, local, spent, tmp_path / "bigquery")
+    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(local / EXPORT))
+    assert part(remote_doc, "platform_overhead", "commitment_unused") > 0
