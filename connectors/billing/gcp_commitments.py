@@ -25,10 +25,14 @@ is ``N2 Instance Core running in Americas``):
   as BilledCost and EffectiveCost, classed commitment_unused (platform overhead) on every basis.
 
 So the billed basis still sums to the invoice (the used part of the fees spread over the lines that
-used it, as for any FOCUS export) and the effective basis amortises. The fee rows of one pool are
-one Purchase row of it (a pool's commitments in several projects carry the first project's id). A
-credit whose pool has no fee (the fee billed to another account, or a SKU this mapping does not
-pair) is left as it was and named in the source's notes (:func:`unpaired_notes`).
+used it, as for any FOCUS export) and the effective basis amortises. A pool's fee rows become one
+Purchase and one Unused row per project they are billed to (GCP attributes a shared commitment's
+fee to the projects that use it), each project's the pool's used and unused parts cut in proportion
+to its fees (cumulative bounds again: the projects' rows add up exactly to the pool's), so that a
+``[scope]`` of projects takes its own part. Spend-based commitments (``Commitment - dollar based v1:
+…``) are pooled the same way (:func:`ctes`). A credit whose pool has no fee (the fee billed to
+another account, or a SKU this mapping does not pair) is left as it was and named in the source's
+notes (:func:`unpaired_notes`).
 """
 from __future__ import annotations
 
@@ -119,7 +123,26 @@ def _pool_ctes(name: str, keys: tuple[str, ...], fee: str, amount: str, covered:
              shares AS (pool ORDER BY {c_order} ROWS UNBOUNDED PRECEDING)),
     {name}_amortised AS (
       SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {cols} ORDER BY {order}), 0) AS amortised
-      FROM {name}_bound)"""
+      FROM {name}_bound),
+    {name}_project AS (
+      SELECT {cols}, project_id, sum({amount}) AS project_fee, sum(export_rows) AS project_rows
+      FROM cud_cov WHERE {fee} GROUP BY {cols}, project_id),
+    {name}_cut AS (
+      SELECT u.*, p.project_id, p.project_rows,
+        CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.used WHEN u.fee = 0 THEN 0
+             ELSE CAST(u.used::DOUBLE * sum(p.project_fee) OVER cut / u.fee AS DECIMAL(38, 9)) END AS used_bound,
+        CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.fee - u.used WHEN u.fee = 0 THEN 0
+             ELSE CAST((u.fee - u.used)::DOUBLE * sum(p.project_fee) OVER cut / u.fee AS DECIMAL(38, 9))
+        END AS unused_bound
+      FROM {name}_used AS u JOIN {name}_project AS p USING ({cols})
+      WINDOW pool AS (PARTITION BY {", ".join(f"u.{k}" for k in keys)}),
+             cut AS (pool ORDER BY p.project_id ROWS UNBOUNDED PRECEDING)),
+    {name}_split AS (
+      SELECT * EXCLUDE (project_id, project_rows, used_bound, unused_bound) REPLACE (
+          used_bound - coalesce(lag(used_bound) OVER project, 0) AS used,
+          project_id AS fee_project, project_rows AS fee_rows),
+        unused_bound - coalesce(lag(unused_bound) OVER project, 0) AS unused
+      FROM {name}_cut WINDOW project AS (PARTITION BY {cols} ORDER BY project_id))"""
 
 
 def ctes(source: str) -> str:
@@ -170,12 +193,10 @@ def ctes(source: str) -> str:
         LEFT JOIN cud_r_amortised AS ra ON ra.cud_rid = c.cud_rid
         LEFT JOIN cud_s_amortised AS sa ON sa.cud_rid = c.cud_rid),
     cud_fee AS (
-      SELECT *, fee - used AS unused, {pool_id()} AS cud_id,
-        {pool_id('', 'gcp-cud-unused')} AS unused_id FROM cud_r_used
+      SELECT *, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id FROM cud_r_split
       UNION ALL BY NAME
-      SELECT * EXCLUDE (spend_key), fee - used AS unused, {spend_id()} AS cud_id,
-        {spend_id('', 'gcp-spend-cud-unused')} AS unused_id, 'spend-based: ' || spend_key AS family,
-        '' AS usage_unit FROM cud_s_used)"""
+      SELECT * EXCLUDE (spend_key), {spend_id()} AS cud_id, {spend_id('', 'gcp-spend-cud-unused')} AS unused_id,
+        'spend-based: ' || spend_key AS family, '' AS usage_unit FROM cud_s_split)"""
 
 
 #: the ``cud`` CTE of an export with no fee row: nothing to map (the full CTEs cost a fifth more)

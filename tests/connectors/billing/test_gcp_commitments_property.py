@@ -23,6 +23,7 @@ FAMILIES = {  # fee SKU -> the usage SKU it covers
     "Commitment v1: Nvidia H100 80GB GPU running in Americas for 1 Year": "Nvidia H100 80GB GPU running in Americas",
     "Commitment v1: N2 Cpu in Americas for 3 Years": "N2 Instance Core running in Americas",
 }
+PROJECTS = st.sampled_from(["acme", "beta"])  # GCP attributes a shared commitment's fee to projects
 SPEND_FEE = "Commitment - dollar based v1: GCE for 1 year"
 SPEND_USAGE = "E2 Instance Core running in Americas"
 money = st.integers(1, 10**17).map(lambda n: Decimal(n) * NANO)
@@ -36,7 +37,8 @@ def export(draw) -> list[dict]:
     for number, (fee_sku, usage_sku) in enumerate(FAMILIES.items()):
         for hour in draw(st.lists(st.integers(0, 47), max_size=4, unique=True)):
             for fee in range(draw(st.integers(0, 2))):
-                rows.append(row(hour, fee_sku, f"fee-{fee}", draw(money), Decimal(3600 * draw(st.integers(1, 16)))))
+                rows.append(row(hour, fee_sku, f"fee-{fee}", draw(money), Decimal(3600 * draw(st.integers(1, 16))),
+                                project=draw(PROJECTS)))
             for machine in range(draw(st.integers(0, 3))):
                 cost = draw(money)
                 covered = draw(st.sampled_from([Decimal(0), Decimal(1), draw(fraction)]))
@@ -48,7 +50,7 @@ def export(draw) -> list[dict]:
             offset = draw(st.sampled_from([Decimal(0), -draw(money)]))
             amount = draw(money)
             rows.append(row(hour, SPEND_FEE, "", amount + (-offset), Decimal(3600), committed=committed,
-                            offset=offset))
+                            offset=offset, project=draw(PROJECTS)))
         for machine in range(draw(st.integers(0, 3))):
             cost = draw(money)
             covered = draw(st.sampled_from([Decimal(0), Decimal(1), draw(fraction)]))
@@ -59,10 +61,11 @@ def export(draw) -> list[dict]:
 
 
 def row(hour: int, sku: str, resource: str, cost: Decimal, amount: Decimal, credit: Decimal = Decimal(0),
-        spend: Decimal = Decimal(0), committed: Decimal | None = None, offset: Decimal = Decimal(0)) -> dict:
+        spend: Decimal = Decimal(0), committed: Decimal | None = None, offset: Decimal = Decimal(0),
+        project: str = "acme") -> dict:
     start = DAY + timedelta(hours=hour)
     out = {key: "" for key in GCP_KEYS}
-    out.update(bucket=start, billing_account_id="01A2B3-C4D5E6-F7A8B9", project_id="acme", service_id="6F81",
+    out.update(bucket=start, billing_account_id="01A2B3-C4D5E6-F7A8B9", project_id=project, service_id="6F81",
                service_description="Compute Engine", sku_id=sku[:12], sku_description=sku, resource_name=resource,
                region="us-central1", cost_type="regular", currency="USD", invoice_month="202609",
                usage_unit="seconds", pricing_unit="hour", labels="{}", period_start=start,
@@ -102,16 +105,21 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
     assert sum((r["BilledCost"] for r in out), Decimal(0)) == invoice
     assert sum((r["EffectiveCost"] for r in out), Decimal(0)) == invoice
     fees: dict[tuple, Decimal] = defaultdict(Decimal)
+    project_fees: dict[tuple, Decimal] = defaultdict(Decimal)
     for r in rows:
         if r["sku_description"] in FAMILIES or r["sku_description"] == SPEND_FEE:  # an offset is the fee's own
             fees[(r["sku_description"], r["bucket"].date())] += r["cost"] + r["credit_fee_utilization_offset"]
+            project_fees[(r["sku_description"], r["bucket"].date(), r["project_id"])] += (
+                r["cost"] + r["credit_fee_utilization_offset"])
     booked: dict[tuple, Decimal] = defaultdict(Decimal)
+    project_booked: dict[tuple, Decimal] = defaultdict(Decimal)
     purchases: dict[str, Decimal] = defaultdict(Decimal)
     shares: dict[str, Decimal] = defaultdict(Decimal)
     for r in out:
         if r["ChargeCategory"] == "Purchase" or r["CommitmentDiscountStatus"] == "Unused":
             sku = r["ChargeDescription"].removeprefix("Unused: ")
             booked[(sku, r["ChargePeriodStart"].date())] += r["BilledCost"]
+            project_booked[(sku, r["ChargePeriodStart"].date(), r["SubAccountId"])] += r["BilledCost"]
             assert r["BilledCost"] >= 0
         if r["ChargeCategory"] == "Purchase":
             assert r["EffectiveCost"] == 0
@@ -124,6 +132,9 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
         if r["x_CreditType"] == "FEE_UTILIZATION_OFFSET":
             raise AssertionError(f"an offset credit left its fee: {r}")
     assert dict(booked) == {k: v for k, v in fees.items() if v}
+    # each project's part of a pool's Purchase and Unused rows: its share of the fees, to two cut bounds
+    for key in set(project_fees) | set(project_booked):
+        assert abs(project_fees[key] - project_booked[key]) <= 2 * NANO, key
     assert {k: v for k, v in purchases.items() if v} == {k: v for k, v in shares.items() if v}
 
 

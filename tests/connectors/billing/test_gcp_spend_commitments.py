@@ -150,6 +150,22 @@ def test_the_fee_follows_the_services_label_of_google_s_own_queries(tmp_path):
     assert got["purchase"] == Decimal(36) and got["unused"] == Decimal("7.2")
 
 
+def test_a_fee_attributed_to_two_projects_keeps_each_project_s_part(tmp_path):
+    """GCP attributes a shared commitment's fee to the projects that use it (proportional attribution):
+    the pool's Purchase and Unused rows are cut in the same proportions, so a [scope] of one project
+    takes its part of the unused commitment, not all or nothing."""
+    first, second = fee("28.8", "40"), fee("14.4", "20")
+    second["project"] = {"id": "ml-batch", "number": "987654321", "name": "ml-batch"}
+    lines = mapped(tmp_path, [first, second, usage("50", credit="-50")])
+    by_project: dict[tuple[str, str], Decimal] = {}
+    for line in lines:
+        if line["charge_category"] == "Purchase" or line["commitment_discount_status"] == "Unused":
+            key = (line["sub_account_id"], line["charge_category"])
+            by_project[key] = by_project.get(key, Decimal(0)) + line["billed_cost"]
+    assert by_project == {("ml-prod", "Purchase"): Decimal(24), ("ml-prod", "Usage"): Decimal("4.8"),
+                          ("ml-batch", "Purchase"): Decimal(12), ("ml-batch", "Usage"): Decimal("2.4")}
+
+
 # --- a held-out-style day: cloudgen's GKE case with a commitment on the H100 machines ------------
 
 EXPORT = "billing/gcp_billing_export_resource_v1.jsonl"
