@@ -41,17 +41,22 @@ from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS
 #: a resource-based fee row (``Commitment v1: …``)
 IS_FEE = ("CASE WHEN cost_type = 'regular' AND sku_description ILIKE '%commitment%' "
           "THEN regexp_matches(sku_description, '^\\s*commitment\\s+v\\d+\\s*:', 'i') ELSE FALSE END")
-#: a spend-based fee row (``Commitment - dollar based v1: GCE for 1 year``)
-IS_SPEND_FEE = ("CASE WHEN cost_type = 'regular' AND sku_description ILIKE '%commitment%' THEN regexp_matches("
-                "sku_description, '^\\s*commitment\\s*-\\s*dollar[\\s-]+based\\s+v\\d+\\s*:', 'i') ELSE FALSE END")
+#: a spend-based fee row: ``Commitment - dollar based v1: GCE for 1 year`` (or another product's,
+#: spend- or dollar-based, flexible), or any row whose usage a ``FEE_UTILIZATION_OFFSET`` credit
+#: offsets (the fee SKUs of Google's 2026 data model, whatever their names)
+IS_SPEND_FEE = ("CASE WHEN cost_type <> 'regular' THEN FALSE WHEN credit_fee_utilization_offset <> 0 THEN TRUE "
+                "WHEN sku_description ILIKE '%commitment%' THEN regexp_matches(sku_description, "
+                "'^\\s*commitment\\s*-\\s*(dollar|spend)[\\s-]+based\\b|^\\s*commitment\\b.*\\bflexible\\b', 'i') "
+                "ELSE FALSE END")
 #: the CUD credit on a usage row (summed per row by the aggregation)
 CUD_CREDIT = "credit_committed_usage_discount"
 #: a spend-based commitment's credit on the usage it covers (legacy data model), and the credit on
 #: its own fee row that offsets the part used (the data model of 2025 on, whose usage is billed at
 #: the discounted price)
 SPEND_CREDIT, OFFSET_CREDIT = "credit_committed_usage_discount_dollar_base", "credit_fee_utilization_offset"
-#: a credits filter: a spend-based fee's offset credit is folded into the fee's Unused row
-OFFSET_FOLDED = f" AND NOT (kind = '{OFFSET_CREDIT}' AND {IS_SPEND_FEE})"
+#: a credits filter (over the unpivoted credits): a spend-based fee's offset credit is folded into the
+#: fee's Unused row (a regular row with such a credit is a spend-based fee, :data:`IS_SPEND_FEE`)
+OFFSET_FOLDED = f" AND NOT (kind = '{OFFSET_CREDIT}' AND cost_type = 'regular')"
 #: the service a spend-based fee commits to: its ``goog-originating-service-id`` label, else its
 #: service (Google's own utilisation queries pair fees and credits so)
 FEE_SERVICE = ("coalesce(nullif(json_extract_string(labels, '$.\"goog-originating-service-id\"'), ''), "

@@ -114,6 +114,15 @@ def test_the_same_hours_in_the_data_model_of_2025(tmp_path, case):
     assert not [line for line in lines if line["charge_category"] == "Credit"]
 
 
+def test_a_fee_sku_of_another_name_is_known_by_its_offset_credit(tmp_path):
+    """Google's 2026 fee SKUs (priced at $1) may be named otherwise: a row whose cost a
+    FEE_UTILIZATION_OFFSET credit offsets is a spend-based fee whatever its SKU says."""
+    renamed = fee("43.2", "43.2", offset="-36")
+    renamed["sku"] = {"id": "5515-81A8-03A2", "description": "Compute flexible CUD fee, 1 year"}
+    got = summary(mapped(tmp_path, [renamed, usage("36")]))
+    assert got["unused"] == Decimal("7.2") and got["usage_effective"] == Decimal(36)
+
+
 def test_another_billing_currency_compares_the_commitment_in_dollars(tmp_path):
     """The committed amount is in US dollars; the fee and credits in the billing currency (× the rate)."""
     rate = Decimal("1.35")
