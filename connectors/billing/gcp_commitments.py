@@ -292,9 +292,12 @@ def _spend_notes(con) -> list[tuple[int, str, str]]:
                             f"account and service on their day{seen}; that usage is counted at its cost net of "
                             "the credit, the commitment's fee unseen")
              for name, service, count, amount in rows]
-    unknown = con.execute("""
-        SELECT DISTINCT sku_description FROM cud
-        WHERE is_spend_fee AND coalesce(pricing_quantity, 0) <= 0 ORDER BY 1""").fetchall()
+    keys = " AND ".join(f"u.{k} = f.{k}" for k in SPEND_KEYS)
+    unknown = con.execute(f"""
+        SELECT DISTINCT f.sku_description FROM cud AS f
+        WHERE f.is_spend_fee AND coalesce(f.pricing_quantity, 0) <= 0 AND EXISTS (
+          SELECT 1 FROM cud AS u WHERE NOT u.is_spend_fee AND u.{SPEND_CREDIT} < 0 AND {keys})
+        ORDER BY 1""").fetchall()
     notes += [(0, "usage.amount_in_pricing_units",
                f"the spend-based commitment fee {sku!r} states no committed amount (its pricing quantity, "
                "hundredths of a dollar of on-demand spend): the fee is taken as used up to what its "

@@ -53,14 +53,24 @@ def usage(cost: str, *, credit: str | None = None, rate: str = "1", resource: st
     return out
 
 
-def mapped(tmp_path: Path, records: list[dict], currency: str = "USD") -> list[dict]:
-    """The connector's lines of ``records`` (a local export), as dicts."""
+def read_export(tmp_path: Path, records: list[dict], currency: str = "USD") -> dict:
+    """The connector's tables of ``records`` (a local export)."""
     path = tmp_path / "export.jsonl"
     path.write_text("".join(json.dumps(dict(r, currency=currency)) + "\n" for r in records))
     spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing", path=path, options={})
     context = ReadContext(start=datetime(2026, 9, 1, tzinfo=timezone.utc),
                           end=datetime(2026, 9, 2, tzinfo=timezone.utc), currency=currency)
-    return resolve("gcp_billing")(spec, context).read().tables["lines"].to_dict("records")
+    return resolve("gcp_billing")(spec, context).read().tables
+
+
+def mapped(tmp_path: Path, records: list[dict], currency: str = "USD") -> list[dict]:
+    """The connector's lines of ``records``, as dicts."""
+    return read_export(tmp_path, records, currency)["lines"].to_dict("records")
+
+
+def notes_of(tmp_path: Path, records: list[dict]) -> str:
+    """The source's notes on ``records``, joined."""
+    return " ".join(read_export(tmp_path, records)["notes"]["note"])
 
 
 def summary(lines: list[dict]) -> dict[str, Decimal]:
@@ -138,15 +148,21 @@ def test_a_fee_that_covers_nothing_is_unused_and_credits_without_a_fee_are_named
     credits meet no fee and are named in the notes, their usage at its net cost."""
     other = usage("50", credit="-50")
     other["service"] = {"id": "9662-B51E-5089", "description": "Cloud SQL"}
-    spec_lines = mapped(tmp_path, [fee("36", "50"), other])
-    got = summary(spec_lines)
+    got = summary(mapped(tmp_path, [fee("36", "50"), other]))
     assert got["unused"] == Decimal(36) and got["purchase"] == 0
-    path = tmp_path / "export.jsonl"
-    spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing", path=path, options={})
-    context = ReadContext(start=datetime(2026, 9, 1, tzinfo=timezone.utc),
-                          end=datetime(2026, 9, 2, tzinfo=timezone.utc), currency="USD")
-    notes = " ".join(resolve("gcp_billing")(spec, context).read().tables["notes"]["note"])
+    notes = notes_of(tmp_path, [fee("36", "50"), other])
     assert "spend-based" in notes and "Cloud SQL" in notes and FEE_SKU in notes
+
+
+def test_a_fee_that_states_no_committed_amount_is_taken_as_used_and_said_so(tmp_path):
+    """Without a pricing quantity the use cannot be worked out: the fee is taken as used up to what
+    its credits cover, and the notes say that it is an assumption."""
+    unstated = fee("36", "50")
+    unstated["usage"]["amount_in_pricing_units"] = "0"
+    records = [unstated, usage("50", credit="-50")]
+    assert summary(mapped(tmp_path, records))["purchase"] == Decimal(36)
+    notes = notes_of(tmp_path, records)
+    assert "states no committed amount" in notes and "assumption" in notes
 
 
 def test_the_fee_follows_the_services_label_of_google_s_own_queries(tmp_path):
