@@ -57,6 +57,11 @@ def read_export(tmp_path: Path, records: list[dict], currency: str = "USD") -> d
     """The connector's tables of ``records`` (a local export)."""
     path = tmp_path / "export.jsonl"
     path.write_text("".join(json.dumps(dict(r, currency=currency)) + "\n" for r in records))
+    return read_path(path, currency)
+
+
+def read_path(path: Path, currency: str = "USD") -> dict:
+    """The connector's tables of the export at ``path``."""
     spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing", path=path, options={})
     context = ReadContext(start=datetime(2026, 9, 1, tzinfo=timezone.utc),
                           end=datetime(2026, 9, 2, tzinfo=timezone.utc), currency=currency)
@@ -280,3 +285,18 @@ def test_a_spend_based_commitment_through_bigquery_equals_its_local_export(emula
     local_doc, remote_doc = local_and_bigquery(emulator, local, spent, tmp_path / "bigquery")
     assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(local / EXPORT))
     assert part(remote_doc, "platform_overhead", "commitment_unused") > 0
+
+
+def test_a_parquet_export_without_the_conversion_rate_reads_it_as_one(tmp_path):
+    """Hand-made Parquet exports may lack currency_conversion_rate: the commitment is then compared
+    at a rate of 1, and the file still reads."""
+    import pyarrow.parquet as pq
+
+    from tests.servers.gcp_export import write_parquet
+
+    path = write_parquet([fee("43.2", "60"), usage("50", credit="-50")], tmp_path / "full.parquet")
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["currency_conversion_rate"]), tmp_path / "export.parquet")
+    path.unlink()
+    got = summary(read_path(tmp_path / "export.parquet")["lines"].to_dict("records"))
+    assert got["purchase"] == Decimal(36) and got["unused"] == Decimal("7.2")
