@@ -32,4 +32,4 @@ def add_variant_options(parser, several_billings: bool = False) -> None:
                         help="credits riding on their charges and tax per service (GKE and EKS)")
     one.add_argument("--commitments", action="store_true",
                         help="commitments, partly unused: AKS reservations in an amortised export, an EKS Savings Plan, "
-                             "a GKE committed use discount")
+                             "GKE committed use discounts (resource-based on the H100s, spend-based on the CPU nodes)")

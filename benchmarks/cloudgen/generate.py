@@ -35,7 +35,8 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
     """Write the case of ``cloud`` and ``seed`` into ``out``; return its truth. ``billing`` is
     ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
     ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` an AKS
-    reservation, an EKS Savings Plan or a GKE committed use discount, each partly unused (commitments.py)."""
+    reservation, an EKS Savings Plan or GKE committed use discounts (resource- and spend-based), each partly
+    unused (commitments.py)."""
     if adjustments and commitments:
         raise ValueError("one variant at a time: --adjustments or --commitments (a commitment replaces the "
                          "charges the credits ride on)")
