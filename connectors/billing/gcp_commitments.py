@@ -130,10 +130,11 @@ def _pool_ctes(name: str, keys: tuple[str, ...], fee: str, amount: str, covered:
       SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {cols} ORDER BY {order}), 0) AS amortised
       FROM {name}_bound),
     {name}_project AS (
-      SELECT {cols}, project_id, sum({amount}) AS project_fee, sum(export_rows) AS project_rows
+      SELECT {cols}, project_id, sum({amount}) AS project_fee, sum(export_rows) AS project_rows,
+        sum(usage_amount) AS project_amount
       FROM cud_cov WHERE {fee} GROUP BY {cols}, project_id),
     {name}_cut AS (
-      SELECT u.*, p.project_id, p.project_rows,
+      SELECT u.*, p.project_id, p.project_rows, p.project_amount,
         CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.used WHEN u.fee = 0 THEN 0
              ELSE CAST(u.used::DOUBLE * sum(p.project_fee) OVER cut / u.fee AS DECIMAL(38, 9)) END AS used_bound,
         CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.fee - u.used WHEN u.fee = 0 THEN 0
@@ -143,9 +144,9 @@ def _pool_ctes(name: str, keys: tuple[str, ...], fee: str, amount: str, covered:
       WINDOW pool AS (PARTITION BY {", ".join(f"u.{k}" for k in keys)}),
              cut AS (pool ORDER BY p.project_id ROWS UNBOUNDED PRECEDING)),
     {name}_split AS (
-      SELECT * EXCLUDE (project_id, project_rows, used_bound, unused_bound) REPLACE (
+      SELECT * EXCLUDE (project_id, project_rows, project_amount, used_bound, unused_bound) REPLACE (
           used_bound - coalesce(lag(used_bound) OVER project, 0) AS used,
-          project_id AS fee_project, project_rows AS fee_rows),
+          project_id AS fee_project, project_rows AS fee_rows, project_amount AS committed_amount),
         unused_bound - coalesce(lag(unused_bound) OVER project, 0) AS unused
       FROM {name}_cut WINDOW project AS (PARTITION BY {cols} ORDER BY project_id))"""
 
@@ -187,7 +188,8 @@ def ctes(source: str) -> str:
     cud_cov AS (SELECT *, {covered} AS covered, {spend_covered} AS spend_covered FROM cud_row),
     {_pool_ctes("cud_r", POOL_KEYS, "is_fee", "cost", "covered", "usage_amount::DOUBLE")},
     {_pool_ctes("cud_s", SPEND_KEYS, "is_spend_fee", f"cost + {OFFSET_CREDIT}", "spend_covered",
-                spend_committed, ", min(region) FILTER (WHERE is_spend_fee) AS region")},
+                spend_committed, ", min(region) FILTER (WHERE is_spend_fee) AS region, "
+                "min(usage_unit) FILTER (WHERE is_spend_fee) AS usage_unit")},
     cud AS (
       SELECT c.* EXCLUDE (covered, spend_covered),
         CASE WHEN r.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')}
@@ -200,8 +202,8 @@ def ctes(source: str) -> str:
     cud_fee AS (
       SELECT *, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id FROM cud_r_split
       UNION ALL BY NAME
-      SELECT * EXCLUDE (spend_key), {spend_id()} AS cud_id, {spend_id('', 'gcp-spend-cud-unused')} AS unused_id,
-        'spend-based: ' || spend_key AS family, '' AS usage_unit FROM cud_s_split)"""
+      SELECT * EXCLUDE (spend_key), {spend_id()} AS cud_id, {spend_id('', 'gcp-spend-cud-unused')} AS unused_id
+      FROM cud_s_split)"""
 
 
 #: the ``cud`` CTE of an export with no fee row: nothing to map (the full CTEs cost a fifth more)

@@ -194,6 +194,10 @@ def test_a_fee_attributed_to_two_projects_keeps_each_project_s_part(tmp_path):
             by_project[key] = by_project.get(key, Decimal(0)) + line["billed_cost"]
     assert by_project == {("ml-prod", "Purchase"): Decimal(24), ("ml-prod", "Usage"): Decimal("4.8"),
                           ("ml-batch", "Purchase"): Decimal(12), ("ml-batch", "Usage"): Decimal("2.4")}
+    # each project's rows carry its own fee rows' quantity (seconds of hundredths of a dollar)
+    quantities = {line["sub_account_id"]: line["consumed_quantity"] for line in lines
+                  if line["commitment_discount_status"] == "Unused"}
+    assert quantities == {"ml-prod": Decimal(40 * 360000), "ml-batch": Decimal(20 * 360000)}
 
 
 # --- a held-out-style day: cloudgen's GKE case with a commitment on the H100 machines ------------
