@@ -105,7 +105,7 @@ def gcp_export(lines: list[Line], ids: GcpIds) -> bytes:
         if line.kind != "credit" and line.only != "focus":
             rows.append(row_of.setdefault(id(line), gcp_export_row(line, ids)))
     for line in lines:
-        if line.kind == "cud_covered" and line.plan:  # a spend-based commitment's (legacy data model)
+        if line.kind == "cud_covered" and (line.plan or {}).get("spend"):  # a spend-based commitment's (legacy model)
             row_of[id(line)]["credits"].append({
                 "name": "Committed use discount - dollar based", "amount": -_json_number(line.listed),
                 "full_name": "Committed use discount - dollar based: GCE Commitments",

@@ -295,13 +295,18 @@ def _spend_notes(con) -> list[tuple[int, str, str]]:
                             "the credit, the commitment's fee unseen")
              for name, service, count, amount in rows]
     keys = " AND ".join(f"u.{k} = f.{k}" for k in SPEND_KEYS)
-    unknown = con.execute(f"""
-        SELECT DISTINCT f.sku_description FROM cud AS f
-        WHERE f.is_spend_fee AND coalesce(f.pricing_quantity, 0) <= 0 AND EXISTS (
-          SELECT 1 FROM cud AS u WHERE NOT u.is_spend_fee AND u.{SPEND_CREDIT} < 0 AND {keys})
-        ORDER BY 1""").fetchall()
+    paired = f"f.is_spend_fee AND EXISTS (SELECT 1 FROM cud AS u WHERE NOT u.is_spend_fee AND u.{SPEND_CREDIT} < 0 AND {keys})"
+    unknown = con.execute(f"SELECT DISTINCT f.sku_description FROM cud AS f WHERE {paired} "
+                          "AND coalesce(f.pricing_quantity, 0) <= 0 ORDER BY 1").fetchall()
     notes += [(0, "usage.amount_in_pricing_units",
                f"the spend-based commitment fee {sku!r} states no committed amount (its pricing quantity, "
                "hundredths of a dollar of on-demand spend): the fee is taken as used up to what its "
                "credits cover, an assumption") for (sku,) in unknown]
+    rateless = con.execute(f"SELECT DISTINCT f.sku_description, f.currency FROM cud AS f WHERE {paired} "
+                           f"AND upper(f.currency) <> 'USD' AND coalesce({CONVERSION_RATE}, 0) = 0 "
+                           "ORDER BY 1, 2").fetchall()
+    notes += [(0, "currency_conversion_rate",
+               f"the spend-based commitment fee {sku!r} is billed in {currency} with no currency_conversion_rate: "
+               "its committed amount (in US dollars) is compared with the credits at a rate of 1, an assumption")
+              for sku, currency in rateless]
     return notes

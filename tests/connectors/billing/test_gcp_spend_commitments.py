@@ -302,5 +302,19 @@ def test_a_parquet_export_without_the_conversion_rate_reads_it_as_one(tmp_path):
     table = pq.read_table(path)
     pq.write_table(table.drop_columns(["currency_conversion_rate"]), tmp_path / "export.parquet")
     path.unlink()
-    got = summary(read_path(tmp_path / "export.parquet")["lines"].to_dict("records"))
+    tables = read_path(tmp_path / "export.parquet")
+    got = summary(tables["lines"].to_dict("records"))
     assert got["purchase"] == Decimal(36) and got["unused"] == Decimal("7.2")
+    assert "currency_conversion_rate" not in " ".join(tables["notes"]["note"])  # USD: the rate is 1
+
+
+def test_another_currency_without_a_rate_is_compared_at_one_and_said_so(tmp_path):
+    """A CAD export whose rows carry no conversion rate: the commitment (in dollars) is compared with
+    the credits (in CAD) at 1, and the notes name the fee and the currency."""
+    records = [fee("43.2", "60"), usage("50", credit="-50")]
+    for record in records:
+        record.pop("currency_conversion_rate")
+    tables = read_export(tmp_path, records, currency="CAD")
+    notes = " ".join(tables["notes"]["note"])
+    assert "CAD" in notes and FEE_SKU in notes and "rate of 1" in notes
+    assert summary(tables["lines"].to_dict("records"))["purchase"] == Decimal(36)
