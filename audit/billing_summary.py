@@ -19,13 +19,6 @@ from pathlib import Path
 from audit.money import ZERO, cents, fmt
 from schemas.secrets import mask_url
 
-SNIFF = (
-    ("cur", ("lineitem/unblendedcost", "line_item_unblended_cost")),
-    ("azure", ("costinbillingcurrency", "metercategory", "costinbillingcurrencycode")),
-    ("focus", ("billedcost",)),
-    ("gcp_billing", ("billing_account_id",)),
-)
-
 
 def sniff_format(path: Path) -> str:
     """The billing format of a file, from its header (or first JSON record)."""
@@ -33,17 +26,19 @@ def sniff_format(path: Path) -> str:
 
     from connectors.bounds import EITHER, check_source_path
     from connectors.errors import InputError
+    from connectors.header_hint import billing_format_of, header_hint
 
     check_source_path(path, EITHER, expected="a billing export file or folder")
     try:
-        names = {n.lower() for n in _header(path)}
+        header = _header(path)
     except (OSError, ValueError, EOFError, csv.Error, RecursionError) as exc:
         raise InputError(path, f"unreadable header: {exc}",
                          expected="a billing export (CSV, CSV.gz, Parquet)") from None
-    for fmt_name, markers in SNIFF:
-        if names & set(markers):
-            return fmt_name
-    raise InputError(path, "cannot tell the billing format from its columns; pass --format "
+    found = billing_format_of(header)
+    if found:
+        return found
+    raise InputError(path, "cannot tell the billing format from its columns" + header_hint(header, ()),
+                     expected="the columns of a FOCUS, CUR, Azure or GCP billing export, or --format "
                      "(focus, cur, azure, gcp_billing)")
 
 
@@ -59,7 +54,10 @@ def _header(path: Path) -> list[str]:
     with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
         first = handle.readline(1 << 20)
     if "\0" in first:
-        raise ValueError("NUL bytes in the first line: not CSV text")
+        from connectors.header_hint import utf16_hint
+        with opener(path, "rb") as raw:
+            head = raw.read(64)
+        raise ValueError("NUL bytes in the first line: not CSV text" + utf16_hint(head))
     if first.lstrip().startswith("{"):
         return list(json.loads(first))
     import csv

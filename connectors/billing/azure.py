@@ -83,6 +83,7 @@ from connectors.billing.scale_sets import vm_resource_id_sql
 from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text, raise_all, session
 from connectors.errors import InputError
+from connectors.header_hint import header_hint
 from schemas.billing import BillingLine
 
 UNITS_FILE = Path(__file__).resolve().parent / "data" / "azure_pricing_units.csv"
@@ -183,7 +184,8 @@ def load_raw(con, path: Path, fmt: str) -> Roles:
     missing = [AZURE_NAMES[role][0] for role in REQUIRED if found[role] is None]
     if missing:
         wanted = "; ".join(" or ".join(AZURE_NAMES[r]) for r in REQUIRED)
-        raise InputError(path, f"missing column(s): {', '.join(missing)}", row=0, column=", ".join(missing),
+        raise InputError(path, f"missing column(s): {', '.join(missing)}" + header_hint(columns.header, missing, "azure"),
+                         row=0, column=", ".join(missing),
                          expected=f"an Azure cost details export with {wanted}")
     return Roles(found, list(columns.header))
 

@@ -57,6 +57,7 @@ from connectors.billing.focus_load import csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
 from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
+from connectors.header_hint import header_hint
 from schemas.billing import BillingLine
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet")
@@ -235,9 +236,18 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
     missing = [layout.spelling(name) for name in sql.REQUIRED if name not in layout.exprs]
     if not missing:
         return []
-    return [InputError(layout.path, f"missing CUR column(s): {', '.join(missing)}",
+    return [InputError(layout.path, f"missing CUR column(s): {', '.join(missing)}"
+                       + header_hint(file_columns(layout), missing, "cur"),
                        column=", ".join(missing),
                        expected="a Cost and Usage Report with " + ", ".join(missing))]
+
+
+def file_columns(layout: sql.Layout) -> list[str]:
+    """The file's column names, read again (only for a message)."""
+    if layout.fmt != "parquet":
+        return csv_header(layout.path, layout.fmt)
+    import pyarrow.parquet as pq
+    return pq.read_schema(layout.path).names
 
 
 def load_file(con, layouts: list[sql.Layout], index: int) -> None:

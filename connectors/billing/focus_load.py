@@ -21,6 +21,7 @@ import duckdb
 
 from connectors.duck import first_line, quote_ident, quote_text
 from connectors.errors import InputError
+from connectors.header_hint import foreign_delimiter, header_hint, utf16_hint
 
 NULL_TEXT = ("", "NULL", "null", "\\N")
 NUMBER_PATTERN = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
@@ -135,7 +136,8 @@ def csv_header(path: Path, fmt: str) -> list[str]:
     head = _head(path, fmt)
     if b"\0" in head:
         raise InputError(path, "NUL bytes in the first "
-                         f"{len(head):,} bytes{' (decompressed)' if fmt == 'csv.gz' else ''}: not CSV text",
+                         f"{len(head):,} bytes{' (decompressed)' if fmt == 'csv.gz' else ''}: not CSV text"
+                         + utf16_hint(head),
                          row=0, expected="a UTF-8 CSV file with a header of FOCUS column names")
     if len(head) >= HEADER_BYTES:
         cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
@@ -241,7 +243,8 @@ def require(columns: Columns, path: Path) -> None:
     """Raise one InputError naming every missing mandatory column."""
     missing = [name for name in MANDATORY if not columns.has(name)]
     if missing:
-        raise InputError(path, f"missing mandatory column(s): {', '.join(missing)}",
+        raise InputError(path, f"missing mandatory column(s): {', '.join(missing)}"
+                         + header_hint(columns.header, missing, "focus"),
                          column=", ".join(missing),
                          expected="the mandatory FOCUS columns " + ", ".join(MANDATORY))
 
@@ -296,6 +299,18 @@ def null_expr(column: str) -> str:
     return f"CASE WHEN trim({column}) IN ({literals}) THEN NULL ELSE {column} END"
 
 
+def csv_format_hint(path: Path, fmt: str) -> str:
+    """For a message about a file not read as CSV: which billing format its CSV header is, or ``""``."""
+    name = path.name.lower()
+    if path.is_dir() or not name.endswith((".csv", ".csv.gz")):
+        return ""
+    try:
+        header = csv_header(path, "csv.gz" if name.endswith(".gz") else "csv")
+    except InputError:
+        return ""
+    return "; it is a CSV file" + header_hint(header, (), fmt)
+
+
 # --- read failures ----------------------------------------------------------------------------
 
 def gzip_error(path: Path, exc: Exception) -> InputError:
@@ -307,7 +322,7 @@ def gzip_error(path: Path, exc: Exception) -> InputError:
 def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
     """Turn a DuckDB read failure into an InputError naming the file and, if known, the line."""
     message = str(exc)
-    if fmt == "csv.gz" and "gzip" in message.lower():
+    if fmt == "csv.gz" and "gzip" in message.replace(str(path), "").replace(path.name, "").lower():  # not the name's
         return gzip_error(path, exc)
     if fmt == "parquet":
         return InputError(path, f"not a readable Parquet file: {first_line(exc)}",
@@ -316,4 +331,13 @@ def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
     reason = next((ln.strip() for ln in message.splitlines()[1:]
                    if ln.strip() and not ln.startswith("Original Line")), first_line(exc))
     where = f"malformed CSV at file line {line.group(1)}: " if line else "unreadable CSV: "
-    return InputError(path, where + reason, expected="RFC 4180 CSV, one value per header column")
+    return InputError(path, where + reason + delimiter_hint(path, fmt), expected="RFC 4180 CSV, one value per header column")
+
+
+def delimiter_hint(path: Path, fmt: str) -> str:
+    """The hint for a CSV file whose one-column header is split by another delimiter, or ``""``."""
+    try:
+        header = csv_header(path, fmt)
+    except InputError:
+        return ""
+    return header_hint(header, ()) if foreign_delimiter(header) else ""

@@ -24,8 +24,7 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_sql`), then the F
   ConsumedQuantity / ConsumedUnit = usage.amount / unit, SubAccountId = project.id, Tags = labels;
   x_SkuId, x_ServiceId, x_CostType, x_CreditType, x_InvoiceMonth (Pacific time), x_MachineSpec
   (the ``compute.googleapis.com/machine_spec`` system label; deliberately not x_InstanceType, which
-  would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and
-  x_ExportRows go to ``extra``.
+  would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and x_ExportRows go to ``extra``.
 
 ``rows`` is the number of export rows aggregated (those starting in the window).
 """
@@ -46,6 +45,7 @@ from connectors.billing import gcp_commitments as cud
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import notes_table
 from connectors.billing.focus_lines import canonical_object
+from connectors.billing.focus_load import csv_format_hint
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER, shown
 from connectors.duck import first_line, session
@@ -372,8 +372,8 @@ def export_files(path: Path) -> tuple[list[str], str]:
     if json_files and parquet_files:
         raise InputError(path, "both JSON and Parquet export files", expected="one format")
     if not (json_files or parquet_files):
-        raise InputError(path, "no export file (.json, .jsonl, .ndjson, .json.gz or .parquet)",
-                         expected="a Cloud Billing export as newline-delimited JSON or Parquet")
+        raise InputError(path, "no export file (.json, .jsonl, .ndjson, .json.gz or .parquet)"
+                         + csv_format_hint(path, "gcp_billing"), expected="a Cloud Billing export: NDJSON or Parquet")
     return (json_files, "json") if json_files else (parquet_files, "parquet")
 
 

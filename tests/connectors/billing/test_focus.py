@@ -297,7 +297,8 @@ def test_registry_resolves_focus():
 # --- bad input --------------------------------------------------------------------------------
 
 BAD_CASES = {
-    "missing_mandatory.csv": r"column EffectiveCost: missing mandatory column\(s\): EffectiveCost "
+    "missing_mandatory.csv": r"column EffectiveCost: missing mandatory column\(s\): EffectiveCost; "
+                             r"the file has 11 column\(s\): BillingAccountId, ProviderName, .* "
                              r"\(expected the mandatory FOCUS columns BilledCost, EffectiveCost",
     "bad_number.csv": r"row 2, column BilledCost: unparseable number '1\.2\.5' \(expected a decimal number\)",
     "null_money.csv": r"row 3, column EffectiveCost: missing value \(expected a decimal number\)",
