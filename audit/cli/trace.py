@@ -23,6 +23,8 @@ from audit.cli.common import exit_code_of, reports_errors
 from schemas.errors import CostauditError, UsageError
 
 TOP_STREAMS = 5
+NO_GPU_ON_RANK = ("no GPU kernel, memcpy or memset events: this rank's GPU time is unmeasured "
+                  "(its trace was recorded without the CUDA activity)")
 
 
 @reports_errors
@@ -74,6 +76,11 @@ def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folde
     except CostauditError as exc:
         print(f"costaudit: error: {exc}", file=sys.stderr)
         return exit_code_of(exc)
+    if not any(rank["devices"] for rank in document["ranks"]):
+        from connectors.profiles.kineto import EXPECTED_CUDA, NO_GPU_EVENTS
+        print(f"costaudit: error: {', '.join(str(p) for p in paths)}: {NO_GPU_EVENTS} in any rank "
+              f"(expected {EXPECTED_CUDA}, or nsys --trace=cuda)", file=sys.stderr)
+        return 1
     if folded is not None:
         Path(folded).write_text("".join(line + "\n" for line in stacks))
     if idle_folded is not None:
@@ -96,6 +103,8 @@ def render(document: dict) -> str:
         lines += _excluded_lines(rank.get("excluded_events") or {})
         for device in rank["devices"]:
             lines += _device_lines(device)
+        if not rank["devices"]:
+            lines.append(f"  {NO_GPU_ON_RANK}")
         h = hta.get(rank["rank"])
         if h and h["window_us"] > 0:
             lines.append(f"  HTA rules: window {_ms(h['window_us'])}, busy {_ms(h['busy_us'])}, "

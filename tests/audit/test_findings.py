@@ -217,3 +217,31 @@ def test_trace_command_bad_input(tmp_path, capsys):
     bad.write_text("{nope")
     assert trace_command([bad], False, None) == 1
     assert "costaudit: error:" in capsys.readouterr().err
+
+
+def cpu_only_trace(path: Path) -> Path:
+    """A Kineto trace recorded without the CUDA activity: host operators only."""
+    events = [{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 10 * i, "dur": 5, "pid": 0, "tid": 0}
+              for i in range(4)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_trace_command_refuses_a_trace_with_no_gpu_events(tmp_path, capsys, as_json):
+    """It used to print the rank's name and "findings: none", as if the GPU had wasted nothing."""
+    path = cpu_only_trace(tmp_path / "cpu.json")
+    assert trace_command([path], as_json, None) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert f"{path}: no GPU kernel, memcpy or memset events in any rank" in out.err
+    assert "ProfilerActivity.CUDA" in out.err
+
+
+def test_trace_command_names_the_rank_with_no_gpu_events_among_others(tmp_path, capsys):
+    paths = [cpu_only_trace(tmp_path / "cpu.json"), TRACES / "tracelens" / "h100_bert-small-uncased.json.gz"]
+    assert trace_command(paths, False, None) == 0
+    text = capsys.readouterr().out
+    rank0 = text.split("rank 1")[0]
+    assert "no GPU kernel, memcpy or memset events: this rank's GPU time is unmeasured" in rank0
+    assert "window 3.908 ms" in text.split("rank 1")[1]
