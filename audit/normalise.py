@@ -33,6 +33,7 @@ from audit.normalised import (
     empty_table,
 )
 from audit.services import service_of
+from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
 from connectors.telemetry.distinct import by_values
 
@@ -50,9 +51,21 @@ def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
     _check_currency(case, lines)
     if lines.empty:
         paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
-        raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}",
+        raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}"
+                         + "".join(f"; {text}" for text in _extents(collected)),
                          column="ChargePeriodStart", expected="lines whose charge period overlaps the window")
     return lines
+
+
+def _extents(collected: Collected) -> list[str]:
+    """Where each billing source's charge periods lie, as its reader noted for a source with no line
+    in the window (:func:`connectors.billing.focus_checks.extent_notes`)."""
+    found = []
+    for frame in collected.of("billing"):
+        notes = frame.tables.get("notes")
+        if notes is not None and len(notes):
+            found += [f"{frame.spec.name}: {note}" for note in notes["note"] if str(note).startswith(WINDOW_EXTENT)]
+    return found
 
 
 def _one_table(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -52,6 +52,7 @@ from connectors.billing import cur_sql as sql
 from connectors.billing.cur_checks import check_raw, hash_rows_sql
 from connectors.billing.cur_compact import compact
 from connectors.billing.focus import load_focus_named, read_focus_table
+from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
@@ -130,7 +131,22 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     except InputErrors as exc:
         raise InputErrors([translate(con, e, layouts, source) for e in exc.errors]) from None
     lines = relabel(con, tables["lines"], layouts)
-    return {"lines": lines, "split_rows": split}, int(rows), covered(lines)
+    found = {"lines": lines, "split_rows": split}
+    if lines.empty and rows and from_files:
+        found["notes"] = notes_table(files_extent(con, layouts))
+    return found, int(rows), covered(lines)
+
+
+def files_extent(con, layouts: list[sql.Layout]) -> list[tuple[int, str, str]]:
+    """Where the files' usage periods lie, for a read that kept no line of the window: their
+    relations are made again for this one query (only then)."""
+    for index, layout in enumerate(layouts):
+        con.execute(sql.file_relation_sql(layout, index))
+    con.execute(sql.raw_view_sql(layouts))
+    period = [f"TRY_CAST(line_item_usage_{end}_date AS TIMESTAMPTZ)" for end in ("start", "end")]
+    notes = extent_notes(con, "raw", *period)
+    drop_raw(con, len(layouts))
+    return notes
 
 
 def drop_raw(con, files: int) -> None:

@@ -55,6 +55,7 @@ from connectors.base import Connector
 from connectors.billing.focus_checks import (
     check_rows,
     duplicate_errors,
+    extent_notes,
     hour_notes,
     notes_table,
     repeat_notes,
@@ -131,6 +132,7 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
     lines = build_lines(kept, columns, path)
     notes = hour_notes(con) + (repeat_notes(repeated) if duplicates == "note" else [])
+    notes += extent_notes(con) if lines.empty and rows else []
     return {"lines": lines, "notes": notes_table(notes)}, int(rows), covered(lines)
 
 

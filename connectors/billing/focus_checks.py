@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
 from connectors.billing.focus_load import (
@@ -216,6 +217,22 @@ def hour_notes(con) -> list[tuple[int, str, str]]:
         notes += [(rn, name, f"hour past 23 in {text!r}, read as {moment}")
                   for rn, text, moment in con.execute(sql).fetchall()]
     return notes
+
+
+WINDOW_EXTENT = "no line in the window"
+
+
+def extent_notes(con, relation: str = "n", start: str = "_ps", end: str = "_pe") -> list[tuple[int, str, str]]:
+    """For a file with no line in the window: (0, ChargePeriodStart, where its charge periods lie),
+    from the moments ``start`` and ``end`` of ``relation``; nothing where they cannot be read."""
+    try:
+        first, last = con.execute(f"SELECT strftime(min({start}), '%Y-%m-%d %H:%M'), "
+                                  f"strftime(max({end}), '%Y-%m-%d %H:%M') FROM {relation}").fetchone()
+    except duckdb.Error:
+        return []
+    if first is None:
+        return []
+    return [(0, "ChargePeriodStart", f"{WINDOW_EXTENT}: its charge periods run from {first} to {last} UTC")]
 
 
 def repeat_notes(found: list[tuple[int, int, int]]) -> list[tuple[int, str, str]]:

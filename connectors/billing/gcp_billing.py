@@ -43,7 +43,7 @@ import pandas as pd
 from connectors.base import Connector
 from connectors.billing import gcp_commitments as cud
 from connectors.billing.focus import load_focus_named, read_focus_table
-from connectors.billing.focus_checks import notes_table
+from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import csv_format_hint
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
@@ -121,6 +121,7 @@ class GcpBillingConnector(Connector):
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
             tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
+            notes += [] if len(tables["lines"]) or self.in_bigquery else extent_notes(con, "billing_export", *PERIOD_COLUMNS)
         if notes:
             tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True)
         return tables, int(export_rows), covered
@@ -326,9 +327,8 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     try:
         con.execute(f"CREATE TABLE agg AS {sql}")
     except duckdb.Error as exc:
-        raise (bad_timestamp(con, files, fmt) or
-               InputError(path, f"unreadable export: {first_line(exc)}",
-                          expected="a Cloud Billing export (bq extract JSON or Parquet)")) from None
+        raise (bad_timestamp(con, files, fmt) or InputError(path, f"unreadable export: {first_line(exc)}",
+                                                             expected="a Cloud Billing export (JSON or Parquet)")) from None
 
 
 PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
