@@ -344,8 +344,21 @@ def _anonymous_gpu_lines(gpu_lines: pd.DataFrame, carried: Mapping[str, str], se
                    f"{count:,} GPU line(s) in scope{billing} name no resource (ResourceId, or a CUR's "
                    f"line_item_resource_id, is empty): nothing joins them to a telemetry node, and their cost is "
                    f"unattributed (GPU not in telemetry); telemetry GPU nodes: {_carrying(near, carried)}. "
-                   f"A billing export with resource ids (a CUR with 'Include resource IDs') fits",
+                   f"A billing export with resource ids ({_resource_export(anonymous)}) fits",
                    tuple(text(v) for v in near[:LISTED]))]
+
+
+#: the export with resource ids, by words of the lines' provider (the first that a provider name holds)
+RESOURCE_EXPORTS = (("google", "the detailed usage cost export, gcp_billing_export_resource_v1_…"),
+                    ("microsoft", "cost details with ResourceId, or a FOCUS export"),
+                    ("azure", "cost details with ResourceId, or a FOCUS export"))
+AWS_RESOURCE_EXPORT = "a CUR with 'Include resource IDs'"
+
+
+def _resource_export(lines: pd.DataFrame) -> str:
+    """The export with resource ids that the lines' provider offers (the CUR's by default)."""
+    providers = " ".join(str(v).lower() for v in lines.get("provider", pd.Series(dtype=object)).unique())
+    return next((export for word, export in RESOURCE_EXPORTS if word in providers), AWS_RESOURCE_EXPORT)
 
 
 def _gpu_resources(gpu_lines: pd.DataFrame) -> dict[str, str]:

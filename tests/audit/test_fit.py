@@ -264,6 +264,30 @@ def test_gpu_lines_that_name_no_resource(eks, tmp_path):
     assert int(anonymous.split(" GPU line")[0].replace(",", "")) == 72  # a day of 3 machines, hourly
     assert any(w.endswith("but no GPU line in scope names a resource") for w in found)
     assert not any("bills any" in w for w in found)
+    assert anonymous.endswith("A billing export with resource ids (a CUR with 'Include resource IDs') fits")
+
+
+def test_a_gcp_standard_export_is_told_of_the_detailed_one(tmp_path):
+    """GCP's standard export has no resource names: the advice named the CUR's option."""
+    import json
+
+    case = tmp_path / "gke"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "gke", "--seed", "1", "--out", str(case),
+                           "--billing", "native"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (detailed,) = (case / "billing").glob("gcp_billing_export_resource_v1*.jsonl")
+    standard = detailed.with_name("gcp_billing_export_v1.jsonl")
+    with detailed.open(encoding="utf-8") as rows, standard.open("w", encoding="utf-8") as out:
+        for line in rows:
+            record = json.loads(line)
+            record.pop("resource", None)
+            out.write(json.dumps(record) + "\n")
+    detailed.unlink()
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace(detailed.name, standard.name), encoding="utf-8")
+    anonymous = next(w for w in warnings_of(costaudit("validate", case).stderr) if "name no resource" in w)
+    assert anonymous.endswith("A billing export with resource ids (the detailed usage cost export, "
+                              "gcp_billing_export_resource_v1_…) fits")
 
 
 def test_a_window_longer_than_the_billing(eks, tmp_path):
