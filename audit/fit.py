@@ -47,7 +47,7 @@ from audit.fit_claims import claims_fit
 from audit.fit_profiles import profile_gpu_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_step import step_fit
-from audit.fit_window import telemetry_days_fit, window_fit
+from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
@@ -81,7 +81,7 @@ def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetr
     scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map, ``devices``
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
-    found = (services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
+    found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes))

@@ -62,6 +62,28 @@ def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> 
     return [Misfit("telemetry_gap", "telemetry", message, (covers,))]
 
 
+def telemetry_window_fit(case: Case, tele: Telemetry) -> list[Misfit]:
+    """A ``telemetry_outside_window`` warning per telemetry source whose samples all lie outside the
+    window: every one of its GPU-intervals is unmeasured, and without this the only word was that
+    telemetry names no pod of a service. Where the reader knows them, the samples' first and last
+    times are named, and a window inside them."""
+    found = []
+    for name, rows, first, last in tele.outside_window:
+        window = f"{case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}"
+        if first is None or last is None:
+            message = (f"telemetry source {name} holds {rows:,} sample(s), none timed inside the window {window} "
+                       f"(a scrape without timestamps has no time): nothing it holds is measured in the window")
+            found.append(Misfit("telemetry_outside_window", f"telemetry source {name}", message, ()))
+            continue
+        span = f"{first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC"
+        message = (f"telemetry source {name} holds {rows:,} sample(s), none in the window {window}: they run from "
+                   f"{first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC. Nothing it holds is measured in the window "
+                   f"(its GPU time is unattributed); telemetry exported for the window, or a window inside "
+                   f"{first:%Y-%m-%d} – {last:%Y-%m-%d}, fits")
+        found.append(Misfit("telemetry_outside_window", f"telemetry source {name}", message, (span,)))
+    return found
+
+
 def sampled_days(case: Case, ts: pd.Series, days: int) -> np.ndarray:
     """Per UTC day of the window, whether any GPU activity row falls on it."""
     lo = pd.Timestamp(case.start).floor("D").value

@@ -68,6 +68,20 @@ def _extents(collected: Collected) -> list[str]:
     return found
 
 
+def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ...]:
+    """The telemetry sources with samples but none in the window, and where theirs lie (if known)."""
+    return tuple((f.spec.name, int(f.rows), *f.extent) for f in collected.of("telemetry")
+                 if f.rows and f.covered == (None, None) and f.spec.format in TIMED_FORMATS
+                 and not any(len(table) for name, table in f.tables.items() if name not in UNTIMED_TABLES))
+
+
+#: telemetry formats whose ``covered`` says where their samples are (a request log's or a snapshot's
+#: may be empty for other reasons)
+TIMED_FORMATS = ("openmetrics", "prom_dump", "prometheus")
+#: tables that hold no interval of the window (a node's labels are read from any sample)
+UNTIMED_TABLES = ("node_info",)
+
+
 def _one_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """The frames end to end, indexed 0..n-1; one frame is not concatenated (that would copy every
     column of a bill that can hold tens of millions of lines)."""
@@ -105,7 +119,8 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      unmeasured_intervals=_sourced(collected, "unmeasured_intervals",
                                                    UNMEASURED_COLUMNS),
                      request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS),
-                     histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS))
+                     histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS),
+                     outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
 

@@ -138,6 +138,9 @@ class Telemetry:
     request_counts: pd.DataFrame = field(default_factory=lambda: empty_table(REQUEST_COUNT_COLUMNS + ["source"]))
     #: per-request token histograms (connectors.telemetry.phase_families), each row with its ``source``
     histograms: pd.DataFrame = field(default_factory=lambda: empty_table(HISTOGRAM_COLUMNS + ["source"]))
+    #: the telemetry sources that read samples but none in the window: (name, samples read, first and
+    #: last sample time of the source where its reader knows them, else None)
+    outside_window: tuple[tuple[str, int, Any, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,9 @@ class SourceFrame:
     covered: tuple[datetime | None, datetime | None]
     sha256: str
     parsed: Any = field(default=None, repr=False, compare=False)
+    #: the first and last moment the source holds, inside the window or not, where its reader knows
+    #: them (an OpenMetrics file: its samples' timestamps); (None, None) where it does not
+    extent: tuple[datetime | None, datetime | None] = (None, None)
 
 
 def file_sha256(path: Path) -> str:
@@ -118,6 +121,8 @@ class Connector:
     accepts: ClassVar[str] = FILE
     #: set by fetch() where a later stage reads what it parsed (see SourceFrame.parsed)
     parsed: Any = None
+    #: set by fetch() where the reader knows where the source's data lies (see SourceFrame.extent)
+    extent: tuple[datetime | None, datetime | None] = (None, None)
 
     def __init__(self, spec: SourceSpec, ctx: ReadContext):
         self.spec = spec
@@ -175,7 +180,7 @@ class Connector:
         for name, schema in self.schemas.items():
             if name in tables:
                 tables[name] = validate(schema, tables[name], self._local or self.spec.where, name)
-        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint(), self.parsed)
+        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint(), self.parsed, self.extent)
 
     def fingerprint(self) -> str:
         """sha256 of what was read: the file, or every file of a folder (sorted by name)."""

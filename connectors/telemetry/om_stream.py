@@ -341,6 +341,7 @@ class Reader:
     def _append(self, gids: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
         """Samples appended to their families, in file order; every sample counted."""
         self.scan.rows += len(gids)
+        self.scan.see(t)
         family_of = np.asarray(self.family_of, dtype=np.int64)[gids]
         sid_of = np.asarray(self.sid_of, dtype=np.int64)[gids]
         for index in np.unique(family_of):

@@ -12,7 +12,10 @@ import math
 import re
 import zlib
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Iterator
+
+import numpy as np
 
 from connectors.bounds import MAX_LINE, bounded, open_binary, shown
 from connectors.errors import InputError
@@ -89,6 +92,21 @@ class Scan:
         self.eof_line = 0
         #: the file's sha256 when the reader hashed its bytes as it read them, else None
         self.sha256: str | None = None
+        #: the first and last sample timestamp of the whole file, window or not (seconds; inf, -inf: none)
+        self.first = math.inf
+        self.last = -math.inf
+
+    def see(self, t: np.ndarray) -> None:
+        """Widen :attr:`first` and :attr:`last` by the timestamps ``t`` (seconds; NaN: none)."""
+        if len(t):
+            lo, hi = np.nanmin(t, initial=math.inf), np.nanmax(t, initial=-math.inf)
+            self.first, self.last = min(self.first, float(lo)), max(self.last, float(hi))
+
+    def extent(self) -> tuple[datetime | None, datetime | None]:
+        """(first, last) sample time of the file as UTC datetimes; (None, None) when none has one."""
+        if self.first > self.last:
+            return (None, None)
+        return (datetime.fromtimestamp(self.first, timezone.utc), datetime.fromtimestamp(self.last, timezone.utc))
 
 
 def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int = 1) -> None:
@@ -110,6 +128,10 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
         v = _number(value, path, lineno)
         t = _timestamp(stamp, path, lineno) if stamp is not None else nan
         scan.rows += 1
+        if t < scan.first:
+            scan.first = t
+        if t > scan.last:
+            scan.last = t
         scan.untimestamped += stamp is None
         family = by_name.get(name)
         if family is not None:

@@ -82,6 +82,7 @@ class OpenMetricsConnector(Connector):
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
         tables, covered_span = self._tables(roles, cells)
         self.untimestamped = scan.untimestamped
+        self.extent = scan.extent()
         return tables, scan.rows, covered_span
 
     def fingerprint(self) -> str:

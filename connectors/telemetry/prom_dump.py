@@ -111,6 +111,7 @@ def scan_matrix(result: list, path: Path, by_name: dict, scan: Scan) -> None:
         for pair in values:
             t, v = sample(pair, path, row)
             scan.rows += 1
+            scan.first, scan.last = min(scan.first, t), max(scan.last, t)
             if family is not None:
                 family.add(name, raw, v, t, path, row)
 
@@ -131,4 +132,5 @@ class PromDumpConnector(OpenMetricsConnector):
             raise InputError(self.path, "no samples in the dump", expected=DUMP_FORM)
         tables, covered_span = self._tables(roles)
         self.untimestamped = 0
+        self.extent = scan.extent()
         return tables, scan.rows, covered_span

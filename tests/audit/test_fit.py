@@ -500,3 +500,20 @@ def test_service_matchers_keep_the_case_files_order():
     assert problems == []
     assert list(services["a"].match) == ["pod", "namespace"]
     assert list(services["b"].match) == ["namespace", "container", "pod"]
+
+
+def test_telemetry_of_another_quarter_is_named_with_the_span_it_covers(tmp_path):
+    """Last quarter's telemetry beside this month's bill: the only word was that telemetry names no
+    pod of chat or embed."""
+    import shutil
+
+    case = tmp_path / "demo"
+    shutil.copytree(ROOT / "fixtures" / "demo", case)
+    shutil.copy(ROOT / "fixtures" / "history" / "q2" / "telemetry" / "metrics.om.gz", case / "telemetry" / "metrics.om.gz")
+    found = warnings_of(costaudit("validate", case).stderr)
+    assert found[0].startswith("telemetry source prometheus-export holds ")
+    assert found[0].endswith("sample(s), none in the window 2026-09-01 – 2026-10-01: they run from 2026-04-01 00:00 "
+                             "to 2026-07-01 00:00 UTC. Nothing it holds is measured in the window (its GPU time is "
+                             "unattributed); telemetry exported for the window, or a window inside 2026-04-01 – "
+                             "2026-07-01, fits")
+    assert any(w.startswith("service chat: telemetry names no pod") for w in found[1:])
