@@ -54,6 +54,7 @@ from connectors.telemetry.families import (
 )
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, utc_ns
 from connectors.telemetry.openmetrics import OpenMetricsConnector, token_histograms
+from connectors.telemetry.prom_span import held_elsewhere
 from connectors.telemetry.promhttp import PromClient
 from connectors.telemetry.promqueries import (
     COUNTER_NAMES,
@@ -199,7 +200,8 @@ class PrometheusConnector(Connector):
             WANTED)), seconds_text(start_ms), seconds_text(end_ms))
         self.names = [n for n in WANTED if n in names]
         if not self.names:
-            raise InputError(self.spec.where, "no series the audit reads in the case window",
+            raise InputError(self.spec.where, "no series the audit reads in the case window"
+                             + held_elsewhere(client, WANTED, (start_ms, end_ms)),
                              expected="DCGM, kube-state-metrics or vLLM series (check the url, "
                              "the tenant and the window)")
         step = self.ctx.step_seconds or source_step(client, start_ms, end_ms, self.names)

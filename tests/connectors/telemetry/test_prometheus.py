@@ -112,8 +112,22 @@ def test_small_cluster_with_the_sources_own_step(prom):
 
 def test_a_window_without_series_is_an_input_error(prom):
     ctx = context(pd.Timestamp("2019-01-01T00:00Z"), pd.Timestamp("2019-01-02T00:00Z"), 3600)
-    with pytest.raises(InputError, match="no series the audit reads"):
+    with pytest.raises(InputError, match="no series the audit reads") as caught:
         connector(prom.url, ctx).read()
+    # the server holds them at other times: the refusal says which and when (rule 5)
+    found = re.search(r"; the server holds (DCGM_FI_\w+, [^;(]*) between (\d{4}-\d\d-\d\d) and (\d{4}-\d\d-\d\d) "
+                      r"\(UTC days\), outside the window", str(caught.value))
+    assert found, str(caught.value)
+    assert found.group(2) <= "2025-01-01" and found.group(3) >= "2026-09-30"  # telemetry_small's day, the demo's month
+
+
+def test_a_server_without_the_series_at_any_time_says_nothing_more(prom):
+    from connectors.telemetry.prom_span import held_elsewhere
+    from connectors.telemetry.promhttp import PromClient
+
+    client = PromClient(prom.url, {})
+    assert held_elsewhere(client, ["no_such_metric_total"], (0, 3_600_000)) == ""
+    client.close()
 
 
 def test_window_boundaries_and_chunks():
