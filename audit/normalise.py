@@ -94,11 +94,18 @@ def _check_currency(case: Case, lines: pd.DataFrame) -> None:
     if lines.empty:
         return
     bad = lines[lines["currency"] != case.currency]
-    errors = [InputError(r.source_path, f"currency {r.currency!r} differs from the case's (line {r.line_id})",
-                         row=int(r.row), column="BillingCurrency", expected=case.currency)
-              for r in bad.head(20).itertuples()]
-    if errors:
-        raise InputErrors(errors)
+    if bad.empty:
+        return
+    errors = []
+    for (path, currency), group in bad.groupby(["source_path", "currency"], sort=True):
+        first = group.iloc[0]
+        every = len(group) == int((lines["source_path"] == path).sum())
+        advice = f'; set currency = "{currency}" in [case]' if every else ""
+        errors.append(InputError(path, f"currency {currency!r} differs from the case's on {len(group):,} line(s) "
+                                 f"in the window{' (every one)' if every else ''}, the first {first.line_id}{advice} "
+                                 f"(amounts are never converted between currencies)",
+                                 row=int(first.row), column="BillingCurrency", expected=case.currency))
+    raise InputErrors(errors)
 
 
 def telemetry(case: Case, collected: Collected) -> Telemetry:

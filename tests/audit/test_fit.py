@@ -517,3 +517,20 @@ def test_telemetry_of_another_quarter_is_named_with_the_span_it_covers(tmp_path)
                              "unattributed); telemetry exported for the window, or a window inside 2026-04-01 – "
                              "2026-07-01, fits")
     assert any(w.startswith("service chat: telemetry names no pod") for w in found[1:])
+
+
+def test_a_bill_in_another_currency_is_one_error_with_the_setting_that_fits(tmp_path):
+    """It was twenty errors, one a row, none saying that every line was in USD."""
+    import shutil
+
+    case = tmp_path / "demo"
+    shutil.copytree(ROOT / "fixtures" / "demo", case)
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('currency = "USD"', 'currency = "EUR"'), encoding="utf-8")
+    done = costaudit("validate", case)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("costaudit: error:")]
+    assert len(errors) == 1, errors
+    assert "row 1, column BillingCurrency: currency 'USD' differs from the case's on " in errors[0]
+    assert ('line(s) in the window (every one), the first focus_2026-09.csv.gz:1; set currency = "USD" in [case] '
+            "(amounts are never converted between currencies) (expected EUR)") in errors[0]
