@@ -51,7 +51,7 @@ def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> 
     billed = billed_days(case, gpu_lines)
     if billed is None or not len(tele.activity):
         return []
-    sampled = sampled_days(case, tele.activity["ts"], len(billed))
+    sampled = sampled_days(case, tele.activity["ts"], len(billed), tele.step)
     gap = billed & ~sampled
     if not gap.any() or not sampled.any():
         return []  # no GPU sample in the window at all: the nodes' misfits say so
@@ -84,13 +84,17 @@ def telemetry_window_fit(case: Case, tele: Telemetry) -> list[Misfit]:
     return found
 
 
-def sampled_days(case: Case, ts: pd.Series, days: int) -> np.ndarray:
-    """Per UTC day of the window, whether any GPU activity row falls on it."""
+def sampled_days(case: Case, ts: pd.Series, days: int, step: int = 0) -> np.ndarray:
+    """Per UTC day of the window, whether any GPU activity row's interval (``ts`` to ``ts`` +
+    ``step`` seconds) falls on it: a step of a week samples each day of the week, not its first."""
     lo = pd.Timestamp(case.start).floor("D").value
-    day = (pd.DatetimeIndex(ts).as_unit("ns").asi8 - lo) // DAY_NS
-    out = np.zeros(days, dtype=bool)
-    out[np.unique(day[(day >= 0) & (day < days)])] = True
-    return out
+    starts = np.unique(pd.DatetimeIndex(ts).as_unit("ns").asi8)
+    first = (starts - lo) // DAY_NS
+    last = (starts + max(int(step), 1) * 10 ** 9 - 1 - lo) // DAY_NS  # the interval's last nanosecond
+    out = np.zeros(days + 1, dtype=np.int64)  # +1 at each interval's first day, -1 after its last
+    np.add.at(out, np.clip(first, 0, days), 1)
+    np.add.at(out, np.clip(last + 1, 0, days), -1)
+    return np.cumsum(out)[:days] > 0
 
 
 def billed_days(case: Case, lines: pd.DataFrame) -> np.ndarray | None:

@@ -355,6 +355,7 @@ def test_days_of_billed_gpu_time_without_any_sample():
                               "end": pd.to_datetime(["2026-09-04T00"], utc=True),
                               "charge_category": ["Usage"], "line_count": [72]})
     tele = type("T", (), {})()
+    tele.step = 3600
     tele.activity = pd.DataFrame({"ts": pd.to_datetime(["2026-09-01T05", "2026-09-01T06"], utc=True)})
     [misfit] = telemetry_days_fit(case, gpu_lines, tele)
     assert misfit.kind == "telemetry_gap" and misfit.nearest == ("2026-09-01 – 2026-09-02",)
@@ -363,6 +364,29 @@ def test_days_of_billed_gpu_time_without_any_sample():
     tele.activity = pd.DataFrame({"ts": pd.to_datetime(["2026-09-01T05", "2026-09-02T06", "2026-09-03T23"], utc=True)})
     assert telemetry_days_fit(case, gpu_lines, tele) == []
     assert telemetry_days_fit(case, gpu_lines.assign(line_count=1), tele) == []  # a 3-day line of one: no days
+
+
+def test_a_coarse_step_samples_every_day_of_its_intervals():
+    """At a step of a week the activity rows are stamped at each week's start: the warning said GPU
+    time was billed on the other six days of each week without a sample."""
+    from datetime import datetime, timezone
+
+    import pandas as pd
+
+    from audit.fit_window import sampled_days, telemetry_days_fit
+
+    case = type("C", (), {"start": datetime(2026, 9, 1, tzinfo=timezone.utc),
+                          "end": datetime(2026, 10, 1, tzinfo=timezone.utc)})()
+    gpu_lines = pd.DataFrame({"start": pd.date_range("2026-09-01", periods=720, freq="h", tz="UTC"),
+                              "charge_category": "Usage", "line_count": 1})
+    gpu_lines["end"] = gpu_lines["start"] + pd.Timedelta(hours=1)
+    tele = type("T", (), {})()
+    tele.step = 7 * 86_400
+    tele.activity = pd.DataFrame({"ts": pd.date_range("2026-09-01", periods=5, freq="7D", tz="UTC")})
+    assert telemetry_days_fit(case, gpu_lines, tele) == []
+    weeks = pd.Series(pd.to_datetime(["2026-08-30", "2026-09-15"], utc=True))  # one before the window
+    assert sampled_days(case, weeks, 30, 7 * 86_400).tolist() == [True] * 5 + [False] * 9 + [True] * 7 + [False] * 9
+    assert sampled_days(case, weeks, 30, 3600).tolist() == [False] * 14 + [True] + [False] * 15
 
 
 def test_a_profile_recorded_on_another_gpu_model(eks, tmp_path):
