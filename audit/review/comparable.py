@@ -4,6 +4,7 @@ bridge, never a reason to refuse it.
 """
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from audit.money import fmt
@@ -47,6 +48,7 @@ def reasons(earlier: Audit, later: Audit) -> list[str]:
     if c0 != c1:
         out.append(f"currencies differ: {c0} in {earlier.path}, {c1} in {later.path} (amounts are never added "
                    "across currencies)")
+    out += order_reasons(earlier, later)
     s0, s1 = scope_of(earlier), scope_of(later)
     if s0 is None or s1 is None:
         if not any("no method version" in r for r in out):
@@ -58,6 +60,27 @@ def reasons(earlier: Audit, later: Audit) -> list[str]:
                 out.append(f"scope {key} differ: {_shown(s0[key])} in {earlier.path}, {_shown(s1[key])} in "
                            f"{later.path}")
     return out
+
+
+def order_reasons(earlier: Audit, later: Audit) -> list[str]:
+    """A sentence when the later audit's window starts before the earlier's: the audits were given
+    newest first, and a bridge would call what appeared vanished ([] when in order, or unknown)."""
+    w0, w1 = window_of(earlier), window_of(later)
+    if w0 is None or w1 is None or w1[0] >= w0[0]:
+        return []
+    return [f"the audits are not oldest first: {later.path} covers {w1[0]:%Y-%m-%d} – {w1[1]:%Y-%m-%d}, before "
+            f"{earlier.path} ({w0[0]:%Y-%m-%d} – {w0[1]:%Y-%m-%d}); give them in the order of their windows"]
+
+
+def window_of(audit: Audit) -> tuple[datetime, datetime] | None:
+    """The audit's window as datetimes, None where audit.json has none that reads."""
+    window = audit.document.get("window")
+    if not isinstance(window, dict):
+        return None
+    try:
+        return datetime.fromisoformat(str(window.get("start"))), datetime.fromisoformat(str(window.get("end")))
+    except ValueError:
+        return None
 
 
 def _shown(value) -> str:

@@ -1,6 +1,6 @@
 """The bridge of two audits: steps from the earlier total to the later one to the cent (random
 audits, hypothesis), new / vanished / no-request services as one step each, and no bridge (with the
-reason named) where the audits differ in method, cost basis, scope or currency."""
+reason named) where the audits differ in method, cost basis, scope or currency, or come newest first."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -73,6 +73,9 @@ def test_a_composition_that_does_not_foot_is_a_named_rounding_step():
     ({"scope": {"accounts": ["222222222222"], "tags": None, "services": None, "declared_services": ["chat"]}},
      "scope accounts differ: 111111111111 in q2/audit.json, 222222222222 in q3/audit.json"),
     ({"currency": "EUR"}, "currencies differ: USD in q2/audit.json, EUR in q3/audit.json"),
+    # given newest first: a bridge would call what appeared vanished
+    ({"window": ("2026-01-01", "2026-04-01")}, "the audits are not oldest first: q3/audit.json covers 2026-01-01 – "
+     "2026-04-01, before q2/audit.json (2026-04-01 – 2026-07-01); give them in the order of their windows"),
 ])
 def test_incomparable_audits_have_no_bridge_and_say_why(change, words):
     document = two(audit("q2", {"chat": CHAT_Q2}), audit("q3", {"chat": CHAT_Q3}, **change))
