@@ -72,11 +72,14 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
     totals come back to Python. Azure and GCP exports go through their connectors (line-level);
     an ``s3://`` uri is downloaded into the cache first and then read like a local path.
     """
+    from connectors.bounds import EITHER, check_source_path
+
     start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
     out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
            "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
     for source in sources:
         path = _local(source)
+        check_source_path(path, EITHER, expected="a billing export file or folder")  # a FIFO would block the read
         kind = fmt_name or sniff_format(path)
         if kind in PUSHDOWN:
             rows, lines = _pushdown(out, path, kind, (start, end), currency)

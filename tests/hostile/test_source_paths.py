@@ -38,6 +38,14 @@ def test_fifo_as_billing_is_refused_without_blocking(tmp_path):
     assert_named_error(outcome, tmp_path / "bill.csv", "FIFO")
 
 
+@pytest.mark.parametrize("fmt", ["focus", "cur", "azure", "gcp_billing"])
+def test_the_billing_command_refuses_a_fifo_with_its_format_given(tmp_path, fmt):
+    """With --format given the header is not sniffed, and the FIFO blocked the read forever."""
+    fifo(tmp_path / "bill.csv")
+    outcome = costaudit("billing", "--format", fmt, tmp_path / "bill.csv", cwd=tmp_path, timeout=60)
+    assert_named_error(outcome, tmp_path / "bill.csv", "FIFO")
+
+
 def test_folder_named_csv_is_refused(tmp_path):
     (tmp_path / "x.csv").mkdir()
     case = write_case(tmp_path / "case", billing="../x.csv")
