@@ -34,9 +34,12 @@ def compare_command(
 
 def _bundle(path: Path) -> dict:
     """A bundle's profile.json document; InputError when it cannot be read as one."""
+    from connectors.bounds import FILE, check_source_path
     from connectors.errors import InputError
 
     file = path / "profile.json" if path.is_dir() else path
+    if file.exists():  # a FIFO or a device would block the read, or never end it
+        check_source_path(file, FILE, expected="a bundle folder or its profile.json")
     try:
         return json.loads(file.read_text())
     except OSError as exc:

@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from connectors.bounds import FILE, check_source_path
 from connectors.errors import InputError
 
 #: what every audit.json of format 1 carries and a review reads
@@ -103,6 +104,8 @@ def load(path: str | Path) -> Audit:
     path = Path(path)
     if path.is_dir() or path.suffix == ".toml":
         return Audit(audit_case(path), given)
+    if path.exists():  # a FIFO or a device would block the read, or never end it
+        check_source_path(path, FILE, expected="an audit.json file or a case folder")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -46,6 +46,18 @@ def test_the_billing_command_refuses_a_fifo_with_its_format_given(tmp_path, fmt)
     assert_named_error(outcome, tmp_path / "bill.csv", "FIFO")
 
 
+@pytest.mark.parametrize("command", ["review", "compare"])
+def test_review_and_compare_refuse_a_fifo_and_a_device(tmp_path, command):
+    """An audit.json (review) or a profile.json (compare) that is a FIFO blocked the read forever;
+    a link to /dev/zero read until memory ran out."""
+    fifo(tmp_path / "a.json")
+    (tmp_path / "zero.json").symlink_to("/dev/zero")
+    extra = ["--out", tmp_path / "out"] if command == "review" else ["--price-a", "1", "--price-b", "1"]
+    for target, word in (("a.json", "FIFO"), ("zero.json", "character device")):
+        outcome = costaudit(command, target, target, *extra, cwd=tmp_path, timeout=60)
+        assert_named_error(outcome, target, word)
+
+
 def test_folder_named_csv_is_refused(tmp_path):
     (tmp_path / "x.csv").mkdir()
     case = write_case(tmp_path / "case", billing="../x.csv")
