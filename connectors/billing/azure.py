@@ -67,8 +67,10 @@ Other columns
 """
 from __future__ import annotations
 
+import calendar
 import csv
 import decimal
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -215,13 +217,26 @@ def date_expr(column: str) -> str:
             f"TRY_CAST(trim({column}) AS TIMESTAMPTZ))")
 
 
+def day_first(value: str) -> str:
+    """A clause for a slash date that only reads day first (13/05/2024), or ``""``: Azure writes
+    the month first, so such a file was re-saved in a day-first locale, and its dates up to the
+    12th would be read as other months."""
+    found = re.fullmatch(r"\s*(\d{1,2})/(\d{1,2})/(\d{4})\s*", value)
+    if not found or not 12 < int(found.group(1)) <= 31 or not 1 <= int(found.group(2)) <= 12:
+        return ""
+    day, month, year = (int(g) for g in found.groups())
+    return (f"; it reads only day first ({day} {calendar.month_name[month]} {year}): the file's dates look "
+            f"DD/MM/YYYY (a file re-saved in a day-first locale), and its days up to the 12th would be read "
+            f"as other months: export the file again, or convert its dates to YYYY-MM-DD")
+
+
 # --- checks in Azure's terms ------------------------------------------------------------------
 
 def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
     """Unparseable dates and numbers, unknown charge types, named by the file's own column names."""
     errors = []
     sql = f"SELECT rn, date FROM az WHERE day IS NULL ORDER BY rn LIMIT {MAX_ERRORS}"
-    errors += [InputError(path, "missing value" if value is None else f"unparseable date {shown(value)}",
+    errors += [InputError(path, "missing value" if value is None else f"unparseable date {shown(value)}{day_first(value)}",
                           row=rn, column=roles.name("date"),
                           expected="a date as MM/DD/YYYY, YYYY-MM-DD or ISO 8601")
                for rn, value in con.execute(sql).fetchall()]

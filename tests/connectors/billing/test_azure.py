@@ -297,6 +297,19 @@ def test_bad_cells_name_row_and_azure_column(tmp_path):
         read(rewrite(ACTUAL, tmp_path / "bad.csv", spoil))
     found = {(e.row, e.column) for e in err.value.errors}
     assert found == {(3, "Date"), (5, "Cost"), (7, "ChargeType")}
+    date = next(str(e) for e in err.value.errors if e.column == "Date")
+    assert "unparseable date '31/12/2023'; it reads only day first (31 December 2023): the file's dates look DD/MM/YYYY" in date
+
+
+@pytest.mark.parametrize("value, said", [("13/05/2024", "13 May 2024"), ("5/13/2024", None), ("31/31/2024", None),
+                                         ("2024-13-01", None), ("13/5/2024", "13 May 2024")])
+def test_a_day_first_date_is_named_so(value, said):
+    from connectors.billing.azure import day_first
+
+    if said is None:
+        assert day_first(value) == ""
+    else:
+        assert day_first(value).startswith(f"; it reads only day first ({said}): ")
 
 
 def test_missing_cost_column_is_named(tmp_path):
