@@ -299,9 +299,13 @@ def null_expr(column: str) -> str:
     return f"CASE WHEN trim({column}) IN ({literals}) THEN NULL ELSE {column} END"
 
 
-def csv_format_hint(path: Path, fmt: str) -> str:
-    """For a message about a file not read as CSV: which billing format its CSV header is, or ``""``."""
+def other_format_hint(path: Path, fmt: str) -> str:
+    """For a message about a file a reader does not take: what it is (an Avro extract; a CSV file, and
+    which billing format its header is), or ``""``."""
     name = path.name.lower()
+    if name.endswith(".avro") or (path.is_dir() and any(p.name.lower().endswith(".avro") for p in path.rglob("*"))):
+        return ("; it is Avro: extract the table as newline-delimited JSON or Parquet "
+                "(bq extract --destination_format NEWLINE_DELIMITED_JSON or PARQUET)")
     if path.is_dir() or not name.endswith((".csv", ".csv.gz")):
         return ""
     try:

@@ -45,7 +45,7 @@ from connectors.billing import gcp_commitments as cud
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
-from connectors.billing.focus_load import csv_format_hint
+from connectors.billing.focus_load import other_format_hint
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER, shown
 from connectors.duck import first_line, session
@@ -373,7 +373,7 @@ def export_files(path: Path) -> tuple[list[str], str]:
         raise InputError(path, "both JSON and Parquet export files", expected="one format")
     if not (json_files or parquet_files):
         raise InputError(path, "no export file (.json, .jsonl, .ndjson, .json.gz or .parquet)"
-                         + csv_format_hint(path, "gcp_billing"), expected="a Cloud Billing export: NDJSON or Parquet")
+                         + other_format_hint(path, "gcp_billing"), expected="a Cloud Billing export: NDJSON or Parquet")
     return (json_files, "json") if json_files else (parquet_files, "parquet")
 
 

@@ -138,3 +138,14 @@ def test_a_ragged_gzipped_csv_is_malformed_not_a_corrupt_gzip(tmp_path, fmt):
     if fmt == "focus":
         assert "malformed CSV at file line 6" in text
     assert "gzip" not in text.replace(str(path), "")
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_an_avro_extract_given_as_a_gcp_export_is_told_how_to_extract(tmp_path, folder):
+    """bq extract writes Avro by default for nested tables; the reader takes JSON or Parquet."""
+    where = tmp_path / "extract" if folder else tmp_path / "billing.avro"
+    target = where / "billing-000000000000.avro" if folder else where
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"Obj\x01" + bytes(64))
+    text = message(where, "gcp_billing")
+    assert "no export file" in text and "; it is Avro: extract the table as newline-delimited JSON or Parquet" in text
