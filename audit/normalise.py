@@ -32,6 +32,7 @@ from audit.normalised import (
     Telemetry,
     empty_table,
 )
+from audit.overlap import overlap_errors
 from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
@@ -49,6 +50,10 @@ def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
               for frame in collected.of("billing")]  # copy-on-write: the columns read are not copied
     lines = _one_table(frames)
     _check_currency(case, lines)
+    overlaps = overlap_errors([(f.spec.name, f.spec.where, f.tables["lines"]) for f in collected.of("billing")],
+                              case.currency)
+    if overlaps:
+        raise InputErrors(overlaps)
     if lines.empty:
         paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
         raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}"

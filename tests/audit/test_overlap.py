@@ -1,0 +1,95 @@
+"""Billing sources that bill the same charges over the same hours are refused, by name (audit/overlap.py).
+
+Before: the demo's bill beside a copy of its first third audited to 120,035.97 USD against 89,258.43,
+with "does not reconcile" as the only sign. Exports that split a bill by period or by account are
+read together as before, to the cent.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from audit.overlap import overlap_errors
+from tests.audit.cli.test_cli import costaudit
+from tests.paths import FIXTURES
+
+BILL = "billing/focus_2026-09.csv.gz"
+
+
+def split_case(tmp_path: Path, keep_first, keep_second) -> Path:
+    """The demo with its bill written as two sources: the rows ``keep_first`` and ``keep_second`` take."""
+    case = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", case)
+    rows = list(csv.reader(io.StringIO(gzip.decompress((case / BILL).read_bytes()).decode("utf-8"))))
+    header = rows[0]
+    for name, keep in (("first.csv", keep_first), ("second.csv", keep_second)):
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([header] + [r for r in rows[1:] if keep(dict(zip(header, r)))])
+        (case / "billing" / name).write_text(out.getvalue(), encoding="utf-8")
+    (case / BILL).unlink()
+    toml = case / "case.toml"
+    text = toml.read_text(encoding="utf-8").replace(f'path = "{BILL}"', 'path = "billing/first.csv"')
+    toml.write_text(text + '\n[[billing]]\nname = "second"\nformat = "focus"\npath = "billing/second.csv"\n',
+                    encoding="utf-8")
+    return case
+
+
+def early(row: dict) -> bool:
+    return row["ChargePeriodStart"] < "2026-09-16"
+
+
+def test_a_bill_split_by_period_is_read_whole(tmp_path):
+    case = split_case(tmp_path, early, lambda row: not early(row))
+    done = costaudit("run", case, "--out", tmp_path / "out", "--format", "json", "--quiet")
+    assert done.returncode in (0, 2), done.stderr  # 2: the demo's own reconciliation verdict
+    assert "total in scope (effective): 89258.43 USD" in done.stdout
+
+
+def test_a_bill_split_by_account_is_read_whole(tmp_path):
+    audited = lambda row: row["SubAccountId"] == "111111111111"  # noqa: E731
+    case = split_case(tmp_path, audited, lambda row: not audited(row))
+    done = costaudit("validate", case)
+    assert done.returncode == 0 and "share" not in done.stderr, done.stderr
+
+
+def test_an_export_of_part_of_the_month_beside_the_month_is_refused(tmp_path):
+    case = split_case(tmp_path, lambda row: True, early)
+    done = costaudit("validate", case)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("costaudit: error:")]
+    assert "billing/second.csv: billing sources 'aws-focus' and 'second' bill the same charges over the same hours: " in error
+    assert "fall in periods 'aws-focus' bills for the same account, resource and charge (the first: second.csv:" in error
+    assert "an overlapping export would count them twice and overstate the invoice" in error
+    assert not (tmp_path / "out").exists()
+
+
+def lines(ids, starts, ends, billed, effective=None, resource="i-1") -> pd.DataFrame:
+    effective = billed if effective is None else effective
+    return pd.DataFrame({"line_id": ids, "start": pd.to_datetime(starts, utc=True), "end": pd.to_datetime(ends, utc=True),
+                         "billed_cost": [Decimal(v) for v in billed], "effective_cost": [Decimal(v) for v in effective],
+                         "provider": "AWS", "billing_account_id": "1", "sub_account_id": "2",
+                         "charge_category": "Usage", "charge_description": "p5", "sku_id": "s", "resource_id": resource,
+                         "region": "us-east-1"})
+
+
+@pytest.mark.parametrize("second, shared", [
+    (lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"]), "1 line(s) of 'b' (3.00 USD effective"),
+    (lines(["b:1"], ["2026-09-02T00"], ["2026-09-03T00"], ["3"]), None),                      # after the span
+    (lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"], resource="i-2"), None),       # another resource
+    (lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["0"]), None),                       # costs nothing
+])
+def test_the_rule_on_lines(second, shared):
+    first = lines(["a:1", "a:2"], ["2026-09-01T00", "2026-09-01T12"], ["2026-09-01T12", "2026-09-02T00"], ["5", "5"])
+    found = overlap_errors([("a", "a.csv", first), ("b", "b.csv", second)], "USD")
+    if shared is None:
+        assert found == []
+    else:
+        (error,) = found
+        assert shared in str(error) and "(the first: b:1, beside a:1)" in str(error)
