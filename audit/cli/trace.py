@@ -78,8 +78,10 @@ def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folde
         return exit_code_of(exc)
     if not any(rank["devices"] for rank in document["ranks"]):
         from connectors.profiles.kineto import EXPECTED_CUDA, NO_GPU_EVENTS
-        print(f"costaudit: error: {', '.join(str(p) for p in paths)}: {NO_GPU_EVENTS} in any rank "
-              f"(expected {EXPECTED_CUDA}, or nsys --trace=cuda)", file=sys.stderr)
+        excluded = [line.strip() for rank in document["ranks"] for line in _excluded_lines(rank.get("excluded_events") or {})]
+        print(f"costaudit: error: {', '.join(str(p) for p in paths)}: {NO_GPU_EVENTS} in any rank"
+              f"{'; ' + '; '.join(excluded) if excluded else ''} (expected {EXPECTED_CUDA}, or nsys --trace=cuda)",
+              file=sys.stderr)
         return 1
     if folded is not None:
         Path(folded).write_text("".join(line + "\n" for line in stacks))

@@ -84,7 +84,10 @@ def test_all_kernels_excluded_is_one_named_error(tmp_path):
     trace = read_trace(path)
     assert trace.role.size == 0 and trace.excluded == {"negative_dur": 1, "missing_dur": 0, "no_name": 1}
     outcome = costaudit("trace", "none.json", "--json", cwd=tmp_path)
-    assert outcome.rc == 0 and json.loads(outcome.stdout)["ranks"][0]["excluded_events"]["negative_dur"] == 1
+    # no GPU event is left to measure: refused (it printed a rank with no device and no finding), saying why
+    assert outcome.rc == 1 and outcome.stdout == ""
+    assert ("none.json: no GPU kernel, memcpy or memset events in any rank; excluded events (not counted as work): "
+            "1 with a negative duration, 1 with no name") in outcome.stderr
 
 
 @pytest.mark.parametrize("field", ["dur", "ts"])
