@@ -308,11 +308,16 @@ def other_format_hint(path: Path, fmt: str) -> str:
                 "(bq extract --destination_format NEWLINE_DELIMITED_JSON or PARQUET)")
     if path.is_dir() or not name.endswith((".csv", ".csv.gz")):
         return ""
+    header = header_or_none(path, "csv.gz" if name.endswith(".gz") else "csv")
+    return "" if header is None else "; it is a CSV file" + header_hint(header, (), fmt)
+
+
+def header_or_none(path: Path, fmt: str) -> list[str] | None:
+    """The file's CSV header, or None where it has none that reads (only for a message)."""
     try:
-        header = csv_header(path, "csv.gz" if name.endswith(".gz") else "csv")
+        return csv_header(path, fmt)
     except InputError:
-        return ""
-    return "; it is a CSV file" + header_hint(header, (), fmt)
+        return None
 
 
 # --- read failures ----------------------------------------------------------------------------
@@ -340,8 +345,5 @@ def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
 
 def delimiter_hint(path: Path, fmt: str) -> str:
     """The hint for a CSV file whose one-column header is split by another delimiter, or ``""``."""
-    try:
-        header = csv_header(path, fmt)
-    except InputError:
-        return ""
-    return header_hint(header, ()) if foreign_delimiter(header) else ""
+    header = header_or_none(path, fmt)
+    return header_hint(header, ()) if header and foreign_delimiter(header) else ""

@@ -96,6 +96,13 @@ class Scan:
         self.first = math.inf
         self.last = -math.inf
 
+    def see_one(self, t: float) -> None:
+        """Widen :attr:`first` and :attr:`last` by one timestamp (NaN: none)."""
+        if t < self.first:
+            self.first = t
+        if t > self.last:
+            self.last = t
+
     def see(self, t: np.ndarray) -> None:
         """Widen :attr:`first` and :attr:`last` by the timestamps ``t`` (seconds; NaN: none)."""
         if len(t):
@@ -128,10 +135,7 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
         v = _number(value, path, lineno)
         t = _timestamp(stamp, path, lineno) if stamp is not None else nan
         scan.rows += 1
-        if t < scan.first:
-            scan.first = t
-        if t > scan.last:
-            scan.last = t
+        scan.see_one(t)
         scan.untimestamped += stamp is None
         family = by_name.get(name)
         if family is not None:

@@ -111,7 +111,7 @@ def scan_matrix(result: list, path: Path, by_name: dict, scan: Scan) -> None:
         for pair in values:
             t, v = sample(pair, path, row)
             scan.rows += 1
-            scan.first, scan.last = min(scan.first, t), max(scan.last, t)
+            scan.see_one(t)
             if family is not None:
                 family.add(name, raw, v, t, path, row)
 
