@@ -80,9 +80,9 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
                  and not any(len(table) for name, table in f.tables.items() if name not in UNTIMED_TABLES))
 
 
-#: telemetry formats whose ``covered`` says where their samples are (a request log's or a snapshot's
-#: may be empty for other reasons)
-TIMED_FORMATS = ("openmetrics", "prom_dump", "prometheus")
+#: telemetry formats that read samples outside the window and keep their extent (a Prometheus server
+#: answers for the window only, and refuses a window without series itself: connectors/telemetry/prom_span.py)
+TIMED_FORMATS = ("openmetrics", "prom_dump")
 #: tables that hold no interval of the window (a node's labels are read from any sample)
 UNTIMED_TABLES = ("node_info",)
 

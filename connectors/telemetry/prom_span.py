@@ -3,7 +3,8 @@
 "No series in the window" leaves the user to guess between a wrong url, a wrong tenant and a wrong
 window. When the server does hold some of the series at other times, the refusal names them and the
 days they cover (rule 5: the nearest thing the data does contain). Asked only on that refusal: one
-label query over :data:`LOOKBACK_DAYS` and one range query at a step of a day.
+label query over :data:`LOOKBACK_DAYS`, and a range query at a step of a day for each of the first
+:data:`SPANNED` names held.
 """
 from __future__ import annotations
 
