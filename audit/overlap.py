@@ -6,12 +6,14 @@ one of the whole month, a copy of part of a bill. Each shared charge would be co
 total, every bucket and every unit cost with it would be overstated without a word.
 
 Lines are compared by charge: account, sub-account, provider, charge category, description, SKU,
-resource and region. The readers sum the lines the audit does not tell apart, so one export's lines
-need not match the other's one for one; instead, for each charge, the span one source bills it over
-(its first start to its last end) is set against each line of the other source that bills the same
-charge. A line inside that span bills hours the first source bills already. Lines that cost nothing
-on either basis move no money and are left out. Exports that split a bill legitimately (by account,
-or by period) share no charge over the same hours.
+resource and region; where one of the two sources names no resource on any line (a GCP standard
+export beside the detailed export of the same bill), without the resource. The readers sum the lines
+the audit does not tell apart, so one export's lines need not match the other's one for one;
+instead, for each charge, the span one source bills it over (its first start to its last end) is set
+against each line of the other source that bills the same charge. A line inside that span bills
+hours the first source bills already. Lines that cost nothing on either basis move no money and are
+left out. Exports that split a bill legitimately (by account, or by period) share no charge over the
+same hours.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from connectors.errors import InputError
 #: what makes two billing lines bill the same charge (columns of schemas.billing.BillingLine)
 CHARGE = ("provider", "billing_account_id", "sub_account_id", "charge_category", "charge_description", "sku_id",
           "resource_id", "region")
+#: the same without the resource: the key between a source that names resources and one that names none
+BARE = tuple(c for c in CHARGE if c != "resource_id")
 
 
 def overlap_errors(frames: list[tuple[str, str, pd.DataFrame]], currency: str) -> list[InputError]:
@@ -29,52 +33,70 @@ def overlap_errors(frames: list[tuple[str, str, pd.DataFrame]], currency: str) -
     if len(frames) < 2:
         return []
     keyed = {name: _keyed(lines) for name, _, lines in frames}
+    named = {name: _names_resources(lines) for name, _, lines in frames}
     errors = []
     for i, (first, _, _) in enumerate(frames):
-        spans = _spans(keyed[first])
         for second, where, _ in frames[i + 1:]:
-            inside = _inside(keyed[second], spans)
+            unnamed = [name for name in (first, second) if not named[name]]
+            key = "_bare" if unnamed else "_charge"
+            inside = _inside(keyed[second], _spans(keyed[first], key), key)
             if len(inside):
-                errors.append(_error(first, second, where, inside, keyed[first], currency))
+                errors.append(_error(first, second, where, inside, keyed[first], currency, key, unnamed))
     return errors
 
 
+def _names_resources(lines: pd.DataFrame) -> bool:
+    """Whether any line of a source names its resource."""
+    if "resource_id" not in lines.columns or not len(lines):
+        return False
+    return bool(lines["resource_id"].fillna("").astype(str).str.strip().ne("").any())
+
+
 def _keyed(lines: pd.DataFrame) -> pd.DataFrame:
-    """The lines that cost something, with their charge's 64-bit hash as ``_charge``."""
+    """The lines that cost something, with their charge's 64-bit hash as ``_charge`` and the hash
+    of the charge without its resource as ``_bare``."""
     if not len(lines):
-        return pd.DataFrame({"_charge": pd.Series([], dtype="uint64"), "start": [], "end": [], "line_id": [],
-                             "effective_cost": []})
+        return pd.DataFrame({"_charge": pd.Series([], dtype="uint64"), "_bare": pd.Series([], dtype="uint64"),
+                             "start": [], "end": [], "line_id": [], "effective_cost": []})
     costs = ~((lines["billed_cost"] == 0) & (lines["effective_cost"] == 0)).to_numpy()
     kept = lines[costs]
-    present = [c for c in CHARGE if c in kept.columns]
-    charge = pd.util.hash_pandas_object(kept[present].astype(str), index=False).to_numpy()
-    return pd.DataFrame({"_charge": charge, "start": kept["start"].to_numpy(), "end": kept["end"].to_numpy(),
+    hashes = {name: pd.util.hash_pandas_object(kept[[c for c in key if c in kept.columns]].astype(str),
+                                                index=False).to_numpy()
+              for name, key in (("_charge", CHARGE), ("_bare", BARE))}
+    return pd.DataFrame({**hashes, "start": kept["start"].to_numpy(), "end": kept["end"].to_numpy(),
                          "line_id": kept["line_id"].to_numpy(), "effective_cost": kept["effective_cost"].to_numpy()})
 
 
-def _spans(keyed: pd.DataFrame) -> pd.DataFrame:
-    """Per charge, the first start and the last end a source bills it over."""
-    return keyed.groupby("_charge", sort=False).agg(_from=("start", "min"), _to=("end", "max")).reset_index()
+def _spans(keyed: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Per charge (hash column ``key``), the first start and the last end a source bills it over."""
+    return keyed.groupby(key, sort=False).agg(_from=("start", "min"), _to=("end", "max")).reset_index()
 
 
-def _inside(keyed: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+def _inside(keyed: pd.DataFrame, spans: pd.DataFrame, key: str) -> pd.DataFrame:
     """The lines of ``keyed`` whose period meets the span another source bills their charge over."""
-    joined = keyed.merge(spans, on="_charge", how="inner")
+    joined = keyed.merge(spans, on=key, how="inner")
     return joined[(joined["start"] < joined["_to"]) & (joined["end"] > joined["_from"])]
 
 
 def _error(first: str, second: str, where: str, inside: pd.DataFrame, first_lines: pd.DataFrame,
-           currency: str) -> InputError:
+           currency: str, key: str, unnamed: list[str]) -> InputError:
     """The error naming both sources, the lines billed twice, their cost and hours, and one pair."""
     amount = sum(inside["effective_cost"], start=0)
     example = inside.iloc[0]
-    same = first_lines[(first_lines["_charge"] == example["_charge"]) & (first_lines["start"] < example["end"])
+    same = first_lines[(first_lines[key] == example[key]) & (first_lines["start"] < example["end"])
                        & (first_lines["end"] > example["start"])]
     twin = same["line_id"].iloc[0] if len(same) else "a line"
     span = f"{inside['start'].min():%Y-%m-%d %H:%M} – {inside['end'].max():%Y-%m-%d %H:%M} UTC"
     return InputError(where, f"billing sources {first!r} and {second!r} bill the same charges over the same hours: "
                       f"{len(inside):,} line(s) of {second!r} ({amount:,.2f} {currency} effective, {span}) fall in "
-                      f"periods {first!r} bills for the same account, resource and charge (the first: "
+                      f"periods {first!r} bills for the same {_compared(unnamed)} (the first: "
                       f"{example['line_id']}, beside {twin}); an overlapping export would count them twice and "
                       "overstate the invoice",
                       expected="each charge and hour in one billing source (drop or trim the overlapping export)")
+
+
+def _compared(unnamed: list[str]) -> str:
+    """What the lines were compared by, for the error: ``unnamed`` are the sources naming no resource."""
+    if not unnamed:
+        return "account, resource and charge"
+    return f"account and charge ({' and '.join(map(repr, unnamed))} name{'s' if len(unnamed) == 1 else ''} no resource)"

@@ -93,3 +93,49 @@ def test_the_rule_on_lines(second, shared):
     else:
         (error,) = found
         assert shared in str(error) and "(the first: b:1, beside a:1)" in str(error)
+
+
+def test_a_source_naming_no_resource_is_compared_without_the_resource():
+    first = lines(["a:1"], ["2026-09-01T00"], ["2026-09-02T00"], ["5"])
+    second = lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"], resource="")
+    (error,) = overlap_errors([("a", "a.csv", first), ("b", "b.csv", second)], "USD")
+    assert "for the same account and charge ('b' names no resource) (the first: b:1, beside a:1)" in str(error)
+    both_named = lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"], resource="i-2")
+    assert overlap_errors([("a", "a.csv", first), ("b", "b.csv", both_named)], "USD") == []
+
+
+def gcp_lines(rows: list[dict], path: Path, *, detailed: bool) -> pd.DataFrame:
+    """The lines the gcp_billing reader gives for ``rows`` written as a Parquet export."""
+    from connectors.base import ReadContext, SourceSpec
+    from connectors.registry import resolve
+    from tests.servers.gcp_export import JUNE, MAY, write_parquet
+
+    write_parquet(rows, path, detailed=detailed)
+    spec = SourceSpec(name=path.stem, kind="billing", format="gcp_billing", path=path, options={})
+    return resolve("gcp_billing")(spec, ReadContext(start=MAY, end=JUNE, currency="USD")).read().tables["lines"]
+
+
+def test_a_gcp_standard_export_beside_the_detailed_export_of_its_bill_is_refused(tmp_path):
+    """The standard export names no resource: compared without it, its lines fall in the detailed
+    export's (before: read together, the bill counted twice)."""
+    from tests.servers.gcp_export import export_rows
+
+    rows = export_rows()
+    detailed = gcp_lines(rows, tmp_path / "detailed.parquet", detailed=True)
+    standard = gcp_lines([dict(r, resource=None) for r in rows], tmp_path / "standard.parquet", detailed=False)
+    (error,) = overlap_errors([("detailed", "detailed.parquet", detailed), ("standard", "standard.parquet", standard)],
+                              "USD")
+    assert "billing sources 'detailed' and 'standard' bill the same charges over the same hours" in str(error)
+    assert "for the same account and charge ('standard' names no resource)" in str(error)
+
+
+def test_gcp_exports_split_by_service_are_read_together(tmp_path):
+    from tests.servers.gcp_export import export_rows
+
+    rows = export_rows()
+    compute = [r for r in rows if r["service"]["description"] == "Compute Engine"]
+    others = [dict(r, resource=None) for r in rows if r["service"]["description"] != "Compute Engine"]
+    assert compute and others
+    detailed = gcp_lines(compute, tmp_path / "compute.parquet", detailed=True)
+    standard = gcp_lines(others, tmp_path / "others.parquet", detailed=False)
+    assert overlap_errors([("compute", "c", detailed), ("others", "o", standard)], "USD") == []
