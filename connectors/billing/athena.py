@@ -36,6 +36,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +45,7 @@ from connectors.base import Connector
 from connectors.billing import cur_aggregate as agg
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur import read_raw
+from connectors.billing.focus_checks import extent_note, notes_table
 from connectors.duck import first_line, session
 from connectors.errors import (
     FatalSourceError,
@@ -184,6 +186,7 @@ class AthenaConnector(Connector):
             self.query = agg.render(tree, "trino", opts.name)
             execution = self._run(athena, opts)
             names, rows = read_results(athena, execution["QueryExecutionId"])
+            extent = None if rows else table_extent(athena, plan, opts)
         except Exception as exc:  # every client fault becomes one of our errors
             raise source_error(exc, opts) from None
         finally:
@@ -197,10 +200,10 @@ class AthenaConnector(Connector):
         with session() as con:
             layout, lines = load_rows(con, plan, expected, rows, Path(opts.name), self.query_execution_id)
             tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines, weighted=True)
-        tables["notes"] = pd.DataFrame(
+        tables["notes"] = notes_table(
             [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
-                     f"{self.bytes_scanned} bytes of {opts.name}; {len(rows)} result rows summing {lines} CUR lines")],
-            columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
+                     f"{self.bytes_scanned} bytes of {opts.name}; {len(rows)} result rows summing {lines} CUR lines")]
+            + (extent_note(*extent) if extent else []))
         return tables, lines, covered
 
     def _run(self, client, opts: Options) -> dict:
@@ -210,12 +213,8 @@ class AthenaConnector(Connector):
             self.query_execution_id = self._succeeded
             execution = wait(client, self._succeeded, opts)
         if execution is None or execution["Status"]["State"] != "SUCCEEDED":
-            kwargs = {"QueryString": self.query, "WorkGroup": opts.workgroup,
-                      "QueryExecutionContext": {"Catalog": opts.catalog, "Database": opts.database}}
-            if opts.output_location:
-                kwargs["ResultConfiguration"] = {"OutputLocation": opts.output_location}
             self.query_execution_id = None
-            self.query_execution_id = client.start_query_execution(**kwargs)["QueryExecutionId"]
+            self.query_execution_id = client.start_query_execution(**start_kwargs(str(self.query), opts))["QueryExecutionId"]
             log.info("athena: query %s started in workgroup %s over %s", self.query_execution_id,
                      opts.workgroup, opts.name)
             execution = wait(client, self.query_execution_id, opts)
@@ -229,6 +228,32 @@ class AthenaConnector(Connector):
 
 
 # --- AWS calls ---------------------------------------------------------------------------------
+
+def start_kwargs(query: str, opts: Options) -> dict:
+    """StartQueryExecution's arguments for ``query`` in the source's workgroup, catalog and database."""
+    kwargs = {"QueryString": query, "WorkGroup": opts.workgroup,
+              "QueryExecutionContext": {"Catalog": opts.catalog, "Database": opts.database}}
+    if opts.output_location:
+        kwargs["ResultConfiguration"] = {"OutputLocation": opts.output_location}
+    return kwargs
+
+
+def table_extent(client, plan: agg.Plan, opts: Options) -> tuple[datetime, datetime] | None:
+    """The first usage start and the last usage end of the whole table, for a window that holds no
+    line (rule 5: say where the lines lie): one more query, asked only then. None where it fails,
+    or the table holds no line: the refusal stands, without the extent."""
+    query = agg.render(agg.extent_query(plan), "trino", opts.name)
+    try:
+        qid = client.start_query_execution(**start_kwargs(query, opts))["QueryExecutionId"]
+        if wait(client, qid, opts)["Status"]["State"] != "SUCCEEDED":
+            return None
+        _, rows = read_results(client, qid)
+        first, last = (datetime.strptime(str(text), agg.PERIOD_FORMAT) for text in rows[0][:2])
+    except Exception as exc:  # noqa: BLE001 (best effort: the error it would explain is raised anyway)
+        log.info("athena: the extent of %s could not be read: %s", opts.name, type(exc).__name__)
+        return None
+    log.info("athena: query %s read the extent of %s", qid, opts.name)
+    return first, last
 
 def make_client(service: str, opts: Options):
     """A boto3 client of the standard credential chain, standard-mode retries and timeouts."""

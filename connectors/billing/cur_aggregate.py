@@ -226,14 +226,13 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     Returned with pseudo-functions (money_*, ts_*, map_*) and the stand-in table ``cur_table``;
     :func:`render` spells them for a dialect.
     """
-    kinds, refs, aliases = plan_.kinds, dict(plan_.fields), dict(plan_.aliases)
+    refs, aliases = dict(plan_.fields), dict(plan_.aliases)
     missing = plan_.missing
     if missing:
         raise UsageError(f"not a CUR table: no column(s) {', '.join(missing)}")
 
     def kind(field: str) -> str:
-        spelled = aliases[field]
-        return kinds.get(spelled, "text") if refs[field].startswith('"') else "text"
+        return field_kind(plan_, field)
 
     line: list[str] = []       # columns of each CUR line
     keys: list[str] = []       # output aliases grouped by
@@ -298,6 +297,22 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     ORDER BY {order}
     """
     return sqlglot.parse_one(text_sql, read="duckdb")
+
+
+def field_kind(plan_: Plan, field: str) -> str:
+    """How CUR field ``field`` of the table is typed (a field read from the ``product`` MAP: text)."""
+    ref = dict(plan_.fields)[field]
+    return plan_.kinds.get(dict(plan_.aliases)[field], "text") if ref.startswith('"') else "text"
+
+
+def extent_query(plan_: Plan) -> exp.Expr:
+    """The first usage start and the last usage end of every line of the table (every partition),
+    as ``PERIOD_FORMAT`` text (``first``, ``last``): asked only where the window holds no line, so
+    that the refusal says where the lines lie (rule 5)."""
+    refs = dict(plan_.fields)
+    first, last = (moment(refs[field], field_kind(plan_, field)) for field in sql.PERIOD)
+    return sqlglot.parse_one(f"SELECT strftime(min({first}), '{PERIOD_FORMAT}') AS first, "
+                             f"strftime(max({last}), '{PERIOD_FORMAT}') AS last FROM {STAND_IN} AS c", read="duckdb")
 
 
 def render(tree: exp.Expr, dialect: str, table: str, pretty: bool = False) -> str:

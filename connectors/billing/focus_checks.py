@@ -230,8 +230,13 @@ def extent_notes(con, relation: str = "n", start: str = "_ps", end: str = "_pe")
                                   f"strftime(max({end}), '%Y-%m-%d %H:%M') FROM {relation}").fetchone()
     except duckdb.Error:
         return []
-    if first is None:
-        return []
+    return [] if first is None else extent_note(first, last)
+
+
+def extent_note(first, last) -> list[tuple[int, str, str]]:
+    """The note of a source with no line in the window, its charge periods running from ``first``
+    to ``last`` (UTC moments, or their text)."""
+    first, last = (f"{m:%Y-%m-%d %H:%M}" if hasattr(m, "strftime") else m for m in (first, last))
     return [(0, "ChargePeriodStart", f"{WINDOW_EXTENT}: its charge periods run from {first} to {last} UTC")]
 
 

@@ -42,8 +42,9 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.billing import gcp_commitments as cud
+from connectors.billing.bigquery_jobs import QueryTimeout, dry_run, guard, no_retry, run_query, table_extent
 from connectors.billing.focus import load_focus_named, read_focus_table
-from connectors.billing.focus_checks import extent_notes, notes_table
+from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
@@ -98,6 +99,7 @@ class GcpBillingConnector(Connector):
         super().__init__(spec, ctx)
         self.bytes_scanned: int | None = None
         self.bytes_billed: int | None = None
+        self.table_extent: tuple | None = None
         self._digest = ""
 
     @property
@@ -121,10 +123,16 @@ class GcpBillingConnector(Connector):
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
             tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
-            notes += [] if len(tables["lines"]) or self.in_bigquery else extent_notes(con, "billing_export", *PERIOD_COLUMNS)
+            notes += [] if len(tables["lines"]) else self._extent_notes(con)
         if notes:
             tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True)
         return tables, int(export_rows), covered
+
+    def _extent_notes(self, con) -> list[tuple[int, str, str]]:
+        """Where the source's rows lie, for a window that holds none of them."""
+        if not self.in_bigquery:
+            return extent_notes(con, "billing_export", *PERIOD_COLUMNS)
+        return extent_note(*self.table_extent) if self.table_extent else []
 
     def fingerprint(self) -> str:
         """Files: their bytes (base class); a BigQuery table: the query and what it returned."""
@@ -173,6 +181,8 @@ class GcpBillingConnector(Connector):
             self.bytes_scanned = dry_run(client, sql, table)
             guard(table, self.bytes_scanned, limit)
             job, result = run_query(client, sql, limit, opts["timeout_s"])
+            if not result.num_rows:  # no row in the window: where the table's rows lie (rule 5)
+                self.table_extent = table_extent(client, table, PERIOD_COLUMNS, limit, opts["timeout_s"])
         except Exception as exc:  # every client fault becomes one of our errors
             raise source_error(exc, table, limit) from None
         finally:
@@ -232,52 +242,6 @@ def is_loopback(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def no_retry():
-    """A google-api-core Retry that retries nothing: the base connector retries with backoff."""
-    from google.api_core.retry import Retry
-
-    return Retry(predicate=lambda exc: False)
-
-
-def dry_run(client, sql: str, table: str) -> int:
-    """Bytes the query would scan, from a dry run (logged)."""
-    from google.cloud import bigquery
-
-    config = bigquery.QueryJobConfig(dry_run=True, use_query_cache=False)
-    job = client.query(sql, job_config=config, retry=no_retry(), job_retry=None)
-    scanned = int(job.total_bytes_processed or 0)
-    log.info("gcp_billing: the query over %s would scan %d bytes (dry run)", table, scanned)
-    return scanned
-
-
-def guard(table: str, scanned: int, limit: int) -> None:
-    """Refuse, before it runs, a query whose dry run exceeds maximum_bytes_billed."""
-    if scanned > limit:
-        raise InputError(table, f"the query would scan {scanned:,} bytes, more than "
-                         f"maximum_bytes_billed = {limit:,}", column="maximum_bytes_billed",
-                         expected="a higher maximum_bytes_billed, a shorter window or "
-                                  "partition_slack_days")
-
-
-def run_query(client, sql: str, limit: int, timeout_s: float):
-    """Run the query with maximum_bytes_billed set; return (job, Arrow table of the aggregates)."""
-    from google.cloud import bigquery
-
-    config = bigquery.QueryJobConfig(maximum_bytes_billed=limit)
-    job = client.query(sql, job_config=config, retry=no_retry(), job_retry=None)
-    try:
-        rows = job.result(timeout=timeout_s, retry=no_retry())
-    except TimeoutError:
-        job.cancel()
-        raise QueryTimeout(f"the query did not finish within timeout_s = {timeout_s:g} s "
-                           f"(job {job.job_id}, cancelled)") from None
-    return job, rows.to_arrow(create_bqstorage_client=False)
-
-
-class QueryTimeout(Exception):
-    """The query outran timeout_s: not retried, as a rerun would bill the scan again."""
 
 
 def source_error(exc: Exception, table: str, limit: int) -> Exception:

@@ -211,6 +211,36 @@ def test_month_through_athena_equals_the_local_cur_connector(moto, glue, proxy):
     assert duck(trino_on_duckdb(sent, plan)) == rows
 
 
+def test_a_window_with_no_line_says_where_the_tables_lines_lie(moto, glue, proxy):
+    """Rule 5: the aggregate of an empty window is followed by one query for the table's extent,
+    sent as Trino (seeded with its own rendering run back in DuckDB); the note names it (before:
+    nothing said where the lines lie)."""
+    far = (datetime(1990, 1, 1, tzinfo=timezone.utc), datetime(1990, 2, 1, tzinfo=timezone.utc))
+    names, rows = local_rows(far)
+    assert rows == []
+    plan = agg.plan(list(parquet_columns()))
+    extent_sql = agg.render(agg.extent_query(plan), "trino", f"{DATABASE}.{TABLE}")
+    seed(moto, names, rows)
+    seed(moto, ["first", "last"], duck(trino_on_duckdb(extent_sql, plan)))
+    frame = connector(proxy, far).read()
+    assert frame.tables["lines"].empty and proxy.count("StartQueryExecution") == 2
+    first, last = duck("SELECT min(line_item_usage_start_date), max(line_item_usage_end_date) FROM cur")[0]
+    assert list(frame.tables["notes"].note[1:]) == [
+        f"no line in the window: its charge periods run from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"]
+    client = athena_client(moto)
+    executions = client.list_query_executions()["QueryExecutionIds"]
+    sent = [client.get_query_execution(QueryExecutionId=q)["QueryExecution"]["Query"] for q in executions]
+    client.close()
+    assert extent_sql in sent
+
+
+def test_a_window_with_lines_asks_no_extent(moto, glue, proxy):
+    seed(moto, *local_rows(HOUR))
+    frame = connector(proxy).read()
+    assert len(frame.tables["lines"]) and proxy.count("StartQueryExecution") == 1
+    assert not [n for n in frame.tables["notes"].note if n.startswith("no line in the window")]
+
+
 # --------------------------------------------------------------------------------------------
 # the definition itself
 

@@ -230,6 +230,20 @@ def test_standard_export_with_numeric_money(loaded, emulator, rows, tmp_path):
     pd_assert_equal(comparable(local.tables["lines"]), comparable(lines))
 
 
+def test_a_table_with_no_row_in_the_window_says_where_its_rows_lie(loaded, emulator, rows):
+    """Rule 5: the refusal of an empty window quotes the table's extent, asked of BigQuery only then
+    (before: the note was written for local exports only)."""
+    far = (datetime(1990, 1, 1, tzinfo=timezone.utc), datetime(1990, 2, 1, tzinfo=timezone.utc))
+    frame = connector(table=DETAILED, endpoint=f"http://127.0.0.1:{emulator}", start=far[0], end=far[1]).read()
+    assert frame.tables["lines"].empty
+    first = min(datetime.strptime(r["usage_start_time"], "%Y-%m-%d %H:%M:%S UTC") for r in rows)
+    (note,) = [n for n in frame.tables["notes"]["note"] if n.startswith("no line in the window")]
+    last = max(datetime.strptime(r["usage_end_time"], "%Y-%m-%d %H:%M:%S UTC") for r in rows)
+    assert note == f"no line in the window: its charge periods run from {first:%Y-%m-%d %H:%M} to {last:%Y-%m-%d %H:%M} UTC"
+    inside = connector(table=DETAILED, endpoint=f"http://127.0.0.1:{emulator}").read()
+    assert not [n for n in inside.tables["notes"]["note"] if n.startswith("no line in the window")]
+
+
 def test_billing_totals_same_on_bigquery_and_duckdb(loaded, from_bigquery):
     """billing_totals over a FOCUS-named table: BigQuery rendering = DuckDB rendering = lines."""
     from google.cloud import bigquery
