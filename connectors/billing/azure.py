@@ -124,6 +124,9 @@ AZURE_NAMES: dict[str, tuple[str, ...]] = {
     "additional_info": ("AdditionalInfo",),
     "publisher": ("PublisherName",),
     "publisher_type": ("PublisherType",),
+    # read only to tell the order of a slash date: a period's end (the 28th to the 31st) reads one way
+    "period_start": ("BillingPeriodStartDate",),
+    "period_end": ("BillingPeriodEndDate",),
 }
 REQUIRED = ("cost", "date")
 NUMERIC = ("cost", "quantity", "effective_price", "unit_price", "payg_price", "payg_cost", "exchange_rate")
@@ -230,6 +233,22 @@ def day_first(value: str) -> str:
             f"as other months: export the file again, or convert its dates to YYYY-MM-DD")
 
 
+def period_day_first(con, roles: Roles, path: Path) -> list[InputError]:
+    """The first billing period date that reads only day first (30/09/2023), where every usage date
+    read month first: a file re-saved in a day-first locale whose usage days are all up to the 12th
+    (a month of daily rows up to the 12th, a monthly export dated on the 1st) would otherwise be
+    read with day and month swapped, without a word. A period ends on the 28th to the 31st."""
+    for role in ("period_end", "period_start"):
+        if roles.columns[role] is None:
+            continue
+        sql = (f"SELECT rn, {role} FROM az WHERE {role} IS NOT NULL AND try_strptime(trim({role}), '{DATE_FORMAT}') IS NULL "
+               f"AND try_strptime(trim({role}), '%d/%m/%Y') IS NOT NULL ORDER BY rn LIMIT 1")
+        for rn, value in con.execute(sql).fetchall():
+            return [InputError(path, f"billing period date {shown(value)}{day_first(value)}", row=rn,
+                               column=roles.name(role), expected="dates as MM/DD/YYYY (as Azure writes them) or YYYY-MM-DD")]
+    return []
+
+
 # --- checks in Azure's terms ------------------------------------------------------------------
 
 def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
@@ -240,6 +259,7 @@ def check_azure_rows(con, roles: Roles, path: Path) -> list[InputError]:
                           row=rn, column=roles.name("date"),
                           expected="a date as MM/DD/YYYY, YYYY-MM-DD or ISO 8601")
                for rn, value in con.execute(sql).fetchall()]
+    errors += [] if errors else period_day_first(con, roles, path)
     for role in NUMERIC:
         if roles.columns[role] is None:
             continue

@@ -418,3 +418,23 @@ def test_purchase_without_covered_usage_stays_a_charge():
     lines = read(ACTUAL).tables["lines"]
     charges, _ = spread(lines, "billed")
     assert list(charges[charges["charge_category"] == "Purchase"]["gross"]) == [Decimal("3.25")]
+
+
+def test_a_day_first_file_whose_usage_days_are_all_up_to_the_12th_is_refused(tmp_path):
+    """Every usage date of the file reads month first (09/05/2023 as 5 September), but its billing
+    period's end (30/09/2023) reads only day first: the file was re-saved in a day-first locale.
+    Before: read with day and month swapped, without a word."""
+    def day_first_file(i, record):
+        month, day, year = record["Date"].split("/")
+        record["Date"] = f"{int(day) % 12 + 1:02d}/{month}/{year}"
+        for column in ("BillingPeriodStartDate", "BillingPeriodEndDate"):
+            m, d, y = record[column].split("/")
+            record[column] = f"{d}/{m}/{y}"
+        return record
+    with pytest.raises(InputError) as err:
+        read(rewrite(ACTUAL, tmp_path / "day_first.csv", day_first_file))
+    error = err.value
+    assert error.column == "BillingPeriodEndDate" and error.row == 1
+    assert "billing period date '30/09/2023'; it reads only day first (30 September 2023): the file's dates look DD/MM/YYYY" \
+        in str(error)
+    assert len(read(ACTUAL).tables["lines"])  # the file as Azure wrote it reads as before
