@@ -131,6 +131,8 @@ class Reader:
         while True:
             block = raw.read(BLOCK)
             if not block:
+                if carry and not carry.startswith(b"# EOF") and carry.strip():
+                    raise _Exact  # the last line has no line feed: the exact reader names it
                 if carry:
                     if self._text(carry):
                         self._after_eof(raw, [])

@@ -126,6 +126,8 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
             if line.startswith("# EOF"):
                 _after_eof(lines, path, lineno)
             continue
+        if line[-1:] != "\n":
+            cut_short(line, path, lineno)
         m = match(line)
         if m is None:
             if not line.strip():
@@ -140,6 +142,16 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
         family = by_name.get(name)
         if family is not None:
             family.add(name, raw, v, t, path, lineno)
+
+
+def cut_short(line: str, path, lineno: int) -> None:
+    """The last line of the file has no line feed: a file cut short (a copy or a download that
+    stopped) whose last sample would be read with its value or timestamp cut. The text formats end
+    every line with a line feed (OpenMetrics: ``# EOF`` last, its line feed optional)."""
+    if line.strip():
+        raise InputError(path, f"the file ends inside line {lineno:,} ({shown(line.strip())}, no line feed after it): "
+                         "it looks cut short, and its last sample would be read cut", row=lineno,
+                         expected="a complete file: every line ended by a line feed (OpenMetrics: '# EOF' last)")
 
 
 def _after_eof(lines, path, lineno: int) -> None:

@@ -179,3 +179,23 @@ def test_series_numbered_in_file_order_after_a_sample_without_timestamp(tmp_path
     path = tmp_path / "untimed.om"
     path.write_text(f'{GR}{{gpu="0",UUID="GPU-0"}} 1\n{GR}{{gpu="1",UUID="GPU-1"}} 1 {T0}\n')
     assert_same(path)
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_file_cut_inside_its_last_line_is_refused(tmp_path, block, gz):
+    """Before: a copy that stopped mid-line was read, its last sample with its timestamp cut
+    (``… 0.5 17356`` read as 1970). The text formats end every line with a line feed."""
+    lines = [sample(GR, DCGM, "0.5", T0 + i) for i in range(200)]
+    text = ("\n".join(lines) + "\n")
+    cut = text[:-6]
+    path = tmp_path / "cut.om"
+    path.write_bytes(gzip.compress(cut.encode()) if gz else cut.encode())
+    for read in (om_stream.read_families, omtext.read_families):
+        with pytest.raises(InputError) as caught:
+            read(path)
+        assert caught.value.row == 200
+        assert "the file ends inside line 200" in str(caught.value) and "it looks cut short" in str(caught.value)
+    whole = tmp_path / "whole.om"
+    whole.write_text(text + "# EOF")  # '# EOF' may end the file without a line feed
+    assert outcome(om_stream.read_families, whole)[:2] == ("ok", 200)
+    assert_same(whole)
