@@ -255,6 +255,7 @@ def table_extent(client, plan: agg.Plan, opts: Options) -> tuple[datetime, datet
     log.info("athena: query %s read the extent of %s", qid, opts.name)
     return first, last
 
+
 def make_client(service: str, opts: Options):
     """A boto3 client of the standard credential chain, standard-mode retries and timeouts."""
     try:

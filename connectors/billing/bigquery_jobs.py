@@ -76,7 +76,7 @@ def table_extent(client, table: str, columns: tuple[str, str], limit: int,
             log.info("gcp_billing: the extent of %s would scan more than maximum_bytes_billed; not asked", table)
             return None
         _, result = run_query(client, sql, limit, timeout_s)
-        first, last = (result.column(name)[0].as_py() for name in ("first", "last"))
+        first, last = (result.column(column)[0].as_py() for column in ("first", "last"))
     except Exception as exc:  # noqa: BLE001 (best effort: the error it would explain is raised anyway)
         log.info("gcp_billing: the extent of %s could not be read: %s", table, type(exc).__name__)
         return None
