@@ -38,6 +38,7 @@ are untrusted: each is cut to a readable length with control characters escaped 
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -73,15 +74,17 @@ def activity_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: 
     return profile_gpu_fit(case, devices, gpu_lines, tele, nodes, owners) + replicas_fit(case, tele, owners)
 
 
-def fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
+def fit(case: Case, lines: pd.DataFrame, scoped: int, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
         devices: Mapping[str, tuple[str, str]] | None = None) -> Fit:
     """Every misfit of the case against its data.
 
-    ``lines`` are every billing line read (before the scope), ``gpu_lines`` the classified lines in
+    ``lines`` are every billing line read (before the scope), ``scoped`` how many of them the scope
+    keeps, ``gpu_lines`` the classified lines in
     scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map, ``devices``
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
-    found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines) + request_logs_fit(case, tele)
+    found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines, scoped)
+             + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes))
@@ -208,7 +211,30 @@ def _where(others: Mapping[str, str]) -> str:
 
 # ---- scope ----------------------------------------------------------------------------------------
 
-def scope_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
+def scope_fit(case: Case, lines: pd.DataFrame, scoped: int | None = None) -> list[Misfit]:
+    """A misfit per ``[scope]`` account, service or tag that no billing line carries. Where the scope
+    keeps none of the lines (``scoped`` = 0), they are errors: the audit would report 0.00 for a
+    scope that is not in the data."""
+    out = _scope_misfits(case, lines)
+    if scoped != 0 or lines.empty or not any(case.scope.get(k) for k in ("accounts", "services", "tags")):
+        return out
+    if not out:  # each piece is in the data, but no line has them together
+        out = [Misfit("scope_empty", "[scope]", f"[scope] {_scope_text(case.scope)} keeps none of the "
+                      f"{len(lines):,} billing lines read: each is in the data, but no line has them together", ())]
+    return [replace(m, severity="error", message=f"{m.message}; the scope keeps none of the {len(lines):,} billing "
+                    "lines read (a report would show 0.00)") if m.kind != "scope_empty" else replace(m, severity="error")
+            for m in out]
+
+
+def _scope_text(scope: Mapping) -> str:
+    """The scope's pieces, as the case writes them."""
+    parts = [f"accounts = {list(scope['accounts'])}" if scope.get("accounts") else "",
+             f"services = {list(scope['services'])}" if scope.get("services") else "",
+             f"tags = {dict(scope['tags'])}" if scope.get("tags") else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def _scope_misfits(case: Case, lines: pd.DataFrame) -> list[Misfit]:
     """A misfit per ``[scope]`` account, service or tag that no billing line carries."""
     scope = case.scope
     out: list[Misfit] = []
