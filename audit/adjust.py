@@ -58,6 +58,12 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     return mask, reasons
 
 
+def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
+    """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which the
+    scope keeps by their account alone)."""
+    return int((mask & ~lines["charge_category"].isin(CREDIT_CATEGORIES | {"Tax"})).sum())
+
+
 #: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end
 #: (every row take of the full table copies each of its text columns)
 WORK_COLUMNS = ["commitment_discount_id", "effective_cost", "list_cost", "pricing_quantity", "resource_id",

@@ -78,8 +78,8 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, gpu_lines: pd.DataFrame, t
         devices: Mapping[str, tuple[str, str]] | None = None) -> Fit:
     """Every misfit of the case against its data.
 
-    ``lines`` are every billing line read (before the scope), ``scoped`` how many of them the scope
-    keeps, ``gpu_lines`` the classified lines in
+    ``lines`` are every billing line read (before the scope), ``scoped`` how many charges among them
+    the scope keeps (tax and credits apart), ``gpu_lines`` the classified lines in
     scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map, ``devices``
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
@@ -213,17 +213,17 @@ def _where(others: Mapping[str, str]) -> str:
 
 def scope_fit(case: Case, lines: pd.DataFrame, scoped: int | None = None) -> list[Misfit]:
     """A misfit per ``[scope]`` account, service or tag that no billing line carries. Where the scope
-    keeps none of the lines (``scoped`` = 0), they are errors: the audit would report 0.00 for a
-    scope that is not in the data."""
+    keeps no charge (``scoped`` = 0: at most the tax and credits it keeps by their account), they are
+    errors: the audit would report 0.00, or tax and credits alone, for a scope that is not in the data."""
     out = _scope_misfits(case, lines)
     if scoped != 0 or lines.empty or not any(case.scope.get(k) for k in ("accounts", "services", "tags")):
         return out
     if not out:  # each piece is in the data, but no line has them together
-        out = [Misfit("scope_empty", "[scope]", f"[scope] {_scope_text(case.scope)} keeps none of the "
+        out = [Misfit("scope_empty", "[scope]", f"[scope] {_scope_text(case.scope)} keeps no charge of the "
                       f"{len(lines):,} billing lines read: each is in the data, but no line has them together", ())]
-    return [replace(m, severity="error", message=f"{m.message}; the scope keeps none of the {len(lines):,} billing "
-                    "lines read (a report would show 0.00)") if m.kind != "scope_empty" else replace(m, severity="error")
-            for m in out]
+    return [replace(m, severity="error", message=f"{m.message}; the scope keeps no charge of the {len(lines):,} billing "
+                    "lines read (a report would show 0.00, or tax and credits alone)") if m.kind != "scope_empty"
+            else replace(m, severity="error") for m in out]
 
 
 def _scope_text(scope: Mapping) -> str:

@@ -51,6 +51,11 @@ def warnings_of(stderr: str) -> list[str]:
             if line.startswith("costaudit: warning: ")]
 
 
+def errors_of(stderr: str) -> list[str]:
+    """The errors, each without its ``costaudit: error: <case.toml>:`` prefix."""
+    return [line.split(": ", 3)[3] for line in stderr.splitlines() if line.startswith("costaudit: error: ")]
+
+
 def test_the_generated_case_fits(eks):
     result = costaudit("validate", eks)
     assert result.returncode == 0, result.stderr
@@ -113,27 +118,39 @@ def test_a_request_log_naming_an_undeclared_service(eks, tmp_path):
 
 
 def test_a_scope_tag_no_line_carries(eks, tmp_path):
+    """The tag empties the scope: an error (it was audited to 0.00 with a warning)."""
     case = edited(eks, tmp_path, 'accounts = ["111111111111"]',
                   'accounts = ["111111111111"]\ntags = { "eks:nodegroup" = "p5-chat" }')
+    out = tmp_path / "out"
+    for result in (costaudit("validate", case), costaudit("run", case, "--out", out, "--format", "json,html")):
+        assert result.returncode == 1, result.stderr
+        (found,) = errors_of(result.stderr)
+        assert found.startswith("[scope] tag eks:nodegroup matches no line; tag keys present: eks:nodegroup-name, ")
+        assert found.endswith("the scope keeps no charge of the 19 billing lines read (a report would show 0.00, "
+                              "or tax and credits alone)")
+    assert not out.exists()
+
+
+def test_a_scope_account_no_line_carries_beside_one_that_does(eks, tmp_path):
+    case = edited(eks, tmp_path, 'accounts = ["111111111111"]', 'accounts = ["111111111111", "11111111111"]')
     result = costaudit("validate", case)
     assert result.returncode == 0, result.stderr
-    found = warnings_of(result.stderr)
-    assert found[0].startswith("[scope] tag eks:nodegroup matches no line; tag keys present: "
-                               "eks:nodegroup-name, ")
-    assert any("no GPU line in scope bills any" in w for w in found)
+    (found,) = warnings_of(result.stderr)
+    assert found == ("[scope] account 11111111111 matches no line; accounts present: 111111111111, "
+                     "222222222222, 999999999999")
     out = tmp_path / "out"
     run = costaudit("run", case, "--out", out, "--format", "json,html")
-    assert "total in scope (effective): 0.00" in run.stdout and found[0] in warnings_of(run.stderr)
+    assert found in warnings_of(run.stderr)
     document = json.loads((out / "audit.json").read_text())
-    assert document["fit"][0]["kind"] == "scope_tag" and document["fit"][0]["nearest"][0] == "eks:nodegroup-name"
+    assert document["fit"][0]["kind"] == "scope_account" and document["fit"][0]["nearest"][0] == "111111111111"
     page = html.unescape((out / "report.html").read_text())
-    assert "[scope] tag eks:nodegroup matches no line" in page[:page.index("Where the money in scope goes")]
+    assert "[scope] account 11111111111 matches no line" in page[:page.index("Where the money in scope goes")]
 
 
 def test_a_scope_tag_value_accounts_and_services_no_line_carries(eks, tmp_path):
     case = edited(eks, tmp_path, 'accounts = ["111111111111"]',
                   'accounts = ["11111111111"]\nservices = ["Amazon EC2"]\ntags = { team = "analytic" }')
-    found = warnings_of(costaudit("validate", case).stderr)
+    found = [e.split("; the scope keeps no charge")[0] for e in errors_of(costaudit("validate", case).stderr)]
     assert found[0] == ("[scope] account 11111111111 matches no line; accounts present: 111111111111, "
                         "222222222222, 999999999999")
     assert found[1].startswith("[scope] service Amazon EC2 matches no line; services present: ")
