@@ -21,6 +21,7 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
     parse_rules,
     parse_services,
     parse_shipped,
+    service_hint,
     unknown_keys,
 )
 from audit.errors import ConfigError
@@ -389,7 +390,8 @@ def _check_profiles(sources, services, problems) -> None:
         elif not isinstance(service, str):
             problems.append(f"[[profiles]] {shown(s.name)}.service: expected a service name, got {shown(service)}")
         elif service not in services:
-            problems.append(f"[[profiles]] {shown(s.name)}: service {shown(service)} is not declared in [services]")
+            problems.append(f"[[profiles]] {shown(s.name)}: service {shown(service)} is not declared in [services]"
+                            + service_hint(service, services))
         for key in ("requests", "prompt_tokens", "generated_tokens"):
             value = s.options.get(key)
             least = 1 if key == "requests" else 0  # kernel-seconds per request divides by it

@@ -202,11 +202,15 @@ def _rule_service(entry: Mapping[str, Any], services: Mapping[str, Service], whe
         return None
     name = entry["service"]
     if not isinstance(name, str) or name not in services:
-        near = difflib.get_close_matches(str(name), sorted(services), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else f"; declared: {', '.join(sorted(services)) or 'none'}"
-        problems.append(f"{where}.service: {shown(name)} is not a declared [services] entry{hint}")
+        problems.append(f"{where}.service: {shown(name)} is not a declared [services] entry{service_hint(name, services)}")
         return None
     return name
+
+
+def service_hint(name, services: Mapping[str, Any]) -> str:
+    """"; did you mean 'chat'?" for a service name written nearly right, else the declared names."""
+    near = difflib.get_close_matches(str(name), sorted(services), n=1)
+    return f"; did you mean {near[0]!r}?" if near else f"; declared: {', '.join(sorted(services)) or 'none'}"
 
 
 def parse_allocation(raw: Mapping[str, Any], services: Mapping[str, Service], problems: list[str]) -> Allocation:
@@ -291,7 +295,5 @@ def parse_shipped(raw: list[tuple[int, dict]], services: Mapping[str, Service], 
 def _shipped_service(name, services: Mapping[str, Service], where: str, problems: list[str]) -> str | None:
     if isinstance(name, str) and name in services:
         return name
-    near = difflib.get_close_matches(str(name), sorted(services), n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else f"; declared: {', '.join(sorted(services)) or 'none'}"
-    problems.append(f"{where}.service: {shown(name)} is not a declared [services] entry{hint}")
+    problems.append(f"{where}.service: {shown(name)} is not a declared [services] entry{service_hint(name, services)}")
     return None

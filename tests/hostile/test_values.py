@@ -132,6 +132,14 @@ def test_a_profile_that_served_no_request_is_refused(tmp_path):
     assert any(".requests: expected a whole number ≥ 1, got 0 (leave it out" in p for p in caught.value.problems)
 
 
+@pytest.mark.parametrize("written, hint", [("chta", "; did you mean 'chat'?"), ("zzz", "; declared: chat, embed")])
+def test_a_profile_of_an_undeclared_service_names_the_nearest(tmp_path, written, hint):
+    with pytest.raises(ConfigError) as caught:
+        load_case(demo_with(tmp_path, lambda text: text.replace('service = "chat"', f'service = "{written}"')))
+    assert f"[[profiles]] 'chat-qwen-prefill-decode': service '{written}' is not declared in [services]{hint}" \
+        in caught.value.problems
+
+
 @pytest.mark.parametrize(("where", "value", "named"), [
     ("[services.odd]", "namespace = true", "[services.odd].namespace: expected a string"),
     ("[services.odd]", "pod = [\"a\", \"b\"]", "[services.odd].pod: expected a string"),
