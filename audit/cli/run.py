@@ -159,8 +159,8 @@ def _summary(document: dict, target: Path, written) -> None:
 @reports_errors
 def validate(case: Path = typer.Argument(..., help="case folder or case file")) -> None:
     """Check the case file and every source, and whether the case fits the data; print every problem
-    at once. A piece of the case that matches nothing is a warning (exit 0), a service that matches
-    nothing at all an error (exit 1), as ``run`` refuses it."""
+    at once. A piece of the case that matches nothing is a warning (exit 0); a service that matches
+    nothing at all, or a scope that keeps no charge, an error (exit 1), as ``run`` refuses it."""
     from audit.case import load_case
     from audit.collect import check
 
