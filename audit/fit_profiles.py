@@ -26,7 +26,7 @@ from connectors.billing.catalogue import gpu_instances, normalise_instance
 
 #: GPU model families, longest first where one name starts another (A10G before A10, L40S before L4)
 FAMILY_RE = re.compile(r"(?i)(?<![A-Z0-9])(GB200|B200|B100|H200|H100|H800|H20|A800|A100|A40|A30|A10G|A10|L40S|L40|L4|"
-                       r"T4|V100|P100|P40|P4|K80|M60|MI325X|MI300X|MI300A|MI250X|MI250|MI210|MI100|"
+                       r"RTX PRO 6000|T4G|T4|V100|P100|P40|P4|K80|M60|MI325X|MI300X|MI300A|MI250X|MI250|MI210|MI100|"
                        r"Inferentia2|Inferentia|Trainium2|Trainium)(?![A-Z0-9])")
 
 

@@ -15,8 +15,8 @@ from functools import lru_cache
 from importlib import resources
 
 INSTANCE_RE = re.compile(r"\b((?:ml\.)?[a-z][a-z0-9-]*\d[a-z0-9-]*\.(?:\d*x?large|metal[\w-]*|medium|small|micro|nano))\b")
-GCP_MACHINE_RE = re.compile(r"\b([acgmn]\d-(?:highgpu|megagpu|ultragpu|edgegpu|standard|highmem|highcpu)-\d+g?)\b")
-AZURE_RE = re.compile(r"\b(?:standard_)?(n[cdv]\d+[a-z]*(?:_[a-z0-9]+)*_v\d)\b", re.I)
+GCP_MACHINE_RE = re.compile(r"\b([acgmn]\d[a-z]?-(?:highgpu|megagpu|ultragpu|edgegpu|standard|highmem|highcpu)-\d+g?)\b")
+AZURE_RE = re.compile(r"\b(?:standard_)?(n[cdv]c?\d+[a-z]*(?:_[a-z0-9]+)*_v\d)\b", re.I)
 HOUR_RE = re.compile(r"(?i)\bh(ou)?rs?\b|hours?")
 
 
