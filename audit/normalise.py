@@ -32,7 +32,7 @@ from audit.normalised import (
     Telemetry,
     empty_table,
 )
-from audit.overlap import overlap_errors
+from audit.overlap import overlap_errors, telemetry_overlap_errors
 from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
@@ -118,6 +118,10 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     def table(name, columns):
         found = collected.table("telemetry", name)
         return found if found is not None else pd.DataFrame({c: [] for c in columns})
+    overlaps = telemetry_overlap_errors([(f.spec.name, f.spec.where, f.tables["gpu_activity"])
+                                         for f in collected.of("telemetry") if "gpu_activity" in f.tables])
+    if overlaps:
+        raise InputErrors(overlaps)
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
     nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")

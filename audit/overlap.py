@@ -1,4 +1,5 @@
-"""Billing sources that bill the same charges over the same hours (rule 5: no silent misfit).
+"""Billing sources that bill the same charges over the same hours, and telemetry sources that report
+the same GPUs in the same intervals (rule 5: no silent misfit).
 
 Two sources with the same bytes are refused when they are read (audit/collect.py). Two that overlap
 are not the same file: a month-to-date export beside the month's, an export of 1–20 September beside
@@ -100,3 +101,44 @@ def _compared(unnamed: list[str]) -> str:
     if not unnamed:
         return "account, resource and charge"
     return f"account and charge ({' and '.join(map(repr, unnamed))} name{'s' if len(unnamed) == 1 else ''} no resource)"
+
+
+# ---- telemetry ----------------------------------------------------------------------------------
+
+#: what makes two activity rows report one GPU unit in one interval (columns of the gpu_activity table)
+GPU_INTERVAL = ("node", "gpu", "uuid", "ts")
+
+
+def telemetry_overlap_errors(frames: list[tuple[str, str, pd.DataFrame]]) -> list[InputError]:
+    """One error per pair of telemetry sources (name, where, gpu_activity) that both report the
+    activity of a GPU in the same interval: a second export of the same series (the same file as
+    text and gzipped, two Prometheus replicas, an export of part of the month beside the month's).
+    Read together, each GPU would look time-sliced between its pod and itself, and the request
+    counters would be cross-checked against a copy of themselves, as if two witnesses agreed."""
+    keyed = [(name, where, _gpu_intervals(activity)) for name, where, activity in frames if len(activity)]
+    errors = []
+    for i, (first, _, mine) in enumerate(keyed):
+        for second, where, theirs in keyed[i + 1:]:
+            shared = theirs[theirs["_unit"].isin(set(mine["_unit"]))]
+            if len(shared):
+                errors.append(_telemetry_error(first, second, where, shared))
+    return errors
+
+
+def _gpu_intervals(activity: pd.DataFrame) -> pd.DataFrame:
+    """Each activity row's GPU unit and interval, as a 64-bit hash ``_unit``, beside its columns."""
+    present = [c for c in GPU_INTERVAL if c in activity.columns]
+    unit = pd.util.hash_pandas_object(activity[present].astype(str), index=False).to_numpy()
+    return activity[present].assign(_unit=unit).drop_duplicates("_unit")
+
+
+def _telemetry_error(first: str, second: str, where: str, shared: pd.DataFrame) -> InputError:
+    example = shared.iloc[0]
+    span = f"{shared['ts'].min():%Y-%m-%d %H:%M} – {shared['ts'].max():%Y-%m-%d %H:%M} UTC"
+    return InputError(where, f"telemetry sources {first!r} and {second!r} both report the activity of the same GPUs in "
+                      f"the same intervals: {len(shared):,} GPU-interval(s), {span} (the first: GPU {example['gpu']} "
+                      f"of node {example['node']} at {example['ts']:%Y-%m-%d %H:%M} UTC); read together, each GPU would "
+                      "look time-sliced between its pod and itself, and the request counters would be cross-checked "
+                      "against a copy of themselves",
+                      expected="each GPU's activity in one telemetry source (drop the second export, or give each "
+                               "source its own nodes or period)")

@@ -1,4 +1,5 @@
-"""Billing sources that bill the same charges over the same hours are refused, by name (audit/overlap.py).
+"""Billing sources that bill the same charges over the same hours, and telemetry sources that report
+the same GPUs in the same intervals, are refused, by name (audit/overlap.py).
 
 Before: the demo's bill beside a copy of its first third audited to 120,035.97 USD against 89,258.43,
 with "does not reconcile" as the only sign. Exports that split a bill by period or by account are
@@ -16,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from audit.overlap import overlap_errors
+from audit.overlap import overlap_errors, telemetry_overlap_errors
 from tests.audit.cli.test_cli import costaudit
 from tests.paths import FIXTURES
 
@@ -139,3 +140,45 @@ def test_gcp_exports_split_by_service_are_read_together(tmp_path):
     detailed = gcp_lines(compute, tmp_path / "compute.parquet", detailed=True)
     standard = gcp_lines(others, tmp_path / "others.parquet", detailed=False)
     assert overlap_errors([("compute", "c", detailed), ("others", "o", standard)], "USD") == []
+
+
+# ---- telemetry ------------------------------------------------------------------------------------
+
+def test_the_same_telemetry_given_twice_is_refused(tmp_path):
+    """The demo's OpenMetrics export beside the same export as plain text (another sha256, so not
+    caught as the same file). Before: audited to the same total, with a note that each of the 24
+    GPUs was time-sliced between its pod and itself, and the request counts cross-checked against a
+    copy of themselves (gap 0.000000, as if two witnesses agreed)."""
+    case = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", case)
+    (case / "telemetry" / "copy.om").write_bytes(gzip.decompress((case / "telemetry" / "metrics.om.gz").read_bytes()))
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text(encoding="utf-8")
+                    + '\n[[telemetry]]\nname = "second-export"\nformat = "openmetrics"\npath = "telemetry/copy.om"\n',
+                    encoding="utf-8")
+    done = costaudit("validate", case)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("costaudit: error:")]
+    assert ("telemetry/copy.om: telemetry sources 'prometheus-export' and 'second-export' both report the activity of "
+            "the same GPUs in the same intervals: ") in error
+    assert "(the first: GPU 0 of node ip-10-0-1-11.ec2.internal at 2026-09-01 00:00 UTC)" in error
+
+
+def activity(nodes, hours, gpu="0") -> pd.DataFrame:
+    ts = [pd.Timestamp(f"2026-09-01T{h:02d}:00", tz="UTC") for h in hours]
+    return pd.DataFrame([{"node": n, "gpu": gpu, "uuid": f"GPU-{n}", "ts": t, "busy_fraction": 0.5}
+                         for n in nodes for t in ts])
+
+
+@pytest.mark.parametrize("second, shared", [
+    (activity(["a"], [5, 6]), 1),          # hour 5 of node a in both
+    (activity(["b"], [0, 1]), 0),          # another node: a source per node pool
+    (activity(["a"], [7, 8]), 0),          # later hours: a source per period
+    (activity(["a"], [5], gpu="1"), 0),    # another GPU of the node
+])
+def test_the_telemetry_rule_on_gpu_intervals(second, shared):
+    first = activity(["a"], range(6))
+    found = telemetry_overlap_errors([("a", "a.om", first), ("b", "b.om", second), ("empty", "e.om", activity([], []))])
+    assert len(found) == (1 if shared else 0)
+    if shared:
+        assert f"{shared:,} GPU-interval(s)" in str(found[0])
