@@ -32,7 +32,7 @@ from audit.normalised import (
     Telemetry,
     empty_table,
 )
-from audit.overlap import overlap_errors, telemetry_overlap_errors
+from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_overlap_errors
 from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
@@ -118,8 +118,11 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     def table(name, columns):
         found = collected.table("telemetry", name)
         return found if found is not None else pd.DataFrame({c: [] for c in columns})
+    sources = collected.of("telemetry")
     overlaps = telemetry_overlap_errors([(f.spec.name, f.spec.where, f.tables["gpu_activity"])
-                                         for f in collected.of("telemetry") if "gpu_activity" in f.tables])
+                                         for f in sources if "gpu_activity" in f.tables])
+    overlaps = overlaps or counter_overlap_errors([(f.spec.name, f.spec.where, f.tables["traffic"])
+                                                   for f in sources if "traffic" in f.tables])
     if overlaps:
         raise InputErrors(overlaps)
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
@@ -189,10 +192,13 @@ def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFram
 
 
 def _traffic(collected: Collected) -> pd.DataFrame:
-    """Request counts of every telemetry source, each row naming the source that counted it.
+    """Request counts of every telemetry source, each row naming the source that counted it and
+    what kind of count it is (``witness``).
 
     Serving-server rows name the counter too: "<name> (<format>): <counter>", e.g.
-    ``prom (openmetrics): nv_inference_request_success`` for Triton.
+    ``prom (openmetrics): nv_inference_request_success`` for Triton; their witness is the counter.
+    A request log's witness is its format: two logs of one service (two load balancers, or two
+    halves of the month) count different requests, and are added (audit/unit_costs.py).
     """
     parts = []
     for frame in collected.of("telemetry"):
@@ -201,9 +207,10 @@ def _traffic(collected: Collected) -> pd.DataFrame:
             base = f"{frame.spec.name} ({frame.spec.format})"
             family = table["family"] if "family" in table else pd.Series("", index=table.index)
             counter = family.map(REQUEST_COUNTERS).fillna("")
-            parts.append(table.assign(source=(base + ": " + counter).where(counter != "", base)))
+            parts.append(table.assign(source=(base + ": " + counter).where(counter != "", base),
+                                      witness=counter.where(counter != "", frame.spec.format)))
     if not parts:
-        return pd.DataFrame({c: [] for c in TRAFFIC_COLUMNS + ["source"]})
+        return pd.DataFrame({c: [] for c in TRAFFIC_COLUMNS + ["source", "witness"]})
     return pd.concat(parts, ignore_index=True)
 
 

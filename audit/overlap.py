@@ -107,6 +107,8 @@ def _compared(unnamed: list[str]) -> str:
 
 #: what makes two activity rows report one GPU unit in one interval (columns of the gpu_activity table)
 GPU_INTERVAL = ("node", "gpu", "uuid", "ts")
+#: what makes two traffic rows of a serving server's counters count one pod's requests in one interval
+POD_INTERVAL = ("family", "namespace", "pod", "model_name", "ts")
 
 
 def telemetry_overlap_errors(frames: list[tuple[str, str, pd.DataFrame]]) -> list[InputError]:
@@ -115,28 +117,57 @@ def telemetry_overlap_errors(frames: list[tuple[str, str, pd.DataFrame]]) -> lis
     text and gzipped, two Prometheus replicas, an export of part of the month beside the month's).
     Read together, each GPU would look time-sliced between its pod and itself, and the request
     counters would be cross-checked against a copy of themselves, as if two witnesses agreed."""
-    keyed = [(name, where, _gpu_intervals(activity)) for name, where, activity in frames if len(activity)]
+    return _shared_errors(frames, GPU_INTERVAL, _activity_error)
+
+
+def counter_overlap_errors(frames: list[tuple[str, str, pd.DataFrame]]) -> list[InputError]:
+    """One error per pair of telemetry sources (name, where, traffic) whose serving-server counters
+    (vLLM, Triton, TGI: rows with a ``family``) count the same pod in the same interval. The sources
+    of one counter are added (they count different pods or periods), so a repeated series would
+    count its requests twice. Request logs name no pod and are not compared: two load balancers'
+    logs of one service count different requests."""
+    counted = [(name, where, traffic[traffic["family"].fillna("") != ""] if "family" in traffic else traffic.iloc[:0])
+               for name, where, traffic in frames]
+    return _shared_errors(counted, POD_INTERVAL, _counter_error)
+
+
+def _shared_errors(frames: list[tuple[str, str, pd.DataFrame]], key: tuple[str, ...], error) -> list[InputError]:
+    """One ``error(first, second, where, rows)`` per pair of sources whose rows share a ``key``."""
+    keyed = [(name, where, _keyed_rows(table, key)) for name, where, table in frames if len(table)]
     errors = []
     for i, (first, _, mine) in enumerate(keyed):
         for second, where, theirs in keyed[i + 1:]:
             shared = theirs[theirs["_unit"].isin(set(mine["_unit"]))]
             if len(shared):
-                errors.append(_telemetry_error(first, second, where, shared))
+                errors.append(error(first, second, where, shared))
     return errors
 
 
-def _gpu_intervals(activity: pd.DataFrame) -> pd.DataFrame:
-    """Each activity row's GPU unit and interval, as a 64-bit hash ``_unit``, beside its columns."""
-    present = [c for c in GPU_INTERVAL if c in activity.columns]
-    unit = pd.util.hash_pandas_object(activity[present].astype(str), index=False).to_numpy()
-    return activity[present].assign(_unit=unit).drop_duplicates("_unit")
+def _keyed_rows(table: pd.DataFrame, key: tuple[str, ...]) -> pd.DataFrame:
+    """Each row's ``key`` columns and their 64-bit hash ``_unit``, once per distinct key."""
+    present = [c for c in key if c in table.columns]
+    unit = pd.util.hash_pandas_object(table[present].astype(str), index=False).to_numpy()
+    return table[present].assign(_unit=unit).drop_duplicates("_unit")
 
 
-def _telemetry_error(first: str, second: str, where: str, shared: pd.DataFrame) -> InputError:
+def _span(rows: pd.DataFrame) -> str:
+    return f"{rows['ts'].min():%Y-%m-%d %H:%M} – {rows['ts'].max():%Y-%m-%d %H:%M} UTC"
+
+
+def _counter_error(first: str, second: str, where: str, shared: pd.DataFrame) -> InputError:
     example = shared.iloc[0]
-    span = f"{shared['ts'].min():%Y-%m-%d %H:%M} – {shared['ts'].max():%Y-%m-%d %H:%M} UTC"
+    return InputError(where, f"telemetry sources {first!r} and {second!r} both count the requests of the same pods in "
+                      f"the same intervals: {len(shared):,} pod-interval(s) of {example['family']} counters, "
+                      f"{_span(shared)} (the first: pod {example['pod']} at {example['ts']:%Y-%m-%d %H:%M} UTC); "
+                      "the sources of one counter are added, so these requests would be counted twice",
+                      expected="each pod's counters in one telemetry source (drop the second export, or give each "
+                               "source its own pods or period)")
+
+
+def _activity_error(first: str, second: str, where: str, shared: pd.DataFrame) -> InputError:
+    example = shared.iloc[0]
     return InputError(where, f"telemetry sources {first!r} and {second!r} both report the activity of the same GPUs in "
-                      f"the same intervals: {len(shared):,} GPU-interval(s), {span} (the first: GPU {example['gpu']} "
+                      f"the same intervals: {len(shared):,} GPU-interval(s), {_span(shared)} (the first: GPU {example['gpu']} "
                       f"of node {example['node']} at {example['ts']:%Y-%m-%d %H:%M} UTC); read together, each GPU would "
                       "look time-sliced between its pod and itself, and the request counters would be cross-checked "
                       "against a copy of themselves",

@@ -71,23 +71,26 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
                        request_counts: pd.DataFrame | None = None) -> dict[str, TrafficTotals]:
     """Counter increases per service (pods matched by the services' matchers).
 
-    When two sources count one service (server counters and request logs), the one that also
-    counts tokens is the denominator; every source's total is kept for the denominator check, and
-    every request log's line classes (all lines, failed, health checks, unparseable, outside the
-    path filter) are kept beside it (METHOD §4).
+    The sources of one kind of count (``witness``: one server counter, or request logs) are added:
+    they count different pods, load balancers or periods (a source that repeats another's counter
+    series is refused when it is read, audit/overlap.py). When two kinds count one service (server
+    counters and request logs), the one that also counts tokens is the denominator; every kind's
+    total is kept for the denominator check, named by its sources, and every request log's line
+    classes (all lines, failed, health checks, unparseable, outside the path filter) are kept
+    beside it (METHOD §4).
     """
-    per_source: dict[tuple[str, str], _Counts] = {}
-    for name, pod, ts, requests, prompt, generated, source in _traffic_rows(traffic, services):
+    per_witness: dict[tuple[str, str], _Counts] = {}
+    for name, pod, ts, requests, prompt, generated, source, witness in _traffic_rows(traffic, services):
         if name is None:
             continue
         source = source or "traffic table"
-        per_source.setdefault((name, source), _Counts()).add(pod, ts, requests, prompt, generated, source)
+        per_witness.setdefault((name, witness or source), _Counts()).add(pod, ts, requests, prompt, generated, source)
     primary: dict[str, _Counts] = {}
     by_source: dict[str, dict[str, Decimal]] = defaultdict(dict)
-    for (name, source), counts in sorted(per_source.items(),
-                                         key=lambda kv: (-(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
+    for (name, _), counts in sorted(per_witness.items(),
+                                    key=lambda kv: (-(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
         primary.setdefault(name, counts)
-        by_source[name][source] = counts.requests
+        by_source[name][" + ".join(sorted(counts.sources))] = counts.requests
     classes = log_counts(request_counts, services)
     return {name: counts.totals(by_source[name], classes.get(name, {})) for name, counts in primary.items()}
 
@@ -107,7 +110,7 @@ def log_counts(table: pd.DataFrame | None, services: Mapping[str, Service]) -> d
 
 
 def _traffic_rows(traffic: pd.DataFrame, services: Mapping[str, Service]):
-    """(service or None, pod, ts, requests, prompt tokens, generated tokens, source) per row, in the
+    """(service or None, pod, ts, requests, prompt tokens, generated tokens, source, witness) per row, in the
     table's order: the service matched once per distinct (namespace, pod, model) (a pod's rows, one
     per interval, share one answer) and each interval start made a datetime once; the columns are
     taken as Python lists (iterating a pandas string column value by value is ten times slower)."""
@@ -118,10 +121,11 @@ def _traffic_rows(traffic: pd.DataFrame, services: Mapping[str, Service]):
     codes, stamps = pd.factorize(traffic["ts"], use_na_sentinel=False)
     moments = [stamp.to_pydatetime() for stamp in stamps]
     sources = traffic["source"].tolist() if "source" in traffic else [""] * len(traffic)
+    witnesses = traffic["witness"].tolist() if "witness" in traffic else [""] * len(traffic)
     pods = by_values(lambda pod: pod, traffic["pod"])  # one string per pod, not one per row
     return zip(names.tolist(), pods.tolist(), [moments[c] for c in codes.tolist()],
                by_values(_counted, traffic["requests"]).tolist(), traffic["prompt_tokens"].tolist(),
-               traffic["generated_tokens"].tolist(), sources)
+               traffic["generated_tokens"].tolist(), sources, witnesses)
 
 
 def _counted(requests: float) -> tuple[Decimal, Decimal]:

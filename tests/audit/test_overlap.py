@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from audit.overlap import overlap_errors, telemetry_overlap_errors
+from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_overlap_errors
 from tests.audit.cli.test_cli import costaudit
 from tests.paths import FIXTURES
 
@@ -182,3 +182,42 @@ def test_the_telemetry_rule_on_gpu_intervals(second, shared):
     assert len(found) == (1 if shared else 0)
     if shared:
         assert f"{shared:,} GPU-interval(s)" in str(found[0])
+
+
+def counters(pods, hours, family="vllm") -> pd.DataFrame:
+    ts = [pd.Timestamp(f"2026-09-01T{h:02d}:00", tz="UTC") for h in hours]
+    return pd.DataFrame([{"ts": t, "model_name": "m" if family else "", "namespace": "llm" if family else "", "pod": p,
+                          "requests": 10.0, "prompt_tokens": 0.0, "generated_tokens": 0.0, "family": family}
+                         for p in pods for t in ts])
+
+
+@pytest.mark.parametrize("second, shared", [
+    (counters(["chat-0"], [3, 9]), 1),         # the same pod's counter in hour 3
+    (counters(["chat-1"], [0, 1]), 0),         # another pod: a source per cluster
+    (counters(["chat-0"], [8, 9]), 0),         # later hours: a source per period
+    (counters(["chat"], [0, 1], family=""), 0),  # a request log: no pod, never compared
+])
+def test_the_counter_rule_on_pod_intervals(second, shared):
+    first = counters(["chat-0"], range(6))
+    found = counter_overlap_errors([("a", "a.om", first), ("b", "b.om", second)])
+    assert len(found) == shared
+    if shared:
+        assert "both count the requests of the same pods in the same intervals: 1 pod-interval(s) of vllm" in str(found[0])
+
+
+def test_the_demo_counters_given_again_are_refused(tmp_path):
+    """The demo's vLLM series alone, as a second source: before this stop a second source of one
+    counter was a second witness, now the sources of one counter are added, so a repeat is refused."""
+    case = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", case)
+    text = gzip.decompress((case / "telemetry" / "metrics.om.gz").read_bytes()).decode()
+    vllm = [line for line in text.splitlines() if line.startswith(("vllm:", "# TYPE vllm:", "# HELP vllm:"))]
+    (case / "telemetry" / "vllm.om").write_text("\n".join(vllm + ["# EOF"]) + "\n")
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text(encoding="utf-8")
+                    + '\n[[telemetry]]\nname = "vllm-again"\nformat = "openmetrics"\npath = "telemetry/vllm.om"\n',
+                    encoding="utf-8")
+    done = costaudit("validate", case)
+    assert done.returncode == 1
+    assert ("telemetry sources 'prometheus-export' and 'vllm-again' both count the requests of the same pods in the "
+            "same intervals: 15,120 pod-interval(s) of vllm counters") in done.stderr

@@ -48,3 +48,20 @@ def test_the_representativeness_driver_says_why_a_service_has_no_kernel_estimate
     assert "profile chat-trace states its requests, but no request counter or log counts" in uncounted
     assert _no_estimate(None).startswith("no profile with stated traffic")
     assert _no_estimate(SimpleNamespace(name="x", requests=None)).startswith("no profile with stated traffic")
+
+
+def test_the_sources_of_one_kind_of_count_are_added():
+    """Two load balancers' logs of one service (or its logs of two halves of the month) count
+    different requests. Before: the denominator took one of them (1,000 of 2,000 requests: every
+    unit cost doubled) and the check compared the two as witnesses of the same requests."""
+    frame = traffic([{"requests": 1000.0, "source": "alb-a (access_log)", "witness": "access_log", "pod": "chat"},
+                     {"requests": 1000.0, "source": "alb-b (access_log)", "witness": "access_log", "pod": "chat",
+                      "ts": TS + pd.Timedelta(days=15)},
+                     {"requests": 1900.0, "prompt_tokens": 5000.0, "source": "prom (openmetrics): vllm:request_success_total",
+                      "witness": "vllm:request_success_total"}])
+    found = traffic_by_service(frame, SERVICES)["chat"]
+    assert found.requests == Decimal(1900) and found.by_source == {
+        "prom (openmetrics): vllm:request_success_total": Decimal(1900),
+        "alb-a (access_log) + alb-b (access_log)": Decimal(2000)}
+    logs_only = traffic_by_service(frame[frame["witness"] == "access_log"], SERVICES)["chat"]
+    assert logs_only.requests == Decimal(2000)
