@@ -45,7 +45,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit
-from audit.fit_profiles import profile_gpu_fit
+from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_step import step_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
@@ -87,7 +87,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, gpu_lines: pd.DataFrame, t
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
-             + activity_fit(case, devices or {}, gpu_lines, tele, nodes))
+             + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found))
 
 

@@ -7,6 +7,9 @@ nothing in the case matches nothing. :func:`profile_gpu_fit` compares the GPU th
 (the billing's GPU lines of the resources those nodes are, else the node's instance type in
 telemetry) by model family (H100, L40S, A10G, MI300X …) and warns where they differ
 (``profile_gpu_model``). Where either side names no model, nothing is said.
+
+One profile per service gives its gap ratio and kernel figures, the first declared:
+:func:`profiles_unused_fit` names every later profile of the same service (``profile_unused``).
 """
 from __future__ import annotations
 
@@ -93,4 +96,23 @@ def devices_of(collected: Collected) -> dict[str, tuple[str, str]]:
         table = frame.tables.get("profile")
         device = str(table["device"].iloc[0]) if table is not None and len(table) and "device" in table.columns else ""
         out[frame.spec.name] = (str(frame.spec.options.get("service") or ""), device)
+    return out
+
+
+def profiles_unused_fit(case: Case) -> list[Misfit]:
+    """A ``profile_unused`` warning per profile of a service that a profile declared before it
+    already describes (it was dropped without a word): nearest, the profile in use."""
+    first: dict[str, str] = {}
+    out = []
+    for source in case.sources:
+        service = source.options.get("service") if source.kind == "profiles" else None
+        if not isinstance(service, str):
+            continue
+        if service not in first:
+            first[service] = source.name
+            continue
+        message = (f"profile {text(source.name)} is not used: service {text(service)}'s gap ratio and kernel figures "
+                   f"come from profile {text(first[service])}, declared before it (one profile per service); declare "
+                   "first the one recorded on traffic like the service's, or leave the other out")
+        out.append(Misfit("profile_unused", f"profile {text(source.name)}", message, (text(first[service]),)))
     return out
