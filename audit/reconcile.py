@@ -206,7 +206,7 @@ def _denominator_drivers(traffic: Mapping[str, TrafficTotals], tolerance: Decima
             out.append(Driver("denominator", name, None, f"requests from one source only ({counts[0][0] if counts else 'none'}): "
                               "no second count to compare"))
             continue
-        primary = sorted(t.sources)[0]
+        primary = " + ".join(sorted(t.sources))  # the denominator's sources (audit/unit_costs.py)
         (first, a) = (primary, t.by_source[primary])
         (second, b) = next((k, v) for k, v in counts if k != primary)
         gap = _gap(a, b) if a else None

@@ -65,3 +65,17 @@ def test_the_sources_of_one_kind_of_count_are_added():
         "alb-a (access_log) + alb-b (access_log)": Decimal(2000)}
     logs_only = traffic_by_service(frame[frame["witness"] == "access_log"], SERVICES)["chat"]
     assert logs_only.requests == Decimal(2000)
+
+
+def test_two_counter_sources_of_other_pods_are_the_denominator_together():
+    frame = traffic([{"requests": 600.0, "prompt_tokens": 3000.0, "source": "east (prometheus): vllm:request_success_total",
+                      "witness": "vllm:request_success_total"},
+                     {"requests": 400.0, "prompt_tokens": 2000.0, "pod": "chat-1",
+                      "source": "west (prometheus): vllm:request_success_total", "witness": "vllm:request_success_total"},
+                     {"requests": 1000.0, "source": "alb (access_log)", "witness": "access_log", "pod": "chat"}])
+    found = traffic_by_service(frame, SERVICES)["chat"]
+    assert found.requests == Decimal(1000) and found.prompt_tokens == Decimal(5000)
+    driver = _denominator_drivers({"chat": found}, Decimal("0.02"))[0]
+    assert driver.gap == Decimal(0)
+    assert driver.detail == ("east (prometheus): vllm:request_success_total + west (prometheus): "
+                             "vllm:request_success_total: 1000 requests vs alb (access_log): 1000")
