@@ -13,7 +13,7 @@ from typing import Any
 
 from audit.audit_json_phases import phases_entry
 from audit.money import ZERO, cents, dsum, fmt, share
-from audit.result import AuditResult, SharedSplit, TrafficTotals, UnitCost
+from audit.result import COUNT_CLASSES, AuditResult, SharedSplit, TrafficTotals, UnitCost
 
 BUCKETS3 = ("model_compute", "serving_path", "platform_overhead")
 UNIT_PLACES = 6
@@ -67,15 +67,13 @@ def _per(cost: Decimal, count: int | None, per: int) -> str | None:
 
 
 def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
-    """The request log's classes behind the denominator (the source that counted it, else the first
-    log that counts the service); None when no request log counts it."""
+    """The classes of the request logs that count the service, added (two load balancers' logs, or
+    the month's halves, count different requests: audit/unit_costs.py), named together; None when
+    no request log counts it."""
     if t is None or not t.counts:
         return None
-    source = next((s for s in sorted(t.sources) if s in t.counts), sorted(t.counts)[0])
-    c = t.counts[source]
-    return {"source": source, "lines": c["lines"], "successful": c["successful"], "failed": c["failed"],
-            "health_checks": c["health_checks"], "unparseable": c["unparseable"],
-            "other_paths": c["other_paths"]}
+    logs = sorted(t.counts)
+    return {"source": " + ".join(logs), **{k: sum(t.counts[s][k] for s in logs) for k in COUNT_CLASSES}}
 
 
 def service_reason(uc: UnitCost, requests: int | None, full: Decimal) -> str | None:

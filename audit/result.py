@@ -27,6 +27,10 @@ Bands = Mapping[str, Decimal]
 Figure = Mapping[str, str | None]
 
 
+#: a request log's classes, as audit.json ``request_counts`` names them
+COUNT_CLASSES = ("lines", "successful", "failed", "health_checks", "unparseable", "other_paths")
+
+
 @dataclass(frozen=True)
 class TrafficTotals:
     """Requests and tokens of one service, in total and per interval (from the serving counters)."""

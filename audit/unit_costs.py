@@ -19,7 +19,7 @@ import pandas as pd
 from audit.case import Allocation, Service
 from audit.ledger import Ledger, ServiceInterval
 from audit.money import ZERO, split_evenly
-from audit.result import SharedSplit, TrafficTotals, UnitCost
+from audit.result import COUNT_CLASSES, SharedSplit, TrafficTotals, UnitCost
 from audit.services import service_of
 from connectors.telemetry.distinct import by_values
 
@@ -63,8 +63,6 @@ class _Counts:
                              dict(counts))
 
 
-#: a request log's classes, as audit.json ``request_counts`` names them
-COUNT_CLASSES = ("lines", "successful", "failed", "health_checks", "unparseable", "other_paths")
 
 
 def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],

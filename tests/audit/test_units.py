@@ -79,3 +79,19 @@ def test_two_counter_sources_of_other_pods_are_the_denominator_together():
     assert driver.gap == Decimal(0)
     assert driver.detail == ("east (prometheus): vllm:request_success_total + west (prometheus): "
                              "vllm:request_success_total: 1000 requests vs alb (access_log): 1000")
+
+
+def test_the_classes_of_two_logs_are_added_in_audit_json():
+    """'All requests' of a service counted by two load balancers' logs: before, one log's lines only
+    (cost per 1,000 of all requests doubled)."""
+    from audit.audit_json_units import denominator_counts
+
+    frame = traffic([{"requests": 1000.0, "source": "alb-a (access_log)", "witness": "access_log", "pod": "chat"},
+                     {"requests": 1000.0, "source": "alb-b (access_log)", "witness": "access_log", "pod": "chat"}])
+    classes = pd.DataFrame([{"source": s, "pod": "chat", "lines": 1100, "successful": 1000, "failed": 50,
+                             "health_checks": 40, "unparseable": 10, "other_paths": 0}
+                            for s in ("alb-a (access_log)", "alb-b (access_log)")])
+    found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "chat"}, 1, 1, 3600)}, classes)["chat"]
+    assert denominator_counts(found) == {"source": "alb-a (access_log) + alb-b (access_log)", "lines": 2200,
+                                         "successful": 2000, "failed": 100, "health_checks": 80, "unparseable": 20,
+                                         "other_paths": 0}
