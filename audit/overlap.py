@@ -115,8 +115,8 @@ def telemetry_overlap_errors(frames: list[tuple[str, str, pd.DataFrame]]) -> lis
     """One error per pair of telemetry sources (name, where, gpu_activity) that both report the
     activity of a GPU in the same interval: a second export of the same series (the same file as
     text and gzipped, two Prometheus replicas, an export of part of the month beside the month's).
-    Read together, each GPU would look time-sliced between its pod and itself, and the request
-    counters would be cross-checked against a copy of themselves, as if two witnesses agreed."""
+    Read together, each GPU would look time-sliced between its pod and itself, and the requests its
+    pods' counters count would be counted twice (the sources of one counter are added)."""
     return _shared_errors(frames, GPU_INTERVAL, _activity_error)
 
 
@@ -169,7 +169,7 @@ def _activity_error(first: str, second: str, where: str, shared: pd.DataFrame) -
     return InputError(where, f"telemetry sources {first!r} and {second!r} both report the activity of the same GPUs in "
                       f"the same intervals: {len(shared):,} GPU-interval(s), {_span(shared)} (the first: GPU {example['gpu']} "
                       f"of node {example['node']} at {example['ts']:%Y-%m-%d %H:%M} UTC); read together, each GPU would "
-                      "look time-sliced between its pod and itself, and the request counters would be cross-checked "
-                      "against a copy of themselves",
+                      "look time-sliced between its pod and itself, and the requests its pods' counters count would be "
+                      "counted twice",
                       expected="each GPU's activity in one telemetry source (drop the second export, or give each "
                                "source its own nodes or period)")

@@ -63,8 +63,6 @@ class _Counts:
                              dict(counts))
 
 
-
-
 def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
                        request_counts: pd.DataFrame | None = None) -> dict[str, TrafficTotals]:
     """Counter increases per service (pods matched by the services' matchers).
