@@ -15,11 +15,18 @@ against each line of the other source that bills the same charge. A line inside 
 hours the first source bills already. Lines that cost nothing on either basis move no money and are
 left out. Exports that split a bill legitimately (by account, or by period) share no charge over the
 same hours.
+
+One bill in two formats (a FOCUS export beside the provider's own) spells its charges apart: the
+subscription as ARM path or GUID, other descriptions and SKU ids. So the sources are also compared per
+account, resource and UTC day (as :func:`audit.lines.account_key` and ``resource_key`` spell them):
+the same effective cost to the cent in both is the same charge billed twice.
 """
 from __future__ import annotations
 
 import pandas as pd
 
+from audit.lines import account_key, resource_key
+from audit.money import cents
 from connectors.errors import InputError
 
 #: what makes two billing lines bill the same charge (columns of schemas.billing.BillingLine)
@@ -35,15 +42,53 @@ def overlap_errors(frames: list[tuple[str, str, pd.DataFrame]], currency: str) -
         return []
     keyed = {name: _keyed(lines) for name, _, lines in frames}
     named = {name: _names_resources(lines) for name, _, lines in frames}
+    days = {name: _resource_days(lines) for name, _, lines in frames}
     errors = []
     for i, (first, _, _) in enumerate(frames):
         for second, where, _ in frames[i + 1:]:
             unnamed = [name for name in (first, second) if not named[name]]
             key = "_bare" if unnamed else "_charge"
             inside = _inside(keyed[second], _spans(keyed[first], key), key)
-            if len(inside):
+            same = _same_costs(days[first], days[second])
+            if len(same) and (not len(inside) or same["cost"].sum() > sum(inside["effective_cost"], start=0)):
+                errors.append(_same_costs_error(first, second, where, same, currency))
+            elif len(inside):
                 errors.append(_error(first, second, where, inside, keyed[first], currency, key, unnamed))
     return errors
+
+
+def _resource_days(lines: pd.DataFrame) -> pd.DataFrame:
+    """Effective cost per (account, resource, UTC day) of the lines that name a resource, to the cent,
+    the account and resource as :func:`audit.lines.account_key` and :func:`resource_key` spell them
+    (an Azure subscription by GUID or ARM path, an ARM id in any case): keys every format of one
+    bill shares, where descriptions and SKU ids differ between a FOCUS export and the provider's own."""
+    if not len(lines) or "resource_id" not in lines.columns:
+        return pd.DataFrame({"account": [], "resource": [], "day": [], "cost": []})
+    kept = lines[lines["resource_id"].fillna("").astype(str).str.strip() != ""]
+    account = kept["sub_account_id"].fillna("").astype(str).where(kept["sub_account_id"].fillna("") != "",
+                                                                  kept["billing_account_id"].fillna("").astype(str))
+    frame = pd.DataFrame({"account": account.map(account_key), "resource": kept["resource_id"].astype(str).map(resource_key),
+                          "day": pd.to_datetime(kept["start"], utc=True).dt.floor("D"), "cost": kept["effective_cost"]})
+    summed = frame.groupby(["account", "resource", "day"], sort=False)["cost"].sum().reset_index()
+    summed["cost"] = summed["cost"].map(cents)
+    return summed[summed["cost"] != 0]
+
+
+def _same_costs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """The resource-days both sources bill, for the same cost to the cent."""
+    joined = second.merge(first, on=["account", "resource", "day"], suffixes=("", "_first"))
+    return joined[joined["cost"] == joined["cost_first"]]
+
+
+def _same_costs_error(first: str, second: str, where: str, same: pd.DataFrame, currency: str) -> InputError:
+    example = same.iloc[0]
+    span = f"{same['day'].min():%Y-%m-%d} – {same['day'].max():%Y-%m-%d}"
+    return InputError(where, f"billing sources {first!r} and {second!r} bill the same resources for the same cost on the "
+                      f"same days: {len(same):,} resource-day(s), {same['cost'].sum():,.2f} {currency} effective, {span} "
+                      f"(the first: {example['resource']} on {example['day']:%Y-%m-%d}, {example['cost']:,.2f} in both); "
+                      "the same bill in two exports (a FOCUS export beside the provider's own) would be counted twice "
+                      "and overstate the invoice",
+                      expected="each charge and hour in one billing source (drop one of the two exports)")
 
 
 def _names_resources(lines: pd.DataFrame) -> bool:

@@ -221,3 +221,23 @@ def test_the_demo_counters_given_again_are_refused(tmp_path):
     assert done.returncode == 1
     assert ("telemetry sources 'prometheus-export' and 'vllm-again' both count the requests of the same pods in the "
             "same intervals: 15,120 pod-interval(s) of vllm counters") in done.stderr
+
+
+def test_one_bill_as_focus_and_as_the_providers_own_export_is_refused(tmp_path):
+    """An AKS month as Microsoft's FOCUS export and as the EA cost details export: the charges are
+    spelled apart (the subscription as ARM path or GUID, other descriptions and SKU ids), so the
+    charge test found nothing and the bill was counted twice. Per resource and day both give the
+    same cost to the cent."""
+    from benchmarks.cloudgen.generate import generate
+
+    generate("aks", 700, tmp_path / "focus", billing="focus")
+    generate("aks", 700, tmp_path / "native", billing="native")
+    case = tmp_path / "focus"
+    shutil.copy(tmp_path / "native" / "billing" / "ea_amortized_2026-09.csv", case / "billing")
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + '\n[[billing]]\nname = "azure"\nformat = "azure"\n'
+                    'path = "billing/ea_amortized_2026-09.csv"\nview = "amortized"\n', encoding="utf-8")
+    done = costaudit("validate", case)
+    assert done.returncode == 1, done.stderr
+    assert "billing sources 'focus' and 'azure' bill the same resources for the same cost on the same days: " in done.stderr
+    assert "the same bill in two exports (a FOCUS export beside the provider's own) would be counted twice" in done.stderr
