@@ -64,9 +64,9 @@ def _resource_days(lines: pd.DataFrame) -> pd.DataFrame:
     bill shares, where descriptions and SKU ids differ between a FOCUS export and the provider's own."""
     if not len(lines) or "resource_id" not in lines.columns:
         return pd.DataFrame({"account": [], "resource": [], "day": [], "cost": []})
-    kept = lines[lines["resource_id"].fillna("").astype(str).str.strip() != ""]
-    account = kept["sub_account_id"].fillna("").astype(str).where(kept["sub_account_id"].fillna("") != "",
-                                                                  kept["billing_account_id"].fillna("").astype(str))
+    kept = lines[_has_resource(lines)]
+    sub = kept["sub_account_id"].fillna("").astype(str)
+    account = sub.where(sub != "", kept["billing_account_id"].fillna("").astype(str))
     frame = pd.DataFrame({"account": account.map(account_key), "resource": kept["resource_id"].astype(str).map(resource_key),
                           "day": pd.to_datetime(kept["start"], utc=True).dt.floor("D"), "cost": kept["effective_cost"]})
     summed = frame.groupby(["account", "resource", "day"], sort=False)["cost"].sum().reset_index()
@@ -93,9 +93,17 @@ def _same_costs_error(first: str, second: str, where: str, same: pd.DataFrame, c
 
 def _names_resources(lines: pd.DataFrame) -> bool:
     """Whether any line of a source names its resource."""
-    if "resource_id" not in lines.columns or not len(lines):
-        return False
-    return bool(lines["resource_id"].fillna("").astype(str).str.strip().ne("").any())
+    return "resource_id" in lines.columns and bool(_has_resource(lines).any())
+
+
+def _has_resource(lines: pd.DataFrame) -> pd.Series:
+    """Which lines name their resource."""
+    return lines["resource_id"].fillna("").astype(str).str.strip() != ""
+
+
+def _hashes(table: pd.DataFrame, key: tuple[str, ...]):
+    """The 64-bit hash of each row's ``key`` columns (those the table has), as text."""
+    return pd.util.hash_pandas_object(table[[c for c in key if c in table.columns]].astype(str), index=False).to_numpy()
 
 
 def _keyed(lines: pd.DataFrame) -> pd.DataFrame:
@@ -106,9 +114,7 @@ def _keyed(lines: pd.DataFrame) -> pd.DataFrame:
                              "start": [], "end": [], "line_id": [], "effective_cost": []})
     costs = ~((lines["billed_cost"] == 0) & (lines["effective_cost"] == 0)).to_numpy()
     kept = lines[costs]
-    hashes = {name: pd.util.hash_pandas_object(kept[[c for c in key if c in kept.columns]].astype(str),
-                                                index=False).to_numpy()
-              for name, key in (("_charge", CHARGE), ("_bare", BARE))}
+    hashes = {name: _hashes(kept, key) for name, key in (("_charge", CHARGE), ("_bare", BARE))}
     return pd.DataFrame({**hashes, "start": kept["start"].to_numpy(), "end": kept["end"].to_numpy(),
                          "line_id": kept["line_id"].to_numpy(), "effective_cost": kept["effective_cost"].to_numpy()})
 
@@ -191,8 +197,7 @@ def _shared_errors(frames: list[tuple[str, str, pd.DataFrame]], key: tuple[str, 
 def _keyed_rows(table: pd.DataFrame, key: tuple[str, ...]) -> pd.DataFrame:
     """Each row's ``key`` columns and their 64-bit hash ``_unit``, once per distinct key."""
     present = [c for c in key if c in table.columns]
-    unit = pd.util.hash_pandas_object(table[present].astype(str), index=False).to_numpy()
-    return table[present].assign(_unit=unit).drop_duplicates("_unit")
+    return table[present].assign(_unit=_hashes(table, key)).drop_duplicates("_unit")
 
 
 def _span(rows: pd.DataFrame) -> str:
