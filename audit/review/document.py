@@ -64,7 +64,7 @@ def pair(i: int, earlier: Audit, j: int, later: Audit) -> dict:
             "buckets": bucket_rows(earlier, later, compare=same_currency), "coverage": coverage(earlier, later),
             "lines": changed_lines(earlier, later) if same_currency else
             {"threshold": None, "appeared": [], "vanished": [], "note": "not compared: the currencies differ"},
-            "realised": realised(earlier, later)}
+            "realised": realised(earlier, later, why)}
 
 
 def notes(audits: Sequence[Audit], pairs: list[dict]) -> list[str]:

@@ -8,7 +8,10 @@ Realised monthly saving = (x_before − x_after) · p_after · Q_after: price ch
 not credited to the option. A day the ship moment falls inside (a ship time that is not midnight
 UTC) is left out of both sides. The projection is the earlier audit's option with that id:
 ``by_service[s]`` where it has one, else ``monthly_saving``; ahead (above its high), on track
-(low to high) or behind (below its low).
+(low to high) or behind (below its low). No verdict is drawn where the projection was made on other
+terms than the realised saving: audits that cannot be bridged (another cost basis, scope, currency
+or method), or an option shipped before the earlier audit's window ended (its projection already
+saw the change); the realised saving is still measured.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from audit.money import cents, fmt
+from audit.review.comparable import window_of
 from audit.review.effects import to_decimal
 from audit.review.load import Audit, fraction_of
 from audit.review.words import count, percent
@@ -50,10 +54,12 @@ def ship_moment(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def realised(earlier: Audit, later: Audit) -> list[dict]:
-    """One entry per ``shipped`` option of the later audit."""
+def realised(earlier: Audit, later: Audit, why: list[str] | None = None) -> list[dict]:
+    """One entry per ``shipped`` option of the later audit; ``why``: the reasons the pair cannot be
+    bridged (:func:`audit.review.comparable.reasons`), which leave every verdict unmeasured."""
     shipped = later.get("shipped", default=None) or []
-    return [_one(earlier, later, entry if isinstance(entry, dict) else {}, i) for i, entry in enumerate(shipped)]
+    return [_one(earlier, later, entry if isinstance(entry, dict) else {}, why or [])
+            for entry in shipped]
 
 
 def _options(audit: Audit) -> dict[str, dict]:
@@ -72,7 +78,7 @@ def projection(earlier: Audit, option: dict | None, service: str) -> tuple[dict 
     return None, None
 
 
-def _one(earlier: Audit, later: Audit, entry: dict, i: int) -> dict:
+def _one(earlier: Audit, later: Audit, entry: dict, why: list[str]) -> dict:
     option_id, service = str(entry.get("option")), str(entry.get("service"))
     proposal = _options(earlier).get(option_id)
     part = (proposal or _options(later).get(option_id) or {}).get("acts_on")
@@ -99,6 +105,9 @@ def _one(earlier: Audit, later: Audit, entry: dict, i: int) -> dict:
     if projected_from:
         evidence["projection_source"] = projected_from
     out["verdict"], verdict_note = verdict(earlier, text, projected, option_id)
+    off_terms = no_verdict(earlier, str(entry.get("date")), why) if projected else None
+    if off_terms:
+        out["verdict"], verdict_note = "not measured", off_terms
     moved = price_moved(earlier, service, str(part), figures) if out["verdict"] in ("ahead", "behind") else None
     out["note"] = "; ".join(n for n in (note, verdict_note, moved) if n) or None
     return out
@@ -220,6 +229,20 @@ def price_moved(earlier: Audit, service: str, part: str, figures: dict) -> str |
 
 def _whole(value: Fraction) -> str | None:
     return str(value.numerator) if value.denominator == 1 else fmt(to_decimal(value), 6)
+
+
+def no_verdict(earlier: Audit, shipped: str, why: list[str]) -> str | None:
+    """Why the realised saving cannot be set against the earlier projection, or None."""
+    if why:
+        return f"no verdict: the audits cannot be compared ({why[0]}), so the projection is on other terms"
+    window, moment = window_of(earlier), ship_moment(shipped)
+    if window is None or moment is None:
+        return None
+    end = window[1] if window[1].tzinfo else window[1].replace(tzinfo=timezone.utc)
+    if moment < end:
+        return (f"no verdict: shipped {shipped}, before the earlier audit's window ended "
+                f"({window[0]:%Y-%m-%d} – {window[1]:%Y-%m-%d}): its projection already saw the change")
+    return None
 
 
 def verdict(earlier: Audit, realised_text: str, projected: dict | None, option_id: str) -> tuple[str, str | None]:

@@ -103,3 +103,34 @@ def test_a_verdict_off_the_band_says_where_the_unit_price_moved():
     assert found["verdict"] == "behind"
     assert found["note"] == ("the part's unit price moved −25.0 % since the earlier audit, whose projection is at "
                              "its own price: the realised saving is at the later one")
+
+
+def two_audits(earlier_kw: dict, later_kw: dict, shipped: str = "2026-08-15") -> dict:
+    """The steady pair of :data:`STEADY`, each audit with its own ``documents.audit`` settings."""
+    chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
+    earlier = audit("q2", {"chat": chat}, options=[option("500", "800", "1000")], **earlier_kw)
+    later = audit("q3", {"chat": {**chat, "daily": STEADY}},
+                  shipped=[{"option": "right_size_replicas", "service": "chat", "date": shipped}], **later_kw)
+    (found,) = review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
+    return found
+
+
+def test_audits_that_cannot_be_bridged_give_the_realised_saving_without_a_verdict():
+    """A projection on the effective basis is not set against a saving on the billed one (it was 'ahead')."""
+    found = two_audits({}, {"basis": "billed"})
+    assert found["realised"] == "1369.69" and found["verdict"] == "not measured"
+    assert found["note"].startswith("no verdict: the audits cannot be compared (cost bases differ: effective")
+
+
+def test_an_option_shipped_inside_the_earlier_window_gets_no_verdict():
+    """The earlier audit ran to 2026-09-01, after the ship date: its projection already saw the change
+    (an audit reviewed against itself was 'ahead' of its own post-ship projection)."""
+    found = two_audits({"window": ("2026-06-01", "2026-09-01")}, {"window": ("2026-08-10", "2026-08-20")})
+    assert found["realised"] == "1369.69" and found["verdict"] == "not measured"
+    assert found["note"] == ("no verdict: shipped 2026-08-15, before the earlier audit's window ended "
+                             "(2026-06-01 – 2026-09-01): its projection already saw the change")
+
+
+def test_an_option_shipped_as_the_earlier_window_ends_keeps_its_verdict():
+    found = two_audits({"window": ("2026-05-15", "2026-08-15")}, {"window": ("2026-08-10", "2026-08-20")})
+    assert found["verdict"] == "ahead" and found["note"] is None
