@@ -27,10 +27,12 @@ NO_SAVING = "no saving in this case"
 
 @dataclass(frozen=True)
 class Deferral:
-    """Where a saving lies on committed capacity: the share that does, and t_c (None: end unknown)."""
+    """Where a saving lies on committed capacity: the share that does, and t_c (None: end unknown)
+    with the commitments it was taken from, in words."""
 
     share: Decimal = ZERO
     months: Decimal | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,9 @@ def _deferral_notes(deferral: Deferral) -> tuple[str, ...]:
     if deferral.months is None:
         return (f"{deferral.share:.0%} of the saving lies on committed capacity whose end date is not known: "
                 "that part (s₁) is not measured, and the option is priced on the saving available now (s₀) alone",)
+    source = f" ({deferral.source})" if deferral.source else ""
     return (f"{deferral.share:.0%} of the saving lies on committed capacity: it starts when the commitment "
-            f"ends, {deferral.months:.1f} months after the window (payback counts it from then)",)
+            f"ends, {deferral.months:.1f} months after the window{source} (payback counts it from then)",)
 
 
 def sensitivity(option: Option, gross: Mapping[str, Decimal], run: Decimal, deferral: Deferral,

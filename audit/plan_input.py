@@ -5,6 +5,7 @@ sensitivity uses (METHOD §7). Ranking calls :func:`plan_input` once, at the end
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any, Callable, Mapping, Sequence
@@ -40,7 +41,8 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         next_steps={s["id"]: str(s["next_step"]) for s in specs if s.get("next_step")},
         depends_on={s["id"]: tuple(str(d) for d in s.get("depends_on", ())) for s in specs},
         owners=owners,
-        deferrals={s["id"]: d for s in specs if (d := deferral(s["acts_on"], committed, commitments, unused)).share},
+        deferrals={s["id"]: d for s in specs
+                   if (d := deferral(s["acts_on"], committed, commitments, unused, charges)).share},
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
         horizon_months=case.horizon_months, window_end=case.end)
@@ -52,9 +54,12 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
 
 
 def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
-             unused_committed: Decimal) -> Deferral:
+             unused_committed: Decimal, charges: pd.DataFrame | None = None) -> Deferral:
     """The share of an option's saving on committed capacity, and t_c: the latest end, after the
-    window, of the commitments the billing lists (0 where all ended; None where none is listed).
+    window, of the commitments the saving lies on (0 where all ended; None where none is listed).
+    Those are the listed commitments whose id the part's lines name (CommitmentDiscountId or
+    ContractApplied): an unrelated commitment of the contract (a spend floor ending years later)
+    does not set t_c. Where no line names one, every listed commitment counts, and the note says so.
     ``unused_committed``: the share of the unused commitment part that commitments bill
     (:func:`unused_committed_share`)."""
     part = plan_part(acts_on)
@@ -63,7 +68,30 @@ def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment]
         return Deferral()
     if not commitments:
         return Deferral(share, None)
-    return Deferral(share, max((c.months_after_window for c in commitments), default=ZERO).max(ZERO))
+    klass = "commitment_unused" if part in WHOLLY_COMMITTED else GPU_CLASS
+    named = committed_ids(charges, klass) if charges is not None else set()
+    linked = [c for c in commitments if c.id in named]
+    chosen = linked or list(commitments)
+    latest = max(chosen, key=lambda c: c.months_after_window)
+    source = (f"the end of commitment {latest.id}, the latest of the {len(linked)} its {klass} lines name"
+              if linked else f"the latest end of the {len(chosen)} commitment(s) listed ({latest.id}): "
+              f"no {klass} line names one of them")
+    return Deferral(share, latest.months_after_window.max(ZERO), source)
+
+
+def committed_ids(charges: pd.DataFrame, klass: str) -> set[str]:
+    """The commitment ids the lines of class ``klass`` name: CommitmentDiscountId, and the
+    ContractCommitmentIds of ContractApplied (a JSON array text)."""
+    lines = charges.loc[charges["resource_class"] == klass]
+    ids = {str(i) for i in lines["commitment_discount_id"].dropna().unique() if str(i)}
+    if "contract_applied" in lines.columns:
+        for text in lines["contract_applied"].dropna().unique():
+            try:
+                found = json.loads(text) if text else []
+            except ValueError:
+                continue
+            ids |= {str(i) for i in found if i} if isinstance(found, list) else set()
+    return ids
 
 
 def target_scale(base_at: Callable[[Decimal], Decimal], target: Decimal,
