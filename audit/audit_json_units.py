@@ -30,14 +30,18 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
     t = uc.traffic
     full = uc.own + uc.shared
     requests = int(t.requests) if t else None
-    tokens = int(t.prompt_tokens + t.generated_tokens) if t else None
+    logged = logs_count_it(t)
+    # a request log counts no tokens: a service it alone counts has none measured (not 0)
+    tokens = int(t.prompt_tokens + t.generated_tokens) if t and not logged else None
     counts = denominator_counts(t)
-    every = counts["lines"] if counts else None
+    # "all requests" only where the logs are the denominator: a server counter's requests and a log's
+    # lines are two populations, and a log's lines over a counter's cost is no unit cost of either
+    every = counts["lines"] if counts and logged else None
     paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == uc.service)
     return {
         "requests": requests,
-        "prompt_tokens": int(t.prompt_tokens) if t else None,
-        "generated_tokens": int(t.generated_tokens) if t else None,
+        "prompt_tokens": int(t.prompt_tokens) if t and not logged else None,
+        "generated_tokens": int(t.generated_tokens) if t and not logged else None,
         "gpu_hours": fmt(paid / 3600, 2),
         "cost": str(cents(uc.own)),
         "owned_lines": str(cents(uc.owned_lines)),
@@ -66,14 +70,23 @@ def _per(cost: Decimal, count: int | None, per: int) -> str | None:
     return fmt(cost * per / count, UNIT_PLACES) if count and cost else None
 
 
+def logs_count_it(t: TrafficTotals | None) -> bool:
+    """Whether the service's denominator is its request logs (not a server counter beside them)."""
+    if t is None or not t.counts or not t.sources:
+        return False
+    return set(t.sources) <= set(t.counts)
+
+
 def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
     """The classes of the request logs that count the service, added (two load balancers' logs, or
-    the month's halves, count different requests: audit/unit_costs.py), named together; None when
-    no request log counts it."""
+    the month's halves, count different requests: audit/unit_costs.py), named together, and
+    whether they are the denominator (a server counter beside them is, where it counts tokens);
+    None when no request log counts it."""
     if t is None or not t.counts:
         return None
     logs = sorted(t.counts)
-    return {"source": " + ".join(logs), **{k: sum(t.counts[s][k] for s in logs) for k in COUNT_CLASSES}}
+    return {"source": " + ".join(logs), **{k: sum(t.counts[s][k] for s in logs) for k in COUNT_CLASSES},
+            "denominator": logs_count_it(t)}
 
 
 def service_reason(uc: UnitCost, requests: int | None, full: Decimal) -> str | None:

@@ -137,7 +137,7 @@ class ServiceView:
 
 
 #: a request log's classes, as the report names them (audit.json services[].request_counts)
-COUNT_WORDS = (("lines", "All requests (log lines)"), ("successful", "Successful (the denominator)"),
+COUNT_WORDS = (("lines", "All requests (log lines)"), ("successful", "Successful"),
                ("failed", "Failed (status outside 200–399)"), ("health_checks", "Health checks"),
                ("unparseable", "Unparseable lines"), ("other_paths", "Outside the path filter"))
 #: how shared cost is split (audit.json allocation.used), in words
@@ -355,6 +355,8 @@ def _service(name: str, s: dict, m) -> ServiceView:
         per_unit=plain_number((s.get("requests_per_currency_unit") or {}).get("successful")),
         per_unit_all=plain_number((s.get("requests_per_currency_unit") or {}).get("all")),
         counts=[(words, number(counts.get(key))) for key, words in COUNT_WORDS]
+        + [("The denominator", "their successful requests" if counts.get("denominator")
+            else s.get("traffic_source") or "—")]
         if (counts := s.get("request_counts")) else [],
         allocation_key=str(s.get("allocation_key") or ""),
     )

@@ -94,4 +94,43 @@ def test_the_classes_of_two_logs_are_added_in_audit_json():
     found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "chat"}, 1, 1, 3600)}, classes)["chat"]
     assert denominator_counts(found) == {"source": "alb-a (access_log) + alb-b (access_log)", "lines": 2200,
                                          "successful": 2000, "failed": 100, "health_checks": 80, "unparseable": 20,
-                                         "other_paths": 0}
+                                         "other_paths": 0, "denominator": True}
+
+
+def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch) -> dict:
+    """audit.json's service entry for chat, costing 1000.00 with the traffic of ``frame`` (its
+    prefill / decode split, which reads the whole result, left out)."""
+    from audit import audit_json_units
+    from audit.audit_json_units import service_entry
+    from audit.result import UnitCost
+
+    monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc: None)
+    services = {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)}
+    found = traffic_by_service(frame, services, classes)["chat"]
+    cost = UnitCost("chat", Decimal(1000), Decimal(0), Decimal(0), {}, found)
+    return service_entry(SimpleNamespace(intervals=()), cost, "gpu_cost")
+
+
+LOG_CLASSES = pd.DataFrame([{"source": "alb (access_log)", "pod": "chat", "lines": 2000, "successful": 1400,
+                             "failed": 300, "health_checks": 200, "unparseable": 100, "other_paths": 0}])
+
+
+def test_all_requests_come_from_the_denominator_s_own_source(monkeypatch):
+    """A vLLM counter is the denominator (1,000,000 requests); the load balancer's 2,000 log lines beside
+    it were the 'all requests' (cost per 1,000 of all requests 500.00 where per 1,000 successful was
+    1.00: more all requests than successful ones cannot be)."""
+    frame = traffic([{"requests": 1_000_000.0, "prompt_tokens": 5000.0, "pod": "chat-0",
+                      "source": "prom (openmetrics): vllm:request_success_total", "witness": "vllm:request_success_total"},
+                     {"requests": 1400.0, "pod": "chat", "source": "alb (access_log)", "witness": "access_log"}])
+    entry = unit_entry(frame, LOG_CLASSES, monkeypatch)
+    assert entry["cost_per_1k_requests"] == "1.000000" and entry["prompt_tokens"] == 5000
+    assert entry["cost_per_1k_all_requests"] is None and entry["requests_per_currency_unit"]["all"] is None
+    assert entry["request_counts"]["denominator"] is False and entry["request_counts"]["lines"] == 2000
+
+
+def test_a_service_only_a_request_log_counts_has_no_tokens_measured(monkeypatch):
+    """A log counts no tokens: they were 0 and 0 in the report, now null (not measured)."""
+    frame = traffic([{"requests": 1400.0, "pod": "chat", "source": "alb (access_log)", "witness": "access_log"}])
+    entry = unit_entry(frame, LOG_CLASSES, monkeypatch)
+    assert entry["prompt_tokens"] is None and entry["generated_tokens"] is None and entry["cost_per_1m_tokens"] is None
+    assert entry["cost_per_1k_all_requests"] == "500.000000" and entry["request_counts"]["denominator"] is True
