@@ -23,7 +23,9 @@ import pandas as pd
 
 from audit.ledger import Leftover
 from audit.lines import (
+    ADJUSTING_CATEGORIES,
     CLASSIFICATION_ONLY,
+    CREDIT_CATEGORIES,
     PRE_COMMITMENT,
     accounts_in,
     basis_amount,
@@ -32,8 +34,6 @@ from audit.lines import (
     tags_of,
 )
 from audit.money import ZERO, dsum, split_evenly
-
-CREDIT_CATEGORIES = {"Credit", "Refund", "Adjustment"}
 
 
 def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, list[str]]:
@@ -44,7 +44,7 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     if accounts:
         mask &= accounts_in(lines["sub_account_id"], accounts) | accounts_in(lines["billing_account_id"], accounts)
         reasons.append(f"account not in [scope].accounts ({', '.join(sorted(accounts))})")
-    adjustments = lines["charge_category"].isin(CREDIT_CATEGORIES | {"Tax"})
+    adjustments = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
     services = set(scope.get("services") or [])
     if services:
         mask &= lines["service_name"].isin(services) | adjustments
@@ -61,7 +61,7 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
 def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
     """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which the
     scope keeps by their account alone)."""
-    return int((mask & ~lines["charge_category"].isin(CREDIT_CATEGORIES | {"Tax"})).sum())
+    return int((mask & ~lines["charge_category"].isin(ADJUSTING_CATEGORIES)).sum())
 
 
 #: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end

@@ -44,7 +44,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.fit_claims import claims_fit
+from audit.fit_claims import claims_fit, claims_taken_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_step import step_fit
@@ -74,18 +74,20 @@ def activity_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: 
     return profile_gpu_fit(case, devices, gpu_lines, tele, nodes, owners) + replicas_fit(case, tele, owners)
 
 
-def fit(case: Case, lines: pd.DataFrame, scoped: int, gpu_lines: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
+def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
         devices: Mapping[str, tuple[str, str]] | None = None) -> Fit:
     """Every misfit of the case against its data.
 
     ``lines`` are every billing line read (before the scope), ``scoped`` how many charges among them
-    the scope keeps (tax and credits apart), ``gpu_lines`` the classified lines in
-    scope whose class is gpu_compute, ``nodes`` the billed resource → telemetry node map, ``devices``
+    the scope keeps (tax and credits apart), ``classified`` the lines in scope with their class and
+    owner (audit/classify.py), ``nodes`` the billed resource → telemetry node map, ``devices``
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
+    gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
     found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines, scoped)
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
+             + claims_taken_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found))

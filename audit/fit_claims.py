@@ -6,17 +6,24 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
 
 * ``service_claim``: a tag or resource-id claim that matches no billing line;
 * ``service_unmatched`` (**error**): a service with no telemetry matchers whose claims match no line
-  and that no request-log source names — it matches nothing at all.
+  and that no request-log source names — it matches nothing at all;
+* ``claim_taken``: a claim that matches charges in scope the service does not own, by class and
+  by who took them: GPU compute lines (the GPU split gives GPU time by telemetry, never by a claim),
+  or lines a case rule or an earlier service's claim gives another service. Tax, credits and
+  adjustments are left out: they net into the charges they name.
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.lines import distinct_tags
+from audit.lines import ADJUSTING_CATEGORIES, basis_amount, distinct_tags, tags_of
 from audit.misfit import LISTED, Misfit, listing, nearest, text
+from audit.money import ZERO, cents
 from audit.services import matches
 
 
@@ -70,3 +77,63 @@ def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[st
                               f"{subject}: resource_ids claim \"{text(pattern)}\" matches no billing line; "
                               f"ResourceIds present: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
     return out
+
+
+#: the class a claim cannot give a service (audit/attribute.py): its lines are split by telemetry
+UNCLAIMABLE = {"gpu_compute": "gpu_compute lines (the GPU split gives GPU time by telemetry, not by claims)"}
+
+
+def claims_taken_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
+    """A ``claim_taken`` warning per claiming service whose claim matches classified lines in scope
+    it does not own, saying which and why (each distinct tag set and resource id matched once)."""
+    claimants = [s for s in case.services.values() if s.claims_lines]
+    if not claimants or classified.empty:
+        return []
+    classified = classified[~classified["charge_category"].isin(ADJUSTING_CATEGORIES)]
+    if classified.empty:
+        return []
+    tags = tags_of(classified)
+    amounts = basis_amount(classified, case.cost_basis)
+    owners = classified["claimed_by"].fillna("").astype(str).to_numpy(dtype=object)
+    classes = classified["resource_class"].astype(str).to_numpy(dtype=object)
+    out = []
+    for service in claimants:
+        hit = _claimed(service, tags, classified["resource_id"])
+        if not hit.any():
+            continue
+        why = _not_owned(service.name, owners[hit], classes[hit], amounts[hit].tolist(), case.currency)
+        if why:
+            subject = f"service {text(service.name)}"
+            owned = int(((owners[hit] == service.name) & ~np.isin(classes[hit], list(UNCLAIMABLE))).sum())
+            out.append(Misfit("claim_taken", subject,
+                              f"{subject}: its claims match {int(hit.sum()):,} line(s) in scope and it owns "
+                              f"{owned:,} of them; " + "; ".join(why), ()))
+    return out
+
+
+def _claimed(service: Service, tags: pd.Series, resources: pd.Series) -> np.ndarray:
+    """Which lines the service's claims match: every claimed tag, or one of its resource ids."""
+    hit = np.zeros(len(tags), dtype=bool)
+    if service.tags:
+        cache: dict[int, bool] = {}
+        hit |= np.array([cache.setdefault(id(t), all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()))
+                         for t in tags.tolist()], dtype=bool)
+    if service.resource_ids:
+        ids = resources.fillna("").astype(str)
+        found = {r: any(matches(p, r) for p in service.resource_ids) for r in ids.unique() if r}
+        hit |= ids.map(lambda r: found.get(r, False)).to_numpy(dtype=bool)
+    return hit
+
+
+def _not_owned(name: str, owners: np.ndarray, classes: np.ndarray, amounts: list[Decimal], currency: str) -> list[str]:
+    """What of the matched lines the service does not own, grouped by why, with lines and cost."""
+    groups: dict[str, list[Decimal]] = {}
+    for owner, klass, amount in zip(owners, classes, amounts):
+        if klass in UNCLAIMABLE:
+            why = UNCLAIMABLE[klass]
+        elif owner != name:
+            why = f"{klass} lines owned by service {text(owner)} (its rule, or its claim first in file order)"
+        else:
+            continue
+        groups.setdefault(why, []).append(amount)
+    return [f"{len(v):,} are {why}: {cents(sum(v, ZERO))} {currency}" for why, v in sorted(groups.items())]

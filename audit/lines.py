@@ -125,6 +125,9 @@ FOCUS_NAMES = {"effective_cost": "EffectiveCost", "billed_cost": "BilledCost", "
 #: the bases priced before commitments: a commitment purchase or fee is no part of them (the usage it
 #: covers carries its own list / contracted price)
 PRE_COMMITMENT = ("list", "contracted")
+#: the charge categories that net into the charges they name (audit/adjust.py), and tax beside them
+CREDIT_CATEGORIES = frozenset({"Credit", "Refund", "Adjustment"})
+ADJUSTING_CATEGORIES = CREDIT_CATEGORIES | {"Tax"}
 
 
 #: columns only classification reads (the rules' ``x_`` fields): the charges and every stage after

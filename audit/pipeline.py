@@ -122,16 +122,12 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    return fit.fit(case, lines, adjust.charges_in_scope(lines, mask), _gpu(classified), tele, nodes, devices_of(collected))
+    return fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
 
 
 def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
     """The errors of a fit as input errors naming the case file (exit 1)."""
     return InputErrors([InputError(case.path, m.message) for m in found.errors])
-
-
-def _gpu(classified):
-    return classified[classified["resource_class"] == "gpu_compute"]
 
 
 def _step(progress: Progress | None, words: str) -> None:
@@ -152,7 +148,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    fitted = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), _gpu(classified), tele, nodes, devices_of(collected))
+    fitted = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
     if strict and fitted.errors:
         raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)

@@ -8,8 +8,10 @@ a request log is an nginx combined log.
 """
 from __future__ import annotations
 
+import csv
 import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -575,3 +577,35 @@ def test_a_bill_in_another_currency_is_one_error_with_the_setting_that_fits(tmp_
     assert "row 1, column BillingCurrency: currency 'USD' differs from the case's on " in errors[0]
     assert ('line(s) in the window (every one), the first focus_2026-09.csv.gz:1; set currency = "USD" in [case] '
             "(amounts are never converted between currencies) (expected EUR)") in errors[0]
+
+
+def test_a_claim_whose_lines_another_service_owns_is_named(eks, tmp_path):
+    """A second service claiming the gateway's node group by the same tag ran with exit 0 and no
+    word: the gateway, declared first, owns every line, and gw2's cost was 0.00."""
+    case = edited(eks, tmp_path, '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }',
+                  '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }\n\n'
+                  '[services.gw2]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    [found] = [w for w in warnings_of(result.stderr) if w.startswith("service gw2:")]
+    assert re.fullmatch(r"service gw2: its claims match (\d[\d,]*) line\(s\) in scope and it owns 0 of them; \1 are "
+                        r"serving_compute lines owned by service gateway \(its rule, or its claim first in file "
+                        r"order\): \d+\.\d\d USD", found), found
+
+
+def test_a_claim_on_gpu_lines_is_named(eks, tmp_path):
+    """A claim by resource id on a GPU instance owns nothing: the GPU split gives its time by telemetry."""
+    gpu = _gpu_instance(eks)
+    case = edited(eks, tmp_path, '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }',
+                  f'[services.gateway]\ntags = {{ "eks:nodegroup-name" = "cpu-gateway" }}\n\n'
+                  f'[services.pinned]\nresource_ids = ["{gpu}"]')
+    found = [w for w in warnings_of(costaudit("validate", case).stderr) if w.startswith("service pinned:")]
+    assert len(found) == 1 and "it owns 0 of them" in found[0]
+    assert "are gpu_compute lines (the GPU split gives GPU time by telemetry, not by claims)" in found[0]
+
+
+def _gpu_instance(eks: Path) -> str:
+    """The ResourceId of a GPU instance the generated bill charges (a p5 or g6e line)."""
+    with (eks / "billing" / "focus_aws.csv").open(encoding="utf-8", newline="") as f:
+        return next(row["ResourceId"] for row in csv.DictReader(f)
+                    if row["ResourceId"].startswith("i-") and re.search(r"\b(p5|g6e)\.", row["ChargeDescription"]))
