@@ -56,7 +56,7 @@ from connectors.errors import (
 )
 from connectors.objectstore import refuse_credentials
 from connectors.objectstore_faults import THROTTLING, guard_logs
-from schemas.billing import BillingLine
+from schemas.billing import BillingLine, ContractCommitment
 from schemas.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class AthenaConnector(Connector):
 
     format_name = "athena"
     kind = "billing"
-    schemas = {"lines": BillingLine}
+    schemas = {"lines": BillingLine, "commitments": ContractCommitment}
 
     def __init__(self, spec, ctx):
         super().__init__(spec, ctx)

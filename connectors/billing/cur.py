@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_checks import check_raw, hash_rows_sql
+from connectors.billing.cur_commitments import commitment_terms
 from connectors.billing.cur_compact import compact
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_notes, notes_table
@@ -59,7 +60,7 @@ from connectors.bounds import EITHER, shown
 from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session, utc_series, utc_text
 from connectors.errors import InputError, InputErrors
 from connectors.header_hint import header_hint
-from schemas.billing import BillingLine
+from schemas.billing import BillingLine, ContractCommitment
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet")
 PERIOD_FOLDER = re.compile(r"^(BILLING_PERIOD=.+|\d{8}-\d{8})$")
@@ -80,7 +81,7 @@ class CurConnector(Connector):
     format_name = "cur"
     accepts = EITHER
     kind = "billing"
-    schemas = {"lines": BillingLine}
+    schemas = {"lines": BillingLine, "commitments": ContractCommitment}
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Find the current data files, map them to FOCUS in DuckDB, check, filter, normalise."""
@@ -118,6 +119,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     weighted = weighted or summed
     stage(con, weighted)
     split = split_rows(con, layouts, (ctx.start, ctx.end))
+    terms = commitment_terms(con, ctx.currency)
     drop_raw(con, len(layouts))
     columns = load_focus_named(con, "mapped", source, consume=True, weight="_n")
     con.execute("DROP TABLE IF EXISTS mapped")
@@ -132,6 +134,8 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
         raise InputErrors([translate(con, e, layouts, source) for e in exc.errors]) from None
     lines = relabel(con, tables["lines"], layouts)
     found = {"lines": lines, "split_rows": split}
+    if len(terms):
+        found["commitments"] = terms
     if lines.empty and rows and from_files:
         found["notes"] = notes_table(files_extent(con, layouts))
     return found, int(rows), covered(lines)

@@ -23,11 +23,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from connectors.billing.cur_commitments import DATE_FIELDS
 from connectors.billing.cur_tags import flat_tags, map_tags, tag_key
 from connectors.billing.focus_load import text_or_null
 from connectors.duck import quote_ident, quote_text
 
-# Every CUR field the mapping reads, in CUR 2.0 / Athena spelling.
+# Every CUR field the mapping reads, in CUR 2.0 / Athena spelling, and the commitments' terms (cur_commitments).
 FIELDS = (
     "line_item_line_item_type", "line_item_unblended_cost", "line_item_usage_start_date",
     "line_item_usage_end_date", "bill_payer_account_id", "line_item_usage_account_id",
@@ -40,10 +41,9 @@ FIELDS = (
     "savings_plan_savings_plan_effective_cost", "savings_plan_savings_plan_arn",
     "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
     "savings_plan_savings_plan_rate", "split_line_item_parent_resource_id",
-    "split_line_item_split_cost", "split_line_item_unused_cost",
+    "split_line_item_split_cost", "split_line_item_unused_cost", *DATE_FIELDS,
 )
-REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date",
-            "line_item_usage_end_date")
+REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date", "line_item_usage_end_date")
 # How a legacy CSV spells the required fields (for messages about a missing column).
 LEGACY_NAMES = {"line_item_unblended_cost": "lineItem/UnblendedCost",
                 "line_item_line_item_type": "lineItem/LineItemType",

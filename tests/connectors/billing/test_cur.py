@@ -414,3 +414,41 @@ def test_workshop_day_through_the_whole_audit(tmp_path, basis):
     assert Decimal(doc["total"]) == expected.quantize(Decimal("0.01"))
     assert sum(Decimal(b["amount"]) for b in doc["buckets"].values()) == Decimal(doc["total"])
     assert Decimal(doc["bridge"]["other_billed_to_effective"]) == 0
+
+
+def test_the_savings_plans_terms_are_the_commitments():
+    """The lab's two Savings Plans carry their one-year term on every line (savings_plan_end_time):
+    before, no reader took it, and a saving on committed capacity had no known end (t_c)."""
+    frame = read_cur(STEP5, start=utc(2019, 11, 29), end=utc(2019, 12, 1))
+    terms = frame.tables["commitments"]
+    assert list(terms.commitment_id) == [
+        "arn:aws:savingsplans::836060457634:savingsplan/8ef24dee-bd31-42d2-afe6-7e944568b9bd",
+        "arn:aws:savingsplans::836060457634:savingsplan/b654b6aa-82eb-4161-848e-4440333ca6f7"]
+    assert set(terms.commitment_type) == {"Savings Plan"} and set(terms.category) == {"Spend"}
+    assert set(terms.end) == {datetime(2020, 11, 28, 21, 5, 39, tzinfo=timezone.utc)}
+    assert set(terms.start) == {datetime(2019, 11, 29, 21, 5, 40, tzinfo=timezone.utc)}
+    # the ids are the lines' CommitmentDiscountId: the plan links a saving to the terms by them
+    lines = frame.tables["lines"]
+    assert set(terms.commitment_id) <= set(lines.commitment_discount_id)
+
+
+@pytest.mark.slow
+def test_the_reserved_instances_terms_are_the_commitments():
+    path = LABS / "Dec2018-WorkshopCUR-00001.snappy.parquet"
+    terms = read_cur_once(path, utc(2018, 12, 1), utc(2019, 1, 1)).tables["commitments"]
+    assert len(terms) and terms.commitment_id.str.contains(":reserved-instances/").all()
+    assert set(terms.commitment_type) == {"Reserved Instance"} and set(terms.category) == {"Usage"}
+    first = terms[terms.commitment_id.str.endswith("/3a2944f2-fbdc-4f9a-86f7-4b83dc6e058a")].iloc[0]
+    assert (first.start, first.end) == (datetime(2018, 4, 24, 0, 34, 1, tzinfo=timezone.utc),
+                                        datetime(2019, 4, 24, 0, 34, tzinfo=timezone.utc))
+
+
+def test_a_legacy_csv_s_term_columns_are_read_and_a_line_without_an_end_leaves_it_out(tmp_path):
+    """Legacy CSV spelling (savingsPlan/EndTime); an ARN whose lines give no end is not listed."""
+    header = LEGACY_HEADER + ["savingsPlan/SavingsPlanARN", "savingsPlan/StartTime", "savingsPlan/EndTime"]
+    rows = [legacy_row(1, "1.0") + [SP, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"],
+            legacy_row(2, "1.0", hour=1) + [SP, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"],
+            legacy_row(3, "1.0", hour=2) + ["arn:aws:savingsplans::9:savingsplan/no-end", "", ""]]
+    path = write_legacy(tmp_path / "cur.csv", rows, header=header)
+    terms = read_cur(path).tables["commitments"]
+    assert list(terms.commitment_id) == [SP] and terms.end.iloc[0] == datetime(2027, 1, 1, tzinfo=timezone.utc)
