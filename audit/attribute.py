@@ -119,11 +119,25 @@ def split_groups(ledger: Ledger, groups: Mapping[tuple[str, datetime], Group],
     intervals = []
     for (holder, _ts), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if holder in HOLDER_PARTS:
-            bucket, name, reason = HOLDER_PARTS[holder]
-            ledger.add(bucket, name, None, group.paid, describe(group, None), reason, group.paid_seconds)
+            _unmeasured_parts(ledger, group, describe)
             continue
         intervals.append(_split_service(ledger, group, gap_of.get(holder), target, describe))
     return intervals
+
+
+def _unmeasured_parts(ledger: Ledger, group: Group, describe: Describer) -> None:
+    """A holder's part of its own (unallocated, allocation unknown, no sample, …); of GPUs no sample
+    measured, what the scheduler's GPU requests place under a declared service's pods is that
+    service's unattributed cost, which its unit costs leave out and say so (METHOD §4)."""
+    bucket, name, reason = HOLDER_PARTS[group.holder]
+    paid, seconds = group.paid, group.paid_seconds
+    for service, amount in sorted(group.owned_paid.items()):
+        owned = group.owned_seconds.get(service, ZERO)
+        ledger.add(bucket, name, service, amount,
+                   f"{describe(group, service)}; {service}'s pods held them (the scheduler's GPU requests)", reason, owned)
+        paid, seconds = paid - amount, seconds - owned
+    if paid or seconds or not group.owned_paid:
+        ledger.add(bucket, name, None, paid, describe(group, None), reason, seconds)
 
 
 def _split_service(ledger: Ledger, group: Group, profiled: tuple[Decimal, str] | None, target: Decimal,

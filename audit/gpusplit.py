@@ -361,13 +361,16 @@ class GpuSplitter:
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed
         net, gross, priced = money
-        for holder, n, busy, source, pod in holdings:
+        for holder, n, busy, source, pod, owner in holdings:
             group = self.groups.get((holder, ts))
             if group is None:
                 group = self.groups[(holder, ts)] = Group(holder, ts)
             if counts_time:
                 group.gpus += n * lines
                 group.types[cover.instance_type] = group.types.get(cover.instance_type, 0) + n * lines
+            if owner:  # unmeasured GPUs of a service's pods (:meth:`_unmeasured`)
+                group.owned_paid[owner] = group.owned_paid.get(owner, ZERO) + net * n
+                group.owned_seconds[owner] = group.owned_seconds.get(owner, ZERO) + time * n
             if holder == UNALLOCATED:
                 kind = cover.instance_type
                 group.type_paid[kind] = group.type_paid.get(kind, ZERO) + net * n
@@ -397,15 +400,16 @@ class GpuSplitter:
         out: list[tuple] = []
         missing = gpus - len(found)
         excluded = self._excluded_gpus(node, ts, [r for d in found for r in d])[:missing]
-        out.extend((NO_VALID_SAMPLE, 1, ZERO, metric, "") for metric in excluded)
+        out.extend((NO_VALID_SAMPLE, 1, ZERO, metric, "", "") for metric in excluded)
         missing -= len(excluded)
-        if missing:
-            out.append((NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY, missing, ZERO, "", ""))
         units = self._units(found)
         held = [u for u in units if u.row is not None]
-        assigned = self._holders(node, ts, [u.row for u in held])
-        out.extend((holder, unit.weight, unit.busy, unit.row.source, pod) for unit, (holder, pod) in zip(held, assigned))
-        out.extend((UNALLOCATED, unit.weight, ZERO, "", "") for unit in units if unit.row is None)  # free MIG slices
+        assigned, left = self._holders(node, ts, [u.row for u in held])
+        if missing:
+            out.extend(self._unmeasured(NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY, missing, left))
+        out.extend((holder, unit.weight, unit.busy, unit.row.source, pod, "")
+                   for unit, (holder, pod) in zip(held, assigned))
+        out.extend((UNALLOCATED, unit.weight, ZERO, "", "", "") for unit in units if unit.row is None)  # free MIG slices
         held_parts = self._held[(node, ts, gpus)] = (len(found), tuple(out))
         return held_parts
 
@@ -433,8 +437,23 @@ class GpuSplitter:
                 found.setdefault(key, metric)
         return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1]))]
 
-    def _holders(self, node, ts, rows) -> list[tuple[str, str]]:
-        """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests."""
+    def _unmeasured(self, holder: str, missing: int, left: list) -> list[tuple]:
+        """The ``missing`` GPUs no sample measures, under ``holder`` (no sample, or not in telemetry):
+        those the scheduler's GPU requests still place (``left``) name the declared service whose pods
+        they are, so that its unit costs say what of its cost stayed unattributed (METHOD §4)."""
+        out = []
+        for req in left:
+            if not missing:
+                break
+            n = min(int(req.gpus), missing)
+            owner = self._service_or_undeclared(req.namespace, req.pod, "")
+            out.append((holder, n, ZERO, "", req.pod, owner if owner in self.services else ""))
+            missing -= n
+        return out + ([(holder, missing, ZERO, "", "", "")] if missing else [])
+
+    def _holders(self, node, ts, rows) -> tuple[list[tuple[str, str]], list]:
+        """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests;
+        and the requests no observed GPU took (their GPUs went unmeasured, :meth:`_unmeasured`)."""
         labelled = {(r.namespace, r.pod) for r in rows if r.pod}
         pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
         has_scheduler = (node, ts) in self.requests
@@ -452,7 +471,7 @@ class GpuSplitter:
                 out.append((UNALLOCATED, ""))
             else:
                 out.append((UNKNOWN, ""))
-        return out
+        return out, pending
 
     def _service_or_undeclared(self, namespace, pod, container) -> str:
         key = (namespace, pod, container)

@@ -63,6 +63,10 @@ class Group:
     #: (the consolidation model prices the nodes it would release at them)
     type_paid: dict[str, Decimal] = field(default_factory=dict)
     type_seconds: dict[str, Decimal] = field(default_factory=dict)
+    #: paid cost and GPU-seconds per declared service, kept for the unmeasured holders only (no
+    #: sample, not in telemetry): GPUs the scheduler's requests place under the service's pods
+    owned_paid: dict[str, Decimal] = field(default_factory=dict)
+    owned_seconds: dict[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass

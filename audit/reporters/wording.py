@@ -272,13 +272,19 @@ def _left_out(audit: dict, cur: str) -> tuple[list[str], Decimal]:
     """The unattributed parts outside the top-down figure, in words, and their sum."""
     paid = (audit.get("coverage") or {}).get("paid_gpu_hours")
     reasons, explained = [], Decimal(0)
+    # one reason per part name: GPUs no sample measured make a part per service whose pods held them
+    amounts: dict[str, Decimal] = {}
+    measured: dict[str, Decimal | None] = {}
     for part in (audit.get("buckets") or {}).get("unattributed", {}).get("parts") or []:
-        name = part.get("name")
-        amount = to_decimal(part.get("amount"))
+        name, amount = part.get("name"), to_decimal(part.get("amount"))
         if name not in OUTSIDE_TOP_DOWN or amount is None:
             continue
+        amounts[name] = amounts.get(name, Decimal(0)) + amount
+        hours, before = to_decimal(part.get("gpu_hours")), measured.get(name, Decimal(0))
+        measured[name] = None if hours is None or before is None else before + hours
+    for name, amount in amounts.items():
         explained += amount
-        hours = part.get("gpu_hours")
+        hours = measured[name]
         measure = ""
         if hours is not None:
             measure = f"{number(hours, 2)} of {number(paid, 2)} paid GPU-hours: " if paid is not None \

@@ -48,6 +48,14 @@ def test_requests_and_tokens_exact(audit, truth):
             assert audit["services"][name][key] == spec[key], (name, key)
 
 
+def test_each_service_s_unattributed_cost_matches_truth(audit, truth):
+    """Chat's pods held 5 of node 2's GPUs on the day its exporter sent nothing (the scheduler's GPU
+    requests say so): 840.05 of chat's cost stayed unattributed, which its unit costs leave out.
+    Before, the whole node-day was unattributed under no service, and chat said it left out 0.00."""
+    for name, spec in truth["services"].items():
+        assert audit["services"][name]["unattributed"] == spec["unattributed"], name
+
+
 def test_verdict_matches_truth(audit, truth):
     assert audit["reconciliation"]["verdict"] == truth["reconciliation"]["verdict"]
 
