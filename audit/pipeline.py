@@ -152,7 +152,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     if strict and fitted.errors:
         raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
-    charges = prices.priced(spread)
+    charges = prices.priced(spread, case.cost_basis)
     _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)
     attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles)

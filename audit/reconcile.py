@@ -177,7 +177,8 @@ def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
         unpriced = int((~frame["has_price"]).sum())
         detail = f"cost {top:.2f} vs quantity × unit price {priced:.2f}"
         if unpriced:
-            detail += f"; {unpriced} line(s) without quantity or unit price taken at cost"
+            detail += (f"; {unpriced} line(s) taken at cost (no quantity or unit price, a purchase, or unused "
+                       "commitment that the list / contracted basis counts at 0)")
         fallback = int(frame["list_price_fallback"].sum())
         if fallback:
             detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"

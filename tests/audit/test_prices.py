@@ -1,0 +1,39 @@
+"""The bottom-up price of each charge (audit/prices.py, METHOD §5): quantity × unit price, the list
+price as a flagged fallback, a purchase at its cost, and on the list and contracted bases the unused
+part of a commitment at what the basis counts (0), never at its quantity."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+
+from audit.prices import priced
+
+D = Decimal
+
+
+def charges(*rows: dict) -> pd.DataFrame:
+    base = {"pricing_quantity": D(24), "contracted_unit_price": D("4.1269"), "list_unit_price": D("5"),
+            "charge_category": "Usage", "gross": D(0), "commitment": D(0), "commitment_discount_status": None}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+@pytest.mark.parametrize("basis", ["contracted", "list"])
+def test_unused_commitment_is_not_priced_on_a_basis_that_counts_it_at_zero(basis):
+    """cloudgen eks seed 7 with commitments on the contracted basis: the unused hours were priced at
+    24 × 4.1269 = 99.05 against a cost of 0.00, and the audit did not reconcile (gap −3.6 %)."""
+    out = priced(charges({"commitment_discount_status": "Unused"}), basis)
+    assert out["priced"].tolist() == [D(0)] and out["has_price"].tolist() == [False]
+
+
+def test_unused_commitment_is_priced_on_the_effective_basis():
+    out = priced(charges({"commitment_discount_status": "Unused", "gross": D("99.0456")}), "effective")
+    assert out["priced"].tolist() == [D("99.0456")] and out["has_price"].tolist() == [True]
+
+
+def test_usage_purchase_and_the_list_fallback():
+    out = priced(charges({"gross": D(99)}, {"charge_category": "Purchase", "gross": D(500)},
+                         {"contracted_unit_price": None, "gross": D(120)}), "contracted")
+    assert out["priced"].tolist() == [D("99.0456"), D(500), D(120)]
+    assert out["has_price"].tolist() == [True, False, True] and out["list_price_fallback"].tolist() == [False, False, True]
