@@ -10,8 +10,11 @@ that ends the gap ("next") and the runtime call that launched it decide the clas
   GPU waited on itself, a cross-stream event or its own launch latency; inside a CUDA / HIP graph
   replay every gap is this, the replay's kernels being queued by one graph launch);
 - ``sync_drain``: a synchronisation or blocking copy (``blocking_calls``) was blocking the host
-  when the GPU went idle, so the host had stopped feeding the queue: the whole gap, until the
-  next work starts, is attributed to the call path of that call, host work after it included;
+  when the GPU went idle, so the host had stopped feeding the queue: the gap is attributed to the
+  call path of that call, host work after it under the same caller included, until the caller
+  returns (the nearest enclosing Python frame other than a built-in's, or user annotation); what
+  is left of the gap after that is classed by what the host does then, as any other gap (a
+  DataLoader step is input wait). Without such a caller in the trace, the whole gap;
 - ``copy_bound``: the same, where the blocking call is a pageable host-to-device copy, or the host
   was inside such a copy call (staging the pageable buffer) during the gap;
 - ``input_wait``: the host was in a data-loading frame (``DataLoader``, ``__next__``);
@@ -38,7 +41,17 @@ import numpy as np
 from audit.trace.callpath import GRAPH_LAUNCH, HOST_ROLES
 from audit.trace.findings_rules import blocking_calls, data_waits
 from audit.trace.profile_view import ProfileView
-from connectors.profiles.events import CPU_OP, GPU_WORK, MEMCPY, Trace, ascending, covered_up_to, length
+from connectors.profiles.events import (
+    ANNOTATION,
+    CPU_OP,
+    GPU_WORK,
+    MEMCPY,
+    PYTHON,
+    Trace,
+    ascending,
+    covered_up_to,
+    length,
+)
 from connectors.profiles.intervals import among
 
 CATEGORIES = ("sync_drain", "host_compute", "launch_bound", "input_wait", "copy_bound", "gpu_side", "untraced")
@@ -125,8 +138,19 @@ def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.
     staging = has & np.isin(launch, _pageable_htod_calls(view))
     category[in_call] = np.where(staging[in_call], COPY, LAUNCH)
     todo = np.flatnonzero(late & ~in_call)
+    cut_at = np.full(g0.size, np.nan)
     if todo.size:
-        _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause)
+        _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause, cut_at)
+    cuts = np.flatnonzero(~np.isnan(cut_at))
+    if cuts.size:  # a drained gap ends where the sync's caller returned; the rest is a gap of its own
+        n = g0.size
+        g0, g1 = np.concatenate([g0, cut_at[cuts]]), np.concatenate([g1, g1[cuts]])
+        g1[cuts] = cut_at[cuts]
+        ls, launch, late, in_call, staging = (np.concatenate([a, a[cuts]]) for a in (ls, launch, late, in_call, staging))
+        category = np.concatenate([category, np.full(cuts.size, UNTRACED, dtype=np.int8)])
+        path = np.concatenate([path, np.asarray(paths.path_of[nxt[cuts]], dtype=np.int64)])
+        cause = np.concatenate([cause, launch[n:]])
+        _by_host(view, np.arange(n, n + cuts.size), g0, g1, ls, launch, category, path, cause)
     # The part of a gap after the call of a pageable host-to-device copy began is the host staging
     # the pageable buffer: copy-bound, at the copy's call path (what precedes the call keeps its class).
     split = np.flatnonzero(late & ~in_call & staging & (ls > g0) & (ls < g1) & (category != COPY))
@@ -169,9 +193,10 @@ def _drained_by(view: ProfileView, device: int, g0: np.ndarray) -> np.ndarray:
     return np.where(ok, rows[best[np.maximum(at, 0)]], -1)
 
 
-def _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause) -> None:
-    """Classify the gaps whose next launch came after the GPU went idle (in place)."""
-    t, paths = view.trace, view.paths
+def _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause, cut_at) -> None:
+    """Classify the gaps whose next launch came after the GPU went idle (in place); a drained gap
+    whose sync's caller returned before it ended gets that moment in ``cut_at``."""
+    paths = view.paths
     drained = _drained_by(view, device, g0[todo])
     pageable = _pageable_htod_calls(view)
     hit = drained >= 0
@@ -181,10 +206,37 @@ def _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause
     category[at] = np.where(is_copy, COPY, SYNC)
     cause[at] = rows
     path[at] = [paths.host_path(int(r)) for r in rows.tolist()]
+    returned = _caller_ends(view, rows)
+    early = (returned > g0[at]) & (returned < g1[at])
+    cut_at[at[early]] = returned[early]
     rest = todo[~hit]
-    if rest.size == 0:
-        return
-    middle = (g0[rest] + np.minimum(ls[rest], g1[rest])) / 2
+    if rest.size:
+        _by_host(view, rest, g0, g1, ls, launch, category, path, cause)
+
+
+def _caller_ends(view: ProfileView, rows: np.ndarray) -> np.ndarray:
+    """Per blocking call: when the caller that issued it returned, the end of its nearest enclosing
+    Python frame other than a built-in's (``<built-in method item …>`` is the call, not its caller)
+    or user annotation (an NVTX range); inf where the trace has none."""
+    t, parent = view.trace, view.paths.parent
+    out = np.full(rows.size, np.inf)
+    for k, row in enumerate(rows.tolist()):
+        node = int(parent[row])
+        while node >= 0:
+            role = t.role[node]
+            if role == ANNOTATION or (role == PYTHON and not t.names[t.name[node]].startswith("<built-in")):
+                out[k] = float(t.end[node])
+                break
+            node = int(parent[node])
+    return out
+
+
+def _by_host(view, rest, g0, g1, ls, launch, category, path, cause) -> None:
+    """Classify gaps ``rest`` by what the host was doing in them, no blocking call draining the GPU
+    (in place): input wait, a pageable copy's staging, launch-bound, host compute or untraced."""
+    t, paths = view.trace, view.paths
+    pageable = _pageable_htod_calls(view)
+    middle = (g0[rest] + np.maximum(g0[rest], np.minimum(ls[rest], g1[rest]))) / 2
     host = _innermost(view, t.thread[launch[rest]], middle)
     waits = data_waits(view)
     inside_wait = (covered_up_to(waits[:2], middle + 1e-9) - covered_up_to(waits[:2], middle)) > 0 \

@@ -130,6 +130,19 @@ def test_real_traces_classes_add_up_to_the_breakdowns_idle(relative):
     assert sum(idle_by_category(view).values()) == pytest.approx(idle, rel=1e-9)
 
 
+def test_a_sync_whose_caller_returned_leaves_the_rest_of_the_gap_to_what_the_host_did():
+    """owlv2's blocking device-to-host copy (``_ensure_tensor_on_device``) returns ~14 us into each of
+    four ~123 ms gaps; the host then loads and resizes the next image in the DataLoader. The whole
+    gaps were sync drain (499 ms, and a sync_waste finding telling to drop the sync) with input wait
+    0, beside an input_bound finding of the same 491 ms. profile16's NVTX range ``wait`` ends 73 us
+    into a 170 ms gap that ``init_data`` (host allocations) fills."""
+    owl = idle_by_category(view_of(str(TRACES / "tracelens" / "h100_owlv2-large-patch14-ensemble.json.gz")))
+    assert owl["input_wait"] > 490_000 and owl["sync_drain"] < 3_000
+    document, _ = analyse([TRACES / "nsys-extrap" / "profile16.sqlite"], Decimal("2.00"))
+    nsys = document["idle_paths"][0]["by_category_us"]
+    assert nsys["sync_drain"] < 200 and nsys["host_compute"] > 238_000
+
+
 def test_resnet_without_workers_waits_for_input_bert_is_launch_bound():
     resnet = idle_by_category(view_of(str(TRACES / "kineto" / "resnet50_v100_num_workers_0.pt.trace.json.gz")))
     assert max(resnet, key=resnet.get) == "input_wait"
