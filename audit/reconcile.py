@@ -49,8 +49,8 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     conservation = conserved(given)
     charges, tolerance = given.charges, given.tolerance
     drivers: list[Driver] = []
-    td_gpu, bu_gpu, net_gpu, covered = _gpu_sides(given.groups, given.intervals, given.profiles, given.traffic,
-                                                  drivers)
+    td_gpu, bu_gpu, net_gpu, covered, unestimated = _gpu_sides(given.groups, given.intervals, given.profiles,
+                                                               given.traffic, drivers)
     non_gpu = charges.loc[charges["resource_class"] != "gpu_compute", ["pretax", "priced", "net"]]
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
@@ -69,6 +69,9 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     # tax and credits pass through both sides unchanged
     passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
     top = td_gpu + td_lines + passthrough
+    if unestimated:
+        return Reconciliation(top, None, None, tolerance, "not_measured", unestimated + sensitive, covered,
+                              tuple(drivers), conservation)
     bottom = bu_gpu + bu_lines + passthrough
     gap = _gap(top, bottom)
     verdict = "reconciles" if gap is not None and abs(gap) <= tolerance else "does_not_reconcile"
@@ -91,8 +94,9 @@ def conserved(given: ReconcileInput) -> Conservation:
 
 def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence[ServiceInterval],
                profiles: Mapping[str, ProfileSummary], traffic: Mapping[str, TrafficTotals],
-               drivers: list[Driver]) -> tuple[Decimal, Decimal, Decimal, Decimal]:
-    """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits)."""
+               drivers: list[Driver]) -> tuple[Decimal, Decimal, Decimal, Decimal, str]:
+    """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits), and why the
+    bottom-up is not measured where no served GPU time is estimated from a profile ("" where it is)."""
     top = bottom = net = covered = ZERO
     kernel_est: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     kernel_seen: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
@@ -126,7 +130,12 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
                               f"telemetry kernel-active {seen:.0f} s"))
     for service in sorted(set(kernel_seen) - set(kernel_est)):
         drivers.append(Driver("representativeness", service, None, _no_estimate(profiles.get(service))))
-    return top, bottom, net, covered
+    unestimated = ""
+    if kernel_seen and not kernel_est:  # METHOD §5: without a profile's traffic, kernel-seconds per request is unmeasured
+        unestimated = ("no service's kernel time is estimated from a kernel profile with its traffic (services "
+                       f"{', '.join(sorted(kernel_seen))}): the bottom-up would take telemetry's kernel-active seconds, "
+                       "as the top-down does, and their gap would say nothing")
+    return top, bottom, net, covered, unestimated
 
 
 def _no_estimate(profile: ProfileSummary | None) -> str:

@@ -250,7 +250,7 @@ def top_down_line(audit: dict) -> str:
     difference = total - top
     head = (f"Top-down is {money(abs(difference), cur)} {'below' if difference >= 0 else 'above'} "
             f"the total in scope ({money(total, cur)})")
-    if recon.get("verdict") == "not_measured":
+    if recon.get("verdict") == "not_measured" and not to_decimal(recon.get("covered_hours")):
         return f"{head}: with no GPU time covered by telemetry it holds only the non-GPU invoice lines."
     if difference == 0:
         return f"Top-down equals the total in scope ({money(total, cur)}): telemetry covers every paid GPU-hour."

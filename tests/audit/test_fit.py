@@ -609,3 +609,15 @@ def _gpu_instance(eks: Path) -> str:
     with (eks / "billing" / "focus_aws.csv").open(encoding="utf-8", newline="") as f:
         return next(row["ResourceId"] for row in csv.DictReader(f)
                     if row["ResourceId"].startswith("i-") and re.search(r"\b(p5|g6e)\.", row["ChargeDescription"]))
+
+
+def test_without_a_profile_s_traffic_the_reconciliation_is_not_measured(eks, tmp_path):
+    """With no profile stating its traffic, both sides took telemetry's kernel-active seconds and the
+    audit said "reconciles", gap 0.000000: a verdict the data could not have failed (METHOD §5)."""
+    case = edited(eks, tmp_path, "requests = 16\nprompt_tokens = 32768\ngenerated_tokens = 16\n", "")
+    out = tmp_path / "out"
+    result = costaudit("run", case, "--out", out, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    recon = json.loads((out / "audit.json").read_text())["reconciliation"]
+    assert recon["verdict"] == "not_measured" and recon["gap"] is None and recon["bottom_up"] is None
+    assert recon["reason"].startswith("no service's kernel time is estimated from a kernel profile with its traffic")
