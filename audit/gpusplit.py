@@ -400,11 +400,13 @@ class GpuSplitter:
         out: list[tuple] = []
         missing = gpus - len(found)
         excluded = self._excluded_gpus(node, ts, [r for d in found for r in d])[:missing]
-        out.extend((NO_VALID_SAMPLE, 1, ZERO, metric, "", "") for metric in excluded)
         missing -= len(excluded)
         units = self._units(found)
         held = [u for u in units if u.row is not None]
         assigned, left = self._holders(node, ts, [u.row for u in held])
+        for metric in excluded:
+            (_, _, _, _, pod, owner), = self._unmeasured(NO_VALID_SAMPLE, 1, left)
+            out.append((NO_VALID_SAMPLE, 1, ZERO, metric, pod, owner))
         if missing:
             out.extend(self._unmeasured(NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY, missing, left))
         out.extend((holder, unit.weight, unit.busy, unit.row.source, pod, "")
@@ -438,17 +440,17 @@ class GpuSplitter:
         return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1]))]
 
     def _unmeasured(self, holder: str, missing: int, left: list) -> list[tuple]:
-        """The ``missing`` GPUs no sample measures, under ``holder`` (no sample, or not in telemetry):
-        those the scheduler's GPU requests still place (``left``) name the declared service whose pods
-        they are, so that its unit costs say what of its cost stayed unattributed (METHOD §4)."""
+        """``missing`` GPUs no (valid) sample measures, under ``holder``: those the scheduler's requests
+        still place (``left``, consumed) name the service whose pods they are (METHOD §4)."""
         out = []
-        for req in left:
-            if not missing:
-                break
+        while left and missing:
+            req = left[0]
             n = min(int(req.gpus), missing)
             owner = self._service_or_undeclared(req.namespace, req.pod, "")
             out.append((holder, n, ZERO, "", req.pod, owner if owner in self.services else ""))
             missing -= n
+            left[0] = req._replace(gpus=req.gpus - n)
+            left[:] = left[1:] if left[0].gpus <= 0 else left
         return out + ([(holder, missing, ZERO, "", "", "")] if missing else [])
 
     def _holders(self, node, ts, rows) -> tuple[list[tuple[str, str]], list]:
