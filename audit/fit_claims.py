@@ -95,18 +95,20 @@ def claims_taken_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     tags = tags_of(classified)
     amounts = basis_amount(classified, case.cost_basis)
     owners = classified["claimed_by"].fillna("").astype(str).to_numpy(dtype=object)
+    counts = (classified["line_count"] if "line_count" in classified.columns
+              else pd.Series(1, index=classified.index)).to_numpy(dtype=np.int64)  # invoice lines a row sums
     classes = classified["resource_class"].astype(str).to_numpy(dtype=object)
     out = []
     for service in claimants:
         hit = _claimed(service, tags, classified["resource_id"])
         if not hit.any():
             continue
-        why = _not_owned(service.name, owners[hit], classes[hit], amounts[hit].tolist(), case.currency)
+        why = _not_owned(service.name, owners[hit], classes[hit], counts[hit], amounts[hit].tolist(), case.currency)
         if why:
             subject = f"service {text(service.name)}"
-            owned = int(((owners[hit] == service.name) & ~np.isin(classes[hit], list(UNCLAIMABLE))).sum())
+            owned = int(counts[hit][(owners[hit] == service.name) & ~np.isin(classes[hit], list(UNCLAIMABLE))].sum())
             out.append(Misfit("claim_taken", subject,
-                              f"{subject}: its claims match {int(hit.sum()):,} line(s) in scope and it owns "
+                              f"{subject}: its claims match {int(counts[hit].sum()):,} line(s) in scope and it owns "
                               f"{owned:,} of them; " + "; ".join(why), ()))
     return out
 
@@ -115,9 +117,13 @@ def _claimed(service: Service, tags: pd.Series, resources: pd.Series) -> np.ndar
     """Which lines the service's claims match: every claimed tag, or one of its resource ids."""
     hit = np.zeros(len(tags), dtype=bool)
     if service.tags:
-        cache: dict[int, bool] = {}
-        hit |= np.array([cache.setdefault(id(t), all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items()))
-                         for t in tags.tolist()], dtype=bool)
+        cache: dict[int, bool] = {}  # lines of one tag set share one dict (audit.lines.tags_of)
+
+        def carries(t: Mapping) -> bool:
+            if id(t) not in cache:
+                cache[id(t)] = all(matches(p, str(t.get(k, ""))) for k, p in service.tags.items())
+            return cache[id(t)]
+        hit |= np.array([carries(t) for t in tags.tolist()], dtype=bool)
     if service.resource_ids:
         ids = resources.fillna("").astype(str)
         found = {r: any(matches(p, r) for p in service.resource_ids) for r in ids.unique() if r}
@@ -125,15 +131,17 @@ def _claimed(service: Service, tags: pd.Series, resources: pd.Series) -> np.ndar
     return hit
 
 
-def _not_owned(name: str, owners: np.ndarray, classes: np.ndarray, amounts: list[Decimal], currency: str) -> list[str]:
+def _not_owned(name: str, owners: np.ndarray, classes: np.ndarray, counts: np.ndarray, amounts: list[Decimal],
+               currency: str) -> list[str]:
     """What of the matched lines the service does not own, grouped by why, with lines and cost."""
-    groups: dict[str, list[Decimal]] = {}
-    for owner, klass, amount in zip(owners, classes, amounts):
+    groups: dict[str, tuple[int, Decimal]] = {}
+    for owner, klass, count, amount in zip(owners, classes, counts.tolist(), amounts):
         if klass in UNCLAIMABLE:
             why = UNCLAIMABLE[klass]
         elif owner != name:
             why = f"{klass} lines owned by service {text(owner)} (its rule, or its claim first in file order)"
         else:
             continue
-        groups.setdefault(why, []).append(amount)
-    return [f"{len(v):,} are {why}: {cents(sum(v, ZERO))} {currency}" for why, v in sorted(groups.items())]
+        lines, cost = groups.get(why, (0, ZERO))
+        groups[why] = (lines + count, cost + amount)
+    return [f"{lines:,} are {why}: {cents(cost)} {currency}" for why, (lines, cost) in sorted(groups.items())]

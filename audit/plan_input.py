@@ -54,7 +54,7 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
 
 
 def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
-             unused_committed: Decimal, charges: pd.DataFrame | None = None) -> Deferral:
+             unused_committed: Decimal, charges: pd.DataFrame) -> Deferral:
     """The share of an option's saving on committed capacity, and t_c: the latest end, after the
     window, of the commitments the saving lies on (0 where all ended; None where none is listed).
     Those are the listed commitments whose id the part's lines name (CommitmentDiscountId or
@@ -69,7 +69,7 @@ def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment]
     if not commitments:
         return Deferral(share, None)
     klass = "commitment_unused" if part in WHOLLY_COMMITTED else GPU_CLASS
-    named = committed_ids(charges, klass) if charges is not None else set()
+    named = committed_ids(charges, klass)
     linked = [c for c in commitments if c.id in named]
     chosen = linked or list(commitments)
     latest = max(chosen, key=lambda c: c.months_after_window)
