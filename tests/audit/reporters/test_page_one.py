@@ -106,8 +106,13 @@ def test_the_top_down_line_gives_the_difference_and_its_reasons_from_audit_json(
 
 def test_the_top_down_line_when_nothing_is_covered_or_everything_is():
     audit = demo_shaped()
-    audit["reconciliation"].update(verdict="not_measured", top_down="1000.00")
+    audit["reconciliation"].update(verdict="not_measured", top_down="1000.00", covered_hours="0.00")
     assert "holds only the non-GPU invoice lines" in wording.top_down_line(audit)
+    # not measured for want of a profile's traffic, the GPU time covered: its top-down says what it leaves out
+    audit = demo_shaped()
+    audit["reconciliation"].update(verdict="not_measured", bottom_up=None, gap=None)
+    line = wording.top_down_line(audit)
+    assert "non-GPU invoice lines" not in line and "it leaves out GPU time with no activity sample" in line
     audit["reconciliation"].update(verdict="reconciles", top_down=audit["total"])
     assert "telemetry covers every paid GPU-hour" in wording.top_down_line(audit)
 
