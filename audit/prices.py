@@ -16,12 +16,12 @@ PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price",
                  "commitment", "commitment_discount_status")
 
 
-def priced(charges: pd.DataFrame, basis: str = "effective") -> pd.DataFrame:
+def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
     """The charges with ``priced``, ``has_price``, ``list_price_fallback`` and ``pretax`` columns, on
     the case's cost ``basis``."""
     amounts, has_price, fallback = [], [], []
     before_commitments = basis in PRE_COMMITMENT
-    for quantity, unit, listed, category, gross, commitment, status in zip(*(_column(charges, c) for c in PRICE_COLUMNS)):
+    for quantity, unit, listed, category, gross, commitment, status in zip(*(charges[c] for c in PRICE_COLUMNS)):
         used_list = False
         if unit is None and listed is not None:
             unit, used_list = listed, True
@@ -33,7 +33,3 @@ def priced(charges: pd.DataFrame, basis: str = "effective") -> pd.DataFrame:
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
     return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, pretax=pretax)
 
-
-def _column(charges: pd.DataFrame, name: str) -> pd.Series:
-    """A column the pricing reads (a table built in memory may lack the commitment status)."""
-    return charges[name] if name in charges.columns else pd.Series([None] * len(charges), index=charges.index)

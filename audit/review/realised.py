@@ -54,11 +54,11 @@ def ship_moment(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def realised(earlier: Audit, later: Audit, why: list[str] | None = None) -> list[dict]:
+def realised(earlier: Audit, later: Audit, why: list[str]) -> list[dict]:
     """One entry per ``shipped`` option of the later audit; ``why``: the reasons the pair cannot be
     bridged (:func:`audit.review.comparable.reasons`), which leave every verdict unmeasured."""
     shipped = later.get("shipped", default=None) or []
-    return [_one(earlier, later, entry if isinstance(entry, dict) else {}, why or [])
+    return [_one(earlier, later, entry if isinstance(entry, dict) else {}, why)
             for entry in shipped]
 
 
