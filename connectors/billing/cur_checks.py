@@ -12,6 +12,7 @@ query's result (Athena's ``raw``) the checks scan ``raw`` itself.
 from __future__ import annotations
 
 from connectors.billing import cur_sql as sql
+from connectors.billing.cur_commitments import DATE_FIELDS
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE
 from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text
@@ -75,7 +76,7 @@ def checked_fields(layouts: list[sql.Layout]) -> tuple[list[str], list[str]]:
     """(fields read as text, amounts) that :func:`raw_checks` reads."""
     present = {name for layout in layouts for name in layout.exprs}
     amounts = [n for n in sql.NUMERIC if n in present or n in NEEDED]
-    return ["line_item_line_item_type", *sql.PERIOD], amounts
+    return ["line_item_line_item_type", *sql.PERIOD, *(n for n in DATE_FIELDS if n in present)], amounts
 
 
 def checked_columns(layouts: list[sql.Layout], index: int) -> str:
@@ -127,3 +128,9 @@ def raw_checks(layouts: list[sql.Layout], typed: bool = False):
         ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
         yield (f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'", name, name,
                "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
+    # a commitment's term (METHOD §7's t_c) may be empty, never unreadable: a date read as "not known"
+    # would move the plan's paybacks with no word
+    for name in (n for n in DATE_FIELDS if n in present):
+        ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
+        yield (f"{name} IS NOT NULL AND ({ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}')",
+               name, name, "unparseable commitment date", "an ISO 8601 timestamp (no offset = UTC), or empty")

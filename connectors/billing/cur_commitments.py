@@ -8,8 +8,9 @@ that lies on committed capacity (t_c: it starts when the commitment ends); the A
 CommitmentDiscountId, so the plan links each saving to the commitments its lines name.
 
 One row per ARN: the earliest start and the latest end any line gives it (a term restated on a
-later line is read at its longest). An ARN whose lines give no end, or a start or end that does not
-read as a timestamp, is left out: its end is not known, and the plan says so.
+later line is read at its longest). An ARN whose lines give no start or end is left out: its end is
+not known, and the plan says so. A date that does not read as a timestamp is the reader's error,
+naming its file, row and column (:func:`connectors.billing.cur_checks.raw_checks`).
 """
 from __future__ import annotations
 

@@ -452,3 +452,17 @@ def test_a_legacy_csv_s_term_columns_are_read_and_a_line_without_an_end_leaves_i
     path = write_legacy(tmp_path / "cur.csv", rows, header=header)
     terms = read_cur(path).tables["commitments"]
     assert list(terms.commitment_id) == [SP] and terms.end.iloc[0] == datetime(2027, 1, 1, tzinfo=timezone.utc)
+
+
+def test_an_unreadable_commitment_date_is_the_reader_s_error_naming_its_row_and_column(tmp_path):
+    """Before, a term's end that did not read as a timestamp left the commitment out with no word,
+    and the plan said "end not known" of a commitment whose line gave one."""
+    header = LEGACY_HEADER + ["savingsPlan/SavingsPlanARN", "savingsPlan/StartTime", "savingsPlan/EndTime"]
+    rows = [legacy_row(1, "1.0") + [SP, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z"],
+            legacy_row(2, "1.0", hour=1) + [SP, "2026-01-01T00:00:00Z", "next year"]]
+    path = write_legacy(tmp_path / "cur.csv", rows, header=header)
+    with pytest.raises(InputError) as caught:
+        read_cur(path)
+    error = caught.value
+    assert (error.row, error.column) == (2, "savingsPlan/EndTime")  # the second line
+    assert "unparseable commitment date" in str(error) and "next year" in str(error)
