@@ -234,16 +234,13 @@ def test_unmeasured_gpus_take_the_scheduler_s_requests_in_turn():
     an undeclared pod's, or one no request places, names none. Before, every unmeasured GPU was
     unattributed under no service, and chat's unit costs said they left out nothing."""
     from collections import namedtuple
-    from types import SimpleNamespace
-
-    from audit.gpusplit import GpuSplitter
 
     Req = namedtuple("Req", "namespace pod gpus")
-    owners = {"chat-0": "chat", "chat-1": "chat", "nb-0": "__undeclared__"}
-    me = SimpleNamespace(services={"chat": None}, _service_or_undeclared=lambda ns, pod, c: owners[pod])
+    case = make_case()  # chat: namespace llm
+    me = GpuSplitter(case, case.services, empty_table(ACTIVITY_COLUMNS), {}, empty_table(REQUEST_COLUMNS), {}, 3600)
     left = [Req("llm", "chat-0", 1), Req("llm", "chat-1", 2), Req("lab", "nb-0", 1)]
-    first = GpuSplitter._unmeasured(me, "__no_valid_sample__", 1, left)
-    rest = GpuSplitter._unmeasured(me, "__no_sample__", 5, left)
+    first = me._unmeasured("__no_valid_sample__", 1, left)
+    rest = me._unmeasured("__no_sample__", 5, left)
     assert [(h, n, pod, owner) for h, n, _, _, pod, owner in first] == [("__no_valid_sample__", 1, "chat-0", "chat")]
     assert [(h, n, pod, owner) for h, n, _, _, pod, owner in rest] == [
         ("__no_sample__", 2, "chat-1", "chat"), ("__no_sample__", 1, "nb-0", ""), ("__no_sample__", 2, "", "")]
