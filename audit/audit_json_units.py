@@ -61,7 +61,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
             "successful": fmt(Decimal(requests) / full, PER_UNIT_PLACES) if requests is not None and full > 0 else None,
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
-        "reason": service_reason(uc, requests, full),
+        "reason": service_reason(uc, requests, full, t, tokens, every),
         "phases": phases_entry(result, uc),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
@@ -89,17 +89,41 @@ def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
             "denominator": logs_count_it(t)}
 
 
-def service_reason(uc: UnitCost, requests: int | None, full: Decimal) -> str | None:
+def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: TrafficTotals | None = None,
+                   tokens: int | None = None, every: int | None = None) -> str | None:
+    """Why each unit cost the entry leaves null is not measured, and what its figures leave out."""
     reasons = []
-    if not requests:
+    if t is None:
         reasons.append("no request counter or request log matched this service: unit costs unmeasured")
+    elif not requests:
+        reasons.append(f"its request source ({', '.join(sorted(t.sources))}) counted no successful request in "
+                       "the window: unit costs per request unmeasured")
     if full == 0:
         reasons.append("the service owns no billing line and no GPU time, and takes no shared cost: its unit "
                        "costs are unmeasured (claim its lines with [services] tags or resource_ids, or name it "
                        "in a rule)")
+    elif t is not None and requests:
+        reasons += _unmeasured_denominators(t, tokens, every)
     if uc.unattributed:
         reasons.append(f"unit costs leave out {cents(uc.unattributed)} of its cost that stayed unattributed")
     return "; ".join(reasons) or None
+
+
+def _unmeasured_denominators(t: TrafficTotals, tokens: int | None, every: int | None) -> list[str]:
+    """Why the per-token and all-requests figures of a service with requests are null, where they are."""
+    out = []
+    logs = sorted(t.counts)
+    counters = sorted(set(t.sources) - set(t.counts))
+    if logs_count_it(t):
+        out.append(f"cost per 1 M tokens not measured: a request log ({', '.join(logs)}) counts no tokens")
+    elif not tokens:
+        out.append(f"cost per 1 M tokens not measured: {', '.join(counters)} counted no tokens in the window")
+    if every is None and not logs_count_it(t):
+        out.append("cost per 1,000 of all requests not measured: " + (
+            f"the request log ({', '.join(logs)}) counts another population than the denominator "
+            f"({', '.join(counters)})" if logs else
+            f"the denominator ({', '.join(counters)}) counts successful requests only"))
+    return out
 
 
 def allocation(result: AuditResult) -> dict[str, Any] | None:

@@ -15,6 +15,8 @@ from collector.latency import LATE_TOLERANCE_S, late_sends, llm_figures
 from collector.traffic import Request
 
 PERCENTILES = (50, 95, 99)
+#: the error rate a run is held to where it states none (``collect --max-error-rate``)
+DEFAULT_ERROR_BOUND = 0.01
 
 
 def percentiles(values: Iterable[float]) -> dict | None:
@@ -40,7 +42,7 @@ def run_wall(requests: list[Request]) -> float:
     return max(max(r.done for r in done) - min(r.scheduled for r in done), 1e-9)
 
 
-def run_figures(requests: list[Request], max_error_rate: float = 0.01, slo_ms: float | None = None,
+def run_figures(requests: list[Request], max_error_rate: float = DEFAULT_ERROR_BOUND, slo_ms: float | None = None,
                 wall: float | None = None, slo: dict | None = None,
                 late_tolerance: float = LATE_TOLERANCE_S) -> dict:
     """Latency percentiles, throughput, goodput, error rate, LLM serving figures and late sends of
@@ -136,7 +138,8 @@ def cost_per_1000(price_per_hour: Decimal, inferences_per_s: float) -> Decimal |
 
 
 def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str) -> dict:
-    """Is B a net gain over A at one sweep point: not slower at ``pct`` and not dearer per 1,000."""
+    """Is B a net gain over A at one sweep point: within its error-rate bound, not slower at ``pct``
+    and not dearer per 1,000 (METHOD §8: successful requests per second at a fixed error rate)."""
     cost_a = cost_per_1000(price_a, a.get("inferences_per_s", 0.0))
     cost_b = cost_per_1000(price_b, b.get("inferences_per_s", 0.0))
     lat_a = (a.get("latency_ms") or {}).get(pct)
@@ -144,7 +147,14 @@ def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str
     out = {"latency_ms": {"a": lat_a, "b": lat_b}, "cost_per_1000": {"a": _s(cost_a), "b": _s(cost_b)},
            "error_rate": {"a": a.get("error_rate"), "b": b.get("error_rate")}}
     if None in (cost_a, cost_b, lat_a, lat_b):
-        return {**out, "verdict": "not_measured", "reason": "a run served nothing or no latency"}
+        return {**out, "verdict": "not_measured", "reason": _unserved(a, b, cost_a, cost_b)}
+    bound = min(error_bound(a), error_bound(b))  # one fixed error rate for both: the stricter one recorded
+    over_b, over_a = over_bound(b, bound), over_bound(a, bound)
+    if over_b:
+        return {**out, "verdict": "no_gain", "reason": f"B's {over_b}: it serves nothing at the fixed error rate"}
+    if over_a:
+        return {**out, "verdict": "not_measured",
+                "reason": f"A's {over_a}: no throughput at the fixed error rate to weigh B against"}
     faster, cheaper = lat_b <= lat_a, cost_b <= cost_a
     strictly = lat_b < lat_a or cost_b < cost_a
     if faster and cheaper and strictly:
@@ -156,6 +166,29 @@ def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str
     else:
         verdict = "no_gain"
     return {**out, "verdict": verdict}
+
+
+def error_bound(point: dict) -> float:
+    """The error-rate bound a sweep point's run was held to (its ``goodput``), else the default."""
+    bound = (point.get("goodput") or {}).get("error_rate_bound")
+    return DEFAULT_ERROR_BOUND if bound is None else float(bound)
+
+
+def over_bound(point: dict, bound: float) -> str | None:
+    """Why a sweep point's error rate is over ``bound``, else None."""
+    rate = point.get("error_rate")
+    if rate is None or rate <= bound:
+        return None
+    return f"error rate {rate:.4f} exceeds the bound {bound:g}"
+
+
+def _unserved(a: dict, b: dict, cost_a, cost_b) -> str:
+    """Which run gave no throughput or no latency at a point, in words."""
+    which = [name for name, point, cost in (("A", a, cost_a), ("B", b, cost_b))
+             if cost is None or not point.get("latency_ms")]
+    named = " and ".join(which) or "A or B"
+    return f"{named} served no request at this point" + (
+        f" ({b.get('reason') or a.get('reason')})" if (b.get("reason") or a.get("reason")) else "")
 
 
 def _s(value: Decimal | None) -> str | None:
@@ -196,26 +229,39 @@ def traffic_mismatch(a: dict, b: dict) -> list[str]:
 
 
 def compare(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str = "p95") -> dict:
-    """The net-gain verdict of B over A per sweep point and overall (METHOD §8)."""
+    """The net-gain verdict of B over A per sweep point and overall (METHOD §8).
+
+    Under traffic that differs no point has a verdict (each is ``not_comparable``; the figures are
+    shown). A point that could not be weighed (``not_measured``) is neither where the gain holds nor
+    where it inverts; where no point could be, the verdict is ``not_measured`` with their reasons."""
     mismatch = traffic_mismatch(a, b)
     pa = {_key(p): p for p in a.get("sweep", [])}
     points = []
     for p in b.get("sweep", []):
         if _key(p) in pa:
             row = point_verdict(pa[_key(p)], p, price_a, price_b, pct)
+            if mismatch:
+                row = {**row, "verdict": "not_comparable", "reason": "traffic differs"}
             points.append({"batch_size": p["batch_size"], "concurrency": p["concurrency"], **row})
-    holds = sorted({p["batch_size"] for p in points if p["verdict"] == "net_gain"})
-    inverts = sorted({p["batch_size"] for p in points if p["verdict"] != "net_gain"})
+    weighed = [p for p in points if p["verdict"] not in ("not_measured", "not_comparable")]
+    holds = sorted({p["batch_size"] for p in weighed if p["verdict"] == "net_gain"})
+    inverts = sorted({p["batch_size"] for p in weighed if p["verdict"] != "net_gain"})
+    unweighed = sorted({p["batch_size"] for p in points if p["verdict"] == "not_measured"})
     if mismatch:
         overall, reason = "not_comparable", "traffic differs: " + "; ".join(mismatch)
     elif not points:
         overall, reason = "not_measured", "no sweep point (batch size, concurrency) in common"
+    elif not weighed:
+        overall = "not_measured"
+        reason = "no sweep point could be weighed: " + "; ".join(sorted({p["reason"] for p in points}))
     else:
-        overall = "net_gain" if all(p["verdict"] == "net_gain" for p in points) else (
-            "mixed" if holds else "no_gain")
-        reason = None
+        overall = "net_gain" if len(weighed) == len(points) and not inverts else ("mixed" if holds else "no_gain")
+        reason = (f"not weighed at batch sizes {', '.join(str(s) for s in unweighed)}: "
+                  + "; ".join(sorted({p["reason"] for p in points if p["verdict"] == "not_measured"}))) \
+            if unweighed else None
     return {"percentile": pct, "verdict": overall, "reason": reason, "points": points,
             "holds_at_batch_sizes": holds, "inverts_at_batch_sizes": inverts,
+            "not_measured_at_batch_sizes": unweighed,
             "price_per_hour": {"a": str(price_a), "b": str(price_b)},
             "includes": "latency and throughput are end to end: host pre/post and copy time included"}
 

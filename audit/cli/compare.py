@@ -68,8 +68,11 @@ def render_compare(result: dict) -> str:
         lines.append(f"  b={p['batch_size']:<3} c={p['concurrency']:<3} {result['percentile']} "
                      f"{_ms(lat['a'])} → {_ms(lat['b'])}  cost/1k {cost['a'] or 'n/a'} → {cost['b'] or 'n/a'}  "
                      f"{p['verdict'].replace('_', ' ')}")
-    lines.append(f"  holds at batch sizes: {_sizes(result['holds_at_batch_sizes'])}; "
-                 f"inverts at: {_sizes(result['inverts_at_batch_sizes'])}")
+    if result["verdict"] != "not_comparable":
+        lines.append(f"  holds at batch sizes: {_sizes(result['holds_at_batch_sizes'])}; "
+                     f"inverts at: {_sizes(result['inverts_at_batch_sizes'])}"
+                     + (f"; not measured at: {_sizes(result['not_measured_at_batch_sizes'])}"
+                        if result["not_measured_at_batch_sizes"] else ""))
     return "\n".join(lines)
 
 

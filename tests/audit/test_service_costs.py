@@ -41,7 +41,10 @@ def test_a_cpu_only_service_has_a_unit_cost(lab):
     ordering = lab["services"]["ordering"]
     assert Decimal(ordering["cost_per_1k_requests"]) > 0 and ordering["gpu_hours"] == "0.00"
     assert ordering["cost_per_1k_requests"] == "0.358482"  # 43.2788426082 × 1000 ÷ 120,728, half-even
-    assert ordering["unattributed"] == "0.00" and ordering["reason"] is None
+    assert ordering["unattributed"] == "0.00"
+    # the one null figure says why (METHOD §9): a log counts no tokens
+    assert ordering["cost_per_1m_tokens"] is None and ordering["reason"] == (
+        "cost per 1 M tokens not measured: a request log (web-access-log (access_log)) counts no tokens")
 
 
 def test_every_request_log_class_reaches_audit_json(lab):

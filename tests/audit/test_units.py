@@ -126,6 +126,10 @@ def test_all_requests_come_from_the_denominator_s_own_source(monkeypatch):
     assert entry["cost_per_1k_requests"] == "1.000000" and entry["prompt_tokens"] == 5000
     assert entry["cost_per_1k_all_requests"] is None and entry["requests_per_currency_unit"]["all"] is None
     assert entry["request_counts"]["denominator"] is False and entry["request_counts"]["lines"] == 2000
+    # the null says why (METHOD §9): before, the reason was null beside it
+    assert entry["reason"] == ("cost per 1,000 of all requests not measured: the request log (alb (access_log)) "
+                               "counts another population than the denominator "
+                               "(prom (openmetrics): vllm:request_success_total)")
 
 
 def test_a_service_only_a_request_log_counts_has_no_tokens_measured(monkeypatch):
@@ -134,3 +138,23 @@ def test_a_service_only_a_request_log_counts_has_no_tokens_measured(monkeypatch)
     entry = unit_entry(frame, LOG_CLASSES, monkeypatch)
     assert entry["prompt_tokens"] is None and entry["generated_tokens"] is None and entry["cost_per_1m_tokens"] is None
     assert entry["cost_per_1k_all_requests"] == "500.000000" and entry["request_counts"]["denominator"] is True
+    assert entry["reason"] == "cost per 1 M tokens not measured: a request log (alb (access_log)) counts no tokens"
+
+
+def test_a_counter_alone_counts_no_all_requests_and_says_so(monkeypatch):
+    frame = traffic([{"requests": 1000.0, "prompt_tokens": 5000.0, "generated_tokens": 500.0, "pod": "chat-0",
+                      "source": "prom (openmetrics)", "witness": "vllm:request_success_total"}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
+    assert entry["cost_per_1m_tokens"] == "181818.181818" and entry["cost_per_1k_all_requests"] is None
+    assert entry["reason"] == ("cost per 1,000 of all requests not measured: the denominator (prom (openmetrics)) "
+                               "counts successful requests only")
+
+
+def test_a_log_that_counted_no_success_is_not_said_to_match_nothing(monkeypatch):
+    """Before: "no request counter or request log matched this service" beside the log that matched
+    and counted 0 successful requests."""
+    frame = traffic([{"requests": 0.0, "pod": "chat", "source": "alb (access_log)", "witness": "access_log"}])
+    entry = unit_entry(frame, LOG_CLASSES.assign(successful=0), monkeypatch)
+    assert entry["requests"] == 0 and entry["cost_per_request"] is None
+    assert entry["reason"] == ("its request source (alb (access_log)) counted no successful request in the window: "
+                               "unit costs per request unmeasured")

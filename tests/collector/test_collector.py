@@ -270,6 +270,47 @@ def test_cost_per_1000_and_compare_verdict():
     assert differs["reason"] == "traffic differs: rate per s 10 vs 20"      # readable, not Python reprs
 
 
+def test_compare_weighs_only_what_was_measured_at_the_fixed_error_rate():
+    """METHOD §8: successful requests per second at a fixed error rate, under identical traffic.
+    Before, B failing half its requests was a net gain on its cheaper price, a B that served nothing
+    was "no gain, inverts at 1, 8", and traffic that differed still listed where the gain held."""
+    a = _bundle([(1, 10.0, 100.0), (8, 80.0, 300.0)])
+    failing = _bundle([(1, 40.0, 20.0), (8, 90.0, 200.0)])
+    for point in failing["sweep"]:
+        point["error_rate"] = 0.5
+    result = compare(a, failing, Decimal("2"), Decimal("0.5"))
+    assert result["verdict"] == "no_gain" and result["holds_at_batch_sizes"] == []
+    assert result["inverts_at_batch_sizes"] == [1, 8]
+    assert result["points"][0]["reason"] == "B's error rate 0.5000 exceeds the bound 0.01: it serves nothing at the fixed error rate"
+    # the bound the runs were held to, the stricter of the two
+    for point in failing["sweep"]:
+        point["goodput"] = {"error_rate_bound": 0.6}
+    assert compare(a, failing, Decimal("2"), Decimal("0.5"))["verdict"] == "no_gain"
+    for point in a["sweep"]:
+        point["goodput"] = {"error_rate_bound": 0.6}
+    assert compare(a, failing, Decimal("2"), Decimal("0.5"))["verdict"] == "net_gain"
+    # A over its bound: nothing to weigh B against
+    assert compare(failing, a, Decimal("1"), Decimal("1"))["verdict"] == "no_gain"  # bound 0.6 on both
+    del a["sweep"][0]["goodput"]
+    back = compare(failing, a, Decimal("1"), Decimal("1"))
+    assert back["points"][0]["verdict"] == "not_measured" and "A's error rate 0.5000" in back["points"][0]["reason"]
+
+    served_nothing = _bundle([(1, 0.0, None), (8, 0.0, None)])
+    nothing = compare(a, served_nothing, Decimal("1"), Decimal("1"))
+    assert nothing["verdict"] == "not_measured" and nothing["inverts_at_batch_sizes"] == []
+    assert nothing["not_measured_at_batch_sizes"] == [1, 8] and "B served no request" in nothing["reason"]
+    half = _bundle([(1, 40.0, 20.0), (8, 0.0, None)])
+    partly = compare(_bundle([(1, 10.0, 100.0), (8, 80.0, 300.0)]), half, Decimal("1"), Decimal("1"))
+    assert partly["verdict"] == "mixed" and partly["holds_at_batch_sizes"] == [1]
+    assert partly["inverts_at_batch_sizes"] == [] and partly["reason"].startswith("not weighed at batch sizes 8")
+
+    differs = compare(_bundle([(1, 10.0, 100.0)]), _bundle([(1, 40.0, 20.0)], rate=20), Decimal("1"), Decimal("1"))
+    assert differs["verdict"] == "not_comparable"
+    assert differs["holds_at_batch_sizes"] == differs["inverts_at_batch_sizes"] == []
+    assert [p["verdict"] for p in differs["points"]] == ["not_comparable"]
+    assert differs["points"][0]["cost_per_1000"]["b"] is not None  # the figures are still shown
+
+
 def test_compare_cli(tmp_path):
     import typer
     from typer.testing import CliRunner
