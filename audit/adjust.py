@@ -28,16 +28,26 @@ from audit.lines import (
     CREDIT_CATEGORIES,
     PRE_COMMITMENT,
     accounts_in,
+    adjustments_in_tag_scope,
     basis_amount,
     commitment_purchases,
     lines_where,
+    names_no_service,
     tags_of,
 )
 from audit.money import ZERO, dsum, split_evenly
 
 
 def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, list[str]]:
-    """Boolean mask of in-scope lines and the reasons lines fell outside."""
+    """Boolean mask of in-scope lines and the reasons lines fell outside.
+
+    Tax, credit, refund and adjustment lines follow the charges they apply to (METHOD §2): under
+    ``services``, one that names a service is in scope with that service; under ``tags``, one that
+    names a resource with charges is in scope where some in-scope charge bills that resource, else one
+    that carries tags of its own is in scope by them. One that names neither (an account's tax, a
+    credit on the whole account) cannot be told apart and is kept by its account, as ``accounts``
+    keeps every line.
+    """
     mask = pd.Series(True, index=lines.index)
     reasons = []
     accounts = set(scope.get("accounts") or [])
@@ -47,20 +57,23 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     adjustments = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
     services = set(scope.get("services") or [])
     if services:
-        mask &= lines["service_name"].isin(services) | adjustments
+        mask &= lines["service_name"].isin(services) | names_no_service(lines)
         reasons.append("service not in [scope].services")
     wanted = dict(scope.get("tags") or {})
-    # Tags, with a FOCUS 1.3 split row's AllocatedTags over them (audit.lines.line_tags)
-    tagged = tags_of(lines) if wanted else pd.Series(dtype="object")
-    for key, value in wanted.items():
-        mask &= tagged.map(lambda t, key=key, value=value: str(t.get(key, "")) == value) | adjustments
-        reasons.append(f"tag {key}={value} absent")
+    if wanted:
+        # Tags, with a FOCUS 1.3 split row's AllocatedTags over them (audit.lines.line_tags)
+        tagged = tags_of(lines)
+        carries = pd.Series(True, index=lines.index)
+        for key, value in wanted.items():
+            carries &= tagged.map(lambda t, key=key, value=value: str(t.get(key, "")) == value)
+            reasons.append(f"tag {key}={value} absent")
+        mask &= (carries & ~adjustments) | adjustments_in_tag_scope(lines, carries, tagged)
     return mask, reasons
 
 
 def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
-    """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which the
-    scope keeps by their account alone)."""
+    """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which follow
+    the charges they apply to, or their account: :func:`in_scope`)."""
     return int((mask & ~lines["charge_category"].isin(ADJUSTING_CATEGORIES)).sum())
 
 

@@ -47,6 +47,7 @@ from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_taken_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_replicas import replicas_fit
+from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
@@ -85,6 +86,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
     """
     gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
     found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines, scoped)
+             + scope_adjustments_fit(case.scope, lines, classified)
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + claims_taken_fit(case, classified)

@@ -86,6 +86,39 @@ def tags_of(lines: pd.DataFrame) -> pd.Series:
     return pd.Series(values, index=lines.index, dtype="object")
 
 
+def names_no_service(lines: pd.DataFrame) -> pd.Series:
+    """Tax, credit, refund and adjustment lines that name no ServiceName: a ``services`` scope cannot
+    tell which charges they apply to, and keeps them by their account."""
+    return lines["charge_category"].isin(ADJUSTING_CATEGORIES) & (lines["service_name"].fillna("") == "")
+
+
+def names_no_charge(lines: pd.DataFrame, tagged: pd.Series) -> pd.Series:
+    """Tax, credit, refund and adjustment lines that name no resource a charge bills and carry no tags
+    (``tagged``: :func:`tags_of`): a ``tags`` scope cannot tell which charges they apply to, and keeps
+    them by their account."""
+    adjusting = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
+    return adjusting & ~_names_charge(lines, adjusting) & ~tagged.map(bool).astype(bool)
+
+
+def _names_charge(lines: pd.DataFrame, adjusting: pd.Series) -> pd.Series:
+    """Whether each line names a resource that some charge (not an adjustment) bills."""
+    resource = lines["resource_id"].fillna("").astype(str)
+    billed = set(resource[~adjusting & (resource != "")])
+    return resource.isin(billed)
+
+
+def adjustments_in_tag_scope(lines: pd.DataFrame, carries: pd.Series, tagged: pd.Series) -> pd.Series:
+    """Which adjustment lines a ``tags`` scope keeps (``carries``: each line carries the scope's tags):
+    those naming a resource some in-scope charge bills; for a resource no charge bills, those carrying
+    the tags; and those that name no resource and carry no tags (:func:`names_no_charge`)."""
+    adjusting = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
+    resource = lines["resource_id"].fillna("").astype(str)
+    kept = set(resource[~adjusting & carries & (resource != "")])
+    names_charge = _names_charge(lines, adjusting)
+    return adjusting & ((names_charge & resource.isin(kept)) | (~names_charge & carries)) \
+        | names_no_charge(lines, tagged)
+
+
 def distinct_tags(lines: pd.DataFrame) -> list[dict]:
     """:func:`line_tags` of each distinct (Tags, AllocatedTags) pair the lines carry, in first-seen order
     (what a check that some line carries a tag needs, without a dict per line)."""
