@@ -248,7 +248,23 @@ def describe(con, path: Path, label: str) -> sql.Layout:
         columns = [(name, dtype) for name, dtype, *_ in described]
     else:
         columns = [(name, "VARCHAR") for name in csv_header(path, fmt)]
+    no_duplicates(path, [name for name, _ in columns])
     return sql.layout_of(path, fmt, label, columns)
+
+
+def no_duplicates(path: Path, header: list[str]) -> None:
+    """An InputError for a column the file has twice: a field under two spellings
+    (``lineItem/UnblendedCost`` and ``line_item_unblended_cost`` are one field: the first would be
+    read and the other dropped with no word), or a tag column twice by its exact name (tag keys are
+    case-sensitive, so ``user:Name`` and ``user:name`` are two tags)."""
+    seen: dict[str, str] = {}
+    for name in header:
+        tag = any(name.startswith(p) for p in sql.TAG_PREFIXES)
+        key = name if tag else sql.canonical(name)
+        if key in seen:
+            raise InputError(path, f"duplicate column {name!r} (also {seen[key]!r})", row=0, column=name,
+                             expected="each column once")
+        seen[key] = name
 
 
 def missing_columns(layout: sql.Layout) -> list[InputError]:

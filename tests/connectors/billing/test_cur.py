@@ -466,3 +466,20 @@ def test_an_unreadable_commitment_date_is_the_reader_s_error_naming_its_row_and_
     error = caught.value
     assert (error.row, error.column) == (2, "savingsPlan/EndTime")  # the second line
     assert "unparseable commitment date" in str(error) and "next year" in str(error)
+
+
+@pytest.mark.parametrize("twice", ["line_item_unblended_cost", "resourceTags/user:team"])
+def test_a_column_twice_is_the_reader_s_error(tmp_path, twice):
+    """Before, a second spelling of a field (CUR 2.0's beside the legacy one) was read in its place
+    with no word: every line's unblended cost 1000, billed 26.65 → 1,765,000.00 on the lab's export."""
+    header = LEGACY_HEADER + [twice]
+    path = write_legacy(tmp_path / "cur.csv", [legacy_row(1, "1.0") + ["1000"]], header=header)
+    with pytest.raises(InputError) as caught:
+        read_cur(path)
+    assert caught.value.column == twice and "duplicate column" in str(caught.value)
+
+
+def test_tag_columns_that_differ_in_case_are_two_tags(tmp_path):
+    header = LEGACY_HEADER + ["resourceTags/user:Team"]
+    lines = read_cur(write_legacy(tmp_path / "cur.csv", [legacy_row(1, "1.0") + ["ml"]], header=header)).tables["lines"]
+    assert len(lines) == 1
