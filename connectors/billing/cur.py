@@ -247,7 +247,7 @@ def describe(con, path: Path, label: str) -> sql.Layout:
                              expected="a Parquet file") from None
         columns = [(name, dtype) for name, dtype, *_ in described]
     else:
-        columns = [(name, "VARCHAR") for name in csv_header(path, fmt)]
+        columns = [(name, "VARCHAR") for name in csv_header(path, fmt, "CUR")]
     no_duplicates(path, [name for name, _ in columns])
     return sql.layout_of(path, fmt, label, columns)
 
@@ -281,7 +281,7 @@ def missing_columns(layout: sql.Layout) -> list[InputError]:
 def file_columns(layout: sql.Layout) -> list[str]:
     """The file's column names, read again (only for a message)."""
     if layout.fmt != "parquet":
-        return csv_header(layout.path, layout.fmt)
+        return csv_header(layout.path, layout.fmt, "CUR")
     import pyarrow.parquet as pq
     return pq.read_schema(layout.path).names
 

@@ -127,33 +127,46 @@ def load(con, path: Path, fmt: str) -> Columns:
     return columns
 
 
-def csv_header(path: Path, fmt: str) -> list[str]:
+def csv_header(path: Path, fmt: str, kind: str = "FOCUS") -> list[str]:
     """The header record (BOM stripped), read from the first HEADER_BYTES of the file only.
 
-    An empty file, a broken gzip, NUL bytes (a binary file, or gigabytes of zeros) or no line
-    break in the first HEADER_BYTES is an InputError.
+    An empty file, a broken gzip, NUL bytes (a binary file, or gigabytes of zeros), no line break in
+    the first HEADER_BYTES or a header that is not UTF-8 is an InputError (``kind``: the export the
+    messages name, "FOCUS" or "CUR"). A data row's bytes are the full read's to judge: a byte that
+    is not UTF-8 there is reported at its own line.
     """
     head = _head(path, fmt)
     if b"\0" in head:
         raise InputError(path, "NUL bytes in the first "
                          f"{len(head):,} bytes{' (decompressed)' if fmt == 'csv.gz' else ''}: not CSV text"
                          + utf16_hint(head),
-                         row=0, expected="a UTF-8 CSV file with a header of FOCUS column names")
+                         row=0, expected=f"a UTF-8 CSV file with a header of {kind} column names")
     if len(head) >= HEADER_BYTES:
         cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
         if cut < 0:
             raise InputError(path, f"no line break in the first {HEADER_BYTES:,} bytes: not a CSV header",
-                             row=0, expected="a UTF-8 CSV header of FOCUS column names")
+                             row=0, expected=f"a UTF-8 CSV header of {kind} column names")
         head = head[:cut + 1]
+    expected = f"a UTF-8 CSV header of {kind} column names"
     try:
-        text = io.TextIOWrapper(io.BytesIO(head), encoding="utf-8-sig", newline="")
+        # undecodable bytes become lone surrogates, so a data row's cannot stop the header's reading
+        text = io.TextIOWrapper(io.BytesIO(head), encoding="utf-8-sig", errors="surrogateescape", newline="")
         for record in csv.reader(text):
             if any(field.strip() for field in record):
-                return [field.strip() for field in record]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(path, f"unreadable header: {exc}", row=0,
-                         expected="a UTF-8 CSV header of FOCUS column names") from None
-    raise InputError(path, "file is empty (no header)", expected="a FOCUS CSV header and data rows")
+                return [_utf8(field.strip(), path, expected) for field in record]
+    except csv.Error as exc:
+        raise InputError(path, f"unreadable header: {exc}", row=0, expected=expected) from None
+    raise InputError(path, "file is empty (no header)", expected=f"a {kind} CSV header and data rows")
+
+
+def _utf8(name: str, path: Path, expected: str) -> str:
+    """A header field, which must be UTF-8 text."""
+    bad = next((i for i, c in enumerate(name) if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        byte = ord(name[bad]) - 0xDC00
+        raise InputError(path, f"unreadable header: byte 0x{byte:02x} in column {name.encode('utf-8', 'replace')!r} "
+                               "is not UTF-8", row=0, expected=expected)
+    return name
 
 
 HEADER_BYTES = 1 << 20

@@ -497,3 +497,23 @@ def test_a_focuscost_scale_set_row_naming_its_vm_gets_the_vm_s_arm_id(tmp_path):
     old = tmp_path / "focuscost10.csv"
     old.write_text(text.replace("SkuPriceDetails", "x_SkuDetails"))
     assert read(old, grain="line").tables["lines"]["resource_id"].iloc[0] == vmss + "/virtualMachines/3"
+
+
+def test_a_byte_that_is_not_utf8_is_named_where_it_is(tmp_path):
+    """In the first data row it was blamed on the header ("unreadable header: 'utf-8' codec can't
+    decode byte 0xe9 in position 1591"), the header being fine; in the header it is the header's."""
+    raw = (FIXTURES / "demo" / "billing" / "focus_2026-09.csv.gz")
+    import gzip
+    text = gzip.decompress(raw.read_bytes())
+    end = text.index(b"\n")
+    where = text.index(b"Linked Account", end)
+    row = tmp_path / "row.csv"
+    row.write_bytes(text[:where] + b"Linked Acc\xe9unt" + text[where + 14:])
+    with pytest.raises(InputError) as caught:
+        read(row)
+    assert "file line 2" in str(caught.value) and "unreadable header" not in str(caught.value)
+    head = tmp_path / "head.csv"
+    head.write_bytes(text[:end].replace(b"BilledCost", b"Billed\xe9Cost", 1) + text[end:])
+    with pytest.raises(InputError) as caught:
+        read(head)
+    assert caught.value.row == 0 and "byte 0xe9 in column" in str(caught.value) and "is not UTF-8" in str(caught.value)
