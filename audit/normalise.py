@@ -77,14 +77,18 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
     """The telemetry sources with samples but none in the window, and where theirs lie (if known)."""
     return tuple((f.spec.name, int(f.rows), *f.extent) for f in collected.of("telemetry")
                  if f.rows and f.covered == (None, None) and f.spec.format in TIMED_FORMATS
-                 and not any(len(table) for name, table in f.tables.items() if name not in UNTIMED_TABLES))
+                 and (f.spec.format in COVERED_SAYS
+                      or not any(len(table) for name, table in f.tables.items() if name not in UNTIMED_TABLES)))
 
 
 #: telemetry formats that read samples outside the window and keep their extent (a Prometheus server
 #: answers for the window only, and refuses a window without series itself: connectors/telemetry/prom_span.py)
-TIMED_FORMATS = ("openmetrics", "prom_dump")
+TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log")
 #: tables that hold no interval of the window (a node's labels are read from any sample)
 UNTIMED_TABLES = ("node_info",)
+#: formats whose coverage alone says whether a line is in the window (a request log's is its dated,
+#: parseable lines'; its tables also count unparseable lines at the time their text recovers)
+COVERED_SAYS = ("access_log",)
 
 
 def _one_table(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -81,8 +81,13 @@ class AccessLogConnector(Connector):
             else:
                 load_text(con, log_files(self.path), self.path)
             rows = con.execute("SELECT count(*) FROM req").fetchall()[0][0]
+            if not rows:
+                raise InputError(self.path, "the request log has no line", expected="a request log with lines")
             classify_lines(con, self.spec.options.get("health_path"), self.path_filter)
             detail, covered = count_intervals(con, self.ctx, self.step)
+            # where its dated lines lie, for the warning when none is in the window (audit/fit_window.py)
+            self.extent = tuple(None if t is None else t.astimezone(timezone.utc) for t in con.execute(
+                "SELECT min(ts), max(ts) FROM classed WHERE class <> 'unparseable'").fetchall()[0])
         pod = str(self.spec.options.get("service") or "")
         detail.insert(1, "pod", pod)
         return {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}, int(rows), covered

@@ -234,3 +234,33 @@ def test_a_bad_path_filter_is_one_error_naming_the_option(bad):
     with pytest.raises(InputError) as caught:
         read(STEP5, service="ordering", path_filter=bad)
     assert "path_filter" in str(caught.value)
+
+
+def test_a_log_with_no_line_is_an_error(tmp_path):
+    """An empty log passed with no word: the service's unit costs were then 'unmeasured' with a
+    reason that said no log matched it."""
+    path = write_parquet(tmp_path / "empty.parquet", f"SELECT * FROM '{STEP1}' LIMIT 0")
+    with pytest.raises(InputError) as err:
+        read(path)
+    assert "the request log has no line" in str(err.value) and "empty.parquet" in str(err.value)
+
+
+def test_a_log_outside_the_window_is_named_with_where_its_lines_lie(tmp_path):
+    """Every line 400 days after the window: the run gave exit 0 and nothing on stderr."""
+    import shutil
+
+    from audit.case import load_case
+    from audit.collect import collect_sources
+    from audit.pipeline import fit_of
+    from tests.paths import FIXTURES
+
+    case_dir = tmp_path / "wa"
+    shutil.copytree(FIXTURES / "wa_labs_efficiency", case_dir)
+    log = case_dir / "data" / "workload_efficiency_step5_accesslog_2019-11-29.parquet"
+    moved = write_parquet(tmp_path / "moved.parquet", f"SELECT * REPLACE (timestamp + INTERVAL 400 DAY AS timestamp) "
+                                                      f"FROM '{log}'")
+    shutil.copy(moved, log)
+    case = load_case(case_dir)
+    (misfit,) = [m for m in fit_of(case, collect_sources(case)).misfits if m.kind == "telemetry_outside_window"]
+    assert misfit.subject == "telemetry source web-access-log"
+    assert "none in the window 2019-11-29 – 2019-12-01: they run from 2021-01-02" in misfit.message
