@@ -46,6 +46,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_taken_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
+from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
@@ -90,7 +91,8 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
              + claims_taken_fit(case, classified)
-             + step_fit(case, tele) + window_fit(case, lines) + telemetry_days_fit(case, gpu_lines, tele)
+             + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
+             + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found))
 

@@ -286,6 +286,28 @@ def test_gpu_lines_that_name_no_resource(eks, tmp_path):
     assert anonymous.endswith("A billing export with resource ids (a CUR with 'Include resource IDs') fits")
 
 
+def test_a_negative_quantity_at_a_positive_cost_is_named(eks, tmp_path):
+    """A usage line billing -1 hours at a positive cost was read with no word (its hours feed the
+    GPU split and the price check)."""
+    import csv
+    import io
+
+    case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
+    billing = case / "billing" / "focus_aws.csv"
+    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    header = rows[0]
+    usage = next(i for i, row in enumerate(rows[1:], 1) if row[header.index("ChargeCategory")] == "Usage"
+                 and float(row[header.index("BilledCost")]) > 0)
+    rows[usage][header.index("ConsumedQuantity")] = "-1"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    billing.write_text(out.getvalue(), encoding="utf-8")
+    found = [w for w in warnings_of(costaudit("validate", case).stderr) if "negative ConsumedQuantity" in w]
+    assert found == [f"1 usage line(s) bill a negative ConsumedQuantity at a positive BilledCost (lines "
+                     f"focus_aws.csv:{usage}; the first: -1 at {rows[usage][header.index('BilledCost')]}): "
+                     "the quantity is read as given, and the GPU hours and price checks that use it rest on it"]
+
+
 def test_a_gcp_standard_export_is_told_of_the_detailed_one(tmp_path):
     """GCP's standard export has no resource names: the advice named the CUR's option."""
     import json
