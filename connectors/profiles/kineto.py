@@ -38,6 +38,8 @@ from connectors.profiles.window import devices, gap_window
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
+#: a profile of copies alone measures no forward pass: its service's GPU time would be "no kernel profile"
+NO_KERNEL_EVENTS = "no GPU kernel event, only memcpy / memset: nothing in it measures the model's compute"
 EXPECTED_CUDA = "a trace recorded with ProfilerActivity.CUDA"
 
 
@@ -53,6 +55,8 @@ class KinetoConnector(Connector):
         trace = load_trace(self.path)
         if trace.kind.size == 0:
             raise InputError(self.path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+        if not (trace.kind == KERNEL).any():
+            raise InputError(self.path, NO_KERNEL_EVENTS, expected=EXPECTED_CUDA)
         self.parsed = trace.trace  # the whole trace's columns, for the audit's kernel evidence
         events = event_frame(trace)
         tables = {

@@ -60,6 +60,9 @@ class NsysConnector(Connector):
         view = gpu_view(trace)
         if view.kind.size == 0:
             raise InputError(self.path, "no GPU kernel, memcpy or memset rows", expected=EXPECTED)
+        if not (view.kind == KERNEL).any():
+            raise InputError(self.path, f"no {KERNEL_TABLE} row, only memcpy / memset: nothing in it measures "
+                             "the model's compute", expected=EXPECTED)
         self.parsed = trace  # the whole export's columns, for the audit's kernel evidence
         events = event_frame(view)
         tables = {"profile": profile_table(view, self.path.name), "kernels": kernel_table(events),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -106,10 +105,12 @@ def test_no_device_properties_and_string_timestamps(tmp_path):
     assert row["device"] == "" and row["kernel_active_us"] == 19.25
 
 
-def test_no_kernels_gives_null_gap_ratio(tmp_path):
+def test_a_trace_of_copies_alone_is_refused(tmp_path):
+    """It read as a profile of kernel-active 0 and a null gap ratio, and the audit then put its
+    service's GPU time under "no kernel profile" beside the profile."""
     events = [e for e in gpu_events(CURRENT) if e["cat"] != "kernel"]
-    row = reader(write_trace(tmp_path, trace_doc(events))).read().tables["profile"].iloc[0]
-    assert row["kernel_active_us"] == 0.0 and row["busy_us"] == 7.375 and math.isnan(row["gap_ratio"])
+    with pytest.raises(InputError, match="no GPU kernel event, only memcpy / memset"):
+        reader(write_trace(tmp_path, trace_doc(events))).read()
 
 
 def test_interval_helpers():
@@ -164,6 +165,10 @@ def test_memcpy_category():
     ("list.json", b"[]", "unexpected trace structure"),
     ("nokey.json", b'{"schemaVersion": 1, "deviceProperties": []}', "no traceEvents list"),
     ("cpu.json", json.dumps(trace_doc(host_events(CURRENT)[:5])).encode(), "no GPU kernel, memcpy or memset"),
+    # copies alone measure no forward pass: the service's GPU time was "no kernel profile", beside one
+    ("copies.json", json.dumps(trace_doc(host_events(CURRENT)[:5] + [
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 10, "dur": 5,
+         "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}])).encode(), "no GPU kernel event, only memcpy"),
     ("badts.json", json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon",
                                                  "dur": 1}]}).encode(), "ts is 'soon'"),
     ("badargs.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "args": [1]}]}',

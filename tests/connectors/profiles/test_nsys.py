@@ -163,3 +163,16 @@ def test_not_sqlite_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="no CUPTI_ACTIVITY_KIND_KERNEL"):
         read_nsys(empty)
     assert len(NsysConnector(SourceSpec("e", "profiles", "nsys", empty), CTX).check()) == 1
+
+
+def test_an_export_of_copies_alone_is_refused(tmp_path):
+    """An export whose kernel table is empty measured kernel-active 0 beside its copies."""
+    import shutil
+
+    path = tmp_path / "copies.sqlite"
+    shutil.copy(NSYS / "con_kernel.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0] > 0
+    with pytest.raises(InputError, match="no CUPTI_ACTIVITY_KIND_KERNEL row, only memcpy / memset"):
+        NsysConnector(SourceSpec("c", "profiles", "nsys", path), CTX).read()
