@@ -58,7 +58,8 @@ def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
         paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
         raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}"
                          + "".join(f"; {text}" for text in _extents(collected)),
-                         column="ChargePeriodStart", expected="lines whose charge period overlaps the window")
+                         column="ChargePeriodStart" if all(f.spec.format == "focus" for f in collected.of("billing"))
+                         else None, expected="lines whose charge period overlaps the window")
     return lines
 
 
@@ -67,6 +68,9 @@ def _extents(collected: Collected) -> list[str]:
     in the window (:func:`connectors.billing.focus_checks.extent_notes`)."""
     found = []
     for frame in collected.of("billing"):
+        if not frame.rows:
+            found.append(f"{frame.spec.name}: it holds no line at all")
+            continue
         notes = frame.tables.get("notes")
         if notes is not None and len(notes):
             found += [f"{frame.spec.name}: {note}" for note in notes["note"] if str(note).startswith(WINDOW_EXTENT)]

@@ -358,8 +358,11 @@ def origin_of(con, rn: int) -> tuple[int, int, int] | None:
 
 def translate(con, exc: InputError, layouts: list[sql.Layout], source: Path) -> InputError:
     """An error of the FOCUS checks (rows of the mapped table) retold in the CUR's own terms."""
-    if exc.row is None:
-        return exc
+    if exc.row is None:  # of no row: its column, in the first file's spelling
+        field = FOCUS_SOURCE.get(exc.column or "")
+        if not field or not layouts:
+            return exc
+        return InputError(exc.path, exc.message, column=layouts[0].spelling(field), expected=exc.expected)
     where = origin_of(con, exc.row)
     if where is None:
         return exc

@@ -159,8 +159,9 @@ def check_currency(con, path: Path) -> list[InputError]:
     if len(found) <= 1:
         return []
     listed = ", ".join(f"{shown(value)} (first on row {rn})" for value, rn in found[:10])
-    return [InputError(path, f"mixed currencies in one file: {listed}", column="BillingCurrency",
-                       expected="one billing currency per file")]
+    # the row where a second currency first appears (a CUR's reader retells it as the file's row)
+    return [InputError(path, f"mixed currencies in one file: {listed}", row=int(found[1][1]),
+                       column="BillingCurrency", expected="one billing currency per file")]
 
 
 def repeated_lines(con, columns: Columns) -> list[tuple[int, int, int]]:

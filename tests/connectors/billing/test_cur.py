@@ -483,3 +483,51 @@ def test_tag_columns_that_differ_in_case_are_two_tags(tmp_path):
     header = LEGACY_HEADER + ["resourceTags/user:Team"]
     lines = read_cur(write_legacy(tmp_path / "cur.csv", [legacy_row(1, "1.0") + ["ml"]], header=header)).tables["lines"]
     assert len(lines) == 1
+
+
+def test_an_amount_out_of_range_is_one_error_in_the_cur_s_terms(tmp_path):
+    """1e400 gave three errors, two naming EffectiveCost and ContractedCost, which a CUR has not."""
+    rows = [legacy_row(1, "1.0"), legacy_row(2, "1e400", hour=1)]
+    errors = raises(write_legacy(tmp_path / "cur.csv", rows))
+    # the row gives its rate as its cost: one error a cell, each in the file's own column
+    assert sorted((e.row, e.column) for e in errors) == [(2, "lineItem/UnblendedCost"), (2, "lineItem/UnblendedRate")]
+    assert all("number out of range '1e400'" in str(e) for e in errors)
+
+
+def test_a_second_currency_is_named_at_its_own_row_and_column(tmp_path):
+    rows = [legacy_row(n, "1.0", hour=n) for n in range(1, 4)]
+    rows[2][LEGACY_HEADER.index("lineItem/CurrencyCode")] = "EUR"
+    (error,) = raises(write_legacy(tmp_path / "cur.csv", rows))
+    assert (error.row, error.column) == (3, "lineItem/CurrencyCode")
+    assert "'USD' (first on row 1), 'EUR' (first on row 3)" in str(error)
+
+
+def test_an_empty_cur_is_named_in_the_cur_s_terms(tmp_path):
+    """The message asked for "a FOCUS CSV header" of a CUR."""
+    import gzip
+
+    for name, data in (("empty.csv", b""), ("empty.csv.gz", gzip.compress(b""))):
+        empty = tmp_path / name
+        empty.write_bytes(data)
+        (error,) = raises(empty)
+        assert "is empty" in str(error) and "FOCUS" not in str(error), name
+
+
+def test_a_header_alone_is_said_to_hold_no_line(tmp_path):
+    """It was "column ChargePeriodStart: no billing line falls in the window", a column no CUR has."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.paths import FIXTURES, ROOT
+
+    case = tmp_path / "wa"
+    shutil.copytree(FIXTURES / "wa_labs_efficiency", case)
+    cur = next((case / "data").glob("*_cur_*.csv.gz"))
+    import gzip
+    cur.write_bytes(gzip.compress(gzip.decompress(cur.read_bytes()).split(b"\n", 1)[0] + b"\n"))
+    done = subprocess.run([sys.executable, "-m", "audit", "validate", str(case)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "no billing line falls in the window 2019-11-29 – 2019-12-01; ordering-cur: it holds no line at all" \
+        in done.stderr and "ChargePeriodStart" not in done.stderr

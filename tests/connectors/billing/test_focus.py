@@ -305,7 +305,7 @@ BAD_CASES = {
     "bad_timestamp.csv": r"row 3, column ChargePeriodStart: unparseable timestamp '2024-09-31 02:00:00'",
     "period_reversed.csv": r"row 2, column ChargePeriodEnd: period ends",
     "bad_category.csv": r"row 2, column ChargeCategory: unknown charge category 'usage'",
-    "mixed_currency.csv": r"column BillingCurrency: mixed currencies in one file: 'USD' .*'EUR'",
+    "mixed_currency.csv": r"row \d+, column BillingCurrency: mixed currencies in one file: 'USD' .*'EUR'",
     "duplicate_line.csv": r"row 3: duplicate line: identical in every column to row 1",
     "duplicate_id.csv": r"row 3, column Id: duplicate line id '2' \(also on row 2\)",
     "bad_tags.csv": r"row 2, column Tags: unparseable Tags 'team=ml' \(expected a JSON object\)",
