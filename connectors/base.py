@@ -215,7 +215,10 @@ class Connector:
 
 
 def validate(schema, frame: pd.DataFrame, path: Path, table: str) -> pd.DataFrame:
-    """Validate ``frame`` lazily; every failing cell becomes one InputError."""
+    """Validate ``frame`` lazily; each failing check of a column becomes one InputError, naming how
+    many rows fail it, the first one's value and where it is: its file row where the table keeps
+    one (``row``), else the labels that identify it (node, pod, GPU, time …), since a table a reader
+    built (GPU requests summed per pod, say) has no row of the file."""
     import pandera.errors as pa_errors
 
     from connectors.errors import InputErrors
@@ -223,13 +226,61 @@ def validate(schema, frame: pd.DataFrame, path: Path, table: str) -> pd.DataFram
     try:
         return schema.validate(frame, lazy=True)
     except pa_errors.SchemaErrors as exc:
-        cases = exc.failure_cases.head(20)
-        errors = [
-            InputError(path, f"table {table}: check {row['check']} failed for value {shown(row['failure_case'])}",
-                       row=_row_number(row.get("index")), column=str(row.get("column")))
-            for _, row in cases.iterrows()
-        ]
+        cases = exc.failure_cases
+        errors = []
+        for (column, check), group in cases.groupby(["column", "check"], sort=False, dropna=False):
+            first = group.iloc[0]
+            index = first.get("index")
+            row, where = _located(frame, index)
+            count = f" ({len(group):,} rows)" if len(group) > 1 else ""
+            errors.append(InputError(path, f"table {table}{where}: value {shown(_plain(first['failure_case']))} fails "
+                                           f"{check}{count}", row=row, column=str(column),
+                                     expected=_expected(str(check))))
+            if len(errors) >= 20:
+                break
         raise InputErrors(errors) from None
+
+
+#: the columns that say which sample a row of a reader's own table is
+LABELS = ("node", "namespace", "pod", "container", "gpu", "service", "name", "ts")
+
+
+def _located(frame: pd.DataFrame, index) -> tuple[int | None, str]:
+    """(file row, or None; the identifying labels) of the row at ``index`` of ``frame``."""
+    try:
+        at = frame.loc[index]
+    except (KeyError, TypeError, ValueError):
+        return None, ""
+    if isinstance(at, pd.DataFrame):
+        at = at.iloc[0]
+    if "row" in frame.columns:
+        return _row_number(int(at["row"]) - 1), ""
+    labels = [f"{c} {shown(_plain(at[c]))}" for c in LABELS
+              if c in frame.columns and str(at[c]) not in ("", "nan", "None", "NaT")]
+    return None, f" ({', '.join(labels)})" if labels else ""
+
+
+def _plain(value):
+    """A cell as its reader would write it: a time in UTC, a NumPy number as a Python one."""
+    if isinstance(value, pd.Timestamp):
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+
+
+def _expected(check: str) -> str:
+    """A pandera check in words: ``greater_than_or_equal_to(0)`` → "a value ≥ 0"."""
+    import re
+
+    words = {"greater_than_or_equal_to": "≥", "greater_than": ">", "less_than_or_equal_to": "≤", "less_than": "<"}
+    found = re.fullmatch(r"(\w+)\((.*)\)", check)
+    if found and found.group(1) in words:
+        return f"a value {words[found.group(1)]} {found.group(2)}"
+    if found and found.group(1) == "in_range":
+        low, _, high = found.group(2).partition(",")
+        return f"a value from {low.strip()} to {high.strip()}"
+    if check == "not_nullable":
+        return "a value (not null)"
+    return f"a value that passes {check}"
 
 
 def _row_number(index) -> int | None:

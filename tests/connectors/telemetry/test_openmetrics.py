@@ -271,6 +271,23 @@ def test_gpu_requests_joined_to_node_via_pod_info(tmp_path):
     assert len(frame) == 2
 
 
+def test_a_negative_gpu_request_is_one_error_naming_its_pod(tmp_path):
+    """Before: "row 10, column gpus: … check greater_than_or_equal_to(0) failed for value -1.0", row 10
+    being a row of the reader's own table, and one such error per interval."""
+    from connectors.errors import InputErrors
+
+    req = "kube_pod_container_resource_requests"
+    base = {"namespace": "serving", "pod": "vllm-0", "node": "n1", "container": "a", "resource": "nvidia_com_gpu"}
+    lines = [line(req, base, -1, t) for t in (0, 60, 120)]
+    with pytest.raises((InputError, InputErrors)) as caught:
+        read(tmp_path, lines, hours=0.05)
+    errors = getattr(caught.value, "errors", [caught.value])
+    assert len(errors) == 1 and errors[0].row is None and errors[0].column == "gpus"
+    assert "table gpu_requests (node 'n1', namespace 'serving', pod 'vllm-0', ts '2025-01-01 00:00:00 UTC'): " \
+           "value -1.0 fails greater_than_or_equal_to(0) (3 rows)" in str(errors[0])
+    assert errors[0].expected == "a value ≥ 0"
+
+
 # ------------------------------------------------------------------------------ files
 
 def test_gzip_input_reads_like_plain(tmp_path):
