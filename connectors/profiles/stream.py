@@ -39,6 +39,7 @@ BOUNDARY = re.compile(rb"\}\s*(,)\s*\{")
 WINDOW = 8 << 10
 LAST_TRIES = 3
 PATH_INDEX = re.compile(r"`\$\[(\d+)\]")
+BYTE = re.compile(r"\(byte (\d+)\)")
 EXPECTED_OBJECT = "a Chrome trace JSON object with a 'traceEvents' list"
 EXPECTED_TRACE = "a PyTorch profiler (Kineto) Chrome trace, .json or .json.gz"
 
@@ -86,6 +87,9 @@ class EventStream:
         self.top_type = top_type
         self.top = None
         self.count = 0
+        self.offset = 0           # where the piece being read (its opening bracket) lies in the file
+        with open(self.path, "rb") as raw:
+            self.gzipped = raw.read(2) == b"\x1f\x8b"
 
     def __iter__(self) -> Iterator[tuple[int, list]]:
         """Yield (index of the first event, decoded events) per piece of at least CHUNK bytes.
@@ -96,6 +100,7 @@ class EventStream:
         blocks = _blocks(self.path)
         buf, start = self._head(blocks)
         data = bytearray(buf[start - 1:])
+        self.offset = start - 1
         for block in blocks:
             data += block
             if len(data) < CHUNK:
@@ -103,10 +108,11 @@ class EventStream:
             events, comma = self._piece(data)
             if events is None:                # no boundary decodes yet: read on
                 if len(data) > MAX_PIECE:
-                    self._not_json(bytes(data[1:MAX_PIECE + 1]))
+                    self._not_json(bytes(data[1:MAX_PIECE + 1]), self.offset)
                 continue
             data[comma] = ord("[")             # the next piece opens where this one was cut
             data = bytearray(memoryview(data)[comma:])
+            self.offset += comma
             yield self.count, events
             self.count += len(events)
         yield from self._last(data)
@@ -130,13 +136,13 @@ class EventStream:
         while len(buf) <= end:
             block = next(blocks, None)
             if block is None:
-                self._not_json(buf)
+                self._not_json(buf, -1)
             buf += block
         if buf[end:end + 1] != b"[":
             self._whole(buf, blocks)
         head = buf[:match.start()].rstrip()
         head = head[:-1] if head.endswith(b",") else head
-        self.top = self._decode_top(head + b"}")
+        self.top = self._decode_top(head + b"}", 0)
         return buf, end + 1
 
     def _whole(self, buf: bytes, blocks: Iterator[bytes]) -> None:
@@ -148,7 +154,7 @@ class EventStream:
         try:
             value = msgspec.json.decode(buf)
         except msgspec.DecodeError as exc:
-            raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+            raise InputError(self.path, f"not valid JSON: {self._at(str(exc), 0)}", expected=EXPECTED_TRACE) from None
         except RecursionError:
             raise self._too_deep() from None
         if not isinstance(value, dict):
@@ -156,12 +162,13 @@ class EventStream:
                              expected=EXPECTED_OBJECT)
         raise InputError(self.path, "no traceEvents list", expected=EXPECTED_OBJECT)
 
-    def _not_json(self, data: bytes) -> None:
-        """Raise the decoder's own complaint about ``data`` (or a truncation error)."""
+    def _not_json(self, data: bytes, at: int) -> None:
+        """Raise the decoder's own complaint about ``data`` (or a truncation error); ``at``: where in
+        the file the bracket the decoder is given in front of ``data`` stands."""
         try:
             msgspec.json.decode(b"[" + data)
         except msgspec.DecodeError as exc:
-            raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+            raise InputError(self.path, f"not valid JSON: {self._at(str(exc), at)}", expected=EXPECTED_TRACE) from None
         except RecursionError:
             raise self._too_deep() from None
         raise InputError(self.path, "not valid JSON: truncated", expected=EXPECTED_TRACE)
@@ -210,6 +217,12 @@ class EventStream:
         except RecursionError:
             raise self._too_deep() from None
 
+    def _at(self, message: str, base: int) -> str:
+        """msgspec's ``(byte N)``, N counted in the text it was given (which stands at ``base`` in the
+        file), as the byte of the file (of its decompressed text, for a .gz)."""
+        where = " of the decompressed trace" if self.gzipped else ""
+        return BYTE.sub(lambda m: f"(byte {base + int(m.group(1))}{where})", message)
+
     def _too_deep(self) -> InputError:
         """The error for events nested deeper than msgspec decodes."""
         return InputError(self.path, f"traceEvents[{self.count}] or an event after it: {nested_too_deep()}",
@@ -221,52 +234,56 @@ class EventStream:
 
     def _last(self, data: bytearray) -> Iterator[tuple[int, list]]:
         """The final events and the object's tail after the closing bracket (``data`` opens with '[')."""
-        if data[1:].lstrip()[:1] == b"]":
-            self._tail(bytes(data[1:].lstrip()[1:]))
+        rest = data[1:].lstrip()
+        if rest[:1] == b"]":
+            self._tail(bytes(rest[1:]), self.offset + len(data) - len(rest) + 1)
             return
         close = len(data)
         while True:
             close = data.rfind(b"]", 1, close)
             if close < 0:
-                self._not_json(bytes(data[1:]))
+                self._not_json(bytes(data[1:]), self.offset)
             tail = bytes(data[close + 1:])
-            if self._tail_ok(tail):
+            at = self.offset + close + 1
+            if self._tail_ok(tail, at):
                 events = self._try(memoryview(data)[:close + 1])
                 if events is not None:
                     yield self.count, events
                     self.count += len(events)
-                    self._tail(tail)
+                    self._tail(tail, at)
                     return
 
-    def _tail_ok(self, tail: bytes) -> bool:
+    def _tail_ok(self, tail: bytes, at: int) -> bool:
         """Whether ``tail`` closes the top-level object."""
         try:
-            self._tail(tail)
+            self._tail(tail, at)
         except InputError:
             return False
         return True
 
-    def _tail(self, tail: bytes) -> None:
-        """Merge the keys after traceEvents into ``top``."""
-        tail = tail.lstrip()
+    def _tail(self, tail: bytes, at: int) -> None:
+        """Merge the keys after traceEvents into ``top``; ``at``: where ``tail`` starts in the file."""
+        stripped = tail.lstrip()
+        at += len(tail) - len(stripped)
+        tail = stripped
         if tail.startswith(b","):
-            tail = tail[1:]
+            tail, at = tail[1:], at + 1
         elif not tail.startswith(b"}"):
             raise InputError(self.path, "not valid JSON: nothing closes the traceEvents list", expected=EXPECTED_TRACE)
-        rest = self._decode_top(b"{" + tail)
+        rest = self._decode_top(b"{" + tail, at - 1)
         for field in self.top_type.__struct_fields__:
             value = getattr(rest, field)
             if value is not None:
                 setattr(self.top, field, value)
 
-    def _decode_top(self, data: bytes) -> Any:
-        """The top-level keys in ``data`` (an object text)."""
+    def _decode_top(self, data: bytes, base: int) -> Any:
+        """The top-level keys in ``data`` (an object text that stands at ``base`` in the file)."""
         try:
             return self.top_decoder.decode(data)
         except msgspec.ValidationError as exc:
             raise InputError(self.path, f"unexpected trace structure: {exc}", expected=EXPECTED_OBJECT) from None
         except msgspec.DecodeError as exc:
-            raise InputError(self.path, f"not valid JSON: {exc}", expected=EXPECTED_TRACE) from None
+            raise InputError(self.path, f"not valid JSON: {self._at(str(exc), base)}", expected=EXPECTED_TRACE) from None
         except RecursionError:
             raise InputError(self.path, f"the object around traceEvents: {nested_too_deep()}",
                              expected=EXPECTED_OBJECT) from None

@@ -354,3 +354,22 @@ def test_gc_state_is_restored(tmp_path):
     assert gc.isenabled()
     read_trace(write_trace(tmp_path, trace_doc(gpu_events(CURRENT))))
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("name", ["big.json", "big.json.gz"])
+def test_a_malformed_value_is_named_at_its_byte_of_the_file(tmp_path, name):
+    """The byte was counted from the start of the piece being decoded (byte 193,905 for a NaN at
+    byte 3,339,591 of the file), and a trace cut short gave the same words as one with garbage after it."""
+    events = [dict(e, ts=e["ts"] + 100 * i) for i in range(12_000) for e in gpu_events(CURRENT)]
+    text = json.dumps(trace_doc(events)).encode()
+    assert len(text) > 3 * (1 << 20)  # several pieces of the stream
+    hits = [m.start(1) for m in re.finditer(rb'"dur": (\d+(\.\d+)?)', text)]
+    at = hits[len(hits) * 2 // 3]
+    bad = text[:at] + b"NaN" + text[text.index(b",", at):]
+    with pytest.raises(InputError) as caught:
+        reader(write_trace(tmp_path, bad, name)).read()
+    where = " of the decompressed trace" if name.endswith(".gz") else ""
+    assert f"invalid character (byte {at}{where})" in str(caught.value)
+    with pytest.raises(InputError) as caught:
+        reader(write_trace(tmp_path, text + b"garbage", "tail.json")).read()
+    assert f"trailing characters (byte {len(text)})" in str(caught.value)
