@@ -247,6 +247,7 @@ def compare(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str = "p9
     holds = sorted({p["batch_size"] for p in weighed if p["verdict"] == "net_gain"})
     inverts = sorted({p["batch_size"] for p in weighed if p["verdict"] != "net_gain"})
     unweighed = sorted({p["batch_size"] for p in points if p["verdict"] == "not_measured"})
+    reason: str | None
     if mismatch:
         overall, reason = "not_comparable", "traffic differs: " + "; ".join(mismatch)
     elif not points:

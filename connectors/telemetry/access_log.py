@@ -86,8 +86,8 @@ class AccessLogConnector(Connector):
             classify_lines(con, self.spec.options.get("health_path"), self.path_filter)
             detail, covered = count_intervals(con, self.ctx, self.step)
             # where its dated lines lie, for the warning when none is in the window (audit/fit_window.py)
-            self.extent = tuple(None if t is None else t.astimezone(timezone.utc) for t in con.execute(
-                "SELECT min(ts), max(ts) FROM classed WHERE class <> 'unparseable'").fetchall()[0])
+            first, last = con.execute("SELECT min(ts), max(ts) FROM classed WHERE class <> 'unparseable'").fetchall()[0]
+            self.extent = (_utc(first), _utc(last))
         pod = str(self.spec.options.get("service") or "")
         detail.insert(1, "pod", pod)
         return {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}, int(rows), covered
@@ -299,3 +299,7 @@ def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:
         "prompt_tokens": 0.0,
         "generated_tokens": 0.0,
     }).reset_index(drop=True)
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.astimezone(timezone.utc)
