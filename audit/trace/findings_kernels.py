@@ -163,7 +163,7 @@ def _runs(view: ProfileView, order: np.ndarray | None, flagged: np.ndarray):
 
 def _add_chain(view: ProfileView, groups: dict, run: np.ndarray | slice) -> None:
     """Add one chain (work positions, or a slice of them) to its group, keyed by device and the
-    call path its kernels share."""
+    call path its kernels share (where they share none, that of its longest kernel)."""
     first = run.start if isinstance(run, slice) else int(run[0])
     size = run.stop - run.start if isinstance(run, slice) else len(run)
     distinct_paths = _first_seen(view.paths.path_of[run])
@@ -174,9 +174,12 @@ def _add_chain(view: ProfileView, groups: dict, run: np.ndarray | slice) -> None
         while n < min(len(shared), len(other)) and shared[n] == other[n]:
             n += 1
         shared = shared[:n]
-    key = (int(view.device[first]), " > ".join(shared) or "(various)")
     durations = view.dur[run]
     longest = _longest(view, run, durations)
+    # kernels launched from paths with nothing in common: the path that launched the longest one,
+    # the kernel the finding names (METHOD §6: a finding names the call path that launched it)
+    path = " > ".join(shared) or view.pattern(int(view.paths.path_of[longest]))
+    key = (int(view.device[first]), path)
     group = groups.setdefault(key, [0.0, 0, 0, 0.0, view.kernel_name(longest), []])
     group[0] += float(durations.sum())
     group[1] += 1

@@ -127,6 +127,21 @@ def test_memory_bound_chain_from_shapes(tmp_path):
     assert chain["bucket"] == "model_compute" and chain["gpu_ms"] == "0.016"
 
 
+def test_a_chain_launched_from_unrelated_paths_names_its_longest_kernel_s_path(tmp_path):
+    """Its call path was "(various)" where its kernels shared no frame (METHOD §6: a finding names
+    the call path that launched its kernel)."""
+    events = []
+    for i, op in enumerate(("aten::add", "aten::mul", "aten::add", "aten::mul")):
+        ts = 10.0 * i
+        events.append(event("cpu_op", op, ts, 5.0, **{"External id": i + 1, "Input Dims": [[64, 64], [64, 64]],
+                                                      "Input type": ["float", "float"]}))
+        events.append(event("cuda_runtime", "cudaLaunchKernel", ts + 1.0, 1.0, correlation=i + 1,
+                            **{"External id": i + 1}))
+        events.append(kernel(ADD, ts + 3.0, 5.0 if i == 1 else 4.0, i + 1))
+    (chain,) = [f for f in findings_from_profile(write(tmp_path, events)) if f["id"] == "memory_bound_chain"]
+    assert chain["evidence"]["kernels"] == 4 and chain["call_path"] == "aten::mul"  # the 5 us kernel's
+
+
 def test_batch_size_mismatch_small_m_from_shapes(tmp_path):
     events = [event("cpu_op", "aten::mm", 0.0, 5.0, **{"External id": 1, "Input Dims": [[8, 1024], [1024, 1024]],
                                                        "Input type": ["c10::BFloat16", "c10::BFloat16"]}),
