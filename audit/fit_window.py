@@ -49,8 +49,10 @@ def window_fit(case: Case, lines: pd.DataFrame) -> list[Misfit]:
 def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> list[Misfit]:
     """A ``telemetry_gap`` warning naming the days GPU time is billed with no GPU activity sample at all."""
     billed = billed_days(case, gpu_lines)
-    if billed is None or not len(tele.activity):
+    if billed is None or not billed.any():
         return []
+    if not len(tele.activity):
+        return _no_activity(case, billed)
     sampled = sampled_days(case, tele.activity["ts"], len(billed), tele.step)
     gap = billed & ~sampled
     if not gap.any() or not sampled.any():
@@ -60,6 +62,20 @@ def telemetry_days_fit(case: Case, gpu_lines: pd.DataFrame, tele: Telemetry) -> 
                f"That GPU time is unmeasured (unattributed: GPU-intervals without a sample); telemetry samples "
                f"GPUs within {covers}")
     return [Misfit("telemetry_gap", "telemetry", message, (covers,))]
+
+
+def _no_activity(case: Case, billed: np.ndarray) -> list[Misfit]:
+    """A ``telemetry_gap`` warning where the case reads telemetry and none of it holds a GPU activity
+    sample in the window (a DCGM export for another month beside this month's kube-state-metrics):
+    every billed GPU-hour is then unmeasured, and no node misfit says so, the nodes being known."""
+    sources = [s.name for s in case.sources if s.kind == "telemetry"]
+    if not sources:
+        return []  # a billing-only case: the coverage says that nothing measures the GPUs
+    message = (f"GPU time is billed on {int(billed.sum())} day(s) of the window, and no telemetry source "
+               f"({', '.join(sources)}) has a GPU activity sample in it (DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
+               "DCGM_FI_DEV_GPU_UTIL or NVML utilisation): every GPU-hour is unmeasured (unattributed: "
+               "GPU-intervals without a sample)")
+    return [Misfit("telemetry_gap", "telemetry", message, ())]
 
 
 def telemetry_window_fit(case: Case, tele: Telemetry) -> list[Misfit]:

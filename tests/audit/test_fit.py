@@ -407,6 +407,29 @@ def test_days_of_billed_gpu_time_without_any_sample():
     assert telemetry_days_fit(case, gpu_lines.assign(line_count=1), tele) == []  # a 3-day line of one: no days
 
 
+def test_telemetry_with_no_gpu_activity_sample_in_the_window_is_named():
+    """DCGM exported a year later beside this month's other families: every GPU-hour unmeasured,
+    model compute 0.00, and no word (the nodes being known, no node misfit said it)."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from audit.fit_window import telemetry_days_fit
+
+    gpu_lines = pd.DataFrame({"start": pd.to_datetime(["2026-09-01T00"], utc=True),
+                              "end": pd.to_datetime(["2026-09-01T01"], utc=True), "charge_category": ["Usage"]})
+    sources = (SimpleNamespace(name="bill", kind="billing"), SimpleNamespace(name="prom", kind="telemetry"))
+    case = SimpleNamespace(start=datetime(2026, 9, 1, tzinfo=timezone.utc), end=datetime(2026, 9, 4, tzinfo=timezone.utc),
+                           sources=sources)
+    tele = SimpleNamespace(step=3600, activity=pd.DataFrame({"ts": pd.to_datetime([], utc=True)}))
+    [misfit] = telemetry_days_fit(case, gpu_lines, tele)
+    assert misfit.kind == "telemetry_gap" and misfit.message.startswith(
+        "GPU time is billed on 1 day(s) of the window, and no telemetry source (prom) has a GPU activity sample in it")
+    case.sources = sources[:1]  # billing-only: the coverage says so
+    assert telemetry_days_fit(case, gpu_lines, tele) == []
+
+
 def test_a_coarse_step_samples_every_day_of_its_intervals():
     """At a step of a week the activity rows are stamped at each week's start: the warning said GPU
     time was billed on the other six days of each week without a sample."""
