@@ -47,6 +47,7 @@ from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
+from connectors.billing.gcp_files import shared_rows
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER, shown
 from connectors.duck import first_line, session
@@ -286,6 +287,8 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     """Expose the export files as view ``billing_export`` and aggregate them into table ``agg``."""
     files, fmt = export_files(path)
     detailed = export_view(con, files, fmt, path)
+    if len(files) > 1:
+        shared_rows(con, export_read(files, fmt, filename=True), path)
     sql = render("gcp_lines", "duckdb", table="billing_export", start=ctx.start, end=ctx.end,
                  grain=opts["grain"], detailed=detailed)
     try:
@@ -341,15 +344,22 @@ def export_files(path: Path) -> tuple[list[str], str]:
     return (json_files, "json") if json_files else (parquet_files, "parquet")
 
 
-def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
-    """Create view ``billing_export`` (timestamps as TIMESTAMPTZ); return whether it is detailed."""
+def export_read(files: list[str], fmt: str, filename: bool = False) -> str:
+    """The DuckDB read of the export's files (``filename``: with the file each row came from)."""
     listed = "[" + ", ".join(quote(f) for f in files) + "]"
+    named = ", filename=true" if filename else ""
     if fmt == "json":
         spec = "{" + ", ".join(f"{quote(k)}: {quote(v)}" for k, v in JSON_COLUMNS.items()) + "}"
-        source = f"read_json({listed}, format='newline_delimited', columns={spec})"
+        return f"read_json({listed}, format='newline_delimited', columns={spec}{named})"
+    return f"read_parquet({listed}, union_by_name=true{named})"
+
+
+def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
+    """Create view ``billing_export`` (timestamps as TIMESTAMPTZ); return whether it is detailed."""
+    source = export_read(files, fmt)
+    if fmt == "json":
         names = set(JSON_COLUMNS)
     else:
-        source = f"read_parquet({listed}, union_by_name=true)"
         try:
             names = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         except duckdb.Error as exc:

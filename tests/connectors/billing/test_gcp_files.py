@@ -1,0 +1,42 @@
+"""A local GCP export's files that hold the same rows (connectors/billing/gcp_files.py).
+
+Before, a month-to-date export beside the month's in one folder was summed with it, with no word:
+cloudgen's GKE day went from 4,463.46 to 5,589.19, and a whole copy doubled it, "reconciles"."""
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from connectors.base import ReadContext, SourceSpec
+from connectors.errors import InputError
+from connectors.registry import resolve
+from tests.servers.gcp_export import JUNE, MAY, export_rows, write_ndjson, write_parquet
+
+
+def read(path: Path):
+    spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing", path=path)
+    return resolve("gcp_billing")(spec, ReadContext(start=MAY, end=JUNE, currency="USD")).read()
+
+
+def total(frame) -> Decimal:
+    return sum(frame.tables["lines"]["billed_cost"], Decimal(0))
+
+
+@pytest.mark.parametrize("write", [write_ndjson, write_parquet])
+def test_shards_are_one_export_and_a_repeated_part_is_refused(tmp_path, write):
+    rows = export_rows()
+    suffix = ".json" if write is write_ndjson else ".parquet"
+    whole = read(write(rows, tmp_path / f"whole{suffix}"))
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for i in range(3):
+        write(rows[i::3], shards / f"export-{i:012d}{suffix}")
+    assert total(read(shards)) == total(whole)  # shards of one export are read as it
+    write(rows[:40], shards / f"month-to-date{suffix}")
+    with pytest.raises(InputError) as caught:
+        read(shards)
+    assert caught.value.path == str(shards)
+    assert (f"of month-to-date{suffix} are identical to rows of export-000000000000{suffix} and 2 other file(s): "
+            "the same charges twice") in str(caught.value)
