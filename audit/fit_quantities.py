@@ -5,7 +5,8 @@ ConsumedQuantity is what was used. A negative quantity at a positive cost is not
 Credit line, or a negative cost) but a value outside its range: the GPU split reads GPU-hours from a
 GPU meter's quantity, and the reconciliation's price check multiplies it. The audit reads the
 quantity as given, and the warning ``negative_quantity`` names the lines, so that the user knows
-which figures rest on it.
+which figures rest on it. A positive quantity at a negative cost on a usage line (``negative_cost``)
+is named likewise: a refund is a Credit line, and this one lowers every bucket it reaches.
 """
 from __future__ import annotations
 
@@ -19,26 +20,47 @@ QUANTITIES = {"pricing_quantity": "PricingQuantity", "consumed_quantity": "Consu
 
 
 def quantities_fit(lines: pd.DataFrame) -> list[Misfit]:
-    """A ``negative_quantity`` warning for the usage lines that bill a negative quantity at a positive cost."""
+    """A ``negative_quantity`` warning for the usage lines that bill a negative quantity at a positive
+    cost, and a ``negative_cost`` one for those that bill a positive quantity at a negative cost (a
+    refund is a Credit line: on a usage line the sum of the bill and its shares go below zero)."""
     if lines.empty:
         return []
     usage = (lines["charge_category"] == "Usage").to_numpy(dtype=bool)
     cost = lines["billed_cost"].to_numpy(dtype=object)
-    positive = pd.Series([c is not None and c == c and c > 0 for c in cost], index=lines.index) & usage
+    positive = pd.Series([_above(c) for c in cost], index=lines.index) & usage
+    negative_cost = pd.Series([_below(c) for c in cost], index=lines.index) & usage
     out = []
     for column, name in QUANTITIES.items():
         if column not in lines.columns:
             continue
         values = lines[column].to_numpy(dtype=object)
-        negative = pd.Series([q is not None and q == q and q < 0 for q in values], index=lines.index)
-        found = lines[negative & positive]
-        if found.empty:
-            continue
-        shown = ", ".join(str(i) for i in found["line_id"].head(LISTED)) + (", …" if len(found) > LISTED else "")
-        first = found.iloc[0]
-        out.append(Misfit(
-            "negative_quantity", f"billing {name}",
-            f"{line_total(found):,} usage line(s) bill a negative {name} at a positive BilledCost (lines {shown}; "
-            f"the first: {first[column]} at {first['billed_cost']}): the quantity is read as given, and the GPU "
-            "hours and price checks that use it rest on it", (str(first[column]),)))
+        below = pd.Series([_below(q) for q in values], index=lines.index)
+        out += _named(lines[below & positive], "negative_quantity", name, column,
+                      f"bill a negative {name} at a positive BilledCost",
+                      "the quantity is read as given, and the GPU hours and price checks that use it rest on it")
+    if "pricing_quantity" in lines.columns:
+        above = pd.Series([_above(q) for q in lines["pricing_quantity"].to_numpy(dtype=object)], index=lines.index)
+        out += _named(lines[above & negative_cost], "negative_cost", "BilledCost", "pricing_quantity",
+                      "bill a positive PricingQuantity at a negative BilledCost",
+                      "the cost is read as given (a refund is a Credit line), and every bucket it reaches is lower by it")
     return out
+
+
+def _named(found: pd.DataFrame, kind: str, name: str, column: str, what: str, effect: str) -> list[Misfit]:
+    """One warning naming the lines ``found`` (none when empty)."""
+    if found.empty:
+        return []
+    shown = ", ".join(str(i) for i in found["line_id"].head(LISTED)) + (", …" if len(found) > LISTED else "")
+    first = found.iloc[0]
+    return [Misfit(kind, f"billing {name}",
+                   f"{line_total(found):,} usage line(s) {what} (lines {shown}; the first: {first[column]} at "
+                   f"{first['billed_cost']}): {effect}", (str(first[column] if kind == "negative_quantity"
+                                                              else first["billed_cost"]),))]
+
+
+def _above(value) -> bool:
+    return value is not None and value == value and value > 0
+
+
+def _below(value) -> bool:
+    return value is not None and value == value and value < 0

@@ -308,6 +308,29 @@ def test_a_negative_quantity_at_a_positive_cost_is_named(eks, tmp_path):
                      "the quantity is read as given, and the GPU hours and price checks that use it rest on it"]
 
 
+def test_a_negative_cost_at_a_positive_quantity_is_named(eks, tmp_path):
+    """A usage row billing -5000 for 208 hours went through as "reconciles", the buckets' shares
+    above 1 and below 0, with no word."""
+    import csv
+    import io
+
+    case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
+    billing = case / "billing" / "focus_aws.csv"
+    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    header = rows[0]
+    usage = next(i for i, row in enumerate(rows[1:], 1) if row[header.index("ChargeCategory")] == "Usage"
+                 and float(row[header.index("BilledCost")]) > 0 and float(row[header.index("PricingQuantity")]) > 0)
+    for column in ("BilledCost", "EffectiveCost"):
+        rows[usage][header.index(column)] = "-5000"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    billing.write_text(out.getvalue(), encoding="utf-8")
+    found = [w for w in warnings_of(costaudit("validate", case).stderr) if "negative BilledCost" in w]
+    assert found == [f"1 usage line(s) bill a positive PricingQuantity at a negative BilledCost (lines "
+                     f"focus_aws.csv:{usage}; the first: {rows[usage][header.index('PricingQuantity')]} at -5000): "
+                     "the cost is read as given (a refund is a Credit line), and every bucket it reaches is lower by it"]
+
+
 def test_a_gcp_standard_export_is_told_of_the_detailed_one(tmp_path):
     """GCP's standard export has no resource names: the advice named the CUR's option."""
     import json
