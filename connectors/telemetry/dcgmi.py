@@ -81,6 +81,10 @@ def read_dmon(path, node: str, start: float, interval: float) -> pd.DataFrame:
                 continue
             if fields[0].startswith("#"):
                 header = fields[1:] if fields[0] == "#" else [fields[0][1:]] + fields[1:]
+                twice = next((name for i, name in enumerate(header) if name in header[:i]), None)
+                if twice is not None:  # the later copy would be read as the same field, with no word
+                    raise InputError(path, f"duplicate column {twice!r}", row=row, column=twice,
+                                     expected="each column once")
                 continue
             if header is None:
                 raise InputError(path, "data before the '#Entity' header", row=row,

@@ -89,7 +89,12 @@ def column_name(header: str) -> str:
 
 def read_header(fields: list[str], path, row: int) -> dict[str, int]:
     """Column positions by name; the needed columns must all be there."""
-    columns = {column_name(f): i for i, f in enumerate(fields)}
+    columns: dict[str, int] = {}
+    for i, field in enumerate(fields):
+        name = column_name(field)
+        if name in columns:  # the later copy would be read in the first one's place, with no word
+            raise InputError(path, f"duplicate column {name!r}", row=row, column=name, expected="each column once")
+        columns[name] = i
     for name in NEEDED:
         if name not in columns:
             raise InputError(path, f"no {name} column in the header", row=row, column=name,

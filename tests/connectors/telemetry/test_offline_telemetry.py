@@ -217,6 +217,15 @@ def test_nvidia_smi_missing_column(tmp_path):
     assert (error.row, error.column) == (1, "utilization.gpu")
 
 
+def test_nvidia_smi_a_column_twice_is_an_error(tmp_path):
+    """The later utilization.gpu was read in the first one's place, with no word."""
+    lines = (FIXTURES / "nvidia_smi.csv").read_text().splitlines()
+    path = tmp_path / "smi.csv"
+    path.write_text("\n".join([lines[0] + ", utilization.gpu [%]"] + [f"{line}, 400 %" for line in lines[1:]]) + "\n")
+    error = fails(NvidiaSmiConnector, path)
+    assert (error.row, error.column) == (1, "utilization.gpu") and "duplicate column" in error.message
+
+
 # --------------------------------------------------------------------------------------------
 # dcgmi dmon
 # --------------------------------------------------------------------------------------------
@@ -261,6 +270,14 @@ def test_dcgmi_bad_value(tmp_path):
     path.write_text(text)
     error = fails(DcgmiConnector, path, **DMON)
     assert (error.path, error.row, error.column) == (str(path), 5, "GRACT")
+
+
+def test_dcgmi_a_column_twice_is_an_error(tmp_path):
+    text = (FIXTURES / "dcgmi_dmon.txt").read_text().replace("#Entity   GRACT   SMACT", "#Entity   GRACT   GRACT", 1)
+    path = tmp_path / "dmon.txt"
+    path.write_text(text)
+    error = fails(DcgmiConnector, path, **DMON)
+    assert (error.row, error.column) == (1, "GRACT") and "duplicate column" in error.message
 
 
 # --------------------------------------------------------------------------------------------
