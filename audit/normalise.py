@@ -87,12 +87,13 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
 
 #: telemetry formats that read samples outside the window and keep their extent (a Prometheus server
 #: answers for the window only, and refuses a window without series itself: connectors/telemetry/prom_span.py)
-TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log")
+TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log", "nvidia_smi", "dcgmi", "opencost")
 #: tables that hold no interval of the window (a node's labels are read from any sample)
 UNTIMED_TABLES = ("node_info",)
-#: formats whose coverage alone says whether a line is in the window (a request log's is its dated,
-#: parseable lines'; its tables also count unparseable lines at the time their text recovers)
-COVERED_SAYS = ("access_log",)
+#: formats whose coverage alone says whether a sample is in the window (a request log's is its dated,
+#: parseable lines': its tables also count unparseable lines at the time their text recovers; the
+#: offline GPU logs' and OpenCost's tables hold what their readers excluded, wherever it lay)
+COVERED_SAYS = ("access_log", "nvidia_smi", "dcgmi", "opencost")
 
 
 def _one_table(frames: list[pd.DataFrame]) -> pd.DataFrame:

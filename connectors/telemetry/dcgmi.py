@@ -25,7 +25,7 @@ from connectors.base import Connector
 from connectors.bounds import bounded, shown, text_lines
 from connectors.errors import InputError
 from connectors.telemetry.families import GPU_UTIL, GR_ENGINE_ACTIVE
-from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, series_ids, telemetry_grid
+from connectors.telemetry.nvidia_smi import DCGM_COLUMNS, covered, sample_extent, series_ids, telemetry_grid
 from connectors.telemetry.tables import gpu_activity, quality_tables
 from connectors.telemetry.validity import renamed
 from schemas.usage import GpuInterval
@@ -127,4 +127,5 @@ class DcgmiConnector(Connector):
         busy = gpu_activity(samples, grid)
         activity = busy.activity.assign(source=busy.activity["source"].map(SOURCES))
         quality = {name: renamed(table, SOURCES) for name, table in quality_tables(busy).items()}
+        self.extent = sample_extent(samples)
         return {"gpu_activity": activity, **quality}, len(samples), covered(samples, grid)

@@ -77,6 +77,13 @@ def covered(samples: pd.DataFrame, grid: Grid) -> tuple:
                  for x in (t.min(), t.max()))
 
 
+def sample_extent(samples: pd.DataFrame) -> tuple:
+    """First and last sample time of the whole log, in or out of the window (for the warning that
+    names where a log's samples lie when none is in the window: audit/fit_window.py)."""
+    t = samples["t"].to_numpy(dtype=float)
+    return tuple(pd.Timestamp(round(x * 1e6), unit="us", tz="UTC").to_pydatetime() for x in (t.min(), t.max()))
+
+
 def series_ids(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """A series number per row, one per distinct ``keys``."""
     return frame.groupby(keys, sort=False).ngroup().to_numpy(dtype=np.int64)
@@ -179,4 +186,5 @@ class NvidiaSmiConnector(Connector):
         activity = busy.activity.assign(source=SOURCE)
         quality = {name: renamed(table, {GPU_UTIL: SOURCE})
                    for name, table in quality_tables(busy).items()}
+        self.extent = sample_extent(samples)
         return {"gpu_activity": activity, **quality}, len(samples), covered(samples, grid)

@@ -182,6 +182,10 @@ class OpenCostConnector(Connector):
         grid = Grid(start_ns, end_ns, int(self.ctx.step_seconds or DEFAULT_STEP))
         tables = {"allocations": allocations.reset_index(drop=True),
                   "gpu_requests": requests(allocations, grid)}
-        first = max(allocations["start"].min(), pd.Timestamp(start_ns, tz="UTC"))
-        last = min(allocations["end"].max(), pd.Timestamp(end_ns, tz="UTC"))
+        self.extent = (allocations["start"].min().to_pydatetime(), allocations["end"].max().to_pydatetime())
+        window_start, window_end = pd.Timestamp(start_ns, tz="UTC"), pd.Timestamp(end_ns, tz="UTC")
+        if not ((allocations["end"] > window_start) & (allocations["start"] < window_end)).any():
+            return tables, len(allocations), (None, None)  # none in the window: named (audit/fit_window.py)
+        first = max(allocations["start"].min(), window_start)
+        last = min(allocations["end"].max(), window_end)
         return tables, len(allocations), (first.to_pydatetime(), last.to_pydatetime())

@@ -389,3 +389,21 @@ def test_opencost_bad_input(tmp_path):
     body["code"] = 500
     path.write_text(json.dumps(body))
     assert fails(OpenCostConnector, path).column == "code"
+
+
+@pytest.mark.parametrize("cls, name, options", [
+    (NvidiaSmiConnector, "nvidia_smi.csv", {}), (DcgmiConnector, "dcgmi_dmon.txt", DMON),
+    (OpenCostConnector, "opencost_allocation.json", {})])
+def test_a_log_whose_samples_all_lie_outside_the_window_is_named_with_where_they_lie(cls, name, options):
+    """A year off: the source measured nothing, with no word (OpenMetrics files, Prometheus dumps and
+    request logs were named already)."""
+    from audit.collected import Collected
+    from audit.normalise import _outside_window
+
+    ctx = ReadContext(START + timedelta(days=365), START + timedelta(days=366), "USD", 60)
+    frame = cls(SourceSpec("s", "telemetry", cls.format_name, FIXTURES / name, options), ctx).read()
+    ((source, rows, first, last),) = _outside_window(Collected((frame,)))
+    assert source == "s" and rows == frame.rows > 0
+    assert first is not None and last is not None and first.year == last.year == 2026
+    inside = read(cls, FIXTURES / name, step=60, hours=4, **options)
+    assert _outside_window(Collected((inside,))) == ()
