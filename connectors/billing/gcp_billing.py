@@ -47,11 +47,11 @@ from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
-from connectors.billing.gcp_files import shared_rows
+from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_timestamp, missing_field, shared_rows
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
-from connectors.bounds import EITHER, shown
+from connectors.bounds import EITHER
 from connectors.duck import first_line, session
-from connectors.errors import FatalSourceError, InputError, RetriableSourceError, missing_library
+from connectors.errors import FatalSourceError, InputError, InputErrors, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
 from schemas.errors import UsageError
 from schemas.secrets import mask_url, redact
@@ -123,7 +123,15 @@ class GcpBillingConnector(Connector):
             export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
-            tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
+            try:
+                tables, _, covered = read_focus_table(con, load_focus_named(con, "gcp_focus", where), where, self.ctx)
+            except (InputError, InputErrors) as exc:
+                # a record with no cost or time fails as a FOCUS column; the export's own field and line say more
+                raise (None if self.in_bigquery else missing_field(con, *export_files(self.path))) or exc from None
+            if not self.in_bigquery and not len(tables["lines"]) and not export_rows:
+                found = missing_field(con, *export_files(self.path))
+                if found:
+                    raise found
             notes += [] if len(tables["lines"]) else self._extent_notes(con)
         if notes:
             tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True)
@@ -296,39 +304,6 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     except duckdb.Error as exc:
         raise (bad_timestamp(con, files, fmt) or InputError(path, f"unreadable export: {first_line(exc)}",
                                                              expected="a Cloud Billing export (JSON or Parquet)")) from None
-
-
-PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
-
-
-def bad_timestamp(con, files: list[str], fmt: str) -> InputError | None:
-    """The first usage_start_time / usage_end_time that is no timestamp, by file, line and column
-    (DuckDB's own cast error names none of them); None when every one reads.
-
-    Each file is read on its own and its rows numbered in the order they arrive: a Parquet file's
-    own row number, a JSON file's records by ``row_number() OVER ()`` (one a line; a blank line,
-    which no export writes, is not counted). Numbered
-    with ``PARTITION BY filename`` over the files together, rows came out of order, and the error
-    named line 357,878 or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
-    for column in PERIOD_COLUMNS:
-        for file in files:
-            if fmt == "json":
-                source = (f"read_json({quote(file)}, format='newline_delimited', "
-                          f"columns={{{quote(column)}: 'VARCHAR'}})")
-                numbered = f"SELECT row_number() OVER () AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
-            else:
-                source = f"read_parquet({quote(file)}, file_row_number=true)"
-                numbered = f"SELECT file_row_number + 1 AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
-            try:
-                found = con.execute(f"SELECT n, v FROM ({numbered}) WHERE v IS NOT NULL AND "
-                                    "TRY_CAST(v AS TIMESTAMPTZ) IS NULL ORDER BY n LIMIT 1").fetchall()
-            except duckdb.Error:
-                continue
-            if found:
-                line, value = found[0]
-                return InputError(file, f"unreadable timestamp {shown(value)}", row=int(line), column=column,
-                                  expected="a timestamp such as 2026-09-01 00:00:00 UTC")
-    return None
 
 
 def export_files(path: Path) -> tuple[list[str], str]:

@@ -1,4 +1,9 @@
-"""Files of one local GCP billing export that hold the same rows (no silent misfit).
+"""The files of a local GCP billing export: where their records say what the aggregate cannot.
+
+A timestamp that does not read, or a record without its time or cost, is named by file and line
+(:func:`bad_timestamp`, :func:`missing_field`); DuckDB's own errors name neither.
+
+Files that hold the same rows (no silent misfit).
 
 A folder given as one ``gcp_billing`` source is read as one export: its files are shards of it.
 A month-to-date export left beside the month's, or a shard copied twice, puts the same charges in
@@ -13,6 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
+from connectors.bounds import shown
+from connectors.duck import quote_text as quote
 from connectors.errors import InputError
 
 SHARED_SHARE = 0.01
@@ -42,3 +51,62 @@ def shared_rows(con, relation: str, path: Path) -> None:
         raise InputError(path, f"{shared:,} of the {rows:,} distinct rows of {Path(name).name} are identical to rows of "
                                f"{where}: the same charges twice (a month-to-date export beside the month's, or a "
                                "copied shard) would be summed twice", expected="each charge in one file of the export")
+
+
+PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
+
+
+def bad_timestamp(con, files: list[str], fmt: str) -> InputError | None:
+    """The first usage_start_time / usage_end_time that is no timestamp, by file, line and column
+    (DuckDB's own cast error names none of them); None when every one reads.
+
+    Each file is read on its own and its rows numbered in the order they arrive: a Parquet file's
+    own row number, a JSON file's records by ``row_number() OVER ()`` (one a line; a blank line,
+    which no export writes, is not counted). Numbered
+    with ``PARTITION BY filename`` over the files together, rows came out of order, and the error
+    named line 357,878 or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
+    for column in PERIOD_COLUMNS:
+        for file in files:
+            if fmt == "json":
+                source = (f"read_json({quote(file)}, format='newline_delimited', "
+                          f"columns={{{quote(column)}: 'VARCHAR'}})")
+                numbered = f"SELECT row_number() OVER () AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
+            else:
+                source = f"read_parquet({quote(file)}, file_row_number=true)"
+                numbered = f"SELECT file_row_number + 1 AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
+            try:
+                found = con.execute(f"SELECT n, v FROM ({numbered}) WHERE v IS NOT NULL AND "
+                                    "TRY_CAST(v AS TIMESTAMPTZ) IS NULL ORDER BY n LIMIT 1").fetchall()
+            except duckdb.Error:
+                continue
+            if found:
+                line, value = found[0]
+                return InputError(file, f"unreadable timestamp {shown(value)}", row=int(line), column=column,
+                                  expected="a timestamp such as 2026-09-01 00:00:00 UTC")
+    return None
+
+
+#: the fields every record of an export has (a JSON record without one reads them as null)
+RECORD_FIELDS = ("usage_start_time", "usage_end_time", "cost", "currency")
+
+
+def missing_field(con, files: list[str], fmt: str) -> InputError | None:
+    """The first JSON record, by file and line, that lacks one of :data:`RECORD_FIELDS` (a JSON of
+    another shape, or records cut of their cost); None when every record has them, or for Parquet
+    (whose columns are checked by name)."""
+    if fmt != "json":
+        return None
+    spec = "{" + ", ".join(f"{quote(k)}: 'VARCHAR'" for k in RECORD_FIELDS) + "}"
+    which = " ".join(f"WHEN {k} IS NULL THEN {quote(k)}" for k in RECORD_FIELDS)
+    for file in files:
+        source = f"read_json({quote(file)}, format='newline_delimited', columns={spec})"
+        try:
+            found = con.execute(f"SELECT n, w FROM (SELECT row_number() OVER () AS n, CASE {which} END AS w "
+                                f"FROM {source}) WHERE w IS NOT NULL ORDER BY n LIMIT 1").fetchall()
+        except duckdb.Error:
+            continue
+        if found:
+            line, field = found[0]
+            return InputError(file, f"a record with no {field}", row=int(line), column=field,
+                              expected="a Cloud Billing export record (" + ", ".join(RECORD_FIELDS) + " on every one)")
+    return None

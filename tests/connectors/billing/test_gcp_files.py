@@ -40,3 +40,25 @@ def test_shards_are_one_export_and_a_repeated_part_is_refused(tmp_path, write):
     assert caught.value.path == str(shards)
     assert (f"of month-to-date{suffix} are identical to rows of export-000000000000{suffix} and 2 other file(s): "
             "the same charges twice") in str(caught.value)
+
+
+def test_a_record_without_its_cost_or_time_is_named_at_its_line(tmp_path):
+    """It was "column BilledCost: missing value" twenty times (a column the export has not), and a
+    JSON of another shape was "it holds no line at all"."""
+    import json
+
+    rows = export_rows()
+    path = write_ndjson(rows, tmp_path / "export.json")
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[6])
+    del record["cost"]
+    lines[6] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as caught:
+        read(path)
+    assert (caught.value.row, caught.value.column) == (7, "cost") and "a record with no cost" in str(caught.value)
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}\n{"a": 2}\n')
+    with pytest.raises(InputError) as caught:
+        read(other)
+    assert (caught.value.row, caught.value.column) == (1, "usage_start_time")
