@@ -295,8 +295,6 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     """Expose the export files as view ``billing_export`` and aggregate them into table ``agg``."""
     files, fmt = export_files(path)
     detailed = export_view(con, files, fmt, path)
-    if len(files) > 1:
-        shared_rows(con, export_read(files, fmt, filename=True), path)
     sql = render("gcp_lines", "duckdb", table="billing_export", start=ctx.start, end=ctx.end,
                  grain=opts["grain"], detailed=detailed)
     try:
@@ -304,6 +302,8 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     except duckdb.Error as exc:
         raise (bad_timestamp(con, files, fmt) or InputError(path, f"unreadable export: {first_line(exc)}",
                                                              expected="a Cloud Billing export (JSON or Parquet)")) from None
+    if len(files) > 1:  # once every record reads: the files that repeat each other's
+        shared_rows(con, export_read(files, fmt, filename=True), path)
 
 
 def export_files(path: Path) -> tuple[list[str], str]:
