@@ -253,8 +253,11 @@ def _located(frame: pd.DataFrame, index) -> tuple[int | None, str]:
         return None, ""
     if isinstance(at, pd.DataFrame):
         at = at.iloc[0]
-    if "row" in frame.columns:
-        return _row_number(int(at["row"]) - 1), ""
+    if "row" in frame.columns:  # the line's own row of its file
+        try:
+            return int(at["row"]), ""
+        except (TypeError, ValueError):
+            return None, ""
     labels = [f"{c} {shown(_plain(at[c]))}" for c in LABELS
               if c in frame.columns and str(at[c]) not in ("", "nan", "None", "NaT")]
     return None, f" ({', '.join(labels)})" if labels else ""
