@@ -47,7 +47,7 @@ from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
-from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_timestamp, missing_field, shared_rows
+from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_timestamp, missing_field, ndjson, shared_rows
 from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
 from connectors.bounds import EITHER
 from connectors.duck import first_line, session
@@ -294,6 +294,8 @@ def source_error(exc: Exception, table: str, limit: int) -> Exception:
 def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     """Expose the export files as view ``billing_export`` and aggregate them into table ``agg``."""
     files, fmt = export_files(path)
+    if fmt == "json":
+        ndjson(files)
     detailed = export_view(con, files, fmt, path)
     sql = render("gcp_lines", "duckdb", table="billing_export", start=ctx.start, end=ctx.end,
                  grain=opts["grain"], detailed=detailed)

@@ -110,3 +110,19 @@ def missing_field(con, files: list[str], fmt: str) -> InputError | None:
             return InputError(file, f"a record with no {field}", row=int(line), column=field,
                               expected="a Cloud Billing export record (" + ", ".join(RECORD_FIELDS) + " on every one)")
     return None
+
+
+def ndjson(files: list[str]) -> None:
+    """An InputError for a JSON file that opens a JSON array: the export is read one record a line
+    (newline-delimited, as ``bq extract`` writes it), and an array read so was an unreadable time."""
+    import gzip
+
+    for file in files:
+        try:
+            with (gzip.open(file, "rb") if file.lower().endswith(".gz") else open(file, "rb")) as handle:
+                head = handle.read(4096).lstrip()
+        except (OSError, EOFError):
+            continue  # the full read names what is wrong with it
+        if head.startswith(b"["):
+            raise InputError(file, "a JSON array, not one record a line", row=1,
+                             expected="newline-delimited JSON (one export record a line), as bq extract writes it")

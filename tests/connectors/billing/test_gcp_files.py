@@ -62,3 +62,17 @@ def test_a_record_without_its_cost_or_time_is_named_at_its_line(tmp_path):
     with pytest.raises(InputError) as caught:
         read(other)
     assert (caught.value.row, caught.value.column) == (1, "usage_start_time")
+
+
+def test_a_json_array_is_named_as_such(tmp_path):
+    """It was "row 1, column usage_start_time: unreadable timestamp '[{…'"."""
+    import gzip
+    import json
+
+    records = [json.loads(line) for line in write_ndjson(export_rows()[:3], tmp_path / "x.json").read_text().splitlines()]
+    for name, data in (("array.json", json.dumps(records).encode()), ("array.json.gz", gzip.compress(b"  " + json.dumps(records).encode()))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(InputError) as caught:
+            read(path)
+        assert caught.value.row == 1 and "a JSON array, not one record a line" in str(caught.value), name
