@@ -342,6 +342,22 @@ def profile_bundle(trace: Path, folder: Path, requests: int = 16) -> Path:
     return folder
 
 
+def on_walk(monkeypatch, walk: str) -> list:
+    """Make the audit's GPU split take ``walk`` (an engine: "duckdb", or "bigquery" / "trino" as
+    rendered and run back on DuckDB); returns the list each engine run is appended to, to check
+    that the walk was taken."""
+    from audit import gpusplit, split_sql
+
+    if walk != "duckdb":
+        monkeypatch.setitem(split_sql.ENGINES, walk, rendered_on_duckdb(walk))
+    monkeypatch.setenv("COSTAUDIT_SPLIT", walk)
+    used: list = []
+    real = gpusplit.GpuSplitter.add_lines_in_engine
+    monkeypatch.setattr(gpusplit.GpuSplitter, "add_lines_in_engine",
+                        lambda self, lines, run: used.append(run) or real(self, lines, run))
+    return used
+
+
 def rendered_on_duckdb(dialect: str):
     """An engine for :meth:`audit.gpusplit.GpuSplitter.add_lines_in_engine`: the split query
     rendered for ``dialect`` (audit.split_sql.render), read back by sqlglot as that dialect, written

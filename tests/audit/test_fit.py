@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import json
 import re
 import subprocess
@@ -46,6 +47,25 @@ def edited(eks: Path, tmp_path: Path, old: str, new: str) -> Path:
     assert old in text, old
     (target / CASE).write_text(text.replace(old, new, 1), encoding="utf-8")
     return target
+
+
+def billing_rows(case: Path) -> tuple[Path, list[list[str]]]:
+    """The generated case's FOCUS file and its rows (the header first), to edit."""
+    billing = case / "billing" / "focus_aws.csv"
+    return billing, list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+
+
+def write_rows(billing: Path, rows: list[list[str]]) -> None:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    billing.write_text(out.getvalue(), encoding="utf-8")
+
+
+def first_usage(rows: list[list[str]], *positive: str) -> int:
+    """The data row of the first usage line whose ``positive`` columns are above zero."""
+    header = rows[0]
+    return next(i for i, row in enumerate(rows[1:], 1) if row[header.index("ChargeCategory")] == "Usage"
+                and all(float(row[header.index(c)]) > 0 for c in positive))
 
 
 def warnings_of(stderr: str) -> list[str]:
@@ -264,18 +284,12 @@ def test_gpu_lines_that_name_no_resource(eks, tmp_path):
     """A bill without resource ids (a CUR written without them, a FOCUS file whose ResourceId is
     empty): every GPU line is unattributed as not in telemetry. The warning said "no GPU line in
     scope bills any" while they billed thousands of GPU-hours; it now says what is missing."""
-    import csv
-    import io
-
     case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
-    billing = case / "billing" / "focus_aws.csv"
-    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    billing, rows = billing_rows(case)
     column = rows[0].index("ResourceId")
     for row in rows[1:]:
         row[column] = ""
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    billing.write_text(out.getvalue(), encoding="utf-8")
+    write_rows(billing, rows)
     found = warnings_of(costaudit("validate", case).stderr)
     anonymous = next(w for w in found if "name no resource" in w)
     assert " GPU line(s) in scope billing g6e.12xlarge, p5.48xlarge name no resource (ResourceId, or a CUR's " in anonymous
@@ -289,19 +303,12 @@ def test_gpu_lines_that_name_no_resource(eks, tmp_path):
 def test_a_negative_quantity_at_a_positive_cost_is_named(eks, tmp_path):
     """A usage line billing -1 hours at a positive cost was read with no word (its hours feed the
     GPU split and the price check)."""
-    import csv
-    import io
-
     case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
-    billing = case / "billing" / "focus_aws.csv"
-    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    billing, rows = billing_rows(case)
     header = rows[0]
-    usage = next(i for i, row in enumerate(rows[1:], 1) if row[header.index("ChargeCategory")] == "Usage"
-                 and float(row[header.index("BilledCost")]) > 0)
+    usage = first_usage(rows, "BilledCost")
     rows[usage][header.index("ConsumedQuantity")] = "-1"
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    billing.write_text(out.getvalue(), encoding="utf-8")
+    write_rows(billing, rows)
     found = [w for w in warnings_of(costaudit("validate", case).stderr) if "negative ConsumedQuantity" in w]
     assert found == [f"1 usage line(s) bill a negative ConsumedQuantity at a positive BilledCost (lines "
                      f"focus_aws.csv:{usage}; the first: -1 at {rows[usage][header.index('BilledCost')]}): "
@@ -311,20 +318,13 @@ def test_a_negative_quantity_at_a_positive_cost_is_named(eks, tmp_path):
 def test_a_negative_cost_at_a_positive_quantity_is_named(eks, tmp_path):
     """A usage row billing -5000 for 208 hours went through as "reconciles", the buckets' shares
     above 1 and below 0, with no word."""
-    import csv
-    import io
-
     case = edited(eks, tmp_path, "[services.chat]", "[services.chat]")
-    billing = case / "billing" / "focus_aws.csv"
-    rows = list(csv.reader(io.StringIO(billing.read_text(encoding="utf-8"))))
+    billing, rows = billing_rows(case)
     header = rows[0]
-    usage = next(i for i, row in enumerate(rows[1:], 1) if row[header.index("ChargeCategory")] == "Usage"
-                 and float(row[header.index("BilledCost")]) > 0 and float(row[header.index("PricingQuantity")]) > 0)
+    usage = first_usage(rows, "BilledCost", "PricingQuantity")
     for column in ("BilledCost", "EffectiveCost"):
         rows[usage][header.index(column)] = "-5000"
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    billing.write_text(out.getvalue(), encoding="utf-8")
+    write_rows(billing, rows)
     found = [w for w in warnings_of(costaudit("validate", case).stderr) if "negative BilledCost" in w]
     assert found == [f"1 usage line(s) bill a positive PricingQuantity at a negative BilledCost (lines "
                      f"focus_aws.csv:{usage}; the first: {rows[usage][header.index('PricingQuantity')]} at -5000): "

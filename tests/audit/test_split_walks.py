@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from audit import gpusplit, split_sql
 from audit.split_limbs import joined, limbs, scale_of
 from schemas.errors import UsageError
-from tests.builders import rendered_on_duckdb
+from tests.builders import on_walk
 from tests.paths import DEMO, ROOT
 
 
@@ -26,13 +26,7 @@ def test_the_demo_gives_the_same_audit_json_every_walk(walk, demo_audit, monkeyp
     from audit.case import load_case
     from audit.pipeline import run_audit
 
-    if walk != "duckdb":
-        monkeypatch.setitem(split_sql.ENGINES, walk, rendered_on_duckdb(walk))
-    monkeypatch.setenv("COSTAUDIT_SPLIT", walk)
-    used = []
-    real = gpusplit.GpuSplitter.add_lines_in_engine
-    monkeypatch.setattr(gpusplit.GpuSplitter, "add_lines_in_engine",
-                        lambda self, lines, run: used.append(run) or real(self, lines, run))
+    used = on_walk(monkeypatch, walk)
     got = to_dict(run_audit(load_case(DEMO)))
     assert used == [split_sql.ENGINES[walk]]
     assert {k: v for k, v in got.items() if k != "sources"} == {k: v for k, v in demo_audit.items() if k != "sources"}

@@ -9,10 +9,10 @@ import decimal
 
 import pytest
 
-from audit import gpusplit, split_sql
+from audit import split_sql
 from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
-from tests.builders import rendered_on_duckdb
+from tests.builders import on_walk
 
 CASES = {"gke-native-commitments": ("gke", 5, "native", {"commitments": True}),
          "aks-focus-commitments": ("aks", 6, "focus", {"commitments": True}),
@@ -36,13 +36,7 @@ def case(request, tmp_path_factory):
 @pytest.mark.parametrize("walk", WALKS)
 def test_every_walk_gives_the_same_audit_json(case, walk, monkeypatch):
     folder, python_walk = case
-    if walk != "duckdb":
-        monkeypatch.setitem(split_sql.ENGINES, walk, rendered_on_duckdb(walk))
-    monkeypatch.setenv("COSTAUDIT_SPLIT", walk)
-    used = []
-    real = gpusplit.GpuSplitter.add_lines_in_engine
-    monkeypatch.setattr(gpusplit.GpuSplitter, "add_lines_in_engine",
-                        lambda self, lines, run: used.append(run) or real(self, lines, run))
+    used = on_walk(monkeypatch, walk)
     got = audit_document(folder)
     assert used == [split_sql.ENGINES[walk]]
     assert python_walk["coverage"]["paid_gpu_hours"] not in (None, "0", 0)  # the split had lines to walk
