@@ -97,7 +97,11 @@ def names_no_charge(lines: pd.DataFrame, tagged: pd.Series) -> pd.Series:
     (``tagged``: :func:`tags_of`): a ``tags`` scope cannot tell which charges they apply to, and keeps
     them by their account."""
     adjusting = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
-    return adjusting & ~_names_charge(lines, adjusting) & ~tagged.map(bool).astype(bool)
+    return _no_charge_no_tags(adjusting, _names_charge(lines, adjusting), tagged)
+
+
+def _no_charge_no_tags(adjusting: pd.Series, names_charge: pd.Series, tagged: pd.Series) -> pd.Series:
+    return adjusting & ~names_charge & ~tagged.map(bool).astype(bool)
 
 
 def _names_charge(lines: pd.DataFrame, adjusting: pd.Series) -> pd.Series:
@@ -116,7 +120,7 @@ def adjustments_in_tag_scope(lines: pd.DataFrame, carries: pd.Series, tagged: pd
     kept = set(resource[~adjusting & carries & (resource != "")])
     names_charge = _names_charge(lines, adjusting)
     return adjusting & ((names_charge & resource.isin(kept)) | (~names_charge & carries)) \
-        | names_no_charge(lines, tagged)
+        | _no_charge_no_tags(adjusting, names_charge, tagged)
 
 
 def distinct_tags(lines: pd.DataFrame) -> list[dict]:

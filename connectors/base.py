@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -272,8 +273,6 @@ def _plain(value):
 
 def _expected(check: str) -> str:
     """A pandera check in words: ``greater_than_or_equal_to(0)`` → "a value ≥ 0"."""
-    import re
-
     words = {"greater_than_or_equal_to": "≥", "greater_than": ">", "less_than_or_equal_to": "≤", "less_than": "<"}
     found = re.fullmatch(r"(\w+)\((.*)\)", check)
     if found and found.group(1) in words:
