@@ -133,13 +133,14 @@ def raw_checks(layouts: list[sql.Layout], typed: bool = False):
         yield (f"{missing} AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
                "a decimal number on every line of this type")
     low, high = TIMESTAMP_RANGE
-    for name in sql.PERIOD:
+    def unreadable(name: str) -> str:
         ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
-        yield (f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'", name, name,
-               "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
+        return f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'"
+
+    for name in sql.PERIOD:
+        yield (unreadable(name), name, name, "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
     # a commitment's term (METHOD §7's t_c) may be empty, never unreadable: a date read as "not known"
     # would move the plan's paybacks with no word
     for name in (n for n in DATE_FIELDS if n in present):
-        ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
-        yield (f"{name} IS NOT NULL AND ({ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}')",
-               name, name, "unparseable commitment date", "an ISO 8601 timestamp (no offset = UTC), or empty")
+        yield (f"{name} IS NOT NULL AND ({unreadable(name)})", name, name, "unparseable commitment date",
+               "an ISO 8601 timestamp (no offset = UTC), or empty")

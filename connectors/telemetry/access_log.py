@@ -284,7 +284,7 @@ def count_intervals(con, ctx, step: int) -> tuple[pd.DataFrame, tuple[datetime |
     for column in DETAIL_COLUMNS[2:]:
         detail[column] = detail[column].astype("int64")
     first, last = con.execute(f"SELECT min(ts), max(ts) FROM ({kept}) WHERE class <> 'unparseable'").fetchall()[0]
-    return detail, tuple(None if t is None else t.astimezone(timezone.utc) for t in (first, last))
+    return detail, (_utc(first), _utc(last))
 
 
 def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:
