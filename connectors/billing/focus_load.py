@@ -135,6 +135,7 @@ def csv_header(path: Path, fmt: str, kind: str = "FOCUS") -> list[str]:
     messages name, "FOCUS" or "CUR"). A data row's bytes are the full read's to judge: a byte that
     is not UTF-8 there is reported at its own line.
     """
+    expected = f"a UTF-8 CSV header of {kind} column names"
     head = _head(path, fmt)
     if b"\0" in head:
         raise InputError(path, "NUL bytes in the first "
@@ -145,9 +146,8 @@ def csv_header(path: Path, fmt: str, kind: str = "FOCUS") -> list[str]:
         cut = max(head.rfind(b"\n"), head.rfind(b"\r"))
         if cut < 0:
             raise InputError(path, f"no line break in the first {HEADER_BYTES:,} bytes: not a CSV header",
-                             row=0, expected=f"a UTF-8 CSV header of {kind} column names")
+                             row=0, expected=expected)
         head = head[:cut + 1]
-    expected = f"a UTF-8 CSV header of {kind} column names"
     try:
         # undecodable bytes become lone surrogates, so a data row's cannot stop the header's reading
         text = io.TextIOWrapper(io.BytesIO(head), encoding="utf-8-sig", errors="surrogateescape", newline="")

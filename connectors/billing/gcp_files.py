@@ -9,10 +9,11 @@ A folder given as one ``gcp_billing`` source is read as one export: its files ar
 A month-to-date export left beside the month's, or a shard copied twice, puts the same charges in
 two files, and summing them counts that money twice with no word. GCP's rows carry no line id, so a
 row is known by everything the reader takes from it (times, SKU, project, resource, labels, cost,
-usage and credits): where two files share at least :data:`SHARED_SHARE` of the smaller one's rows
-(and at least :data:`SHARED_MIN` of them) identical in all of these, the read stops, naming both
-files and how many rows they share. A few identical rows in two shards of a real export (one hour's
-identical charges split across files) stay below that and are read as they are.
+usage and credits): where a file has at least :data:`SHARED_SHARE` of its distinct rows (and at
+least :data:`SHARED_MIN` of them) identical in all of these to rows of other files, the read stops,
+naming the file, how many of its rows repeat, and the files they repeat. A few identical
+rows in two shards of a real export (one hour's identical charges split across files) stay below
+that and are read as they are.
 """
 from __future__ import annotations
 
