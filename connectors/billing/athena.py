@@ -3,7 +3,7 @@
 A source such as ``format = "athena"``, ``table = "cur_db.cur_table"`` (or ``database`` +
 ``table``), ``workgroup`` (default ``primary``), ``output_location`` (``s3://…`` for the query
 results; optional when the workgroup sets one), ``catalog`` (default ``AwsDataCatalog``),
-``region``, ``profile``, ``timeout_s`` (default 600) and ``endpoint_url`` (an Athena-compatible
+``region``, ``profile``, ``timeout_s`` (default 600), ``results`` (default ``auto``) and ``endpoint_url`` (an Athena-compatible
 endpoint, for tests) is read in three steps:
 
 1. The table's columns come from the Glue Data Catalog (``glue:GetTable``; another catalog:
@@ -13,9 +13,11 @@ endpoint, for tests) is read in three steps:
 2. One query (``connectors/billing/cur_aggregate.py``, rendered for Trino / Athena engine v3) sums the
    lines of the window by every key the CUR mapping reads, hour by hour for lines that may bill GPU
    time and day by day for the others, money as DECIMAL(38, 18). It is started in the workgroup,
-   polled with backoff until it ends, and its rows are paged through ``GetQueryResults``. The
+   polled with backoff until it ends. Its rows land in DuckDB (:mod:`connectors.billing.athena_results`):
+   a result of one page from GetQueryResults, a longer one from the CSV file Athena wrote at the
+   output location (option ``results``: ``auto``, ``s3`` or ``pages``). The
    query execution id and the bytes Athena scanned are logged and kept (``query_execution_id``,
-   ``bytes_scanned``, and a row of table ``notes``).
+   ``bytes_scanned``, and a row of table ``notes``, which says where the rows were read from).
 3. The rows become table ``raw`` of the CUR connector, which maps, checks, windows and normalises
    them as it does the lines of a file (:func:`connectors.billing.cur.read_raw`). A line's ``line_id`` is
    ``<query execution id>:<result row>``; ``rows`` is the number of CUR lines summed.
@@ -30,8 +32,6 @@ permissions needed (see docs/access.md); a query that FAILED on its SQL or the t
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import re
 import time
@@ -42,8 +42,10 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing import athena_results as results
 from connectors.billing import cur_aggregate as agg
 from connectors.billing import cur_sql as sql
+from connectors.billing.athena_results import read_results
 from connectors.billing.cur import read_raw
 from connectors.billing.focus_checks import extent_note, notes_table
 from connectors.duck import first_line, session
@@ -69,7 +71,6 @@ CONNECT_TIMEOUT = 10
 READ_TIMEOUT = 60
 POLL_FIRST_S = 0.2         # first wait between GetQueryExecution calls
 POLL_MAX_S = 5.0           # longest wait between them
-PAGE_SIZE = 1000           # rows per GetQueryResults page (Athena's maximum)
 PERMISSIONS = ("athena:StartQueryExecution, athena:GetQueryExecution, athena:GetQueryResults and "
                "athena:StopQueryExecution on the workgroup; glue:GetDatabase, glue:GetTable and "
                "glue:GetPartitions on the database and table; s3:GetObject and s3:ListBucket on the "
@@ -98,6 +99,7 @@ class Options:
     profile: str | None
     endpoint_url: str | None
     timeout_s: float
+    results: str = "auto"
 
     @property
     def name(self) -> str:
@@ -164,45 +166,53 @@ class AthenaConnector(Connector):
         if isinstance(opts.get("timeout_s"), bool) or timeout <= 0:
             raise InputError(where, f"timeout_s = {opts.get('timeout_s')!r}", column="timeout_s",
                              expected="a positive number of seconds")
+        mode = opts.get("results", "auto")
+        if mode not in results.MODES:
+            raise InputError(where, f"results = {mode!r}", column="results",
+                             expected=" or ".join(f'"{m}"' for m in results.MODES))
         return Options(str(opts.get("catalog") or DEFAULT_CATALOG), database, table,
                        str(opts.get("workgroup") or DEFAULT_WORKGROUP),
                        str(output) if output else None, opts.get("region") or None,
-                       opts.get("profile") or None, opts.get("endpoint_url") or None, timeout)
+                       opts.get("profile") or None, opts.get("endpoint_url") or None, timeout, mode)
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
-        """Resolve the table, run the aggregate in Athena, map the rows as CUR lines."""
+        """Resolve the table, run the aggregate in Athena, land its rows in DuckDB
+        (:mod:`connectors.billing.athena_results`), map them as CUR lines."""
         opts = self.options()
         clients = []
-        try:
-            athena = make_client("athena", opts)
-            clients.append(athena)
-            columns = table_columns(opts, athena, clients)
-            plan = agg.plan(columns)
-            if plan.missing:
-                missing = ", ".join(plan.missing)
-                raise InputError(opts.name, f"not a CUR table: no column(s) {missing}", column=missing,
-                                 expected="a Cost and Usage Report table (legacy CUR or CUR 2.0)")
-            tree = agg.aggregate_query(plan, self.ctx.start, self.ctx.end)
-            self.query = agg.render(tree, "trino", opts.name)
-            execution = self._run(athena, opts)
-            names, rows = read_results(athena, execution["QueryExecutionId"])
-            extent = None if rows else table_extent(athena, plan, opts)
-        except Exception as exc:  # every client fault becomes one of our errors
-            raise source_error(exc, opts) from None
-        finally:
-            for client in clients:
-                client.close()
-        expected = [e.alias_or_name for e in tree.expressions]
-        if names and [n.lower() for n in names] != [n.lower() for n in expected]:
-            raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
-                                   f"columns {names[:5]}…, not those of the query")
-        self._digest = digest(opts, self.query, rows)
         with session() as con:
-            layout, lines = load_rows(con, plan, expected, rows, Path(opts.name), self.query_execution_id)
+            try:
+                athena = make_client("athena", opts)
+                clients.append(athena)
+                columns = table_columns(opts, athena, clients)
+                plan = agg.plan(columns)
+                if plan.missing:
+                    missing = ", ".join(plan.missing)
+                    raise InputError(opts.name, f"not a CUR table: no column(s) {missing}", column=missing,
+                                     expected="a Cost and Usage Report table (legacy CUR or CUR 2.0)")
+                tree = agg.aggregate_query(plan, self.ctx.start, self.ctx.end)
+                self.query = agg.render(tree, "trino", opts.name)
+                execution = self._run(athena, opts)
+                landed = results.land(con, athena, execution, opts.results, opts.name, self.query,
+                                      {"region": opts.region, "profile": opts.profile,
+                                       "endpoint_url": opts.endpoint_url})
+                extent = None if landed.rows else table_extent(athena, plan, opts)
+            except Exception as exc:  # every client fault becomes one of our errors
+                raise source_error(exc, opts) from None
+            finally:
+                for client in clients:
+                    client.close()
+            expected = [e.alias_or_name for e in tree.expressions]
+            if landed.names and [n.lower() for n in landed.names] != [n.lower() for n in expected]:
+                raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
+                                       f"columns {landed.names[:5]}…, not those of the query")
+            self._digest = landed.digest
+            layout, lines = load_rows(con, plan, expected, Path(opts.name), str(self.query_execution_id))
             tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines, weighted=True)
         tables["notes"] = notes_table(
             [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
-                     f"{self.bytes_scanned} bytes of {opts.name}; {len(rows)} result rows summing {lines} CUR lines")]
+                     f"{self.bytes_scanned} bytes of {opts.name}; {landed.rows} result rows summing {lines} "
+                     f"CUR lines, {landed.how}")]
             + (extent_note(*extent) if extent else []))
         return tables, lines, covered
 
@@ -309,30 +319,6 @@ def wait(client, qid: str, opts: Options) -> dict:
         delay = min(delay * 1.5, POLL_MAX_S)
 
 
-def read_results(client, qid: str) -> tuple[list[str], list[list[str | None]]]:
-    """Column names and rows of a finished query, paged through GetQueryResults (NextToken)."""
-    names: list[str] | None = None
-    rows: list[list[str | None]] = []
-    token = None
-    while True:
-        kwargs = {"QueryExecutionId": qid, "MaxResults": PAGE_SIZE}
-        if token:
-            kwargs["NextToken"] = token
-        page = client.get_query_results(**kwargs)
-        result = page.get("ResultSet") or {}
-        data = [[cell.get("VarCharValue") for cell in row.get("Data") or []] for row in result.get("Rows") or []]
-        if names is None:
-            info = (result.get("ResultSetMetadata") or {}).get("ColumnInfo") or []
-            names = [c.get("Name") or c.get("Label") for c in info]
-            if data and (not names or data[0] == names):  # the header row of a SELECT
-                names = names or [str(v) for v in data[0]]
-                data = data[1:]
-        rows.extend(data)
-        token = page.get("NextToken")
-        if not token:
-            return names or [], rows
-
-
 class QueryTimeout(Exception):
     """The query outran timeout_s: not retried, as a rerun would scan (and bill) again."""
 
@@ -425,29 +411,18 @@ def source_error(exc: Exception, opts: Options) -> SourceError:
 
 # --- result rows → table raw -------------------------------------------------------------------
 
-def load_rows(con, plan: agg.Plan, names: list[str], rows: list[list[str | None]], where: Path,
-              qid: str) -> tuple[sql.Layout, int]:
-    """The query's rows as table ``raw`` (file 0 = the query, row = result row, ``_n`` = the CUR lines
-    the row sums, so each line's ``line_count`` counts CUR lines); returns the layout and the number
-    of CUR lines summed."""
-    import pyarrow as pa
-
-    width = len(names)
-    bad = next((i for i, row in enumerate(rows) if len(row) != width), None)
-    if bad is not None:
-        raise FatalSourceError(f"{where}: result row {bad + 1} of Athena query {qid} has "
-                               f"{len(rows[bad])} values, not {width}")
-    columns = {f"v{i}": pa.array([row[i] for row in rows], pa.string()) for i in range(width)}
-    columns["_result_row"] = pa.array(range(1, len(rows) + 1), pa.int64())
-    con.register("athena_rows", pa.table(columns))
+def load_rows(con, plan: agg.Plan, names: list[str], where: Path, qid: str) -> tuple[sql.Layout, int]:
+    """The query's rows (table ``athena_rows``, in result order: :func:`athena_results.land`) as
+    table ``raw`` (file 0 = the query, row = result row, ``_n`` = the CUR lines the row sums, so
+    each line's ``line_count`` counts CUR lines); returns the layout and the number of CUR lines summed."""
     parts = []
     for i, name in enumerate(names):
         value = f"v{i}"
         if name == plan.tag_map:
             value = f"TRY_CAST(TRY_CAST(v{i} AS JSON) AS MAP(VARCHAR, VARCHAR))"
         parts.append(f"{value} AS {agg.ident(name)}")
-    con.execute(f"CREATE TABLE agg AS SELECT _result_row, {', '.join(parts)} FROM athena_rows")
-    con.unregister("athena_rows")
+    con.execute(f"CREATE TABLE agg AS SELECT rowid + 1 AS _result_row, {', '.join(parts)} FROM {results.TABLE}")
+    con.execute(f"DROP TABLE {results.TABLE}")
     described = [(n, t) for n, t, *_ in con.execute("DESCRIBE agg").fetchall()
                  if n not in ("_result_row", agg.LINES)]
     layout = sql.layout_of(where, "parquet", qid, described)
@@ -458,11 +433,3 @@ def load_rows(con, plan: agg.Plan, names: list[str], rows: list[list[str | None]
     con.execute(f"INSERT INTO raw SELECT 0, _result_row, {sql.projection(layout)}, CAST({agg.LINES} AS BIGINT) FROM agg")
     lines = con.execute("SELECT coalesce(sum(_n), 0) FROM raw").fetchall()[0][0]
     return layout, int(lines)
-
-
-def digest(opts: Options, query: str, rows: list[list[str | None]]) -> str:
-    """sha256 of the table, the query and every result row."""
-    h = hashlib.sha256(f"{opts.catalog}.{opts.name}\0{query}\0".encode())
-    for row in rows:
-        h.update(json.dumps(row).encode() + b"\n")
-    return h.hexdigest()

@@ -14,9 +14,12 @@ from functools import lru_cache
 import boto3
 import duckdb
 
+from connectors.base import ReadContext, SourceSpec
 from connectors.billing import cur_aggregate as agg
 from connectors.duck import prepare
+from connectors.registry import resolve
 from tests.paths import DATA
+from tests.servers.moto import ProxyHandler
 
 DEC2018 = DATA / "billing" / "aws_wa_labs" / "Dec2018-WorkshopCUR-00001.snappy.parquet"
 MONTH = (datetime(2018, 12, 1, tzinfo=timezone.utc), datetime(2019, 1, 1, tzinfo=timezone.utc))
@@ -72,6 +75,17 @@ def create_table(moto) -> None:
                 "Name": TABLE, "StorageDescriptor": {"Columns": columns}, "TableType": "EXTERNAL_TABLE"})
         except client.exceptions.AlreadyExistsException:
             pass
+    finally:
+        client.close()
+
+
+def create_bucket(moto, location: str) -> None:
+    """The bucket of an s3:// location in moto (where moto writes a query's result file), if not there yet."""
+    client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1")
+    try:
+        client.create_bucket(Bucket=location[len("s3://"):].partition("/")[0])
+    except (client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists):
+        pass
     finally:
         client.close()
 
@@ -146,3 +160,80 @@ def _typed(row: list, texts: int) -> tuple:
     for cell in row[texts:]:
         out.append(cell == "true" if cell in ("true", "false") else None if cell is None else int(cell))
     return tuple(out)
+
+
+# --- a proxy in front of moto's Athena and Glue -------------------------------------------------
+
+JSON_FAULTS = {
+    "throttle": (400, "ThrottlingException", "Rate exceeded"),
+    "unavailable": (503, "ServiceUnavailableException", "Service Unavailable"),
+    "internal": (500, "InternalServerException", "We encountered an internal error"),
+    "denied": (400, "AccessDeniedException", "User: arn:aws:iam::123456789012:user/ci is not "
+               "authorized to perform: athena:StartQueryExecution on resource: workgroup/primary"),
+}
+FAILED = {
+    "failed_sql": {"State": "FAILED", "StateChangeReason": "COLUMN_NOT_FOUND: line 3:5: Column "
+                   "'line_item_usage_type' cannot be resolved",
+                   "AthenaError": {"ErrorCategory": 2, "ErrorType": 1006, "Retryable": False}},
+    "failed_transient": {"State": "FAILED", "StateChangeReason": "ThrottlingException: Rate exceeded",
+                         "AthenaError": {"ErrorCategory": 1, "ErrorType": 1001, "Retryable": True}},
+    "failed_s3": {"State": "FAILED", "StateChangeReason": "Access denied when writing output to url: "
+                  f"{OUTPUT}. Please ensure you are allowed to access the S3 bucket.",
+                  "AthenaError": {"ErrorCategory": 2, "ErrorType": 1801, "Retryable": False}},
+    "running": {"State": "RUNNING"},
+}
+
+
+class JsonProxyHandler(ProxyHandler):
+    """Faults for the JSON protocol (Athena, Glue): the kind is the X-Amz-Target operation."""
+
+    page_rows = 1000
+    results: dict  # query execution id → moto's answer (set per proxy)
+
+    def handle_any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        kind = (self.headers.get("X-Amz-Target") or "").rpartition(".")[2] or "other"
+        fault = self.proxy.take(kind)
+        if fault in JSON_FAULTS:
+            status, code, message = JSON_FAULTS[fault]
+            return self.send(status, json.dumps({"__type": code, "message": message}).encode(),
+                             [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-ErrorType", code)])
+        status, headers, payload = self.forward(body)
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        if fault in FAILED and status == 200:
+            doc = json.loads(payload)
+            doc["QueryExecution"]["Status"] = {**doc["QueryExecution"]["Status"], **FAILED[fault]}
+            payload = json.dumps(doc).encode()
+        if kind == "GetQueryResults" and status == 200:
+            request = json.loads(body or b"{}")
+            with self.proxy.lock:  # moto sends every row each time: keep the first answer
+                doc = self.results.get(request.get("QueryExecutionId"))
+                if doc is None:
+                    doc = self.results[request.get("QueryExecutionId")] = json.loads(payload)
+            payload = self.page(request, doc)
+        self.send(status, payload, headers)
+
+    def page(self, request: dict, doc: dict) -> bytes:
+        """moto answers every row at once: cut the answer into pages with NextToken, as Athena."""
+        rows = doc["ResultSet"]["Rows"]
+        start = int(request.get("NextToken") or 0)
+        size = min(int(request.get("MaxResults") or 1000), self.page_rows)
+        page = {**doc, "ResultSet": {**doc["ResultSet"], "Rows": rows[start:start + size]}}
+        if start + size < len(rows):
+            page["NextToken"] = str(start + size)
+        return json.dumps(page).encode()
+
+    def send(self, status: int, payload: bytes, headers) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def connector(proxy, window=HOUR, **extra):
+    """An Athena source over the workshop table, talking to moto through ``proxy``, for ``window``."""
+    spec = SourceSpec("athena-cur", "billing", "athena", None, options(proxy.url, **extra))
+    return resolve("athena")(spec, ReadContext(window[0], window[1], "USD"))

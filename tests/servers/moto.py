@@ -1,6 +1,7 @@
 """moto in server mode on 127.0.0.1, and a fault-injecting proxy in front of it.
 
-``start`` runs ``python -m moto.server`` in a subprocess on a free port (one per test session, see
+``start`` runs moto's server (``python -m tests.servers.moto_main``: Athena's result files quoted as
+Athena quotes them) in a subprocess on a free port (one per test session, see
 tests/connectors/conftest.py). ``FaultProxy`` is a small threaded HTTP server in front of moto: it
 forwards every request, counts them by kind (list / head / get), and answers chosen ones with
 503 SlowDown, 500 InternalError, 403 AccessDenied, a dropped connection or a truncated body.
@@ -76,8 +77,9 @@ def start(folder: Path):
     log = folder / "moto.log"
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     with open(log, "wb") as sink:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                    str(port := free_port())], stdout=sink, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen([sys.executable, "-m", "tests.servers.moto_main", "-H", "127.0.0.1", "-p",
+                                    str(port := free_port())], stdout=sink, stderr=subprocess.STDOUT, env=env,
+                                   cwd=Path(__file__).resolve().parents[2])
     server = Moto(port, process, log)
     try:
         wait_for_moto(server)

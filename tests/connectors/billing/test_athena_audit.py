@@ -33,7 +33,6 @@ from connectors.billing import cur_aggregate as agg
 from connectors.duck import prepare
 from connectors.registry import resolve
 from tests.builders import make_case, read_cur_once
-from tests.connectors.billing.test_athena import glue, proxy  # noqa: F401 (fixtures)
 from tests.paths import ROOT
 from tests.servers.athena import DATABASE, DEC2018, MONTH, local_rows, options, seed, split_engine
 
