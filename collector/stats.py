@@ -6,7 +6,7 @@ Latency is measured from each request's scheduled send time. Throughput is in in
 """
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Iterable
 
 import numpy as np
@@ -129,12 +129,31 @@ def _error_kinds(requests: list[Request]) -> dict:
 
 # ------------------------------------------------------------------ cost and the net-gain verdict
 
-def cost_per_1000(price_per_hour: Decimal, inferences_per_s: float) -> Decimal | None:
-    """Instance price per hour / (sustained throughput × 3600) × 1000 (None at zero throughput)."""
-    if inferences_per_s <= 0:
+def cost_per_1000(price_per_hour: Decimal, inferences_per_s: float | None) -> Decimal | None:
+    """Instance price per hour / (sustained throughput × 3600) × 1000 (None at zero throughput),
+    unrounded (50 digits): the verdict compares these; :func:`shown_costs` rounds them to show."""
+    if inferences_per_s is None or inferences_per_s <= 0:
         return None
-    return (Decimal(price_per_hour) / (Decimal(repr(float(inferences_per_s))) * 3600)
-            * 1000).quantize(Decimal("0.000001"))
+    with localcontext() as context:
+        context.prec = 50
+        return Decimal(price_per_hour) * 1000 / (Decimal(repr(float(inferences_per_s))) * 3600)
+
+
+#: cost per 1,000 inferences is shown to 6 decimal places, more where two different costs would tie
+SHOWN_PLACES = 6
+MAX_SHOWN_PLACES = 15
+
+
+def shown_costs(a: Decimal | None, b: Decimal | None) -> tuple[str | None, str | None]:
+    """The two costs per 1,000 as text, to 6 decimal places, or as many more (up to 15) as it takes
+    for two costs that differ not to read alike (the verdict is taken on the exact costs)."""
+    places = SHOWN_PLACES
+    while True:
+        quantum = Decimal(1).scaleb(-places)
+        text_a, text_b = (None if v is None else str(v.quantize(quantum, rounding=ROUND_HALF_EVEN)) for v in (a, b))
+        if a is None or b is None or a == b or text_a != text_b or places >= MAX_SHOWN_PLACES:
+            return text_a, text_b
+        places += 1
 
 
 def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str) -> dict:
@@ -144,7 +163,8 @@ def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str
     cost_b = cost_per_1000(price_b, b.get("inferences_per_s", 0.0))
     lat_a = (a.get("latency_ms") or {}).get(pct)
     lat_b = (b.get("latency_ms") or {}).get(pct)
-    out = {"latency_ms": {"a": lat_a, "b": lat_b}, "cost_per_1000": {"a": _s(cost_a), "b": _s(cost_b)},
+    shown_a, shown_b = shown_costs(cost_a, cost_b)
+    out = {"latency_ms": {"a": lat_a, "b": lat_b}, "cost_per_1000": {"a": shown_a, "b": shown_b},
            "error_rate": {"a": a.get("error_rate"), "b": b.get("error_rate")}}
     if None in (cost_a, cost_b, lat_a, lat_b):
         return {**out, "verdict": "not_measured", "reason": _unserved(a, b, cost_a, cost_b)}
@@ -189,10 +209,6 @@ def _unserved(a: dict, b: dict, cost_a, cost_b) -> str:
     named = " and ".join(which) or "A or B"
     return f"{named} served no request at this point" + (
         f" ({b.get('reason') or a.get('reason')})" if (b.get("reason") or a.get("reason")) else "")
-
-
-def _s(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
 
 
 TRAFFIC_KEYS = ("process", "rate_per_s", "shape", "seed", "requests", "concurrency", "batch_sizes",

@@ -33,19 +33,11 @@ def compare_command(
 
 
 def _bundle(path: Path) -> dict:
-    """A bundle's profile.json document; InputError when it cannot be read as one."""
-    from connectors.bounds import FILE, check_source_path
-    from connectors.errors import InputError
+    """A bundle's profile.json document, checked as the verdict reads it
+    (:func:`connectors.profiles.bundle_doc.read_document`: InputError naming the file and field)."""
+    from connectors.profiles.bundle_doc import read_document
 
-    file = path / "profile.json" if path.is_dir() else path
-    if file.exists():  # a FIFO or a device would block the read, or never end it
-        check_source_path(file, FILE, expected="a bundle folder or its profile.json")
-    try:
-        return json.loads(file.read_text())
-    except OSError as exc:
-        raise InputError(file, exc.strerror or str(exc), expected="a bundle folder or its profile.json") from None
-    except ValueError as exc:
-        raise InputError(file, f"not JSON: {exc}", expected="a bundle's profile.json") from None
+    return read_document(path)[1]
 
 
 def _price(text: str) -> Decimal:
@@ -53,9 +45,9 @@ def _price(text: str) -> Decimal:
         value = Decimal(text)
     except InvalidOperation:
         raise UsageError(f"price {text!r}: expected a number (per hour)") from None
-    if value < 0:
-        raise UsageError(f"price {text!r}: expected ≥ 0")
-    return value
+    if not value.is_finite() or value < 0 or value.adjusted() > 15:
+        raise UsageError(f"price {text!r}: expected a finite number ≥ 0 (per hour)")
+    return value + 0  # -0 is 0
 
 
 def render_compare(result: dict) -> str:

@@ -247,7 +247,7 @@ def test_replay_drives_the_callable(tmp_path):
 
 
 def _bundle(points, rate=10):
-    return {"arrival": {"process": "poisson", "rate_per_s": rate, "seed": 0, "requests": 100,
+    return {"costaudit_profile_bundle": 1, "arrival": {"process": "poisson", "rate_per_s": rate, "seed": 0, "requests": 100,
                         "concurrency": 1}, "payload_bytes": 10, "traffic_file_sha256": None,
             "sweep": [{"batch_size": b, "concurrency": 1, "inferences_per_s": t,
                        "latency_ms": {"p95": l}, "error_rate": 0.0} for b, t, l in points]}
