@@ -426,8 +426,42 @@ def _options(raw, problems) -> dict[str, dict]:
         if "id" not in entry:
             problems.append(f"{where}: needs 'id' (a catalogue option id)")
             continue
+        _option_figures(entry, where, problems)
         out[str(entry["id"])] = dict(entry, **_model_inputs(entry, where, problems))
     return out
+
+
+#: an option's figures given as low / expected / high, with the range each band takes
+OPTION_BANDS = ("low", "expected", "high")
+BAND_KEYS = {"recoverable": (0, 1), "effort_hours": (0, float("inf"))}
+
+
+def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
+    """An option's band tables (three numbers in their range, low ≤ expected ≤ high: a recoverable
+    share above 1 would save more than the part, bands out of order give a payback.low above the
+    expected), its run cost (a number ≥ 0), its title and reason (strings)."""
+    for key, (low, high) in BAND_KEYS.items():
+        if key not in entry:
+            continue
+        value = entry[key]
+        bands = [value.get(b) for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) \
+            else [None]
+        if not all(_finite(v) and low <= v <= high for v in bands) or bands != sorted(bands):
+            bound = f"from {low} to {high}" if high != float("inf") else f"≥ {low}"
+            problems.append(f"{where}.{key}: expected {{ low, expected, high }} of numbers {bound}, "
+                            f"low ≤ expected ≤ high, got {shown(value)}")
+    if "run_cost_per_month" in entry and not (_finite(entry["run_cost_per_month"]) and entry["run_cost_per_month"] >= 0):
+        problems.append(f"{where}.run_cost_per_month: expected a number ≥ 0 (money a month, in the case "
+                        f"currency), got {shown(entry['run_cost_per_month'])}")
+    for key in ("title", "reason"):
+        if key in entry and not isinstance(entry[key], str):
+            problems.append(f"{where}.{key}: expected a string, got {shown(entry[key])}")
+
+
+def _finite(value: Any) -> bool:
+    """A number (not a boolean) that is finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))
 
 
 def _model_inputs(entry: dict, where: str, problems: list[str]) -> dict:

@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from audit.case import CASE_KEYS, OPTION_KEYS, SCOPE_KEYS, SOURCE_KINDS, Case, load_case
+from audit.case import BAND_KEYS, CASE_KEYS, OPTION_BANDS, OPTION_KEYS, SCOPE_KEYS, SOURCE_KINDS, Case, load_case
 from audit.case_services import ALLOCATION_KEYS, SERVICE_KEYS
 from audit.catalogue import catalogue, catalogue_ids
 from audit.errors import ConfigError
@@ -27,9 +27,7 @@ from schemas.errors import UsageError
 
 #: [case] keys that change what the connectors read (audit/collect.py's ReadContext)
 READ_KEYS = {"window", "step", "currency"}
-BANDS = ("low", "expected", "high")
-#: option figures given as low / expected / high, with the range each band takes
-BAND_KEYS = {"recoverable": (0, 1), "effort_hours": (0, math.inf)}
+BANDS = OPTION_BANDS
 NOT_SOURCES = ("what-if changes settings, not sources: {what}; edit the case file and run "
                "`costaudit run` to audit other sources")
 

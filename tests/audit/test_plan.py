@@ -213,3 +213,28 @@ def test_case_keys_of_the_plan():
         load_case(folder, keys(loaded_rate_range=[200, 100], target_utilisation_range=[0.5], owner_tag=3))
     text = str(bad.value)
     assert "loaded_rate_range" in text and "target_utilisation_range" in text and "owner_tag" in text
+
+
+def test_option_figures_out_of_range_or_order_are_refused_by_the_case():
+    """Before: `run` and `validate` took recoverable.high = 1.5 (a saving 1.5 times its part, payback.low
+    from it) and effort bands 10 / 5 / 20 (payback.low above the expected); `whatif` refused the first."""
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    folder = Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency"
+
+    def options(*entries):
+        def edit(raw):
+            raw["options"] = list(entries)
+        return edit
+    good = {"id": "quantise", "recoverable": {"low": 0.1, "expected": 0.2, "high": 0.3},
+            "effort_hours": {"low": 10, "expected": 20, "high": 40}, "run_cost_per_month": 5}
+    assert load_case(folder, options(good)).option_overrides["quantise"]["recoverable"]["high"] == 0.3
+    bad = [{"id": "quantise", "recoverable": {"low": 0.5, "expected": 0.9, "high": 1.5}},
+           {"id": "fuse_kernels_compile", "effort_hours": {"low": 10, "expected": 5, "high": 20}},
+           {"id": "log_sampling", "recoverable": 0.5, "run_cost_per_month": -3, "title": 7}]
+    with pytest.raises(ConfigError) as refused:
+        load_case(folder, options(*bad))
+    text = str(refused.value)
+    assert "#1.recoverable: expected { low, expected, high } of numbers from 0 to 1" in text
+    assert "#2.effort_hours" in text and "low ≤ expected ≤ high, got" in text
+    assert "#3.recoverable" in text and "#3.run_cost_per_month" in text and "#3.title" in text
