@@ -136,7 +136,7 @@ def is_empty(option: Option, available: Mapping[str, Decimal] | None) -> bool:
 
 def price(option: Option, given: PlanInput) -> Option:
     """One option with its deferred bands, its paybacks and its status (empty: ``no_saving``)."""
-    extras = _who(option, given)
+    extras = {**_who(option, given), **_break_even(option, given)}
     if option.saving is None or option.status == "not_measured":
         return replace(option, rank=None, **extras)
     run = given.run_costs.get(option.id, ZERO)
@@ -154,9 +154,15 @@ def price(option: Option, given: PlanInput) -> Option:
                        reason=_empty_reason(option, gross, deferral))
     paybacks = _paybacks(option, gross, run, deferral)
     option = replace(option, status="priced", reason=None, payback=paybacks)
-    return replace(option, sensitivity=sensitivity(option, gross, run, deferral, given),
-                   break_even=option.cost["expected"] / given.horizon_months,
-                   horizon_months=given.horizon_months)
+    return replace(option, sensitivity=sensitivity(option, gross, run, deferral, given))
+
+
+def _break_even(option: Option, given: PlanInput) -> dict:
+    """The monthly saving that would pay the expected cost back over the horizon: a figure of the
+    cost alone, so every option has it, priced or not (METHOD §7)."""
+    if option.cost is None:
+        return {}
+    return {"break_even": option.cost["expected"] / given.horizon_months, "horizon_months": given.horizon_months}
 
 
 def _dated(deferral: Deferral, option: Option, given: PlanInput) -> Deferral:

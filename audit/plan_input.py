@@ -28,8 +28,9 @@ GPU_CLASS = "gpu_compute"
 
 def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: Sequence[Commitment],
                part_monthly: Mapping[str, Decimal], specs: Sequence[Mapping[str, Any]], committed: Decimal,
-               base_at: Callable[[Decimal], Decimal]) -> PlanInput:
-    """The plan's input; ``base_at(u)`` is the whole-replicas base at target utilisation ``u``."""
+               saving_at: Mapping[str, Callable[[Decimal], Decimal]]) -> PlanInput:
+    """The plan's input; ``saving_at[id](u)``: what option ``id``'s model gives at the case's target
+    utilisation ``u`` (for its target-utilisation sensitivity: the options whose saving depends on u)."""
     owners = owners_by_part(
         ((f"{p.bucket}.{p.name}", p.service, p.amount) for p in ledger.parts.values()),
         {name: s.owner for name, s in case.services.items()},
@@ -46,11 +47,10 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
         horizon_months=case.horizon_months, window_end=case.end)
-    whole = [s["id"] for s in specs if s.get("pricing") == "whole_replicas"]
-    if not whole:
-        return given
-    scale = target_scale(base_at, case.target_utilisation, target_range(given))
-    return replace(given, target_scale={i: scale for i in whole}) if scale else given
+    bounds = target_range(given)
+    scales = {i: scale for i, at in saving_at.items()
+              if (scale := target_scale(at, case.target_utilisation, bounds)) is not None}
+    return replace(given, target_scale=scales) if scales else given
 
 
 def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
@@ -96,7 +96,7 @@ def committed_ids(charges: pd.DataFrame, klass: str) -> set[str]:
 
 def target_scale(base_at: Callable[[Decimal], Decimal], target: Decimal,
                  bounds: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal] | None:
-    """How the whole-replicas base scales at the target's low and high (None where it is zero)."""
+    """How a saving (``base_at(u)``) scales at the target's low and high (None where it is zero)."""
     base = base_at(target)
     if base <= 0:
         return None

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -188,7 +188,26 @@ def rank_options(given: RankInput) -> list[Option]:
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         [spec for spec, _ in merged_catalogue(case.option_overrides, case.path)], committed,
-        lambda u: saving_at(given.intervals, case.services, u, given.step)))
+        target_models(merged_catalogue(case.option_overrides, case.path), given)))
+
+
+def target_models(specs, given: RankInput) -> dict[str, Callable[[Decimal], Decimal]]:
+    """Per option whose saving depends on the case's target utilisation, that saving as a function
+    of it: the whole-replicas base (right-size) and the autoscaling replay (the case's policy it
+    improves on is replayed at the target)."""
+    out: dict[str, Callable[[Decimal], Decimal]] = {}
+    for spec, _ in specs:
+        if spec.get("pricing") == "whole_replicas":
+            out[spec["id"]] = lambda u: saving_at(given.intervals, given.case.services, u, given.step)
+        elif spec.get("model") == "autoscale":
+            out[spec["id"]] = lambda u, spec=spec: _autoscale_saving(spec, given, u)
+    return out
+
+
+def _autoscale_saving(spec: Mapping[str, Any], given: RankInput, target: Decimal) -> Decimal:
+    """The autoscaling model's expected saving with the case's target at ``target``."""
+    found = _autoscale(spec, replace(given, case=replace(given.case, target_utilisation=target)))
+    return ZERO if found is None else found.saving["expected"]
 
 
 def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary]) -> set[str]:

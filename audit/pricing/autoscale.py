@@ -15,7 +15,7 @@ from audit.case import Service
 from audit.ledger import ServiceInterval
 from audit.money import ZERO
 from audit.pricing import Modelled, ordered
-from audit.pricing.replay import Policy, headroom_at, replay, replayable
+from audit.pricing.replay import Policy, headroom_at, reach_of, replay, replayable
 from audit.pricing.rightsize import TARGET_RANGE, TELEMETRY, above_demand, case_policy, clamp_target
 
 
@@ -59,4 +59,20 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
               ("right-sizing at the case's policy already sheds", f"{now:.2f}", "audit.pricing.rightsize replay"))
     return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), inputs,
                     f"low / high: the policy replayed at target utilisation {bands['low']} / {bands['high']}; "
-                    "each less what right-sizing at the case's policy already sheds")
+                    "each less what right-sizing at the case's policy already sheds"
+                    + unresolved_reaction(services, list(by_service), step, reaction))
+
+
+def unresolved_reaction(services: Mapping[str, Service], names: Sequence[str], step: int, reaction: int | None) -> str:
+    """Where the step cannot tell the policy's reaction from the services' own (each keeps its
+    replicas as many intervals either side), that said: the saving then comes from the target alone."""
+    if reaction is None:
+        return ""
+    kept = {n: (reach_of(policy_of(services[n], ZERO, reaction).reaction_seconds, step),
+                reach_of(services[n].scale_reaction_seconds, step)) for n in names}
+    if any(policy != own for policy, own in kept.values()):
+        return ""
+    intervals = sorted({own for _, own in kept.values()})
+    return (f"; the policy's {reaction} s reaction changes nothing at the case's {step} s step: replicas are kept "
+            f"{', '.join(map(str, intervals))} interval(s) either side under it as under the services' own "
+            "reaction, so the saving comes from the target alone (a finer step would resolve the reaction)")

@@ -6,8 +6,11 @@ seconds) per request over the days before / from the ship date; p_after = P's co
 GPU-seconds from the ship date; Q_after = the requests from the ship date × 30.4375 ÷ those days.
 Realised monthly saving = (x_before − x_after) · p_after · Q_after: price changes and volume are
 not credited to the option. A day the ship moment falls inside (a ship time that is not midnight
-UTC) is left out of both sides. The projection is the earlier audit's option with that id:
-``by_service[s]`` where it has one, else ``monthly_saving``; ahead (above its high), on track
+UTC) is left out of both sides. A part the service's daily figures never hold was not measured
+(nothing it could save was there), never a saving of 0.00. The projection is the earlier audit's
+option with that id: ``by_service[s]`` where it has one, else (an option projected for no service
+in particular) ``monthly_saving``; an option projected per service but not for s has no projection
+for s. Ahead (above its high), on track
 (low to high) or behind (below its low). No verdict is drawn where the projection was made on other
 terms than the realised saving: audits that cannot be bridged (another cost basis, scope, currency
 or method), or an option shipped before the earlier audit's window ended (its projection already
@@ -73,6 +76,8 @@ def projection(earlier: Audit, option: dict | None, service: str) -> tuple[dict 
     by_service = option.get("by_service") or {}
     if isinstance(by_service, dict) and by_service.get(service):
         return dict(by_service[service]), f"{earlier.path}: options[{option.get('id')}].by_service.{service}"
+    if isinstance(by_service, dict) and by_service:  # projected per service, and not for this one
+        return None, None
     if option.get("monthly_saving"):
         return dict(option["monthly_saving"]), f"{earlier.path}: options[{option.get('id')}].monthly_saving"
     return None, None
@@ -104,7 +109,7 @@ def _one(earlier: Audit, later: Audit, entry: dict, why: list[str]) -> dict:
     evidence.update(figures)
     if projected_from:
         evidence["projection_source"] = projected_from
-    out["verdict"], verdict_note = verdict(earlier, text, projected, option_id)
+    out["verdict"], verdict_note = verdict(earlier, text, projected, option_id, service)
     off_terms = no_verdict(earlier, str(entry.get("date")), why) if projected else None
     if off_terms:
         out["verdict"], verdict_note = "not measured", off_terms
@@ -131,6 +136,10 @@ def _unmeasurable(earlier: Audit, later: Audit, entry: dict, proposal, part, ser
 def measure(later: Audit, service: str, part: str, moment: datetime):
     """(realised exact, evidence, note) from the later audit's daily figures, or the reason in words."""
     days = later.get("services", service, "daily")
+    held = sorted({name for day in days for name in (day.get("parts") or {})})
+    if part not in held:
+        return (f"{service} had no {part} in the later audit (services.{service}.daily[].parts holds "
+                f"{', '.join(held) or 'no part'}): nothing it could save was measured")
     before, after, straddled = Side(), Side(), 0
     has_seconds = _has_seconds(days, part)
     for i, day in enumerate(days):
@@ -245,10 +254,12 @@ def no_verdict(earlier: Audit, shipped: str, why: list[str]) -> str | None:
     return None
 
 
-def verdict(earlier: Audit, realised_text: str, projected: dict | None, option_id: str) -> tuple[str, str | None]:
+def verdict(earlier: Audit, realised_text: str, projected: dict | None, option_id: str,
+            service: str = "") -> tuple[str, str | None]:
     """ahead / on track / behind against the projection, or not measured with the reason."""
     if not projected:
-        return "not measured", (f"no projection: the earlier audit ({earlier.path}) has no priced option {option_id}")
+        return "not measured", (f"no projection: the earlier audit ({earlier.path}) has no priced option {option_id}"
+                                + (f" for service {service}" if service else ""))
     low = fraction_of(earlier, projected.get("low"), f"options[{option_id}].low")
     high = fraction_of(earlier, projected.get("high"), f"options[{option_id}].high")
     value = Fraction(realised_text)

@@ -89,6 +89,18 @@ def test_autoscale_is_the_extra_a_faster_reaction_sheds():
     found = autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, TARGET, 0)
     assert found is not None and found.saving["expected"] == 4 * 2 * Decimal(10)
     assert autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, None, None) is None
+    assert "changes nothing" not in found.bands
+
+
+def test_a_reaction_the_step_cannot_resolve_is_said_to_change_nothing():
+    """Before: 300 s, 1 h and 2 h replayed alike at a 1 h step, the inputs saying 300 s, with no word."""
+    demand = [Decimal(2), Decimal(2), Decimal(6), Decimal(2), Decimal(2)]
+    ivs = [interval(i, 8, d, TARGET) for i, d in enumerate(demand)]
+    found = autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, TARGET, 300)
+    assert found is not None and found.saving["expected"] == 0
+    assert found.bands.endswith("the policy's 300 s reaction changes nothing at the case's 3600 s step: replicas "
+                                "are kept 1 interval(s) either side under it as under the services' own reaction, "
+                                "so the saving comes from the target alone (a finer step would resolve the reaction)")
 
 
 def group(holder: str, ts: datetime, types: dict[str, int], per_gpu=None) -> Group:

@@ -171,7 +171,7 @@ def test_the_report_shows_the_plan(wa_labs):
         ("1", "priced", "10.0"), ("—", "no saving in this case", "—")]
     assert views[1].saving.expected == "none"  # measured: nothing now, not "not measured"
     assert views[0].who["owners"] == "team-chat" and views[0].who["next_step"] == "try it"
-    assert views[1].marginal == "—" and views[1].break_even == "—"
+    assert views[1].marginal == "—" and views[1].break_even == "$83.33 a month within 12 months"
     rows = plan_view.plan_rows(audit, lambda v: f"${v}")
     assert [r["part"] for r in rows] == ["Serving path · in flight idle", "Whole plan"]
     assert rows[-1]["expected"] == "$100.00"

@@ -134,3 +134,23 @@ def test_an_option_shipped_inside_the_earlier_window_gets_no_verdict():
 def test_an_option_shipped_as_the_earlier_window_ends_keeps_its_verdict():
     found = two_audits({"window": ("2026-05-15", "2026-08-15")}, {"window": ("2026-08-10", "2026-08-20")})
     assert found["verdict"] == "ahead" and found["note"] is None
+
+
+def test_a_part_the_service_never_had_is_not_measured():
+    """Before: log_sampling shipped on a service without observability cost was 'behind' at 0.00."""
+    (found,) = pair(STEADY, [{"id": "log_sampling", "acts_on": "platform_overhead.observability",
+                              "monthly_saving": {"low": "1", "expected": "2", "high": "3"}}],
+                    [{"option": "log_sampling", "service": "chat", "date": "2026-08-15"}])
+    assert found["verdict"] == "not measured" and found["realised"] is None
+    assert found["note"] == ("chat had no platform_overhead.observability in the later audit (services.chat."
+                             f"daily[].parts holds model_compute.kernel_active, {PART}): nothing it could save "
+                             "was measured")
+
+
+def test_an_option_projected_per_service_but_not_for_this_one_has_no_projection():
+    """Before: the whole option's saving (projected for other services) stood as this service's."""
+    other = {**option("1", "2", "3"), "by_service": {"embed": {"low": "1", "expected": "2", "high": "3"}}}
+    (found,) = pair(STEADY, [other])
+    assert found["projection"] is None and found["realised"] == "1369.69" and found["verdict"] == "not measured"
+    assert found["note"] == "no projection: the earlier audit (q2/audit.json) has no priced option " \
+                            "right_size_replicas for service chat"
