@@ -444,9 +444,9 @@ def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
         if key not in entry:
             continue
         value = entry[key]
-        bands = [value.get(b) for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) \
-            else [None]
-        if not all(_finite(v) and low <= v <= high for v in bands) or bands != sorted(bands):
+        given = [value[b] for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) else []
+        bands = [float(v) for v in given if _finite(v)]
+        if len(bands) != len(OPTION_BANDS) or not all(low <= v <= high for v in bands) or bands != sorted(bands):
             bound = f"from {low} to {high}" if high != float("inf") else f"≥ {low}"
             problems.append(f"{where}.{key}: expected {{ low, expected, high }} of numbers {bound}, "
                             f"low ≤ expected ≤ high, got {shown(value)}")

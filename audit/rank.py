@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
@@ -198,10 +199,15 @@ def target_models(specs, given: RankInput) -> dict[str, Callable[[Decimal], Deci
     out: dict[str, Callable[[Decimal], Decimal]] = {}
     for spec, _ in specs:
         if spec.get("pricing") == "whole_replicas":
-            out[spec["id"]] = lambda u: saving_at(given.intervals, given.case.services, u, given.step)
+            out[spec["id"]] = partial(_replicas_base, given)
         elif spec.get("model") == "autoscale":
-            out[spec["id"]] = lambda u, spec=spec: _autoscale_saving(spec, given, u)
+            out[spec["id"]] = partial(_autoscale_saving, spec, given)
     return out
+
+
+def _replicas_base(given: RankInput, target: Decimal) -> Decimal:
+    """The whole-replicas base (right-size) at the case's target ``target``."""
+    return saving_at(given.intervals, given.case.services, target, given.step)
 
 
 def _autoscale_saving(spec: Mapping[str, Any], given: RankInput, target: Decimal) -> Decimal:
