@@ -13,12 +13,15 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from connectors.bounds import FILE, check_source_path
+from audit.review.check import MAX_EXPONENT, check_document
+from connectors.bounds import FILE, check_source_path, nested_too_deep
 from connectors.errors import InputError
 
 #: what every audit.json of format 1 carries and a review reads
 REQUIRED = ("case", "window", "currency", "cost_basis", "total", "services", "buckets", "coverage")
 _MISSING = object()
+#: an audit.json is read whole: larger than any audit writes is refused before it is read
+MAX_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ def decimal_of(audit: Audit, value: Any, where: str) -> Decimal:
         raise InputError(audit.path, f"{where} is {value!r}, not a decimal number") from None
     if not number.is_finite():
         raise InputError(audit.path, f"{where} is {value!r}, not a finite number")
+    if number and number.adjusted() >= MAX_EXPONENT:
+        raise InputError(audit.path, f"{where} is {value!r}, past 10^{MAX_EXPONENT}",
+                         expected="a figure an audit writes")
     return number
 
 
@@ -90,6 +96,8 @@ def count_of(audit: Audit, value: Any, where: str) -> int | None:
         number = int(number_d)
     if number < 0:
         raise InputError(audit.path, f"{where} is {value!r}, a negative count")
+    if number >= 10 ** MAX_EXPONENT:
+        raise InputError(audit.path, f"{where} is past 10^{MAX_EXPONENT}", expected="a count an audit writes")
     return number
 
 
@@ -106,6 +114,9 @@ def load(path: str | Path) -> Audit:
         return Audit(audit_case(path), given)
     if path.exists():  # a FIFO or a device would block the read, or never end it
         check_source_path(path, FILE, expected="an audit.json file or a case folder")
+        if path.stat().st_size > MAX_BYTES:
+            raise InputError(given, f"is {path.stat().st_size:,} bytes",
+                             expected=f"an audit.json (at most {MAX_BYTES:,} bytes; an audit writes kilobytes)")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -116,6 +127,8 @@ def load(path: str | Path) -> Audit:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(given, f"not JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(given, nested_too_deep(), expected="an audit.json of costaudit") from None
     return checked(document, given)
 
 
@@ -131,6 +144,7 @@ def checked(document: Any, path: str) -> Audit:
         audit.get(key)
     if not isinstance(document["services"], dict):
         raise InputError(path, "services is not an object of services")
+    check_document(audit)
     return audit
 
 

@@ -12,6 +12,7 @@ from audit.review.load import checked
 from tests.audit.review.documents import audit, component
 
 PART = "platform_overhead.capacity_above_demand"
+LATER = ("2026-07-01", "2026-10-01")  # the later audit's window (the earlier's: documents.audit's Q2)
 
 
 def days(before: tuple[int, int, str], after: tuple[int, int, str], start=date(2026, 8, 10), n=5) -> list[dict]:
@@ -34,7 +35,7 @@ def option(low, expected, high, by_service=True) -> dict:
 def pair(daily, options, shipped=None):
     chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
     earlier = audit("q2", {"chat": chat}, options=options)
-    later = audit("q3", {"chat": {**chat, "daily": daily}},
+    later = audit("q3", {"chat": {**chat, "daily": daily}}, window=LATER,
                   shipped=shipped if shipped is not None else
                   [{"option": "right_size_replicas", "service": "chat", "date": "2026-08-15", "note": None}])
     return review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
@@ -95,9 +96,10 @@ def test_no_day_after_the_ship_date_is_not_measured():
 
 def test_a_verdict_off_the_band_says_where_the_unit_price_moved():
     chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
-    earlier = audit("q2", {"chat": {**chat, "daily": days((1000, 100, "200"), (1000, 100, "200"))}},
+    earlier = audit("q2", {"chat": {**chat, "daily": days((1000, 100, "200"), (1000, 100, "200"),
+                                                          start=date(2026, 5, 10))}},
                     options=[option("2000", "2500", "3000")])
-    later = audit("q3", {"chat": {**chat, "daily": STEADY}},
+    later = audit("q3", {"chat": {**chat, "daily": STEADY}}, window=LATER,
                   shipped=[{"option": "right_size_replicas", "service": "chat", "date": "2026-08-15"}])
     (found,) = review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
     assert found["verdict"] == "behind"
@@ -110,7 +112,8 @@ def two_audits(earlier_kw: dict, later_kw: dict, shipped: str = "2026-08-15") ->
     chat = {"requests": 10, "components": {"gpu_busy": component("10", "5")}}
     earlier = audit("q2", {"chat": chat}, options=[option("500", "800", "1000")], **earlier_kw)
     later = audit("q3", {"chat": {**chat, "daily": STEADY}},
-                  shipped=[{"option": "right_size_replicas", "service": "chat", "date": shipped}], **later_kw)
+                  shipped=[{"option": "right_size_replicas", "service": "chat", "date": shipped}],
+                  **{"window": LATER, **later_kw})
     (found,) = review([checked(earlier, "q2/audit.json"), checked(later, "q3/audit.json")])["pairs"][0]["realised"]
     return found
 
