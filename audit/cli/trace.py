@@ -12,7 +12,9 @@ cluster (:mod:`audit.trace.fanout`): the same output, a worker holding one rank 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import List, Optional
@@ -44,6 +46,10 @@ def trace(traces: List[Path] = typer.Argument(..., help="Kineto .json/.json.gz o
         value = Decimal(price) if price is not None else None
     except InvalidOperation:
         raise UsageError(f"--price-per-gpu-hour {price!r} is not a number") from None
+    if value is not None and (not value.is_finite() or value < 0 or value.adjusted() >= 9):
+        raise UsageError(f"--price-per-gpu-hour {price!r}: expected a finite price ≥ 0 and below 10^9 a GPU-hour")
+    value = None if value is None else value + 0   # -0 is 0
+    outputs_checked(traces, {"--folded": folded, "--idle-folded": idle_folded})
     if scheduler is not None and workers.strip() != "1":
         raise UsageError("--workers and --scheduler exclude each other (a Dask cluster has its own workers)")
     count = 1
@@ -83,12 +89,51 @@ def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folde
               f"{'; ' + '; '.join(excluded) if excluded else ''} (expected {EXPECTED_CUDA}, or nsys --trace=cuda)",
               file=sys.stderr)
         return 1
-    if folded is not None:
-        Path(folded).write_text("".join(line + "\n" for line in stacks))
-    if idle_folded is not None:
-        Path(idle_folded).write_text("".join(line + "\n" for line in idle_stacks))
+    for target, lines in ((folded, stacks), (idle_folded, idle_stacks)):
+        if target is not None:
+            problem = write_whole(Path(target), lines)
+            if problem:
+                print(f"costaudit: error: {problem}", file=sys.stderr)
+                return 1
     print(json.dumps(document, indent=1, sort_keys=True) if as_json else render(document))
     return 0
+
+
+def outputs_checked(traces: list[Path], outputs: dict[str, Path | None]) -> None:
+    """Each trace given once; each output a file of its own that can be written: never one of the
+    traces (it would be overwritten), nor a folder, a device or a FIFO, nor under a missing folder."""
+    seen: dict[Path, Path] = {}
+    for path in traces:
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{path} is given twice (as {seen[key]}): each rank's trace once")
+        seen[key] = path
+    named = {name: Path(path) for name, path in outputs.items() if path is not None}
+    if len(named) == 2 and len({p.resolve() for p in named.values()}) == 1:
+        raise UsageError("--folded and --idle-folded name the same file")
+    for name, path in named.items():
+        if path.resolve() in seen:
+            raise UsageError(f"{name} {path} is one of the traces: it would be overwritten")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{name} {path} is not a regular file (a folder, a device or a FIFO)")
+        if not path.parent.is_dir():
+            raise UsageError(f"{name} {path}: no folder {path.parent}")
+
+
+def write_whole(path: Path, lines: list[str]) -> str | None:
+    """Write the lines into a temporary file beside ``path`` and rename it into place (a failed
+    write leaves no partial file); the problem in words, else None."""
+    try:
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.writelines(line + "\n" for line in lines)
+            os.replace(temp, path)
+        finally:
+            Path(temp).unlink(missing_ok=True)
+    except OSError as exc:
+        return f"{path}: could not be written ({exc.strerror or exc})"
+    return None
 
 
 def _ms(us: float) -> str:

@@ -334,9 +334,10 @@ def _as_int(value: Any) -> int:
     if value is None or value.__class__ is bool:
         return -1
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError, OverflowError):
         return -1
+    return number if -2 ** 63 <= number < 2 ** 63 else -1   # past int64: not an id a tracer writes
 
 
 def _ints(values: tuple) -> np.ndarray:
@@ -344,7 +345,7 @@ def _ints(values: tuple) -> np.ndarray:
     try:
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
-        return np.array([v if v.__class__ is int else _as_int(v) for v in values], dtype=np.int64)
+        return np.array([_as_int(v) for v in values], dtype=np.int64)
 
 
 def _devices(role: np.ndarray, devices: tuple, pids: tuple, intern: Interner) -> np.ndarray:

@@ -1,0 +1,80 @@
+"""`costaudit trace` options and traces that would have written over an input, raised a traceback
+or priced findings with no price a GPU-hour could have.
+
+Before (found by a read-only check): ``--folded`` naming the trace itself overwrote it with folded
+stacks, exit 0; a folder, a missing folder or /dev/full there ended in a traceback after the whole
+analysis; ``--price-per-gpu-hour`` inf, 1e308 or 1e999 raised InvalidOperation, -1 priced idle at
+a negative cost and nan printed "NaN"; the same trace given twice was read as two ranks; a
+correlation id of 10**25 raised OverflowError inside another exception. Now each option is checked
+before anything is read (exit 1, one line), the outputs are written whole or not at all, and an id
+past int64 reads as none.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from audit.cli import app
+from connectors.profiles.events import read_trace
+from tests.builders import CURRENT, gpu_events, host_events, trace_doc, write_trace
+
+
+@pytest.fixture
+def trace(tmp_path):
+    return write_trace(tmp_path, trace_doc(host_events(CURRENT) + gpu_events(CURRENT)))
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, ["trace", *map(str, args)])
+
+
+def assert_usage(result, *words):
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len([ln for ln in result.output.splitlines() if ln.startswith("costaudit: error:")]) == 1
+    for word in words:
+        assert word in result.output, result.output
+
+
+def test_an_output_naming_the_trace_is_refused_and_the_trace_kept(trace):
+    before = trace.read_bytes()
+    assert_usage(invoke(trace, "--folded", trace), "--folded", "one of the traces: it would be overwritten")
+    assert_usage(invoke(trace, "--idle-folded", trace), "--idle-folded", "overwritten")
+    assert trace.read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["folder", "missing", "device"])
+def test_an_output_that_cannot_be_a_file_is_refused_before_the_analysis(trace, tmp_path, where):
+    target = {"folder": tmp_path, "missing": tmp_path / "no" / "x.folded", "device": "/dev/full"}[where]
+    if where == "device" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    assert_usage(invoke(trace, "--folded", target), "--folded")
+
+
+def test_the_two_outputs_naming_one_file_are_refused(trace, tmp_path):
+    out = tmp_path / "x.folded"
+    assert_usage(invoke(trace, "--folded", out, "--idle-folded", out), "name the same file")
+
+
+def test_the_outputs_are_written(trace, tmp_path):
+    result = invoke(trace, "--folded", tmp_path / "a.folded", "--idle-folded", tmp_path / "b.folded")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "a.folded").read_text().strip() and not list(tmp_path.glob(".a.folded.*"))
+
+
+@pytest.mark.parametrize("price", ["inf", "-inf", "nan", "1e308", "1e999", "-1", "99999999999999999999"])
+def test_a_price_no_gpu_hour_has_is_refused(trace, price):
+    assert_usage(invoke(trace, "--price-per-gpu-hour", price), "--price-per-gpu-hour")
+
+
+def test_a_trace_given_twice_is_refused(trace):
+    assert_usage(invoke(trace, trace), "given twice")
+
+
+def test_an_id_past_int64_reads_as_none(tmp_path):
+    events = host_events(CURRENT) + gpu_events(CURRENT)
+    kernel = next(e for e in events if e.get("cat") == CURRENT["kernel"])
+    kernel["args"]["correlation"] = 10 ** 25
+    loaded = read_trace(write_trace(tmp_path, trace_doc(events)))
+    assert loaded.correlation.min() >= -1
