@@ -206,7 +206,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
         problems.append(f"[case].cost_basis: expected one of {', '.join(map(repr, COST_BASES))}, got {shown(basis)}")
     tolerance = _decimal(head, "tolerance", "0.02", problems, lo=Decimal(0), hi=Decimal(1))
     target = _decimal(head, "target_utilisation", "0.8", problems, lo=Decimal("0.01"), hi=Decimal(1))
-    rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal("0.01"))
+    rate = _decimal(head, "loaded_rate", None, problems, lo=Decimal("0.01"), hi=MAX_RATE)
     step = _duration(head, "step", None, "[case]", problems)
     name = head.get("name", path.parent.name)
     if isinstance(name, (dict, list)):
@@ -235,7 +235,7 @@ def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
     """``horizon_months``, ``loaded_rate_range`` / ``target_utilisation_range`` ([low, high]) and ``owner_tag``."""
     out: dict[str, Any] = {"horizon_months": _decimal(head, "horizon_months", "12", problems, lo=Decimal(1),
                                                       hi=Decimal(600)) or Decimal(12)}
-    for key, hi in (("loaded_rate_range", None), ("target_utilisation_range", Decimal(1))):
+    for key, hi in (("loaded_rate_range", MAX_RATE), ("target_utilisation_range", Decimal(1))):
         value = head.get(key)
         if value is None:
             continue
@@ -431,9 +431,9 @@ def _options(raw, problems) -> dict[str, dict]:
     return out
 
 
-#: an option's figures given as low / expected / high, with the range each band takes
-OPTION_BANDS = ("low", "expected", "high")
-BAND_KEYS = {"recoverable": (0, 1), "effort_hours": (0, float("inf"))}
+#: an option's bands and each one's range; the largest loaded rate (an hour) and run cost (a month)
+OPTION_BANDS, BAND_KEYS = ("low", "expected", "high"), {"recoverable": (0, 1), "effort_hours": (0, 1e6)}
+MAX_RATE, MAX_RUN_COST = Decimal(10) ** 9, 1e12
 
 
 def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
@@ -447,21 +447,21 @@ def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
         given = [value[b] for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) else []
         bands = [float(v) for v in given if _finite(v)]
         if len(bands) != len(OPTION_BANDS) or not all(low <= v <= high for v in bands) or bands != sorted(bands):
-            bound = f"from {low} to {high}" if high != float("inf") else f"≥ {low}"
+            bound = f"from {low} to {high:g}"
             problems.append(f"{where}.{key}: expected {{ low, expected, high }} of numbers {bound}, "
                             f"low ≤ expected ≤ high, got {shown(value)}")
-    if "run_cost_per_month" in entry and not (_finite(entry["run_cost_per_month"]) and entry["run_cost_per_month"] >= 0):
-        problems.append(f"{where}.run_cost_per_month: expected a number ≥ 0 (money a month, in the case "
-                        f"currency), got {shown(entry['run_cost_per_month'])}")
+    run = entry.get("run_cost_per_month", 0)
+    if not (_finite(run) and 0 <= run < MAX_RUN_COST):
+        problems.append(f"{where}.run_cost_per_month: expected a number from 0 to {MAX_RUN_COST:g} (money a "
+                        f"month, in the case currency), got {shown(run)}")
     for key in ("title", "reason"):
         if key in entry and not isinstance(entry[key], str):
             problems.append(f"{where}.{key}: expected a string, got {shown(entry[key])}")
 
 
 def _finite(value: Any) -> bool:
-    """A number (not a boolean) that is finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-        and value not in (float("inf"), float("-inf"))
+    """A number (not a boolean), finite as a float (an integer of 400 digits is not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308
 
 
 def _model_inputs(entry: dict, where: str, problems: list[str]) -> dict:

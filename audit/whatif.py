@@ -101,11 +101,13 @@ def parse_setting(text: str) -> tuple[tuple[str, ...], Any, str]:
     except tomllib.TOMLDecodeError:
         raise UsageError(f"--set {text!r}: {key!r} is not a TOML key (dotted, e.g. services.chat.min_replicas)") from None
     try:
-        value = tomllib.loads(f"v = {literal}")["v"]
-    except tomllib.TOMLDecodeError:
-        raise UsageError(f"--set {key}: {literal!r} is not a TOML value (numbers as 0.7, strings in quotes: "
-                         "\"30m\", lists as [\"a\"])") from None
-    return path, value, key
+        parsed = tomllib.loads(f"v = {literal}")
+    except (tomllib.TOMLDecodeError, ValueError):  # ValueError: an integer of more than 4,300 digits
+        parsed = {}
+    if set(parsed) != {"v"}:  # nothing, or more than one value (a newline and another key or table)
+        raise UsageError(f"--set {key}: {literal!r} is not a TOML value (one value: numbers as 0.7, strings in quotes: "
+                         "\"30m\", lists as [\"a\"])")
+    return path, parsed["v"], key
 
 
 def _key_path(table: dict) -> tuple[str, ...]:

@@ -37,6 +37,8 @@ def init(folder: Path = typer.Argument(..., help="folder to create the case in")
         raise UsageError(f"unexpected argument {more[0]!r}: sources follow --from "
                          f"(costaudit init {folder} --from SOURCE…)")
     sources = list(sources or []) + list(more or [])
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder} exists and is not a folder: give the folder to write case.toml into")
     if not sources:
         if window and window[0]:
             raise UsageError("--window needs --from (the template's window is yours to write)")

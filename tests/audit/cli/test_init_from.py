@@ -49,6 +49,12 @@ def test_init_bad_arguments_are_one_line(tmp_path):
     assert window.returncode == 1 and "the end must come after the start" in window.stderr
     lone = costaudit("init", tmp_path / "w", "--window", "2026-09-01", "2026-10-01")
     assert lone.returncode == 1 and "--window needs --from" in lone.stderr
+    a_file = tmp_path / "audit.json"  # before: FileExistsError, a traceback
+    a_file.write_text("{}")
+    for args in (("--from", BILL), ()):
+        done = costaudit("init", a_file, *args)
+        assert done.returncode == 1 and "exists and is not a folder" in done.stderr and "Traceback" not in done.stderr
+    assert a_file.read_text() == "{}"
 
 
 def test_init_from_with_a_window_clips_the_case(tmp_path):

@@ -133,6 +133,13 @@ def test_a_change_to_what_is_read_is_refused(setting):
     ("services.chat.min_replicas=two", "not a TOML value"),
     ("options.right_size_replicas.recoverable.expected=2", "from 0 to 1"),
     ('allocation.key="gpu_cots"', "did you mean 'gpu_cost'"),
+    # before: a traceback (loaded_rate 1e308, run cost 1e308, a 5,000-digit integer), or the value's
+    # first line applied and the rest dropped without a word
+    ("loaded_rate=1e308", "[case].loaded_rate"),
+    ("loaded_rate=" + "9" * 5000, "not a TOML value"),
+    ("options.right_size_replicas.run_cost_per_month=1e308", "run_cost_per_month"),
+    ('name="x"\n[case]\nloaded_rate=1', "not a TOML value (one value"),
+    ("loaded_rate=1\nloaded_rate=2", "not a TOML value (one value"),
 ])
 def test_a_bad_value_is_exit_1_naming_the_key(tmp_path, setting, words):
     out = tmp_path / "out"
