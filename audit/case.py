@@ -43,7 +43,7 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "workgroup", "database", "output_location", "catalog", "view", "service", "health_path", "path_filter",
                "token_env", "username_env", "password_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s", "parallel_queries",
-               "node", "utc_offset", "start", "interval_ms", "contract_commitment"}
+               "node", "utc_offset", "start", "interval_ms", "contract_commitment", "results"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SCOPE_KEYS = {"accounts", "services", "tags"}
 OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title",
@@ -300,7 +300,7 @@ def _decimal(table, key, default, problems, lo=None, hi=None) -> Decimal | None:
         problems.append(f"[case].{key}: expected a number, got {shown(value)}")
         return None
     if (lo is not None and number < lo) or (hi is not None and number > hi):
-        problems.append(f"[case].{key}: expected a number between {lo} and {hi if hi is not None else '∞'}")
+        problems.append(f"[case].{key}: expected a number between {lo} and {f'{hi:,}' if hi is not None else '∞'}")
     return number
 
 

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from audit.patterns import search
+
 #: values listed after "present:" (nearest first), then how many more
 LISTED = 5
 #: characters a value may show
@@ -95,7 +97,7 @@ def _regex_forms(pattern: str) -> list[str]:
 
 def _search(regex: str, value: str) -> bool:
     try:
-        return re.search(regex, value) is not None
+        return search(regex, value)
     except (re.error, RecursionError, OverflowError):
         return False
 

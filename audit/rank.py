@@ -180,7 +180,9 @@ def rank_options(given: RankInput) -> list[Option]:
     committed = committed_share(given.charges)
     per_month = MONTH_DAYS / case.days
     options = []
-    for spec, overridden in merged_catalogue(case.option_overrides, case.path):
+    merged = merged_catalogue(case.option_overrides, case.path)
+    specs = [spec for spec, _ in merged]
+    for spec, overridden in merged:
         part = spec["acts_on"]
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
@@ -188,16 +190,15 @@ def rank_options(given: RankInput) -> list[Option]:
         options.append(option)  # audit/plan.py says what of its saving lies on committed capacity
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
-        [spec for spec, _ in merged_catalogue(case.option_overrides, case.path)], committed,
-        target_models(merged_catalogue(case.option_overrides, case.path), given)))
+        specs, committed, target_models(specs, given)))
 
 
-def target_models(specs, given: RankInput) -> dict[str, Callable[[Decimal], Decimal]]:
+def target_models(specs: Sequence[Mapping[str, Any]], given: RankInput) -> dict[str, Callable[[Decimal], Decimal]]:
     """Per option whose saving depends on the case's target utilisation, that saving as a function
     of it: the whole-replicas base (right-size) and the autoscaling replay (the case's policy it
     improves on is replayed at the target)."""
     out: dict[str, Callable[[Decimal], Decimal]] = {}
-    for spec, _ in specs:
+    for spec in specs:
         if spec.get("pricing") == "whole_replicas":
             out[spec["id"]] = partial(_replicas_base, given)
         elif spec.get("model") == "autoscale":

@@ -5,13 +5,13 @@ audit.json writer.
 """
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from audit.case import Service
+from audit.patterns import search
 from connectors.telemetry.distinct import by_values
 
 #: (namespace, pod) -> the model name the pod serves
@@ -32,7 +32,7 @@ def service_of(labels: Mapping[str, str], services: Mapping[str, Service], pod_m
 def matches(pattern: str, value: str) -> bool:
     """A case value matches: exactly, or ``re:<regex>`` searched (the case checked the regex)."""
     if pattern.startswith("re:"):
-        return re.search(pattern[3:], value) is not None
+        return search(pattern[3:], value)
     return pattern == value
 
 

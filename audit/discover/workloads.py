@@ -20,6 +20,7 @@ from datetime import datetime
 import pandas as pd
 
 from audit.discover.read import Read
+from audit.patterns import search
 
 #: characters of a Kubernetes generated suffix (k8s.io/apimachinery rand.SafeEncodeString)
 SAFE = "bcdfghjklmnpqrstvwxz2456789"
@@ -252,6 +253,6 @@ def fit_matchers(workloads: list[Workload]) -> None:
 def _caught(pattern: str, work: Workload, workloads: list[Workload]) -> set[str]:
     """Pods of other workloads in the same namespace that ``pattern`` matches."""
     def hit(pod: str) -> bool:
-        return bool(re.search(pattern[3:], pod)) if pattern.startswith("re:") else pod == pattern
+        return search(pattern[3:], pod) if pattern.startswith("re:") else pod == pattern
     return {pod for other in workloads if other is not work and other.namespace == work.namespace
             for pod in other.pods if hit(pod)}

@@ -9,7 +9,7 @@ the file and the key (``services.chat.daily[3].parts``); nothing is written.
 from __future__ import annotations
 
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from connectors.errors import InputError
@@ -136,9 +136,23 @@ def _bands(audit, bands: Any, where: str) -> None:
 
 
 def _amount(audit, value: Any, where: str, negative: bool = True):
-    from audit.review.load import decimal_of
-
     number = decimal_of(audit, value, where)
     if not negative and number < 0:
         raise InputError(audit.path, f"{where} is {value!r}, a negative figure", expected="a figure ≥ 0")
+    return number
+
+
+def decimal_of(audit, value: Any, where: str) -> Decimal:
+    """``value`` (a decimal string or an int) as Decimal; InputError naming the file and key if not."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(audit.path, f"{where} is {value!r}, not a decimal number")
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise InputError(audit.path, f"{where} is {value!r}, not a decimal number") from None
+    if not number.is_finite():
+        raise InputError(audit.path, f"{where} is {value!r}, not a finite number")
+    if number and number.adjusted() >= MAX_EXPONENT:
+        raise InputError(audit.path, f"{where} is {value!r}, past 10^{MAX_EXPONENT}",
+                         expected="a figure an audit writes")
     return number

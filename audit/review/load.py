@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from audit.review.check import MAX_EXPONENT, check_document
+from audit.review.check import MAX_EXPONENT, check_document, decimal_of
 from connectors.bounds import FILE, check_source_path, nested_too_deep
 from connectors.errors import InputError
 
@@ -58,22 +58,6 @@ class Audit:
     @property
     def name(self) -> str:
         return str(self.document.get("case"))
-
-
-def decimal_of(audit: Audit, value: Any, where: str) -> Decimal:
-    """``value`` (a decimal string or an int) as Decimal; InputError naming the file and key if not."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputError(audit.path, f"{where} is {value!r}, not a decimal number")
-    try:
-        number = Decimal(value)
-    except InvalidOperation:
-        raise InputError(audit.path, f"{where} is {value!r}, not a decimal number") from None
-    if not number.is_finite():
-        raise InputError(audit.path, f"{where} is {value!r}, not a finite number")
-    if number and number.adjusted() >= MAX_EXPONENT:
-        raise InputError(audit.path, f"{where} is {value!r}, past 10^{MAX_EXPONENT}",
-                         expected="a figure an audit writes")
-    return number
 
 
 def fraction_of(audit: Audit, value: Any, where: str) -> Fraction:

@@ -53,7 +53,7 @@ def audit(frame) -> dict:
     return to_dict(audit_collected(month_case(), Collected((frame,))))
 
 
-def test_the_audit_through_athena_equals_the_audit_of_the_local_file(moto, glue, proxy):  # noqa: F811
+def test_the_audit_through_athena_equals_the_audit_of_the_local_file(moto, glue, proxy):
     names, rows = local_rows(MONTH)
     seed(moto, names, rows)
     spec = SourceSpec("cur", "billing", "athena", None, options(proxy.url))
@@ -133,7 +133,7 @@ def seed_cloudgen_table(moto, path: Path, window) -> None:
                                                              for r in rows])
 
 
-def test_a_held_out_style_eks_case_through_athena_equals_its_local_export(moto, glue, proxy, eks_day,  # noqa: F811
+def test_a_held_out_style_eks_case_through_athena_equals_its_local_export(moto, glue, proxy, eks_day,
                                                                           tmp_path):
     """Issue 18's bar on a generated case: the whole audit (telemetry, the profile, the GPU split and
     the options) gives the same audit.json whether its CUR 2.0 export is read as files (``cur``) or
