@@ -27,6 +27,10 @@ def time_column(path: Path, first: int, keep: np.ndarray, events: list, values: 
         column = np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
         _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
+    # a JSON true or false reads as 1.0 or 0.0: only those values are looked at for one
+    ones = np.flatnonzero((column == 1.0) | (column == 0.0)).tolist()
+    if ones and any(values[i].__class__ is bool for i in ones):
+        _raise_bad_time(path, first, keep.tolist(), [events[i] for i in keep.tolist()], field)
     finite = np.isfinite(column) & (np.abs(column) <= MAX_US)
     if field == "dur" and not finite.all():
         finite |= np.isnan(column) & np.fromiter((v is None for v in values), dtype=bool, count=len(values))
@@ -42,7 +46,7 @@ def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> NoR
         if field == "dur" and value is None:
             continue
         try:
-            number = float(value)
+            number = None if value.__class__ is bool else float(value)
         except (TypeError, ValueError):
             number = None
         if number is None or not math.isfinite(number) or abs(number) > MAX_US:

@@ -171,6 +171,13 @@ def test_memcpy_category():
          "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}])).encode(), "no GPU kernel event, only memcpy"),
     ("badts.json", json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon",
                                                  "dur": 1}]}).encode(), "ts is 'soon'"),
+    # a JSON true read as 1 us of kernel time (before: busy and the window moved, no word)
+    ("booldur.json", json.dumps(trace_doc(gpu_events(CURRENT) + [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 40, "dur": True, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7}}])).encode(), "dur is True"),
+    ("boolts.json", json.dumps(trace_doc(gpu_events(CURRENT) + [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": False, "dur": 3, "pid": 0, "tid": 7,
+         "args": {"device": 0, "stream": 7}}])).encode(), "ts is False"),
     ("badargs.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "args": [1]}]}',
      "unexpected trace structure"),
 ])
