@@ -99,6 +99,23 @@ def test_options_ranked_by_expected_payback(audit):
         assert high is not None or Decimal(o["monthly_saving"]["low"]) <= 0  # null only without a low saving
 
 
+def test_every_option_has_a_break_even_and_the_savings_that_depend_on_u_a_target_row(audit):
+    """METHOD §7: a break-even monthly saving for each option (unranked ones had null), and the target
+    utilisation's low and high for the options whose saving depends on it (the autoscaling policy had
+    none); the demo's 300 s reaction at a 1 h step is said to change nothing."""
+    by_id = {o["id"]: o for o in audit["options"]}
+    horizon = Decimal(by_id["right_size_replicas"]["horizon_months"])
+    for o in audit["options"]:
+        assert Decimal(o["break_even_monthly_saving"]) == (Decimal(o["one_off_cost"]["expected"]) / horizon
+                                                            ).quantize(Decimal("0.01")), o["id"]
+    for option_id in ("right_size_replicas", "autoscaling_policy"):
+        rows = [r for r in by_id[option_id]["sensitivity"] if r["input"] == "target utilisation"]
+        assert [(r["low"], r["high"]) for r in rows] == [("0.7", "0.9")], option_id
+    assert Decimal(by_id["autoscaling_policy"]["sensitivity"][-1]["payback_at_low"]) < \
+        Decimal(by_id["autoscaling_policy"]["payback_months"]["expected"])
+    assert "300 s reaction changes nothing at the case's 3600 s step" in by_id["autoscaling_policy"]["basis_note"]
+
+
 def test_demo_pdf_page_one_shows_audit_figures(audit, tmp_path):
     import subprocess
 
