@@ -113,9 +113,25 @@ def test_deep_nesting_and_size_are_refused_before_a_review(tmp_path, monkeypatch
     assert result.exit_code == 1 and "at most 1,000 bytes" in result.output
 
 
-def test_the_pair_itself_is_reviewed(tmp_path):
-    earlier, later = pair()
+def realised_of(tmp_path, earlier: dict, later: dict) -> dict:
+    tmp_path.mkdir()
     result = run(tmp_path, earlier, later)
     assert result.exit_code == 0, result.output
-    found = json.loads((tmp_path / "out" / "review.json").read_text())["pairs"][0]["realised"][0]
-    assert found["verdict"] != "not measured" or "no verdict" in (found["note"] or "")
+    return json.loads((tmp_path / "out" / "review.json").read_text())["pairs"][0]["realised"][0]
+
+
+def test_the_pair_itself_is_reviewed(tmp_path):
+    """The well-formed pair: flat GPU-seconds per request around the ship date realise nothing, behind
+    a projection of 1-3 a month; 100 -> 80 GPU-seconds a day after it realise 0.02 s a request x
+    1,000 requests a day x 30.4375 days x 2.00 a GPU-second = 1,217.50 a month, ahead of it."""
+    earlier, later = pair()
+    flat = realised_of(tmp_path / "flat", earlier, later)
+    assert (flat["realised"], flat["verdict"]) == ("0.00", "behind")
+    assert (flat["evidence"]["days_before"], flat["evidence"]["days_after"]) == (5, 5)
+    for day in later["services"]["chat"]["daily"]:
+        if day["day"] >= "2026-08-15":
+            day["parts"][PART] = {"cost": "160", "gpu_seconds": "80"}
+    cut = realised_of(tmp_path / "cut", earlier, later)
+    assert (cut["realised"], cut["verdict"]) == ("1217.50", "ahead")
+    assert cut["evidence"]["per_request_after"] == "0.080000000000"
+    assert cut["evidence"]["monthly_requests_after"] == "30437.50"
