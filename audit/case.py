@@ -26,7 +26,7 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
 )
 from audit.errors import ConfigError
 from connectors.base import url_credential_problems
-from connectors.bounds import check_source_path, shown
+from connectors.bounds import check_source_path, finite_number, shown
 from connectors.errors import InputError
 from schemas.secrets import remember_env
 
@@ -445,23 +445,18 @@ def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
             continue
         value = entry[key]
         given = [value[b] for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) else []
-        bands = [float(v) for v in given if _finite(v)]
+        bands = [float(v) for v in given if finite_number(v)]
         if len(bands) != len(OPTION_BANDS) or not all(low <= v <= high for v in bands) or bands != sorted(bands):
-            bound = f"from {low} to {high:g}"
+            bound = f"from {low} to {high:,.0f}"
             problems.append(f"{where}.{key}: expected {{ low, expected, high }} of numbers {bound}, "
                             f"low ≤ expected ≤ high, got {shown(value)}")
     run = entry.get("run_cost_per_month", 0)
-    if not (_finite(run) and 0 <= run < MAX_RUN_COST):
+    if not (finite_number(run) and 0 <= run < MAX_RUN_COST):
         problems.append(f"{where}.run_cost_per_month: expected a number from 0 to {MAX_RUN_COST:g} (money a "
                         f"month, in the case currency), got {shown(run)}")
     for key in ("title", "reason"):
         if key in entry and not isinstance(entry[key], str):
             problems.append(f"{where}.{key}: expected a string, got {shown(entry[key])}")
-
-
-def _finite(value: Any) -> bool:
-    """A number (not a boolean), finite as a float (an integer of 400 digits is not)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308
 
 
 def _model_inputs(entry: dict, where: str, problems: list[str]) -> dict:

@@ -5,8 +5,8 @@
 ``options.right_size_replicas.recoverable.expected``, ``allocation.key``) and a TOML literal (``2``,
 ``0.7``, ``"30m"``). The key is checked here (an unknown one names the nearest valid key); the value is
 written into the case's TOML document and checked by the case's own validation
-(:func:`audit.case.load_case`), except the ``[[options]]`` figures, which the case file does not
-check and this module does. A key that changes what is read (a source, the window, the step, the
+(:func:`audit.case.load_case`), ``[[options]]`` figures included (a band set alone is checked with
+the bands it joins). A key that changes what is read (a source, the window, the step, the
 currency) is refused: what-if changes settings, not sources. The sources are then read once and both
 cases audited on them (:func:`audit.pipeline.audit_on_one_reading`); the comparison is
 audit/whatif_plan.py.
@@ -14,7 +14,6 @@ audit/whatif_plan.py.
 from __future__ import annotations
 
 import difflib
-import math
 import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -197,7 +196,6 @@ def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Chang
     """An ``[[options]]`` figure: the entry of that id (added when the case has none); a band set
     alone keeps the other bands (the case's, else the catalogue's)."""
     option_id, name, band = path[1], path[2], (path[3] if len(path) > 3 else None)
-    _check_option_value(key, name, band, value)
     entries = raw.setdefault("options", [])
     if not isinstance(entries, list):
         raise UsageError(f"--set {key}: [[options]] in the case file is not an array of tables")
@@ -215,31 +213,6 @@ def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Chang
     bands[band] = value
     entry[name] = bands
     return Change(key, path, before, value)
-
-
-def _check_option_value(key: str, name: str, band: str | None, value: Any) -> None:
-    """The case file does not check option figures (rank reads them): a band is a number in its
-    range, a band table has the three bands, run cost a number ≥ 0, a title or reason a string."""
-    if name in BAND_KEYS:
-        low, high = BAND_KEYS[name]
-        values = [value] if band is not None else (
-            [value.get(b) for b in BANDS] if isinstance(value, dict) and set(value) == set(BANDS) else [None])
-        if not all(_within(v, low, high) for v in values):
-            what = "a number" if band is not None else "a table { low = …, expected = …, high = … } of numbers"
-            bound = f"from {low} to {high}" if high != math.inf else f"≥ {low}"
-            raise UsageError(f"--set {key}: expected {what} {bound}, got {value!r}")
-    elif name == "run_cost_per_month" and not (_number(value) and value >= 0):
-        raise UsageError(f"--set {key}: expected a number ≥ 0 (money a month, in the case currency), got {value!r}")
-    elif name in ("title", "reason") and not isinstance(value, str):
-        raise UsageError(f"--set {key}: expected a string in quotes, got {value!r}")
-
-
-def _within(value: Any, low: float, high: float) -> bool:
-    return _number(value) and low <= value <= high
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _same_reading(case: Case, changed: Case) -> None:

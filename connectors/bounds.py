@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import os
 import stat
 import zlib
@@ -43,6 +44,17 @@ def shown(value, limit: int = SHOWN) -> str:
     """``repr(value)`` cut to ``limit`` characters with an ellipsis (for error messages)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def finite_number(value) -> bool:
+    """A JSON or TOML number (not a boolean) that is finite as a float: NaN, infinities and an
+    integer of 400 digits are not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def special_kind(mode: int) -> str | None:

@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from connectors.bounds import FILE, check_source_path, nested_too_deep, shown
+from connectors.bounds import FILE, check_source_path, finite_number, nested_too_deep, shown
 from connectors.errors import InputError
 
 #: the bundle versions this reader knows (``collector.profile.BUNDLE_VERSION``)
@@ -114,13 +114,7 @@ def number(file: Path, value, field: str, high: float = math.inf, nullable: bool
     """A finite number from 0 to ``high`` (never a boolean); None where ``nullable`` and absent."""
     if value is None and nullable:
         return None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if ok:
-        try:
-            ok = math.isfinite(float(value)) and 0 <= float(value) <= high
-        except OverflowError:
-            ok = False
-    if not ok:
+    if not (finite_number(value) and 0 <= float(value) <= high):
         span = "from 0 to 1" if high == 1.0 else "a finite number ≥ 0"
         raise InputError(file, f"{field.rpartition('.')[2]} is {shown(value)}", column=field,
                          expected=span + (" or null" if nullable else ""))

@@ -138,6 +138,11 @@ def test_a_change_to_what_is_read_is_refused(setting):
     ("loaded_rate=1e308", "[case].loaded_rate"),
     ("loaded_rate=" + "9" * 5000, "not a TOML value"),
     ("options.right_size_replicas.run_cost_per_month=1e308", "run_cost_per_month"),
+    ("options.right_size_replicas.run_cost_per_month=" + "9" * 400, "run_cost_per_month"),
+    ("options.right_size_replicas.effort_hours.low=1e7", "effort_hours"),
+    ("options.right_size_replicas.recoverable.low=0.99", "low ≤ expected ≤ high"),
+    ("options.right_size_replicas.recoverable=0.5", "{ low, expected, high }"),
+    ("options.right_size_replicas.title=5", "expected a string"),
     ('name="x"\n[case]\nloaded_rate=1', "not a TOML value (one value"),
     ("loaded_rate=1\nloaded_rate=2", "not a TOML value (one value"),
 ])
