@@ -36,7 +36,8 @@ from audit.ledger import (
     Group,
     NodeCoverage,
 )
-from audit.lines import gpu_hours_of, gpu_sku_model, resource_key
+from audit.line_facts import LineFacts
+from audit.lines import resource_key
 from audit.money import ZERO
 from audit.normalised import NodeMap, Telemetry, node_types
 from audit.services import PodModels, pod_models, service_of
@@ -140,42 +141,6 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
     return out
 
 
-class LineFacts:
-    """What a line's quantities and meter mean for the split, worked out once per distinct
-    (GPUs per instance, pricing quantity, consumed quantity, meter text, period hours):
-    (GPU count, instances billed, whether it bills GPU time)."""
-
-    def __init__(self):
-        self.index: dict[tuple, int] = {}
-        self.facts: list[tuple[int, int, bool]] = []
-        self._meters: dict[str, str] = {}
-
-    def of(self, gpi, pq, cq, text, span: Decimal) -> int:
-        """The index of a line's facts (equal quantities give equal facts, whatever their exponent)."""
-        key = (gpi, pq, cq, text, span)
-        found = self.index.get(key)
-        if found is None:
-            found = self.index[key] = len(self.facts)
-            self.facts.append(self._worked_out(gpi, pq, cq, text, span))
-        return found
-
-    def _worked_out(self, gpi, pq, cq, text, span: Decimal) -> tuple[int, int, bool]:
-        """GPUs: the instance table's, or GPU-meter hours ÷ line hours (GCP); instances: usage hours ÷
-        line hours (1 for per-instance lines); GPU time: a quantity of an instance with GPUs or of a
-        per-GPU meter (the vCPU / RAM part of a machine billed in parts bills none)."""
-        quantity = pq or cq
-        count = int(gpi or 0)
-        if not count:
-            gpu_hours = gpu_hours_of({"pricing_quantity": pq, "consumed_quantity": cq, "gpus_per_instance": gpi,
-                                      "charge_description": text})
-            count = int((gpu_hours / span).to_integral_value()) if span and gpu_hours else 0
-        instances = max(1, int((quantity / span).to_integral_value())) if gpi and quantity and span else 1
-        if not gpi and text not in self._meters:
-            self._meters[text] = gpu_sku_model({"charge_description": text})
-        counts_time = bool(quantity) and (bool(gpi) or bool(self._meters[text]))
-        return count, instances, counts_time
-
-
 class LinePlan:
     """What the split reads of each line, worked out once for both ways of walking them: its
     resource (key), its facts, its key's GPU count (the most any of the key's lines gives) and its
@@ -276,7 +241,7 @@ class GpuSplitter:
         for resource, key, period, fact, text, kind, net, gross, priced in zip(
                 plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
                 lines["instance_type"], lines["net"], lines["pretax"], lines["priced"]):
-            _, instances, counts_time = plan.facts.facts[fact]
+            _, instances, time_code = plan.facts.facts[fact]
             known = self.nodes_of_resource.get(resource, ())
             turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
             turns[(resource, period, text)] += 1
@@ -292,10 +257,11 @@ class GpuSplitter:
                 continue
             cover.gpus = max(cover.gpus, count)
             share = count * instances
+            occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
                 money = (net * part / share, gross * part / share, priced * part / share)
                 for node in nodes:
-                    self._add_interval(node, ts, overlap, counts_time, count, money, cover)
+                    self._add_interval(node, ts, overlap, occupancy, count, money, cover)
 
     def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
         """A billed resource's coverage, as its first line gives it."""
@@ -325,7 +291,7 @@ class GpuSplitter:
                 "fact": plan.fact, "kind": lines["instance_type"],
                 "parts": [bool(plan.grids[p][1]) for p in lines.period],
                 "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"]}
-        facts = pd.DataFrame(plan.facts.facts, columns=["gpus", "instances", "counts_time"]).rename_axis("fact")
+        facts = pd.DataFrame(plan.facts.facts, columns=["gpus", "instances", "time_code"]).rename_axis("fact")
         from audit import split_sql
 
         prepared = split_sql.tables(rows, facts.reset_index(), self.nodes_of_resource)
@@ -342,21 +308,22 @@ class GpuSplitter:
             cover = self.coverage[rkey] = self._cover(resource, known, nodes, kind)
             if has_parts and gpus > 0:
                 cover.gpus = gpus
-        for rkey, node, period, gpus, counts_time, instances, placements, net, gross, priced in sum_rows:
+        for rkey, node, period, gpus, time_code, instances, placements, net, gross, priced in sum_rows:
             grid, parts = plan.grids[period]
             cover, share = self.coverage[rkey], gpus * instances
+            occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
                 money = (net * part / share, gross * part / share, priced * part / share)
-                self._add_interval(node, ts, overlap, counts_time, gpus, money, cover, placements)
+                self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements)
 
-    def _add_interval(self, node, ts, overlap, counts_time, gpus, money, cover, lines: int = 1) -> None:
+    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1) -> None:
         """One line's share of one node's GPUs in one interval (or the summed money of ``lines`` such
-        placements), added to each holder's group. A line that bills no GPU time (the core / RAM part
-        of a machine billed in parts) adds money only: neither seconds nor GPUs, which the GPU meter's
-        line counts (once)."""
-        if not counts_time:
-            overlap = ZERO
-        time = overlap * lines
+        placements), added to each holder's group. Its GPU time is the overlap × the line's occupancy
+        (:mod:`audit.line_facts`: the share of its period it bills); a line that bills no GPU time (the
+        core / RAM part of a machine billed in parts, occupancy 0) adds money only: neither seconds nor
+        GPUs, which the GPU meter's line counts (once)."""
+        counts_time = occupancy != 0
+        time = (overlap if occupancy == 1 else overlap * occupancy) * lines
         cover.paid_seconds += time * gpus
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed

@@ -8,14 +8,15 @@ sqlglot for DuckDB, BigQuery and Trino (Athena): :func:`render`. What the engine
 * its turn among the lines of its resource, period and meter, and the nodes its instances cover
   (a scale set billed one row per VM takes the resource's nodes in turn, as
   :func:`audit.gpusplit.taken_in_turn` does);
-* per (resource key, node, billing period, GPU count, counts-time, instances) the sums of its
+* per (resource key, node, billing period, GPU count, time code, instances) the sums of its
   net, gross and priced money and the number of (line, node) placements: :data:`SUMS`.
 
 What stays ours: a billing period's intervals and their parts of it (worked out once per period;
 the engine is told only whether a line's period bills time in the window), what a line's quantities
 and meter mean, computed once per distinct value and handed to the engine as small tables
-(``split_facts``: GPU count, instances, whether it bills GPU time: Decimal rules with half-even
-rounding that no two engines spell alike), and each resource's known nodes (``split_nodes``).
+(``split_facts``: GPU count, instances, and a time code, the index of the share of its period it
+bills GPU time for in :class:`audit.line_facts.LineFacts`: Decimal rules with half-even rounding
+that no two engines spell alike), and each resource's known nodes (``split_nodes``).
 Money travels as integer limbs (:mod:`audit.split_limbs`), so every engine's sums are exact and
 the same; the division by the period's seconds and the share happens once per key, in Python.
 """
@@ -42,7 +43,7 @@ MONEY = ("net", "gross", "priced")
 # same period and meter; then each (line, node) placement.
 _PLACED = """
 WITH keyed AS (
-  SELECT l.*, f.instances, f.counts_time,
+  SELECT l.*, f.instances, f.time_code,
     MAX(f.gpus) OVER (PARTITION BY l.rkey) AS gpus,
     ROW_NUMBER() OVER (PARTITION BY l.resource, l.period, l.meter ORDER BY l.ord) - 1 AS turn
   FROM split_lines AS l JOIN split_facts AS f ON f.fact = l.fact
@@ -63,11 +64,11 @@ WITH keyed AS (
 #: money goes to each interval of its period by the interval's part, on our side: the engine never
 #: multiplies rows by intervals.
 SUMS = _PLACED + """
-SELECT p.rkey, p.node, p.period, p.gpus, p.counts_time, p.instances,
+SELECT p.rkey, p.node, p.period, p.gpus, p.time_code, p.instances,
   MIN(p.ord) AS first, MIN(p.i) AS i, COUNT(*) AS placements, {sums}
 FROM placed AS p
 WHERE p.parts AND p.gpus > 0
-GROUP BY p.rkey, p.node, p.period, p.gpus, p.counts_time, p.instances
+GROUP BY p.rkey, p.node, p.period, p.gpus, p.time_code, p.instances
 ORDER BY first, i, p.node
 """
 
@@ -97,7 +98,7 @@ class Tables:
 def tables(line_rows: Mapping[str, Sequence], facts: pd.DataFrame, nodes_of_resource: Mapping[str, Sequence[str]]) -> Tables:
     """The stand-in tables: ``line_rows`` holds each line's ord, rkey, resource, period, meter,
     fact, kind, parts (whether its period bills time in the window) and money (Decimals);
-    ``facts`` (fact, gpus, instances, counts_time) is ready; the known nodes come from telemetry."""
+    ``facts`` (fact, gpus, instances, time_code) is ready; the known nodes come from telemetry."""
     money = [list(line_rows[m]) for m in MONEY]
     scale = scale_of(money)
     split = [limbs(values, scale) for values in money]
@@ -157,7 +158,7 @@ def run_duckdb(prepared: Tables) -> tuple[list[tuple], list[tuple]]:
 
 
 def key_sums(rows: Sequence[tuple], prepared: Tables) -> list[tuple]:
-    """The engine's ``SUMS`` rows as (rkey, node, period, gpus, counts_time, instances, placements,
+    """The engine's ``SUMS`` rows as (rkey, node, period, gpus, time_code, instances, placements,
     net, gross, priced), the money put back together exactly."""
     out = []
     count = prepared.limbs

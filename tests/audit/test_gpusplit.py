@@ -245,3 +245,29 @@ def test_unmeasured_gpus_take_the_scheduler_s_requests_in_turn():
     assert [(h, n, pod, owner) for h, n, _, _, pod, owner in rest] == [
         ("__no_sample__", 2, "chat-1", "chat"), ("__no_sample__", 1, "nb-0", ""), ("__no_sample__", 2, "", "")]
     assert left == []
+
+
+def test_a_line_that_bills_part_of_its_period_pays_for_that_part_of_the_gpu_time():
+    """A g5 instance that ran 18 minutes of the hour is billed 0.3 instance-hours over a one-hour
+    period (the FOCUS sample's partial hours): it paid 0.3 GPU-hours, not 1 (before: 1.00, and its
+    GPU-second priced at 0.49 an hour), so its GPU-seconds are 0.3 × 3600 and the money stays whole.
+    A GCP GPU meter of 0.5 GPU-hours in an hour bills one GPU for half of it (before: no GPU, so
+    its money reached no GPU-interval)."""
+    g5 = gpu_line(1, resource_id="i-g5", instance_type="g5.4xlarge", gpus_per_instance=1,
+                  pricing_quantity=Decimal("0.3"), consumed_quantity=Decimal("0.3"), net=Decimal("0.4872"),
+                  pretax=Decimal("0.4872"), priced=Decimal("0.4872"))
+    meter = gpu_line(2, resource_id="g2-1", instance_type="", gpus_per_instance=0, pricing_quantity=Decimal("0.5"),
+                     consumed_quantity=Decimal("0.5"), charge_description="Nvidia L4 GPU running in Americas",
+                     net=Decimal("0.35"), pretax=Decimal("0.35"), priced=Decimal("0.35"))
+    splitter = split([g5, meter])
+    assert splitter.coverage["i-g5"].paid_seconds == Decimal("1080.0")
+    assert splitter.coverage["g2-1"].paid_seconds == Decimal("1800.0")
+    group = splitter.groups[(NOT_IN_TELEMETRY, H0.to_pydatetime())]
+    assert (group.gpus, group.paid, group.paid_seconds) == (2, Decimal("0.8372"), Decimal("2880.0"))
+    assert group.paid / group.paid_seconds * 3600 == Decimal("1.0465")  # (0.4872 + 0.35) / 0.8 GPU-hours
+
+
+def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_than_the_period():
+    """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour."""
+    line = gpu_line(1, gpus_per_instance=1, pricing_quantity=Decimal("1.2"), consumed_quantity=Decimal("1.2"))
+    assert split([line]).coverage["i-1"].paid_seconds == 3600
