@@ -15,6 +15,8 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
 * ``service_claim``: a service's ``tags`` / ``resource_ids`` claim that no billing line carries
   (audit/fit_claims.py);
+* ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
+  first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
@@ -50,6 +52,7 @@ from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
+from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
@@ -90,7 +93,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + scope_adjustments_fit(case.scope, lines, classified)
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
-             + claims_taken_fit(case, classified)
+             + claims_taken_fit(case, classified) + unmatched_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))

@@ -689,3 +689,32 @@ def test_without_a_profile_s_traffic_the_reconciliation_is_not_measured(eks, tmp
     recon = json.loads((out / "audit.json").read_text())["reconciliation"]
     assert recon["verdict"] == "not_measured" and recon["gap"] is None and recon["bottom_up"] is None
     assert recon["reason"].startswith("no service's kernel time is estimated from a kernel profile with its traffic")
+
+
+def test_charges_no_rule_classes_are_named_largest_first(eks, tmp_path):
+    """Rule 5: a charge no rule classes is unattributed, and the user is told which, by name, with its
+    amount and share (before: the audit said only "Unmatched invoice lines … no rule matched")."""
+    case = edited(eks, tmp_path, "[case]", "[case]")
+    billing, rows = billing_rows(case)
+    header = rows[0]
+    for name, resource, amount in (("Acme Widget Pro", "acme-1", "5.00"), ("Acme Widget Pro", "acme-2", "2.50"),
+                                   ("Example Search", "", "1.25")):
+        row = list(rows[first_usage(rows, "BilledCost")])
+        for column, value in (("ServiceName", name), ("ResourceId", resource), ("ResourceName", resource),
+                              ("ChargeDescription", f"{name} monthly"), ("ServiceCategory", "Other"),
+                              ("ServiceSubcategory", ""), ("ResourceType", ""), ("SkuId", "acme"),
+                              ("SkuMeter", "acme"), ("SkuPriceDetails", ""), ("x_UsageType", "acme"),
+                              ("x_Operation", ""), ("x_ServiceCode", "acme"), ("Tags", "{}"),
+                              ("BilledCost", amount), ("EffectiveCost", amount), ("ListCost", amount),
+                              ("ContractedCost", amount)):
+            if column in header:
+                row[header.index(column)] = value
+        rows.append(row)
+    write_rows(billing, rows)
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    found = [w for w in warnings_of(result.stderr) if "match no class rule" in w]
+    assert len(found) == 1, result.stderr
+    assert found[0].startswith("3 charge line(s) in scope, 8.75 USD (")
+    assert ("are unattributed: Acme Widget Pro: acme-1 5.00 (1 line); Acme Widget Pro: acme-2 2.50 (1 line); "
+            "Example Search: Example Search monthly 1.25 (1 line).") in found[0]
