@@ -1,7 +1,8 @@
 """Idle-time findings read from the classified gaps (audit/trace/idle.py, METHOD §6).
 
-- ``sync_waste``: the gaps a synchronisation or blocking copy drained (the whole gap, until the next
-  work starts: the article's "synchronise to read top-k for logging, then format the log line"),
+- ``sync_waste``: the gaps a synchronisation or blocking copy drained (until the next launch call, or
+  the caller's return where that is first: the article's "synchronise to read top-k for logging, then
+  format the log line"),
   per call and the call path that issued it, plus GPU idle inside blocking calls that drained no
   gap (the host blocked while the GPU already had nothing queued);
 - ``launch_bound`` / ``host_overhead``: the launch-bound gaps, per path of the work that waited;

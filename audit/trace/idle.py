@@ -11,10 +11,11 @@ that ends the gap ("next") and the runtime call that launched it decide the clas
   replay every gap is this, the replay's kernels being queued by one graph launch);
 - ``sync_drain``: a synchronisation or blocking copy (``blocking_calls``) was blocking the host
   when the GPU went idle, so the host had stopped feeding the queue: the gap is attributed to the
-  call path of that call, host work after it under the same caller included, until the caller
-  returns (the nearest enclosing Python frame other than a built-in's, or user annotation); what
-  is left of the gap after that is classed by what the host does then, as any other gap (a
-  DataLoader step is input wait). Without such a caller in the trace, the whole gap;
+  call path of that call, host work after it under the same caller included, until the next launch
+  (the start of the next runtime call that issued work on the device, METHOD §6) or the caller's
+  return (the nearest enclosing Python frame other than a built-in's, or user annotation),
+  whichever comes first; what is left of the gap after that is classed by what the host does then,
+  as any other gap (inside the launch call: launch-bound; a DataLoader step: input wait);
 - ``copy_bound``: the same, where the blocking call is a pageable host-to-device copy, or the host
   was inside such a copy call (staging the pageable buffer) during the gap;
 - ``input_wait``: the host was in a data-loading frame (``DataLoader``, ``__next__``);
@@ -124,6 +125,7 @@ def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.
     g0 = np.asarray(busy_e[:-1], dtype=np.float64)
     g1 = np.asarray(busy_s[1:], dtype=np.float64)
     nxt = order[np.searchsorted(view.start[order], g1, side="left")]
+    next_launch = _next_launch_starts(view, mine, g0)
     launch = np.asarray(paths.launch_of[nxt], dtype=np.int64)
     has = launch >= 0
     safe = np.maximum(launch, 0)
@@ -140,9 +142,9 @@ def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.
     todo = np.flatnonzero(late & ~in_call)
     cut_at = np.full(g0.size, np.nan)
     if todo.size:
-        _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause, cut_at)
+        _classify_late(view, device, todo, g0, g1, ls, next_launch, launch, category, path, cause, cut_at)
     cuts = np.flatnonzero(~np.isnan(cut_at))
-    if cuts.size:  # a drained gap ends where the sync's caller returned; the rest is a gap of its own
+    if cuts.size:  # a drained gap ends at the next launch or the sync caller's return; the rest is a gap of its own
         n = g0.size
         g0, g1 = np.concatenate([g0, cut_at[cuts]]), np.concatenate([g1, g1[cuts]])
         g1[cuts] = cut_at[cuts]
@@ -150,7 +152,10 @@ def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.
         category = np.concatenate([category, np.full(cuts.size, UNTRACED, dtype=np.int8)])
         path = np.concatenate([path, np.asarray(paths.path_of[nxt[cuts]], dtype=np.int64)])
         cause = np.concatenate([cause, launch[n:]])
-        _by_host(view, np.arange(n, n + cuts.size), g0, g1, ls, launch, category, path, cause)
+        rest = np.arange(n, n + cuts.size)
+        in_launch = rest[g0[rest] >= ls[rest]]           # the host was then in the next work's launch call
+        category[in_launch] = np.where(staging[in_launch], COPY, LAUNCH)
+        _by_host(view, rest[g0[rest] < ls[rest]], g0, g1, ls, launch, category, path, cause)
     # The part of a gap after the call of a pageable host-to-device copy began is the host staging
     # the pageable buffer: copy-bound, at the copy's call path (what precedes the call keeps its class).
     split = np.flatnonzero(late & ~in_call & staging & (ls > g0) & (ls < g1) & (category != COPY))
@@ -173,6 +178,15 @@ def _pageable_htod_calls(view: ProfileView) -> np.ndarray:
     return view.cache["pageable_htod"]
 
 
+def _next_launch_starts(view: ProfileView, mine: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Per time: the start of the first runtime call at or after it that issued GPU work (a kernel
+    launch, a copy, a memset, a graph launch) on the device whose work rows are ``mine``; inf where
+    none. A sync drain ends there: from then on the host is feeding the queue again (METHOD §6)."""
+    rows = np.asarray(view.paths.launch_of[mine], dtype=np.int64)
+    starts = np.append(np.unique(view.trace.start[rows[rows >= 0]].astype(np.float64)), np.inf)
+    return starts[np.searchsorted(starts, times, side="left")]
+
+
 def _drained_by(view: ProfileView, device: int, g0: np.ndarray) -> np.ndarray:
     """Per gap start: the blocking call (waiting on ``device``) that was blocking the host when the
     GPU went idle (start <= g0 < end), the one reaching furthest; -1 if none."""
@@ -193,23 +207,24 @@ def _drained_by(view: ProfileView, device: int, g0: np.ndarray) -> np.ndarray:
     return np.where(ok, rows[best[np.maximum(at, 0)]], -1)
 
 
-def _classify_late(view, device, todo, g0, g1, ls, launch, category, path, cause, cut_at) -> None:
-    """Classify the gaps whose next launch came after the GPU went idle (in place); a drained gap
-    whose sync's caller returned before it ended gets that moment in ``cut_at``."""
+def _classify_late(view, device, todo, g0, g1, ls, next_launch, launch, category, path, cause, cut_at) -> None:
+    """Classify the gaps whose next launch came after the GPU went idle (in place). A drained gap
+    lasts until the next launch call starts or the sync's caller returns, whichever is first; one
+    that ends so before the gap does gets that moment in ``cut_at``. A blocking call with no time
+    left before the next launch (another thread launched as the GPU went idle) drained nothing."""
     paths = view.paths
     drained = _drained_by(view, device, g0[todo])
     pageable = _pageable_htod_calls(view)
-    hit = drained >= 0
-    rows = drained[hit]
-    is_copy = np.isin(rows, pageable)
-    at = todo[hit]
-    category[at] = np.where(is_copy, COPY, SYNC)
+    at, rows = todo[drained >= 0], drained[drained >= 0]
+    stop = np.minimum(_caller_ends(view, rows), next_launch[at])
+    drains = stop > g0[at]
+    at, rows, stop = at[drains], rows[drains], stop[drains]
+    category[at] = np.where(np.isin(rows, pageable), COPY, SYNC)
     cause[at] = rows
     path[at] = [paths.host_path(int(r)) for r in rows.tolist()]
-    returned = _caller_ends(view, rows)
-    early = (returned > g0[at]) & (returned < g1[at])
-    cut_at[at[early]] = returned[early]
-    rest = todo[~hit]
+    early = stop < g1[at]
+    cut_at[at[early]] = stop[early]
+    rest = np.setdiff1d(todo, at, assume_unique=True)
     if rest.size:
         _by_host(view, rest, g0, g1, ls, launch, category, path, cause)
 

@@ -10,6 +10,8 @@ import pytest
 
 from audit.cli.trace import trace_command
 from audit.trace.findings import findings_from_profile, findings_from_traces
+from audit.trace.idle import idle_by_category, idle_groups
+from audit.trace.profile_view import ProfileView
 from connectors.profiles.events import read_trace
 from tests.paths import DATA
 
@@ -59,14 +61,38 @@ def test_sync_waste_counts_the_gap_the_blocking_call_drained(tmp_path):
               kernel(GEMM, 50.0, 10.0, 3)]
     (sync,) = [f for f in findings_from_profile(write(tmp_path, events), "3.60") if f["id"] == "sync_waste"]
     assert sync["kernel"] == "cudaStreamSynchronize" and sync["call_path"] == "aten::item"
-    # the sync was blocking when the GPU went idle (12): the whole gap until the next kernel (50) is
-    # its doing (issue 16), not only the 23 us the host was blocked (12 .. 35)
-    assert sync["gpu_ms"] == "0.038" and sync["evidence"]["gpu_idle_us"] == 38.0
-    assert sync["evidence"]["drained_gaps"] == 1 and sync["evidence"]["drained_idle_us"] == 38.0
-    assert sync["share"] == f"{Decimal(38) / Decimal(58):.6f}"                       # window 2 .. 60
+    # the sync was blocking when the GPU went idle (12): the gap until the next launch call (41) is
+    # its doing (issue 16, METHOD §6), not only the 23 us the host was blocked (12 .. 35); the 9 us
+    # from the launch call to the kernel (41 .. 50) are the launch's (they were counted here, 38 us)
+    assert sync["gpu_ms"] == "0.029" and sync["evidence"]["gpu_idle_us"] == 29.0
+    assert sync["evidence"]["drained_gaps"] == 1 and sync["evidence"]["drained_idle_us"] == 29.0
+    assert sync["share"] == f"{Decimal(29) / Decimal(58):.6f}"                       # window 2 .. 60
     assert sync["bucket"] == "serving_path" and sync["part"] == "in_flight_idle"
-    assert sync["profile_cost"] == "0.000000038"                                     # 38 us at 3.60 / h
-    assert sync["cost"] == str((Decimal(38) / Decimal(58) * Decimal("3.60")).quantize(Decimal("0.0001")))
+    assert sync["profile_cost"] == "0.000000029"                                     # 29 us at 3.60 / h
+    assert sync["cost"] == str((Decimal(29) / Decimal(58) * Decimal("3.60")).quantize(Decimal("0.0001")))
+    assert idle_by_category(ProfileView(read_trace(write(tmp_path, events)), 0)) == {
+        "sync_drain": 29.0, "host_compute": 0.0, "launch_bound": 9.0, "input_wait": 0.0, "copy_bound": 0.0,
+        "gpu_side": 0.0, "untraced": 0.0}
+
+
+def test_a_sync_drain_ends_at_the_next_launch_even_inside_the_syncs_caller(tmp_path):
+    """The Python frame that issued the sync also makes the next launch, which stalls 20 us in its
+    call: the drain lasts from the GPU going idle (12) to that launch call (41), the rest of the gap
+    (41 .. 70) is launch-bound at the launched kernel's path. It was 58 us of sync drain: the gap
+    ran to the caller's return (80), past the kernel's start (70)."""
+    events = [event("python_function", "serve.py(10): step", 0.0, 80.0),
+              event("cpu_op", "aten::item", 0.5, 35.0),
+              event("cuda_runtime", "cudaLaunchKernel", 1.0, 1.0, correlation=1),
+              kernel(GEMM, 2.0, 10.0, 1),
+              event("cuda_runtime", "cudaStreamSynchronize", 5.0, 30.0, correlation=2),
+              event("cpu_op", "aten::add", 40.0, 30.0),
+              event("cuda_runtime", "cudaLaunchKernel", 41.0, 28.0, correlation=3),
+              kernel(ADD, 70.0, 10.0, 3)]
+    view = ProfileView(read_trace(write(tmp_path, events)), 0)
+    assert idle_by_category(view) == {"sync_drain": 29.0, "host_compute": 0.0, "launch_bound": 29.0,
+                                      "input_wait": 0.0, "copy_bound": 0.0, "gpu_side": 0.0, "untraced": 0.0}
+    assert {(g["category"], g["callpath"], g["idle_us"]) for g in idle_groups(view)} == {
+        ("sync_drain", "aten::item", 29.0), ("launch_bound", "aten::add", 29.0)}
 
 
 def test_launch_bound_tiny_kernels_with_late_launches(tmp_path):
@@ -105,10 +131,12 @@ def test_copy_overhead_and_pageable_copies(tmp_path):
               kernel(GEMM, 13.0, 87.0, 2)]
     found = {f["id"]: f for f in findings_from_profile(write(tmp_path, events))}
     copy = found["copy_overhead"]
-    # 10 us of copy not hidden behind a kernel, and the 2 us the GPU idled while the host was still in
-    # the pageable copy's call (11 .. 13: copy-bound idle, issue 16)
-    assert copy["gpu_ms"] == "0.012" and copy["evidence"]["pageable"] == 1 and copy["evidence"]["bytes"] == 4096
-    assert copy["evidence"]["exposed_us"] == 10.0 and copy["evidence"]["staging_idle_us"] == 2.0
+    # 10 us of copy not hidden behind a kernel, and the 1 us the GPU idled while the host was still in
+    # the pageable copy's call (11 .. 12: copy-bound idle, issue 16); from 12 the host is in the next
+    # launch call, which is launch-bound (the drain ends at the next launch, METHOD §6: it was 2 us, 11 .. 13)
+    assert copy["gpu_ms"] == "0.011" and copy["evidence"]["pageable"] == 1 and copy["evidence"]["bytes"] == 4096
+    assert copy["evidence"]["exposed_us"] == 10.0 and copy["evidence"]["staging_idle_us"] == 1.0
+    assert idle_by_category(ProfileView(read_trace(write(tmp_path, events)), 0))["launch_bound"] == 1.0
     assert copy["kernel"] == "Memcpy HtoD (Pageable -> Device)"
 
 

@@ -143,6 +143,20 @@ def test_a_sync_whose_caller_returned_leaves_the_rest_of_the_gap_to_what_the_hos
     assert nsys["sync_drain"] < 200 and nsys["host_compute"] > 238_000
 
 
+def test_an_nsight_sync_with_no_caller_frame_drains_until_the_next_launch_call():
+    """ex-gpu.s10 (Nsight, no Python stacks or NVTX): each cudaDeviceSynchronize drains the GPU until
+    the next cudaLaunchKernel starts; the last launch then stalls 2,969 us in its call (a first-launch
+    stall), which is launch-bound. With no caller frame the syncs took their whole gaps: sync drain
+    3,024.787 us (a sync_waste finding of 3.029 ms, 98.16 % of GPU time), launch-bound 26.656 us."""
+    document, _ = analyse([TRACES / "nsys-extrap" / "ex-gpu.s10.sqlite"], Decimal("2"))
+    totals = document["idle_paths"][0]["by_category_us"]
+    assert (totals["sync_drain"], totals["launch_bound"]) == (31.297, 3020.146)
+    assert sum(totals.values()) == pytest.approx(3051.443, abs=1e-6)
+    found = {f["id"]: f for f in document["findings"]}
+    assert (found["sync_waste"]["gpu_ms"], found["sync_waste"]["evidence"]["drained_idle_us"]) == ("0.035", 31.297)
+    assert (found["launch_bound"]["gpu_ms"], found["launch_bound"]["cost"]) == ("3.020", "1.9576")
+
+
 def test_resnet_without_workers_waits_for_input_bert_is_launch_bound():
     resnet = idle_by_category(view_of(str(TRACES / "kineto" / "resnet50_v100_num_workers_0.pt.trace.json.gz")))
     assert max(resnet, key=resnet.get) == "input_wait"
