@@ -421,8 +421,11 @@ class GpuSplitter:
         return out + ([(holder, missing, ZERO, "", "", "")] if missing else [])
 
     def _holders(self, node, ts, rows) -> tuple[list[tuple[str, str]], list]:
-        """(holder, pod) of each observed GPU: pod labels first, else the scheduler's GPU requests;
-        and the requests no observed GPU took (their GPUs went unmeasured, :meth:`_unmeasured`)."""
+        """(holder, pod) of each observed GPU: pod labels first, else (where telemetry labels no GPU
+        with a pod) the scheduler's GPU requests; and the requests no observed GPU took (their GPUs
+        went unmeasured, :meth:`_unmeasured`). Where dcgm-exporter maps GPUs to pods, a pod whose GPU
+        has no sample in the interval keeps its request for that missing GPU: an unlabelled GPU beside
+        it held no pod, and is unallocated, not the pod's."""
         labelled = {(r.namespace, r.pod) for r in rows if r.pod}
         pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
         has_scheduler = (node, ts) in self.requests
@@ -430,7 +433,7 @@ class GpuSplitter:
         for row in rows:
             if row.pod:
                 out.append((self._service_or_undeclared(row.namespace, row.pod, row.container), row.pod))
-            elif pending:
+            elif pending and not self.pod_mapping:  # with pod labels, an unlabelled GPU is no pod's
                 req = pending[0]
                 out.append((self._service_or_undeclared(req.namespace, req.pod, ""), req.pod))
                 pending[0] = req._replace(gpus=req.gpus - 1)

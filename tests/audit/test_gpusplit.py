@@ -271,3 +271,26 @@ def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_tha
     """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour."""
     line = gpu_line(1, gpus_per_instance=1, pricing_quantity=Decimal("1.2"), consumed_quantity=Decimal("1.2"))
     assert split([line]).coverage["i-1"].paid_seconds == 3600
+
+
+def test_a_pods_gpu_with_no_sample_keeps_its_request_and_the_unlabelled_gpu_stays_unallocated():
+    """dcgm-exporter labels GPU 0 with chat-0 and GPU 1 with no pod; at 01:00 GPU 0 has no sample.
+    chat-0's request (kube-state-metrics) is for its own missing GPU: that hour is chat's GPU with no
+    activity sample, and GPU 1, which no pod held, stays unallocated (before: GPU 1 took chat-0's
+    request, so chat paid for an idle GPU it never held and the pod's own hour went to nobody)."""
+    from audit.ledger import NO_SAMPLE
+
+    acts = [{"node": "n1", "gpu": "0", "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}]
+    acts += [{"node": "n1", "gpu": "1", "ts": H0 + h * HOUR, "busy_fraction": 0.0, "pod": "", "namespace": ""}
+             for h in range(2)]
+    requests = pd.DataFrame([{"ts": H0 + h * HOUR, "namespace": "llm", "pod": "chat-0", "node": "n1", "gpus": 1}
+                             for h in range(2)])
+    rows = [gpu_line(h, start=H0 + h * HOUR, end=H0 + (h + 1) * HOUR, gpus_per_instance=2, net=Decimal("8"))
+            for h in range(2)]
+    splitter = split(rows, acts, {"i-1": ("n1",)}, requests)
+    later = (H0 + HOUR).to_pydatetime()
+    assert (UNALLOCATED, later) in splitter.groups and ("chat", later) not in splitter.groups
+    free, missing = splitter.groups[(UNALLOCATED, later)], splitter.groups[(NO_SAMPLE, later)]
+    assert (free.gpus, free.paid, free.paid_seconds) == (1, Decimal("4"), 3600)
+    assert (missing.owned_paid, missing.owned_seconds) == ({"chat": Decimal("4")}, {"chat": 3600})
+    assert splitter.groups[("chat", H0.to_pydatetime())].paid == Decimal("4")
