@@ -179,7 +179,8 @@ def _idle_lines(entry: dict) -> list[str]:
 
 
 EXCLUDED_TEXT = {"negative_dur": "with a negative duration", "missing_dur": "with no duration",
-                 "no_name": "with no name"}
+                 "negative_ts": "with a timestamp before 0",
+                 "bad_device": "on a device or stream that is not an integer", "no_name": "with no name"}
 
 
 def _excluded_lines(excluded: dict) -> list[str]:

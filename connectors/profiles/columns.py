@@ -25,9 +25,11 @@ try:                                   # ISA-L's CRC is several times zlib's spe
 except ImportError:                    # pragma: no cover
     from zlib import crc32
 
-from connectors.profiles.times import left_out, time_column
+from connectors.profiles.times import count_left_out, left_out, time_column
 
 KERNEL, MEMCPY, MEMSET, SYNC, GPU_ANNOTATION = 0, 1, 2, 3, 4
+#: kinds of event left out of the columns and counted (connectors/profiles/times.py, :func:`_wrong_ids`)
+EXCLUDED_KINDS = ("negative_dur", "missing_dur", "negative_ts", "bad_device", "no_name")
 RUNTIME, CPU_OP, ANNOTATION, PYTHON, OTHER, TRACE = 5, 6, 7, 8, 9, 10
 ROLES = {
     "kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET,
@@ -127,7 +129,7 @@ class Interner:
         self.names, self.threads, self.devices, self.strings = Table(), Table(), Table(), Table()
         self.roles: dict[Any, int] = {}
         self.rows = 0
-        self.excluded = {"negative_dur": 0, "missing_dur": 0, "no_name": 0}
+        self.excluded = dict.fromkeys(EXCLUDED_KINDS, 0)
         self.excluded_at: dict[str, tuple[str, int]] = {}   # kind -> ("traceEvents", row) of the first
         self.shapes = Texts(self._shape)       # Input Dims / Input type, keyed by their JSON bytes
         self.stacks = Texts(self._stack)       # Call stack strings, keyed by the string
@@ -189,7 +191,7 @@ def chunk_columns(path: Path, first: int, events: list, intern: Interner,
     at = keep if where is None else where[keep]       # positions in ``events``, for error messages
     start = time_column(path, first, at, events, ts, "ts")
     dur = time_column(path, first, at, events, durs, "dur")
-    bad = left_out(intern, first, at, dur, names)
+    bad = left_out(intern, first, at, start, dur, names)
     if bad is not None:
         good = np.flatnonzero(~bad)
         if good.size == 0:
@@ -198,6 +200,16 @@ def chunk_columns(path: Path, first: int, events: list, intern: Interner,
         names, pids, tids, args = map(pick, (names, pids, tids, args))
         role, start, dur, at = role[good], start[good], dur[good], at[good]
     ext, devices, streams, correlations, ext_2021, *extra = zip(*map(astuple, args))
+    wrong = _wrong_ids(role, devices, streams)
+    if wrong is not None:
+        good = np.flatnonzero(~count_left_out(intern, first, at, {"bad_device": wrong}))
+        if good.size == 0:
+            return _empty(intern)
+        pick = _picker(good)
+        names, pids, tids, ext, devices, streams, correlations, ext_2021 = map(
+            pick, (names, pids, tids, ext, devices, streams, correlations, ext_2021))
+        extra = [pick(e) for e in extra]
+        role, start, dur, at = role[good], start[good], dur[good], at[good]
     external = _ints(ext)
     out = {
         "role": role,
@@ -346,6 +358,32 @@ def _ints(values: tuple) -> np.ndarray:
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
         return np.array([_as_int(v) for v in values], dtype=np.int64)
+
+
+def _wrong_ids(role: np.ndarray, devices: tuple, streams: tuple) -> np.ndarray | None:
+    """Per event: a device-side event whose ``args.device`` or ``args.stream`` is given but is no
+    integer (``"x"``, ``true``, ``1.5``): read as a device of its own it would be a phantom GPU
+    with a window of its own, read as stream -1 it would join work it is not; None when none is."""
+    on_gpu = np.flatnonzero(role <= GPU_ANNOTATION).tolist()
+    if not on_gpu:
+        return None
+    values = [tuple(map(column.__getitem__, on_gpu)) for column in (devices, streams)]
+    if all(set(map(type, column)) <= {int, type(None)} for column in values):
+        return None
+    wrong = np.zeros(role.size, dtype=bool)
+    for column in values:
+        wrong[on_gpu] |= np.fromiter((not _an_id(v) for v in column), dtype=bool, count=len(column))
+    return wrong if wrong.any() else None
+
+
+def _an_id(value: Any) -> bool:
+    """An absent id, or one HTA's ``int()`` reads as written: an integer, its decimal text, a
+    float with no fraction."""
+    if value is None or value.__class__ is int:
+        return True
+    if isinstance(value, str):
+        return value.strip().lstrip("-").isdigit()
+    return isinstance(value, float) and value.is_integer()
 
 
 def _devices(role: np.ndarray, devices: tuple, pids: tuple, intern: Interner) -> np.ndarray:

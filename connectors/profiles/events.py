@@ -52,6 +52,7 @@ from connectors.profiles.blocks import accumulate, concatenate, timeline
 from connectors.profiles.columns import (  # noqa: F401
     ANNOTATION,
     CPU_OP,
+    EXCLUDED_KINDS,
     GPU_ANNOTATION,
     KERNEL,
     MEMCPY,
@@ -187,7 +188,6 @@ class Top(msgspec.Struct, gc=False):
     distributedInfo: Distributed | None = None
 
 
-EXCLUDED_KINDS = ("negative_dur", "missing_dur", "no_name")
 """Events left out of the columns, counted per trace: a negative duration, a complete event with
 no duration (absent or null), an event with no name (absent, null or empty)."""
 

@@ -71,6 +71,8 @@ class KinetoConnector(Connector):
 
 EXCLUDED_NOTES = {"negative_dur": ("dur", "", "with a negative duration"),
                   "missing_dur": ("dur", "complete (ph X) ", "with no duration"),
+                  "negative_ts": ("ts", "", "with a timestamp before 0"),
+                  "bad_device": ("args", "device-side ", "whose args.device or args.stream is not an integer"),
                   "no_name": ("name", "", "with no name")}
 """Kind of excluded event -> (column, what precedes the noun, what follows it) in its note."""
 

@@ -29,7 +29,7 @@ from connectors.base import Connector
 from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
-from connectors.profiles.events import Trace, gpu_view, times
+from connectors.profiles.events import EXCLUDED_KINDS, Trace, gpu_view, times
 from connectors.profiles.kineto import category_table, event_frame, excluded_notes, kernel_table, profile_table
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
@@ -120,7 +120,7 @@ def _read(path: Path, db: sqlite3.Connection) -> Trace:
                  devices=_device_props(db, tables), rank=None, strings=[], source="nsys",
                  op={"rows": np.zeros(0, np.int64), "dims": np.zeros(0, np.int32),
                      "types": np.zeros(0, np.int32), "stack": np.zeros(0, np.int32)},
-                 excluded={"negative_dur": sum(p["negative"] for p in negative), "missing_dur": 0, "no_name": 0},
+                 excluded={**dict.fromkeys(EXCLUDED_KINDS, 0), "negative_dur": sum(p["negative"] for p in negative)},
                  excluded_at={"negative_dur": (negative[0]["table"], negative[0]["first_negative"])} if negative else {},
                  **extras, **columns)
 

@@ -1,6 +1,6 @@
 """The times and names of one chunk of trace events: timestamps and durations as float64 columns,
-and the events left out of the trace because their duration is negative or absent or they have no
-name (counted by kind, never read as zero-duration work). connectors/profiles/columns.py calls these.
+and the events left out of the trace because their duration is negative or absent, their timestamp
+is before 0 or they have no name (counted by kind, never read as zero-duration work). connectors/profiles/columns.py calls these.
 """
 from __future__ import annotations
 
@@ -57,19 +57,30 @@ def _raise_bad_time(path: Path, first: int, keep, kept: list, field: str) -> NoR
     raise AssertionError("no bad time found")
 
 
-def left_out(intern, first: int, at: np.ndarray, dur: np.ndarray, names: tuple) -> np.ndarray | None:
-    """Per kept event: whether it is left out (a negative duration, none (NaN here), or no name),
-    counted by kind in ``intern``; None when none is."""
-    negative, missing = dur < 0, np.isnan(dur)
+def left_out(intern, first: int, at: np.ndarray, start: np.ndarray, dur: np.ndarray, names: tuple) -> np.ndarray | None:
+    """Per kept event: whether it is left out (a negative duration, none (NaN here), a timestamp
+    before 0, or no name), counted by kind in ``intern``; None when none is. A profiler writes
+    times from the epoch or from its base time, never before 0: one event there would stretch its
+    device's window, and the idle in it, by the whole distance."""
+    negative, missing, early = dur < 0, np.isnan(dur), start < 0
     nameless = names.count(None) + names.count("")
-    if not (nameless or negative.any() or missing.any()):
+    if not (nameless or negative.any() or missing.any() or early.any()):
         return None
+    early &= ~(negative | missing)
     unnamed = np.fromiter((n is None or n == "" for n in names), dtype=bool, count=len(names)) if nameless \
         else np.zeros(dur.size, dtype=bool)
-    unnamed &= ~(negative | missing)
-    for kind, mask in (("negative_dur", negative), ("missing_dur", missing), ("no_name", unnamed)):
+    unnamed &= ~(negative | missing | early)
+    return count_left_out(intern, first, at, {"negative_dur": negative, "missing_dur": missing,
+                                               "negative_ts": early, "no_name": unnamed})
+
+
+def count_left_out(intern, first: int, at: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
+    """Count each kind's events in ``intern`` (with the traceEvents row of the first); the union."""
+    out = np.zeros(at.size, dtype=bool)
+    for kind, mask in masks.items():
         hits = np.flatnonzero(mask)
         if hits.size:
             intern.excluded[kind] += int(hits.size)
             intern.excluded_at.setdefault(kind, ("traceEvents", first + int(at[hits[0]]) + 1))
-    return negative | missing | unnamed
+        out |= mask
+    return out

@@ -23,7 +23,8 @@ from connectors.profiles.nsys import read_nsys
 from tests.builders import CURRENT, GEMM, gpu_events, host_events, trace_doc, write_trace, x
 from tests.hostile.harness import costaudit, profile, write_case
 
-EXPECTED = {"negative_dur": 1, "missing_dur": 2, "no_name": 2}
+EXPECTED = {"negative_dur": 1, "missing_dur": 2, "negative_ts": 0, "bad_device": 0, "no_name": 2}
+NONE = dict.fromkeys(EXPECTED, 0)
 
 
 def spoiled_events() -> list[dict]:
@@ -82,12 +83,37 @@ def test_all_kernels_excluded_is_one_named_error(tmp_path):
     events = [x(CURRENT["kernel"], GEMM, 1.0, -1.0, stream=7), x(CURRENT["kernel"], "", 2.0, 1.0, stream=7)]
     path = write_trace(tmp_path, trace_doc(events), "none.json")
     trace = read_trace(path)
-    assert trace.role.size == 0 and trace.excluded == {"negative_dur": 1, "missing_dur": 0, "no_name": 1}
+    assert trace.role.size == 0 and trace.excluded == {**NONE, "negative_dur": 1, "no_name": 1}
     outcome = costaudit("trace", "none.json", "--json", cwd=tmp_path)
     # no GPU event is left to measure: refused (it printed a rank with no device and no finding), saying why
     assert outcome.rc == 1 and outcome.stdout == ""
     assert ("none.json: no GPU kernel, memcpy or memset events in any rank; excluded events (not counted as work): "
             "1 with a negative duration, 1 with no name") in outcome.stderr
+
+
+def test_a_kernel_before_0_or_on_a_device_that_is_no_integer_is_counted_not_read(tmp_path):
+    """Before: a kernel at ts -1e6 us stretched its device's window (and idle) by a whole second,
+    and one with ``args.device`` "x" became a phantom GPU with a window of its own (a stream "x"
+    read as stream -1) — each without a word. Now each is left out and counted, as a bad duration
+    is; a device or stream written as decimal text ("0") is read as HTA reads it."""
+    clean = read_trace(write_trace(tmp_path, trace_doc(gpu_events(CURRENT)), "clean.json"))
+    bad = [x(CURRENT["kernel"], GEMM, -1e6, 1.0, stream=7), x(CURRENT["kernel"], GEMM, 950.0, 1.0, stream=7),
+           x(CURRENT["kernel"], GEMM, 960.0, 1.0, stream="x"), x(CURRENT["kernel"], GEMM, 970.0, 1.0, stream=True)]
+    bad[0]["ts"] = -1e6  # T0 is an epoch time: this one is before 0
+    bad[1]["args"]["device"] = "x"
+    trace = read_trace(write_trace(tmp_path, trace_doc(gpu_events(CURRENT) + bad), "spoiled.json"))
+    assert trace.excluded == {**NONE, "negative_ts": 1, "bad_device": 3}
+    first = len(gpu_events(CURRENT))
+    assert trace.excluded_at == {"negative_ts": ("traceEvents", first + 1), "bad_device": ("traceEvents", first + 2)}
+    assert trace.role.size == clean.role.size and float(trace.ts.min()) == float(clean.ts.min())
+    assert set(trace.device.tolist()) == set(clean.device.tolist())
+    texts = [x(CURRENT["kernel"], GEMM, 950.0, 1.0, stream="7")]
+    texts[0]["args"]["device"] = "0"
+    read = read_trace(write_trace(tmp_path, trace_doc(gpu_events(CURRENT) + texts), "text_ids.json"))
+    assert read.excluded == NONE and read.role.size == clean.role.size + 1
+    outcome = costaudit("trace", "spoiled.json", cwd=tmp_path)
+    assert outcome.rc == 0 and ("excluded events (not counted as work): 1 with a timestamp before 0, "
+                                "3 on a device or stream that is not an integer") in outcome.stdout
 
 
 @pytest.mark.parametrize("field", ["dur", "ts"])
@@ -153,7 +179,7 @@ def test_nsys_rows_ending_before_they_start_are_counted_not_read(tmp_path):
     good = [(1000, 2000), (3000, 5000)]
     trace = read_nsys(nsys_export(tmp_path / "bad.sqlite", good + [(90_000, 80_000)]))
     clean = read_nsys(nsys_export(tmp_path / "good.sqlite", good))
-    assert trace.excluded == {"negative_dur": 1, "missing_dur": 0, "no_name": 0}
+    assert trace.excluded == {**NONE, "negative_dur": 1}
     assert trace.excluded_at == {"negative_dur": ("CUPTI_ACTIVITY_KIND_KERNEL", 3)}
     assert trace.role.size == 2 and trace.rows == 3 and trace.kernel["blocks"].tolist() == [10, 11]
     assert float(trace.end.max()) == float(clean.end.max()) == 4.0
