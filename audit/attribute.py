@@ -73,14 +73,37 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
     return Attribution(ledger, tuple(intervals))
 
 
+#: the telemetry tables whose rows name the kernel-activity metric a GPU-interval was measured by
+ACTIVITY_TABLES = ("gpu_activity", "unmeasured_intervals")
+
+
 def describer(collected: Collected, billing_names: str) -> Describer:
-    """The source text of the parts a GPU-interval group makes: its activity metrics × the lines' cost."""
-    telemetry_names = collected.names("telemetry") or "none"
+    """The source text of the parts a GPU-interval group makes: its activity metrics, named with the
+    telemetry sources whose activity rows carry them (a request log or a phase-timer file that holds
+    no activity sample measured none of it), × the lines' cost."""
+    by_metric = activity_sources(collected)
+    looked = ", ".join(dict.fromkeys(n for names in by_metric.values() for n in names)) or "none"
 
     def describe(group: Group, service: str | None) -> str:
         metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
+        names = [n for m in sorted(group.sources) for n in by_metric.get(m, ())]
+        telemetry_names = ", ".join(dict.fromkeys(names)) or looked
         return f"{metrics} ({telemetry_names}) × GPU-interval cost of FOCUS lines ({billing_names})"
     return describe
+
+
+def activity_sources(collected: Collected) -> dict[str, tuple[str, ...]]:
+    """Kernel-activity metric -> the telemetry sources (in case order) whose activity rows carry it."""
+    out: dict[str, dict[str, None]] = defaultdict(dict)
+    for frame in collected.of("telemetry"):
+        for name in ACTIVITY_TABLES:
+            table = frame.tables.get(name)
+            column = "source" if name == "gpu_activity" else "metric"
+            if table is None or not len(table) or column not in table:
+                continue
+            for metric in table[column].drop_duplicates().astype(str):
+                out[metric][frame.spec.name] = None
+    return {metric: tuple(names) for metric, names in out.items()}
 
 
 def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -> None:

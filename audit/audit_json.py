@@ -1,7 +1,8 @@
 """The audit.json writer: AuditResult -> the audit.json dict (docs/audit-json.md).
 
-It only formats what the stages computed: amounts are rounded once, here (largest remainder per
-bucket and part), and sums shown beside them are taken over the result's tables.
+It only formats what the stages computed: amounts are rounded once, in audit/audit_json_cents.py
+(largest remainder per bucket and part; every other cent figure a sum of the rounded parts), and
+sums shown beside them are taken over the result's tables.
 """
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from collections import defaultdict
 from decimal import Decimal
 
 from audit import __version__
+from audit import audit_json_cents as audit_cents
 from audit import audit_json_review as review
 from audit import audit_json_units as units
-from audit.audit_json_months import months_section
+from audit.audit_json_months import months_section, whole_window_differences
 from audit.bridge import bridge
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import basis_amount
-from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
+from audit.money import ZERO, cents, dsum, fmt, plain, share
 from audit.plan import PartPlan, combined
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
@@ -43,7 +45,9 @@ def to_dict(result: AuditResult) -> dict:
     all_amounts = basis_amount(result.lines, case.cost_basis)
     months = months_section(result)
     headline = cents(total) if months is None else Decimal(months["quarter"]["total"])
-    buckets = _buckets(result, headline, None if months is None else months["quarter"]["buckets"])
+    rounded = audit_cents.rounded(result, headline, None if months is None else months["quarter"]["buckets"])
+    if months is not None:
+        months["services_note"] = whole_window_differences(rounded, months["quarter"]["services"])
     return {
         "meta": {"format": FORMAT_VERSION, "tool": "costaudit", "version": __version__, "method": METHOD_VERSION},
         "case": case.name,
@@ -54,10 +58,10 @@ def to_dict(result: AuditResult) -> dict:
         "invoice_total": str(cents(dsum(result.lines["billed_cost"]))),
         "outside_scope": _outside(result, all_amounts),
         "bridge": _bridge(result),
-        "buckets": buckets,
+        "buckets": _buckets(result, rounded, headline),
         "classes": _classes(result),
-        "services": _services(result),
-        "allocation": units.allocation(result),
+        "services": _services(result, rounded),
+        "allocation": units.allocation(result, rounded),
         "reconciliation": _reconciliation(result),
         "coverage": _coverage(result),
         "gpu_split": _gpu_split(result),
@@ -74,15 +78,15 @@ def to_dict(result: AuditResult) -> dict:
         "commitments": _commitments(result),
         "notes": _notes(result),
         "fit": _fit(result),
-        **review.review_fields(result, headline),
+        **review.review_fields(result, rounded, headline),
         "months": months,
     }
 
 
-def _services(result) -> dict:
+def _services(result, rounded: audit_cents.Cents) -> dict:
     """audit.json ``services`` (audit/audit_json_units.py) with each service's components and days."""
     extra = review.service_fields(result)
-    return {name: {**entry, **extra.get(name, {})} for name, entry in units.services(result).items()}
+    return {name: {**entry, **extra.get(name, {})} for name, entry in units.services(result, rounded).items()}
 
 
 def _fit(result) -> list[dict]:
@@ -104,29 +108,17 @@ def _commitments(result) -> list[dict]:
             for c in result.commitments]
 
 
-def _buckets(result, total: Decimal, given: dict | None = None) -> dict:
-    """Bucket amounts by largest remainder to ``total`` (cents), or ``given`` (the sums of the rounded
-    months); parts rounded by largest remainder to their bucket's amount."""
-    raw: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
-    for p in result.ledger.parts.values():
-        raw[p.bucket] += p.amount
-    rounded = ({b: Decimal(given[b]) for b in BUCKETS} if given is not None
-               else largest_remainder({b: raw[b] for b in BUCKETS}, total))
-    out = {}
-    for bucket in BUCKETS:
-        parts = [p for p in result.ledger.parts.values() if p.bucket == bucket]
-        parts.sort(key=lambda p: (-p.amount, p.name, p.service or ""))
-        keys = {f"{i}": p.amount for i, p in enumerate(parts)}
-        part_cents = largest_remainder(keys, rounded[bucket]) if parts else {}
-        out[bucket] = {
-            "amount": str(rounded[bucket]),
-            "share": share(rounded[bucket], total),
-            "parts": [{"id": review.part_id(bucket, p.name, p.service), "name": p.name, "service": p.service,
-                       "amount": str(part_cents[str(i)]),
-                       "gpu_hours": _hours(p.gpu_seconds), "source": "; ".join(sorted(p.sources)) or None,
-                       "reason": p.reason} for i, p in enumerate(parts)],
-        }
-    return out
+def _buckets(result, rounded: audit_cents.Cents, total: Decimal) -> dict:
+    """Each bucket's amount, its share of ``total`` and its parts, as audit/audit_json_cents.py
+    rounded them (parts by largest remainder to their bucket)."""
+    parts = result.ledger.parts
+    return {bucket: {
+        "amount": str(rounded.buckets[bucket]),
+        "share": share(rounded.buckets[bucket], total),
+        "parts": [{"id": review.part_id(*key), "name": key[1], "service": key[2], "amount": str(rounded.parts[key]),
+                   "gpu_hours": _hours(parts[key].gpu_seconds), "source": "; ".join(sorted(parts[key].sources)) or None,
+                   "reason": parts[key].reason} for key in rounded.order[bucket]],
+    } for bucket in BUCKETS}
 
 
 def _outside(result, amounts) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from audit.audit_json_cents import Cents
 from audit.buckets import BUCKETS
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
 from audit.result import AuditResult
@@ -29,23 +30,23 @@ def months_section(result: AuditResult) -> dict[str, Any] | None:
     months = [month_entry(m) for m in result.months]
     services = sorted({name for m in months for name in m["services"]})
     summed = {name: _quarter_service([m["services"].get(name) for m in months]) for name in services}
-    note = whole_window_differences(result, summed)
     quarter = {
         "total": str(dsum(Decimal(m["total"]) for m in months)),
         "buckets": {b: str(dsum(Decimal(m["buckets"][b]) for m in months)) for b in BUCKETS},
         "services": summed,
     }
-    return {"months": months, "quarter": quarter, "note": NOTE, "services_note": note}
+    # services_note: whole_window_differences, once the whole window is rounded (audit/audit_json.py)
+    return {"months": months, "quarter": quarter, "note": NOTE, "services_note": None}
 
 
-def whole_window_differences(result: AuditResult, quarter: dict[str, dict[str, Any]]) -> str | None:
+def whole_window_differences(rounded: Cents, quarter: dict[str, dict[str, Any]]) -> str | None:
     """Where a service's quarter (the sum of its months) differs from its whole-window cost (the
-    services table): each month splits its shared cost by that month's allocation key, the whole
-    window by the window's; named with both figures, never left to be found."""
+    services table's ``total_cost``, ``rounded``): each month splits its shared cost by that month's
+    allocation key, the whole window by the window's; named with both figures, never left to be found."""
     found = []
     for name, entry in sorted(quarter.items()):
-        uc = result.unit_costs.get(name)
-        whole = cents(uc.own + uc.shared) if uc is not None else ZERO
+        held = rounded.services.get(name)
+        whole = held.total if held is not None else ZERO
         summed = Decimal(entry["total_cost"])
         entry["whole_window_cost"] = str(whole)
         entry["difference"] = str(summed - whole)

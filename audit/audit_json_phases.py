@@ -1,9 +1,10 @@
 """audit.json ``services[name].phases``: model compute split into prefill and decode (METHOD §4).
 
 ``prefill`` / ``decode``: ``cost`` (the service's ``model_compute.kernel_active`` × the phase's share,
-to the cent; the two add up to the part exactly), ``service_cost`` (the service's whole cost, owned +
-shared, × the share: the cost the per-token figures stand on, so that prefill + decode = the
-service's cost), ``share`` (decimal-string fraction of measured phase time) and ``source``.
+rounded by largest remainder to the part as audit.json shows it, so the two add up to the part and
+to the service's ``by_bucket.model_compute``), ``service_cost`` (the service's whole cost, owned +
+shared, × the share: the cost the per-token figures stand on, rounded likewise to its ``total_cost``,
+so that prefill + decode = the service's cost), ``share`` (decimal-string fraction of measured phase time) and ``source``.
 ``cost_per_1m_prompt_tokens`` = prefill service cost × 10⁶ / prompt tokens and
 ``cost_per_1m_generated_tokens`` = decode service cost × 10⁶ / generated tokens, to 6 places
 (METHOD §4). ``also`` lists the other sources that measured the split (their prefill share), for
@@ -14,7 +15,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from audit.money import cents, fmt, share
+from audit.audit_json_cents import ServiceCents
+from audit.money import fmt, largest_remainder, share
 from audit.phases import Split, model_compute, service_split
 
 PLACES = 6
@@ -30,18 +32,21 @@ def phases_of(result, uc) -> Split:
     return service_split(uc.service, serving, result.case.services, result.profiles.get(uc.service))
 
 
-def phases_entry(result, uc) -> dict[str, Any]:
-    """The ``phases`` entry of one service."""
+def phases_entry(result, uc, held: ServiceCents) -> dict[str, Any]:
+    """The ``phases`` entry of one service: its kernel-active part and its total cost as ``held``
+    rounded them, each split by largest remainder (so prefill + decode = the part, and = total_cost)."""
     split = phases_of(result, uc)
     if split.used is None:
         empty = {"cost": None, "service_cost": None, "share": None, "source": None}
         return {"prefill": dict(empty), "decode": dict(empty), "cost_per_1m_prompt_tokens": None,
                 "cost_per_1m_generated_tokens": None, "also": [], "reason": split.reason}
     used = split.used
-    part = cents(model_compute(result.ledger, uc.service))
+    part = model_compute(result.ledger, uc.service)
     whole = uc.own + uc.shared
-    prefill_cents = cents(part * used.share)
     prefill_whole = whole * used.share
+    costs = largest_remainder({"prefill": part * used.share, "decode": part - part * used.share},
+                              held.kernel_active)
+    service_costs = largest_remainder({"prefill": prefill_whole, "decode": whole - prefill_whole}, held.total)
     t = uc.traffic
     prompt = int(t.prompt_tokens) if t else None
     generated = int(t.generated_tokens) if t else None
@@ -52,10 +57,9 @@ def phases_entry(result, uc) -> dict[str, Any]:
     if not generated:
         reasons.append("no generated-token counter for this service: cost per 1 M generated tokens not measured")
     return {
-        "prefill": {"cost": str(prefill_cents), "service_cost": str(cents(prefill_whole)),
-                    "share": share(used.prefill, total), "source": used.source},
-        "decode": {"cost": str(part - prefill_cents), "service_cost": str(cents(whole) - cents(prefill_whole)),
-                   "share": share(used.decode, total), "source": used.source},
+        **{phase: {"cost": str(costs[phase]), "service_cost": str(service_costs[phase]),
+                   "share": share(time, total), "source": used.source}
+           for phase, time in (("prefill", used.prefill), ("decode", used.decode))},
         "cost_per_1m_prompt_tokens": _per_million(prefill_whole, prompt),
         "cost_per_1m_generated_tokens": _per_million(whole - prefill_whole, generated),
         "also": [{"source": m.source, "prefill_share": share(m.prefill, m.prefill + m.decode)} for m in split.others],

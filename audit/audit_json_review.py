@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Iterable, Mapping
 
+from audit.audit_json_cents import Cents
 from audit.lines import basis_amount
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder
 from audit.result import AuditResult, KernelFinding, Option
@@ -61,15 +62,12 @@ def _day_or_moment(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def composition(result: AuditResult, total: Decimal) -> dict[str, Any]:
-    """Each service's own + shared cost, the unattributed bucket and the shared cost no service took,
-    rounded by largest remainder to ``total`` (the headline, in cents)."""
-    raw = {f"s:{name}": uc.own + uc.shared for name, uc in result.unit_costs.items()}
-    raw["unattributed"] = dsum(p.amount for p in result.ledger.parts.values() if p.bucket == "unattributed")
-    raw["unallocated"] = result.shared.unallocated if result.shared else ZERO
-    rounded = largest_remainder(raw, total)
-    return {"services": {name: str(rounded[f"s:{name}"]) for name in sorted(result.unit_costs)},
-            "unattributed": str(rounded["unattributed"]), "unallocated": str(rounded["unallocated"]),
+def composition(rounded: Cents, total: Decimal) -> dict[str, Any]:
+    """Each service's own + shared cost (its ``total_cost``), the unattributed bucket and the shared cost
+    no service took, as audit/audit_json_cents.py rounded them: sums of the rounded parts, which sum
+    to ``total`` (the headline, in cents)."""
+    return {"services": {name: str(rounded.services[name].total) for name in sorted(rounded.services)},
+            "unattributed": str(rounded.buckets["unattributed"]), "unallocated": str(rounded.unallocated),
             "total": str(total)}
 
 
@@ -214,9 +212,9 @@ def lines(result: AuditResult) -> dict[str, Any]:
                      f"the {TOP_SKUS} largest by |amount|, the rest summed in other_skus")}
 
 
-def review_fields(result: AuditResult, total: Decimal) -> dict[str, Any]:
+def review_fields(result: AuditResult, rounded: Cents, total: Decimal) -> dict[str, Any]:
     """The top-level sections a later review reads, beside the rest of audit.json."""
-    return {"scope": scope(result), "shipped": shipped(result), "composition": composition(result, total),
+    return {"scope": scope(result), "shipped": shipped(result), "composition": composition(rounded, total),
             "lines": lines(result)}
 
 

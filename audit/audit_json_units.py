@@ -11,22 +11,24 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from audit.audit_json_cents import OWNED_BUCKETS, Cents, ServiceCents
 from audit.audit_json_phases import phases_entry
-from audit.money import ZERO, cents, dsum, fmt, share
+from audit.money import dsum, fmt, share
 from audit.result import COUNT_CLASSES, AuditResult, SharedSplit, TrafficTotals, UnitCost
 
-BUCKETS3 = ("model_compute", "serving_path", "platform_overhead")
 UNIT_PLACES = 6
 PER_UNIT_PLACES = 3
 
 
-def services(result: AuditResult) -> dict[str, dict[str, Any]]:
+def services(result: AuditResult, rounded: Cents) -> dict[str, dict[str, Any]]:
     """audit.json ``services``: one entry per declared service."""
     used = result.shared.used if result.shared else "gpu_cost"
-    return {name: service_entry(result, uc, used) for name, uc in result.unit_costs.items()}
+    return {name: service_entry(result, uc, used, rounded.services[name]) for name, uc in result.unit_costs.items()}
 
 
-def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]:
+def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCents) -> dict[str, Any]:
+    """One service's entry: its cent figures as ``held`` (audit/audit_json_cents.py) rounded them, so
+    that they sum to the composition's; its unit costs from the exact figures."""
     t = uc.traffic
     full = uc.own + uc.shared
     requests = int(t.requests) if t else None
@@ -43,13 +45,13 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
         "prompt_tokens": int(t.prompt_tokens) if t and not logged else None,
         "generated_tokens": int(t.generated_tokens) if t and not logged else None,
         "gpu_hours": fmt(paid / 3600, 2),
-        "cost": str(cents(uc.own)),
-        "owned_lines": str(cents(uc.owned_lines)),
-        "shared_cost": str(cents(uc.shared)),
+        "cost": str(held.own),
+        "owned_lines": str(held.owned_lines),
+        "shared_cost": str(held.shared),
         "allocation_key": key,
-        "total_cost": str(cents(full)),
-        "unattributed": str(cents(uc.unattributed)),
-        "by_bucket": {b: str(cents(uc.by_bucket.get(b, ZERO))) for b in BUCKETS3},
+        "total_cost": str(held.total),
+        "unattributed": str(held.unattributed),
+        "by_bucket": {b: str(held.by_bucket[b]) for b in OWNED_BUCKETS},
         "traffic_source": ", ".join(sorted(t.sources)) if t else None,
         "request_counts": counts,
         # a service that owns nothing and takes no share has no unit cost to show (not a cost of 0)
@@ -61,8 +63,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str) -> dict[str, Any]
             "successful": fmt(Decimal(requests) / full, PER_UNIT_PLACES) if requests is not None and full > 0 else None,
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
-        "reason": service_reason(uc, requests, full, t, tokens, every),
-        "phases": phases_entry(result, uc),  # prefill / decode split (audit/audit_json_phases.py)
+        "reason": service_reason(uc, requests, full, t, tokens, every, held.unattributed),
+        "phases": phases_entry(result, uc, held),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
 
@@ -89,9 +91,10 @@ def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
             "denominator": logs_count_it(t)}
 
 
-def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: TrafficTotals | None = None,
-                   tokens: int | None = None, every: int | None = None) -> str | None:
-    """Why each unit cost the entry leaves null is not measured, and what its figures leave out."""
+def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: TrafficTotals | None,
+                   tokens: int | None, every: int | None, unattributed: Decimal) -> str | None:
+    """Why each unit cost the entry leaves null is not measured, and what its figures leave out
+    (``unattributed``: its unattributed cost as the entry shows it, in cents)."""
     reasons = []
     if t is None:
         reasons.append("no request counter or request log matched this service: unit costs unmeasured")
@@ -105,7 +108,7 @@ def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: Traffic
     elif t is not None and requests:
         reasons += _unmeasured_denominators(t, tokens, every)
     if uc.unattributed:
-        reasons.append(f"unit costs leave out {cents(uc.unattributed)} of its cost that stayed unattributed")
+        reasons.append(f"unit costs leave out {unattributed} of its cost that stayed unattributed")
     return "; ".join(reasons) or None
 
 
@@ -126,12 +129,13 @@ def _unmeasured_denominators(t: TrafficTotals, tokens: int | None, every: int | 
     return out
 
 
-def allocation(result: AuditResult) -> dict[str, Any] | None:
-    """audit.json ``allocation``: the key that split the shared cost, and each service's share."""
+def allocation(result: AuditResult, rounded: Cents) -> dict[str, Any] | None:
+    """audit.json ``allocation``: the key that split the shared cost, and each service's share; the pool
+    and what no service took as ``rounded`` holds them (Σ services' shared_cost + unallocated = pool)."""
     split: SharedSplit | None = result.shared
     if split is None:
         return None
     total = dsum(split.weights.values())
     return {"key": split.key, "used": split.used, "note": split.note,
-            "shared_cost": str(cents(split.pool)), "unallocated": str(cents(split.unallocated)),
+            "shared_cost": str(rounded.pool), "unallocated": str(rounded.unallocated),
             "weights": {s: share(w, total) for s, w in sorted(split.weights.items())}}

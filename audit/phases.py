@@ -116,12 +116,21 @@ def timer_split(rows: pd.DataFrame, service: str) -> Measured | str:
                 continue
             decode = _total(mine, column)
             if math.isfinite(decode) and prefill > 0 and decode > 0:
-                sources = "; ".join(sorted(set(mine["source"].astype(str)))) if "source" in mine else ""
                 return Measured(_dec(prefill), _dec(decode),
-                                f"{PREFILL_TIMERS[family]} and {name} over the window ({sources})")
+                                f"{PREFILL_TIMERS[family]} and {name} over the window "
+                                f"({measured_by(mine, ['prefill_seconds', column])})")
         return (f"{service}: its phase timers measure {prefill:g} s of prefill and no decode time"
                 if prefill > 0 else f"{service}: its phase timers measure no prefill time")
     return f"{service}: {NO_TIMERS}"
+
+
+def measured_by(rows: pd.DataFrame, columns: list[str]) -> str:
+    """The sources of the rows that measure any of ``columns`` ("; "-joined): a source whose rows
+    for the pods hold none of those series measured nothing of the figure."""
+    if "source" not in rows:
+        return ""
+    measured = rows[columns].notna().any(axis=1)
+    return "; ".join(sorted(set(rows.loc[measured, "source"].astype(str))))
 
 
 _PROFILE_SPLITS: dict[int, tuple[weakref.ref, PhaseSplit]] = {}
@@ -189,13 +198,12 @@ def hit_rate(serving: pd.DataFrame, services: Mapping[str, Any], service: str) -
     rows = _rows_of(serving, services)
     rows = rows.loc[rows["service"] == service]
     queries, hits = _total(rows, "prefix_queries"), _total(rows, "prefix_hits")
-    sources = "; ".join(sorted(set(rows["source"].astype(str)))) if "source" in rows and len(rows) else ""
     if math.isfinite(queries) and queries > 0 and math.isfinite(hits):
-        return (_dec(hits) / _dec(queries),
-                f"vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total over the window ({sources})")
+        return (_dec(hits) / _dec(queries), "vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total "
+                f"over the window ({measured_by(rows, ['prefix_queries', 'prefix_hits'])})")
     if "prefix_hit_rate" in rows and rows["prefix_hit_rate"].notna().any():
-        return (_dec(float(rows["prefix_hit_rate"].mean())),
-                f"vllm:gpu_prefix_cache_hit_rate, mean per pod and interval ({sources})")
+        return (_dec(float(rows["prefix_hit_rate"].mean())), "vllm:gpu_prefix_cache_hit_rate, mean per pod "
+                f"and interval ({measured_by(rows, ['prefix_hit_rate'])})")
     return (f"{service}: no prefix-cache counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits, or "
             "vllm:gpu_prefix_cache_hit_rate) for its pods")
 

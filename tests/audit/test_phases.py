@@ -76,9 +76,10 @@ def test_split_from_the_profile_with_the_timers_beside(metrics, both_phases):
     assert phases["prefill"]["share"] == f"{share:.6f}"
     assert phases["prefill"]["source"].startswith("kernel profile chat-profile: kernel time of prefill and decode")
     assert "attention operators with input shapes" in phases["prefill"]["source"]
-    part = result.ledger.parts[("model_compute", "kernel_active", "chat")].amount
-    assert Decimal(phases["prefill"]["cost"]) + Decimal(phases["decode"]["cost"]) == part.quantize(Decimal("0.01"))
+    [part] = [p["amount"] for p in document["buckets"]["model_compute"]["parts"] if p["service"] == "chat"]
     service = document["services"]["chat"]
+    assert Decimal(phases["prefill"]["cost"]) + Decimal(phases["decode"]["cost"]) == Decimal(part)
+    assert service["by_bucket"]["model_compute"] == part
     whole = Decimal(service["total_cost"])
     assert Decimal(phases["prefill"]["service_cost"]) + Decimal(phases["decode"]["service_cost"]) == whole
     [also] = phases["also"]
@@ -175,3 +176,32 @@ def test_the_case_states_h1_and_the_cap(metrics):
     # only requests above 4000 tokens: fewer than above 1024
     low = {o.id: o for o in result.options}["generation_cap"].saving["expected"]
     assert options["generation_cap"].saving["expected"] < low
+
+
+def test_each_figure_names_only_the_source_whose_rows_measured_it(metrics):
+    """The pod's phase timers in one file and everything else (DCGM, its other vLLM series) in another
+    (the case of /tmp/hB/demo): the split names the timers' file alone, and the model-compute part the
+    exporter alone, though both hold serving rows for the pod."""
+    read, _ = metrics
+    timers = ["prefill_seconds", "prefill_requests", "decode_seconds", "decode_requests", "tpot_seconds",
+              "itl_seconds", "request_tpot_seconds"]
+    serving = read.tables["serving_stats"]
+    exporter = {**read.tables, "serving_stats": serving.assign(**{c: float("nan") for c in timers})}
+    phase_file = {"serving_stats": serving[["ts", "family", "model_name", "namespace", "pod", *timers]]}
+    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
+               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
+               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
+               start=pd.Timestamp(START), end=pd.Timestamp(END))
+    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", QWEN, {"service": "chat"}),
+                              ReadContext(START, END, "USD", 300)).read()
+    result = audit_collected(case(), Collected((
+        frame("billing", "focus", {"lines": lines_frame([gpu])}),
+        frame("telemetry", "openmetrics", exporter, name="prometheus-export"),
+        frame("telemetry", "openmetrics", phase_file, name="phase-timers"), profile)))
+    document = to_dict(result)
+    assert document["services"]["chat"]["phases"]["prefill"]["source"] == (
+        "vllm:request_prefill_time_seconds_sum and vllm:request_decode_time_seconds_sum over the window "
+        "(phase-timers (openmetrics))")
+    [part] = [p for p in document["buckets"]["model_compute"]["parts"] if p["service"] == "chat"]
+    assert part["source"] == ("DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × GPU-interval cost of "
+                              "FOCUS lines (billing-inline)")

@@ -101,14 +101,17 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch) -> dict:
     """audit.json's service entry for chat, costing 1000.00 with the traffic of ``frame`` (its
     prefill / decode split, which reads the whole result, left out)."""
     from audit import audit_json_units
+    from audit.audit_json_cents import ServiceCents
     from audit.audit_json_units import service_entry
     from audit.result import UnitCost
 
-    monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc: None)
+    monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc, held: None)
     services = {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)}
     found = traffic_by_service(frame, services, classes)["chat"]
     cost = UnitCost("chat", Decimal(1000), Decimal(0), Decimal(0), {}, found)
-    return service_entry(SimpleNamespace(intervals=()), cost, "gpu_cost")
+    held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
+                         "platform_overhead": Decimal("0.00")})
+    return service_entry(SimpleNamespace(intervals=()), cost, "gpu_cost", held)
 
 
 LOG_CLASSES = pd.DataFrame([{"source": "alb (access_log)", "pod": "chat", "lines": 2000, "successful": 1400,

@@ -1,0 +1,157 @@
+"""Every cent figure of audit.json from one rounding (audit/audit_json_cents.py, METHOD §4, §5): each
+sum docs/audit-json.md and docs/telemetry.md document holds to the cent, on the demo, on the demo
+with vLLM phase timers beside it, and on a case where rounding each figure on its own misses a cent
+(the GKE figures: ocr's 40.514869 rounds to 40.51 alone but takes the leftover cent in the
+composition, and 40.51 + 4.33 + 12.54 = 57.38 against a total of 57.39)."""
+from __future__ import annotations
+
+import os
+import shutil
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+
+from audit import audit_json_units
+from audit.audit_json import _buckets
+from audit.audit_json_cents import rounded
+from audit.audit_json_review import composition
+from audit.case import Allocation, Service, load_case
+from audit.ledger import Ledger
+from audit.money import cents
+from audit.pipeline import run_audit
+from audit.unit_costs import SHARED_PARTS, unit_costs
+from tests.paths import DEMO
+
+D = Decimal
+
+
+def broken_sums(doc: dict) -> list[str]:
+    """The documented sums of an audit.json that do not hold to the cent (none: every one holds)."""
+    out = []
+
+    def same(what, left, right):
+        if D(left) != D(right):
+            out.append(f"{what}: {left} != {right}")
+
+    buckets, services = doc["buckets"], doc["services"]
+    parts = [p for b in buckets.values() for p in b["parts"]]
+    same("Σ buckets = total", sum(D(b["amount"]) for b in buckets.values()), doc["total"])
+    for name, bucket in buckets.items():
+        same(f"Σ {name} parts = its amount", sum(D(p["amount"]) for p in bucket["parts"]), bucket["amount"])
+    composed = doc["composition"]
+    members = [*composed["services"].values(), composed["unattributed"], composed["unallocated"]]
+    same("Σ composition = total", sum(D(v) for v in members), doc["total"])
+    same("composition.unattributed = the bucket", composed["unattributed"], buckets["unattributed"]["amount"])
+    shared = [p for p in parts if p["service"] is None and (p["id"].split(".")[0], p["name"]) in SHARED_PARTS]
+    same("allocation.shared_cost = Σ shared parts", doc["allocation"]["shared_cost"],
+         sum(D(p["amount"]) for p in shared))
+    same("Σ shared_cost + unallocated = allocation.shared_cost",
+         sum(D(s["shared_cost"]) for s in services.values()) + D(doc["allocation"]["unallocated"]),
+         doc["allocation"]["shared_cost"])
+    for name, s in services.items():
+        mine = [p for p in parts if p["service"] == name]
+        same(f"{name}: composition = total_cost", composed["services"][name], s["total_cost"])
+        same(f"{name}: total_cost = cost + shared_cost", s["total_cost"], D(s["cost"]) + D(s["shared_cost"]))
+        same(f"{name}: cost = Σ by_bucket", s["cost"], sum(D(v) for v in s["by_bucket"].values()))
+        for bucket, amount in s["by_bucket"].items():
+            same(f"{name}: by_bucket.{bucket} = Σ its parts", amount,
+                 sum(D(p["amount"]) for p in mine if p["id"].startswith(bucket + ".")))
+        same(f"{name}: unattributed = Σ its parts", s["unattributed"],
+             sum(D(p["amount"]) for p in mine if p["id"].startswith("unattributed.")))
+        prefill, decode = s["phases"]["prefill"], s["phases"]["decode"]
+        if prefill["cost"] is not None:
+            [kernel] = [p["amount"] for p in mine if p["name"] == "kernel_active"]
+            same(f"{name}: prefill + decode = the part", D(prefill["cost"]) + D(decode["cost"]), kernel)
+            same(f"{name}: prefill + decode = by_bucket.model_compute", D(prefill["cost"]) + D(decode["cost"]),
+                 s["by_bucket"]["model_compute"])
+            same(f"{name}: prefill + decode service_cost = total_cost",
+                 D(prefill["service_cost"]) + D(decode["service_cost"]), s["total_cost"])
+    return out
+
+
+def test_every_documented_sum_holds_on_the_demo(demo_audit):
+    """Before: chat's by_bucket.model_compute 30864.70 and cost 52588.60 (each rounded on its own)
+    beside a kernel-active part of 30864.69, and allocation.shared_cost 18734.76 beside shared parts
+    of 18734.77; now by_bucket and cost are sums of the rounded parts and shared_cost the rest of
+    total_cost, which stays the exact cost to the cent (67086.180575)."""
+    assert broken_sums(demo_audit) == []
+    chat = demo_audit["services"]["chat"]
+    assert chat["by_bucket"]["model_compute"] == "30864.69"
+    assert (chat["cost"], chat["shared_cost"], chat["total_cost"]) == ("52588.59", "14497.59", "67086.18")
+    assert demo_audit["composition"]["services"] == {"chat": "67086.18", "embed": "12950.51"}
+    assert demo_audit["allocation"]["shared_cost"] == "18734.77"
+
+
+PHASES = "\n".join(
+    [f"# TYPE vllm:request_{phase}_time_seconds histogram\n" + "\n".join(
+        f'vllm:request_{phase}_time_seconds_{kind}{{model_name="Qwen/Qwen1.5-0.5B-Chat",namespace="llm",'
+        f'pod="chat-7c9d5f8b6d-2v98q"}} {value} {moment}'
+        for moment, count, total in ((1788220800, 0, 0), (1788224400, 50, seconds))
+        for kind, value in (("count", count), ("sum", total)))
+     for phase, seconds in (("prefill", 100), ("decode", 300))] + ["# EOF\n"])
+
+
+@pytest.fixture(scope="module")
+def demo_with_timers(tmp_path_factory) -> dict:
+    """The demo with a second telemetry source holding only one chat pod's vLLM phase timers."""
+    from audit.audit_json import to_dict
+
+    case = tmp_path_factory.mktemp("demo-timers") / "demo"
+    shutil.copytree(DEMO, case, copy_function=os.symlink)
+    (case / "case.toml").unlink()
+    (case / "case.toml").write_text((DEMO / "case.toml").read_text() + (
+        '\n[[telemetry]]\nname = "phase-timers"\nformat = "openmetrics"\npath = "telemetry/phases.om"\n'))
+    (case / "telemetry" / "phases.om").write_text(PHASES)
+    return to_dict(run_audit(load_case(case)))
+
+
+def test_the_phase_costs_add_up_to_the_part_the_demo_shows(demo_with_timers):
+    """Before: prefill 7716.18 + decode 23148.52 = 30864.70 (the part rounded on its own) against the
+    part's 30864.69; now the part's cents split by largest remainder: 7716.17 + 23148.52; the service
+    costs likewise to total_cost (67086.18)."""
+    assert broken_sums(demo_with_timers) == []
+    phases = demo_with_timers["services"]["chat"]["phases"]
+    assert (phases["prefill"]["cost"], phases["decode"]["cost"]) == ("7716.17", "23148.52")
+    assert (phases["prefill"]["service_cost"], phases["decode"]["service_cost"]) == ("16771.54", "50314.64")
+    assert phases["prefill"]["source"] == ("vllm:request_prefill_time_seconds_sum and "
+                                           "vllm:request_decode_time_seconds_sum over the window "
+                                           "(phase-timers (openmetrics))")
+    [part] = demo_with_timers["buckets"]["model_compute"]["parts"]
+    assert part["source"].startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × ")
+
+
+def _gke():
+    """The GKE case's ledger (its exact parts), unit costs and shared split."""
+    ledger = Ledger()
+    for bucket, name, service, amount in (
+            ("platform_overhead", "egress", None, "3.5386508085823428847207793801277699159925072187549"),
+            ("platform_overhead", "orchestration", None, "1.3591005390548952564805195867518466106616714791699"),
+            ("serving_path", "serving_compute", "web", "4.3292441179580748295713134704326934626239391652149"),
+            ("platform_overhead", "unallocated", None, "23.075879172735579201504789873787851463470901857251"),
+            ("unattributed", "no_kernel_profile", "ocr", "11.537939586367789600752394936893925731735450928622"),
+            ("platform_overhead", "idle_not_separated", "ocr", "12.541238680834553913861298844449919273625490139806"),
+            ("unattributed", "no_activity_sample", None, "1.0032990944667643131089039075559935418900392111846")):
+        ledger.add(bucket, name, service, D(amount), "s", "r")
+    services = {name: Service(name, {"namespace": name}) for name in ("ocr", "web")}
+    costs, split = unit_costs(ledger, [], services, {}, Allocation("weights", {"ocr": D(1)}))
+    return SimpleNamespace(ledger=ledger, unit_costs=costs, shared=split, intervals=())
+
+
+def test_a_service_s_total_is_its_composition_cent_where_rounding_it_alone_misses(monkeypatch):
+    result = _gke()
+    total = cents(result.ledger.total())
+    assert total == D("57.39") and cents(result.unit_costs["ocr"].own + result.unit_costs["ocr"].shared) == D("40.51")
+    figures = rounded(result, total)
+    monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc, held: {
+        "prefill": {"cost": None}, "decode": {"cost": None}})
+    doc = {"total": str(total), "buckets": _buckets(result, figures, total),
+           "composition": composition(figures, total),
+           "services": {name: audit_json_units.service_entry(result, uc, "weights", figures.services[name])
+                        for name, uc in result.unit_costs.items()},
+           "allocation": audit_json_units.allocation(result, figures)}
+    assert broken_sums(doc) == []
+    assert doc["composition"] == {"services": {"ocr": "40.52", "web": "4.33"}, "unattributed": "12.54",
+                                  "unallocated": "0.00", "total": "57.39"}
+    ocr = doc["services"]["ocr"]
+    assert (ocr["cost"], ocr["shared_cost"], ocr["total_cost"]) == ("12.54", "27.98", "40.52")
