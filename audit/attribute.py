@@ -16,6 +16,7 @@ import pandas as pd
 from audit.buckets import BUCKETS
 from audit.case import Case
 from audit.collected import Collected
+from audit.fit_unmatched import listed, named_amounts
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -33,6 +34,8 @@ from audit.ledger import (
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
 
+#: the columns that name an unmatched line in its part's source (audit/fit_unmatched.py)
+NAMING = ("service_name", "resource_id", "charge_description")
 #: how a part names the measurements behind a group: (group, service or None) -> source text
 Describer = Callable[[Group, "str | None"], str]
 
@@ -110,7 +113,7 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
     """Non-GPU classes go whole to their bucket part: one part per class and owning service
     (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
     owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
-    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net") if c in charges.columns]
+    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", *NAMING) if c in charges.columns]
     narrow = charges[read]  # each group is a row take: of the columns read, not of every column
     for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.fillna("")], sort=True):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
@@ -118,11 +121,22 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
         bucket, name = CLASS_PARTS[klass]
         reasons = sorted(set(frame["rule_reason"]))
         source = f"FOCUS lines ({billing_names}), class {klass}"
+        if klass == "unmatched" and set(NAMING) <= set(frame.columns):
+            source = f"{source}: {named_lines(frame)}"[:400]  # the lines are what measured it
         reason = "; ".join(reasons)[:300]
         if owner:
             claims = sorted(set(frame["claim_reason"])) if "claim_reason" in frame.columns else []
             reason = ("; ".join(claims)[:200] + "; " + reason)[:400]
         ledger.add(bucket, name, owner or None, sum(frame["net"], ZERO), source, reason)
+
+
+def named_lines(frame: pd.DataFrame) -> str:
+    """The unmatched lines of a part by name, largest first (one name: the part's amount is its)."""
+    named = named_amounts(frame, frame["net"])
+    if len(named) == 1:
+        name, _, count = named[0]
+        return f"{name} ({count} line{'s' if count != 1 else ''})"
+    return listed(named, 3)
 
 
 def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_names: str) -> None:

@@ -6,12 +6,15 @@ misfit of the case: most often a CPU instance the case meant as a serving node, 
 serving_compute rule takes only when telemetry (``kube_node_info``) or ``[nodes]`` names it as a node
 of the audited cluster, or a service's tag claim, which gives a line its owner but not its class.
 ``lines_unmatched`` names the lines, largest first, with their amount and share, what claims them,
-and how to class them.
+and how to class them, where a service claims some of them (the case meant them) or they are
+:data:`MATERIAL` of the charges or more; the unattributed part names them either way
+(:func:`named_amounts`, audit/attribute.py).
 """
 from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 
 from audit.case import Case
@@ -19,9 +22,11 @@ from audit.lines import ADJUSTING_CATEGORIES, basis_amount
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO, cents
 
-HINT = ("a [[rules]] entry classes them (e.g. class = \"serving_compute\" for a CPU serving tier), and a CPU "
-        "instance is serving_compute by the shipped rules once kube_node_info or [nodes] names it as a node "
-        "of the audited cluster")
+HINT = "A [[rules]] entry classes them where they belong to the audit."
+#: the share of the charges in scope unclaimed unmatched lines warn from (below it the part names them)
+MATERIAL = Decimal("0.05")
+INSTANCE_HINT = (" A CPU instance is serving_compute by the shipped rules once kube_node_info or [nodes] names it as "
+                 "a node of the audited cluster; a service's claim alone gives it an owner, not a class.")
 
 
 def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
@@ -33,35 +38,51 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     if not unmatched.any():
         return []
     amounts = basis_amount(charges, case.cost_basis)
-    total = sum((a for a in amounts if a is not None), ZERO)
-    named = _by_name(charges[unmatched], amounts[unmatched])
-    amount = sum((a for _, a, _ in named), ZERO)
-    if amount == 0:
+    priced = unmatched & np.fromiter((a is not None and a != 0 for a in amounts), dtype=bool, count=len(amounts))
+    if not priced.any():
         return []
-    share = f" ({amount / total:.1%} of the charges in scope)" if total > 0 else ""
-    largest = "; ".join(f"{text(name)} {cents(a)} ({n} line{'s' if n != 1 else ''})"
-                        for name, a, n in named[:LISTED])
-    more = f"; … {len(named) - LISTED} more" if len(named) > LISTED else ""
-    claimed = _claimed(charges[unmatched])
-    message = (f"{int(unmatched.sum()):,} charge line(s) in scope, {cents(amount)} {case.currency}{share}, match no "
-               f"class rule and are unattributed: {largest}{more}.{claimed} {HINT[0].upper()}{HINT[1:]}")
+    total = sum((a for a in amounts if a is not None), ZERO)
+    named = named_amounts(charges[priced], amounts[priced])
+    amount = sum((a for _, a, _ in named), ZERO)
+    claimed = _claimed(charges[priced])
+    if not claimed and not (total > 0 and abs(amount) >= MATERIAL * total):
+        return []
+    share = f" ({amount / total:.1%} of the charges)" if total > 0 else ""
+    largest = listed(named, LISTED)
+    lines = charges[priced]
+    hint = HINT + (INSTANCE_HINT if _instances(lines) else "")
+    message = (f"{int(priced.sum()):,} charge line(s) in scope, {cents(amount)} {case.currency}{share}, match no "
+               f"class rule and are unattributed: {largest}.{claimed} {hint}")
     return [Misfit("lines_unmatched", "billing lines no rule classes", message,
-                   tuple(text(name) for name, _, _ in named[:LISTED]))]
+                   tuple(name for name, _, _ in named[:LISTED]))]
 
 
-def _by_name(lines: pd.DataFrame, amounts: pd.Series) -> list[tuple[str, Decimal, int]]:
-    """(service: resource or description, amount, lines) per distinct name, largest amount first."""
+def listed(named: list[tuple[str, Decimal, int]], count: int) -> str:
+    """The first ``count`` of :func:`named_amounts`: "name amount (n lines)", then how many more."""
+    out = "; ".join(f"{name} {cents(a)} ({n} line{'s' if n != 1 else ''})" for name, a, n in named[:count])
+    return out + (f"; … {len(named) - count} more" if len(named) > count else "")
+
+
+def named_amounts(lines: pd.DataFrame, amounts) -> list[tuple[str, Decimal, int]]:
+    """(service: resource, else the service, else the description; amount; lines) per distinct name,
+    largest amount first."""
     service = lines["service_name"].fillna("").astype(str)
-    what = lines["resource_id"].fillna("").astype(str)
-    described = lines["charge_description"].fillna("").astype(str) if "charge_description" in lines.columns else what
-    what = what.where(what != "", described)
-    names = (service + ": " + what).where(service != "", what)
+    resource = lines["resource_id"].fillna("").astype(str)
+    described = lines["charge_description"].fillna("").astype(str) if "charge_description" in lines.columns \
+        else resource
+    names = [f"{text(s, 40)}: {text(r, 40)}" if s and r else text(s or r or d, 50)
+             for s, r, d in zip(service, resource, described)]
     sums: dict[str, list] = {}
     for name, amount in zip(names, amounts):
         entry = sums.setdefault(name or "(no service, resource or description)", [ZERO, 0])
         entry[0] += amount if amount is not None else ZERO
         entry[1] += 1
     return sorted(((n, a, k) for n, (a, k) in sums.items()), key=lambda x: (-abs(x[1]), x[0]))
+
+
+def _instances(lines: pd.DataFrame) -> bool:
+    """Whether some of the lines bill a compute instance (FOCUS ServiceCategory Compute)."""
+    return "service_category" in lines.columns and bool((lines["service_category"] == "Compute").any())
 
 
 def _claimed(lines: pd.DataFrame) -> str:

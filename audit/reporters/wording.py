@@ -31,7 +31,7 @@ from audit.reporters.formatting import (
 _GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of FOCUS lines "
                   r"\((?P<billing>[^()]*)\)(?:; gap ratio g = (?P<g>[0-9.]+) from kernel profile "
                   r"(?P<profile>.+?) \((?P<trace>[^()]*)\))?$")
-_LINES = re.compile(r"^FOCUS lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)$")
+_LINES = re.compile(r"^FOCUS lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)(?:: (?P<lines>.+))?$", re.S)
 _LINE = re.compile(r"^FOCUS line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
 NO_SAMPLE = "no kernel-activity sample"
 
@@ -135,6 +135,8 @@ def measured(source: str, basis: str) -> Measured:
     if found:
         klass = found["klass"]
         words = f"invoice lines ({found['billing']}): {CLASS_WORDS.get(klass, klass.replace('_', ' '))}"
+        if found["lines"]:  # the lines by name (unmatched ones): the appendix shows them, page 1 the class
+            words += f" ({found['lines']})"
         return Measured(words, (column,), _names(found["billing"]))
     found = _LINE.match(source)
     if found:

@@ -140,3 +140,11 @@ def test_demo_page_one_is_one_page(audit, tmp_path):
                             capture_output=True, text=True, check=True).stdout for n in (1, 2)]
     assert "Terms." in pages[0] and "payback: one-off cost" in pages[0]
     assert "Terms." not in pages[1] and "one-off cost + monthly saving" not in pages[1]
+
+
+def test_the_unmatched_part_names_its_lines(audit):
+    """Rule 5: the demo's unattributed marketplace subscription is named in its part's source (the
+    lines are what measured it), not only "no rule matched"; page 1 keeps the class in words."""
+    (part,) = [p for p in audit["buckets"]["unattributed"]["parts"] if p["name"] == "unmatched_line"]
+    assert part["reason"] == "no rule matched" and part["amount"] == "1221.00"
+    assert part["source"] == "FOCUS lines (aws-focus), class unmatched: Acme Vector Search (AWS Marketplace) (30 lines)"
