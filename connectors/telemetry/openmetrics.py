@@ -36,6 +36,7 @@ from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, count
 from connectors.telemetry.om_stream import family_coder, read_reduced, reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
+from connectors.telemetry.serving_stats import serving_stats
 from connectors.telemetry.tables import (
     counter_increases,
     covered,
@@ -43,7 +44,6 @@ from connectors.telemetry.tables import (
     quality_tables,
     queue,
     replicas,
-    serving_stats,
     traffic_from_increases,
 )
 from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
@@ -64,6 +64,9 @@ class OpenMetricsConnector(Connector):
     untimestamped: int = 0
     #: the interval length used by the last fetch, in seconds
     step_seconds: int | None = None
+    #: whether that step is the case's or the samples' spacing, not the default (a single scrape,
+    #: or samples without timestamps, has no spacing: its step is not measured)
+    step_measured: bool = False
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Stream the file, then build every table on one grid (the file read again without
@@ -137,7 +140,9 @@ class OpenMetricsConnector(Connector):
         step = self.ctx.step_seconds
         if step is None:
             ordered = [frames["dcgm"]] + [f for role, f in frames.items() if role != "dcgm"]
-            step = median_step(ordered) or DEFAULT_STEP
+            step = median_step(ordered)
+        self.step_measured = step is not None
+        step = DEFAULT_STEP if step is None else step
         if int(step) <= 0:
             raise InputError(self.path, f"step {step} is not positive", expected="step_seconds > 0")
         return Grid(start_ns, end_ns, int(step))
