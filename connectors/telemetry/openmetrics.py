@@ -45,6 +45,7 @@ from connectors.telemetry.tables import (
     queue,
     replicas,
     traffic_from_increases,
+    with_unplaced,
 )
 from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
 from schemas.usage import GpuEvidence, GpuInterval, GpuRequest, NodeInfo, Replicas
@@ -105,6 +106,7 @@ class OpenMetricsConnector(Connector):
                    else counter_increases(frames[role], grid) for role in COUNTER_ROLES]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
         busy, nodes, requests = sample_tables(cells, frames, coder, grid)
+        busy = with_unplaced(busy, cells["dcgm_evidence"].unplaced())
         queue_table = queue(cells["queue"].means(), grid)
         tables = {
             "gpu_activity": busy.activity,

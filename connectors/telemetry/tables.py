@@ -40,6 +40,7 @@ from connectors.telemetry.validity import (
     no_resets,
     no_unmeasured,
     resets_table,
+    unplaced_table,
 )
 
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
@@ -131,16 +132,19 @@ def prefer_engine_active(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[is_gr == has_gr]
 
 
-def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame]:
+def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The preferred metric's samples of each GPU in the window: valid ones as fractions (GPU_UTIL
-    / 100), and the excluded ones with their ``reason`` (out of range, not finite)."""
+    / 100), the excluded ones with their ``reason`` (out of range, not finite), and the samples
+    of series with no GPU label (gpu, UUID), which no GPU can take."""
     frame = grid.window(dcgm)
-    frame = prefer_engine_active(frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")])
+    placed = (frame["gpu"] != "") | (frame["uuid"] != "")
+    unplaced = frame.loc[~placed]
+    frame = prefer_engine_active(frame.loc[placed])
     reason = mig_reasons(frame, busy_reasons(frame["metric"], frame["v"]))
     ok = reason == ""
     valid = frame.loc[ok]
     scale = np.where(valid["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
-    return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok])
+    return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok]), unplaced
 
 
 def is_mig_unit(uuid: pd.Series) -> np.ndarray:
@@ -188,10 +192,10 @@ def unmeasured_intervals(bad: pd.DataFrame, valid_keys: pd.DataFrame, grid: Grid
 def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
     """Mean kernel-active fraction per GPU and interval over its valid samples, with the pod that
     held the GPU; excluded samples counted, and the GPU-intervals they leave unmeasured."""
-    frame, bad = busy_samples(dcgm, grid)
-    excluded, unmeasured = excluded_table(bad), unmeasured_intervals(bad, frame, grid)
+    frame, bad, unplaced = busy_samples(dcgm, grid)
+    unmeasured = unmeasured_intervals(bad, frame, grid)
     if frame.empty:
-        return Busy(empty_table("gpu_activity"), excluded, unmeasured)
+        return placed_busy(empty_table("gpu_activity"), bad, unplaced, unmeasured)
     keys = GPU_KEY + ["k"]
     shared = time_shared(frame, keys)
     shared = shared[shared]
@@ -205,7 +209,21 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
         busy = pd.concat([busy, shared_activity(frame.loc[is_shared], keys)], ignore_index=True)
         busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
     models = plain(most_frequent(frame, GPU_KEY, "model_name"))
-    return Busy(activity_table(busy, models, grid), excluded, unmeasured)
+    return placed_busy(activity_table(busy, models, grid), bad, unplaced, unmeasured)
+
+
+def placed_busy(activity: pd.DataFrame, bad: pd.DataFrame, unplaced: pd.DataFrame,
+                unmeasured: pd.DataFrame) -> Busy:
+    """``Busy`` with the excluded samples: the invalid ones (``bad``) and those of series with no
+    GPU label (``unplaced``: metric, t, v)."""
+    return with_unplaced(Busy(activity, excluded_table(bad), unmeasured), unplaced)
+
+
+def with_unplaced(busy: Busy, unplaced: pd.DataFrame) -> Busy:
+    """``busy`` with DCGM samples of series with no GPU label (metric, t, v) counted among its
+    excluded samples, GR_ENGINE_ACTIVE's naming the metric busy_fraction fell back to."""
+    excluded = merge_excluded(busy.excluded, unplaced_table(unplaced, busy.activity))
+    return busy._replace(excluded=excluded)
 
 
 def activity_table(busy: pd.DataFrame, models: pd.DataFrame, grid: Grid) -> pd.DataFrame:
