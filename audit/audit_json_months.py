@@ -81,7 +81,7 @@ def _service(uc) -> dict[str, Any]:
     full = uc.own + uc.shared
     t = uc.traffic
     requests = int(t.requests) if t is not None else None
-    tokens = int(t.prompt_tokens + t.generated_tokens) if t is not None else None
+    tokens = int(t.tokens) if t is not None and t.tokens is not None else None
     return {"total_cost": str(cents(full)), "requests": requests,
             "cost_per_1k_requests": fmt(full * 1000 / requests, UNIT_PLACES) if requests else None,
             "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, UNIT_PLACES) if tokens else None}

@@ -26,6 +26,22 @@ def _per_million(cost: Decimal, tokens: int | None) -> str | None:
     return fmt(cost * 1_000_000 / tokens, PLACES) if tokens else None
 
 
+def _whole(t, column: str) -> int | None:
+    """A token total of the service's traffic as a whole number; None where not measured."""
+    count = getattr(t, column) if t else None
+    return None if count is None else int(count)
+
+
+def _unmeasured(t, column: str, count: int | None) -> str:
+    """Why the cost per 1 M tokens of ``column`` is not measured: no token count (and why), or 0 counted."""
+    figure = f"cost per 1 M {column.replace('_tokens', '')} tokens not measured"
+    if t is None:
+        return f"no request counter for this service: {figure}"
+    if count is None:
+        return f"{figure}: {t.tokens_unmeasured((column,))}"
+    return f"{figure}: {', '.join(sorted(t.sources))} counted no {column.replace('_', ' ')} in the window"
+
+
 def phases_of(result, uc) -> Split:
     """The split of one service (audit.phases) on the result's telemetry and profile."""
     serving = result.telemetry.serving
@@ -48,14 +64,11 @@ def phases_entry(result, uc, held: ServiceCents) -> dict[str, Any]:
                               held.kernel_active)
     service_costs = largest_remainder({"prefill": prefill_whole, "decode": whole - prefill_whole}, held.total)
     t = uc.traffic
-    prompt = int(t.prompt_tokens) if t else None
-    generated = int(t.generated_tokens) if t else None
+    prompt = _whole(t, "prompt_tokens")
+    generated = _whole(t, "generated_tokens")
     total = used.prefill + used.decode
-    reasons = []
-    if not prompt:
-        reasons.append("no prompt-token counter for this service: cost per 1 M prompt tokens not measured")
-    if not generated:
-        reasons.append("no generated-token counter for this service: cost per 1 M generated tokens not measured")
+    reasons = [_unmeasured(t, column, count) for column, count in (("prompt_tokens", prompt),
+                                                                    ("generated_tokens", generated)) if not count]
     return {
         **{phase: {"cost": str(costs[phase]), "service_cost": str(service_costs[phase]),
                    "share": share(time, total), "source": used.source}

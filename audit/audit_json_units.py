@@ -33,8 +33,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     full = uc.own + uc.shared
     requests = int(t.requests) if t else None
     logged = logs_count_it(t)
-    # a request log counts no tokens: a service it alone counts has none measured (not 0)
-    tokens = int(t.prompt_tokens + t.generated_tokens) if t and not logged else None
+    # a request log counts no tokens, nor a server without token series: none measured (not 0)
+    tokens = _whole(t.tokens) if t and not logged else None
     counts = denominator_counts(t)
     # "all requests" only where the logs are the denominator: a server counter's requests and a log's
     # lines are two populations, and a log's lines over a counter's cost is no unit cost of either
@@ -42,8 +42,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == uc.service)
     return {
         "requests": requests,
-        "prompt_tokens": int(t.prompt_tokens) if t and not logged else None,
-        "generated_tokens": int(t.generated_tokens) if t and not logged else None,
+        "prompt_tokens": _whole(t.prompt_tokens) if t and not logged else None,
+        "generated_tokens": _whole(t.generated_tokens) if t and not logged else None,
         "gpu_hours": fmt(paid / 3600, 2),
         "cost": str(held.own),
         "owned_lines": str(held.owned_lines),
@@ -68,15 +68,18 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     }
 
 
+def _whole(count: Decimal | None) -> int | None:
+    """A count as a whole number; None (not measured) stays None."""
+    return None if count is None else int(count)
+
+
 def _per(cost: Decimal, count: int | None, per: int) -> str | None:
     return fmt(cost * per / count, UNIT_PLACES) if count and cost else None
 
 
 def logs_count_it(t: TrafficTotals | None) -> bool:
     """Whether the service's denominator is its request logs (not a server counter beside them)."""
-    if t is None or not t.counts or not t.sources:
-        return False
-    return set(t.sources) <= set(t.counts)
+    return t is not None and t.counted_by_logs
 
 
 def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
@@ -119,6 +122,8 @@ def _unmeasured_denominators(t: TrafficTotals, tokens: int | None, every: int | 
     counters = sorted(set(t.sources) - set(t.counts))
     if logs_count_it(t):
         out.append(f"cost per 1 M tokens not measured: a request log ({', '.join(logs)}) counts no tokens")
+    elif tokens is None:
+        out.append(f"cost per 1 M tokens not measured: {t.tokens_unmeasured()}")
     elif not tokens:
         out.append(f"cost per 1 M tokens not measured: {', '.join(counters)} counted no tokens in the window")
     if every is None and not logs_count_it(t):

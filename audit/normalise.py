@@ -37,10 +37,8 @@ from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
 from connectors.telemetry.distinct import by_values
+from connectors.telemetry.families import REQUEST_COUNTER
 
-#: the counter each serving family's request counts come from (traffic provenance)
-REQUEST_COUNTERS = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
-                    "tgi": "tgi_request_success"}
 MISMATCH_VALUES = 20  # values listed per finding (the count says how many there are)
 
 
@@ -215,7 +213,7 @@ def _traffic(collected: Collected) -> pd.DataFrame:
         if table is not None and len(table):
             base = f"{frame.spec.name} ({frame.spec.format})"
             family = table["family"] if "family" in table else pd.Series("", index=table.index)
-            counter = family.map(REQUEST_COUNTERS).fillna("")
+            counter = family.map(REQUEST_COUNTER).fillna("")
             parts.append(table.assign(source=(base + ": " + counter).where(counter != "", base),
                                       witness=counter.where(counter != "", frame.spec.format)))
     if not parts:

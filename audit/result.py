@@ -20,6 +20,7 @@ from audit.fit import Fit
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary, Telemetry
+from connectors.telemetry.families import token_counter
 
 #: the low / expected / high figures of an option
 Bands = Mapping[str, Decimal]
@@ -31,13 +32,24 @@ Figure = Mapping[str, str | None]
 COUNT_CLASSES = ("lines", "successful", "failed", "health_checks", "unparseable", "other_paths")
 
 
+#: the token counts of a service's traffic
+TOKEN_COLUMNS = ("prompt_tokens", "generated_tokens")
+
+
+def _counter_of(sources: frozenset[str]) -> str:
+    """The request counter a traffic source names ("<source> (<format>): <counter>"; audit/normalise.py)."""
+    return min(sources, default="").rpartition(": ")[2]
+
+
 @dataclass(frozen=True)
 class TrafficTotals:
-    """Requests and tokens of one service, in total and per interval (from the serving counters)."""
+    """Requests and tokens of one service, in total and per interval (from the serving counters).
+    A token total is None (not measured) unless a token series measured it in every pod-interval
+    the request source counted (``rows``; ``token_rows``: how many each token column measured)."""
 
     requests: Decimal
-    prompt_tokens: Decimal
-    generated_tokens: Decimal
+    prompt_tokens: Decimal | None
+    generated_tokens: Decimal | None
     by_ts: Mapping[datetime, Decimal]
     by_pod_ts: Mapping[tuple[str, datetime], Decimal]
     pods: frozenset[str]
@@ -47,6 +59,39 @@ class TrafficTotals:
     #: request logs' line classes per source (METHOD §4): lines (all requests), successful, failed,
     #: health_checks, unparseable, other_paths (2xx/3xx outside the path filter); {} for counters
     counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    rows: int = 0
+    token_rows: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def counted_by_logs(self) -> bool:
+        """Whether the denominator is request logs (not a server counter beside them)."""
+        return bool(self.counts) and bool(self.sources) and set(self.sources) <= set(self.counts)
+
+    @property
+    def tokens(self) -> Decimal | None:
+        """Prompt plus generated tokens; None where either is not measured."""
+        if self.prompt_tokens is None or self.generated_tokens is None:
+            return None
+        return self.prompt_tokens + self.generated_tokens
+
+    def tokens_unmeasured(self, columns: tuple[str, ...] = TOKEN_COLUMNS) -> str | None:
+        """Why the token ``columns`` left None are not measured (None where all are): the request
+        counter had no token series beside it, the family counts no tokens (Triton), or the token
+        series measured only some of the pod-intervals the request counter counted."""
+        missing = [c for c in columns if getattr(self, c) is None]
+        if not missing:
+            return None
+        where = ", ".join(sorted(self.sources))
+        if self.counted_by_logs:
+            return f"a request log ({where}) counts no tokens"
+        series = [token_counter(_counter_of(self.sources), c) for c in missing]
+        if None in series:
+            return f"{where} counts requests only: its server exports no token counter"
+        measured = [self.token_rows.get(c, 0) for c in missing]
+        if not any(measured):
+            return f"no {' or '.join(series)} series beside {where}"
+        return (f"{where} counted {self.rows:,} pod-intervals, of which "
+                + ", ".join(f"{s} measured {n:,}" for s, n in zip(series, measured)))
 
     def requests_of(self, ts: datetime, pods: frozenset[str] | set[str]) -> Decimal:
         """Requests served in an interval by the given pods (all pods when none of them has counters)."""

@@ -8,6 +8,7 @@ to requests, then to equal shares) and what of its cost stayed unattributed.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -19,7 +20,7 @@ import pandas as pd
 from audit.case import Allocation, Service
 from audit.ledger import Ledger, ServiceInterval
 from audit.money import ZERO, split_evenly
-from audit.result import COUNT_CLASSES, SharedSplit, TrafficTotals, UnitCost
+from audit.result import COUNT_CLASSES, TOKEN_COLUMNS, SharedSplit, TrafficTotals, UnitCost
 from audit.services import service_of
 from connectors.telemetry.distinct import by_values
 
@@ -40,16 +41,20 @@ class _Counts:
     by_pod_ts: defaultdict[tuple[str, datetime], Decimal] = field(default_factory=lambda: defaultdict(lambda: ZERO))
     pods: set[str] = field(default_factory=set)
     sources: set[str] = field(default_factory=set)
+    rows: int = 0
+    token_rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_COLUMNS, 0))
 
     def add(self, pod: str, ts: datetime, requests: tuple[Decimal, Decimal], prompt_tokens: float,
             generated_tokens: float, source: str) -> None:
-        """One row of the traffic table (each float taken exactly as its shortest repr).
+        """One row of the traffic table (each float taken exactly as its shortest repr; a token
+        count of NaN is not measured, and adds nothing but is not counted as measured).
         ``requests``: the row's count as a Decimal, and that count added to zero (:func:`_counted`),
         which a pod and interval counted once holds (one object for every equal count)."""
         counted, first = requests
         self.requests += counted
-        self.prompt_tokens += Decimal(repr(float(prompt_tokens)))
-        self.generated_tokens += Decimal(repr(float(generated_tokens)))
+        self.rows += 1
+        self.prompt_tokens += self._tokens("prompt_tokens", prompt_tokens)
+        self.generated_tokens += self._tokens("generated_tokens", generated_tokens)
         self.by_ts[ts] += counted
         key = (pod, ts)
         held = self.by_pod_ts.get(key)
@@ -57,10 +62,22 @@ class _Counts:
         self.pods.add(pod)
         self.sources.add(source)
 
+    def _tokens(self, column: str, value: float) -> Decimal:
+        """A row's token count (0 where no series measured it), counted as measured where one did."""
+        if math.isnan(value):
+            return ZERO
+        self.token_rows[column] += 1
+        return Decimal(repr(float(value)))
+
+    def _measured(self, column: str, total: Decimal) -> Decimal | None:
+        """A token total, or None where some pod-interval of the requests had no token series."""
+        return total if self.token_rows[column] == self.rows else None
+
     def totals(self, by_source: Mapping[str, Decimal], counts: Mapping[str, Mapping[str, int]]) -> TrafficTotals:
-        return TrafficTotals(self.requests, self.prompt_tokens, self.generated_tokens, dict(self.by_ts),
+        return TrafficTotals(self.requests, self._measured("prompt_tokens", self.prompt_tokens),
+                             self._measured("generated_tokens", self.generated_tokens), dict(self.by_ts),
                              dict(self.by_pod_ts), frozenset(self.pods), frozenset(self.sources), dict(by_source),
-                             dict(counts))
+                             dict(counts), self.rows, dict(self.token_rows))
 
 
 def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],

@@ -16,8 +16,9 @@ class ServiceTraffic(pa.DataFrameModel):
     namespace: Series[str]
     pod: Series[str]
     requests: Series[float] = pa.Field(ge=0)
-    prompt_tokens: Series[float] = pa.Field(ge=0)
-    generated_tokens: Series[float] = pa.Field(ge=0)
+    #: NaN where no token series measured them (Triton counts none; request logs neither)
+    prompt_tokens: Series[float] = Measured()
+    generated_tokens: Series[float] = Measured()
     #: the serving family that counted them: "vllm", "triton", "tgi" ("" or absent: another source)
     family: Series[str] = pa.Field(required=False)
 

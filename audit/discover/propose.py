@@ -244,7 +244,8 @@ def _read_note(read: Read) -> str:
         table = read.tables.get("profile")
         device = f", device {table['device'].iloc[0]}" if table is not None and len(table) else ""
         return f"read: {read.frame.rows:,} trace events{device}" if read.frame is not None else ""
-    step = f", step {duration(read.step)}" if read.step and read.source.kind == "telemetry" else ""
+    step = "" if read.source.kind != "telemetry" else (
+        f", step {duration(read.step)}" if read.step else ", step unknown (not measured: no spacing between samples)")
     return f"read: {read.frame.rows:,} rows{span}{step}" if read.frame is not None else ""
 
 

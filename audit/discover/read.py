@@ -85,7 +85,10 @@ def _read(source: Sniffed, name: str, window: tuple[datetime, datetime], step: i
 
 def _step_of(connector, frame: SourceFrame) -> int | None:
     """The interval the telemetry tables were built on: the connector's, else the closest spacing
-    of the interval starts its tables hold, else None."""
+    of the interval starts its tables hold, else None; None too where the connector says its
+    step was not measured (no case step, and no spacing between its samples: the default)."""
+    if getattr(connector, "step_measured", True) is False:
+        return None
     step = getattr(connector, "step_seconds", None)
     if isinstance(step, int) and step > 0:
         return step

@@ -288,7 +288,8 @@ def count_intervals(con, ctx, step: int) -> tuple[pd.DataFrame, tuple[datetime |
 
 
 def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:
-    """``ServiceTraffic`` rows of the dated intervals: successful requests, no tokens."""
+    """``ServiceTraffic`` rows of the dated intervals: successful requests; tokens not measured
+    (NaN: a request log counts none)."""
     dated = detail[detail["ts"].notna()]
     return pd.DataFrame({
         "ts": dated["ts"].astype("datetime64[ns, UTC]"),
@@ -296,8 +297,8 @@ def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:
         "namespace": pd.Series("", index=dated.index, dtype="str"),
         "pod": dated["pod"].astype("str"),
         "requests": dated["successful"].astype("float64"),
-        "prompt_tokens": 0.0,
-        "generated_tokens": 0.0,
+        "prompt_tokens": float("nan"),
+        "generated_tokens": float("nan"),
     }).reset_index(drop=True)
 
 

@@ -230,6 +230,17 @@ SERVING_SCALE = {("triton", c): 1e-6 for c in ("request_seconds", "queue_seconds
 #: the counter each family's request counts come from (provenance in the audit)
 REQUEST_COUNTER = {"vllm": "vllm:request_success_total", "triton": "nv_inference_request_success",
                    "tgi": "tgi_request_success"}
+
+
+def token_counter(request_counter: str, column: str) -> str | None:
+    """The series that counts ``column`` (``prompt_tokens``, ``generated_tokens``) beside a
+    family's request counter (``REQUEST_COUNTER``); None where the family counts no tokens
+    (Triton) or the counter is no serving family's."""
+    family = next((f for f, name in REQUEST_COUNTER.items() if name == request_counter), None)
+    named = {**{f"{name}_total": ("vllm", c) for name, c in COUNTERS.items()}, **SERVING_COUNTERS}
+    return next((name for name, counted in named.items() if counted == (family, column)), None)
+
+
 #: DCGM evidence gauges (they never change busy_fraction): sample name -> column
 DCGM_EVIDENCE = {"DCGM_FI_PROF_SM_ACTIVE": "sm_active",
                  "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",

@@ -52,9 +52,10 @@ from connectors.telemetry.tables import (
     gpu_activity,
     gpu_requests,
     node_info,
+    placed_busy,
     unmeasured_intervals,
 )
-from connectors.telemetry.validity import BUSY_RANGES, NOT_ON_MIG, busy_reasons, excluded_table
+from connectors.telemetry.validity import BUSY_RANGES, NOT_ON_MIG, busy_reasons
 
 KEYS = GPU_KEY + ["k"]
 
@@ -73,12 +74,16 @@ class BusyCells(Cells):
         self.metric_of, self.high = np.zeros(0, object), np.zeros(0)  # per series: metric, range
         self.has_gr = np.zeros(0, bool)              # per GPU: a GR_ENGINE_ACTIVE sample in the window
         self.bad: list[tuple] = []                   # (sid, t, v, reason) of excluded samples
+        self.unplaced: list[tuple] = []              # (sid, t, v) of series with no GPU label
 
     def add(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
         """Samples of the family, in file order."""
         pos = self.positions(t)
         self._describe()
-        keep = (t >= self.grid.start) & (t < self.grid.end) & self.named[sid]
+        inside = (t >= self.grid.start) & (t < self.grid.end)
+        keep, lost = inside & self.named[sid], inside & ~self.named[sid]
+        if lost.any():
+            self.unplaced.append((sid[lost], t[lost], v[lost]))
         sid, t, v, pos = sid[keep], t[keep], v[keep], pos[keep]
         gr = self.is_gr[sid]
         self.has_gr[self.gpu_of[sid[gr]]] = True
@@ -128,16 +133,22 @@ class BusyCells(Cells):
         bad = self._bad(kept, coder, grid)
         stats = self.stats.table(self.width)
         valid = self.rows(stats.loc[kept[stats["sid"].to_numpy()]], coder)
-        excluded, unmeasured = excluded_table(bad), unmeasured_intervals(bad, valid, grid)
+        unplaced, unmeasured = self._unplaced(), unmeasured_intervals(bad, valid, grid)
         if valid.empty:
-            return Busy(empty_table("gpu_activity"), excluded, unmeasured)
+            return placed_busy(empty_table("gpu_activity"), bad, unplaced, unmeasured)
         if shared(valid):
             raise NotStreamable
         busy = self._means(kept).merge(
             plain(most_frequent_of(valid, KEYS, "pod", ("namespace", "container"))),
             on=KEYS, how="left")
         models = plain(most_frequent_of(valid, GPU_KEY, "model_name"))
-        return Busy(activity_table(busy, models, grid), excluded, unmeasured)
+        return placed_busy(activity_table(busy, models, grid), bad, unplaced, unmeasured)
+
+    def _unplaced(self) -> pd.DataFrame:
+        """The samples of series with no GPU label (metric, t, v), as ``busy_samples`` gives them."""
+        sid, t, v = ((np.concatenate(p) for p in zip(*self.unplaced)) if self.unplaced
+                     else (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)))
+        return pd.DataFrame({"metric": pd.Series(self.metric_of[sid], dtype=object), "t": t, "v": v})
 
     def _bad(self, kept: np.ndarray, coder: Coder, grid: Grid) -> pd.DataFrame:
         """The excluded samples of the preferred metrics, in file order, as ``busy_samples``

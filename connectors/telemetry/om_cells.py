@@ -20,7 +20,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
-from connectors.telemetry.families import EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS, Family
+from connectors.telemetry.families import DCGM_EVIDENCE, EVIDENCE_COLUMNS, REPLICA_COLUMNS, SERVING_COLUMNS, Family
 from connectors.telemetry.grid import NS, Grid
 
 #: role -> the group-by of its interval means, in index order ("k": the interval)
@@ -236,6 +236,43 @@ class GaugeCells:
             key = tuple(meta[i] for i in self.columns)
             self.group_of.append(self.groups.setdefault(key, len(self.groups)))
 
+
+
+class EvidenceCells(GaugeCells):
+    """DCGM evidence means per GPU and interval; the samples in the window of series with no GPU
+    label (gpu, UUID) are set aside, to be counted as excluded (no GPU can take them)."""
+
+    def __init__(self, family: Family, grid: Grid, keys: list[str]):
+        super().__init__(family, grid, keys)
+        self.named = np.zeros(0, bool)  # per series: whether it names a GPU
+        self.lost: list[tuple] = []     # (sid, t, v) of the samples of series that name none
+
+    def add(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+        """Samples of the family, in file order."""
+        gpu, uuid = (self.family.columns.index(c) for c in ("gpu", "uuid"))
+        self.named = np.r_[self.named, [m[gpu] != "" or m[uuid] != ""
+                                        for m in self.family.meta[len(self.named):]]].astype(bool)
+        lost = ~self.named[sid]
+        if lost.any():
+            self.span = spanned(self.span, t[lost], self.grid)
+            inside = lost & (t >= self.grid.start) & (t < self.grid.end)
+            self.lost.append((sid[inside], t[inside], v[inside]))
+        super().add(sid[~lost], t[~lost], v[~lost])
+
+    def unplaced(self) -> pd.DataFrame:
+        """The set-aside samples (metric as DCGM names it, t, v)."""
+        if not self.lost:
+            return pd.DataFrame({"metric": pd.Series([], dtype=object), "t": [], "v": []})
+        sid, t, v = (np.concatenate(p) for p in zip(*self.lost))
+        metric = self.family.columns.index("metric")
+        names = np.array([EVIDENCE_NAMES[m[metric]] for m in self.family.meta] or [""], dtype=object)
+        return pd.DataFrame({"metric": names[sid], "t": t, "v": v})
+
+
+#: an evidence column -> the DCGM metric it comes from
+EVIDENCE_NAMES = {column: name for name, column in DCGM_EVIDENCE.items()}
+
+
 def intervals(grid: Grid) -> int:
     """The number of intervals of the window, plus one (a time at the very end)."""
     return -(-(grid.end_ns - grid.start_ns) // (grid.step * NS)) + 1
@@ -243,7 +280,8 @@ def intervals(grid: Grid) -> int:
 
 def gauge_cells(roles: dict[str, Family], grid: Grid) -> dict[str, GaugeCells]:
     """Empty cells for each gauge family of ``roles``."""
-    return {role: GaugeCells(roles[role], grid, keys) for role, keys in GAUGE_KEYS.items()}
+    return {role: (EvidenceCells if role == "dcgm_evidence" else GaugeCells)(roles[role], grid, keys)
+            for role, keys in GAUGE_KEYS.items()}
 
 
 def drain(cells) -> None:

@@ -36,6 +36,7 @@ from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, count
 from connectors.telemetry.om_stream import family_coder, read_reduced, reduced
 from connectors.telemetry.omtext import SAMPLE_FORM
 from connectors.telemetry.phase_families import token_histograms
+from connectors.telemetry.serving_stats import serving_stats
 from connectors.telemetry.tables import (
     counter_increases,
     covered,
@@ -43,8 +44,8 @@ from connectors.telemetry.tables import (
     quality_tables,
     queue,
     replicas,
-    serving_stats,
     traffic_from_increases,
+    with_unplaced,
 )
 from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
 from schemas.usage import GpuEvidence, GpuInterval, GpuRequest, NodeInfo, Replicas
@@ -64,6 +65,9 @@ class OpenMetricsConnector(Connector):
     untimestamped: int = 0
     #: the interval length used by the last fetch, in seconds
     step_seconds: int | None = None
+    #: whether that step is the case's or the samples' spacing, not the default (a single scrape,
+    #: or samples without timestamps, has no spacing: its step is not measured)
+    step_measured: bool = False
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Stream the file, then build every table on one grid (the file read again without
@@ -102,6 +106,7 @@ class OpenMetricsConnector(Connector):
                    else counter_increases(frames[role], grid) for role in COUNTER_ROLES]
         increases = pd.concat([c.increases for c in counted], ignore_index=True)
         busy, nodes, requests = sample_tables(cells, frames, coder, grid)
+        busy = with_unplaced(busy, cells["dcgm_evidence"].unplaced())
         queue_table = queue(cells["queue"].means(), grid)
         tables = {
             "gpu_activity": busy.activity,
@@ -137,7 +142,9 @@ class OpenMetricsConnector(Connector):
         step = self.ctx.step_seconds
         if step is None:
             ordered = [frames["dcgm"]] + [f for role, f in frames.items() if role != "dcgm"]
-            step = median_step(ordered) or DEFAULT_STEP
+            step = median_step(ordered)
+        self.step_measured = step is not None
+        step = DEFAULT_STEP if step is None else step
         if int(step) <= 0:
             raise InputError(self.path, f"step {step} is not positive", expected="step_seconds > 0")
         return Grid(start_ns, end_ns, int(step))

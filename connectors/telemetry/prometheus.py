@@ -91,6 +91,7 @@ from connectors.telemetry.promquery import (
     seconds_text,
     source_step,
 )
+from connectors.telemetry.serving_stats import serving_stats
 from connectors.telemetry.tables import (
     Busy,
     Counted,
@@ -98,7 +99,6 @@ from connectors.telemetry.tables import (
     is_mig_unit,
     quality_tables,
     replicas,
-    serving_stats,
 )
 from connectors.telemetry.validity import (
     counter_name,

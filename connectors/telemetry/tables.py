@@ -21,14 +21,12 @@ from connectors.telemetry.distinct import by_values, plain, plain_index
 from connectors.telemetry.families import (
     COUNTERS,
     DCGM_EVIDENCE,
-    FRACTION_GAUGES,
     GR_ENGINE_ACTIVE,
     QUEUE_GAUGES,
     REPLICA_GAUGES,
-    SERVING_SCALE,
     mig_slice,
 )
-from connectors.telemetry.grid import NS, Grid
+from connectors.telemetry.grid import Grid
 from connectors.telemetry.phase_families import PHASE_COLUMNS
 from connectors.telemetry.validity import (
     NOT_ON_MIG,
@@ -42,6 +40,7 @@ from connectors.telemetry.validity import (
     no_resets,
     no_unmeasured,
     resets_table,
+    unplaced_table,
 )
 
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
@@ -133,16 +132,19 @@ def prefer_engine_active(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[is_gr == has_gr]
 
 
-def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame]:
+def busy_samples(dcgm: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The preferred metric's samples of each GPU in the window: valid ones as fractions (GPU_UTIL
-    / 100), and the excluded ones with their ``reason`` (out of range, not finite)."""
+    / 100), the excluded ones with their ``reason`` (out of range, not finite), and the samples
+    of series with no GPU label (gpu, UUID), which no GPU can take."""
     frame = grid.window(dcgm)
-    frame = prefer_engine_active(frame.loc[(frame["gpu"] != "") | (frame["uuid"] != "")])
+    placed = (frame["gpu"] != "") | (frame["uuid"] != "")
+    unplaced = frame.loc[~placed]
+    frame = prefer_engine_active(frame.loc[placed])
     reason = mig_reasons(frame, busy_reasons(frame["metric"], frame["v"]))
     ok = reason == ""
     valid = frame.loc[ok]
     scale = np.where(valid["metric"] == GR_ENGINE_ACTIVE, 1.0, 0.01)
-    return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok])
+    return valid.assign(v=valid["v"] * scale), frame.loc[~ok].assign(reason=reason[~ok]), unplaced
 
 
 def is_mig_unit(uuid: pd.Series) -> np.ndarray:
@@ -190,10 +192,10 @@ def unmeasured_intervals(bad: pd.DataFrame, valid_keys: pd.DataFrame, grid: Grid
 def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
     """Mean kernel-active fraction per GPU and interval over its valid samples, with the pod that
     held the GPU; excluded samples counted, and the GPU-intervals they leave unmeasured."""
-    frame, bad = busy_samples(dcgm, grid)
-    excluded, unmeasured = excluded_table(bad), unmeasured_intervals(bad, frame, grid)
+    frame, bad, unplaced = busy_samples(dcgm, grid)
+    unmeasured = unmeasured_intervals(bad, frame, grid)
     if frame.empty:
-        return Busy(empty_table("gpu_activity"), excluded, unmeasured)
+        return placed_busy(empty_table("gpu_activity"), bad, unplaced, unmeasured)
     keys = GPU_KEY + ["k"]
     shared = time_shared(frame, keys)
     shared = shared[shared]
@@ -207,7 +209,21 @@ def gpu_activity(dcgm: pd.DataFrame, grid: Grid) -> Busy:
         busy = pd.concat([busy, shared_activity(frame.loc[is_shared], keys)], ignore_index=True)
         busy = busy.sort_values(keys + ["namespace", "pod"], kind="stable", na_position="first")
     models = plain(most_frequent(frame, GPU_KEY, "model_name"))
-    return Busy(activity_table(busy, models, grid), excluded, unmeasured)
+    return placed_busy(activity_table(busy, models, grid), bad, unplaced, unmeasured)
+
+
+def placed_busy(activity: pd.DataFrame, bad: pd.DataFrame, unplaced: pd.DataFrame,
+                unmeasured: pd.DataFrame) -> Busy:
+    """``Busy`` with the excluded samples: the invalid ones (``bad``) and those of series with no
+    GPU label (``unplaced``: metric, t, v)."""
+    return with_unplaced(Busy(activity, excluded_table(bad), unmeasured), unplaced)
+
+
+def with_unplaced(busy: Busy, unplaced: pd.DataFrame) -> Busy:
+    """``busy`` with DCGM samples of series with no GPU label (metric, t, v) counted among its
+    excluded samples, GR_ENGINE_ACTIVE's naming the metric busy_fraction fell back to."""
+    excluded = merge_excluded(busy.excluded, unplaced_table(unplaced, busy.activity))
+    return busy._replace(excluded=excluded)
 
 
 def activity_table(busy: pd.DataFrame, models: pd.DataFrame, grid: Grid) -> pd.DataFrame:
@@ -354,6 +370,9 @@ def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
 
     Rows of every serving family (vLLM, Triton, TGI) that counts requests or tokens; ``family``
     says which. Other serving counters (queue time, batches) are left to ``serving_stats``.
+    A token count no series of the row's pod and interval measured (Triton counts none; a TGI or
+    vLLM export without its token series) is NaN, "not measured", never 0: a token series that
+    counted nothing is 0.
     """
     if increases.empty:
         return empty_table("traffic")
@@ -361,15 +380,23 @@ def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     if increases.empty:
         return empty_table("traffic")
     sums = plain_index(increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum())
-    return per_interval_table("traffic", sums, COUNTERS.values(), grid)
+    return per_interval_table("traffic", sums, COUNTERS.values(), grid, unmeasured=TOKEN_COLUMNS)
 
 
-def per_interval_table(name: str, sums: pd.Series, columns, grid: Grid) -> pd.DataFrame:
-    """One column per metric (absent ones 0), interval starts as ``ts``, finished as table ``name``."""
-    out = sums.unstack("metric", fill_value=0.0).reset_index()
+#: traffic columns a request counter does not give: NaN where no token series measured them
+TOKEN_COLUMNS = ("prompt_tokens", "generated_tokens")
+
+
+def per_interval_table(name: str, sums: pd.Series, columns, grid: Grid,
+                       unmeasured: Sequence[str] = ()) -> pd.DataFrame:
+    """One column per metric, interval starts as ``ts``, finished as table ``name``. A cell no
+    series gave is 0, or NaN (not measured) in the ``unmeasured`` columns."""
+    out = sums.unstack("metric").reset_index()
     for column in columns:
         if column not in out:
-            out[column] = 0.0
+            out[column] = np.nan
+        if column not in unmeasured:
+            out[column] = out[column].fillna(0.0)
     out["ts"] = grid.stamps(out["k"])
     return finish(name, out)
 
@@ -383,69 +410,8 @@ def queue(means: pd.Series, grid: Grid) -> pd.DataFrame:
     return per_interval_table("queue", sums, QUEUE_GAUGES.values(), grid)
 
 
-# ---- serving statistics, GPU evidence, replicas: built from per-key means and increases, so
-# ---- that the file connectors (sample means) and Prometheus (pooled sums / counts) share them
-
-SERVING_STAT_KEY = ["k", "family", "model_name", "namespace", "pod"]
-
-
-def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
-    """num / den where den > 0, else NaN (not measured, never 0)."""
-    return (num / den.where(den > 0)).astype(float)
-
-
-def serving_stats(increases: pd.DataFrame, gauges: pd.Series, queue_table: pd.DataFrame,
-                  grid: Grid) -> pd.DataFrame:
-    """Queue time, batch size, occupancy and prefix-cache figures per interval, pod and family.
-
-    ``increases``: per-series counter increases (metric, family, model_name, namespace, pod, k,
-    increase) of vLLM, Triton and TGI. ``gauges``: interval means indexed by (metric, family,
-    model_name, namespace, pod, engine, k). ``queue_table``: the ``queue`` table (vLLM running /
-    waiting). A figure no series gives is NaN (not measured), never 0.
-    """
-    parts = []
-    if len(increases):
-        inc = increases[SERVING_STAT_KEY + ["metric", "increase"]].copy()
-        scale = by_values(lambda f, m: SERVING_SCALE.get((f, m), 1.0), inc["family"], inc["metric"])
-        inc["increase"] = inc["increase"].to_numpy(dtype=float) * scale.astype(float)
-        parts.append(plain_index(inc.groupby(SERVING_STAT_KEY + ["metric"]).increase.sum()))
-    if len(gauges):
-        g = gauges.rename("v").reset_index()
-        fraction = g["metric"].isin(FRACTION_GAUGES)
-        parts.append(g.loc[~fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.sum())
-        parts.append(g.loc[fraction].groupby(SERVING_STAT_KEY + ["metric"]).v.mean())
-    if len(queue_table):
-        q = queue_table.assign(family="vllm", k=(queue_table["ts"].astype("int64") - grid.start_ns)
-                               // (grid.step * NS))
-        q = q.melt(id_vars=SERVING_STAT_KEY, value_vars=["running", "waiting"], var_name="metric")
-        parts.append(q.set_index(SERVING_STAT_KEY + ["metric"])["value"])
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return empty_table("serving_stats")
-    wide = pd.concat(parts).groupby(level=SERVING_STAT_KEY + ["metric"]).sum(min_count=1)
-    out = wide.unstack("metric").reset_index()
-    out.columns.name = None
-    for column in list(TABLE_COLUMNS["serving_stats"]) + ["queue_seconds_v0", "queue_requests_v0",
-                                                         "kv_cache_usage_v0", "prefix_hit_rate_v0"]:
-        if column not in out:
-            out[column] = np.nan
-    v0 = out["queue_seconds"].isna() & out["queue_requests"].isna()
-    out.loc[v0, "queue_seconds"] = out.loc[v0, "queue_seconds_v0"]
-    out.loc[v0, "queue_requests"] = out.loc[v0, "queue_requests_v0"]
-    out["kv_cache_usage"] = out["kv_cache_usage"].fillna(out["kv_cache_usage_v0"])
-    triton = (out["family"] == "triton") & out["queue_seconds"].notna()
-    answered = out[["requests", "failures"]].sum(axis=1, min_count=1)
-    out.loc[triton, "queue_requests"] = answered[triton]
-    out["queue_seconds_per_request"] = _ratio(out["queue_seconds"], out["queue_requests"])
-    per_step = _ratio(out["batch_items"], out["batch_steps"])
-    out["batch_size"] = np.where(out["family"] == "triton", per_step,
-                                 np.where(out["family"] == "tgi", out["running"], np.nan))
-    out["tokens_per_step"] = np.where(out["family"] == "vllm", per_step, np.nan)
-    out["prefix_hit_rate"] = _ratio(out["prefix_hits"], out["prefix_queries"]).fillna(
-        out["prefix_hit_rate_v0"])
-    out["ts"] = grid.stamps(out["k"])
-    return finish("serving_stats", out.sort_values(SERVING_STAT_KEY, kind="stable"))
-
+# ---- GPU evidence, replicas: built from per-key means, so that the file connectors (sample
+# ---- means) and Prometheus (pooled sums / counts) share them
 
 def gpu_evidence(means: pd.Series, grid: Grid) -> pd.DataFrame:
     """DCGM evidence columns per GPU and interval (means indexed by metric, node, gpu, uuid, k).

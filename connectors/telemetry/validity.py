@@ -23,6 +23,10 @@ NOT_FINITE = "not finite"
 #: DCGM_FI_DEV_GPU_UTIL on a MIG instance: not defined there (only the profiling metrics are)
 NOT_ON_MIG = "GPU_UTIL is not defined on a MIG instance (needs DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
 NEGATIVE_COUNTER = "negative counter value"
+#: a DCGM sample whose series has neither a gpu nor a UUID label: no GPU to place it on
+NO_GPU_LABEL = "no GPU label (gpu, UUID): placed on no GPU"
+#: the same, for GR_ENGINE_ACTIVE where the labelled GPUs' busy_fraction came from GPU_UTIL
+FELL_BACK = f"{NO_GPU_LABEL}; busy_fraction fell back to {GPU_UTIL}"
 
 #: kernel-activity metric -> (low, high, how the range reads)
 BUSY_RANGES = {GR_ENGINE_ACTIVE: (0.0, 1.0, "0 to 1"), GPU_UTIL: (0.0, 100.0, "0 to 100")}
@@ -97,6 +101,8 @@ def _reasons(n: int, rules: list[tuple[np.ndarray, str]]) -> np.ndarray:
 
 def expected_of(metric: str, reason: str) -> str:
     """What a valid sample of ``metric`` is."""
+    if reason.startswith(NO_GPU_LABEL):
+        return "a gpu or UUID label"
     if metric in BUSY_RANGES:
         return BUSY_RANGES[metric][2]
     return COUNTER_RANGE
@@ -120,6 +126,14 @@ def excluded_table(bad: pd.DataFrame) -> pd.DataFrame:
     micros = np.rint(out["t"].to_numpy(dtype=float) * 1e6).astype(np.int64)
     out["first_ts"] = pd.to_datetime(micros * 1000, utc=True)
     return finish_table(out, EXCLUDED_COLUMNS)
+
+
+def unplaced_table(unplaced: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    """``excluded_samples`` rows of DCGM samples without a GPU label (metric, t in seconds, v),
+    per metric: GR_ENGINE_ACTIVE's say when the ``gpu_activity`` table took GPU_UTIL instead."""
+    fell_back = bool(len(activity)) and bool((activity["source"] == GPU_UTIL).any())
+    gr = (unplaced["metric"] == GR_ENGINE_ACTIVE).to_numpy() & fell_back
+    return excluded_table(unplaced.assign(reason=np.where(gr, FELL_BACK, NO_GPU_LABEL).astype(object)))
 
 
 def merge_excluded(*tables: pd.DataFrame) -> pd.DataFrame:

@@ -273,3 +273,22 @@ def test_paths_inside_the_case_folder_are_relative(tmp_path):
     local.write_bytes((FIXTURES / "telemetry_small" / "cluster.om").read_bytes())
     found = discover([str(local)], tmp_path, "rel")
     assert tomllib.loads(found.text)["telemetry"][0]["path"] == str(Path("data") / "cluster.om")
+
+
+def test_a_single_scrape_has_no_step_measured(tmp_path):
+    """A scrape without timestamps has no spacing between samples: its step was written "1m" (the
+    reader's default) and proposed as "their own steps: scrape 60s"; now it is said not measured.
+    Two scrapes 5 minutes apart still give their step."""
+    samples = ['vllm:request_success_total{model_name="m",finished_reason="stop"} 3',
+               'vllm:num_requests_running{model_name="m"} 1']
+    window = (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 2, 1, tzinfo=timezone.utc))
+    (tmp_path / "scrape.prom").write_text("# TYPE vllm:request_success counter\n" + "\n".join(samples) + "\n")
+    found = discover([str(tmp_path / "scrape.prom")], tmp_path / "one", "one", window)
+    assert "# read: 2 rows, no time span, step unknown (not measured: no spacing between samples)\n" in found.text
+    assert "# no telemetry step was measured: each source keeps its own\n" in found.text
+    assert "their own steps" not in found.text and "step = " not in found.text
+    t0 = int(window[0].timestamp())
+    stamped = [f"{s} {t0 + t}" for t in (0, 300) for s in samples]
+    (tmp_path / "two.om").write_text("# TYPE vllm:request_success counter\n" + "\n".join(stamped) + "\n# EOF\n")
+    found = discover([str(tmp_path / "two.om")], tmp_path / "two", "two", window)
+    assert "step 5m\n" in found.text and "(their own steps: two 300s)" in found.text

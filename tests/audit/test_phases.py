@@ -205,3 +205,28 @@ def test_each_figure_names_only_the_source_whose_rows_measured_it(metrics):
     [part] = [p for p in document["buckets"]["model_compute"]["parts"] if p["service"] == "chat"]
     assert part["source"] == ("DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × GPU-interval cost of "
                               "FOCUS lines (billing-inline)")
+
+
+def test_per_token_costs_of_tokens_not_measured_and_counted_zero_say_which(metrics):
+    """No prompt-token series (NaN) and a generated-token series that counted 0: both per-token
+    costs null, where both were said to have "no ... counter", and the prompt tokens were 0."""
+    read, _ = metrics
+    traffic = read.tables["traffic"].assign(prompt_tokens=float("nan"), generated_tokens=0.0)
+    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
+               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
+               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
+               start=pd.Timestamp(START), end=pd.Timestamp(END))
+    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", QWEN, {"service": "chat"}),
+                              ReadContext(START, END, "USD", 300)).read()
+    tables = {**read.tables, "traffic": traffic}
+    result = audit_collected(case(), Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
+                                                frame("telemetry", "openmetrics", tables, name="vllm"), profile)))
+    service = to_dict(result)["services"]["chat"]
+    assert service["prompt_tokens"] is None and service["generated_tokens"] == 0
+    phases = service["phases"]
+    assert phases["prefill"]["source"] is not None
+    assert phases["cost_per_1m_prompt_tokens"] is None and phases["cost_per_1m_generated_tokens"] is None
+    assert phases["reason"] == (
+        "cost per 1 M prompt tokens not measured: no vllm:prompt_tokens_total series beside "
+        "vllm (openmetrics): vllm:request_success_total; cost per 1 M generated tokens not measured: "
+        "vllm (openmetrics): vllm:request_success_total counted no generated tokens in the window")

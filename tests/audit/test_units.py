@@ -161,3 +161,50 @@ def test_a_log_that_counted_no_success_is_not_said_to_match_nothing(monkeypatch)
     assert entry["requests"] == 0 and entry["cost_per_request"] is None
     assert entry["reason"] == ("its request source (alb (access_log)) counted no successful request in the window: "
                                "unit costs per request unmeasured")
+
+
+NAN = float("nan")
+VLLM = {"pod": "chat-0", "source": "prom (openmetrics): vllm:request_success_total",
+        "witness": "vllm:request_success_total"}
+
+
+def test_a_counter_without_token_series_has_tokens_not_measured(monkeypatch):
+    """No vllm:prompt_tokens_total / vllm:generation_tokens_total beside the request counter: tokens
+    were 0 and 0 with "counted no tokens in the window", now null with what was missing."""
+    frame = traffic([{"requests": 1000.0, "prompt_tokens": NAN, "generated_tokens": NAN, **VLLM}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
+    assert entry["prompt_tokens"] is None and entry["generated_tokens"] is None and entry["cost_per_1m_tokens"] is None
+    assert entry["reason"].split("; ")[0] == (
+        "cost per 1 M tokens not measured: no vllm:prompt_tokens_total or vllm:generation_tokens_total series "
+        "beside prom (openmetrics): vllm:request_success_total")
+
+
+def test_triton_counts_no_tokens(monkeypatch):
+    frame = traffic([{"requests": 9.0, "prompt_tokens": NAN, "generated_tokens": NAN, "pod": "chat-0",
+                      "source": "prom (openmetrics): nv_inference_request_success",
+                      "witness": "nv_inference_request_success"}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
+    assert entry["prompt_tokens"] is None and entry["cost_per_1m_tokens"] is None
+    assert entry["reason"].split("; ")[0] == (
+        "cost per 1 M tokens not measured: prom (openmetrics): nv_inference_request_success counts requests only: "
+        "its server exports no token counter")
+
+
+def test_token_series_that_counted_zero_are_zero_measured(monkeypatch):
+    """Series present, counted 0: 0 tokens (not null), and no cost per token divided by zero."""
+    frame = traffic([{"requests": 1000.0, "prompt_tokens": 0.0, "generated_tokens": 0.0, **VLLM}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
+    assert entry["prompt_tokens"] == 0 and entry["generated_tokens"] == 0 and entry["cost_per_1m_tokens"] is None
+    assert entry["reason"].split("; ")[0] == ("cost per 1 M tokens not measured: prom (openmetrics): "
+                                              "vllm:request_success_total counted no tokens in the window")
+
+
+def test_tokens_measured_in_only_some_intervals_are_not_measured(monkeypatch):
+    """A pod-interval the token series missed: the total would leave its tokens out, so none is given."""
+    later = TS + pd.Timedelta(minutes=5)
+    frame = traffic([{"requests": 10.0, "prompt_tokens": 50.0, "generated_tokens": 70.0, **VLLM},
+                     {"requests": 10.0, "prompt_tokens": NAN, "generated_tokens": 80.0, "ts": later, **VLLM}])
+    found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)})["chat"]
+    assert found.prompt_tokens is None and found.generated_tokens == Decimal(150) and found.tokens is None
+    assert found.tokens_unmeasured() == ("prom (openmetrics): vllm:request_success_total counted 2 pod-intervals, "
+                                         "of which vllm:prompt_tokens_total measured 1")

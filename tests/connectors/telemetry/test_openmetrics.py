@@ -185,7 +185,8 @@ def test_counters_summed_over_finished_reason_and_engine(tmp_path):
     frame = read(tmp_path, lines).tables["traffic"].set_index(["pod", "ts"])
     start = pd.Timestamp(START)
     first = frame.loc[("vllm-0", start)]
-    assert first[["requests", "prompt_tokens", "generated_tokens"]].tolist() == [21.0, 0.0, 0.0]
+    # no token series of vllm-0 has a pair in the first interval: not measured (NaN), not 0
+    assert first["requests"] == 21.0 and first[["prompt_tokens", "generated_tokens"]].isna().all()
     second = frame.loc[("vllm-0", start + pd.Timedelta(seconds=60))]
     assert second[["requests", "prompt_tokens"]].tolist() == [35.0, 400.0]  # end is inclusive
     assert frame.loc[("vllm-1", start), "generated_tokens"] == 2.0
@@ -395,3 +396,23 @@ def test_content_after_eof_and_check_collects(tmp_path):
     problems = connector(path).check()
     assert len(problems) == 1 and problems[0].row == 4
     assert "content after '# EOF'" in str(problems[0])
+
+
+@pytest.mark.parametrize("step", [300, None])  # reduced while read / read whole
+def test_dcgm_samples_without_a_gpu_label_are_counted_and_named(tmp_path, step):
+    """dcgm-exporter without gpu / UUID labels on its profiling metrics: the samples were dropped
+    without a word (excluded_samples empty) while busy_fraction quietly came from GPU_UTIL."""
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    lines += [line("DCGM_FI_DEV_GPU_UTIL", gpu(0), 40, t) for t in (0, 60)]
+    for name in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"):
+        lines += [f"# TYPE {name} gauge"] + [f"{name} 0.5 {T0 + t}" for t in (0, 60, 120)]
+    tables = read(tmp_path, lines, step=step).tables
+    activity = tables["gpu_activity"]
+    assert set(activity["source"]) == {"DCGM_FI_DEV_GPU_UTIL"} and set(activity["busy_fraction"]) == {0.4}
+    excluded = tables["excluded_samples"]
+    assert excluded[["metric", "reason", "count", "expected"]].values.tolist() == [
+        ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "no GPU label (gpu, UUID): placed on no GPU; busy_fraction fell back to "
+         "DCGM_FI_DEV_GPU_UTIL", 3, "a gpu or UUID label"],
+        ["DCGM_FI_PROF_SM_ACTIVE", "no GPU label (gpu, UUID): placed on no GPU", 3, "a gpu or UUID label"]]
+    assert excluded["first_ts"].tolist() == [pd.Timestamp(START)] * 2
+    assert tables["unmeasured_intervals"].empty  # no GPU-interval is left without its samples

@@ -91,6 +91,8 @@ def test_real_triton_scrape(tmp_path):
     assert dense["batch_size"].isna().all()
     traffic = tables["traffic"]
     assert set(traffic["family"]) == {"triton"} and traffic["requests"].sum() == 0
+    # Triton counts no tokens: not measured (NaN), where they were 0.0
+    assert traffic[["prompt_tokens", "generated_tokens"]].isna().all().all()
 
 
 def test_real_tgi_scrape(tmp_path):
@@ -102,6 +104,32 @@ def test_real_tgi_scrape(tmp_path):
     assert row["requests"] == 0.0 and row["failures"] == 0.0 and row["batch_steps"] == 0.0
     assert math.isnan(row["queue_seconds"])  # the excerpt has no tgi_request_queue_duration
     assert tables["traffic"]["family"].tolist() == ["tgi"]
+    # no tgi_request_input_length / tgi_request_generated_tokens in the excerpt: NaN, where they were 0.0
+    assert tables["traffic"][["prompt_tokens", "generated_tokens"]].isna().all().all()
+
+
+def tgi_scrapes(tmp_path: Path, tokens: bool) -> Path:
+    """Two scrapes of a TGI server: its request counter, with or without its token histograms' sums."""
+    series = [("tgi_request_success", "counter", (5, 8))]
+    if tokens:
+        series += [("tgi_request_input_length", "histogram", (0, 0)),
+                   ("tgi_request_generated_tokens", "histogram", (0, 0))]
+    text = []
+    for name, kind, values in series:
+        text.append(f"# TYPE {name} {kind}")
+        sample = f"{name}_sum" if kind == "histogram" else f"{name}_total"
+        text += [f'{sample}{{pod="tgi-0"}} {v} {T0 + 60 * i}' for i, v in enumerate(values)]
+    path = tmp_path / "tgi.om"
+    path.write_text("\n".join(text) + "\n# EOF\n")
+    return path
+
+
+def test_tgi_tokens_counted_zero_are_kept_apart_from_tokens_not_measured(tmp_path):
+    measured = read_file(tgi_scrapes(tmp_path, tokens=True)).tables["traffic"]
+    assert measured[["requests", "prompt_tokens", "generated_tokens"]].values.tolist() == [[3.0, 0.0, 0.0]]
+    unmeasured = read_file(tgi_scrapes(tmp_path, tokens=False)).tables["traffic"]
+    assert unmeasured["requests"].tolist() == [3.0]
+    assert unmeasured[["prompt_tokens", "generated_tokens"]].isna().all().all()
 
 
 def test_real_tgi_counters_grow_when_scraped_twice(tmp_path):
@@ -156,7 +184,7 @@ def test_triton_figures(serving):
     assert stats["compute_input_seconds"].sum() / 295 == pytest.approx(208e-6)
     assert stats["failures"].sum() > 0 and stats["waiting"].notna().all()
     traffic = one(serving.tables["traffic"], family="triton")
-    assert traffic["requests"].sum() == 295 and traffic["prompt_tokens"].sum() == 0
+    assert traffic["requests"].sum() == 295 and traffic["prompt_tokens"].isna().all()
 
 
 def test_tgi_figures(serving):
