@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from audit.classify import json_object
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -76,6 +77,35 @@ def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
     """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which follow
     the charges they apply to, or their account: :func:`in_scope`)."""
     return int((mask & ~lines["charge_category"].isin(ADJUSTING_CATEGORIES)).sum())
+
+
+#: what became of the in-scope lines no class counts, by ChargeCategory
+FOLDED_WORDS = {
+    "Tax": "spread into the tax of the classes whose charges they tax (unattributed where none)",
+    "Purchase": "commitment purchases and fees, their amount moved onto the lines of their commitment (its "
+                "commitment column) or, on the list and contracted bases, no part of the basis",
+}
+CREDIT_WORDS = "netted into the credits of the classes whose charges they apply to (unattributed where none)"
+
+
+def unclassed_note(lines: pd.DataFrame, charges: pd.DataFrame) -> str | None:
+    """The in-scope ``lines`` that are in no class's line count (not among the ``charges``), counted by
+    ChargeCategory (and the provider's line type, CUR's ``x_LineItemType``) with what became of them:
+    so that the classes' lines, these and the lines outside the scope add up to the lines read. None
+    when every line is in a class."""
+    folded = lines.loc[~lines["line_id"].isin(set(charges["line_id"])),
+                       [c for c in ("charge_category", "extra", "line_count") if c in lines.columns]]
+    if folded.empty:
+        return None
+    counts: dict[tuple[str, str], int] = {}
+    for category, extra, count in zip(folded["charge_category"], folded.get("extra", [""] * len(folded)),
+                                      folded.get("line_count", [1] * len(folded))):
+        kind = (category, str(json_object(extra).get("x_LineItemType", "")))
+        counts[kind] = counts.get(kind, 0) + int(count)
+    parts = [f"{n:,} {category}{f' ({kind})' if kind else ''}: "
+             f"{FOLDED_WORDS.get(category, CREDIT_WORDS)}" for (category, kind), n in sorted(counts.items())]
+    return (f"{sum(counts.values()):,} in-scope line(s) are in no class's line count "
+            f"(classes[].lines + these + outside_scope.lines = the lines read): {'; '.join(parts)}")
 
 
 def adjusted(lines: pd.DataFrame) -> bool:

@@ -11,7 +11,7 @@ from decimal import Decimal
 from audit import __version__
 from audit import audit_json_review as review
 from audit import audit_json_units as units
-from audit.adjust import SCOPE_RULE, adjusted
+from audit.adjust import SCOPE_RULE, adjusted, unclassed_note
 from audit.audit_json_months import months_section
 from audit.bridge import bridge, unamortised_reason
 from audit.buckets import BUCKETS
@@ -445,6 +445,9 @@ def _notes(result) -> list[str]:
         notes.append(f"Commitment amortisation not measured: {unamortised}.")
     if adjusted(result.lines[result.scope_mask]):
         notes.append(f"Tax and credits: {SCOPE_RULE}.")
+    unclassed = unclassed_note(result.lines[result.scope_mask], result.charges)
+    if unclassed:
+        notes.append(f"Lines in no class: {unclassed}.")
     notes += [f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "
               "spread evenly over the GPU-seconds it bills.",
               "Model compute includes padding not separated (no batch-shape measurement)."]

@@ -126,6 +126,34 @@ def test_the_report_states_the_one_scoping_rule_and_the_format_whose_timestamps_
     doc = to_dict(audit_collected(replace(make_case(accounts=()), services={}), Collected((billing,))))
     assert doc["notes"][:2] == ["FOCUS billing timestamps without an offset were read as UTC, as FOCUS defines.",
                                 f"Tax and credits: {SCOPE_RULE}."]
+    assert doc["notes"][2] == ("Lines in no class: 1 in-scope line(s) are in no class's line count (classes[].lines + "
+                               "these + outside_scope.lines = the lines read): 1 Credit: netted into the credits of "
+                               "the classes whose charges they apply to (unattributed where none).")
     assert SCOPE_RULE.startswith("tax and credits are netted into the narrowest charges each line names: its "
                                  "resource")
     assert [(c["class"], c["credits"], c["net"]) for c in doc["classes"]] == [("observability", "-1.00", "2.00")]
+
+
+def test_lines_no_class_counts_are_counted_and_named_by_their_charge_type():
+    """The Oct 2018 workshop CUR read 119,310 lines, its classes counted 119,301: the 9 RIFee purchase
+    lines (EffectiveCost 0) moved onto their reservations' usage and no class or note counted them."""
+    from audit.adjust import unclassed_note
+
+    ri = "arn:aws:ec2:us-east-1:1:reserved-instances/r-1"
+    rows = [at(1, 0, resource_id="i-1", commitment_discount_id=ri, commitment_discount_status="Used", **money("2")),
+            at(2, 0, charge_category="Purchase", commitment_discount_id=ri, billed_cost=Decimal("22.32"),
+               effective_cost=Decimal(0), extra='{"x_LineItemType":"RIFee"}'),
+            at(3, 0, charge_category="Purchase", commitment_discount_id=ri, billed_cost=Decimal("1"),
+               effective_cost=Decimal(0), extra='{"x_LineItemType":"RIFee"}'),
+            at(4, 0, resource_id="i-1", charge_category="Credit", **money("-1")),
+            at(5, 0, charge_category="Tax", **money("0.1"))]
+    lines = lines_frame(rows)
+    charges, _ = spread(lines, "effective")
+    assert list(charges["line_id"]) == ["inline.csv:1"]
+    assert unclassed_note(lines, charges) == (
+        "4 in-scope line(s) are in no class's line count (classes[].lines + these + outside_scope.lines = the lines "
+        "read): 1 Credit: netted into the credits of the classes whose charges they apply to (unattributed where "
+        "none); 2 Purchase (RIFee): commitment purchases and fees, their amount moved onto the lines of their "
+        "commitment (its commitment column) or, on the list and contracted bases, no part of the basis; 1 Tax: "
+        "spread into the tax of the classes whose charges they tax (unattributed where none)")
+    assert unclassed_note(lines.iloc[:1], charges) is None
