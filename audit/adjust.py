@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from audit.classify import json_object
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -32,6 +33,7 @@ from audit.lines import (
     basis_amount,
     commitment_purchases,
     lines_where,
+    members_by_commitment,
     names_no_service,
     tags_of,
 )
@@ -75,6 +77,40 @@ def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
     """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which follow
     the charges they apply to, or their account: :func:`in_scope`)."""
     return int((mask & ~lines["charge_category"].isin(ADJUSTING_CATEGORIES)).sum())
+
+
+#: what became of the in-scope lines no class counts, by ChargeCategory
+FOLDED_WORDS = {
+    "Tax": "spread into the tax of the classes whose charges they tax (unattributed where none)",
+    "Purchase": "commitment purchases and fees, their amount moved onto the lines of their commitment (its "
+                "commitment column) or, on the list and contracted bases, no part of the basis",
+}
+CREDIT_WORDS = "netted into the credits of the classes whose charges they apply to (unattributed where none)"
+
+
+def unclassed_note(lines: pd.DataFrame, charges: pd.DataFrame) -> str | None:
+    """The in-scope ``lines`` that are in no class's line count (not among the ``charges``), counted by
+    ChargeCategory (and the provider's line type, CUR's ``x_LineItemType``) with what became of them:
+    so that the classes' lines, these and the lines outside the scope add up to the lines read. None
+    when every line is in a class."""
+    folded = lines.loc[~lines["line_id"].isin(set(charges["line_id"])),
+                       [c for c in ("charge_category", "extra", "line_count") if c in lines.columns]]
+    if folded.empty:
+        return None
+    counts: dict[tuple[str, str], int] = {}
+    for category, extra, count in zip(folded["charge_category"], folded.get("extra", [""] * len(folded)),
+                                      folded.get("line_count", [1] * len(folded))):
+        kind = (category, str(json_object(extra).get("x_LineItemType", "")))
+        counts[kind] = counts.get(kind, 0) + int(count)
+    parts = [f"{n:,} {category}{f' ({kind})' if kind else ''}: "
+             f"{FOLDED_WORDS.get(category, CREDIT_WORDS)}" for (category, kind), n in sorted(counts.items())]
+    return (f"{sum(counts.values()):,} in-scope line(s) are in no class's line count "
+            f"(classes[].lines + these + outside_scope.lines = the lines read): {'; '.join(parts)}")
+
+
+def adjusted(lines: pd.DataFrame) -> bool:
+    """Whether any of ``lines`` is tax, a credit, a refund or an adjustment (spread by :data:`SCOPE_RULE`)."""
+    return bool(lines["charge_category"].isin(ADJUSTING_CATEGORIES).any())
 
 
 #: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end
@@ -123,7 +159,7 @@ def _spread_purchases(charges, purchases, amount) -> list:
     their PricingQuantity. Returns the purchase lines whose amount moved; they leave the charges
     (their money is in the ``commitment`` column of the lines they paid for).
     """
-    members = _members_by_commitment(charges["commitment_discount_id"])
+    members = members_by_commitment(charges["commitment_discount_id"])
     added: dict = {}
     spent = []
     # Purchases of one commitment (an hourly recurring fee, month-long) are summed and split once:
@@ -146,18 +182,6 @@ def _spread_purchases(charges, purchases, amount) -> list:
     return spent
 
 
-def _members_by_commitment(ids: pd.Series) -> dict[str, list]:
-    """Commitment id → the charges under it: their own id and every ``/``-prefix of it."""
-    members: dict[str, list] = {}
-    for idx, commitment in ids[ids != ""].items():
-        parts = commitment.split("/")
-        for end in range(len(parts), 0, -1):
-            prefix = "/".join(parts[:end])
-            if prefix.strip("/"):
-                members.setdefault(prefix, []).append(idx)
-    return members
-
-
 def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
     """The first of EffectiveCost, ListCost, PricingQuantity that is known on every target and not
     all zero; None when there is none (the purchase then stays a charge of its own)."""
@@ -168,69 +192,83 @@ def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
     return None
 
 
-class _Targets:
-    """Which charges an adjustment applies to, looked up once per resource / account, narrowest first.
+#: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits
+SCOPE_RULE = ("tax and credits are netted into the narrowest charges each line names: its resource "
+              "(its SKU during its charge period, else its charge period, else all the resource's charges), "
+              "else its service in its sub-account (its SKU during its charge period, else its SKU, else the "
+              "service's charges), else its account (a credit: the account's usage), pro rata to cost")
 
-    A credit naming a resource applies to that resource's charges of its SKU during its charge period
-    (a GCP or CUR credit rides on the charge and hour it discounts), else to the resource's charges
-    during that period, else to all that resource's charges; otherwise (and for a resource with no
-    charge) to its account's usage, pro rata. Tax applies to the charges of its account and service
-    (a CUR or FOCUS tax line names the service it taxes), else to every charge of its account. The
-    account is the line's SubAccountId, else its BillingAccountId.
+
+class _Targets:
+    """Which charges an adjustment applies to, looked up once per resource / service, narrowest first.
+
+    One rule for tax and credits (:data:`SCOPE_RULE`). A line naming a resource that has charges
+    applies to that resource's charges of its SKU during its charge period (a GCP or CUR credit rides
+    on the charge and hour it discounts), else to the resource's charges during that period, else to
+    all that resource's charges. A line naming no such resource applies to the charges of its account
+    and service of its SKU during its period (a GCP export row's credit on a row with no resource, such
+    as internet egress, keeps that row's SKU and hour), else of its SKU, else of its service (CUR and
+    FOCUS tax and credit lines name the service they apply to), else to every charge of its account
+    (a credit: the account's usage). The account is the line's SubAccountId, else its
+    BillingAccountId.
     """
 
     def __init__(self, charges: pd.DataFrame):
-        self.index = charges.index
         self.resource = charges.groupby("resource_id", sort=False).indices
-        self.sub = charges.groupby("sub_account_id", sort=False).indices
-        self.billing = charges.groupby("billing_account_id", sort=False).indices
+        self.account = {"sub": charges.groupby("sub_account_id", sort=False).indices,
+                        "billing": charges.groupby("billing_account_id", sort=False).indices}
         self.usage = (charges["charge_category"] == "Usage").to_numpy()
         self.charges = charges
-        self.services: dict[str, dict] = {}  # account kind -> (account, service) -> positions, when asked
+        self.services: dict[tuple, dict] = {}  # (account kind, with SKU) -> keys -> positions, when asked
         self.sku = charges["sku_id"].to_numpy(dtype=object)
         self.start = charges["start"].to_numpy(dtype="datetime64[ns]")
         self.end = charges["end"].to_numpy(dtype="datetime64[ns]")
 
-    def _account(self, line) -> tuple[str, object]:
-        if line["sub_account_id"]:
-            return ("sub", line["sub_account_id"])
-        return ("billing", line["billing_account_id"])
-
     def of_credit(self, line) -> tuple:
-        if line["resource_id"] and line["resource_id"] in self.resource:
-            return ("resource", line["resource_id"], _utc(line["start"]), _utc(line["end"]), line["sku_id"])
-        return self._account(line) + ("usage",)
+        return self._key(line, usage_only=True)
 
     def of_tax(self, line) -> tuple:
-        return self._account(line) + ("service", line["service_name"])
+        return self._key(line, usage_only=False)
+
+    def _key(self, line, usage_only: bool) -> tuple:
+        when = (_utc(line["start"]), _utc(line["end"]), line["sku_id"])
+        if line["resource_id"] and line["resource_id"] in self.resource:
+            return ("resource", line["resource_id"], *when)
+        kind = "sub" if line["sub_account_id"] else "billing"
+        account = line["sub_account_id"] if kind == "sub" else line["billing_account_id"]
+        return (kind, account, line["service_name"], *when, usage_only)
 
     def candidates(self, key: tuple):
         """Row positions (in ``charges``) of the charges a key names: the narrowest set first."""
-        kind, value = key[0], key[1]
-        table = {"resource": self.resource, "sub": self.sub, "billing": self.billing}[kind]
-        found = table.get(value, np.array([], dtype=int))
-        if kind == "resource":
-            start, end, sku = key[2], key[3], key[4]
-            during = found[(self.start[found] < end) & (self.end[found] > start)]
-            if sku:
-                same = during[self.sku[during] == sku]
-                if len(same) < len(during):
-                    yield same
-            if len(during) < len(found):
-                yield during
-        elif key[-1] == "usage":
-            found = found[self.usage[found]]
-        elif key[-2] == "service":
-            same = self._of_service(kind).get((value, key[-1]), np.array([], dtype=int))
-            if len(same) < len(found):
-                yield same
-        yield found
+        if key[0] == "resource":
+            found = self.resource[key[1]]
+            during = self._during(found, key[2], key[3])
+            if key[4]:
+                yield during[self.sku[during] == key[4]]
+            yield during
+            yield found
+            return
+        kind, account, service, start, end, sku, usage_only = key
+        if sku:
+            same = self._of_service(kind, True).get((account, service, sku), _NONE)
+            yield self._during(same, start, end)
+            yield same
+        yield self._of_service(kind, False).get((account, service), _NONE)
+        found = self.account[kind].get(account, _NONE)
+        yield found[self.usage[found]] if usage_only else found
 
-    def _of_service(self, kind: str) -> dict:
-        if kind not in self.services:
+    def _during(self, found: np.ndarray, start, end) -> np.ndarray:
+        return found[(self.start[found] < end) & (self.end[found] > start)]
+
+    def _of_service(self, kind: str, with_sku: bool) -> dict:
+        if (kind, with_sku) not in self.services:
             account = "sub_account_id" if kind == "sub" else "billing_account_id"
-            self.services[kind] = self.charges.groupby([account, "service_name"], sort=False).indices
-        return self.services[kind]
+            keys = [account, "service_name"] + ["sku_id"] * with_sku
+            self.services[(kind, with_sku)] = self.charges.groupby(keys, sort=False).indices
+        return self.services[(kind, with_sku)]
+
+
+_NONE = np.array([], dtype=int)
 
 
 def _utc(value) -> np.datetime64:

@@ -13,8 +13,9 @@ from audit import __version__
 from audit import audit_json_cents as audit_cents
 from audit import audit_json_review as review
 from audit import audit_json_units as units
+from audit.adjust import SCOPE_RULE, adjusted, unclassed_note
 from audit.audit_json_months import months_section, whole_window_differences
-from audit.bridge import bridge
+from audit.bridge import bridge, unamortised_reason
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
@@ -416,11 +417,32 @@ GAP_BASIS_WORDS = {
 }
 
 
+#: how a billing format's timestamps without an offset were read (METHOD §1: the report says so)
+TIMESTAMP_WORDS = {
+    "focus": "FOCUS billing timestamps without an offset were read as UTC, as FOCUS defines.",
+    "cur": "CUR billing timestamps without an offset were read as UTC, as the AWS Cost and Usage Report defines.",
+    "athena": "CUR billing timestamps (Athena) without an offset were read as UTC, as the AWS Cost and Usage "
+              "Report defines.",
+    "azure": "Azure cost details dates (a day, no time or offset) were read as UTC days, the days Azure Cost "
+             "Management bills by.",
+    "gcp_billing": "GCP billing export usage times were read in UTC (the export's timestamps are UTC).",
+}
+
+
 def _notes(result) -> list[str]:
-    notes = ["Billing timestamps without an offset were read as UTC, as FOCUS defines.",
-             f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "
-             "spread evenly over the GPU-seconds it bills.",
-             "Model compute includes padding not separated (no batch-shape measurement)."]
+    billing = sorted({f.spec.format for f in result.collected.frames if f.spec.kind == "billing"})
+    notes = [TIMESTAMP_WORDS[f] for f in billing if f in TIMESTAMP_WORDS]
+    unamortised = unamortised_reason(result.lines[result.scope_mask])
+    if unamortised:
+        notes.append(f"Commitment amortisation not measured: {unamortised}.")
+    if adjusted(result.lines[result.scope_mask]):
+        notes.append(f"Tax and credits: {SCOPE_RULE}.")
+    unclassed = unclassed_note(result.lines[result.scope_mask], result.charges)
+    if unclassed:
+        notes.append(f"Lines in no class: {unclassed}.")
+    notes += [f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "
+              "spread evenly over the GPU-seconds it bills.",
+              "Model compute includes padding not separated (no batch-shape measurement)."]
     for p in result.profiles.values():
         if p.gap_basis in GAP_BASIS_WORDS:
             notes.append(f"Profile {p.name}: gap ratio taken over {GAP_BASIS_WORDS[p.gap_basis]}.")

@@ -17,17 +17,21 @@ and no plug is needed. The groups:
 A difference a group other than the named commitment groups carries (``other`` and ``adjustments``
 lines whose BilledCost differs from their ContractedCost or EffectiveCost) is a step of its own,
 with the lines that carry it. A step that needs a column the lines lack (ListCost, ContractedCost
-missing on some in-scope line) is not measured: None, with the reason.
+missing on some in-scope line) is not measured: None, with the reason. So is the amortisation of
+commitments where a purchase leaves the effective basis (EffectiveCost 0, its price billed) and no
+in-scope line of its commitment carries any amortisation (:func:`unamortised_reason`): an export of
+the billed view (Azure ActualCost) shows the purchase but not its amortisation, which would
+otherwise leave the effective total without a word.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 import pandas as pd
 
-from audit.lines import commitment_purchases
-from audit.money import ZERO, cents, largest_remainder
+from audit.lines import commitment_purchases, members_by_commitment
+from audit.money import ZERO, cents, dsum, largest_remainder
 from schemas.billing import line_total
 
 ADJUSTMENTS = ("Tax", "Credit", "Refund", "Adjustment")
@@ -99,7 +103,45 @@ def bridge(lines: pd.DataFrame) -> Bridge:
     """The bridge of ``lines`` (the in-scope lines)."""
     groups = _groups(lines)
     missing = {c: _missing(lines, groups, COLUMNS[c]) for c in ("L", "C")}
-    return Bridge(tuple(_row(lines, groups, missing, *plan) for plan in PLAN))
+    steps = tuple(_row(lines, groups, missing, *plan) for plan in PLAN)
+    unamortised = unamortised_reason(lines)
+    if unamortised:
+        steps = tuple(replace(s, amount=None, lines=0, reason=unamortised) if s.key == "amortised_commitment" else s
+                      for s in steps)
+    return Bridge(steps)
+
+
+def unamortised_reason(lines: pd.DataFrame) -> str | None:
+    """Why the amortisation of commitments is not measured (None: it is, or there is none to measure).
+
+    A commitment purchase whose EffectiveCost is 0 while its BilledCost is not leaves the effective
+    basis, FOCUS assuming its amortisation sits on the usage it covers and on its unused share. Where
+    no in-scope line under that commitment (its CommitmentDiscountId or one under it) carries any
+    (EffectiveCost − BilledCost 0 on every one, or no such line), the export is of the billed view:
+    the purchase's price is in the billed total and in no line of the effective one.
+    """
+    purchases = commitment_purchases(lines)
+    read = lines.loc[purchases, [c for c in ("commitment_discount_id", "billed_cost", "effective_cost", "line_id",
+                                             "line_count") if c in lines.columns]]
+    leaving = read[[b is not None and b != 0 and e == 0 for b, e in zip(read["billed_cost"], read["effective_cost"])]]
+    if leaving.empty:
+        return None
+    others = lines.loc[~purchases, ["commitment_discount_id", "billed_cost", "effective_cost"]]
+    members = members_by_commitment(others["commitment_discount_id"].fillna(""))
+    carried = {c: any(e is not None and b is not None and e != b
+                      for e, b in zip(others.loc[rows, "effective_cost"], others.loc[rows, "billed_cost"]))
+               for c, rows in members.items()}
+    alone = leaving[[not carried.get(c, False) for c in leaving["commitment_discount_id"]]]
+    if alone.empty:
+        return None
+    ids = list(alone["line_id"].head(EXAMPLES))
+    ids += ["…"] * (line_total(alone) > len(ids))
+    return (f"{line_total(alone)} commitment purchase line(s) ({', '.join(ids)}), billed "
+            f"{cents(dsum(alone['billed_cost']))}, leave the effective basis (EffectiveCost 0) and no in-scope "
+            "line carries their amortisation, so the effective total lacks these commitments: an export of the "
+            "billed view (Azure's ActualCost export, in which covered usage costs 0) shows a purchase but not its "
+            "amortisation. Read the amortised view as well (Azure: the AmortizedCost export), or audit on the "
+            "billed basis")
 
 
 def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:

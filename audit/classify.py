@@ -58,7 +58,7 @@ def shipped_rules() -> tuple[Rule, ...]:
 def instance_type_of(line: Mapping, extra: Mapping) -> str:
     """The instance type a line bills, from x_ columns, SkuPriceDetails or the description."""
     details = extra.get("SkuPriceDetails")
-    details = _json(details) if isinstance(details, str) else (details or {})
+    details = json_object(details) if isinstance(details, str) else (details or {})
     for key in ("x_InstanceType", "InstanceType", "x_ArmSkuName", "x_SkuMeterName"):
         value = extra.get(key) or details.get(key)
         if value:
@@ -152,7 +152,7 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
     # periods of each distinct line into Python objects would be wasted
     distinct = (lines[by] if by else lines).iloc[first]
     for line in distinct.to_dict("records"):
-        tags, extra = line_tags(line.get("tags"), line.get("allocated_tags")), _json(line.get("extra"))
+        tags, extra = line_tags(line.get("tags"), line.get("allocated_tags")), json_object(line.get("extra"))
         derived = derived_fields(line, extra, cluster_resources, gpu_resources)
         values = {k: field_value(k, line, tags, extra, derived) for k in keys}
         signature = tuple(values[k] for k in keys)
@@ -228,7 +228,8 @@ def checked(classified: pd.DataFrame) -> pd.DataFrame:
         raise AuditError(f"classified lines do not match schemas.billing.ClassifiedLine: {found}") from None
 
 
-def _json(text) -> dict:
+def json_object(text) -> dict:
+    """A JSON object's text (a line's ``extra``) as a dict; {} for empty, unreadable or other JSON."""
     if not text:
         return {}
     try:

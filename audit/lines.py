@@ -221,6 +221,19 @@ def commitment_purchases(lines: pd.DataFrame) -> pd.Series:
     return (lines["charge_category"] == "Purchase") & (lines["commitment_discount_id"].fillna("") != "")
 
 
+def members_by_commitment(ids: pd.Series) -> dict[str, list]:
+    """Commitment id → the lines under it: their own id and every ``/``-prefix of it (Azure bills a
+    reservation *order*, ``…/reservationOrders/O``, and its usage names the reservation under it)."""
+    members: dict[str, list] = {}
+    for idx, commitment in ids[ids != ""].items():
+        parts = commitment.split("/")
+        for end in range(len(parts), 0, -1):
+            prefix = "/".join(parts[:end])
+            if prefix.strip("/"):
+                members.setdefault(prefix, []).append(idx)
+    return members
+
+
 def missing_basis(lines: pd.DataFrame, column: str, basis: str) -> InputErrors:
     """One error per source file: the lines whose ``column`` is missing, on the basis that needs it."""
     paths = lines["source_path"] if "source_path" in lines.columns else pd.Series("billing", index=lines.index)

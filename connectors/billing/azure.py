@@ -22,7 +22,8 @@ Billed and effective cost (Microsoft's FOCUS conversion rules, and METHOD §1's 
     * actual view: BilledCost = cost. EffectiveCost = cost, except commitment purchases and
       commitment refunds, whose EffectiveCost is 0: FOCUS amortises them onto the usage they cover.
       An actual file alone cannot show that amortisation (covered usage costs 0 in it), so its
-      effective total lacks the commitments; audit it on the billed basis, where the engine spreads
+      effective total lacks the commitments (the report says so: the bridge's amortisation is not
+      measured, named with the purchase lines); audit it on the billed basis, where the engine spreads
       a purchase of reservation order ``…/reservationOrders/O`` over the usage lines of the
       reservations under it (``…/reservationOrders/O/reservations/R``), weighted by their pay-as-you-go
       cost (covered usage costs 0 in this view), or read the AmortizedCost export.

@@ -194,7 +194,25 @@ def test_savings_plan_day_bridges_to_the_cent():
 def test_focus_spec_examples(path):
     with duckdb.connect() as con:
         want = expected(con, focus_sql(con, path))
+    if path.stem.startswith("commitment_discount_purchase"):  # purchases alone: no line carries their amortisation
+        want["amortised_commitment"] = None
     assert_matches(bridge(focus_lines(path)), want)
+
+
+def test_a_purchase_whose_amortisation_no_line_carries_is_not_measured_and_named():
+    """An Azure ActualCost export shows a reservation purchase (billed 3.25, EffectiveCost 0) and no
+    amortisation of it. Before, the bridge said amortised_commitment 0.00 and the 3.25 left the
+    effective total without a word."""
+    found = {s.key: s for s in bridge(azure_lines(TOOLKIT / "EA_ActualCost_Small.csv")).steps}
+    step = found["amortised_commitment"]
+    assert step.amount is None
+    assert step.reason.startswith("1 commitment purchase line(s) (EA_ActualCost_Small.csv:1), billed 3.25, leave "
+                                  "the effective basis (EffectiveCost 0) and no in-scope line carries their "
+                                  "amortisation")
+    assert "Read the amortised view as well (Azure: the AmortizedCost export)" in step.reason
+    assert found["purchases_amortised"].amount == Decimal("-3.25")
+    amortized = {s.key: s for s in bridge(azure_lines(TOOLKIT / "EA_AmortizedCost_Small.csv")).steps}
+    assert amortized["amortised_commitment"].reason is None
 
 
 def test_focus_sample_with_contracted_cost_missing_on_some_lines():
@@ -228,8 +246,9 @@ def test_azure_exports_without_list_say_so(name):
     cost = sum((Decimal(t) for (t,) in texts), Decimal(0))  # exact: more digits than DECIMAL(38,20) keeps
     column = "billed" if "Actual" in name else "effective"
     assert found[column].amount == cost
-    assert found["billed"].amount + sum(found[k].amount for k in ("amortised_commitment", "unused_commitment",
-                                                                  "purchases_amortised", "other_billed_to_effective")) \
+    assert found["billed"].amount + sum(found[k].amount or 0 for k in ("amortised_commitment", "unused_commitment",
+                                                                       "purchases_amortised",
+                                                                       "other_billed_to_effective")) \
         == found["effective"].amount
 
 
@@ -251,7 +270,7 @@ def test_rows_foot_exactly_and_at_the_cent(rows):
     level, moved = None, Decimal(0)
     for step in found.steps:  # exact: each total is the previous plus its steps
         if step.kind == "step":
-            moved += step.amount
+            moved += step.amount if step.amount is not None else 0  # a purchase no line amortises: named, 0
             continue
         if level is not None:
             assert level + moved == step.amount

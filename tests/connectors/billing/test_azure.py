@@ -438,3 +438,30 @@ def test_a_day_first_file_whose_usage_days_are_all_up_to_the_12th_is_refused(tmp
     assert "billing period date '30/09/2023'; it reads only day first (30 September 2023): the file's dates look DD/MM/YYYY" \
         in str(error)
     assert len(read(ACTUAL).tables["lines"])  # the file as Azure wrote it reads as before
+
+
+def test_an_actual_export_on_the_effective_basis_names_the_purchase_it_cannot_amortise():
+    """Before, audit.json said total 5.30 against an invoice of 8.55, amortised_commitment 0.00 and
+    commitments [], with no word that the 3.25 reservation purchase had left the effective basis; and
+    its notes said the timestamps were read "as FOCUS defines" of an Azure export."""
+    from dataclasses import replace
+
+    from audit.audit_json import to_dict
+    from audit.collected import Collected
+    from audit.pipeline import audit_collected
+    from tests.builders import make_case
+
+    september = (utc(2023, 9, 1), utc(2023, 10, 1))
+    case = replace(make_case(accounts=()), start=september[0], end=september[1], services={})
+    doc = to_dict(audit_collected(case, Collected((read(ACTUAL, start=september[0], end=september[1]),))))
+    assert (doc["total"], doc["invoice_total"], doc["bridge"]["purchases_amortised"]) == ("5.30", "8.55", "-3.25")
+    assert doc["bridge"]["amortised_commitment"] is None
+    named = ("1 commitment purchase line(s) (EA_ActualCost_Small.csv:1), billed 3.25, leave the effective basis "
+             "(EffectiveCost 0) and no in-scope line carries their amortisation, so the effective total lacks "
+             "these commitments")
+    assert f"amortised_commitment: {named}" in doc["bridge"]["not_measured"]
+    assert doc["notes"][0] == ("Azure cost details dates (a day, no time or offset) were read as UTC days, the days "
+                               "Azure Cost Management bills by.")
+    assert doc["notes"][1].startswith(f"Commitment amortisation not measured: {named}")
+    assert "(Azure: the AmortizedCost export)" in doc["notes"][1]
+    assert not any("FOCUS" in note for note in doc["notes"])
