@@ -84,8 +84,9 @@ class TrafficTotals:
         where = ", ".join(sorted(self.sources))
         if self.counted_by_logs:
             return f"a request log ({where}) counts no tokens"
-        series = [token_counter(_counter_of(self.sources), c) for c in missing]
-        if None in series:
+        found = [token_counter(_counter_of(self.sources), c) for c in missing]
+        series = [s for s in found if s is not None]
+        if len(series) < len(found):
             return f"{where} counts requests only: its server exports no token counter"
         measured = [self.token_rows.get(c, 0) for c in missing]
         if not any(measured):
