@@ -39,8 +39,12 @@ UNMEASURED_PARTS = {
     "model_compute.decode": "the profiles do not separate prefill from decode",
 }
 #: parts measured whenever the GPU split ran, even where they came out zero
-ALWAYS_MEASURED = {"platform_overhead.unallocated", "platform_overhead.capacity_above_demand",
-                   "platform_overhead.headroom"}
+ALWAYS_MEASURED = {"platform_overhead.unallocated"}
+#: parts measured wherever some service's idle was split (a kernel profile gave its serving path):
+#: without one every service's idle is idle_not_separated, and these are not measured, not zero
+SPLIT_MEASURED = {"platform_overhead.capacity_above_demand", "platform_overhead.headroom"}
+NOT_SPLIT = ("no service's idle GPU time was split into serving path, headroom and capacity above demand "
+             "(that needs a kernel profile of the service): it is platform_overhead.idle_not_separated")
 #: parts a kernel profile measures
 PROFILE_MEASURED = {"serving_path.in_flight_idle", "model_compute.kernel_active"}
 
@@ -176,7 +180,7 @@ def rank_options(given: RankInput) -> list[Option]:
     """
     case = given.case
     amounts = {**part_amounts(given.ledger), **phase_parts(given)}  # model_compute.prefill / decode where measured
-    measured = measured_parts(given.ledger, given.profiles)
+    measured = measured_parts(given.ledger, given.profiles, given.intervals)
     committed = committed_share(given.charges)
     per_month = MONTH_DAYS / case.days
     options = []
@@ -217,9 +221,13 @@ def _autoscale_saving(spec: Mapping[str, Any], given: RankInput, target: Decimal
     return ZERO if found is None else found.saving["expected"]
 
 
-def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary]) -> set[str]:
-    """Parts the case measured: those in the ledger, and those measured even where they came out zero."""
+def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary],
+                   intervals: Sequence[ServiceInterval] = ()) -> set[str]:
+    """Parts the case measured: those in the ledger, and those measured even where they came out
+    zero (headroom and capacity above demand only where some service's idle was split)."""
     parts = {f"{p.bucket}.{p.name}" for p in ledger.parts.values()} | ALWAYS_MEASURED
+    if any(iv.headroom is not None for iv in intervals):
+        parts |= SPLIT_MEASURED
     return parts | PROFILE_MEASURED if profiles else parts
 
 
@@ -252,7 +260,8 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
     option = Option(spec["id"], spec["title"], part, "priced", None, None, cost, None, effort,
                     tuple(assumptions), overridden)
     if (part in UNMEASURED_PARTS and base is None) or (base is None and part not in measured_parts):
-        why_not = UNMEASURED_PARTS.get(part, "no measurement in this case produced it")
+        why_not = UNMEASURED_PARTS.get(part, NOT_SPLIT if part in SPLIT_MEASURED else
+                                       "no measurement in this case produced it")
         return replace(option, status="not_measured", reason=f"part not measured: {why_not}",
                        basis_note=why or None)
     monthly = (base or ZERO) * per_month

@@ -40,3 +40,28 @@ def test_unmeasured_part_is_never_priced():
     spec = dict(SPEC, acts_on="model_compute.prefill")
     option = _price(spec, False, "model_compute.prefill", None, Decimal(1), CASE, set(), None)
     assert option.status == "not_measured" and option.saving is None and option.payback is None
+
+
+def test_without_a_serving_split_capacity_options_are_not_measured_not_zero(tmp_path):
+    """METHOD §7: an option whose part was not measured is not measured, never priced. The demo
+    without its kernel profile splits no service's idle, so capacity above demand and headroom are
+    idle_not_separated (before: both "measured" at 0.00, and right-sizing and autoscaling were said
+    to save nothing; with the profile right-sizing saves thousands a month)."""
+    import re
+    import shutil
+
+    from audit.audit_json import to_dict
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    from tests.paths import DEMO
+
+    case = tmp_path / "demo"
+    shutil.copytree(DEMO, case)
+    text = (case / "case.toml").read_text(encoding="utf-8")
+    (case / "case.toml").write_text(re.sub(r"\n\[\[profiles\]\]\n.*?(?=\n\[services)", "\n", text, flags=re.S),
+                                    encoding="utf-8")
+    options = {o["id"]: o for o in to_dict(run_audit(load_case(case)))["options"]}
+    for option in ("right_size_replicas", "autoscaling_policy"):
+        assert options[option]["status"] == "not_measured", options[option]
+        assert "idle_not_separated" in options[option]["reason"]
+        assert options[option]["monthly_saving"] is None
