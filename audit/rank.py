@@ -111,7 +111,8 @@ def _autoscale(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:
     target = spec.get("target_utilisation")
     reaction = spec.get("scale_reaction")
     return autoscale(given.intervals, given.case.services, given.case.target_utilisation, given.step,
-                     None if target is None else Decimal(str(target)), None if reaction is None else int(reaction))
+                     None if target is None else Decimal(str(target)), None if reaction is None else int(reaction),
+                     given.case.target_utilisation_range)
 
 
 def _consolidate(spec: Mapping[str, Any], given: RankInput) -> Modelled | None:

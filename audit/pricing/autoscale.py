@@ -4,7 +4,9 @@ The policy the option states (``scale_reaction`` seconds, ``target_utilisation``
 replayed against the one the case declares; the saving is the whole replicas the policy sheds beyond
 those right-sizing at the case's policy sheds. Under the policy an interval can shed its capacity
 above demand plus the headroom the higher target no longer keeps; under the case's policy only its
-capacity above demand. Low and high: the policy's target ∓ 0.1 (never below the case's target).
+capacity above demand. Low and high: the policy's target ∓ 0.1 (never below the case's target),
+each less what right-sizing sheds in the same band (its own low and high targets), so that the two
+options' bands add up to what the policy alone sheds and never count a replica twice.
 """
 from __future__ import annotations
 
@@ -16,7 +18,14 @@ from audit.ledger import ServiceInterval
 from audit.money import ZERO
 from audit.pricing import Modelled, ordered
 from audit.pricing.replay import Policy, headroom_at, reach_of, replay, replayable
-from audit.pricing.rightsize import TARGET_RANGE, TELEMETRY, above_demand, case_policy, clamp_target
+from audit.pricing.rightsize import (
+    TARGET_RANGE,
+    TELEMETRY,
+    above_demand,
+    case_policy,
+    clamp_target,
+    target_bands,
+)
 
 
 def policy_target(case_target: Decimal, stated: Decimal | None) -> Decimal:
@@ -37,20 +46,24 @@ def policy_of(service: Service, target: Decimal, reaction: int | None) -> Policy
 
 
 def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Service], case_target: Decimal,
-              step: int, target: Decimal | None, reaction: int | None) -> Modelled | None:
-    """The autoscaling model, or None where nothing can be replayed or the option states no policy."""
+              step: int, target: Decimal | None, reaction: int | None,
+              target_range: tuple[Decimal, Decimal] | None = None) -> Modelled | None:
+    """The autoscaling model, or None where nothing can be replayed or the option states no policy;
+    ``target_range`` is the case's, which right-sizing's bands replay at."""
     by_service = replayable(intervals)
     if not by_service or (target is None and reaction is None):
         return None
     reach = policy_target(case_target, target)
     bands = {"low": max(case_target, reach - TARGET_RANGE), "expected": reach,
              "high": clamp_target(reach + TARGET_RANGE)}
-    now = sum((replay(ivs, case_policy(services[n], case_target), step, above_demand).saving
-               for n, ivs in by_service.items()), ZERO)
+    sized = target_bands(case_target, target_range)
+    right_sized = {band: sum((replay(ivs, case_policy(services[n], t), step, above_demand).saving
+                              for n, ivs in by_service.items()), ZERO) for band, t in sized.items()}
+    now = right_sized["expected"]
     saving = {}
     for band, t in bands.items():
         runs = (replay(ivs, policy_of(services[n], t, reaction), step, shed_under(t)) for n, ivs in by_service.items())
-        saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - now)
+        saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - right_sized[band])
     inputs = (("case target utilisation", f"{case_target}", "case: target_utilisation"),
               ("policy target utilisation", f"{reach}", "options.toml / case [[options]]: target_utilisation"),
               ("policy scale reaction", "the case's" if reaction is None else f"{reaction} s",
@@ -59,7 +72,8 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
               ("right-sizing at the case's policy already sheds", f"{now:.2f}", "audit.pricing.rightsize replay"))
     return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), inputs,
                     f"low / high: the policy replayed at target utilisation {bands['low']} / {bands['high']}; "
-                    "each less what right-sizing at the case's policy already sheds"
+                    f"each less what right-sizing at the case's policy sheds in that band (at {sized['low']} / "
+                    f"{sized['expected']} / {sized['high']})"
                     + unresolved_reaction(services, list(by_service), step, reaction))
 
 

@@ -287,3 +287,26 @@ def test_a_case_sets_the_models_own_inputs_and_bad_ones_are_named(tmp_path):
         load_case(case)
     text = str(caught.value)
     assert "target_utilisation: expected a number from 0.01 to 1" in text and "one of p50, p95, p99" in text
+
+
+def test_autoscaling_and_right_sizing_bands_add_up_to_what_the_policy_alone_sheds():
+    """METHOD §7, no replica counted twice: autoscaling's band is what the policy sheds at its band's
+    target less what right-sizing sheds in the same band (before: less right-sizing's expected, so
+    right-sizing's high (target + 0.1) plus autoscaling's high counted the replicas between the
+    case's target and target + 0.1 twice)."""
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    from audit.pricing.autoscale import policy_of, shed_under
+    from audit.pricing.replay import replay, replayable
+    from audit.rank import MONTH_DAYS
+    from tests.paths import DEMO
+
+    result = run_audit(load_case(DEMO))
+    case, options = result.case, {o.id: o for o in result.options}
+    right, auto = options["right_size_replicas"], options["autoscaling_policy"]
+    by_service = replayable(result.intervals)
+    per_month = MONTH_DAYS / case.days
+    for band, target in (("expected", Decimal("0.9")), ("high", Decimal("1.0"))):
+        shed = sum((replay(ivs, policy_of(case.services[n], target, 300), result.telemetry.step,
+                           shed_under(target)).saving for n, ivs in by_service.items()), Decimal(0))
+        assert right.saving[band] + auto.saving[band] == pytest.approx(shed * per_month, abs=Decimal("0.000001"))
