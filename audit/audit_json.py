@@ -20,7 +20,7 @@ from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import basis_amount
-from audit.money import ZERO, cents, dsum, fmt, plain, share
+from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
 from audit.plan import PartPlan, combined
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
@@ -158,11 +158,14 @@ def _classes(result) -> list[dict]:
     charges = result.charges
     read = charges[[c for c in ("resource_class", "line_count", "gross", "commitment", "credits", "tax", "net")
                     if c in charges.columns]]  # not a copy of every column per class
-    for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
+    groups = sorted(read.groupby("resource_class"), key=lambda kv: kv[0])
+    # the nets are what the buckets carry: rounded together, so that they add up to the total in scope
+    nets = largest_remainder({klass: dsum(frame["net"]) for klass, frame in groups})
+    for klass, frame in groups:
         out.append({"class": klass, "lines": line_total(frame),
                     "gross": str(cents(dsum(frame["gross"]) + dsum(frame["commitment"]))),
                     "credits": str(cents(dsum(frame["credits"]))), "tax": str(cents(dsum(frame["tax"]))),
-                    "net": str(cents(dsum(frame["net"])))})
+                    "net": str(nets[klass])})
     return out
 
 

@@ -39,6 +39,10 @@ def broken_sums(doc: dict) -> list[str]:
     same("Σ buckets = total", sum(D(b["amount"]) for b in buckets.values()), doc["total"])
     for name, bucket in buckets.items():
         same(f"Σ {name} parts = its amount", sum(D(p["amount"]) for p in bucket["parts"]), bucket["amount"])
+    if "classes" in doc:  # a document built from a ledger alone has none
+        unapplied = sum((D(p["amount"]) for p in parts if p["name"] == "unapplied_adjustment"), D(0))
+        same("Σ classes net + unapplied adjustments = total", sum(D(c["net"]) for c in doc["classes"]) + unapplied,
+             doc["total"])
     composed = doc["composition"]
     members = [*composed["services"].values(), composed["unattributed"], composed["unallocated"]]
     same("Σ composition = total", sum(D(v) for v in members), doc["total"])
@@ -155,3 +159,20 @@ def test_a_service_s_total_is_its_composition_cent_where_rounding_it_alone_misse
                                   "unallocated": "0.00", "total": "57.39"}
     ocr = doc["services"]["ocr"]
     assert (ocr["cost"], ocr["shared_cost"], ocr["total_cost"]) == ("12.54", "27.98", "40.52")
+
+
+def test_the_class_nets_add_up_to_the_total_where_rounding_each_alone_misses():
+    """A credit spread over three classes (a verifier's CPU case): exact nets 2.84845, 0.51268 and
+    16.2348 make 19.59593, 19.60 in scope. Each rounded alone gave 2.85 + 0.51 + 16.23 = 19.59
+    (before); rounded together by largest remainder they are 2.85 + 0.51 + 16.24 = 19.60."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from audit.audit_json import _classes
+
+    nets = {"observability": D("2.84845"), "serving_network": D("0.51268"), "unmatched": D("16.2348")}
+    charges = pd.DataFrame([{"resource_class": k, "line_count": 1, "gross": v, "commitment": D(0), "credits": D(0),
+                             "tax": D(0), "net": v} for k, v in nets.items()])
+    rows = {c["class"]: c["net"] for c in _classes(SimpleNamespace(charges=charges))}
+    assert rows == {"observability": "2.85", "serving_network": "0.51", "unmatched": "16.24"}
