@@ -33,11 +33,13 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     """A ``lines_unmatched`` warning naming the charges in scope no rule classes, largest first."""
     if classified.empty:
         return []
-    charges = classified[~classified["charge_category"].isin(ADJUSTING_CATEGORIES).to_numpy(dtype=bool)]
-    unmatched = (charges["resource_class"] == "unmatched").to_numpy(dtype=bool)
+    kept = ~classified["charge_category"].isin(ADJUSTING_CATEGORIES).to_numpy(dtype=bool)
+    unmatched = (classified["resource_class"] == "unmatched").to_numpy(dtype=bool)[kept]
     if not unmatched.any():
         return []
-    amounts = basis_amount(charges, case.cost_basis)
+    # every line in scope, as the audit reads them: a basis column missing is the audit's one error
+    amounts = basis_amount(classified, case.cost_basis)[kept]
+    charges = classified[kept]
     priced = unmatched & np.fromiter((a is not None and a != 0 for a in amounts), dtype=bool, count=len(amounts))
     if not priced.any():
         return []
