@@ -421,11 +421,11 @@ GAP_BASIS_WORDS = {
 
 
 #: how a billing format's timestamps without an offset were read (METHOD §1: the report says so)
+#: billing formats that read another format's data where it lives
+READ_AS = {"athena": "cur"}
 TIMESTAMP_WORDS = {
     "focus": "FOCUS billing timestamps without an offset were read as UTC, as FOCUS defines.",
     "cur": "CUR billing timestamps without an offset were read as UTC, as the AWS Cost and Usage Report defines.",
-    "athena": "CUR billing timestamps (Athena) without an offset were read as UTC, as the AWS Cost and Usage "
-              "Report defines.",
     "azure": "Azure cost details dates (a day, no time or offset) were read as UTC days, the days Azure Cost "
              "Management bills by.",
     "gcp_billing": "GCP billing export usage times were read in UTC (the export's timestamps are UTC).",
@@ -434,7 +434,8 @@ TIMESTAMP_WORDS = {
 
 def _notes(result) -> list[str]:
     billing = sorted({f.spec.format for f in result.collected.frames if f.spec.kind == "billing"})
-    notes = [TIMESTAMP_WORDS[f] for f in billing if f in TIMESTAMP_WORDS]
+    # a CUR read in Athena is the same CUR (where it was read is in ``sources``): the same words, once
+    notes = list(dict.fromkeys(TIMESTAMP_WORDS[READ_AS.get(f, f)] for f in billing if READ_AS.get(f, f) in TIMESTAMP_WORDS))
     unamortised = unamortised_reason(result.lines[result.scope_mask])
     if unamortised:
         notes.append(f"Commitment amortisation not measured: {unamortised}.")
