@@ -237,7 +237,6 @@ class GaugeCells:
             self.group_of.append(self.groups.setdefault(key, len(self.groups)))
 
 
-
 class EvidenceCells(GaugeCells):
     """DCGM evidence means per GPU and interval; the samples in the window of series with no GPU
     label (gpu, UUID) are set aside, to be counted as excluded (no GPU can take them)."""
