@@ -21,7 +21,6 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from audit.classify import json_object
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -77,40 +76,6 @@ def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:
     """How many in-scope lines are charges (not tax, credits, refunds or adjustments, which follow
     the charges they apply to, or their account: :func:`in_scope`)."""
     return int((mask & ~lines["charge_category"].isin(ADJUSTING_CATEGORIES)).sum())
-
-
-#: what became of the in-scope lines no class counts, by ChargeCategory
-FOLDED_WORDS = {
-    "Tax": "spread into the tax of the classes whose charges they tax (unattributed where none)",
-    "Purchase": "commitment purchases and fees, their amount moved onto the lines of their commitment (its "
-                "commitment column) or, on the list and contracted bases, no part of the basis",
-}
-CREDIT_WORDS = "netted into the credits of the classes whose charges they apply to (unattributed where none)"
-
-
-def unclassed_note(lines: pd.DataFrame, charges: pd.DataFrame) -> str | None:
-    """The in-scope ``lines`` that are in no class's line count (not among the ``charges``), counted by
-    ChargeCategory (and the provider's line type, CUR's ``x_LineItemType``) with what became of them:
-    so that the classes' lines, these and the lines outside the scope add up to the lines read. None
-    when every line is in a class."""
-    folded = lines.loc[~lines["line_id"].isin(set(charges["line_id"])),
-                       [c for c in ("charge_category", "extra", "line_count") if c in lines.columns]]
-    if folded.empty:
-        return None
-    counts: dict[tuple[str, str], int] = {}
-    for category, extra, count in zip(folded["charge_category"], folded.get("extra", [""] * len(folded)),
-                                      folded.get("line_count", [1] * len(folded))):
-        kind = (category, str(json_object(extra).get("x_LineItemType", "")))
-        counts[kind] = counts.get(kind, 0) + int(count)
-    parts = [f"{n:,} {category}{f' ({kind})' if kind else ''}: "
-             f"{FOLDED_WORDS.get(category, CREDIT_WORDS)}" for (category, kind), n in sorted(counts.items())]
-    return (f"{sum(counts.values()):,} in-scope line(s) are in no class's line count "
-            f"(classes[].lines + these + outside_scope.lines = the lines read): {'; '.join(parts)}")
-
-
-def adjusted(lines: pd.DataFrame) -> bool:
-    """Whether any of ``lines`` is tax, a credit, a refund or an adjustment (spread by :data:`SCOPE_RULE`)."""
-    return bool(lines["charge_category"].isin(ADJUSTING_CATEGORIES).any())
 
 
 #: the columns the spreading reads: it works on these, and the whole lines are taken once, at the end
@@ -192,17 +157,10 @@ def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
     return None
 
 
-#: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits
-SCOPE_RULE = ("tax and credits are netted into the narrowest charges each line names: its resource "
-              "(its SKU during its charge period, else its charge period, else all the resource's charges), "
-              "else its service in its sub-account (its SKU during its charge period, else its SKU, else the "
-              "service's charges), else its account (a credit: the account's usage), pro rata to cost")
-
-
 class _Targets:
     """Which charges an adjustment applies to, looked up once per resource / service, narrowest first.
 
-    One rule for tax and credits (:data:`SCOPE_RULE`). A line naming a resource that has charges
+    One rule for tax and credits (:data:`audit.lines.SCOPE_RULE`). A line naming a resource that has charges
     applies to that resource's charges of its SKU during its charge period (a GCP or CUR credit rides
     on the charge and hour it discounts), else to the resource's charges during that period, else to
     all that resource's charges. A line naming no such resource applies to the charges of its account

@@ -16,7 +16,6 @@ import pandas as pd
 from audit.buckets import BUCKETS
 from audit.case import Case
 from audit.collected import Collected
-from audit.fit_unmatched import listed, named_amounts
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -31,6 +30,7 @@ from audit.ledger import (
     Leftover,
     ServiceInterval,
 )
+from audit.lines import listed, named_amounts
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
 

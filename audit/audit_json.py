@@ -13,13 +13,12 @@ from audit import __version__
 from audit import audit_json_cents as audit_cents
 from audit import audit_json_review as review
 from audit import audit_json_units as units
-from audit.adjust import SCOPE_RULE, adjusted, unclassed_note
 from audit.audit_json_months import months_section, whole_window_differences
 from audit.bridge import bridge, unamortised_reason
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
-from audit.lines import basis_amount
+from audit.lines import SCOPE_RULE, adjusted, basis_amount, unclassed_note
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
 from audit.plan import PartPlan, combined
 from audit.result import AuditResult, KernelFinding, Option

@@ -24,10 +24,9 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Mapping
 
-from audit.buckets import BUCKETS
+from audit.buckets import BUCKETS, LINE_PARTS, SHARED_PARTS
 from audit.money import ZERO, dsum, largest_remainder
 from audit.result import AuditResult
-from audit.unit_costs import LINE_PARTS, SHARED_PARTS
 
 #: the buckets a service owns parts in (its unattributed parts are shown apart, never owned)
 OWNED_BUCKETS = ("model_compute", "serving_path", "platform_overhead")

@@ -5,3 +5,12 @@ the reporters share one definition without the reporters loading the stages.
 """
 
 BUCKETS = ("model_compute", "serving_path", "platform_overhead", "unattributed")
+
+
+#: the parts no service owns that services share by the allocation key (METHOD §4)
+SHARED_PARTS = {("serving_path", "serving_compute"), ("serving_path", "serving_network"),
+                ("platform_overhead", "egress"), ("platform_overhead", "observability"),
+                ("platform_overhead", "orchestration"), ("platform_overhead", "commitment_unused"),
+                ("platform_overhead", "unallocated")}
+#: the parts that are billing lines (a class's charges), unmatched ones included
+LINE_PARTS = {name for _, name in SHARED_PARTS if name != "unallocated"} | {"unmatched_line"}

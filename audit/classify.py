@@ -4,7 +4,6 @@ The output is checked against ``schemas.billing.ClassifiedLine`` before it is ha
 """
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from functools import lru_cache
@@ -16,7 +15,7 @@ import pandas as pd
 
 from audit.case import Rule, Service
 from audit.errors import AuditError
-from audit.lines import gpu_sku_model, line_tags, resource_key
+from audit.lines import gpu_sku_model, json_object, line_tags, resource_key
 from audit.services import matches as value_matches
 from connectors.billing.catalogue import (
     AZURE_RE,
@@ -228,12 +227,3 @@ def checked(classified: pd.DataFrame) -> pd.DataFrame:
         raise AuditError(f"classified lines do not match schemas.billing.ClassifiedLine: {found}") from None
 
 
-def json_object(text) -> dict:
-    """A JSON object's text (a line's ``extra``) as a dict; {} for empty, unreadable or other JSON."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}

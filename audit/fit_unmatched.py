@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case
-from audit.lines import ADJUSTING_CATEGORIES, basis_amount
+from audit.lines import ADJUSTING_CATEGORIES, basis_amount, listed, named_amounts
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO, cents
 
@@ -57,29 +57,6 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
                f"class rule and are unattributed: {largest}.{claimed} {hint}")
     return [Misfit("lines_unmatched", "billing lines no rule classes", message,
                    tuple(name for name, _, _ in named[:LISTED]))]
-
-
-def listed(named: list[tuple[str, Decimal, int]], count: int) -> str:
-    """The first ``count`` of :func:`named_amounts`: "name amount (n lines)", then how many more."""
-    out = "; ".join(f"{name} {cents(a)} ({n} line{'s' if n != 1 else ''})" for name, a, n in named[:count])
-    return out + (f"; … {len(named) - count} more" if len(named) > count else "")
-
-
-def named_amounts(lines: pd.DataFrame, amounts) -> list[tuple[str, Decimal, int]]:
-    """(service: resource, else the service, else the description; amount; lines) per distinct name,
-    largest amount first."""
-    service = lines["service_name"].fillna("").astype(str)
-    resource = lines["resource_id"].fillna("").astype(str)
-    described = lines["charge_description"].fillna("").astype(str) if "charge_description" in lines.columns \
-        else resource
-    names = [f"{text(s, 40)}: {text(r, 40)}" if s and r else text(s or r or d, 50)
-             for s, r, d in zip(service, resource, described)]
-    sums: dict[str, list] = {}
-    for name, amount in zip(names, amounts):
-        entry = sums.setdefault(name or "(no service, resource or description)", [ZERO, 0])
-        entry[0] += amount if amount is not None else ZERO
-        entry[1] += 1
-    return sorted(((n, a, k) for n, (a, k) in sums.items()), key=lambda x: (-abs(x[1]), x[0]))
 
 
 def _instances(lines: pd.DataFrame) -> bool:

@@ -13,6 +13,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from audit.misfit import text
+from audit.money import ZERO, cents
 from connectors.billing.catalogue import gpu_skus
 from connectors.errors import InputError, InputErrors
 from schemas.billing import line_total
@@ -264,3 +266,78 @@ def gpu_hours_of(line: Mapping) -> Decimal:
     if gpu_sku_model(line):
         return quantity
     return Decimal(0)
+
+
+def json_object(text) -> dict:
+    """A JSON object's text (a line's ``extra``) as a dict; {} for empty, unreadable or other JSON."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+#: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits
+SCOPE_RULE = ("tax and credits are netted into the narrowest charges each line names: its resource "
+              "(its SKU during its charge period, else its charge period, else all the resource's charges), "
+              "else its service in its sub-account (its SKU during its charge period, else its SKU, else the "
+              "service's charges), else its account (a credit: the account's usage), pro rata to cost")
+
+
+#: what became of the in-scope lines no class counts, by ChargeCategory
+FOLDED_WORDS = {
+    "Tax": "spread into the tax of the classes whose charges they tax (unattributed where none)",
+    "Purchase": "commitment purchases and fees, their amount moved onto the lines of their commitment (its "
+                "commitment column) or, on the list and contracted bases, no part of the basis",
+}
+CREDIT_WORDS = "netted into the credits of the classes whose charges they apply to (unattributed where none)"
+
+
+def unclassed_note(lines: pd.DataFrame, charges: pd.DataFrame) -> str | None:
+    """The in-scope ``lines`` that are in no class's line count (not among the ``charges``), counted by
+    ChargeCategory (and the provider's line type, CUR's ``x_LineItemType``) with what became of them:
+    so that the classes' lines, these and the lines outside the scope add up to the lines read. None
+    when every line is in a class."""
+    folded = lines.loc[~lines["line_id"].isin(set(charges["line_id"])),
+                       [c for c in ("charge_category", "extra", "line_count") if c in lines.columns]]
+    if folded.empty:
+        return None
+    counts: dict[tuple[str, str], int] = {}
+    for category, extra, count in zip(folded["charge_category"], folded.get("extra", [""] * len(folded)),
+                                      folded.get("line_count", [1] * len(folded))):
+        kind = (category, str(json_object(extra).get("x_LineItemType", "")))
+        counts[kind] = counts.get(kind, 0) + int(count)
+    parts = [f"{n:,} {category}{f' ({kind})' if kind else ''}: "
+             f"{FOLDED_WORDS.get(category, CREDIT_WORDS)}" for (category, kind), n in sorted(counts.items())]
+    return (f"{sum(counts.values()):,} in-scope line(s) are in no class's line count "
+            f"(classes[].lines + these + outside_scope.lines = the lines read): {'; '.join(parts)}")
+
+
+def adjusted(lines: pd.DataFrame) -> bool:
+    """Whether any of ``lines`` is tax, a credit, a refund or an adjustment (spread by :data:`SCOPE_RULE`)."""
+    return bool(lines["charge_category"].isin(ADJUSTING_CATEGORIES).any())
+
+
+def listed(named: list[tuple[str, Decimal, int]], count: int) -> str:
+    """The first ``count`` of :func:`named_amounts`: "name amount (n lines)", then how many more."""
+    out = "; ".join(f"{name} {cents(a)} ({n} line{'s' if n != 1 else ''})" for name, a, n in named[:count])
+    return out + (f"; … {len(named) - count} more" if len(named) > count else "")
+
+
+def named_amounts(lines: pd.DataFrame, amounts) -> list[tuple[str, Decimal, int]]:
+    """(service: resource, else the service, else the description; amount; lines) per distinct name,
+    largest amount first."""
+    service = lines["service_name"].fillna("").astype(str)
+    resource = lines["resource_id"].fillna("").astype(str)
+    described = lines["charge_description"].fillna("").astype(str) if "charge_description" in lines.columns \
+        else resource
+    names = [f"{text(s, 40)}: {text(r, 40)}" if s and r else text(s or r or d, 50)
+             for s, r, d in zip(service, resource, described)]
+    sums: dict[str, list] = {}
+    for name, amount in zip(names, amounts):
+        entry = sums.setdefault(name or "(no service, resource or description)", [ZERO, 0])
+        entry[0] += amount if amount is not None else ZERO
+        entry[1] += 1
+    return sorted(((n, a, k) for n, (a, k) in sums.items()), key=lambda x: (-abs(x[1]), x[0]))

@@ -17,17 +17,13 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from audit.buckets import LINE_PARTS, SHARED_PARTS  # noqa: F401  (read from here too)
 from audit.case import Allocation, Service
 from audit.ledger import Ledger, ServiceInterval
 from audit.money import ZERO, split_evenly
 from audit.result import COUNT_CLASSES, TOKEN_COLUMNS, SharedSplit, TrafficTotals, UnitCost
 from audit.services import service_of
 from connectors.telemetry.distinct import by_values
-
-SHARED_PARTS = {("serving_path", "serving_compute"), ("serving_path", "serving_network"),
-                ("platform_overhead", "egress"), ("platform_overhead", "observability"),
-                ("platform_overhead", "orchestration"), ("platform_overhead", "commitment_unused"),
-                ("platform_overhead", "unallocated")}
 
 
 @dataclass
@@ -206,7 +202,6 @@ def shared_by_part(ledger: Ledger, pool: Decimal, shares: Mapping[str, Decimal])
 
 
 #: ledger parts that hold whole billing lines (a service owns them by a rule or a claim)
-LINE_PARTS = {name for _, name in SHARED_PARTS if name != "unallocated"} | {"unmatched_line"}
 
 
 def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, TrafficTotals],

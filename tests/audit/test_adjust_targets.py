@@ -114,9 +114,9 @@ def test_a_credit_naming_a_service_stays_with_that_service_as_tax_does():
 def test_the_report_states_the_one_scoping_rule_and_the_format_whose_timestamps_it_read():
     from dataclasses import replace
 
-    from audit.adjust import SCOPE_RULE
     from audit.audit_json import to_dict
     from audit.collected import Collected
+    from audit.lines import SCOPE_RULE
     from audit.pipeline import audit_collected
     from tests.builders import frame, make_case
 
@@ -137,7 +137,7 @@ def test_the_report_states_the_one_scoping_rule_and_the_format_whose_timestamps_
 def test_lines_no_class_counts_are_counted_and_named_by_their_charge_type():
     """The Oct 2018 workshop CUR read 119,310 lines, its classes counted 119,301: the 9 RIFee purchase
     lines (EffectiveCost 0) moved onto their reservations' usage and no class or note counted them."""
-    from audit.adjust import unclassed_note
+    from audit.lines import unclassed_note
 
     ri = "arn:aws:ec2:us-east-1:1:reserved-instances/r-1"
     rows = [at(1, 0, resource_id="i-1", commitment_discount_id=ri, commitment_discount_status="Used", **money("2")),
