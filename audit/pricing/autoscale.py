@@ -5,8 +5,10 @@ replayed against the one the case declares; the saving is the whole replicas the
 those right-sizing at the case's policy sheds. Under the policy an interval can shed its capacity
 above demand plus the headroom the higher target no longer keeps; under the case's policy only its
 capacity above demand. Low and high: the policy's target ∓ 0.1 (never below the case's target),
-each less what right-sizing sheds in the same band (its own low and high targets), so that the two
-options' bands add up to what the policy alone sheds and never count a replica twice.
+each less what right-sizing sheds at the case's target, and the high less right-sizing's own high
+(its target + 0.1, or the case's range): right-sizing's high and autoscaling's high then add up to
+what the policy alone sheds at its high, never counting a replica twice, and a low never claims
+right-sizing's own range as the policy's.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from audit.case import Service
 from audit.ledger import ServiceInterval
 from audit.money import ZERO
 from audit.pricing import Modelled, ordered
-from audit.pricing.replay import Policy, headroom_at, reach_of, replay, replayable
+from audit.pricing.replay import Policy, headroom_at, left_out, reach_of, replay, replayable
 from audit.pricing.rightsize import (
     TARGET_RANGE,
     TELEMETRY,
@@ -63,7 +65,7 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
     saving = {}
     for band, t in bands.items():
         runs = (replay(ivs, policy_of(services[n], t, reaction), step, shed_under(t)) for n, ivs in by_service.items())
-        saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - right_sized[band])
+        saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - max(now, right_sized[band]))
     inputs = (("case target utilisation", f"{case_target}", "case: target_utilisation"),
               ("policy target utilisation", f"{reach}", "options.toml / case [[options]]: target_utilisation"),
               ("policy scale reaction", "the case's" if reaction is None else f"{reaction} s",
@@ -72,9 +74,9 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
               ("right-sizing at the case's policy already sheds", f"{now:.2f}", "audit.pricing.rightsize replay"))
     return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), inputs,
                     f"low / high: the policy replayed at target utilisation {bands['low']} / {bands['high']}; "
-                    f"each less what right-sizing at the case's policy sheds in that band (at {sized['low']} / "
-                    f"{sized['expected']} / {sized['high']})"
-                    + unresolved_reaction(services, list(by_service), step, reaction))
+                    f"each less what right-sizing at the case's policy sheds at {sized['expected']}, the high "
+                    f"less its own high (at {sized['high']})"
+                    + unresolved_reaction(services, list(by_service), step, reaction) + left_out(intervals, by_service))
 
 
 def unresolved_reaction(services: Mapping[str, Service], names: Sequence[str], step: int, reaction: int | None) -> str:

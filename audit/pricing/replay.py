@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from audit.ledger import ServiceInterval
 from audit.money import ZERO
@@ -89,3 +89,11 @@ def replayable(intervals: Sequence[ServiceInterval]) -> dict[str, list[ServiceIn
     for ivs in out.values():
         ivs.sort(key=lambda iv: iv.ts)
     return out
+
+
+def left_out(intervals: Sequence[ServiceInterval], replayed: Mapping[str, object]) -> str:
+    """What a replay leaves out, in words: the services holding GPUs whose idle no kernel profile
+    split (their idle is idle_not_separated: no replica of theirs is priced); "" where none is."""
+    names = sorted({iv.service for iv in intervals if iv.gpus and iv.serving is None} - set(replayed))
+    return (f"; not replayed (no serving split: their idle is idle_not_separated): {', '.join(names)}"
+            if names else "")

@@ -15,7 +15,7 @@ from audit.case import Service
 from audit.ledger import ServiceInterval
 from audit.money import ZERO
 from audit.pricing import Input, Modelled, ordered
-from audit.pricing.replay import Policy, Replay, replay, replayable
+from audit.pricing.replay import Policy, Replay, left_out, replay, replayable
 
 TARGET_RANGE = Decimal("0.1")
 TELEMETRY = "GPU split per interval: kernel-busy seconds (telemetry) + serving-path seconds (kernel profile gap)"
@@ -71,7 +71,8 @@ def right_size(intervals: Sequence[ServiceInterval], services: Mapping[str, Serv
         inputs.extend(service_inputs(name, services[name], run))
     source = "the case's target_utilisation_range" if target_range else f"the case's {target} ∓ {TARGET_RANGE}"
     return Modelled(ordered(saving["low"], saving["expected"], saving["high"]), tuple(inputs),
-                    f"low / high: the same replay at target utilisation {bands['low']} / {bands['high']} ({source})",
+                    f"low / high: the same replay at target utilisation {bands['low']} / {bands['high']} ({source})"
+                    + left_out(intervals, by_service),
                     by_service={name: ordered(b["low"], b["expected"], b["high"]) for name, b in per_service.items()})
 
 

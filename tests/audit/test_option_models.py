@@ -290,10 +290,11 @@ def test_a_case_sets_the_models_own_inputs_and_bad_ones_are_named(tmp_path):
 
 
 def test_autoscaling_and_right_sizing_bands_add_up_to_what_the_policy_alone_sheds():
-    """METHOD §7, no replica counted twice: autoscaling's band is what the policy sheds at its band's
-    target less what right-sizing sheds in the same band (before: less right-sizing's expected, so
-    right-sizing's high (target + 0.1) plus autoscaling's high counted the replicas between the
-    case's target and target + 0.1 twice)."""
+    """METHOD §7, no replica counted twice: autoscaling's expected and high are what the policy sheds
+    at their targets less what right-sizing sheds in the same band (before, the high less
+    right-sizing's expected: right-sizing's high (target + 0.1) plus autoscaling's high counted the
+    replicas between the case's target and target + 0.1 twice); its low stays less right-sizing's
+    expected (0 in the demo: at its 3600 s step the policy's reaction changes nothing)."""
     from audit.case import load_case
     from audit.pipeline import run_audit
     from audit.pricing.autoscale import policy_of, shed_under
@@ -310,3 +311,17 @@ def test_autoscaling_and_right_sizing_bands_add_up_to_what_the_policy_alone_shed
         shed = sum((replay(ivs, policy_of(case.services[n], target, 300), result.telemetry.step,
                            shed_under(target)).saving for n, ivs in by_service.items()), Decimal(0))
         assert right.saving[band] + auto.saving[band] == pytest.approx(shed * per_month, abs=Decimal("0.000001"))
+    assert auto.saving["low"] == 0
+
+
+def test_a_replay_names_the_services_it_leaves_out():
+    """The demo's embed holds GPUs but has no kernel profile: its idle is idle_not_separated, so
+    right-sizing and autoscaling replay chat alone and say so (before: nothing said embed was out)."""
+    from audit.case import load_case
+    from audit.pipeline import run_audit
+    from tests.paths import DEMO
+
+    options = {o.id: o for o in run_audit(load_case(DEMO)).options}
+    for option in ("right_size_replicas", "autoscaling_policy"):
+        assert options[option].basis_note.endswith(
+            "; not replayed (no serving split: their idle is idle_not_separated): embed"), options[option].basis_note
