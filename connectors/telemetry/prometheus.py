@@ -104,7 +104,9 @@ from connectors.telemetry.validity import (
     counter_name,
     counter_reasons,
     excluded_table,
+    merge_excluded,
     resets_table,
+    unlabelled_table,
 )
 
 #: describe functions of the file connector, by sample name: the same metadata from both
@@ -219,7 +221,8 @@ class PrometheusConnector(Connector):
         increases = self._increases()
         queue_table = pt.queue(self._queue(), self.grid)
         activity = pt.gpu_activity(self._dcgm(), self.grid, self._raw_dcgm)
-        busy = Busy(activity, excluded_table(self._busy_bad),
+        unlabelled = unlabelled_table(self._unlabelled, activity, self._raw_unlabelled)  # counted, never dropped
+        busy = Busy(activity, merge_excluded(excluded_table(self._busy_bad), unlabelled),
                     ps.unmeasured_rows(self._unmeasured, self.grid))
         return {
             "gpu_activity": activity,
@@ -276,6 +279,7 @@ class PrometheusConnector(Connector):
         rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[
             "node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "metric", "k",
             "sum", "n", "dirty"])
+        self._unlabelled = rows.loc[(rows["gpu"] == "") & (rows["uuid"] == ""), ["metric", "k", "n"]]
         rows = ps.preferred(rows)
         if len(rows):  # GPU_UTIL of a MIG instance: its raw samples are excluded (NOT_ON_MIG)
             util_on_mig = (rows["metric"] != GR_ENGINE_ACTIVE).to_numpy() & is_mig_unit(rows["uuid"])
@@ -309,6 +313,10 @@ class PrometheusConnector(Connector):
         """Every raw sample of one GPU's ``metric`` in interval k, in table columns."""
         selector = metric + "{" + matchers(unit_matchers(gpu)) + "}"
         return labelled(gpu_units(self.puller.raw(selector, k)), DCGM_PLAIN, POD_LABELS)
+
+    def _raw_unlabelled(self, metric: str, k: int) -> pd.DataFrame:
+        """The raw samples (t, v) in interval k of ``metric``'s series with neither gpu nor UUID."""
+        return self.puller.raw(metric + "{" + matchers({"gpu": "", "UUID": ""}) + "}", k)
 
     def _presence(self, metric: str) -> pd.DataFrame:
         """Node metadata label sets present per interval (node, provider_id, instance_type, k)."""

@@ -12,6 +12,8 @@ Tables (``EXCLUDED``, ``RESETS``, ``UNMEASURED``): what each connector hands on 
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -134,6 +136,21 @@ def unplaced_table(unplaced: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFra
     fell_back = bool(len(activity)) and bool((activity["source"] == GPU_UTIL).any())
     gr = (unplaced["metric"] == GR_ENGINE_ACTIVE).to_numpy() & fell_back
     return excluded_table(unplaced.assign(reason=np.where(gr, FELL_BACK, NO_GPU_LABEL).astype(object)))
+
+
+def unlabelled_table(counts: pd.DataFrame, activity: pd.DataFrame,
+                     first_samples: Callable[[str, int], pd.DataFrame]) -> pd.DataFrame:
+    """``excluded_samples`` rows of DCGM series with no GPU label, from the per-interval sample
+    counts a server aggregated (metric, k, n): each metric's count, and as its example the earliest
+    of the raw samples (t, v) ``first_samples(metric, k)`` gives of its first interval, as
+    :func:`unplaced_table` gives them of a file."""
+    parts = []
+    for metric, group in counts.groupby("metric", sort=True):
+        samples = first_samples(metric, int(group["k"].min()))
+        if len(samples):
+            table = unplaced_table(samples[["t", "v"]].assign(metric=metric), activity)
+            parts.append(table.assign(count=int(group["n"].sum())))
+    return merge_excluded(*parts)
 
 
 def merge_excluded(*tables: pd.DataFrame) -> pd.DataFrame:
