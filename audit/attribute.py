@@ -30,7 +30,7 @@ from audit.ledger import (
     Leftover,
     ServiceInterval,
 )
-from audit.lines import listed, named_amounts
+from audit.lines import line_name, listed, named_amounts
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
 
@@ -113,7 +113,8 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
     """Non-GPU classes go whole to their bucket part: one part per class and owning service
     (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
     owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
-    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", *NAMING) if c in charges.columns]
+    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", "line_count", *NAMING)
+            if c in charges.columns]
     narrow = charges[read]  # each group is a row take: of the columns read, not of every column
     for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.fillna("")], sort=True):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
@@ -134,8 +135,8 @@ def named_lines(frame: pd.DataFrame) -> str:
     """The unmatched lines of a part by name, largest first (one name: the part's amount is its)."""
     named = named_amounts(frame, frame["net"])
     if len(named) == 1:
-        name, _, count = named[0]
-        return f"{name} ({count} line{'s' if count != 1 else ''})"
+        key, _, count = named[0]
+        return f"{line_name(key)} ({count} line{'s' if count != 1 else ''})"
     return listed(named, 3)
 
 

@@ -420,6 +420,9 @@ GAP_BASIS_WORDS = {
 
 
 #: how a billing format's timestamps without an offset were read (METHOD §1: the report says so)
+#: the columns of the lines in scope the notes read
+NOTE_COLUMNS = ("charge_category", "commitment_discount_id", "billed_cost", "effective_cost", "line_id",
+                "line_count", "extra")
 #: billing formats that read another format's data where it lives
 READ_AS = {"athena": "cur"}
 TIMESTAMP_WORDS = {
@@ -435,12 +438,14 @@ def _notes(result) -> list[str]:
     billing = sorted({f.spec.format for f in result.collected.frames if f.spec.kind == "billing"})
     # a CUR read in Athena is the same CUR (where it was read is in ``sources``): the same words, once
     notes = list(dict.fromkeys(TIMESTAMP_WORDS[READ_AS.get(f, f)] for f in billing if READ_AS.get(f, f) in TIMESTAMP_WORDS))
-    unamortised = unamortised_reason(result.lines[result.scope_mask])
+    read = [c for c in NOTE_COLUMNS if c in result.lines.columns]
+    scoped = result.lines.loc[result.scope_mask.to_numpy(dtype=bool), read]  # once, and narrow
+    unamortised = unamortised_reason(scoped)
     if unamortised:
         notes.append(f"Commitment amortisation not measured: {unamortised}.")
-    if adjusted(result.lines[result.scope_mask]):
+    if adjusted(scoped):
         notes.append(f"Tax and credits: {SCOPE_RULE}.")
-    unclassed = unclassed_note(result.lines[result.scope_mask], result.charges)
+    unclassed = unclassed_note(scoped, result.charges)
     if unclassed:
         notes.append(f"Lines in no class: {unclassed}.")
     notes += [f"Telemetry interval: {result.telemetry.step} s; GPU-interval cost = the billing line's cost "

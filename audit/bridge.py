@@ -30,7 +30,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from audit.lines import commitment_purchases, members_by_commitment
+from audit.lines import commitment_purchases
 from audit.money import ZERO, cents, dsum, largest_remainder
 from schemas.billing import line_total
 
@@ -111,6 +111,11 @@ def bridge(lines: pd.DataFrame) -> Bridge:
     return Bridge(steps)
 
 
+def _carries(lines: pd.DataFrame) -> bool:
+    """Whether some line of a commitment (its id, or one under it) carries amortisation (Effective ≠ Billed)."""
+    return any(e is not None and b is not None and e != b for e, b in zip(lines["effective_cost"], lines["billed_cost"]))
+
+
 def unamortised_reason(lines: pd.DataFrame) -> str | None:
     """Why the amortisation of commitments is not measured (None: it is, or there is none to measure).
 
@@ -127,11 +132,10 @@ def unamortised_reason(lines: pd.DataFrame) -> str | None:
     if leaving.empty:
         return None
     others = lines.loc[~purchases, ["commitment_discount_id", "billed_cost", "effective_cost"]]
-    members = members_by_commitment(others["commitment_discount_id"].fillna(""))
-    carried = {c: any(e is not None and b is not None and e != b
-                      for e, b in zip(others.loc[rows, "effective_cost"], others.loc[rows, "billed_cost"]))
-               for c, rows in members.items()}
-    alone = leaving[[not carried.get(c, False) for c in leaving["commitment_discount_id"]]]
+    ids = others["commitment_discount_id"].fillna("")
+    carried = {c: _carries(others.loc[((ids == c) | ids.str.startswith(c.rstrip("/") + "/")).to_numpy(dtype=bool)])
+               for c in set(leaving["commitment_discount_id"])}
+    alone = leaving[[not carried[c] for c in leaving["commitment_discount_id"]]]
     if alone.empty:
         return None
     ids = list(alone["line_id"].head(EXAMPLES))

@@ -18,11 +18,13 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case
-from audit.lines import ADJUSTING_CATEGORIES, basis_amount, listed, named_amounts
+from audit.lines import ADJUSTING_CATEGORIES, basis_amount, line_name, listed, named_amounts
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO, cents
 
 HINT = "A [[rules]] entry classes them where they belong to the audit."
+#: the columns that name a line (audit.lines.named_amounts)
+NAMED = ("service_name", "resource_id", "charge_description")
 #: the share of the charges in scope unclaimed unmatched lines warn from (below it the part names them)
 MATERIAL = Decimal("0.05")
 INSTANCE_HINT = (" A CPU instance is serving_compute by the shipped rules once kube_node_info or [nodes] names it as "
@@ -34,29 +36,29 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     if classified.empty:
         return []
     kept = ~classified["charge_category"].isin(ADJUSTING_CATEGORIES).to_numpy(dtype=bool)
-    unmatched = (classified["resource_class"] == "unmatched").to_numpy(dtype=bool)[kept]
+    unmatched = kept & (classified["resource_class"] == "unmatched").to_numpy(dtype=bool)
     if not unmatched.any():
         return []
     # every line in scope, as the audit reads them: a basis column missing is the audit's one error
-    amounts = basis_amount(classified, case.cost_basis)[kept]
-    charges = classified[kept]
-    priced = unmatched & np.fromiter((a is not None and a != 0 for a in amounts), dtype=bool, count=len(amounts))
+    amounts = basis_amount(classified, case.cost_basis)
+    found = amounts[unmatched]
+    priced = np.fromiter((a is not None and a != 0 for a in found), dtype=bool, count=len(found))
     if not priced.any():
         return []
-    total = sum((a for a in amounts if a is not None), ZERO)
-    named = named_amounts(charges[priced], amounts[priced])
+    read = [c for c in (*NAMED, "line_count", "claimed_by", "service_category") if c in classified.columns]
+    lines = classified.loc[unmatched, read][priced]  # the unmatched lines only, and only what is read
+    named = named_amounts(lines, found[priced])
     amount = sum((a for _, a, _ in named), ZERO)
-    claimed = _claimed(charges[priced])
+    claimed = _claimed(lines)
+    total = sum((a for a in amounts[kept] if a is not None), ZERO)
     if not claimed and not (total > 0 and abs(amount) >= MATERIAL * total):
         return []
     share = f" ({amount / total:.1%} of the charges)" if total > 0 else ""
-    largest = listed(named, LISTED)
-    lines = charges[priced]
     hint = HINT + (INSTANCE_HINT if _instances(lines) else "")
-    message = (f"{int(priced.sum()):,} charge line(s) in scope, {cents(amount)} {case.currency}{share}, match no "
-               f"class rule and are unattributed: {largest}.{claimed} {hint}")
+    message = (f"{sum(n for _, _, n in named):,} charge line(s) in scope, {cents(amount)} {case.currency}{share}, "
+               f"match no class rule and are unattributed: {listed(named, LISTED)}.{claimed} {hint}")
     return [Misfit("lines_unmatched", "billing lines no rule classes", message,
-                   tuple(name for name, _, _ in named[:LISTED]))]
+                   tuple(line_name(key) for key, _, _ in named[:LISTED]))]
 
 
 def _instances(lines: pd.DataFrame) -> bool:
@@ -69,7 +71,8 @@ def _claimed(lines: pd.DataFrame) -> str:
     if "claimed_by" not in lines.columns:
         return ""
     owners = lines["claimed_by"].fillna("").astype(str)
-    counts = owners[owners != ""].value_counts().sort_index()
+    weights = lines["line_count"] if "line_count" in lines.columns else pd.Series(1, index=lines.index)
+    counts = weights[owners != ""].groupby(owners[owners != ""]).sum().sort_index()
     if counts.empty:
         return ""
     who = ", ".join(f"{text(o)} claims {n}" for o, n in counts.items())
