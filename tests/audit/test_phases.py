@@ -50,15 +50,20 @@ def metrics(tmp_path_factory):
 
 def audit(metrics, trace: Path):
     read, _ = metrics
+    return audited({"vllm": dict(read.tables)}, trace)
+
+
+def audited(telemetry: dict[str, dict], trace: Path = QWEN):
+    """The case audited on an hour of one g5.xlarge, telemetry sources (name -> tables) and chat's trace."""
     gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
                pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
                billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
                start=pd.Timestamp(START), end=pd.Timestamp(END))
     profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", trace, {"service": "chat"}),
                               ReadContext(START, END, "USD", 300)).read()
-    collected = Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
-                           frame("telemetry", "openmetrics", dict(read.tables), name="vllm"), profile))
-    return audit_collected(case(), collected)
+    sources = [frame("telemetry", "openmetrics", tables, name=name) for name, tables in telemetry.items()]
+    return audit_collected(case(), Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
+                                              *sources, profile)))
 
 
 @pytest.fixture(scope="module")
@@ -188,17 +193,7 @@ def test_each_figure_names_only_the_source_whose_rows_measured_it(metrics):
     serving = read.tables["serving_stats"]
     exporter = {**read.tables, "serving_stats": serving.assign(**{c: float("nan") for c in timers})}
     phase_file = {"serving_stats": serving[["ts", "family", "model_name", "namespace", "pod", *timers]]}
-    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
-               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
-               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
-               start=pd.Timestamp(START), end=pd.Timestamp(END))
-    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", QWEN, {"service": "chat"}),
-                              ReadContext(START, END, "USD", 300)).read()
-    result = audit_collected(case(), Collected((
-        frame("billing", "focus", {"lines": lines_frame([gpu])}),
-        frame("telemetry", "openmetrics", exporter, name="prometheus-export"),
-        frame("telemetry", "openmetrics", phase_file, name="phase-timers"), profile)))
-    document = to_dict(result)
+    document = to_dict(audited({"prometheus-export": exporter, "phase-timers": phase_file}))
     assert document["services"]["chat"]["phases"]["prefill"]["source"] == (
         "vllm:request_prefill_time_seconds_sum and vllm:request_decode_time_seconds_sum over the window "
         "(phase-timers (openmetrics))")
@@ -212,16 +207,7 @@ def test_per_token_costs_of_tokens_not_measured_and_counted_zero_say_which(metri
     costs null, where both were said to have "no ... counter", and the prompt tokens were 0."""
     read, _ = metrics
     traffic = read.tables["traffic"].assign(prompt_tokens=float("nan"), generated_tokens=0.0)
-    gpu = line(1, resource_id=INSTANCE, charge_description="On Demand Linux g5.xlarge Instance Hour",
-               pricing_unit="Hours", pricing_quantity=Decimal(1), contracted_unit_price=Decimal("1.006"),
-               billed_cost=Decimal("1.006"), effective_cost=Decimal("1.006"),
-               start=pd.Timestamp(START), end=pd.Timestamp(END))
-    profile = KinetoConnector(SourceSpec("chat-profile", "profiles", "kineto", QWEN, {"service": "chat"}),
-                              ReadContext(START, END, "USD", 300)).read()
-    tables = {**read.tables, "traffic": traffic}
-    result = audit_collected(case(), Collected((frame("billing", "focus", {"lines": lines_frame([gpu])}),
-                                                frame("telemetry", "openmetrics", tables, name="vllm"), profile)))
-    service = to_dict(result)["services"]["chat"]
+    service = to_dict(audited({"vllm": {**read.tables, "traffic": traffic}}))["services"]["chat"]
     assert service["prompt_tokens"] is None and service["generated_tokens"] == 0
     phases = service["phases"]
     assert phases["prefill"]["source"] is not None
