@@ -30,12 +30,10 @@ from audit.ledger import (
     Leftover,
     ServiceInterval,
 )
-from audit.lines import line_name, listed, named_amounts
+from audit.lines import NAME_COLUMNS, line_name, listed, named_amounts
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
 
-#: the columns that name an unmatched line in its part's source (audit/fit_unmatched.py)
-NAMING = ("service_name", "resource_id", "charge_description")
 #: how a part names the measurements behind a group: (group, service or None) -> source text
 Describer = Callable[[Group, "str | None"], str]
 
@@ -113,7 +111,7 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
     """Non-GPU classes go whole to their bucket part: one part per class and owning service
     (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
     owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
-    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", "line_count", *NAMING)
+    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", "line_count", *NAME_COLUMNS)
             if c in charges.columns]
     narrow = charges[read]  # each group is a row take: of the columns read, not of every column
     for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.fillna("")], sort=True):
@@ -122,7 +120,7 @@ def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -
         bucket, name = CLASS_PARTS[klass]
         reasons = sorted(set(frame["rule_reason"]))
         source = f"FOCUS lines ({billing_names}), class {klass}"
-        if klass == "unmatched" and set(NAMING) <= set(frame.columns):
+        if klass == "unmatched" and set(NAME_COLUMNS) <= set(frame.columns):
             source = f"{source}: {named_lines(frame)}"[:400]  # the lines are what measured it
         reason = "; ".join(reasons)[:300]
         if owner:

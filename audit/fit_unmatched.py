@@ -18,13 +18,11 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case
-from audit.lines import ADJUSTING_CATEGORIES, basis_amount, line_name, listed, named_amounts
+from audit.lines import ADJUSTING_CATEGORIES, NAME_COLUMNS, basis_amount, line_name, listed, named_amounts
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO, cents
 
 HINT = "A [[rules]] entry classes them where they belong to the audit."
-#: the columns that name a line (audit.lines.named_amounts)
-NAMED = ("service_name", "resource_id", "charge_description")
 #: the share of the charges in scope unclaimed unmatched lines warn from (below it the part names them)
 MATERIAL = Decimal("0.05")
 INSTANCE_HINT = (" A CPU instance is serving_compute by the shipped rules once kube_node_info or [nodes] names it as "
@@ -45,7 +43,7 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     priced = np.fromiter((a is not None and a != 0 for a in found), dtype=bool, count=len(found))
     if not priced.any():
         return []
-    read = [c for c in (*NAMED, "line_count", "claimed_by", "service_category") if c in classified.columns]
+    read = [c for c in (*NAME_COLUMNS, "line_count", "claimed_by", "service_category") if c in classified.columns]
     lines = classified.loc[unmatched, read][priced]  # the unmatched lines only, and only what is read
     named = named_amounts(lines, found[priced])
     amount = sum((a for _, a, _ in named), ZERO)

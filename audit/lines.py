@@ -337,6 +337,10 @@ def line_name(key: tuple[str, str, str]) -> str:
     return text(service or resource or described, 50) or "(no service, resource or description)"
 
 
+#: the columns :func:`named_amounts` names a line by
+NAME_COLUMNS = ("service_name", "resource_id", "charge_description")
+
+
 def named_amounts(lines: pd.DataFrame, amounts) -> list[tuple[tuple[str, str, str], Decimal, int]]:
     """(name key, amount, lines) per distinct (service, resource, description where neither is
     given), largest amount first; :func:`line_name` writes a key (only those shown are written)."""
