@@ -154,7 +154,20 @@ def price(option: Option, given: PlanInput) -> Option:
                        reason=_empty_reason(option, gross, deferral))
     paybacks = _paybacks(option, gross, run, deferral)
     option = replace(option, status="priced", reason=None, payback=paybacks)
+    if deferral.share and deferral.months is None:
+        option = on_now_alone(option, deferral)
     return replace(option, sensitivity=sensitivity(option, gross, run, deferral, given))
+
+
+def on_now_alone(option: Option, deferral: Deferral) -> Option:
+    """An option whose committed share has no known end: priced on s₀ alone (METHOD §7), so its
+    saving, its per-service split and what it adds to the plan leave out s₁, which is not measured.
+    (Its paybacks are taken on s₀ by :func:`payback_of`.)"""
+    assert option.saving_now is not None
+    keep = ONE - deferral.share
+    by_service = None if option.by_service is None else {
+        name: {b: v * keep for b, v in bands.items()} for name, bands in option.by_service.items()}
+    return replace(option, saving=dict(option.saving_now), by_service=by_service)
 
 
 def _break_even(option: Option, given: PlanInput) -> dict:

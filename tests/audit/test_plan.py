@@ -3,6 +3,7 @@ sensitivity, who acts."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -238,3 +239,22 @@ def test_option_figures_out_of_range_or_order_are_refused_by_the_case():
     assert "#1.recoverable: expected { low, expected, high } of numbers from 0 to 1" in text
     assert "#2.effort_hours" in text and "low ≤ expected ≤ high, got" in text
     assert "#3.recoverable" in text and "#3.run_cost_per_month" in text and "#3.title" in text
+
+
+def test_a_saving_whose_commitment_end_is_unknown_is_priced_on_s0_alone():
+    """METHOD §7: where no end date is known, s₁ is not measured and the option is priced on s₀
+    alone: its saving, its per-service split and the plan leave s₁ out (a check found 11,905.76 a
+    month shown, and added to the plan, beside a payback on s₀ = 6,493.64)."""
+    undated = replace(option("c", Decimal(100)), by_service={"chat": {"low": Decimal(50), "expected": Decimal(100),
+                                                                      "high": Decimal(150)}})
+    out = plan([undated], given_plan(deferrals={"c": Deferral(Decimal("0.4"), None)}))[0]
+    assert out.saving == out.saving_now == {"low": Decimal(30), "expected": Decimal(60), "high": Decimal(90)}
+    assert out.by_service == {"chat": {"low": Decimal(30), "expected": Decimal(60), "high": Decimal(90)}}
+    assert out.payback["expected"] == Decimal(1000) / Decimal(60)
+    assert {s.input: (s.low, s.high) for s in out.sensitivity}["saving (recoverable share or model inputs)"] == \
+        ("30.00", "90.00")
+    parts, total = combined([out])
+    assert parts[0].saving == total.saving == {"low": Decimal("30.00"), "expected": Decimal("60.00"),
+                                               "high": Decimal("90.00")}
+    dated = plan([undated], given_plan(deferrals={"c": Deferral(Decimal("0.4"), Decimal(3))}))[0]
+    assert dated.saving["expected"] == Decimal(100) and dated.saving_now["expected"] == Decimal(60)
