@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -61,8 +61,9 @@ HOLDER_PARTS = {
 
 
 def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers: Iterable[Leftover],
-              split: GpuSplit, profiles: Mapping[str, ProfileSummary]) -> Attribution:
-    """Every charge, leftover and GPU-interval group of the case into the ledger (METHOD §3)."""
+              split: GpuSplit, profiles: Mapping[str, ProfileSummary], undeclared: Sequence[str] = ()) -> Attribution:
+    """Every charge, leftover and GPU-interval group of the case into the ledger (METHOD §3);
+    ``undeclared``: the pods no service matches, named in the undeclared-workload part's reason."""
     ledger = Ledger()
     billing_names = collected.names("billing")
     attribute_lines(ledger, charges, billing_names)
@@ -70,7 +71,7 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
     gaps = {s: (p.gap_ratio, f"{p.name} ({p.path.rsplit('/', 1)[-1]})")
             for s, p in profiles.items() if p.gap_ratio is not None}
     intervals = split_groups(ledger, split.groups, gaps, case.target_utilisation,
-                             describer(collected, billing_names))
+                             describer(collected, billing_names), undeclared_reason(undeclared))
     return Attribution(ledger, tuple(intervals))
 
 
@@ -145,27 +146,42 @@ def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_n
                    f"FOCUS line {item.line_id} ({billing_names})", item.reason)
 
 
+#: pods named in the undeclared-workload part's reason; then how many more
+PODS_NAMED = 5
+
+
+def undeclared_reason(pods: Sequence[str]) -> str:
+    """The undeclared-workload part's reason, naming the pods (the first :data:`PODS_NAMED`)."""
+    reason = HOLDER_PARTS[UNDECLARED][2]
+    if not pods:
+        return reason
+    more = f" … ({len(pods) - PODS_NAMED} more)" if len(pods) > PODS_NAMED else ""
+    return f"{reason}: {', '.join(pods[:PODS_NAMED])}{more}"
+
+
 def split_groups(ledger: Ledger, groups: Mapping[tuple[str, datetime], Group],
                  gap_of: Mapping[str, tuple[Decimal, str]], target: Decimal,
-                 describe: Describer) -> list[ServiceInterval]:
+                 describe: Describer, undeclared: str | None = None) -> list[ServiceInterval]:
     """Apply METHOD §3 to every (holder, interval) group; return the per-service intervals.
 
-    ``gap_of`` maps a profiled service to (gap ratio, the profile source that measured it).
+    ``gap_of`` maps a profiled service to (gap ratio, the profile source that measured it);
+    ``undeclared``: the undeclared-workload part's reason (:func:`undeclared_reason`).
     """
     intervals = []
     for (holder, _ts), group in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if holder in HOLDER_PARTS:
-            _unmeasured_parts(ledger, group, describe)
+            _unmeasured_parts(ledger, group, describe, undeclared if holder == UNDECLARED else None)
             continue
         intervals.append(_split_service(ledger, group, gap_of.get(holder), target, describe))
     return intervals
 
 
-def _unmeasured_parts(ledger: Ledger, group: Group, describe: Describer) -> None:
+def _unmeasured_parts(ledger: Ledger, group: Group, describe: Describer, reason_of: str | None = None) -> None:
     """A holder's part of its own (unallocated, allocation unknown, no sample, …); of GPUs no sample
     measured, what the scheduler's GPU requests place under a declared service's pods is that
     service's unattributed cost, which its unit costs leave out and say so (METHOD §4)."""
     bucket, name, reason = HOLDER_PARTS[group.holder]
+    reason = reason_of or reason
     paid, seconds = group.paid, group.paid_seconds
     for service, amount in sorted(group.owned_paid.items()):
         owned = group.owned_seconds.get(service, ZERO)

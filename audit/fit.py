@@ -9,6 +9,8 @@ finds each such piece and says what the data holds instead, nearest values first
   for a value written with regular-expression characters but without ``re:``, the ``re:`` form);
 * ``service_shadowed``: a service whose matchers find pods, every one of them owned by a service
   declared before it (the first service whose matchers hold owns a pod), so it gets none;
+* ``undeclared_pods``: the pods no service matches (their GPU time is undeclared workload), each
+  with the service it nearly belongs to and the matcher that misses it (audit/fit_undeclared.py);
 * ``service_unmatched`` (**error**): a service that matches nothing at all — no pod in telemetry and
   no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
 * ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
@@ -52,6 +54,7 @@ from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
+from audit.fit_undeclared import orphan_pods, pod_name, undeclared_fit
 from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, resource_key
@@ -89,7 +92,10 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
     gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
-    found = (telemetry_window_fit(case, tele) + services_fit(case, tele) + scope_fit(case, lines, scoped)
+    pods = pod_labels(tele)
+    orphans, owned = orphan_pods(case, pods)
+    found = (telemetry_window_fit(case, tele) + services_fit(case, tele, pods) + undeclared_fit(case, orphans, owned)
+             + scope_fit(case, lines, scoped)
              + scope_adjustments_fit(case.scope, lines, classified)
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
@@ -97,7 +103,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
-    return Fit(tuple(found))
+    return Fit(tuple(found), tuple(sorted({pod_name(p) for p in orphans})))
 
 
 # ---- services -------------------------------------------------------------------------------------
@@ -134,9 +140,10 @@ def request_log_services(case: Case) -> dict[str, list[str]]:
     return named
 
 
-def services_fit(case: Case, tele: Telemetry) -> list[Misfit]:
-    """A misfit per service matcher that finds no pod, and an error per service that matches nothing."""
-    pods = pod_labels(tele)
+def services_fit(case: Case, tele: Telemetry, pods: list[dict[str, str]] | None = None) -> list[Misfit]:
+    """A misfit per service matcher that finds no pod, and an error per service that matches nothing
+    (``pods``: :func:`pod_labels` of ``tele``, where the caller has them)."""
+    pods = pod_labels(tele) if pods is None else pods
     logs = request_log_services(case)
     out = []
     for name, service in case.services.items():

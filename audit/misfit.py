@@ -39,6 +39,7 @@ class Fit:
     """Every misfit of a case, in the order the case declares its pieces."""
 
     misfits: tuple[Misfit, ...] = ()
+    undeclared: tuple[str, ...] = ()  # the pods no service matches (namespace/pod), by name
 
     @property
     def errors(self) -> tuple[Misfit, ...]:

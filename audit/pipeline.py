@@ -155,7 +155,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     charges = prices.priced(spread, case.cost_basis)
     _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)
-    attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles)
+    attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, fitted.undeclared)
     ledger, intervals = attributed.ledger, attributed.intervals
     _step(progress, "unit costs, reconciliation and options")
     traffic = unit_costs.traffic_by_service(tele.traffic, case.services, tele.request_counts)
