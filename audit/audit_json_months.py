@@ -80,7 +80,7 @@ def month_entry(month: AuditResult) -> dict[str, Any]:
 def _service(uc) -> dict[str, Any]:
     full = uc.own + uc.shared
     t = uc.traffic
-    requests = int(t.requests) if t is not None else None
+    requests = int(t.requests) if t is not None and t.requests is not None else None
     tokens = int(t.tokens) if t is not None and t.tokens is not None else None
     return {"total_cost": str(cents(full)), "requests": requests,
             "cost_per_1k_requests": fmt(full * 1000 / requests, UNIT_PLACES) if requests else None,

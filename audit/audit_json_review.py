@@ -118,6 +118,8 @@ def daily(result: AuditResult, service: str) -> list[dict[str, Any]]:
             held[0] += cost
             held[1] += seconds
     traffic = result.traffic.get(service)
+    if traffic is not None and traffic.requests is None:  # token series only: requests not measured, not 0
+        traffic = None
     requests: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     if traffic is not None:
         for ts, count in traffic.by_ts.items():

@@ -31,7 +31,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     that they sum to the composition's; its unit costs from the exact figures."""
     t = uc.traffic
     full = uc.own + uc.shared
-    requests = int(t.requests) if t else None
+    requests = _whole(t.requests) if t else None
     logged = logs_count_it(t)
     # a request log counts no tokens, nor a server without token series: none measured (not 0)
     tokens = _whole(t.tokens) if t and not logged else None
@@ -101,6 +101,9 @@ def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: Traffic
     reasons = []
     if t is None:
         reasons.append("no request counter or request log matched this service: unit costs unmeasured")
+    elif requests is None:
+        reasons.append(f"its traffic source ({', '.join(sorted(t.sources))}) has no request series (token series "
+                       "only): requests not measured, unit costs per request unmeasured")
     elif not requests:
         reasons.append(f"its request source ({', '.join(sorted(t.sources))}) counted no successful request in "
                        "the window: unit costs per request unmeasured")

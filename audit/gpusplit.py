@@ -36,7 +36,7 @@ from audit.ledger import (
     Group,
     NodeCoverage,
 )
-from audit.line_facts import LineFacts
+from audit.line_facts import LineFacts, capped_fit
 from audit.lines import resource_key
 from audit.money import ZERO
 from audit.normalised import NodeMap, Telemetry, node_types
@@ -63,7 +63,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
-                    splitter.sharing_notes())
+                    splitter.sharing_notes(), splitter.misfits)
 
 
 def walk_named(engine: str | None = None) -> str:
@@ -143,8 +143,8 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
 
 class LinePlan:
     """What the split reads of each line, worked out once for both ways of walking them: its
-    resource (key), its facts, its key's GPU count (the most any of the key's lines gives) and its
-    billing period's grid."""
+    resource (key), its facts, its key's GPU count (the most any of the key's lines gives), its
+    billing period's grid, and the lines whose quantity the facts cap at their period, named."""
 
     def __init__(self, lines: GpuLines, grid_of):
         ids = lines["resource_id"]
@@ -157,6 +157,7 @@ class LinePlan:
         self.fact = [facts.of(gpi, pq, cq, text, hours[period]) for gpi, pq, cq, text, period in zip(
             lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
             lines["charge_description"], lines.period)]
+        self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
         self.gpus: dict[str, int] = {}
         for key, fact in zip(self.keys, self.fact):
             count = facts.facts[fact][0]
@@ -194,6 +195,8 @@ class GpuSplitter:
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
         self.extra_gpus: set[str] = set()
+        #: the lines whose paid GPU time was capped at their period (audit/line_facts.py), named
+        self.misfits: tuple = ()
         self.shared: dict[tuple[str, str, str], Sharing] = {}
         self._held: dict[tuple, tuple] = {}
         self._service: dict[tuple, str] = {}
@@ -236,6 +239,7 @@ class GpuSplitter:
         if not lines.size:
             return
         plan = LinePlan(lines, self._grid)
+        self.misfits += plan.capped
         node_lists: dict = {}
         turns: Counter = Counter()
         for resource, key, period, fact, text, kind, net, gross, priced in zip(
@@ -285,6 +289,7 @@ class GpuSplitter:
         if not lines.size:
             return
         plan = LinePlan(lines, self._grid)
+        self.misfits += plan.capped
         meters: dict = {}
         rows = {"ord": range(lines.size), "rkey": plan.keys, "resource": plan.resources, "period": lines.period,
                 "meter": [meters.setdefault(text, len(meters)) for text in lines["charge_description"]],

@@ -14,6 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Mapping
 
+from audit.misfit import Misfit
 from audit.money import ZERO
 
 UNALLOCATED = "__unallocated__"
@@ -153,6 +154,8 @@ class GpuSplit:
     extra_gpus: frozenset[str]
     #: how each shared GPU (MIG instances, time-sliced pods) was split (METHOD §3)
     sharing: tuple[str, ...] = ()
+    #: lines whose paid GPU time was capped at their period (audit/line_facts.py ``capped_fit``)
+    misfits: tuple[Misfit, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,20 @@ A line bills a period (an hour, mostly) and a quantity. An instance that ran 18 
 is billed 0.3 instance-hours over a one-hour period: its money spreads over the period's intervals as
 any line's does (the bill does not say which minutes), but the GPU time it paid for is 0.3 h, not the
 hour, so each interval's paid GPU-seconds are its overlap × the line's *occupancy*: the quantity ÷
-(period hours × instances), at most 1. Paid GPU-hours then add up to the quantities billed, as
-``costaudit billing`` counts them, and a GPU-second's price is the line's cost over the time it paid.
+(period hours × instances), at most 1. A line that bills more than its instances can run in its
+period (1.2 instance-hours of one instance in an hour) is a value out of range: its paid GPU time is
+capped at the period, and :func:`capped_fit` names it (rule 5: no silent misfit; audit.json ``fit``).
+Paid GPU-hours then add up to the quantities billed, as ``costaudit billing`` counts them, and a
+GPU-second's price is the line's cost over the time it paid.
 """
 from __future__ import annotations
 
 from decimal import Decimal
 
-from audit.lines import gpu_hours_of, gpu_sku_model
+import numpy as np
+
+from audit.lines import gpu_hours_of, gpu_sku_model, line_name
+from audit.misfit import LISTED, Misfit
 from audit.money import ZERO
 
 ONE = Decimal(1)
@@ -32,6 +38,9 @@ class LineFacts:
         self.occupancies: list[Decimal] = [ZERO, ONE]
         self._codes: dict[Decimal, int] = {ZERO: 0, ONE: 1}
         self._meters: dict[str, str] = {}
+        #: fact -> (quantity billed, what its instances or GPUs can run in the period, unit, period
+        #: hours, instances or GPUs) of the facts that bill more than that: their occupancy is capped at 1
+        self.over: dict[int, tuple[Decimal, Decimal, str, Decimal, int]] = {}
 
     def of(self, gpi, pq, cq, text, span: Decimal) -> int:
         """The index of a line's facts (equal quantities give equal facts, whatever their exponent)."""
@@ -39,18 +48,18 @@ class LineFacts:
         found = self.index.get(key)
         if found is None:
             found = self.index[key] = len(self.facts)
-            self.facts.append(self._worked_out(gpi, pq, cq, text, span))
+            self.facts.append(self._worked_out(gpi, pq, cq, text, span, found))
         return found
 
     def occupancy(self, code: int) -> Decimal:
         """The share of its period a line of time code ``code`` bills GPU time for (0: none)."""
         return self.occupancies[code]
 
-    def _worked_out(self, gpi, pq, cq, text, span: Decimal) -> tuple[int, int, int]:
+    def _worked_out(self, gpi, pq, cq, text, span: Decimal, fact: int) -> tuple[int, int, int]:
         """GPUs: the instance table's, or GPU-meter hours ÷ line hours (GCP), at least one where the
         meter bills any; instances: usage hours ÷ line hours (1 for per-instance lines); time: a
         quantity of an instance with GPUs or of a per-GPU meter bills GPU time, for the share of
-        the period its quantity covers."""
+        the period its quantity covers (a quantity above what the period holds kept in :attr:`over`)."""
         quantity = pq or cq
         count = int(gpi or 0)
         gpu_hours = ZERO
@@ -64,7 +73,10 @@ class LineFacts:
         if not quantity or not (gpi or self._meters[text]):
             return count, instances, 0
         billed = quantity if gpi else gpu_hours
-        whole = span * (instances if gpi else count)
+        units = instances if gpi else count
+        whole = span * units
+        if whole > 0 and billed > whole:
+            self.over[fact] = (billed, whole, "instance-hours" if gpi else "GPU-hours", span, units)
         return count, instances, self._code(min(ONE, billed / whole) if whole > 0 and billed > 0 else ONE)
 
     def _code(self, occupancy: Decimal) -> int:
@@ -73,3 +85,37 @@ class LineFacts:
             found = self._codes[occupancy] = len(self.occupancies)
             self.occupancies.append(occupancy)
         return found
+
+
+def capped_fit(facts: LineFacts, fact_of_line: list[int], resources: list, described: list) -> list[Misfit]:
+    """A ``quantity_over_period`` warning naming the lines that bill more GPU time than their
+    instances (or a GPU meter's GPUs) can run in their period, whose paid GPU time the split caps at
+    the period. Counted per distinct fact, with numpy: each fact named by its first line."""
+    if not facts.over:
+        return []
+    codes = np.asarray(fact_of_line)
+    where = np.flatnonzero(np.isin(codes, np.fromiter(facts.over, dtype=codes.dtype, count=len(facts.over))))
+    found, first, counts = np.unique(codes[where], return_index=True, return_counts=True)
+    order = sorted(range(len(found)), key=lambda i: (-counts[i], first[i]))
+    named = [_capped(facts.over[int(found[i])], line_name(("", resources[where[first[i]]] or "",
+                                                                described[where[first[i]]] or "")), int(counts[i]))
+             for i in order]
+    more = f"; … {len(named) - LISTED} more" if len(named) > LISTED else ""
+    message = (f"{int(counts.sum()):,} GPU line(s) bill more GPU time than their period holds: "
+               f"{'; '.join(m for m, _ in named[:LISTED])}{more}. The paid GPU time was capped at the period "
+               "(occupancy 1): the money is spread over the period as billed, and each GPU-second is priced "
+               "at the line's cost over the period's GPU time.")
+    return [Misfit("quantity_over_period", "billing quantities", message, tuple(n for _, n in named[:LISTED]))]
+
+
+def _capped(over: tuple[Decimal, Decimal, str, Decimal, int], name: str, lines: int) -> tuple[str, str]:
+    """"name (n lines): billed unit, at most capacity (units × hours h)", and the name."""
+    billed, whole, unit, span, units = over
+    what = "instance" if unit == "instance-hours" else "GPU"
+    return (f"{name} ({lines} line{'s' if lines != 1 else ''}): {_figure(billed)} {unit}, at most "
+            f"{_figure(whole)} ({units} {what}{'s' if units != 1 else ''} × {_figure(span)} h)", name)
+
+
+def _figure(value: Decimal) -> str:
+    """A quantity without trailing zeros or exponent (1.20 → 1.2, 1E+1 → 10)."""
+    return f"{Decimal(value).normalize():f}"

@@ -170,4 +170,4 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,
                        split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found,
-                       fitted, shared)
+                       fit.Fit(fitted.misfits + split.misfits), shared)

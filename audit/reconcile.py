@@ -107,11 +107,11 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
         profile = profiles.get(iv.service)
         kps = profile.kernel_seconds_per_request if profile else None
         t = traffic.get(iv.service)
-        if kps is not None and t is not None:
+        if kps is not None and t is not None and t.requests is not None:  # requests measured
             kernel = t.requests_of(iv.ts, iv.pods) * kps
             kernel_est[iv.service] += kernel
         else:
-            kernel = iv.busy_seconds  # no profile traffic: telemetry's kernel-active seconds
+            kernel = iv.busy_seconds  # no profile or no request count: telemetry's kernel-active seconds
         kernel_seen[iv.service] += iv.busy_seconds
         top += iv.gross
         net += iv.paid

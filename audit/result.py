@@ -47,7 +47,8 @@ class TrafficTotals:
     A token total is None (not measured) unless a token series measured it in every pod-interval
     the request source counted (``rows``; ``token_rows``: how many each token column measured)."""
 
-    requests: Decimal
+    #: None where no request series measured it (the source's pods had token series only)
+    requests: Decimal | None
     prompt_tokens: Decimal | None
     generated_tokens: Decimal | None
     by_ts: Mapping[datetime, Decimal]

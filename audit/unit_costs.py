@@ -39,14 +39,19 @@ class _Counts:
     sources: set[str] = field(default_factory=set)
     rows: int = 0
     token_rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_COLUMNS, 0))
+    #: rows whose request count a request series measured (the others had token series only)
+    request_rows: int = 0
 
-    def add(self, pod: str, ts: datetime, requests: tuple[Decimal, Decimal], prompt_tokens: float,
+    def add(self, pod: str, ts: datetime, requests: tuple[Decimal, Decimal] | None, prompt_tokens: float,
             generated_tokens: float, source: str) -> None:
         """One row of the traffic table (each float taken exactly as its shortest repr; a token
         count of NaN is not measured, and adds nothing but is not counted as measured).
         ``requests``: the row's count as a Decimal, and that count added to zero (:func:`_counted`),
-        which a pod and interval counted once holds (one object for every equal count)."""
-        counted, first = requests
+        which a pod and interval counted once holds (one object for every equal count); None where
+        no request series measured it (NaN): it adds nothing and is not counted as measured."""
+        if requests is not None:
+            self.request_rows += 1
+        counted, first = requests or NO_REQUESTS
         self.requests += counted
         self.rows += 1
         self.prompt_tokens += self._tokens("prompt_tokens", prompt_tokens)
@@ -69,8 +74,14 @@ class _Counts:
         """A token total, or None where some pod-interval of the requests had no token series."""
         return total if self.token_rows[column] == self.rows else None
 
+    @property
+    def measured_requests(self) -> Decimal | None:
+        """The request total, or None where no request series measured any of the rows (the
+        source's pods had token series only): not measured, not 0 requests."""
+        return self.requests if self.request_rows else None
+
     def totals(self, by_source: Mapping[str, Decimal], counts: Mapping[str, Mapping[str, int]]) -> TrafficTotals:
-        return TrafficTotals(self.requests, self._measured("prompt_tokens", self.prompt_tokens),
+        return TrafficTotals(self.measured_requests, self._measured("prompt_tokens", self.prompt_tokens),
                              self._measured("generated_tokens", self.generated_tokens), dict(self.by_ts),
                              dict(self.by_pod_ts), frozenset(self.pods), frozenset(self.sources), dict(by_source),
                              dict(counts), self.rows, dict(self.token_rows))
@@ -83,7 +94,9 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
     The sources of one kind of count (``witness``: one server counter, or request logs) are added:
     they count different pods, load balancers or periods (a source that repeats another's counter
     series is refused when it is read, audit/overlap.py). When two kinds count one service (server
-    counters and request logs), the one that also counts tokens is the denominator; every kind's
+    counters and request logs), one that measured requests comes first (a server exporting token
+    series but no request series counts no request: its requests are None, not measured, not 0),
+    then the one that also counts tokens is the denominator; every kind's
     total is kept for the denominator check, named by its sources, and every request log's line
     classes (all lines, failed, health checks, unparseable, outside the path filter) are kept
     beside it (METHOD §4).
@@ -96,10 +109,11 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
         per_witness.setdefault((name, witness or source), _Counts()).add(pod, ts, requests, prompt, generated, source)
     primary: dict[str, _Counts] = {}
     by_source: dict[str, dict[str, Decimal]] = defaultdict(dict)
-    for (name, _), counts in sorted(per_witness.items(),
-                                    key=lambda kv: (-(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
+    for (name, _), counts in sorted(per_witness.items(), key=lambda kv: (
+            not kv[1].request_rows, -(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
         primary.setdefault(name, counts)
-        by_source[name][" + ".join(sorted(counts.sources))] = counts.requests
+        if counts.request_rows:
+            by_source[name][" + ".join(sorted(counts.sources))] = counts.requests
     classes = log_counts(request_counts, services)
     return {name: counts.totals(by_source[name], classes.get(name, {})) for name, counts in primary.items()}
 
@@ -137,11 +151,17 @@ def _traffic_rows(traffic: pd.DataFrame, services: Mapping[str, Service]):
                traffic["generated_tokens"].tolist(), sources, witnesses)
 
 
-def _counted(requests: float) -> tuple[Decimal, Decimal]:
+def _counted(requests: float) -> tuple[Decimal, Decimal] | None:
     """A request count exactly as its shortest repr, and that added to zero (what a sum that starts
-    at zero holds after it): made once per distinct count."""
+    at zero holds after it): made once per distinct count; None for NaN (no request series)."""
+    if math.isnan(float(requests)):
+        return None
     counted = Decimal(repr(float(requests)))
     return counted, ZERO + counted
+
+
+#: what a row no request series measured adds: nothing (the figures a count of 0 adds)
+NO_REQUESTS = _counted(0.0)
 
 
 def _service_of_labels(namespace, pod, model_name, services: Mapping[str, Service]) -> str | None:
@@ -210,7 +230,7 @@ def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, Traff
     paid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for iv in intervals:
         paid[iv.service] += iv.paid
-    return {"gpu_cost": paid, "requests": {s: t.requests for s, t in traffic.items()},
+    return {"gpu_cost": paid, "requests": {s: t.requests for s, t in traffic.items() if t.requests is not None},
             "owned_cost": own, "weights": allocation.weights}
 
 

@@ -15,7 +15,8 @@ class ServiceTraffic(pa.DataFrameModel):
     model_name: Series[str]
     namespace: Series[str]
     pod: Series[str]
-    requests: Series[float] = pa.Field(ge=0)
+    #: NaN where the pod had no request series in the interval (only token series): not measured
+    requests: Series[float] = Measured()
     #: NaN where no token series measured them (Triton counts none; request logs neither)
     prompt_tokens: Series[float] = Measured()
     generated_tokens: Series[float] = Measured()

@@ -123,7 +123,7 @@ class DcgmiConnector(Connector):
         if samples.empty:
             raise InputError(self.path, "no GRACT or GPUTL readings",
                              expected="dcgmi dmon -e 1001 and/or 203 output")
-        grid = telemetry_grid(self.path, self.ctx, samples)
+        grid, _ = telemetry_grid(self.path, self.ctx, samples)
         busy = gpu_activity(samples, grid)
         activity = busy.activity.assign(source=busy.activity["source"].map(SOURCES))
         quality = {name: renamed(table, SOURCES) for name, table in quality_tables(busy).items()}

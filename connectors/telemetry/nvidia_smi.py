@@ -13,10 +13,10 @@ Case options:
   local time (``2026/09/01 10:00:05.123``) without a zone; default UTC.
 
 busy_fraction = utilization.gpu / 100, averaged per interval of the window grid (the case's step,
-else the median poll spacing); ``source`` is ``nvidia-smi utilization.gpu``; pod, namespace and
-container are "" (nvidia-smi knows no pods). Polls reading ``[N/A]`` make no sample; a reading
-outside 0–100 % or not finite is excluded and counted (table ``excluded_samples``), and a
-GPU-interval whose every reading was excluded is unmeasured.
+else the median poll spacing, else 60 s, said in table ``notes`` as not measured); ``source`` is
+``nvidia-smi utilization.gpu``; pod, namespace and container are "" (nvidia-smi knows no pods).
+Polls reading ``[N/A]`` make no sample; a reading outside 0–100 % or not finite is excluded and
+counted (table ``excluded_samples``), and a GPU-interval whose every reading was excluded is unmeasured.
 """
 from __future__ import annotations
 
@@ -56,15 +56,28 @@ def utc_offset(text, where) -> timedelta:
     return sign * timedelta(hours=int(found.group(2)), minutes=int(found.group(3) or 0))
 
 
-def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame) -> Grid:
-    """The window grid: the case's step, else the median sample spacing, else 60 s."""
+def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame) -> tuple[Grid, bool]:
+    """The window grid: the case's step, else the median sample spacing, else 60 s; and whether
+    that step was measured (False for the default: a log of one timestamp has no spacing)."""
     start_ns, end_ns = utc_ns(ctx.start), utc_ns(ctx.end)
     if end_ns <= start_ns:
         raise InputError(where, "the case window is empty", expected="start < end")
-    step = ctx.step_seconds or median_step([samples]) or DEFAULT_STEP
+    step = ctx.step_seconds or median_step([samples])
+    measured = bool(step)
+    step = step or DEFAULT_STEP
     if int(step) <= 0:
         raise InputError(where, f"step {step} is not positive", expected="step_seconds > 0")
-    return Grid(start_ns, end_ns, int(step))
+    return Grid(start_ns, end_ns, int(step)), measured
+
+
+def unmeasured_step_notes(samples: pd.DataFrame) -> pd.DataFrame:
+    """Table ``notes``: the step the log was averaged over was not measured, said by name at the
+    first poll (no case step, and the polls have no spacing: one timestamp)."""
+    stamps = samples["t"].nunique()
+    return pd.DataFrame([(1, "timestamp", f"step unknown (not measured): the case sets no step and the log's "
+                          f"polls have no spacing ({stamps} timestamp{'s' if stamps != 1 else ''}); "
+                          f"utilization was averaged over {DEFAULT_STEP} s intervals, the reader's default")],
+                        columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
 
 
 def covered(samples: pd.DataFrame, grid: Grid) -> tuple:
@@ -173,6 +186,12 @@ class NvidiaSmiConnector(Connector):
     kind: ClassVar[str] = "telemetry"
     schemas: ClassVar[dict] = {"gpu_activity": GpuInterval}
 
+    #: the interval length used by the last fetch, in seconds
+    step_seconds: int | None = None
+    #: whether that step is the case's or the polls' spacing, not the default (one timestamp has no
+    #: spacing: its step is not measured, and the ``notes`` table says so)
+    step_measured: bool = False
+
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Parse the log, then average utilization per GPU and interval."""
         options = self.spec.options
@@ -181,10 +200,12 @@ class NvidiaSmiConnector(Connector):
         if samples.empty:
             raise InputError(self.path, "no GPU polls in the log",
                              expected="one line per GPU and poll after the header")
-        grid = telemetry_grid(self.path, self.ctx, samples)
+        grid, self.step_measured = telemetry_grid(self.path, self.ctx, samples)
+        self.step_seconds = grid.step
         busy = gpu_activity(samples.loc[~samples["missing"].astype(bool)], grid)
         activity = busy.activity.assign(source=SOURCE)
         quality = {name: renamed(table, {GPU_UTIL: SOURCE})
                    for name, table in quality_tables(busy).items()}
         self.extent = sample_extent(samples)
-        return {"gpu_activity": activity, **quality}, len(samples), covered(samples, grid)
+        notes = {} if self.step_measured else {"notes": unmeasured_step_notes(samples)}
+        return {"gpu_activity": activity, **quality, **notes}, len(samples), covered(samples, grid)

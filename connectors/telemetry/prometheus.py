@@ -221,6 +221,7 @@ class PrometheusConnector(Connector):
         increases = self._increases()
         queue_table = pt.queue(self._queue(), self.grid)
         activity = pt.gpu_activity(self._dcgm(), self.grid, self._raw_dcgm)
+        evidence = self._gauge_means(DCGM_EVIDENCE, "dcgm_evidence", EVIDENCE_BY, "Hostname")  # after _dcgm
         unlabelled = unlabelled_table(self._unlabelled, activity, self._raw_unlabelled)  # counted, never dropped
         busy = Busy(activity, merge_excluded(excluded_table(self._busy_bad), unlabelled),
                     ps.unmeasured_rows(self._unmeasured, self.grid))
@@ -234,9 +235,7 @@ class PrometheusConnector(Connector):
             "serving_stats": serving_stats(
                 increases, self._gauge_means(SERVING_GAUGES, "server_gauges", SERVER_BY, "pod"),
                 queue_table, self.grid),
-            "gpu_evidence": gpu_evidence(
-                self._gauge_means(DCGM_EVIDENCE, "dcgm_evidence", EVIDENCE_BY, "Hostname"),
-                self.grid),
+            "gpu_evidence": gpu_evidence(evidence, self.grid),
             "replicas": replicas(
                 self._gauge_means(REPLICA_GAUGES, "replicas", REPLICA_BY, "namespace"), self.grid),
             "token_histograms": token_histograms(increases, self.grid),
@@ -369,7 +368,8 @@ class PrometheusConnector(Connector):
 
     def _gauge_means(self, names, role: str, by: list[str], shard: str) -> pd.Series:
         """Pooled interval means (Σ sum / Σ count) of gauges, keyed as the file connector keys
-        them: each label set is described by the file connector's own describe function."""
+        them: each label set is described by the file connector's own describe function (DCGM
+        evidence series with no GPU label counted into ``_unlabelled``)."""
         columns = list(_ROLES[role].columns)
         parts = []
         for name in names:
@@ -388,7 +388,10 @@ class PrometheusConnector(Connector):
             parts.append(rows[["_combo", "k", "sum", "n"]].merge(meta, on="_combo"))
         if not parts:
             return pd.Series([], dtype=float)
-        pooled = pd.concat(parts, ignore_index=True).groupby(columns + ["k"])[["sum", "n"]].sum()
+        pooled = pd.concat(parts, ignore_index=True)
+        if role == "dcgm_evidence":  # series with no GPU label: counted as the busy gauges' are, never dropped
+            self._unlabelled = pd.concat([self._unlabelled, pt.unlabelled_evidence(pooled)], ignore_index=True)
+        pooled = pooled.groupby(columns + ["k"])[["sum", "n"]].sum()
         return pooled["sum"] / pooled["n"]
 
     def _increases(self) -> pd.DataFrame:

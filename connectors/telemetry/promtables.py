@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from connectors.telemetry.families import GR_ENGINE_ACTIVE, QUEUE_GAUGES
+from connectors.telemetry.om_cells import EVIDENCE_NAMES
 from connectors.telemetry.tables import (
     GPU_KEY,
     SERVING_KEY,
@@ -47,6 +48,14 @@ def busy_sums(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     wide = wide.join(dirty, how="left").rename(columns={"count": "n"}).reset_index()
     wide["dirty"] = wide["dirty"].fillna(False).astype(bool)
     return wide.dropna(subset=["n"]).loc[lambda f: f["n"] > 0]
+
+
+def unlabelled_evidence(rows: pd.DataFrame) -> pd.DataFrame:
+    """(metric as DCGM names it, k, n) of the DCGM evidence rows (metric, node, gpu, uuid, k, sum, n)
+    of series with no GPU label (gpu, UUID): no GPU can take their samples, so they are counted in
+    ``excluded_samples`` as the busy gauges' are (the file readers set them aside in ``EvidenceCells``)."""
+    lost = rows.loc[(rows["gpu"] == "") & (rows["uuid"] == ""), ["metric", "k", "n"]]
+    return lost.assign(metric=lost["metric"].map(EVIDENCE_NAMES))
 
 
 def sums_and_counts(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:

@@ -372,7 +372,8 @@ def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     says which. Other serving counters (queue time, batches) are left to ``serving_stats``.
     A token count no series of the row's pod and interval measured (Triton counts none; a TGI or
     vLLM export without its token series) is NaN, "not measured", never 0: a token series that
-    counted nothing is 0.
+    counted nothing is 0. So is a request count where the pod has token series and no request
+    series in that interval (an export without ``request_success``): not measured, not 0 requests.
     """
     if increases.empty:
         return empty_table("traffic")
@@ -380,7 +381,7 @@ def traffic_from_increases(increases: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     if increases.empty:
         return empty_table("traffic")
     sums = plain_index(increases.groupby(SERVING_KEY + ["family", "metric"]).increase.sum())
-    return per_interval_table("traffic", sums, COUNTERS.values(), grid, unmeasured=TOKEN_COLUMNS)
+    return per_interval_table("traffic", sums, COUNTERS.values(), grid, unmeasured=("requests", *TOKEN_COLUMNS))
 
 
 #: traffic columns a request counter does not give: NaN where no token series measured them

@@ -268,9 +268,31 @@ def test_a_line_that_bills_part_of_its_period_pays_for_that_part_of_the_gpu_time
 
 
 def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_than_the_period():
-    """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour."""
+    """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour.
+    The cap is named (rule 5): before, the 0.2 instance-hours the period cannot hold went silently."""
     line = gpu_line(1, gpus_per_instance=1, pricing_quantity=Decimal("1.2"), consumed_quantity=Decimal("1.2"))
-    assert split([line]).coverage["i-1"].paid_seconds == 3600
+    splitter = split([line, gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR, gpus_per_instance=1,
+                                     pricing_quantity=Decimal("1.20"), consumed_quantity=Decimal("1.2"))])
+    assert splitter.coverage["i-1"].paid_seconds == 7200
+    [capped] = splitter.misfits
+    assert (capped.kind, capped.nearest) == ("quantity_over_period", ("i-1",))
+    assert capped.message == (
+        "2 GPU line(s) bill more GPU time than their period holds: i-1 (2 lines): 1.2 instance-hours, at most 1 "
+        "(1 instance × 1 h). The paid GPU time was capped at the period (occupancy 1): the money is spread over "
+        "the period as billed, and each GPU-second is priced at the line's cost over the period's GPU time.")
+
+
+def test_a_gpu_meter_billing_more_than_its_gpus_hours_is_named_and_a_whole_one_is_not():
+    """A GCP GPU meter of 2.6 GPU-hours in an hour bills 3 GPUs (rounded), at most 3 GPU-hours: in
+    range; 1.4 GPU-hours bill one GPU for 1.4 hours of a one-hour period: named, by its description
+    where the line names no resource."""
+    meter = {"instance_type": "", "gpus_per_instance": 0, "charge_description": "Nvidia L4 GPU running in Americas"}
+    rows = [gpu_line(1, resource_id="g2-1", pricing_quantity=Decimal("2.6"), consumed_quantity=Decimal("2.6"), **meter),
+            gpu_line(2, resource_id="", pricing_quantity=Decimal("1.4"), consumed_quantity=Decimal("1.4"), **meter)]
+    [capped] = split(rows).misfits
+    assert capped.message.startswith(
+        "1 GPU line(s) bill more GPU time than their period holds: Nvidia L4 GPU running in Americas (1 line): "
+        "1.4 GPU-hours, at most 1 (1 GPU × 1 h). The paid GPU time was capped")
 
 
 def test_a_pods_gpu_with_no_sample_keeps_its_request_and_the_unlabelled_gpu_stays_unallocated():

@@ -208,3 +208,32 @@ def test_tokens_measured_in_only_some_intervals_are_not_measured(monkeypatch):
     assert found.prompt_tokens is None and found.generated_tokens == Decimal(150) and found.tokens is None
     assert found.tokens_unmeasured() == ("prom (openmetrics): vllm:request_success_total counted 2 pod-intervals, "
                                          "of which vllm:prompt_tokens_total measured 1")
+
+
+def test_a_service_with_token_series_only_has_requests_not_measured(monkeypatch):
+    """A vLLM export with token series and no request_success series: its traffic rows read 0
+    requests, and the entry said "counted no successful request in the window" (0 requests); now
+    requests are not measured (null), the per-request unit costs null with that reason, and the
+    shared-cost key "requests" leaves the service out rather than weigh it 0."""
+    from audit.unit_costs import key_values
+
+    frame = traffic([{"requests": NAN, "prompt_tokens": 4000.0, "generated_tokens": 1000.0, **VLLM}])
+    found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)})["chat"]
+    assert (found.requests, found.tokens, found.by_source) == (None, Decimal(5000), {})
+    assert key_values((), {"chat": found}, {}, SimpleNamespace(weights={}))["requests"] == {}
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
+    assert (entry["requests"], entry["cost_per_request"], entry["cost_per_1k_requests"]) == (None, None, None)
+    assert entry["cost_per_1m_tokens"] == "200000.000000" and entry["requests_per_currency_unit"]["successful"] is None
+    assert entry["reason"] == ("its traffic source (prom (openmetrics): vllm:request_success_total) has no request "
+                               "series (token series only): requests not measured, unit costs per request unmeasured")
+
+
+def test_rows_without_a_request_series_beside_measured_ones_add_nothing():
+    """A request series that appears after the token series (its label set first seen at the first
+    finished request): the rows before it add no request, and the total is the measured rows'."""
+    later = TS + pd.Timedelta(minutes=5)
+    frame = traffic([{"requests": NAN, "prompt_tokens": 50.0, **VLLM},
+                     {"requests": 10.0, "prompt_tokens": 80.0, "ts": later, **VLLM}])
+    found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)})["chat"]
+    assert found.requests == Decimal(10) and found.prompt_tokens == Decimal(130)
+    assert found.by_source == {"prom (openmetrics): vllm:request_success_total": Decimal(10)}

@@ -3,7 +3,9 @@
 dcgm-exporter without its gpu / UUID labels: before, the Prometheus connector dropped the series
 in its aggregates without a word (the file reader had been mended to count them, eb93f11) while
 busy_fraction quietly came from GPU_UTIL. Now both readers give the same excluded_samples row:
-the samples counted, the earliest one as the example, and the fallback named.
+the samples counted, the earliest one as the example, and the fallback named. The DCGM evidence
+gauges (DCGM_FI_PROF_SM_ACTIVE …) without a GPU label were still dropped by the Prometheus
+connector while the file reader counted them (``EvidenceCells``); now they are counted alike.
 """
 from __future__ import annotations
 
@@ -19,13 +21,16 @@ from tests.connectors.telemetry.test_openmetrics import GR, START, T0, UTIL, gpu
 from tests.servers.prometheus import PromServer, backfill
 
 pytestmark = pytest.mark.services
+SM = "DCGM_FI_PROF_SM_ACTIVE"
 
 
 def exposition() -> str:
-    """GPU 0 with GPU_UTIL only, and GR_ENGINE_ACTIVE from a series with no gpu or UUID label."""
+    """GPU 0 with GPU_UTIL only, and GR_ENGINE_ACTIVE and SM_ACTIVE from series with no gpu or UUID
+    label."""
     lines = [f"# TYPE {UTIL} gauge"] + [line(UTIL, gpu(0), 40, t) for t in range(0, 3600, 60)]
     lines += [f"# TYPE {GR} gauge"] + [f'{GR}{{Hostname="node-a"}} {0.25 + t / 36000} {T0 + t}'
                                        for t in range(30, 3600, 60)]
+    lines += [f"# TYPE {SM} gauge"] + [f'{SM}{{Hostname="node-a"}} 0.5 {T0 + t}' for t in range(15, 1800, 60)]
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
@@ -48,7 +53,8 @@ def test_unlabelled_activity_series_are_counted_as_the_file_reader_counts_them(p
     table = got.tables["excluded_samples"]
     assert table[["metric", "reason", "count", "expected", "example"]].values.tolist() == [
         [GR, "no GPU label (gpu, UUID): placed on no GPU; busy_fraction fell back to DCGM_FI_DEV_GPU_UTIL", 60,
-         "a gpu or UUID label", "0.25083333333333335"]]
-    assert table["first_ts"].tolist() == [pd.Timestamp(START) + timedelta(seconds=30)]
+         "a gpu or UUID label", "0.25083333333333335"],
+        [SM, "no GPU label (gpu, UUID): placed on no GPU", 30, "a gpu or UUID label", "0.5"]]
+    assert table["first_ts"].tolist() == [pd.Timestamp(START) + timedelta(seconds=s) for s in (30, 15)]
     pd.testing.assert_frame_equal(table, expected.tables["excluded_samples"], obj="excluded_samples")
     assert set(got.tables["gpu_activity"]["source"]) == {UTIL}

@@ -370,3 +370,20 @@ def test_options_carry_the_evidence_that_bears_on_them(document, tmp_path):
     render(json.loads(json.dumps(document)), tmp_path, ["html"])
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "Evidence: " in html and "opt: prefix cache hit rate 0.4" in html
+
+
+def test_a_pod_with_token_series_and_no_request_series_has_requests_not_measured(tmp_path):
+    """vLLM token counters without vllm:request_success_total: the pod's traffic rows read 0
+    requests (a stand-in 0, summed as "counted no successful request"); now NaN, not measured.
+    A pod with its request series keeps its counted requests."""
+    rows = ["# TYPE vllm:prompt_tokens counter", "# TYPE vllm:request_success counter"]
+    for t, (tokens, served) in zip((0, 60), ((100, 3), (160, 5))):
+        for pod in ("tokens-only", "both"):
+            rows.append(f'vllm:prompt_tokens_total{{model_name="m",namespace="llm",pod="{pod}"}} {tokens} {T0 + t}')
+        rows.append(f'vllm:request_success_total{{model_name="m",namespace="llm",pod="both",finished_reason="stop"}} '
+                    f'{served} {T0 + t}')
+    path = tmp_path / "tokens.om"
+    path.write_text("\n".join(rows) + "\n# EOF\n")
+    traffic = read_file(path).tables["traffic"].set_index("pod")
+    assert math.isnan(traffic.loc["tokens-only", "requests"]) and traffic.loc["tokens-only", "prompt_tokens"] == 60
+    assert (traffic.loc["both", "requests"], traffic.loc["both", "prompt_tokens"]) == (2, 60)
