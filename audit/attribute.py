@@ -182,14 +182,22 @@ def _unmeasured_parts(ledger: Ledger, group: Group, describe: Describer, reason_
     service's unattributed cost, which its unit costs leave out and say so (METHOD §4)."""
     bucket, name, reason = HOLDER_PARTS[group.holder]
     reason = reason_of or reason
-    paid, seconds = group.paid, group.paid_seconds
+    paid, seconds, committed = group.paid, group.paid_seconds, group.committed
     for service, amount in sorted(group.owned_paid.items()):
         owned = group.owned_seconds.get(service, ZERO)
+        owned_committed = committed_of(amount, group.committed, group.paid)
         ledger.add(bucket, name, service, amount,
-                   f"{describe(group, service)}; {service}'s pods held them (the scheduler's GPU requests)", reason, owned)
-        paid, seconds = paid - amount, seconds - owned
+                   f"{describe(group, service)}; {service}'s pods held them (the scheduler's GPU requests)", reason,
+                   owned, owned_committed)
+        paid, seconds, committed = paid - amount, seconds - owned, committed - owned_committed
     if paid or seconds or not group.owned_paid:
-        ledger.add(bucket, name, None, paid, describe(group, None), reason, seconds)
+        ledger.add(bucket, name, None, paid, describe(group, None), reason, seconds, committed)
+
+
+def committed_of(amount: Decimal, committed: Decimal, paid: Decimal) -> Decimal:
+    """Of ``amount``, a slice of money ``paid`` of which ``committed`` is billed under a commitment
+    discount, the committed money, in that proportion (0 where nothing is committed)."""
+    return amount * committed / paid if committed and paid else ZERO
 
 
 def _split_service(ledger: Ledger, group: Group, profiled: tuple[Decimal, str] | None, target: Decimal,
@@ -209,15 +217,18 @@ def _split_service(ledger: Ledger, group: Group, profiled: tuple[Decimal, str] |
     S_sec = min(gap * group.busy_seconds, group.paid_seconds - group.busy_seconds)
     O = P - B - S
     headroom = min(O, max(ZERO, (B + S) / target - B - S))
+    idle_committed = group.committed - group.committed_busy  # the idle GPU time's committed money
     ledger.add("model_compute", "kernel_active", service, B, src,
                "forward-pass kernel time; includes padding not separated", group.busy_seconds)
     gap_source = f"; gap ratio g = {gap:.4f} from kernel profile {profile_name}"
     ledger.add("serving_path", "in_flight_idle", service, S, src + gap_source,
                "GPU idle the serving path causes while it serves: min(g × B, P − B)", S_sec)
     ledger.add("platform_overhead", "headroom", service, headroom, src,
-               f"idle kept as headroom at target utilisation {target}")
+               f"idle kept as headroom at target utilisation {target}",
+               committed=committed_of(headroom, idle_committed, P - B))
     ledger.add("platform_overhead", "capacity_above_demand", service, O - headroom, src,
-               "paid GPU time the served work did not need, beyond headroom")
+               "paid GPU time the served work did not need, beyond headroom",
+               committed=committed_of(O - headroom, idle_committed, P - B))
     return ServiceInterval(service, group.ts, group.gpus, P, group.gross, group.priced, B, S, O, headroom,
                            group.paid_seconds, group.busy_seconds, S_sec, frozenset(group.pods))
 

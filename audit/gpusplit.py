@@ -85,13 +85,14 @@ def walk_named(engine: str | None = None) -> str:
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
 NEEDED = ("resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity", "consumed_quantity",
           "charge_description")
-LINE_COLUMNS = NEEDED + ("instance_type", "net", "pretax", "priced")
+LINE_COLUMNS = NEEDED + ("instance_type", "net", "pretax", "priced", "commitment_discount_id")
 
 
 class GpuLines:
     """The gpu_compute lines as one list per column, holding the values ``to_dict("records")`` gave
     (a dict per line was half of the split's 11 s on a 1 M-line bill), and each line's billing period
-    as an index into the distinct (start, end) pairs, which hold the Timestamps."""
+    as an index into the distinct (start, end) pairs, which hold the Timestamps. ``committed`` is
+    each line's net money where a commitment discount bills it (:func:`committed_money`)."""
 
     def __init__(self, frame: pd.DataFrame):
         missing = [c for c in NEEDED if c not in frame.columns]
@@ -99,11 +100,25 @@ class GpuLines:
             raise KeyError(f"gpu_compute lines lack the columns {missing}")
         self.size = len(frame)
         self.columns = {c: column_values(frame[c]) for c in LINE_COLUMNS if c in frame.columns and c not in
-                        ("start", "end")}
+                        ("start", "end", "commitment_discount_id")}
+        self.columns["committed"] = committed_money(frame)
         self.period, self.periods = _periods(frame["start"], frame["end"])
 
     def __getitem__(self, column: str) -> list:
         return self.columns[column]
+
+
+def committed_money(frame: pd.DataFrame) -> list:
+    """Each line's net money where a commitment discount bills it (CommitmentDiscountId set), else 0:
+    the money of a GPU-capacity part that is released only when the commitment ends (METHOD §7).
+    Array work (46 ms a million lines; a bill with no commitment: a list of zeros)."""
+    zeros = np.full(len(frame), ZERO, dtype=object)
+    if "commitment_discount_id" not in frame.columns or "net" not in frame.columns:
+        return zeros.tolist()
+    named = (frame["commitment_discount_id"].fillna("").astype(str) != "").to_numpy(dtype=bool)
+    if named.any():
+        zeros[named] = frame["net"].to_numpy(dtype=object)[named]
+    return zeros.tolist()
 
 
 def _periods(start: pd.Series, end: pd.Series) -> tuple[list[int], list[tuple]]:
@@ -242,9 +257,9 @@ class GpuSplitter:
         self.misfits += plan.capped
         node_lists: dict = {}
         turns: Counter = Counter()
-        for resource, key, period, fact, text, kind, net, gross, priced in zip(
+        for resource, key, period, fact, text, kind, net, gross, priced, committed in zip(
                 plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
-                lines["instance_type"], lines["net"], lines["pretax"], lines["priced"]):
+                lines["instance_type"], lines["net"], lines["pretax"], lines["priced"], lines["committed"]):
             _, instances, time_code = plan.facts.facts[fact]
             known = self.nodes_of_resource.get(resource, ())
             turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
@@ -263,7 +278,8 @@ class GpuSplitter:
             share = count * instances
             occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
-                money = (net * part / share, gross * part / share, priced * part / share)
+                money = (net * part / share, gross * part / share, priced * part / share,
+                         committed * part / share if committed else ZERO)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
 
@@ -295,7 +311,8 @@ class GpuSplitter:
                 "meter": [meters.setdefault(text, len(meters)) for text in lines["charge_description"]],
                 "fact": plan.fact, "kind": lines["instance_type"],
                 "parts": [bool(plan.grids[p][1]) for p in lines.period],
-                "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"]}
+                "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"],
+                "committed": lines["committed"]}
         facts = pd.DataFrame(plan.facts.facts, columns=["gpus", "instances", "time_code"]).rename_axis("fact")
         from audit import split_sql
 
@@ -313,12 +330,13 @@ class GpuSplitter:
             cover = self.coverage[rkey] = self._cover(resource, known, nodes, kind)
             if has_parts and gpus > 0:
                 cover.gpus = gpus
-        for rkey, node, period, gpus, time_code, instances, placements, net, gross, priced in sum_rows:
+        for rkey, node, period, gpus, time_code, instances, placements, net, gross, priced, committed in sum_rows:
             grid, parts = plan.grids[period]
             cover, share = self.coverage[rkey], gpus * instances
             occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
-                money = (net * part / share, gross * part / share, priced * part / share)
+                money = (net * part / share, gross * part / share, priced * part / share,
+                         committed * part / share if committed else ZERO)
                 self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements)
 
     def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1) -> None:
@@ -332,7 +350,7 @@ class GpuSplitter:
         cover.paid_seconds += time * gpus
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed
-        net, gross, priced = money
+        net, gross, priced, committed = money
         for holder, n, busy, source, pod, owner in holdings:
             group = self.groups.get((holder, ts))
             if group is None:
@@ -351,6 +369,9 @@ class GpuSplitter:
             group.gross += gross * n
             group.priced += priced * n
             group.busy += net * busy * n
+            if committed:
+                group.committed += committed * n
+                group.committed_busy += committed * busy * n
             group.paid_seconds += time * n
             group.busy_seconds += time * busy * n
             if source:

@@ -53,6 +53,8 @@ class Group:
     gross: Decimal = ZERO         # cost-basis cost before tax and credits
     priced: Decimal = ZERO        # quantity × unit price
     busy: Decimal = ZERO          # Σ b × net cost
+    committed: Decimal = ZERO     # net cost of lines a commitment discount bills (CommitmentDiscountId)
+    committed_busy: Decimal = ZERO  # Σ b × committed net cost
     paid_seconds: Decimal = ZERO
     busy_seconds: Decimal = ZERO
     sources: set[str] = field(default_factory=set)
@@ -93,6 +95,9 @@ class Part:
     gpu_seconds: Decimal | None = None
     sources: set[str] = field(default_factory=set)
     reason: str = ""
+    #: of ``amount``, what lines a commitment discount bills paid (kept for the GPU-capacity parts:
+    #: releasing it saves nothing until the commitment ends, METHOD §7)
+    committed: Decimal = ZERO
 
 
 @dataclass(frozen=True)
@@ -122,12 +127,13 @@ class Ledger:
         self.parts: dict[tuple[str, str, str | None], Part] = {}
 
     def add(self, bucket: str, name: str, service: str | None, amount: Decimal, source: str | None,
-            reason: str, seconds: Decimal | None = None) -> None:
+            reason: str, seconds: Decimal | None = None, committed: Decimal = ZERO) -> None:
         key = (bucket, name, service)
         part = self.parts.get(key)
         if part is None:
             part = self.parts[key] = Part(bucket, name, service, reason=reason)
         part.amount += amount
+        part.committed += committed
         if seconds is not None:
             part.gpu_seconds = (part.gpu_seconds or ZERO) + seconds
         if source:

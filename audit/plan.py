@@ -28,11 +28,12 @@ NO_SAVING = "no saving in this case"
 @dataclass(frozen=True)
 class Deferral:
     """Where a saving lies on committed capacity: the share that does, and t_c (None: end unknown)
-    with the commitments it was taken from, in words."""
+    with the commitments it was taken from, in words; ``share_source``: what measured the share."""
 
     share: Decimal = ZERO
     months: Decimal | None = None
     source: str = ""
+    share_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,11 +206,12 @@ def _who(option: Option, given: PlanInput) -> dict:
 def _deferral_notes(deferral: Deferral) -> tuple[str, ...]:
     if not deferral.share:
         return ()
+    share = f"{deferral.share:.0%}" + (f" ({deferral.share_source})" if deferral.share_source else "")
     if deferral.months is None:
-        return (f"{deferral.share:.0%} of the saving lies on committed capacity whose end date is not known: "
+        return (f"{share} of the saving lies on committed capacity whose end date is not known: "
                 "that part (s₁) is not measured, and the option is priced on the saving available now (s₀) alone",)
     source = f" ({deferral.source})" if deferral.source else ""
-    return (f"{deferral.share:.0%} of the saving lies on committed capacity: it starts when the commitment "
+    return (f"{share} of the saving lies on committed capacity: it starts when the commitment "
             f"ends, {deferral.months:.1f} months after the window{source} (payback counts it from then)",)
 
 

@@ -19,7 +19,8 @@ from audit.money import ZERO
 from audit.plan import WHOLLY_COMMITTED, Deferral, PlanInput, owners_by_part, plan_part, target_range
 from audit.result import Commitment
 
-#: parts of GPU capacity: a saving there lies on committed capacity in the committed share of GPU compute
+#: parts of GPU capacity: a saving there lies on committed capacity in the committed share of the
+#: part's own money (:func:`part_committed_share`)
 GPU_CAPACITY_PARTS = {"platform_overhead.capacity_above_demand", "platform_overhead.unallocated",
                       "platform_overhead.headroom"}
 #: parts measured from GPU time (their lines are the gpu_compute lines); others are named for their class
@@ -30,7 +31,8 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
                part_monthly: Mapping[str, Decimal], specs: Sequence[Mapping[str, Any]], committed: Decimal,
                saving_at: Mapping[str, Callable[[Decimal], Decimal]]) -> PlanInput:
     """The plan's input; ``saving_at[id](u)``: what option ``id``'s model gives at the case's target
-    utilisation ``u`` (for its target-utilisation sensitivity: the options whose saving depends on u)."""
+    utilisation ``u`` (for its target-utilisation sensitivity: the options whose saving depends on u);
+    ``committed``: the committed share of all GPU compute, for a GPU-capacity part with no money."""
     owners = owners_by_part(
         ((f"{p.bucket}.{p.name}", p.service, p.amount) for p in ledger.parts.values()),
         {name: s.owner for name, s in case.services.items()},
@@ -42,8 +44,8 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
         next_steps={s["id"]: str(s["next_step"]) for s in specs if s.get("next_step")},
         depends_on={s["id"]: tuple(str(d) for d in s.get("depends_on", ())) for s in specs},
         owners=owners,
-        deferrals={s["id"]: d for s in specs
-                   if (d := deferral(s["acts_on"], committed, commitments, unused, charges)).share},
+        deferrals={s["id"]: d for s in specs if (d := part_deferral(s["acts_on"], ledger, committed, commitments,
+                                                                   unused, charges)).share},
         loaded_rate=case.loaded_rate, loaded_rate_range=case.loaded_rate_range,
         target_utilisation=case.target_utilisation, target_range=case.target_utilisation_range,
         horizon_months=case.horizon_months, window_end=case.end)
@@ -53,21 +55,45 @@ def plan_input(case: Case, ledger: Ledger, charges: pd.DataFrame, commitments: S
     return replace(given, target_scale=scales) if scales else given
 
 
-def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment],
-             unused_committed: Decimal, charges: pd.DataFrame) -> Deferral:
+def part_deferral(acts_on: str, ledger: Ledger, fallback: Decimal, commitments: Sequence[Commitment],
+                  unused_committed: Decimal, charges: pd.DataFrame) -> Deferral:
+    """:func:`deferral` at the committed share of the part the option acts on."""
+    share, source = part_committed_share(ledger, plan_part(acts_on), fallback)
+    return deferral(acts_on, share, commitments, unused_committed, charges, source)
+
+
+def part_committed_share(ledger: Ledger, part: str, fallback: Decimal) -> tuple[Decimal, str]:
+    """The share of a part's money that lines billed under a commitment discount paid (the GPU split
+    carries each line's committed money to the part: :attr:`audit.ledger.Part.committed`), and what
+    measured it; ``fallback`` (the committed share of all GPU compute) where the part has no money."""
+    amount = committed = ZERO
+    for p in ledger.parts.values():
+        if f"{p.bucket}.{p.name}" == part:
+            amount, committed = amount + p.amount, committed + p.committed
+    if amount <= 0:
+        return fallback, "the part has no money of its own: the committed share of all GPU compute"
+    share = min(max(committed / amount, ZERO), Decimal(1))
+    return share, (f"{committed:.2f} of the part's {amount:.2f} over the window is on lines billed under "
+                   "a commitment discount")
+
+
+def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment], unused_committed: Decimal,
+             charges: pd.DataFrame, share_source: str = "") -> Deferral:
     """The share of an option's saving on committed capacity, and t_c: the latest end, after the
     window, of the commitments the saving lies on (0 where all ended; None where none is listed).
     Those are the listed commitments whose id the part's lines name (CommitmentDiscountId or
     ContractApplied): an unrelated commitment of the contract (a spend floor ending years later)
     does not set t_c. Where no line names one, every listed commitment counts, and the note says so.
     ``unused_committed``: the share of the unused commitment part that commitments bill
-    (:func:`unused_committed_share`)."""
+    (:func:`unused_committed_share`); ``committed``: the GPU-capacity part's committed share
+    (:func:`part_committed_share`), measured as ``share_source`` says."""
     part = plan_part(acts_on)
     share = unused_committed if part in WHOLLY_COMMITTED else committed if part in GPU_CAPACITY_PARTS else ZERO
     if not share:
         return Deferral()
+    said = "" if part in WHOLLY_COMMITTED else share_source
     if not commitments:
-        return Deferral(share, None)
+        return Deferral(share, None, share_source=said)
     klass = "commitment_unused" if part in WHOLLY_COMMITTED else GPU_CLASS
     named = committed_ids(charges, klass)
     linked = [c for c in commitments if c.id in named]
@@ -76,7 +102,7 @@ def deferral(acts_on: str, committed: Decimal, commitments: Sequence[Commitment]
     source = (f"the end of commitment {latest.id}, the latest of the {len(linked)} its {klass} lines name"
               if linked else f"the latest end of the {len(chosen)} commitment(s) listed ({latest.id}): "
               f"no {klass} line names one of them")
-    return Deferral(share, latest.months_after_window.max(ZERO), source)
+    return Deferral(share, latest.months_after_window.max(ZERO), source, said)
 
 
 def committed_ids(charges: pd.DataFrame, klass: str) -> set[str]:

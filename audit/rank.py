@@ -177,7 +177,8 @@ def rank_options(given: RankInput) -> list[Option]:
     """Price every catalogue option on its part and rank by expected payback.
 
     Releasing capacity billed under a commitment saves nothing until the commitment ends, which
-    the options on GPU capacity say (with the committed share of GPU compute).
+    the options on GPU capacity say (with the committed share of the part's own money; the committed
+    share of all GPU compute only for a part with no money: :func:`audit.plan_input.part_committed_share`).
     """
     case = given.case
     amounts = {**part_amounts(given.ledger), **phase_parts(given)}  # model_compute.prefill / decode where measured
@@ -233,7 +234,8 @@ def measured_parts(ledger: Ledger, profiles: Mapping[str, ProfileSummary],
 
 
 def committed_share(charges: pd.DataFrame) -> Decimal:
-    """Share of GPU compute (pre tax) billed under a commitment discount."""
+    """Share of GPU compute (pre tax) billed under a commitment discount: the fallback of a
+    GPU-capacity part with no money of its own (:func:`audit.plan_input.part_committed_share`)."""
     gpu = charges.loc[charges["resource_class"] == "gpu_compute", ["pretax", "commitment_discount_id"]]
     total = sum(gpu["pretax"], ZERO)
     committed = sum(gpu.loc[gpu["commitment_discount_id"] != "", "pretax"], ZERO)

@@ -35,9 +35,10 @@ WIDE = decimal.Context(prec=1000, Emax=999999, Emin=-999999)  # scaleb exact for
 
 def limbs(values: Sequence[Decimal], scale: int) -> np.ndarray:
     """The limb columns of ``values`` (rows least significant first, one column per value), as many
-    as the largest needs: each amount's digits at ``scale`` cut into nine-digit groups by numpy."""
-    if not len(values):
-        return np.zeros((1, 0), dtype=np.int64)
+    as the largest needs: each amount's digits at ``scale`` cut into nine-digit groups by numpy. A
+    column of zeros (the committed money of a bill with no commitment) is one limb of zeros, uncut."""
+    if not any(values):
+        return np.zeros((1, len(values)), dtype=np.int64)
     texts = [format(abs(v.scaleb(scale, WIDE)), "f") for v in values]
     count = (max(map(len, texts)) + 8) // 9
     digits = np.frombuffer("".join(t.rjust(count * 9, "0") for t in texts).encode("ascii"), dtype=np.uint8)

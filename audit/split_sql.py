@@ -9,7 +9,8 @@ sqlglot for DuckDB, BigQuery and Trino (Athena): :func:`render`. What the engine
   (a scale set billed one row per VM takes the resource's nodes in turn, as
   :func:`audit.gpusplit.taken_in_turn` does);
 * per (resource key, node, billing period, GPU count, time code, instances) the sums of its
-  net, gross and priced money and the number of (line, node) placements: :data:`SUMS`.
+  net, gross, priced and committed money (the net of lines a commitment discount bills) and the
+  number of (line, node) placements: :data:`SUMS`.
 
 What stays ours: a billing period's intervals and their parts of it (worked out once per period;
 the engine is told only whether a line's period bills time in the window), what a line's quantities
@@ -37,7 +38,7 @@ from schemas.errors import UsageError
 
 DIALECTS = ("duckdb", "bigquery", "trino")
 TABLES = ("split_lines", "split_facts", "split_nodes", "split_seq")
-MONEY = ("net", "gross", "priced")
+MONEY = ("net", "gross", "priced", "committed")
 
 # Every line with its facts, its key's GPU count and its turn among its resource's lines of the
 # same period and meter; then each (line, node) placement.
@@ -159,7 +160,7 @@ def run_duckdb(prepared: Tables) -> tuple[list[tuple], list[tuple]]:
 
 def key_sums(rows: Sequence[tuple], prepared: Tables) -> list[tuple]:
     """The engine's ``SUMS`` rows as (rkey, node, period, gpus, time_code, instances, placements,
-    net, gross, priced), the money put back together exactly."""
+    net, gross, priced, committed), the money put back together exactly."""
     out = []
     count = prepared.limbs
     for row in rows:

@@ -404,7 +404,8 @@ def assert_same_split(got, want, *, within: Decimal, ordered: bool = True, to_th
         other = got.groups[key]
         for name in ("gpus", "paid_seconds", "busy_seconds", "types", "type_seconds", "sources", "nodes", "pods"):
             assert getattr(other, name) == getattr(group, name), (key, name)
-        pairs = [(name, getattr(other, name), getattr(group, name)) for name in ("paid", "gross", "priced", "busy")]
+        pairs = [(name, getattr(other, name), getattr(group, name)) for name in ("paid", "gross", "priced", "busy",
+                                                                          "committed", "committed_busy")]
         assert set(other.type_paid) == set(group.type_paid), key
         pairs += [(f"type_paid {kind}", other.type_paid[kind], amount) for kind, amount in group.type_paid.items()]
         for name, a, b in pairs:

@@ -38,12 +38,13 @@ VMSS = "/subscriptions/S/resourceGroups/rg/providers/Microsoft.Compute/virtualMa
 
 def scenario_rows() -> list[dict]:
     third = Decimal(1) / Decimal(3)
-    rows = [gpu_line(h, start=H0 + h * HOUR, end=H0 + (h + 1) * HOUR, net=Decimal("98.32") - third * h)
-            for h in range(3)]
+    rows = [gpu_line(h, start=H0 + h * HOUR, end=H0 + (h + 1) * HOUR, net=Decimal("98.32") - third * h,
+                     commitment_discount_id="sp-1" if h == 1 else "") for h in range(3)]  # one hour committed
     vm = {"resource_id": VMSS, "instance_type": "Standard_NC24ads_A100_v4", "gpus_per_instance": 1,
           "charge_description": "NC24ads A100 v4"}
     rows += [gpu_line(10 + 2 * h + k, start=H0 + h * HOUR, end=H0 + (h + 1) * HOUR, net=Decimal("3.67") + k,
-                  pretax=Decimal("3.67"), priced=Decimal("3.67"), **vm) for h in range(2) for k in range(2)]
+                  pretax=Decimal("3.67"), priced=Decimal("3.67"), commitment_discount_id="ri-1" if k == 0 else "", **vm)
+             for h in range(2) for k in range(2)]
     gcp = {"resource_id": "projects/p/zones/z/instances/a2-1", "instance_type": "", "gpus_per_instance": 0}
     rows += [gpu_line(20, pricing_quantity=Decimal(2), consumed_quantity=Decimal(2), net=Decimal("6"), pretax=Decimal("6"),
                   priced=Decimal("6"), charge_description="Nvidia Tesla A100 GPU running in Americas", **gcp),
@@ -115,6 +116,10 @@ def test_the_duckdb_walk_equals_the_python_walk(walked):
     assert {g.holder for g in python.groups.values()} >= {"chat", "__unallocated__", "__undeclared__",
                                                           "__not_in_telemetry__"}
     assert prepared.limbs > 2  # the 50-digit amounts need several limbs
+    # committed money where it was billed: sp-1's hour of i-1 (chat's and the free GPUs), ri-1's VM (etl, undeclared)
+    hours = [(H0 + t * HOUR).to_pydatetime() for t in range(2)]
+    assert sorted(k for k, g in python.groups.items() if g.committed) == sorted(
+        [("chat", hours[1]), ("__unallocated__", hours[1]), ("__undeclared__", hours[0]), ("__undeclared__", hours[1])])
     assert len(cover) == 5 and len(sums) == 10  # i-1: 3 hours; the set: 4 rows on 3 nodes; a2-1: 2; one unnamed
 
 
