@@ -19,7 +19,7 @@ from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import SCOPE_RULE, adjusted, basis_amount, unclassed_note
-from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
+from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share, table_cents
 from audit.plan import PartPlan, combined
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
@@ -160,10 +160,15 @@ def _classes(result) -> list[dict]:
     groups = sorted(read.groupby("resource_class"), key=lambda kv: kv[0])
     # the nets are what the buckets carry: rounded together, so that they add up to the total in scope
     nets = largest_remainder({klass: dsum(frame["net"]) for klass, frame in groups})
+    # and every row and column adds up: gross, credits and tax rounded together (audit.money.table_cents)
+    # to each class's net and to each column's total, the columns rounded together to the total
+    exact = {klass: {"gross": dsum(frame["gross"]) + dsum(frame["commitment"]), "credits": dsum(frame["credits"]),
+                     "tax": dsum(frame["tax"])} for klass, frame in groups}
+    columns = largest_remainder({c: dsum(row[c] for row in exact.values()) for c in ("gross", "credits", "tax")},
+                                dsum(nets.values()))
+    parts = table_cents(exact, nets, columns)
     for klass, frame in groups:
-        out.append({"class": klass, "lines": line_total(frame),
-                    "gross": str(cents(dsum(frame["gross"]) + dsum(frame["commitment"]))),
-                    "credits": str(cents(dsum(frame["credits"]))), "tax": str(cents(dsum(frame["tax"]))),
+        out.append({"class": klass, "lines": line_total(frame), **{c: str(v) for c, v in parts[klass].items()},
                     "net": str(nets[klass])})
     return out
 

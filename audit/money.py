@@ -58,6 +58,32 @@ def largest_remainder(amounts: Mapping[str, Decimal], target: Decimal | None = N
     return floors
 
 
+def table_cents(cells: Mapping[str, Mapping[str, Decimal]], row_targets: Mapping[str, Decimal],
+                column_targets: Mapping[str, Decimal]) -> dict[str, dict[str, Decimal]]:
+    """A table of amounts rounded to the cent so that every row sums to its target and every column
+    to its (controlled rounding; the targets' totals agree): each cell is its floor or, where it has a
+    remainder, the cent above, never further (an exact cell, a zero among them, stays as it is).
+    The cents above go column by column, the column needing most first, to the rows needing most,
+    largest remainder first (Gale–Ryser's greedy). Where that finds no way, each row is rounded by
+    largest remainder to its target alone (its columns may then be a cent off)."""
+    floors = {r: {c: v.quantize(CENT, rounding=decimal.ROUND_FLOOR) for c, v in row.items()} for r, row in cells.items()}
+    need_row = {r: int((row_targets[r] - dsum(f.values())) / CENT) for r, f in floors.items()}
+    columns = list(column_targets)
+    need_col = {c: int((column_targets[c] - dsum(floors[r][c] for r in floors)) / CENT) for c in columns}
+    out = {r: dict(f) for r, f in floors.items()}
+    for column in sorted(columns, key=lambda c: (-need_col[c], c)):
+        rows = sorted((r for r in cells if need_row[r] > 0 and cells[r][column] != floors[r][column]),
+                      key=lambda r: (-need_row[r], -(cells[r][column] - floors[r][column]), r))
+        if need_col[column] < 0 or need_col[column] > len(rows):
+            return {r: largest_remainder(row, row_targets[r]) for r, row in cells.items()}
+        for r in rows[:need_col[column]]:
+            out[r][column] += CENT
+            need_row[r] -= 1
+    if any(need_row.values()):
+        return {r: largest_remainder(row, row_targets[r]) for r, row in cells.items()}
+    return out
+
+
 def fmt(value: Decimal | None, places: int = 2) -> str | None:
     """A decimal string with a fixed number of places (None stays None)."""
     if value is None:

@@ -11,6 +11,8 @@ from decimal import Decimal
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit import audit_json_units
 from audit.audit_json import _buckets
@@ -176,3 +178,43 @@ def test_the_class_nets_add_up_to_the_total_where_rounding_each_alone_misses():
                              "tax": D(0), "net": v} for k, v in nets.items()])
     rows = {c["class"]: c["net"] for c in _classes(SimpleNamespace(charges=charges))}
     assert rows == {"observability": "2.85", "serving_network": "0.51", "unmatched": "16.24"}
+
+
+cell = st.decimals(min_value=D("-500"), max_value=D("500"), places=4, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(cell, cell, cell), min_size=1, max_size=8))
+def test_a_table_rounds_to_its_row_totals_each_cell_within_a_cent(rows):
+    """Rows always add up; columns too where no exact cell must stay as it is."""
+    from audit.money import CENT, cents, largest_remainder, table_cents
+    cells = {f"r{i}": {"gross": g, "credits": c, "tax": t} for i, (g, c, t) in enumerate(rows)}
+    targets = largest_remainder({r: sum(row.values()) for r, row in cells.items()})
+    columns = largest_remainder({c: sum(row[c] for row in cells.values()) for c in ("gross", "credits", "tax")},
+                                sum(targets.values()))
+    out = table_cents(cells, targets, columns)
+    assert all(sum(out[r].values()) == targets[r] for r in cells)
+    for r, row in cells.items():
+        for c, v in row.items():
+            assert out[r][c] == v if v == cents(v) else out[r][c] - CENT < v < out[r][c] + CENT
+    if not any(v == cents(v) for row in cells.values() for v in row.values()):  # every cell may take a cent
+        assert {c: sum(out[r][c] for r in cells) for c in columns} == columns
+
+
+def test_the_classes_add_up_by_row_and_by_column():
+    """The demo's classes (before: each figure rounded alone, gpu_compute 82,476.00 − 1,880.37 +
+    3,323.92 = 83,919.55 against a net of 83,919.54, and the tax column 3,535.39 against 3,535.38 billed)."""
+    import pandas as pd
+
+    from audit.audit_json import _classes
+    exact = {"gpu_compute": (D("82476.00"), D("-1880.374"), D("3323.916")),
+             "serving_network": (D("1145.07"), D("-26.106"), D("46.154")),
+             "commitment_unused": (D("1058.40"), D("-24.130"), D("42.660"))}
+    charges = pd.DataFrame([{"resource_class": k, "line_count": 1, "gross": g, "commitment": D(0), "credits": c,
+                             "tax": t, "net": g + c + t} for k, (g, c, t) in exact.items()])
+    rows = {r["class"]: r for r in _classes(SimpleNamespace(charges=charges))}
+    for r in rows.values():
+        assert D(r["gross"]) + D(r["credits"]) + D(r["tax"]) == D(r["net"])
+    assert [rows[k]["gross"] for k in exact] == ["82476.00", "1145.07", "1058.40"]
+    assert sum(D(r["tax"]) for r in rows.values()) == D("3412.73")       # as billed
+    assert sum(D(r["credits"]) for r in rows.values()) == D("-1930.61")  # as billed
