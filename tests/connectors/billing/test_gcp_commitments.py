@@ -200,3 +200,24 @@ def test_a_large_fee_is_cut_exactly_over_three_projects_covered_alike(tmp_path, 
     assert sum(got.values()) == sum(map(Decimal, fees))
     purchases = {line["sub_account_id"]: line["billed_cost"] for line in lines if line["charge_category"] == "Purchase"}
     assert purchases == dict(zip(projects, map(Decimal, fees)))
+
+
+def test_the_commitment_ctes_run_once_for_the_notes_and_the_focus_rows(tmp_path, monkeypatch):
+    """The notes of unpaired credits and the FOCUS rows read one ``cud`` table: the flags, covered
+    quantities and shares are built into one query (before, the notes built them all a second time)."""
+    from datetime import datetime, timezone
+
+    from connectors.billing import gcp_commitments
+    from tests.connectors.billing.test_gcp_spend_commitments import mapped
+    from tests.servers.gcp_export import row
+
+    built = []
+    ctes = gcp_commitments.ctes
+    monkeypatch.setattr(gcp_commitments, "ctes", lambda source: built.append(source) or ctes(source))
+    hour = datetime(2026, 9, 1, 5, tzinfo=timezone.utc)
+    credit = [("Committed use discount: GPU", "-11.06", "COMMITTED_USAGE_DISCOUNT")]
+    lines = mapped(tmp_path, [row(hour, "Compute Engine", FEE_SKU, "5.5", resource="h100-commitment", amount="3600"),
+                              row(hour, "Compute Engine", GPU_SKU, "11.06", resource="vm-1", amount="3600",
+                                  credits=credit)])
+    assert built == ["a"]
+    assert [line["billed_cost"] for line in lines if line["charge_category"] == "Purchase"] == [Decimal("5.5")]

@@ -14,7 +14,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_sql
+from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_table
 from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS, GCP_SUMS
 
 DAY = datetime(2026, 9, 1, tzinfo=timezone.utc)
@@ -91,7 +91,7 @@ def mapped(rows: list[dict]) -> list[dict]:
     names = [c.split()[0] for c in columns]
     con.executemany(f"INSERT INTO agg_canonical VALUES ({', '.join('?' for _ in names)})",
                     [[r[n] for n in names] for r in rows])
-    con.execute(focus_sql())
+    focus_table(con)
     cursor = con.execute("SELECT * FROM gcp_focus")
     header = [d[0] for d in cursor.description]
     return [dict(zip(header, values)) for values in cursor.fetchall()]
