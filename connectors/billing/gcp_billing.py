@@ -11,7 +11,7 @@ Two modes, one query (``billing_sql.GCP_LINES``):
 * ``path``: a local export (newline-delimited JSON as ``bq extract`` writes it, optionally
   gzipped, or Parquet; a file or a folder of them): the same query rendered for DuckDB.
 
-The aggregates become FOCUS-named rows in DuckDB (:func:`focus_sql`), then the FOCUS connector's
+The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the FOCUS connector's
 ``load_focus_named`` + ``read_focus_table`` check, window and normalise them as for any FOCUS file:
 
 * a charge row per group: cost_type regular → Usage, tax → Tax, adjustment and rounding_error →
@@ -118,8 +118,7 @@ class GcpBillingConnector(Connector):
             else:
                 aggregate_local(con, self.path, self.ctx, self.options())
             regroup_labels(con)
-            notes = commitment_notes(con)
-            con.execute(focus_sql(cud.fees_present(con)))
+            notes = focus_table(con)
             export_rows = con.execute("SELECT coalesce(sum(export_rows), 0) FROM agg").fetchall()[0][0]
             if self.in_bigquery:
                 self._digest = result_digest(con, self.spec.where)
@@ -378,8 +377,8 @@ def regroup_labels(con) -> None:
 
 def with_commitments(commitments: bool = True) -> str:
     """The WITH clause over ``agg_canonical``: ``a`` (with ``credit_other``) and the commitment CTEs
-    (:mod:`connectors.billing.gcp_commitments`: ``cud``, ``cud_fee``; without ``commitments``, a
-    ``cud`` that names none)."""
+    that end in ``cud`` (:func:`connectors.billing.gcp_commitments.ctes`; without ``commitments``,
+    a ``cud`` that names none)."""
     known = " + ".join(CREDIT_COLUMNS)
     return f"""
     WITH a AS (SELECT *, credit_total - ({known}) AS credit_other{", rowid AS cud_rid" * commitments}
@@ -387,9 +386,26 @@ def with_commitments(commitments: bool = True) -> str:
     {cud.ctes("a") if commitments else cud.NONE}"""
 
 
+def focus_table(con) -> list[tuple[int, str, str]]:
+    """CREATE TABLE gcp_focus from ``agg_canonical`` (:func:`focus_sql`), and return the notes of its
+    commitments (:func:`commitment_notes`). The commitment CTEs run once: ``cud`` becomes a
+    temporary table that the notes and gcp_focus both read (a view where no fee row is present:
+    then there is nothing to compute)."""
+    commitments = cud.fees_present(con)
+    kind = "TABLE" if commitments else "VIEW"
+    con.execute(f"CREATE TEMP {kind} cud AS {with_commitments(commitments)} SELECT * FROM cud")
+    try:
+        notes = commitment_notes(con)
+        con.execute(focus_sql(commitments))
+    finally:
+        con.execute(f"DROP {kind} cud")
+    return notes
+
+
 def focus_sql(commitments: bool = True) -> str:
-    """CREATE TABLE gcp_focus: one charge row per group, one Credit row per non-zero credit type; per
-    commitment pool a Purchase row and an Unused row for its fees (gcp_commitments.fee_rows)."""
+    """CREATE TABLE gcp_focus from the ``cud`` rows (:func:`focus_table`): one charge row per group, one
+    Credit row per non-zero credit type; per commitment pool a Purchase row and an Unused row for its
+    fees (gcp_commitments.fee_ctes, fee_rows)."""
     common = """
       'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId,
       project_id AS SubAccountId, service_description AS ServiceName,
@@ -401,7 +417,7 @@ def focus_sql(commitments: bool = True) -> str:
     credit_names = ", ".join([*CREDIT_COLUMNS, "credit_other"])
     return f"""
     CREATE TABLE gcp_focus AS
-    {with_commitments(commitments)},
+    WITH {cud.fee_ctes() + "," if commitments else ""}
     charges AS (
       SELECT {common}, {cud.charge_columns()},
         pricing_quantity AS PricingQuantity,
@@ -414,7 +430,7 @@ def focus_sql(commitments: bool = True) -> str:
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part
-      FROM (UNPIVOT a ON {credit_names} INTO NAME kind VALUE amount)
+      FROM (UNPIVOT cud ON {credit_names} INTO NAME kind VALUE amount)
       WHERE amount <> 0{cud.OFFSET_FOLDED * commitments}),
     fees AS ({cud.fee_rows() if commitments else "SELECT * FROM charges WHERE FALSE"})
     SELECT * EXCLUDE (part) FROM (SELECT * FROM charges UNION ALL BY NAME SELECT * FROM credits
@@ -426,16 +442,12 @@ def focus_sql(commitments: bool = True) -> str:
 
 
 def commitment_notes(con) -> list[tuple[int, str, str]]:
-    """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes);
-    the rows are looked at again only where there is such a credit at all."""
+    """The notes of committed use discount credits that meet no fee (gcp_commitments.unpaired_notes),
+    from the ``cud`` rows (:func:`focus_table`); looked at only where there is such a credit at all."""
     if not con.execute(f"SELECT count(*) FROM agg_canonical WHERE {cud.CUD_CREDIT} <> 0 OR {cud.SPEND_CREDIT} <> 0 "
                        f"OR {cud.IS_SPEND_FEE}").fetchall()[0][0]:
         return []
-    con.execute(f"CREATE TEMP TABLE cud AS {with_commitments()} SELECT * FROM cud")
-    try:
-        return cud.unpaired_notes(con)
-    finally:
-        con.execute("DROP TABLE cud")
+    return cud.unpaired_notes(con)
 
 
 def result_digest(con, table: str) -> str:

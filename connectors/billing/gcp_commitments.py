@@ -15,7 +15,8 @@ is ``N2 Instance Core running in Americas``):
 * each covered usage row (a ``COMMITTED_USAGE_DISCOUNT`` credit in a pool with a fee) gets the
   pool's CommitmentDiscountId, status ``Used``, and EffectiveCost = its cost + its **amortised
   share** of the pool's fees: the fees × min(1, covered / committed) split by covered quantity
-  (covered quantity = usage amount × −credit / cost), to 9 places, the shares adding up exactly.
+  (covered quantity = usage amount × −credit / cost), to 9 places, the shares adding up exactly
+  (every ratio in whole billionths, :func:`share`: no floating point).
   Its credit stays a Credit row, as invoiced, and nets the covered part's on-demand price out on
   every basis, so that on the effective basis the row costs its uncovered part plus its share of
   the fee;
@@ -90,80 +91,156 @@ def spend_id(prefix: str = "", kind: str = "gcp-spend-cud") -> str:
     return f"'{kind}/' || {prefix}billing_account_id || '/' || {prefix}spend_key"
 
 
-def _pool_ctes(name: str, keys: tuple[str, ...], fee: str, amount: str, covered: str, committed: str,
-               extra: str = "") -> str:
-    """The CTEs of one kind of pool over ``cud_cov``: ``<name>_pool`` (a row per pool with a fee:
-    its fees, committed and covered totals, the fee rows' columns), ``<name>_used`` (the part of
-    the fees used), ``<name>_amortised`` (each covered row's share, by ``cud_rid``)."""
+def nanos(value: str) -> str:
+    """SQL: a DECIMAL(38, 9) amount as a whole number of its billionths (HUGEINT, exact)."""
+    return f"CAST(({value}) * 1000000000 AS HUGEINT)"
+
+
+def from_nanos(count: str) -> str:
+    """SQL: a HUGEINT count of billionths as the DECIMAL(38, 9) amount it is (exact)."""
+    return f"CAST(CAST({count} AS DECIMAL(38, 9)) * 0.000000001 AS DECIMAL(38, 9))"
+
+
+#: the base of the limbs :func:`share` divides in (a limb × a number of 25 digits fits a HUGEINT)
+LIMB = "CAST(1000000000000 AS HUGEINT)"
+#: :func:`share` keeps a quantity's ratio to this many digits (byte-seconds in billionths run longer)
+RATIO_DIGITS = 25
+
+
+def share(total: str, part: str, whole: str) -> str:
+    """SQL: ``total × part ÷ whole`` (HUGEINT counts of billionths) rounded half away from zero to a
+    whole billionth, in integers, so exact: DECIMAL division in DuckDB is DOUBLE (about 16
+    significant digits: a fee of 10^11 cut in thirds was off by thousands of billionths, one of
+    10^14 by cents). ``part`` is divided in limbs of 12 digits, long division carrying the
+    remainder, so no product passes 37 digits while ``total`` and ``whole`` have at most 25 (10^16
+    of the unit); a longer ``whole`` (a quantity, never money in this range) is first rounded, with
+    ``part``, to :data:`RATIO_DIGITS` digits. A longer ``total`` stops the query with DuckDB's
+    HUGEINT overflow error rather than round."""
+    digits = f"length(CAST(abs({whole}) AS VARCHAR))"
+    scale = f"CAST('1' || repeat('0', greatest(0, {digits} - {RATIO_DIGITS})) AS HUGEINT)"
+    t, w = f"abs({total})", f"((abs({whole}) + {scale} // 2) // {scale})"
+    p = f"((abs({part}) + {scale} // 2) // {scale})"
+    limbs = [f"({p} // ({LIMB} * {LIMB}))", f"(({p} // {LIMB}) % {LIMB})", f"({p} % {LIMB})"]
+    value, quotient = f"({t} * {limbs[0]})", "0"
+    for number, limb in enumerate(limbs):
+        if number:
+            value = f"(({value} % {w}) * {LIMB} + {t} * {limb})"
+        quotient = f"({quotient} * {LIMB} + {value} // {w})"
+    rounded = f"({quotient} + CASE WHEN 2 * ({value} % {w}) >= {w} THEN 1 ELSE 0 END)"
+    return f"(sign({total}) * sign({part}) * sign({whole}) * {rounded})"
+
+
+def _pool_ctes(kind: dict, rows: str) -> str:
+    """The CTEs of one kind of pool over ``rows`` (``cud_cov``, or the ``cud`` table it became):
+    ``<name>_pool`` (a row per pool with a fee: its fees, committed and covered totals, the fee
+    rows' columns) and ``<name>_used`` (the part of the fees used). ``covered`` and ``committed``
+    are quantities in billionths (HUGEINT); every cut is a :func:`share`."""
+    name, keys, fee = kind["name"], kind["keys"], kind["fee"]
     cols = ", ".join(keys)
-    order = ", ".join(f"{k} NULLS FIRST" for k in GCP_KEYS)  # the aggregated rows' keys: a total order
-    c_order = ", ".join(f"c.{k} NULLS FIRST" for k in GCP_KEYS)
     fee_min = ", ".join(f"min({c}) FILTER (WHERE {fee}) AS fee_{alias}" for c, alias in (
         ("sku_description", "sku"), ("sku_id", "sku_id"), ("nullif(service_id, '')", "service_id"),
         ("nullif(invoice_month, '')", "invoice_month"), ("project_id", "project"),
         ("service_description", "service"), ("resource_name", "resource"), ("period_start", "start")))
     return f"""
     {name}_pool AS (
-      SELECT {cols}, sum({amount}) FILTER (WHERE {fee}) AS fee,
-        sum({committed}) FILTER (WHERE {fee}) AS committed, sum({covered}) AS covered_total,
+      SELECT {cols}, sum({kind["amount"]}) FILTER (WHERE {fee}) AS fee,
+        sum({kind["committed"]}) FILTER (WHERE {fee}) AS committed, sum({kind["covered"]}) AS covered_total,
         sum(usage_amount) FILTER (WHERE {fee}) AS committed_amount,
         sum(export_rows) FILTER (WHERE {fee}) AS fee_rows, {fee_min},
-        max(period_end) FILTER (WHERE {fee}) AS fee_end{extra}
-      FROM cud_cov WHERE {keys[-1]} IS NOT NULL GROUP BY {cols}
+        max(period_end) FILTER (WHERE {fee}) AS fee_end{kind["extra"]}
+      FROM {rows} WHERE {keys[-1]} IS NOT NULL GROUP BY {cols}
       HAVING count(*) FILTER (WHERE {fee}) > 0),
     {name}_used AS (
       SELECT *, CASE WHEN coalesce(covered_total, 0) <= 0 THEN 0::DECIMAL(38, 9)
                      WHEN committed > 0 AND covered_total < committed
-                     THEN least(fee, CAST(fee::DOUBLE * covered_total / committed AS DECIMAL(38, 9)))
+                     THEN least(fee, {from_nanos(share(nanos('fee'), 'covered_total', 'committed'))})
                      ELSE fee END AS used
-      FROM {name}_pool),
-    {name}_bound AS (
+      FROM {name}_pool)"""
+
+
+def _share_ctes(kind: dict) -> str:
+    """The CTEs of each covered row's share of its pool's used part: ``<name>_amortised`` (by
+    ``cud_rid``), the differences of cumulative bounds over the rows in a total order."""
+    name, keys, covered = kind["name"], kind["keys"], kind["covered"]
+    cols = ", ".join(keys)
+    order = ", ".join(f"{k} NULLS FIRST" for k in GCP_KEYS)  # the aggregated rows' keys: a total order
+    c_order = ", ".join(f"c.{k} NULLS FIRST" for k in GCP_KEYS)
+    return f"""
+    {name}_cum AS (
       SELECT c.cud_rid, {", ".join(f"c.{k}" for k in keys)}, {", ".join(f"c.{k}" for k in GCP_KEYS if k not in keys)},
-        CASE WHEN row_number() OVER shares = count(*) OVER pool THEN p.used
-             ELSE CAST(p.used::DOUBLE * sum(c.{covered}) OVER shares / p.covered_total AS DECIMAL(38, 9))
-        END AS bound
+        p.used, p.covered_total, row_number() OVER shares = count(*) OVER pool AS is_last,
+        sum(c.{covered}) OVER shares AS cum
       FROM cud_cov AS c JOIN {name}_used AS p USING ({cols})
       WHERE c.{covered} > 0
       WINDOW pool AS (PARTITION BY {", ".join(f"c.{k}" for k in keys)}),
              shares AS (pool ORDER BY {c_order} ROWS UNBOUNDED PRECEDING)),
+    {name}_bound AS (
+      SELECT *, CASE WHEN is_last THEN used
+                     ELSE {from_nanos(share(nanos('used'), 'cum', 'covered_total'))} END AS bound
+      FROM {name}_cum),
     {name}_amortised AS (
       SELECT cud_rid, bound - coalesce(lag(bound) OVER (PARTITION BY {cols} ORDER BY {order}), 0) AS amortised
-      FROM {name}_bound),
+      FROM {name}_bound)"""
+
+
+def _cut_ctes(kind: dict, rows: str) -> str:
+    """The CTEs of each project's part of its pool's used and unused parts, in proportion to its
+    fee rows (cumulative bounds again): ``<name>_split``, a row per pool and project."""
+    name, keys, fee = kind["name"], kind["keys"], kind["fee"]
+    cols = ", ".join(keys)
+    cut = lambda total, part, whole: from_nanos(share(nanos(total), nanos(part), nanos(whole)))  # noqa: E731
+    return f"""
     {name}_project AS (
-      SELECT {cols}, project_id, sum({amount}) AS project_fee, sum(export_rows) AS project_rows,
+      SELECT {cols}, project_id, sum({kind["amount"]}) AS project_fee, sum(export_rows) AS project_rows,
         sum(usage_amount) AS project_amount
-      FROM cud_cov WHERE {fee} GROUP BY {cols}, project_id),
-    {name}_cut AS (
+      FROM {rows} WHERE {fee} GROUP BY {cols}, project_id),
+    {name}_cum_fee AS (
       SELECT u.*, p.project_id, p.project_rows, p.project_amount,
-        CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.used WHEN u.fee = 0 THEN 0
-             ELSE CAST(u.used::DOUBLE * sum(p.project_fee) OVER cut / u.fee AS DECIMAL(38, 9)) END AS used_bound,
-        CASE WHEN row_number() OVER cut = count(*) OVER pool THEN u.fee - u.used WHEN u.fee = 0 THEN 0
-             ELSE CAST((u.fee - u.used)::DOUBLE * sum(p.project_fee) OVER cut / u.fee AS DECIMAL(38, 9))
-        END AS unused_bound
+        row_number() OVER cut = count(*) OVER pool AS is_last, sum(p.project_fee) OVER cut AS cum_fee
       FROM {name}_used AS u JOIN {name}_project AS p USING ({cols})
       WINDOW pool AS (PARTITION BY {", ".join(f"u.{k}" for k in keys)}),
              cut AS (pool ORDER BY p.project_id ROWS UNBOUNDED PRECEDING)),
+    {name}_cut AS (
+      SELECT *,
+        CASE WHEN is_last THEN used WHEN fee = 0 THEN 0 ELSE {cut('used', 'cum_fee', 'fee')} END AS used_bound,
+        CASE WHEN is_last THEN fee - used WHEN fee = 0 THEN 0 ELSE {cut('fee - used', 'cum_fee', 'fee')}
+        END AS unused_bound
+      FROM {name}_cum_fee),
     {name}_split AS (
-      SELECT * EXCLUDE (project_id, project_rows, project_amount, used_bound, unused_bound) REPLACE (
+      SELECT * EXCLUDE (project_id, project_rows, project_amount, is_last, cum_fee, used_bound, unused_bound)
+        REPLACE (
           used_bound - coalesce(lag(used_bound) OVER project, 0) AS used,
           project_id AS fee_project, project_rows AS fee_rows, project_amount AS committed_amount),
         unused_bound - coalesce(lag(unused_bound) OVER project, 0) AS unused
       FROM {name}_cut WINDOW project AS (PARTITION BY {cols} ORDER BY project_id))"""
 
 
+def _kinds() -> tuple[dict, dict]:
+    """The two kinds of pool, as the CTE builders take them. **Resource-based** (``Commitment v1:
+    …``, :data:`POOL_KEYS`): covered quantity = usage amount × −credit ÷ cost, committed = the fee
+    rows' usage amount. **Spend-based** (``Commitment - dollar based v1: …``, :data:`SPEND_KEYS`):
+    covered = −the legacy credits, committed = the fee rows' pricing quantity ÷ 100 × their
+    conversion rate (the fee is priced per hundredth of a US dollar of on-demand spend; Google's
+    own utilisation query divides so), and the fees are net of their own ``FEE_UTILIZATION_OFFSET``
+    credits (the data model of 2025 on, whose covered usage is billed at the discounted price:
+    what the offset leaves is the unused rest). Quantities in billionths (HUGEINT)."""
+    # the committed on-demand amount in the billing currency (a row without a rate is read at 1)
+    rate = nanos(f"coalesce(nullif({CONVERSION_RATE}, 0), 1)")
+    resource = {"name": "cud_r", "keys": POOL_KEYS, "fee": "is_fee", "amount": "cost", "covered": "covered",
+                "committed": nanos("usage_amount"), "extra": ""}
+    spend = {"name": "cud_s", "keys": SPEND_KEYS, "fee": "is_spend_fee", "amount": f"cost + {OFFSET_CREDIT}",
+             "covered": "spend_covered",
+             "committed": share(nanos("pricing_quantity"), rate, "CAST(100000000000 AS HUGEINT)"),
+             "extra": ", min(region) FILTER (WHERE is_spend_fee) AS region, "
+                      "min(usage_unit) FILTER (WHERE is_spend_fee) AS usage_unit"}
+    return resource, spend
+
+
 def ctes(source: str) -> str:
     """CTEs over ``source`` (the aggregated rows, with ``credit_*`` columns and a row number
-    ``cud_rid``): ``cud`` (every row of ``source`` with ``is_fee``, ``is_spend_fee``, ``cud_id`` and
-    ``amortised``) and ``cud_fee`` (a row per pool: its fees, the ``used`` part the shares add up
-    to, exactly, and the ``unused`` rest).
-
-    Two kinds of pool. **Resource-based** (``Commitment v1: …``, :data:`POOL_KEYS`): covered
-    quantity = usage amount × −credit ÷ cost, committed = the fee rows' usage amount. **Spend-based**
-    (``Commitment - dollar based v1: …``, :data:`SPEND_KEYS`): covered = −the legacy credits,
-    committed = the fee rows' pricing quantity ÷ 100 × their conversion rate (the fee is priced per
-    hundredth of a US dollar of on-demand spend; Google's own utilisation query divides so), and the
-    fees are net of their own ``FEE_UTILIZATION_OFFSET`` credits (the data model of 2025 on, whose
-    covered usage is billed at the discounted price: what the offset leaves is the unused rest).
+    ``cud_rid``) that end in ``cud``: every row of ``source`` with ``is_fee``, ``is_spend_fee``, its
+    pool's keys, ``covered`` and ``spend_covered``, ``cud_id`` and ``amortised``. Pools of both
+    kinds (:func:`_kinds`); :func:`fee_ctes` reads the fees' rows from ``cud`` once it is a table.
 
     The used part is the fees × min(1, covered / committed) (all of them where the covered amount
     reaches the committed one, or where a spend-based fee states no committed amount); the shares
@@ -173,32 +250,37 @@ def ctes(source: str) -> str:
     rows: the same shares whichever engine aggregated); the others meet the small pool tables in a
     join."""
     covered = (f"CASE WHEN NOT is_fee AND {CUD_CREDIT} <> 0 AND cost <> 0 THEN "
-               f"usage_amount::DOUBLE * (-{CUD_CREDIT})::DOUBLE / cost::DOUBLE END")
-    spend_covered = f"CASE WHEN NOT is_spend_fee AND {SPEND_CREDIT} < 0 THEN -{SPEND_CREDIT} END"
-    # the committed on-demand amount in the billing currency (a row without a rate is read at 1)
-    spend_committed = f"pricing_quantity::DOUBLE / 100 * coalesce(nullif({CONVERSION_RATE}, 0), 1)::DOUBLE"
+               f"{share(nanos('usage_amount'), nanos(f'-{CUD_CREDIT}'), nanos('cost'))} END")
+    spend_covered = f"CASE WHEN NOT is_spend_fee AND {SPEND_CREDIT} < 0 THEN {nanos(f'-{SPEND_CREDIT}')} END"
     on = " AND ".join
     resource_on = on(f"c.{k} = r.{k}" for k in POOL_KEYS)
     spend_on = on(f"c.{k} = s.{k}" for k in SPEND_KEYS)
+    pools = ",".join(_pool_ctes(kind, "cud_cov") + "," + _share_ctes(kind) for kind in _kinds())
     return f"""
     cud_flag AS (SELECT *, {IS_FEE} AS is_fee, {IS_SPEND_FEE} AS is_spend_fee FROM {source}),
     cud_row AS (SELECT *, CASE WHEN is_fee OR {CUD_CREDIT} <> 0 THEN {family('sku_description')} END AS family,
                   CASE WHEN is_spend_fee THEN {FEE_SERVICE} WHEN {SPEND_CREDIT} <> 0 THEN service_id END AS spend_key,
                   date_trunc('day', bucket) AS pool_day FROM cud_flag),
     cud_cov AS (SELECT *, {covered} AS covered, {spend_covered} AS spend_covered FROM cud_row),
-    {_pool_ctes("cud_r", POOL_KEYS, "is_fee", "cost", "covered", "usage_amount::DOUBLE")},
-    {_pool_ctes("cud_s", SPEND_KEYS, "is_spend_fee", f"cost + {OFFSET_CREDIT}", "spend_covered",
-                spend_committed, ", min(region) FILTER (WHERE is_spend_fee) AS region, "
-                "min(usage_unit) FILTER (WHERE is_spend_fee) AS usage_unit")},
+    {pools},
     cud AS (
-      SELECT c.* EXCLUDE (covered, spend_covered),
+      SELECT c.*,
         CASE WHEN r.fee IS NOT NULL AND (c.is_fee OR c.covered > 0) THEN {pool_id('c.')}
              WHEN s.fee IS NOT NULL AND (c.is_spend_fee OR c.spend_covered > 0) THEN {spend_id('c.')} END AS cud_id,
         CASE WHEN ra.amortised IS NOT NULL OR sa.amortised IS NOT NULL
              THEN coalesce(ra.amortised, 0) + coalesce(sa.amortised, 0) END AS amortised
       FROM cud_cov AS c LEFT JOIN cud_r_pool AS r ON {resource_on} LEFT JOIN cud_s_pool AS s ON {spend_on}
         LEFT JOIN cud_r_amortised AS ra ON ra.cud_rid = c.cud_rid
-        LEFT JOIN cud_s_amortised AS sa ON sa.cud_rid = c.cud_rid),
+        LEFT JOIN cud_s_amortised AS sa ON sa.cud_rid = c.cud_rid)"""
+
+
+def fee_ctes(rows: str = "cud") -> str:
+    """CTEs over ``rows`` (the ``cud`` table of :func:`ctes`) that end in ``cud_fee``: a row per pool
+    and project, its part of the fees, the ``used`` part the shares add up to, exactly, and the
+    ``unused`` rest. Only the pools are aggregated again (from the rows :func:`ctes` flagged): the
+    flags, the covered quantities and the shares are computed once."""
+    resource, spend = (_pool_ctes(kind, rows) + "," + _cut_ctes(kind, rows) for kind in _kinds())
+    return f"""{resource},{spend},
     cud_fee AS (
       SELECT *, {pool_id()} AS cud_id, {pool_id('', 'gcp-cud-unused')} AS unused_id FROM cud_r_split
       UNION ALL BY NAME
@@ -294,6 +376,8 @@ def _spend_notes(con) -> list[tuple[int, str, str]]:
                             f"account and service on their day{seen}; that usage is counted at its cost net of "
                             "the credit, the commitment's fee unseen")
              for name, service, count, amount in rows]
+    if not con.execute("SELECT count(*) FROM cud WHERE is_spend_fee").fetchall()[0][0]:
+        return notes  # no spend-based fee (``cud`` is then :data:`NONE`, with no pool keys)
     keys = " AND ".join(f"u.{k} = f.{k}" for k in SPEND_KEYS)
     paired = f"f.is_spend_fee AND EXISTS (SELECT 1 FROM cud AS u WHERE NOT u.is_spend_fee AND u.{SPEND_CREDIT} < 0 AND {keys})"
     unknown = con.execute(f"SELECT DISTINCT f.sku_description FROM cud AS f WHERE {paired} "

@@ -161,3 +161,63 @@ def test_the_commitment_case_through_bigquery_equals_its_local_export(emulator, 
     local_doc, remote_doc = local_and_bigquery(emulator, local, covered_records, tmp_path / "bigquery")
     assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(local / EXPORT))
     assert part(remote_doc, "platform_overhead", "commitment_unused") > 0
+
+
+# a fee cut in three: (the fee rows, one per project) -> each project's covered hour's share. The
+# shares are the differences of the cut's bounds fee × 1/3 and fee × 2/3, each rounded to 9 places,
+# and of the fee itself: the middle share takes the billionth the rounding leaves. In DOUBLE (about 16
+# significant digits) the fee of 123456789012.37 was cut .123340800, .123340800, .123318400 and its
+# Purchases were .120006656, .120006656, .129986688; the fee of 1234567890123456.37 was cut
+# .140607488, .140607488, .088785024 and so were its Purchases: cents off (.12, .12, .13).
+THIRDS = {
+    ("41152263004.12", "41152263004.12", "41152263004.13"):
+        ("41152263004.123333333", "41152263004.123333334", "41152263004.123333333"),
+    ("411522630041152.12", "411522630041152.12", "411522630041152.13"):
+        ("411522630041152.123333333", "411522630041152.123333334", "411522630041152.123333333"),
+}
+
+
+@pytest.mark.parametrize(("fees", "shares"), list(THIRDS.items()))
+def test_a_large_fee_is_cut_exactly_over_three_projects_covered_alike(tmp_path, fees, shares):
+    """A commitment of three GPUs, its fee billed to three projects, each covering one GPU-hour: each
+    project's covered hour takes a third of the whole fee, exactly to the nano, the thirds add up to
+    the fee, and each project's Purchase is its own fee row (the commitment is used up)."""
+    from datetime import datetime, timezone
+
+    from tests.connectors.billing.test_gcp_spend_commitments import mapped
+    from tests.servers.gcp_export import row
+
+    hour, projects = datetime(2026, 9, 1, 5, tzinfo=timezone.utc), ("ml-a", "ml-b", "ml-c")
+    credit = [("Committed use discount: GPU", "-11.06", "COMMITTED_USAGE_DISCOUNT")]
+    records = [row(hour, "Compute Engine", FEE_SKU, fee, project=project, resource="h100-commitment",
+                   amount="3600", priced="1") for project, fee in zip(projects, fees)]
+    records += [row(hour, "Compute Engine", GPU_SKU, "11.06", project=project, resource=f"vm-{project}",
+                    amount="3600", credits=credit) for project in projects]
+    lines = mapped(tmp_path, records)
+    got = {line["sub_account_id"]: line["effective_cost"] - line["billed_cost"] for line in lines
+           if line["commitment_discount_status"] == "Used"}
+    assert got == dict(zip(projects, map(Decimal, shares)))
+    assert sum(got.values()) == sum(map(Decimal, fees))
+    purchases = {line["sub_account_id"]: line["billed_cost"] for line in lines if line["charge_category"] == "Purchase"}
+    assert purchases == dict(zip(projects, map(Decimal, fees)))
+
+
+def test_the_commitment_ctes_run_once_for_the_notes_and_the_focus_rows(tmp_path, monkeypatch):
+    """The notes of unpaired credits and the FOCUS rows read one ``cud`` table: the flags, covered
+    quantities and shares are built into one query (before, the notes built them all a second time)."""
+    from datetime import datetime, timezone
+
+    from connectors.billing import gcp_commitments
+    from tests.connectors.billing.test_gcp_spend_commitments import mapped
+    from tests.servers.gcp_export import row
+
+    built = []
+    ctes = gcp_commitments.ctes
+    monkeypatch.setattr(gcp_commitments, "ctes", lambda source: built.append(source) or ctes(source))
+    hour = datetime(2026, 9, 1, 5, tzinfo=timezone.utc)
+    credit = [("Committed use discount: GPU", "-11.06", "COMMITTED_USAGE_DISCOUNT")]
+    lines = mapped(tmp_path, [row(hour, "Compute Engine", FEE_SKU, "5.5", resource="h100-commitment", amount="3600"),
+                              row(hour, "Compute Engine", GPU_SKU, "11.06", resource="vm-1", amount="3600",
+                                  credits=credit)])
+    assert built == ["a"]
+    assert [line["billed_cost"] for line in lines if line["charge_category"] == "Purchase"] == [Decimal("5.5")]

@@ -14,7 +14,7 @@ import duckdb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_sql
+from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_table
 from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS, GCP_SUMS
 
 DAY = datetime(2026, 9, 1, tzinfo=timezone.utc)
@@ -91,7 +91,7 @@ def mapped(rows: list[dict]) -> list[dict]:
     names = [c.split()[0] for c in columns]
     con.executemany(f"INSERT INTO agg_canonical VALUES ({', '.join('?' for _ in names)})",
                     [[r[n] for n in names] for r in rows])
-    con.execute(focus_sql())
+    focus_table(con)
     cursor = con.execute("SELECT * FROM gcp_focus")
     header = [d[0] for d in cursor.description]
     return [dict(zip(header, values)) for values in cursor.fetchall()]
@@ -132,16 +132,11 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
         if r["x_CreditType"] == "FEE_UTILIZATION_OFFSET":
             raise AssertionError(f"an offset credit left its fee: {r}")
     assert dict(booked) == {k: v for k, v in fees.items() if v}
-    # each project's part of a pool's Purchase and Unused rows: its share of the fees, to two cut bounds
-    # and the cut's ratio, which the query takes in DOUBLE (53 bits: 2^-52 of the pool's fees each
-    # bound; at 10^8 with nine places that is a few nano-units). The pool's rows add up exactly
-    # (asserted above): only how they are shared between projects carries it.
-    pools: dict[tuple, Decimal] = defaultdict(Decimal)
-    for (sku, day, _), fee in project_fees.items():
-        pools[(sku, day)] += abs(fee)
+    # each project's part of a pool's Purchase and Unused rows: its share of the fees, to the two cut
+    # bounds (used and unused), each rounded to 9 places from the exact ratio: within two billionths.
+    # (In DOUBLE, 53 bits, it was within 2^-50 of the pool's fees: a few billionths at 10^8.)
     for key in set(project_fees) | set(project_booked):
-        ratio = 4 * pools[key[:2]] * Decimal(2) ** -52
-        assert abs(project_fees[key] - project_booked[key]) <= 2 * NANO + ratio, key
+        assert abs(project_fees[key] - project_booked[key]) <= 2 * NANO, key
     assert {k: v for k, v in purchases.items() if v} == {k: v for k, v in shares.items() if v}
 
 
