@@ -294,3 +294,24 @@ def test_a_pods_gpu_with_no_sample_keeps_its_request_and_the_unlabelled_gpu_stay
     assert (free.gpus, free.paid, free.paid_seconds) == (1, Decimal("4"), 3600)
     assert (missing.owned_paid, missing.owned_seconds) == ({"chat": Decimal("4")}, {"chat": 3600})
     assert splitter.groups[("chat", H0.to_pydatetime())].paid == Decimal("4")
+
+
+def test_unlabelled_gpus_beside_labelled_ones_take_the_requests_no_label_names():
+    """dcgm-exporter labels GPU 0 of n1 with chat-0 and GPUs 1 to 3 with no pod; the scheduler
+    places chat-0, chat-1 and chat-2 (one GPU each) on n1, and chat-9 on n2, whose two GPUs carry no
+    pod label at all. chat-1 and chat-2, which no label names, hold n1's GPUs 1 and 2, chat-9 holds
+    n2's GPU 0: only n1's GPU 3 and n2's GPU 1, beyond every request, are unallocated (before: chat
+    held GPU 0 of n1 alone, B 1.00 of 2.00 paid, and 5 GPUs, 10.00, were unallocated overhead)."""
+    busy = {("n1", "0"): 0.5, ("n1", "1"): 0.25, ("n1", "2"): 0.75, ("n1", "3"): 0.125,
+            ("n2", "0"): 0.5, ("n2", "1"): 0.0}
+    acts = [{"node": node, "gpu": gpu, "ts": H0, "busy_fraction": b, "pod": "chat-0" if (node, gpu) == ("n1", "0")
+             else "", "namespace": "llm" if (node, gpu) == ("n1", "0") else ""} for (node, gpu), b in busy.items()]
+    requests = pd.DataFrame([{"ts": H0, "namespace": "llm", "pod": pod, "node": node, "gpus": 1}
+                             for node, pod in (("n1", "chat-0"), ("n1", "chat-1"), ("n1", "chat-2"), ("n2", "chat-9"))])
+    rows = [gpu_line(1, gpus_per_instance=4, net=Decimal("8")),
+            gpu_line(2, resource_id="i-2", gpus_per_instance=2, net=Decimal("4"))]
+    splitter = split(rows, acts, {"i-1": ("n1",), "i-2": ("n2",)}, requests)
+    chat, free = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(UNALLOCATED, H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid, chat.busy, chat.paid_seconds) == (4, Decimal("8"), Decimal("4.0"), 4 * 3600)
+    assert chat.pods == {"chat-0", "chat-1", "chat-2", "chat-9"}
+    assert (free.gpus, free.paid, free.busy, free.nodes) == (2, Decimal("4"), Decimal("0.25"), {"n1", "n2"})
