@@ -253,6 +253,8 @@ def _unlabelled_gpus(activity: pd.DataFrame, requests: pd.DataFrame) -> pd.DataF
     asked = requests.loc[(requests["gpus"] > 0).to_numpy(dtype=bool), ["node", "namespace", "pod"]]
     asked = asked.drop_duplicates().astype(str).merge(known, how="left", indicator=True)
     nodes = asked.loc[asked["_merge"] == "left_only", "node"].unique()
+    if not len(nodes):
+        return activity.iloc[:0]
     rows = (activity["pod"] == "").to_numpy(dtype=bool) & activity["node"].astype(str).isin(nodes).to_numpy()
     return activity.loc[rows]
 
