@@ -39,7 +39,7 @@ from audit.ledger import (
 from audit.line_facts import LineFacts, capped_fit
 from audit.lines import resource_key
 from audit.money import ZERO
-from audit.normalised import NodeMap, Telemetry, node_types
+from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
 from schemas.errors import UsageError
@@ -204,8 +204,9 @@ class GpuSplitter:
         self.nodes_seen = set(column_values(activity["node"])) if len(activity) else set()
         self.nodes_seen |= {node for node, _ in self.excluded}
         # dcgm-exporter maps GPUs to pods cluster-wide: once any GPU carries a pod label, an empty
-        # label means no pod held that GPU.
-        self.pod_mapping = bool(len(activity)) and bool((activity["pod"] != "").any())
+        # label means no pod held that GPU, unless the scheduler places a pod there that no label names.
+        self.known_pods = self._index_labelled(activity)
+        self.pod_mapping = bool(self.known_pods)
         self.requests = self._index_requests(requests)
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
@@ -236,6 +237,14 @@ class GpuSplitter:
         for row in table_rows(unmeasured):
             index[(row.node, row.ts)].setdefault((row.gpu, row.uuid), row.metric)
         return index
+
+    @staticmethod
+    def _index_labelled(activity: pd.DataFrame) -> dict[str, set]:
+        """node -> the (namespace, pod) pairs DCGM labels name on it in any interval of the window."""
+        known: defaultdict = defaultdict(set)
+        for node, namespace, pod in labelled_pods(activity).itertuples(index=False, name=None):
+            known[node].add((namespace, pod))
+        return dict(known)
 
     @staticmethod
     def _index_requests(requests: pd.DataFrame) -> Mapping:
@@ -447,29 +456,33 @@ class GpuSplitter:
         return out + ([(holder, missing, ZERO, "", "", "")] if missing else [])
 
     def _holders(self, node, ts, rows) -> tuple[list[tuple[str, str]], list]:
-        """(holder, pod) of each observed GPU: pod labels first, else (where telemetry labels no GPU
-        with a pod) the scheduler's GPU requests; and the requests no observed GPU took (their GPUs
-        went unmeasured, :meth:`_unmeasured`). Where dcgm-exporter maps GPUs to pods, a pod whose GPU
-        has no sample in the interval keeps its request for that missing GPU: an unlabelled GPU beside
-        it held no pod, and is unallocated, not the pod's."""
+        """(holder, pod) of each observed GPU: pod labels first; a GPU without one takes the
+        scheduler's GPU requests of the node's pods that no DCGM label names in the window (all of
+        them where telemetry labels no GPU with a pod); and the requests no observed GPU took (their
+        GPUs went unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own
+        GPU: where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod,
+        and is unallocated, not the pod's. GPUs beyond every request are unallocated."""
         labelled = {(r.namespace, r.pod) for r in rows if r.pod}
         pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
+        known = self.known_pods.get(node, set())
+        placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
         has_scheduler = (node, ts) in self.requests
         out = []
         for row in rows:
             if row.pod:
                 out.append((self._service_or_undeclared(row.namespace, row.pod, row.container), row.pod))
-            elif pending and not self.pod_mapping:  # with pod labels, an unlabelled GPU is no pod's
-                req = pending[0]
+            elif placeable:  # the scheduler places a pod no label names on an unlabelled GPU
+                i = placeable[0]
+                req = pending[i]
                 out.append((self._service_or_undeclared(req.namespace, req.pod, ""), req.pod))
-                pending[0] = req._replace(gpus=req.gpus - 1)
-                if pending[0].gpus <= 0:
-                    pending.pop(0)
+                pending[i] = req._replace(gpus=req.gpus - 1)
+                if pending[i].gpus <= 0:
+                    placeable.pop(0)
             elif has_scheduler or self.pod_mapping:
                 out.append((UNALLOCATED, ""))
             else:
                 out.append((UNKNOWN, ""))
-        return out, pending
+        return out, [req for req in pending if req.gpus > 0]
 
     def _service_or_undeclared(self, namespace, pod, container) -> str:
         key = (namespace, pod, container)

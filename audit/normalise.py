@@ -31,6 +31,7 @@ from audit.normalised import (
     ProfileSummary,
     Telemetry,
     empty_table,
+    labelled_pods,
 )
 from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_overlap_errors
 from audit.services import service_of
@@ -242,6 +243,22 @@ def _values(column: pd.Series) -> set:
     return set(column.drop_duplicates().astype(str).tolist())
 
 
+def _unlabelled_gpus(activity: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """The activity rows without a pod label on the nodes where GPU requests name pods that no
+    DCGM pod label names on that node, where DCGM labels some GPU with a pod (none otherwise: then
+    every GPU goes by the scheduler's requests, as it should)."""
+    known = labelled_pods(activity).astype(str)
+    if known.empty:
+        return activity.iloc[:0]
+    asked = requests.loc[(requests["gpus"] > 0).to_numpy(dtype=bool), ["node", "namespace", "pod"]]
+    asked = asked.drop_duplicates().astype(str).merge(known, how="left", indicator=True)
+    nodes = asked.loc[asked["_merge"] == "left_only", "node"].unique()
+    if not len(nodes):
+        return activity.iloc[:0]
+    rows = (activity["pod"] == "").to_numpy(dtype=bool) & activity["node"].astype(str).isin(nodes).to_numpy()
+    return activity.loc[rows]
+
+
 def _keys_in(frame: pd.DataFrame, keys: list[str], wanted: set) -> tuple[list[str], int]:
     """The values of ``keys`` in ``wanted`` that rows of ``frame`` hold, as sorted "a/b" texts, and
     the number of distinct intervals (``ts``) those rows fall in. Each distinct key is tested once,
@@ -368,6 +385,12 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
                 "DCGM pod labels", "namespace/pod",
                 _keys_in(tele.requests, ["namespace", "pod"], missing),
                 "pods that requested GPUs but that no DCGM series names")
+        unlabelled = _unlabelled_gpus(activity, tele.requests)
+        add("dcgm_gpu_without_pod_label", "DCGM gpu / Hostname", "DCGM pod labels", "node/gpu",
+            _keys_in(unlabelled, ["node", "gpu"], _pairs(unlabelled, "node", "gpu")),
+            "GPUs without a DCGM pod label on nodes where the scheduler places GPU pods that no "
+            "pod label names, while DCGM labels other GPUs with pods: those pods' GPU requests "
+            "are placed on these GPUs (METHOD §3)")
         hosts = _values(activity["node"])
         nodes = {(n,) for n in _values(tele.requests["node"]) - hosts if n}
         add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",

@@ -163,3 +163,13 @@ def node_types(nodes: pd.DataFrame) -> dict[str, str]:
         return {}
     return {str(node): str(kind) for node, kind in zip(nodes["node"], nodes["instance_type"])
             if isinstance(kind, str) and kind}
+
+
+def labelled_pods(activity: pd.DataFrame) -> pd.DataFrame:
+    """The distinct (node, namespace, pod) that DCGM pod labels name in any interval: the pods whose
+    GPU telemetry knows. A GPU request of another pod on the node is placed by the scheduler's
+    requests on the node's GPUs without pod labels (METHOD §3)."""
+    if not len(activity):
+        return pd.DataFrame(columns=["node", "namespace", "pod"])
+    named = activity.loc[(activity["pod"] != "").to_numpy(dtype=bool), ["node", "namespace", "pod"]]
+    return named.drop_duplicates()

@@ -13,6 +13,7 @@ on DuckDB (sqlglot): the same groups and coverage every way.
 from __future__ import annotations
 
 import decimal
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -24,6 +25,7 @@ from audit.gpusplit import GpuLines, GpuSplitter, split_gpus, taken_in_turn
 from audit.ledger import NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
 from audit.lines import resource_key, vm_key
 from audit.money import CONTEXT
+from audit.normalise import label_mismatches
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
 from audit.table_rows import column_values
 from tests.builders import activity, gpu_line, lines_frame, make_case, rendered_on_duckdb
@@ -316,3 +318,50 @@ def test_a_pods_gpu_with_no_sample_keeps_its_request_and_the_unlabelled_gpu_stay
     assert (free.gpus, free.paid, free.paid_seconds) == (1, Decimal("4"), 3600)
     assert (missing.owned_paid, missing.owned_seconds) == ({"chat": Decimal("4")}, {"chat": 3600})
     assert splitter.groups[("chat", H0.to_pydatetime())].paid == Decimal("4")
+
+
+
+def half_labelled() -> tuple[list[dict], pd.DataFrame]:
+    """GPU 0 of n1 labelled with chat-0, GPUs 1 to 3 of n1 and both of n2 with no pod label; the
+    scheduler places chat-0, chat-1 and chat-2 (one GPU each) on n1 and chat-9 on n2."""
+    busy = {("n1", "0"): 0.5, ("n1", "1"): 0.25, ("n1", "2"): 0.75, ("n1", "3"): 0.125,
+            ("n2", "0"): 0.5, ("n2", "1"): 0.0}
+    acts = [{"node": node, "gpu": gpu, "ts": H0, "busy_fraction": b, "pod": "chat-0" if (node, gpu) == ("n1", "0")
+             else "", "namespace": "llm" if (node, gpu) == ("n1", "0") else ""} for (node, gpu), b in busy.items()]
+    requests = pd.DataFrame([{"ts": H0, "namespace": "llm", "pod": pod, "node": node, "gpus": 1}
+                             for node, pod in (("n1", "chat-0"), ("n1", "chat-1"), ("n1", "chat-2"), ("n2", "chat-9"))])
+    return acts, requests
+
+
+def test_unlabelled_gpus_beside_labelled_ones_take_the_requests_no_label_names():
+    """chat-1 and chat-2, which no DCGM label names, hold n1's GPUs 1 and 2 (:func:`half_labelled`),
+    chat-9 holds n2's GPU 0: only n1's GPU 3 and n2's GPU 1, beyond every request, are unallocated
+    (before: chat held GPU 0 of n1 alone, B 1.00 of 2.00 paid, and 5 GPUs, 10.00, were unallocated
+    overhead)."""
+    acts, requests = half_labelled()
+    rows = [gpu_line(1, gpus_per_instance=4, net=Decimal("8")),
+            gpu_line(2, resource_id="i-2", gpus_per_instance=2, net=Decimal("4"))]
+    splitter = split(rows, acts, {"i-1": ("n1",), "i-2": ("n2",)}, requests)
+    chat, free = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(UNALLOCATED, H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid, chat.busy, chat.paid_seconds) == (4, Decimal("8"), Decimal("4.0"), 4 * 3600)
+    assert chat.pods == {"chat-0", "chat-1", "chat-2", "chat-9"}
+    assert (free.gpus, free.paid, free.busy, free.nodes) == (2, Decimal("4"), Decimal("0.25"), {"n1", "n2"})
+
+
+def test_the_unlabelled_gpus_that_take_requests_are_named_among_the_label_mismatches():
+    """The GPUs without a pod label on the nodes whose requests name pods no label names: all of
+    n1's but GPU 0, and n2's (before: no note; only the pods chat-1, chat-2 and chat-9 were named)."""
+    acts, requests = half_labelled()
+    tele = Telemetry(activity(acts), empty_table(["node"]), requests, empty_table(["namespace", "pod", "model_name"]),
+                     empty_table([]), 3600)
+    found = {m["check"]: m for m in label_mismatches(tele)}
+    assert found["dcgm_gpu_without_pod_label"] == {
+        "check": "dcgm_gpu_without_pod_label", "source": "DCGM gpu / Hostname", "against": "DCGM pod labels",
+        "label": "node/gpu", "values": ["n1/1", "n1/2", "n1/3", "n2/0", "n2/1"], "count": 5, "intervals": 1,
+        "detail": "GPUs without a DCGM pod label on nodes where the scheduler places GPU pods that no pod label "
+                  "names, while DCGM labels other GPUs with pods: those pods' GPU requests are placed on these "
+                  "GPUs (METHOD §3)"}
+    acts[1]["pod"], acts[1]["namespace"] = "chat-1", "llm"
+    requests = requests.loc[requests["node"] == "n1"]
+    assert [m for m in label_mismatches(replace(tele, activity=activity(acts), requests=requests))
+            if m["check"] == "dcgm_gpu_without_pod_label"][0]["values"] == ["n1/2", "n1/3"]
