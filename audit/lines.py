@@ -281,7 +281,8 @@ def json_object(text) -> dict:
 
 #: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits
 SCOPE_RULE = ("tax and credits are netted into the narrowest charges each line names: its resource "
-              "(its SKU during its charge period, else its charge period, else all the resource's charges), "
+              "(its SKU during its charge period, else the charges its period holds, else those overlapping "
+              "its period, else all the resource's charges), "
               "else its service in its sub-account (its SKU during its charge period, else its SKU, else the "
               "service's charges), else its account (a credit: the account's usage), pro rata to cost")
 
