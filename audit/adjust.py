@@ -162,8 +162,10 @@ class _Targets:
 
     One rule for tax and credits (:data:`audit.lines.SCOPE_RULE`). A line naming a resource that has charges
     applies to that resource's charges of its SKU during its charge period (a GCP or CUR credit rides
-    on the charge and hour it discounts), else to the resource's charges during that period, else to
-    all that resource's charges. A line naming no such resource applies to the charges of its account
+    on the charge and hour it discounts), else to the resource's charges its period holds (billed
+    within it: an hour's credit with no SKU goes to that hour's instance line, not to the day's data
+    transfer line that merely overlaps the hour), else to the resource's charges whose period
+    overlaps it, else to all that resource's charges. A line naming no such resource applies to the charges of its account
     and service of its SKU during its period (a GCP export row's credit on a row with no resource, such
     as internet egress, keeps that row's SKU and hour), else of its SKU, else of its service (CUR and
     FOCUS tax and credit lines name the service they apply to), else to every charge of its account
@@ -203,6 +205,7 @@ class _Targets:
             during = self._during(found, key[2], key[3])
             if key[4]:
                 yield during[self.sku[during] == key[4]]
+            yield self._held(found, key[2], key[3])
             yield during
             yield found
             return
@@ -217,6 +220,10 @@ class _Targets:
 
     def _during(self, found: np.ndarray, start, end) -> np.ndarray:
         return found[(self.start[found] < end) & (self.end[found] > start)]
+
+    def _held(self, found: np.ndarray, start, end) -> np.ndarray:
+        """The charges of ``found`` whose whole period lies in ``start``..``end``: billed in it."""
+        return found[(self.start[found] >= start) & (self.end[found] <= end)]
 
     def _of_service(self, kind: str, with_sku: bool) -> dict:
         if (kind, with_sku) not in self.services:

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from audit.buckets import BUCKETS
+from audit.buckets import BUCKETS, CLASS_PARTS
 from audit.case import Case
 from audit.collected import Collected
 from audit.ledger import (
@@ -37,15 +37,6 @@ from audit.normalised import ProfileSummary
 #: how a part names the measurements behind a group: (group, service or None) -> source text
 Describer = Callable[[Group, "str | None"], str]
 
-CLASS_PARTS = {
-    "serving_compute": ("serving_path", "serving_compute"),
-    "serving_network": ("serving_path", "serving_network"),
-    "egress": ("platform_overhead", "egress"),
-    "observability": ("platform_overhead", "observability"),
-    "orchestration": ("platform_overhead", "orchestration"),
-    "commitment_unused": ("platform_overhead", "commitment_unused"),
-    "unmatched": ("unattributed", "unmatched_line"),
-}
 HOLDER_PARTS = {
     UNALLOCATED: ("platform_overhead", "unallocated", "GPU time of GPUs no workload held"),
     UNKNOWN: ("unattributed", "allocation_unknown",

@@ -74,7 +74,9 @@ def _whole(count: Decimal | None) -> int | None:
 
 
 def _per(cost: Decimal, count: int | None, per: int) -> str | None:
-    return fmt(cost * per / count, UNIT_PLACES) if count and cost else None
+    """``cost`` per ``per`` of ``count``; None where nothing is counted, or the cost is none or
+    negative (credits above the charges: a negative price is no unit cost)."""
+    return fmt(cost * per / count, UNIT_PLACES) if count and cost > 0 else None
 
 
 def logs_count_it(t: TrafficTotals | None) -> bool:
@@ -107,7 +109,10 @@ def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: Traffic
     elif not requests:
         reasons.append(f"its request source ({', '.join(sorted(t.sources))}) counted no successful request in "
                        "the window: unit costs per request unmeasured")
-    if full == 0:
+    if full < 0:
+        reasons.append("its cost is negative after credits (they exceed its charges: see fit): its unit costs "
+                       "are not measured, a negative price being no unit cost")
+    elif full == 0:
         reasons.append("the service owns no billing line and no GPU time, and takes no shared cost: its unit "
                        "costs are unmeasured (claim its lines with [services] tags or resource_ids, or name it "
                        "in a rule)")

@@ -14,3 +14,13 @@ SHARED_PARTS = {("serving_path", "serving_compute"), ("serving_path", "serving_n
                 ("platform_overhead", "unallocated")}
 #: the parts that are billing lines (a class's charges), unmatched ones included
 LINE_PARTS = {name for _, name in SHARED_PARTS if name != "unallocated"} | {"unmatched_line"}
+#: the part a non-GPU class's charges go to whole, as (bucket, part name)
+CLASS_PARTS = {
+    "serving_compute": ("serving_path", "serving_compute"),
+    "serving_network": ("serving_path", "serving_network"),
+    "egress": ("platform_overhead", "egress"),
+    "observability": ("platform_overhead", "observability"),
+    "orchestration": ("platform_overhead", "orchestration"),
+    "commitment_unused": ("platform_overhead", "commitment_unused"),
+    "unmatched": ("unattributed", "unmatched_line"),
+}

@@ -57,7 +57,7 @@ from audit.fit_step import step_fit
 from audit.fit_undeclared import orphan_pods, pod_name, undeclared_fit
 from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
-from audit.lines import account_key, distinct_tags, resource_key
+from audit.lines import account_key, distinct_tags, lines_read, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
     MATCH_KEYS,
@@ -380,7 +380,7 @@ def _anonymous_gpu_lines(gpu_lines: pd.DataFrame, carried: Mapping[str, str], se
         return []
     kinds = sorted({str(v) for v in anonymous.get("instance_type", pd.Series(dtype=object)).dropna() if str(v)})
     billing = f" billing {listing(kinds)}" if kinds else ""
-    count = int(anonymous["line_count"].sum()) if "line_count" in anonymous.columns else len(anonymous)
+    count = lines_read(anonymous)
     near = sorted(seen)
     return [Misfit("gpu_lines_without_resource", "GPU lines without a resource",
                    f"{count:,} GPU line(s) in scope{billing} name no resource (ResourceId, or a CUR's "

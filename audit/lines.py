@@ -281,7 +281,8 @@ def json_object(text) -> dict:
 
 #: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits
 SCOPE_RULE = ("tax and credits are netted into the narrowest charges each line names: its resource "
-              "(its SKU during its charge period, else its charge period, else all the resource's charges), "
+              "(its SKU during its charge period, else the charges its period holds, else those overlapping "
+              "its period, else all the resource's charges), "
               "else its service in its sub-account (its SKU during its charge period, else its SKU, else the "
               "service's charges), else its account (a credit: the account's usage), pro rata to cost")
 
@@ -335,6 +336,12 @@ def line_name(key: tuple[str, str, str]) -> str:
     if service and resource:
         return f"{text(service, 40)}: {text(resource, 40)}"
     return text(service or resource or described, 50) or "(no service, resource or description)"
+
+
+def lines_read(lines: pd.DataFrame) -> int:
+    """How many lines of the bill ``lines`` stand for: the readers sum identical lines into one
+    (its ``line_count``), so the rows of the frame undercount them."""
+    return int(lines["line_count"].sum()) if "line_count" in lines.columns else len(lines)
 
 
 #: the columns :func:`named_amounts` names a line by

@@ -10,7 +10,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.collected import Collected
-from audit.lines import resource_key, vm_key
+from audit.lines import lines_read, resource_key, vm_key
 from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
@@ -114,7 +114,7 @@ def _check_currency(case: Case, lines: pd.DataFrame) -> None:
         first = group.iloc[0]
         every = len(group) == int((lines["source_path"] == path).sum())
         advice = f'; set currency = "{currency}" in [case]' if every else ""
-        errors.append(InputError(path, f"currency {currency!r} differs from the case's on {len(group):,} line(s) "
+        errors.append(InputError(path, f"currency {currency!r} differs from the case's on {lines_read(group):,} line(s) "
                                  f"in the window{' (every one)' if every else ''}, the first {first.line_id}{advice} "
                                  f"(amounts are never converted between currencies)",
                                  row=int(first.row), column="BillingCurrency", expected=case.currency))

@@ -31,6 +31,7 @@ from audit.fit_profiles import devices_of
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
+from audit.overdrawn import overdrawn
 from audit.result import AuditResult, commitments_of
 from connectors.base import SourceSpec
 from connectors.errors import InputError, InputErrors
@@ -153,6 +154,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
         raise misfit_errors(case, fitted)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread, case.cost_basis)
+    fitted = replace(fitted, misfits=fitted.misfits + overdrawn(charges, classified, case.cost_basis))
     _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)
     attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, fitted.undeclared)

@@ -18,7 +18,7 @@ from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.plan import PlanInput, plan
+from audit.plan import NO_SAVING, PlanInput, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
@@ -268,6 +268,10 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
         return replace(option, status="not_measured", reason=f"part not measured: {why_not}",
                        basis_note=why or None)
     monthly = (base or ZERO) * per_month
+    if monthly < 0:  # credits above the part's charges (a fit warning names them): nothing to save from
+        return replace(option, part_monthly=monthly, status="no_saving",
+                       reason=f"{NO_SAVING}: the part is {monthly:.2f} a month, negative after credits "
+                              "(they exceed its charges: see fit): no saving is priced on a negative amount")
     if model is not None:
         saving = {b: model.saving[b] * per_month - run_cost for b in BANDS}
         option = replace(option, basis="modelled", inputs=model.inputs, basis_note=model.bands,

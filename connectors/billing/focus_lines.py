@@ -145,7 +145,9 @@ def grouped_sql(con, columns: Columns) -> str:
       nets into the hours it names (audit.adjust), which a run over the day would hide.
     * Every other line is summed per UTC day of its start with the lines identical in every other
       column: no stage uses the hour of a line that bills no GPU (it is classified by its columns
-      and counted over the window).
+      and counted over the window), but for a credit's: the lines of a resource that has a credit
+      keep their own periods here too (a CPU node's hourly credit nets into that hour's instance
+      line, which a sum over the day would make a day's line like its data transfer's).
     A sum of one line keeps the line's own text; sums are exact (DECIMAL(38,20), checked first).
     ``_timed`` is a function of the key columns, so the runs are numbered among the GPU lines only
     (a window over the few GPU lines, not over every line).
@@ -169,7 +171,7 @@ def grouped_sql(con, columns: Columns) -> str:
     UNION ALL
     SELECT {aggregates}
     FROM marked WHERE NOT _timed
-    GROUP BY {', '.join(keys)}, epoch(date_trunc('day', p_start))
+    GROUP BY {', '.join(keys)}, CASE WHEN _credited THEN -rn ELSE epoch(date_trunc('day', p_start)) END
     """
 
 

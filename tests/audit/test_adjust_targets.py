@@ -58,6 +58,28 @@ def test_a_credit_whose_period_holds_no_charge_of_its_resource_goes_to_the_whole
     assert [got[f"inline.csv:{r}"][0] for r in (1, 2)] == [Decimal(-1), Decimal(-3)]
 
 
+def test_an_hour_s_credit_with_no_sku_nets_into_the_charges_that_hour_holds():
+    """A gateway node's -0.20 credit for 00:00-01:00 names its resource, no SKU: it goes to the
+    instance line of that hour (the charges its period holds), not to the day's data transfer line
+    that only overlaps the hour. Before, it went pro rata to both (-0.017 and -0.183), or, with the
+    hours summed into a day, over the whole resource (-0.14 and -0.06). Tax follows the same rule."""
+    box, transfer = "BoxUsage:c7i.2xlarge", "DataTransfer-Out-Bytes"
+    rows = [at(1, 0, resource_id="i-9", sku_id=box, **money("0.357")),
+            at(2, 1, resource_id="i-9", sku_id=box, **money("0.357")),
+            at(3, 0, 24, resource_id="i-9", sku_id=transfer, **money("3.91507272")),
+            at(4, 0, resource_id="i-9", charge_category="Credit", **money("-0.20")),
+            at(5, 0, resource_id="i-9", charge_category="Tax", **money("0.05"))]
+    got = nets(rows)
+    assert [got[f"inline.csv:{r}"][:2] for r in (1, 2, 3)] == [(Decimal("-0.20"), Decimal("0.05")), (0, 0), (0, 0)]
+
+
+def test_a_credit_that_holds_no_whole_charge_goes_to_those_overlapping_its_period():
+    rows = [at(1, 0, 24, resource_id="i-9", **money("3")), at(2, 30, resource_id="i-9", **money("1")),
+            at(3, 5, resource_id="i-9", charge_category="Credit", **money("-0.30"))]
+    got = nets(rows)
+    assert [got[f"inline.csv:{r}"][0] for r in (1, 2)] == [Decimal("-0.30"), 0]
+
+
 def test_tax_goes_to_the_service_it_names_else_to_the_account():
     ec2, logs = "Amazon Elastic Compute Cloud", "AmazonCloudWatch"
     rows = [at(1, 0, service_name=ec2, **money("100")), at(2, 0, service_name=logs, **money("50")),

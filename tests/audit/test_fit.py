@@ -631,7 +631,8 @@ def test_telemetry_of_another_quarter_is_named_with_the_span_it_covers(tmp_path)
 
 
 def test_a_bill_in_another_currency_is_one_error_with_the_setting_that_fits(tmp_path):
-    """It was twenty errors, one a row, none saying that every line was in USD."""
+    """It was twenty errors, one a row, none saying that every line was in USD. The count is of the
+    bill's lines (16,113 rows), not of the rows the reader summed them into (it said 817)."""
     import shutil
 
     case = tmp_path / "demo"
@@ -642,8 +643,8 @@ def test_a_bill_in_another_currency_is_one_error_with_the_setting_that_fits(tmp_
     assert done.returncode == 1 and "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("costaudit: error:")]
     assert len(errors) == 1, errors
-    assert "row 1, column BillingCurrency: currency 'USD' differs from the case's on " in errors[0]
-    assert ('line(s) in the window (every one), the first focus_2026-09.csv.gz:1; set currency = "USD" in [case] '
+    assert ("row 1, column BillingCurrency: currency 'USD' differs from the case's on 16,113 line(s) in the "
+            'window (every one), the first focus_2026-09.csv.gz:1; set currency = "USD" in [case] '
             "(amounts are never converted between currencies) (expected EUR)") in errors[0]
 
 

@@ -36,6 +36,18 @@ def test_payback_formula():
     assert option.payback["high"] == Decimal(str(hours["high"])) * rate / option.saving["low"]
 
 
+def test_an_option_on_a_part_credits_made_negative_saves_nothing():
+    """Egress at -4.20 over the window (a credit above its charges): the catalogue's share of it was a
+    negative saving, its high band below its low (-31.93 expected, -51.09 / -12.77 in the check); now
+    no saving, with the reason, and never ranked."""
+    spec = next(dict(s) for s in catalogue() if s["id"] == "cache_egress")
+    option = _price(spec, False, spec["acts_on"], Decimal("-4.20"), Decimal(30), CASE, {spec["acts_on"]}, None)
+    assert (option.status, option.saving, option.payback, option.part_monthly) == (
+        "no_saving", None, None, Decimal("-126.00"))
+    assert option.reason == ("no saving in this case: the part is -126.00 a month, negative after credits (they "
+                             "exceed its charges: see fit): no saving is priced on a negative amount")
+
+
 def test_unmeasured_part_is_never_priced():
     spec = dict(SPEC, acts_on="model_compute.prefill")
     option = _price(spec, False, "model_compute.prefill", None, Decimal(1), CASE, set(), None)

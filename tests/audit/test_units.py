@@ -97,8 +97,8 @@ def test_the_classes_of_two_logs_are_added_in_audit_json():
                                          "other_paths": 0, "denominator": True}
 
 
-def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch) -> dict:
-    """audit.json's service entry for chat, costing 1000.00 with the traffic of ``frame`` (its
+def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Decimal = Decimal(1000)) -> dict:
+    """audit.json's service entry for chat, costing ``own`` (1000.00) with the traffic of ``frame`` (its
     prefill / decode split, which reads the whole result, left out)."""
     from audit import audit_json_units
     from audit.audit_json_cents import ServiceCents
@@ -108,7 +108,7 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch) -> dict:
     monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc, held: None)
     services = {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)}
     found = traffic_by_service(frame, services, classes)["chat"]
-    cost = UnitCost("chat", Decimal(1000), Decimal(0), Decimal(0), {}, found)
+    cost = UnitCost("chat", own, Decimal(0), Decimal(0), {}, found)
     held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
                          "platform_overhead": Decimal("0.00")})
     return service_entry(SimpleNamespace(intervals=()), cost, "gpu_cost", held)
@@ -142,6 +142,18 @@ def test_a_service_only_a_request_log_counts_has_no_tokens_measured(monkeypatch)
     assert entry["prompt_tokens"] is None and entry["generated_tokens"] is None and entry["cost_per_1m_tokens"] is None
     assert entry["cost_per_1k_all_requests"] == "500.000000" and entry["request_counts"]["denominator"] is True
     assert entry["reason"] == "cost per 1 M tokens not measured: a request log (alb (access_log)) counts no tokens"
+
+
+def test_a_service_whose_credits_exceed_its_charges_has_no_unit_cost(monkeypatch):
+    """A gateway whose -50 credit exceeds its 17.14 of instance-hours costs -32.864: its unit costs
+    were negative prices (cost per 1,000 requests -2.579564 in the check), now null, and the reason says why."""
+    frame = traffic([{"requests": 1400.0, "pod": "chat", "source": "alb (access_log)", "witness": "access_log"}])
+    entry = unit_entry(frame, LOG_CLASSES, monkeypatch, own=Decimal("-32.864"))
+    assert [entry[k] for k in ("cost_per_request", "cost_per_1k_requests", "cost_per_1k_all_requests",
+                               "cost_per_1m_tokens")] == [None] * 4
+    assert entry["requests_per_currency_unit"] == {"successful": None, "all": None}
+    assert entry["reason"] == ("its cost is negative after credits (they exceed its charges: see fit): its unit "
+                               "costs are not measured, a negative price being no unit cost")
 
 
 def test_a_counter_alone_counts_no_all_requests_and_says_so(monkeypatch):

@@ -477,6 +477,24 @@ def test_the_hours_of_a_credited_gpu_instance_stay_apart(tmp_path):
     assert len(lines[lines.charge_category == "Credit"]) == 6
 
 
+def test_the_hours_of_a_credited_cpu_instance_stay_apart(tmp_path):
+    """Lines that bill no GPU time are summed per day, but not those of a resource with a credit: a
+    gateway node's credit for 00:00-01:00 nets into that hour's instance line. Before, its 24 hours
+    became one 8.568 day line, as long as its data transfer's, and the credit was spread over both."""
+    text = "ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ResourceId,x_InstanceType,PricingQuantity\n"
+    for hour in range(24):
+        start = pd.Timestamp("2024-01-01T00:00:00Z") + pd.Timedelta(hours=hour)
+        period = f"{start:%Y-%m-%dT%H:%M:%SZ},{start + pd.Timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}"
+        text += f"{period},Usage,0.357,0.357,i-cpu,c7i.2xlarge,1\n{period},Usage,0.357,0.357,i-other,c7i.2xlarge,1\n"
+    text += "2024-01-01T00:00:00Z,2024-01-01T01:00:00Z,Credit,-0.2,-0.2,i-cpu,,\n"
+    path = tmp_path / "credited.csv"
+    path.write_text(text)
+    lines = read(path).tables["lines"]
+    credited = lines[(lines.resource_id == "i-cpu") & (lines.charge_category == "Usage")]
+    assert len(credited) == 24 and set(credited.line_count) == {1}
+    assert list(lines[lines.resource_id == "i-other"].line_count) == [24]  # no credit: one line per day
+
+
 def test_unknown_grain_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match=r"grain 'daily' is not known \(expected one of auto, line\)"):
         read(DIALECTS / "focus12_dialect.csv", grain="daily")
