@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import datetime
 from typing import Mapping
 
-import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
+from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
 from audit.gpuunits import Sharing, device_key, devices, sharing_note, units_of
 from audit.ledger import (
     NO_SAMPLE,
@@ -36,8 +35,6 @@ from audit.ledger import (
     Group,
     NodeCoverage,
 )
-from audit.line_facts import LineFacts, capped_fit
-from audit.lines import resource_key
 from audit.money import ZERO
 from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types
 from audit.services import PodModels, pod_models, service_of
@@ -80,113 +77,6 @@ def walk_named(engine: str | None = None) -> str:
         raise UsageError(f"{where}: expected one of python, {', '.join(sorted(split_sql.ENGINES))} "
                          "(how the GPU split walks the lines)")
     return name
-
-
-#: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
-NEEDED = ("resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity", "consumed_quantity",
-          "charge_description")
-LINE_COLUMNS = NEEDED + ("instance_type", "net", "pretax", "priced", "commitment_discount_id")
-
-
-class GpuLines:
-    """The gpu_compute lines as one list per column, holding the values ``to_dict("records")`` gave
-    (a dict per line was half of the split's 11 s on a 1 M-line bill), and each line's billing period
-    as an index into the distinct (start, end) pairs, which hold the Timestamps. ``committed`` is
-    each line's net money where a commitment discount bills it (:func:`committed_money`)."""
-
-    def __init__(self, frame: pd.DataFrame):
-        missing = [c for c in NEEDED if c not in frame.columns]
-        if missing:
-            raise KeyError(f"gpu_compute lines lack the columns {missing}")
-        self.size = len(frame)
-        self.columns = {c: column_values(frame[c]) for c in LINE_COLUMNS if c in frame.columns and c not in
-                        ("start", "end", "commitment_discount_id")}
-        self.columns["committed"] = committed_money(frame)
-        self.period, self.periods = _periods(frame["start"], frame["end"])
-
-    def __getitem__(self, column: str) -> list:
-        return self.columns[column]
-
-
-def committed_money(frame: pd.DataFrame) -> list:
-    """Each line's net money where a commitment discount bills it (CommitmentDiscountId set), else 0:
-    the money of a GPU-capacity part that is released only when the commitment ends (METHOD §7).
-    Array work (46 ms a million lines; a bill with no commitment: a list of zeros)."""
-    zeros = np.full(len(frame), ZERO, dtype=object)
-    if "commitment_discount_id" not in frame.columns or "net" not in frame.columns:
-        return zeros.tolist()
-    named = (frame["commitment_discount_id"].fillna("").astype(str) != "").to_numpy(dtype=bool)
-    if named.any():
-        zeros[named] = frame["net"].to_numpy(dtype=object)[named]
-    return zeros.tolist()
-
-
-def _periods(start: pd.Series, end: pd.Series) -> tuple[list[int], list[tuple]]:
-    """Each line's index into the distinct (start, end) pairs, and those pairs (as Timestamps)."""
-    if not len(start):
-        return [], []
-    if pd.api.types.is_datetime64_any_dtype(start) and pd.api.types.is_datetime64_any_dtype(end):
-        pairs = np.stack([start.array.asi8, end.array.asi8], axis=1)
-        _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-        return inverse.ravel().tolist(), [(start.array[j], end.array[j]) for j in first.tolist()]
-    index: dict[tuple, int] = {}
-    codes = [index.setdefault(pair, len(index)) for pair in zip(start.tolist(), end.tolist())]
-    return codes, list(index)
-
-
-def line_hours(start, end) -> Decimal:
-    """The hours a line's billing period spans (whole seconds)."""
-    return Decimal(int((end - start).total_seconds())) / 3600
-
-
-def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: datetime):
-    """(interval start, overlap seconds) of [lo, hi) on the grid aligned to the window start."""
-    lo, hi = max(lo, start), min(hi, end)
-    if hi <= lo:
-        return []
-    k = int((lo - start).total_seconds() // step)
-    out = []
-    t = start + timedelta(seconds=k * step)
-    while t < hi:
-        u = t + timedelta(seconds=step)
-        overlap = (min(u, hi) - max(t, lo)).total_seconds()
-        if overlap > 0:
-            out.append((t, Decimal(int(overlap)) if float(overlap).is_integer() else Decimal(repr(overlap))))
-        t = u
-    return out
-
-
-class LinePlan:
-    """What the split reads of each line, worked out once for both ways of walking them: its
-    resource (key), its facts, its key's GPU count (the most any of the key's lines gives), its
-    billing period's grid, and the lines whose quantity the facts cap at their period, named."""
-
-    def __init__(self, lines: GpuLines, grid_of):
-        ids = lines["resource_id"]
-        keys_of = {rid: resource_key(rid) for rid in set(ids)}
-        self.resources = [keys_of[rid] for rid in ids]
-        self.keys = [r or line_id for r, line_id in zip(self.resources, lines["line_id"])]
-        hours = [line_hours(start, end) for start, end in lines.periods]
-        self.grids = [grid_of(start, end) for start, end in lines.periods]
-        facts = self.facts = LineFacts()
-        self.fact = [facts.of(gpi, pq, cq, text, hours[period]) for gpi, pq, cq, text, period in zip(
-            lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
-            lines["charge_description"], lines.period)]
-        self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
-        self.gpus: dict[str, int] = {}
-        for key, fact in zip(self.keys, self.fact):
-            count = facts.facts[fact][0]
-            if count > self.gpus.get(key, -1):
-                self.gpus[key] = count
-
-
-def taken_in_turn(known: tuple[str, ...], instances: int, turn: int) -> list[str]:
-    """The nodes a line billing ``instances`` of a resource with nodes ``known`` covers. A line
-    billing fewer than all of them (a scale set billed one row per VM, the VM not named) takes the
-    next ones in turn, so that each VM's row lands on a node of its own."""
-    if instances >= len(known):
-        return (list(known) + [""] * instances)[:instances]
-    return [known[(turn * instances + i) % len(known)] for i in range(instances)]
 
 
 class GpuSplitter:

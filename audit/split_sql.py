@@ -7,7 +7,7 @@ sqlglot for DuckDB, BigQuery and Trino (Athena): :func:`render`. What the engine
 * the GPU count of its resource key (the largest any of the key's lines gives);
 * its turn among the lines of its resource, period and meter, and the nodes its instances cover
   (a scale set billed one row per VM takes the resource's nodes in turn, as
-  :func:`audit.gpusplit.taken_in_turn` does);
+  :func:`audit.gpu_lines.taken_in_turn` does);
 * per (resource key, node, billing period, GPU count, time code, instances) the sums of its
   net, gross, priced and committed money (the net of lines a commitment discount bills) and the
   number of (line, node) placements: :data:`SUMS`.
