@@ -17,6 +17,7 @@ A reading out of range (GRACT outside 0–1, GPUTL outside 0–100) or not finit
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import pandas as pd
@@ -123,7 +124,9 @@ class DcgmiConnector(Connector):
         if samples.empty:
             raise InputError(self.path, "no GRACT or GPUTL readings",
                              expected="dcgmi dmon -e 1001 and/or 203 output")
-        grid, _ = telemetry_grid(self.path, self.ctx, samples)
+        # one poll has no spacing: the step is then the dmon -d delay the source states (whole seconds)
+        spacing = max(1, math.ceil(interval)) if interval < 2 ** 31 else None
+        grid, _ = telemetry_grid(self.path, self.ctx, samples, spacing=spacing)
         busy = gpu_activity(samples, grid)
         activity = busy.activity.assign(source=busy.activity["source"].map(SOURCES))
         quality = {name: renamed(table, SOURCES) for name, table in quality_tables(busy).items()}

@@ -56,13 +56,14 @@ def utc_offset(text, where) -> timedelta:
     return sign * timedelta(hours=int(found.group(2)), minutes=int(found.group(3) or 0))
 
 
-def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame) -> tuple[Grid, bool]:
-    """The window grid: the case's step, else the median sample spacing, else 60 s; and whether
-    that step was measured (False for the default: a log of one timestamp has no spacing)."""
+def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame, spacing: int | None = None) -> tuple[Grid, bool]:
+    """The window grid: the case's step, else the median sample spacing, else ``spacing`` (the
+    polling delay a source states, as dcgmi's ``interval_ms``), else 60 s; and whether that step was
+    measured (False for the default: a log of one timestamp has no spacing)."""
     start_ns, end_ns = utc_ns(ctx.start), utc_ns(ctx.end)
     if end_ns <= start_ns:
         raise InputError(where, "the case window is empty", expected="start < end")
-    step = ctx.step_seconds or median_step([samples])
+    step = ctx.step_seconds or median_step([samples]) or spacing
     measured = bool(step)
     step = step or DEFAULT_STEP
     if int(step) <= 0:
@@ -72,10 +73,10 @@ def telemetry_grid(where, ctx: ReadContext, samples: pd.DataFrame) -> tuple[Grid
 
 def unmeasured_step_notes(samples: pd.DataFrame) -> pd.DataFrame:
     """Table ``notes``: the step the log was averaged over was not measured, said by name at the
-    first poll (no case step, and the polls have no spacing: one timestamp)."""
+    first poll (no case step, and the polls are not a second apart: one poll of every GPU)."""
     stamps = samples["t"].nunique()
     return pd.DataFrame([(1, "timestamp", f"step unknown (not measured): the case sets no step and the log's "
-                          f"polls have no spacing ({stamps} timestamp{'s' if stamps != 1 else ''}); "
+                          f"polls are not a second apart ({stamps} timestamp{'s' if stamps != 1 else ''}); "
                           f"utilization was averaged over {DEFAULT_STEP} s intervals, the reader's default")],
                         columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
 

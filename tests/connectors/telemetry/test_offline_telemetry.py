@@ -188,6 +188,33 @@ def test_nvidia_smi_defaults_to_utc_and_median_step():
     assert first == pd.Timedelta(hours=2)  # 10:00 read as UTC
 
 
+
+def test_nvidia_smi_one_timestamp_says_its_step_was_not_measured(tmp_path):
+    """One poll has no spacing: with no case step, the reader averages over its 60 s default and
+    says so in its notes (before: the default was used with no word); the fixture's 30 s polls
+    need no note."""
+    lines = (FIXTURES / "nvidia_smi.csv").read_text().splitlines()
+    path = tmp_path / "smi.csv"
+    path.write_text("\n".join(lines[:3]) + "\n")  # the header and the first poll of both GPUs
+    frame = read(NvidiaSmiConnector, path, step=None, hours=3)
+    assert set(frame.tables["gpu_activity"]["step_seconds"]) == {60}
+    assert frame.tables["notes"].to_dict("records") == [{
+        "row": 1, "column": "timestamp",
+        "note": "step unknown (not measured): the case sets no step and the log's polls are not a second apart "
+                "(2 timestamps); utilization was averaged over 60 s intervals, the reader's default"}]
+    measured = read(NvidiaSmiConnector, FIXTURES / "nvidia_smi.csv", step=None, hours=3)
+    assert "notes" not in measured.tables
+
+
+def test_dcgmi_one_poll_takes_its_step_from_interval_ms(tmp_path):
+    """dcgmi states its polling delay (interval_ms): one poll per GPU, with no case step, is averaged
+    over that delay, not over a 60 s default with no word (before: 60 s whatever the delay)."""
+    path = tmp_path / "dmon.txt"
+    path.write_text("\n".join((FIXTURES / "dcgmi_dmon.txt").read_text().splitlines()[:4]) + "\n")
+    table = read(DcgmiConnector, path, step=None, **DMON).tables["gpu_activity"]
+    assert set(table["step_seconds"]) == {30}
+    assert len(table) == 2 and table["busy_fraction"].round(6).tolist() == [0.2, 0.5]
+
 def test_nvidia_smi_bad_value(tmp_path):
     """A reading out of range is excluded and counted (tests/hostile/test_telemetry_values.py);
     text that is no number is an error naming the row."""
