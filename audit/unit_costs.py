@@ -161,7 +161,7 @@ def _counted(requests: float) -> tuple[Decimal, Decimal] | None:
 
 
 #: what a row no request series measured adds: nothing (the figures a count of 0 adds)
-NO_REQUESTS = _counted(0.0)
+NO_REQUESTS: tuple[Decimal, Decimal] = (Decimal("0.0"), ZERO + Decimal("0.0"))  # = _counted(0.0)
 
 
 def _service_of_labels(namespace, pod, model_name, services: Mapping[str, Service]) -> str | None:
