@@ -151,8 +151,9 @@ def price(option: Option, given: PlanInput) -> Option:
                      deferred_months=deferral.months if deferral.share else None,
                      assumptions=option.assumptions + notes, **extras)
     if is_empty(option, _available(gross, run, deferral)):
-        return replace(option, status="no_saving", payback=None, rank=None,
-                       reason=_empty_reason(option, gross, deferral))
+        option = replace(option, status="no_saving", payback=None, rank=None,
+                         reason=_empty_reason(option, gross, deferral))
+        return on_now_alone(option, deferral) if deferral.share and deferral.months is None else option
     paybacks = _paybacks(option, gross, run, deferral)
     option = replace(option, status="priced", reason=None, payback=paybacks)
     if deferral.share and deferral.months is None:
@@ -188,9 +189,10 @@ def _dated(deferral: Deferral, option: Option, given: PlanInput) -> Deferral:
 
 
 def _empty_reason(option: Option, gross: Mapping[str, Decimal], deferral: Deferral) -> str:
-    if deferral.share and deferral.months is None and cents(gross["expected"]) > 0:
-        return (f"{NO_SAVING} yet: the saving lies on committed capacity whose end date is not known "
-                "(s₁ not measured), and nothing of it is available now")
+    if deferral.share and deferral.months is None and cents(gross["expected"]) > 0 and option.saving is not None:
+        return (f"{NO_SAVING} yet: the saving ({cents(option.saving['expected']):,} a month, expected) lies on "
+                "committed capacity whose end date is not known (s₁ not measured), and nothing of it is "
+                "available now")
     if option.status == "no_saving" and option.reason:
         return f"{NO_SAVING}: {option.reason}"
     return f"{NO_SAVING}: the expected saving is 0.00 or less"

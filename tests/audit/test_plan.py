@@ -258,3 +258,9 @@ def test_a_saving_whose_commitment_end_is_unknown_is_priced_on_s0_alone():
                                                "high": Decimal("90.00")}
     dated = plan([undated], given_plan(deferrals={"c": Deferral(Decimal("0.4"), Decimal(3))}))[0]
     assert dated.saving["expected"] == Decimal(100) and dated.saving_now["expected"] == Decimal(60)
+    # wholly committed: nothing now, so no saving, and its saving shows none (before: 100 a month)
+    wholly = plan([undated], given_plan(deferrals={"c": Deferral(Decimal(1), None)}))[0]
+    assert wholly.status == "no_saving" and wholly.saving == {b: Decimal(0) for b in BANDS}
+    assert wholly.reason == ("no saving in this case yet: the saving (100.00 a month, expected) lies on committed "
+                             "capacity whose end date is not known (s₁ not measured), and nothing of it is "
+                             "available now")
