@@ -17,6 +17,9 @@ the sums gives the money it gives on the raw lines.
   ``connectors/billing/data/gpu_instances.csv`` (or a per-GPU meter of ``gpu_skus.csv``) appears in its instance
   type, usage type, description, resource id or SKU, or when it shares its resource id with such a
   line: a superset of what the FOCUS reader keeps by the hour, so no hour it needs is summed away.
+  So do the lines of a resource id that has a line the mapping makes a credit or refund
+  (``cur_sql.base_columns`` ChargeCategory; the FOCUS reader's ``_credited``): an hour's credit nets
+  into that hour's line (audit.adjust), which a sum over the day would hide.
 * **Money.** Every amount and quantity is summed as DECIMAL(38, 18), converted per line before the
   sum: text as is; a DOUBLE through its shortest text in DuckDB (``CAST(CAST(x AS VARCHAR) AS
   DECIMAL)``) and by ``CAST(x AS DECIMAL(38, 18))`` in Trino. No sum runs over a DOUBLE.
@@ -40,6 +43,7 @@ from sqlglot import exp
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_sql import text_or_null
+from connectors.billing.focus_lines import CREDITED
 from connectors.duck import quote_ident as ident
 from connectors.duck import quote_text
 from schemas.errors import UsageError
@@ -265,6 +269,8 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     line.append(f"coalesce(regexp_matches({text}, {quote_text(gpu_pattern())}), FALSE) AS _gpu")
     resource = text_or_null(refs["line_item_resource_id"]) if "line_item_resource_id" in refs else "NULL"
     line.append(f"{resource} AS _resource")
+    line.append(f"{text_or_null(refs['line_item_line_item_type'])} AS t")  # as cur_sql.base_columns reads it
+    credit = f"coalesce({sql.base_columns()['ChargeCategory']} IN ({CREDITED}), FALSE)"
 
     lo, hi = literal(start), literal(end)
     start_sql = moment(refs[sql.PERIOD[0]], kind(sql.PERIOD[0]))
@@ -274,8 +280,8 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     if pruned:
         scan_where.insert(0, pruned)
 
-    group = keys + ["CASE WHEN _timed THEN _start END", "CASE WHEN _timed THEN _end END",
-                    "CASE WHEN _timed THEN NULL ELSE date_trunc('day', _start) END"]
+    group = keys + ["CASE WHEN _apart THEN _start END", "CASE WHEN _apart THEN _end END",
+                    "CASE WHEN _apart THEN NULL ELSE date_trunc('day', _start) END"]
     outputs = keys + [f"strftime(min(_start), '{PERIOD_FORMAT}') AS {start_col}",
                       f"strftime(max(_end), '{PERIOD_FORMAT}') AS {end_col}"]
     outputs += [f"CAST(sum({name}) AS VARCHAR) AS {name}" for name in sums]
@@ -286,13 +292,13 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
       SELECT {', '.join(line)}
       FROM {STAND_IN} AS c
       WHERE {' AND '.join(scan_where)}
-    ), timed_line AS (
-      SELECT *, CASE WHEN _resource IS NOT NULL THEN bool_or(_gpu) OVER (PARTITION BY _resource)
-                ELSE _gpu END AS _timed
+    ), apart_line AS (
+      SELECT *, CASE WHEN _resource IS NOT NULL THEN bool_or(_gpu OR {credit}) OVER (PARTITION BY _resource)
+                ELSE _gpu END AS _apart
       FROM cur_line
     )
     SELECT {', '.join(outputs)}
-    FROM timed_line
+    FROM apart_line
     GROUP BY {', '.join(group)}
     ORDER BY {order}
     """

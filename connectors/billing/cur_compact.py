@@ -17,7 +17,9 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   exactly as before: split cost allocation rows, commitment fees (their unused part is a row of its
   own), lines of a resource that may bill GPU time (the FOCUS reader's own GPU rules,
   :func:`connectors.billing.gpu_sql.gpu_line_sql`, run on the distinct values of the fields they read:
-  GPU lines keep their hours), and a line whose period ends before it starts (the FOCUS checks name it).
+  GPU lines keep their hours), lines of a resource that a credit or refund line names (its hourly
+  credit nets into the hour's line, which a sum over the day would hide, as the FOCUS reader's
+  ``_credited`` keeps them), and a line whose period ends before it starts (the FOCUS checks name it).
 * **Per file, on the file's own columns.** The keys are the Parquet columns the key fields and tags
   are read from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their
   text: two values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader
@@ -41,7 +43,7 @@ import duckdb
 import numpy as np
 
 from connectors.billing import cur_sql as sql
-from connectors.billing.focus_lines import SUM_TYPE, lossy_sql, sum_text_sql
+from connectors.billing.focus_lines import CREDITED, SUM_TYPE, lossy_sql, sum_text_sql
 from connectors.billing.focus_load import read_error
 from connectors.billing.gpu_sql import ensure_gpu_instances, gpu_line_sql
 from connectors.duck import quote_text, utc_text
@@ -86,7 +88,7 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
             return False
     ensure_gpu_instances(con)
     probe_files(con, layouts)
-    con.execute(f"CREATE TEMP TABLE _timed AS {timed_sql()}")
+    con.execute(f"CREATE TEMP TABLE _apart AS {apart_sql()}")
     con.execute("DROP TABLE _probed")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
     for index, layout in enumerate(layouts):
@@ -102,7 +104,7 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     else:  # each file's groups were inserted in row order, the files in turn: raw is in file order
         con.execute("DROP VIEW raw")
         con.execute("ALTER TABLE _compact RENAME TO raw")
-    con.execute("DROP TABLE _timed")
+    con.execute("DROP TABLE _apart")
     return not lossy
 
 
@@ -185,7 +187,7 @@ def amount_sum(own: sql.Layout, name: str) -> str:
 
 
 def probe_key(prefix: str = "") -> str:
-    """SQL: a line's key in ``_timed``: the hash of its resource id, or of the other fields the GPU
+    """SQL: a line's key in ``_apart``: the hash of its resource id, or of the other fields the GPU
     rules read where it has none (nulls as '', as every rule reads them). Two keys that collide only
     keep more lines whole, which changes nothing but the time."""
     text = {name: f"coalesce({prefix}{field}, '')" for name, field in PROBE.items()}
@@ -193,11 +195,14 @@ def probe_key(prefix: str = "") -> str:
     return f"CASE WHEN {rid} <> '' THEN hash({rid}) ELSE hash({', '.join(text.values())}) END"
 
 
-def timed_sql() -> str:
-    """SELECT the keys (:func:`probe_key`) of the lines that may bill GPU time: by the GPU rules on
-    the line's own fields, or by a line of the same resource id (the core / RAM parts of a GPU
-    machine), as :func:`connectors.billing.focus_lines.mark_timed` decides it. The rules read the
-    distinct values of the fields' sources (table ``_probed``, :func:`probe_files`), never a text per line."""
+def apart_sql() -> str:
+    """SELECT the keys (:func:`probe_key`) of the lines that keep their own periods, as
+    :func:`connectors.billing.focus_lines.mark_timed` decides it: those that may bill GPU time (by
+    the GPU rules on the line's own fields, or by a line of the same resource id: the core / RAM
+    parts of a GPU machine), and those of a resource id with a line the FOCUS mapping makes a credit
+    or refund (``_credited``: a resource's key is its id's hash, so the credit's key is every one of
+    its lines' key). The rules read the distinct values of the fields' sources (table ``_probed``,
+    :func:`probe_files`), never a text per line."""
     base = sql.base_columns()  # ChargeCategory over the line item type ``t``
     # A CUR names no resource: the FOCUS reader's ``text`` has an empty ResourceName between the two.
     named = (f"{base['ChargeCategory']} AS charge_category, nullif(itype, '') AS hint, usage, descr, "
@@ -206,8 +211,10 @@ def timed_sql() -> str:
     return f"""
     WITH seen AS (SELECT DISTINCT {probe_key()} AS k, {fields} FROM _probed
                   WHERE NOT {sql.is_split()}),
-    rules AS (SELECT k, coalesce({gpu_line_sql()}, FALSE) AS _gpu FROM (SELECT *, {named} FROM seen))
-    SELECT DISTINCT k FROM rules WHERE _gpu
+    rules AS (SELECT k, coalesce({gpu_line_sql()}, FALSE) AS _gpu,
+                     rid <> '' AND coalesce(charge_category IN ({CREDITED}), FALSE) AS _credited
+              FROM (SELECT *, {named} FROM seen))
+    SELECT DISTINCT k FROM rules WHERE _gpu OR _credited
     """
 
 
@@ -238,7 +245,7 @@ def whole(prefix: str, start: str, end: str) -> str:
     """SQL over a line (its fields after ``prefix``): it stays a line of its own."""
     fees = ", ".join(quote_text(t) for t in FEE_TYPES)
     return (f"({prefix}line_item_line_item_type IN ({fees}) OR {sql.is_split(prefix)} OR {end} < {start} "
-            f"OR {probe_key(prefix)} IN (SELECT k FROM _timed))")
+            f"OR {probe_key(prefix)} IN (SELECT k FROM _apart))")
 
 
 def marked_sql(own: sql.Layout, index: int) -> str:

@@ -185,6 +185,42 @@ def test_gpu_lines_keep_their_hours_and_others_are_summed_per_day():
     ]  # the 3 May line lies outside the window
 
 
+def test_the_hours_of_a_credited_resource_keep_their_periods_in_every_rendering():
+    """A CPU node with a credit for 00:00-01:00 (no SKU, periods as a Parquet export types them) keeps its hours, so that the credit nets into
+    that hour's line, not into the day's data transfer line (audit.adjust); a node without a credit
+    is summed per day. Before, i-cpu's three hours became one 0.288 line from 00:00 to 03:00, over
+    which the credit was spread with the transfer's. The Trino text, read back, gives the same rows."""
+    with duckdb.connect() as con:
+        prepare(con)
+        con.execute("""CREATE TABLE cur AS SELECT * FROM (VALUES
+          ('Usage', '2024-05-01T00:00:00Z', '2024-05-01T01:00:00Z', 'USE1-BoxUsage:c7i.2xlarge', 'i-cpu', '0.096'),
+          ('Usage', '2024-05-01T01:00:00Z', '2024-05-01T02:00:00Z', 'USE1-BoxUsage:c7i.2xlarge', 'i-cpu', '0.096'),
+          ('Usage', '2024-05-01T02:00:00Z', '2024-05-01T03:00:00Z', 'USE1-BoxUsage:c7i.2xlarge', 'i-cpu', '0.096'),
+          ('Usage', '2024-05-01T00:00:00Z', '2024-05-02T00:00:00Z', 'USE1-DataTransfer-Out-Bytes', 'i-cpu', '3.9'),
+          ('Credit', '2024-05-01T00:00:00Z', '2024-05-01T01:00:00Z', NULL, 'i-cpu', '-0.2'),
+          ('Usage', '2024-05-01T00:00:00Z', '2024-05-01T01:00:00Z', 'USE1-BoxUsage:c7i.2xlarge', 'i-other', '0.096'),
+          ('Usage', '2024-05-01T01:00:00Z', '2024-05-01T02:00:00Z', 'USE1-BoxUsage:c7i.2xlarge', 'i-other', '0.096')
+        ) AS t(line_item_line_item_type, s, e, line_item_usage_type, line_item_resource_id, line_item_unblended_cost)""")
+        con.execute("""CREATE OR REPLACE TABLE cur AS SELECT * EXCLUDE (s, e), CAST(s AS TIMESTAMPTZ)::TIMESTAMP AS
+          line_item_usage_start_date, CAST(e AS TIMESTAMPTZ)::TIMESTAMP AS line_item_usage_end_date FROM cur""")
+        columns = [(n, t) for n, t, *_ in con.execute("DESCRIBE cur").fetchall()]
+        plan = agg.plan(columns)
+        tree = agg.aggregate_query(plan, datetime(2024, 5, 1, tzinfo=timezone.utc), datetime(2024, 5, 2, tzinfo=timezone.utc))
+        rows = con.execute(agg.render(tree, "duckdb", "cur")).fetchall()
+        assert con.execute(trino_on_duckdb(agg.render(tree, "trino", TABLE), plan)).fetchall() == rows
+    names = [e.alias_or_name for e in tree.expressions]
+    got = sorted((g["line_item_resource_id"], g["line_item_usage_start_date"], g["line_item_usage_end_date"],
+                  g["line_item_unblended_cost"], g["_lines"]) for g in (dict(zip(names, r)) for r in rows))
+    assert got == [
+        ("i-cpu", "2024-05-01T00:00:00Z", "2024-05-01T01:00:00Z", "-0.200000000000000000", "1"),
+        ("i-cpu", "2024-05-01T00:00:00Z", "2024-05-01T01:00:00Z", "0.096000000000000000", "1"),
+        ("i-cpu", "2024-05-01T00:00:00Z", "2024-05-02T00:00:00Z", "3.900000000000000000", "1"),
+        ("i-cpu", "2024-05-01T01:00:00Z", "2024-05-01T02:00:00Z", "0.096000000000000000", "1"),
+        ("i-cpu", "2024-05-01T02:00:00Z", "2024-05-01T03:00:00Z", "0.096000000000000000", "1"),
+        ("i-other", "2024-05-01T00:00:00Z", "2024-05-01T02:00:00Z", "0.192000000000000000", "2"),
+    ]
+
+
 def test_cur2_maps_and_partitions_render_for_trino_and_duckdb():
     columns = [("line_item_line_item_type", "string"), ("line_item_unblended_cost", "double"),
                ("line_item_usage_start_date", "timestamp"), ("line_item_usage_end_date", "timestamp"),

@@ -4,6 +4,7 @@ the window; what must stay a line of its own does."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -11,12 +12,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from audit.adjust import spread
 from benchmarks.billing.generate import generate
 from connectors.base import ReadContext, SourceSpec
 from connectors.billing import cur
 from connectors.billing.cur import CurConnector
 from connectors.errors import InputError
-from tests.builders import cur2_rows, legacy_row, write_cur2, write_legacy
+from tests.builders import cur2_rows, instance_hour, legacy_row, write_cur2, write_legacy
 from tests.paths import DATA
 
 LABS = DATA / "billing" / "aws_wa_labs"
@@ -143,6 +145,36 @@ def test_a_day_of_volume_lines_is_one_line_and_gpu_hours_stay_hours(tmp_path, mo
     assert gpu.line_count.sum() == 5
 
 
+def cpu_day(resource: str) -> list[dict]:
+    """A CPU node billed hour by hour over 2026-09-01 (CUR 2.0 rows)."""
+    return [instance_hour(0, "Usage", "c7i.2xlarge", "0.357", resource,
+                          line_item_usage_start_date=datetime(2026, 9, 1) + h * pd.Timedelta(hours=1),
+                          line_item_usage_end_date=datetime(2026, 9, 1) + (h + 1) * pd.Timedelta(hours=1))
+            for h in range(24)]
+
+
+@pytest.mark.parametrize("kind", ["Credit", "Refund"])
+def test_the_hours_of_a_credited_cpu_node_stay_hours_for_its_credit(tmp_path, monkeypatch, kind):
+    """A -0.20 credit on a CPU node for 00:00-01:00 with no SKU nets into that hour's instance line,
+    not the day's data transfer line. Before, the summing stage made the node's 24 hours one 8.568
+    line over the day, as long as its transfer's, and the credit went pro rata to both (-0.137 and
+    -0.063). A node without a credit is still one line per day."""
+    day = {"line_item_usage_start_date": datetime(2026, 9, 1), "line_item_usage_end_date": datetime(2026, 9, 2)}
+    transfer = instance_hour(0, "Usage", "", "3.91507272", "i-cpu", line_item_usage_type="USE1-DataTransfer-Out-Bytes",
+                             line_item_line_item_description="data transfer out", product_sku="XFER", **day)
+    credit = instance_hour(0, kind, "", "-0.20", "i-cpu", line_item_usage_type="", product_sku="",
+                           line_item_line_item_description="credit")
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet",
+                      cpu_day("i-cpu") + [transfer, credit] + cpu_day("i-other"))
+    lines = assert_same(path, *SEPTEMBER, monkeypatch)
+    assert list(lines[lines.resource_id == "i-other"].line_count) == [24]
+    charges, leftovers = spread(lines, "effective")
+    credits = dict(zip(charges.line_id, charges.credits))
+    assert not leftovers and credits["export-00001.snappy.parquet:1"] == Decimal("-0.20")
+    assert credits["export-00001.snappy.parquet:25"] == 0  # the data transfer
+    assert sum(credits.values()) == Decimal("-0.20")
+
+
 def test_a_period_that_ends_before_it_starts_is_named_by_its_own_row(tmp_path):
     rows = hours(0, 6, "0.01", VOLUME)
     day = pd.Timestamp("2026-09-01T00:00:00Z")
@@ -223,8 +255,6 @@ def test_typed_text_is_the_same_text_without_the_null_literal_test():
 
 
 # --- a DOUBLE amount read as a DECIMAL without its text (cur_compact.fast_decimal) -----------------
-
-from decimal import Decimal  # noqa: E402
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
