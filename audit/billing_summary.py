@@ -76,7 +76,7 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
 
     start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
     out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
-           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO)}
+           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO), "notes": []}
     for source in sources:
         path = _local(source)
         check_source_path(path, EITHER, expected="a billing export file or folder")  # a FIFO would block the read
@@ -120,6 +120,7 @@ def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime
 
 def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
     """Add one source's totals through its connector (line-level); returns (rows, lines)."""
+    from audit.bridge import unamortised_reason
     from audit.classify import classify
     from connectors.base import ReadContext, SourceSpec
     from connectors.registry import resolve
@@ -129,6 +130,9 @@ def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetim
     frame = resolve(kind)(spec, ReadContext(window[0], window[1], currency)).read()
     lines = classify(frame.tables["lines"], (), set(), set())
     _accumulate(out, lines)
+    unamortised = unamortised_reason(lines)  # an actual-cost export's purchase leaves the effective total
+    if unamortised:
+        out["notes"].append(f"{path.name}: effective total: {unamortised}")
     return frame.rows, line_total(lines)
 
 
@@ -168,7 +172,8 @@ def _finish(out: dict) -> dict:
     return {"sources": out["sources"], "by_charge_category": per_currency(out["by_category"]),
             "by_service": per_currency(out["by_service"]), "by_currency": currencies,
             "gpu_hours_by_instance_type": [{"instance_type": k, "gpu_hours": fmt(v, 2)}
-                                           for k, v in sorted(out["gpu_hours"].items())]}
+                                           for k, v in sorted(out["gpu_hours"].items())],
+            "notes": out["notes"]}
 
 
 __all__ = ["sniff_format", "summarise"]

@@ -49,6 +49,9 @@ def render_text(summary: dict) -> str:
     lines.append("\nGPU-hours by instance type:")
     for row in summary["gpu_hours_by_instance_type"] or [{"instance_type": "(no GPU instance lines)", "gpu_hours": ""}]:
         lines.append(f"  {row['instance_type']:<46}{row['gpu_hours']:>16}")
+    if summary.get("notes"):
+        lines.append("\nNotes:")
+        lines += [f"  {note}" for note in summary["notes"]]
     return "\n".join(lines)
 
 

@@ -215,6 +215,22 @@ def test_a_purchase_whose_amortisation_no_line_carries_is_not_measured_and_named
     assert amortized["amortised_commitment"].reason is None
 
 
+
+def test_costaudit_billing_says_what_the_effective_total_of_an_actual_cost_export_lacks():
+    """`costaudit billing` on the same export: effective 5.30 against billed 8.55, and before, no word
+    that the 3.25 purchase is in no line of the effective total (a verifier's find); the amortised
+    export needs no note."""
+    from audit.billing_summary import summarise
+    from audit.cli.billing import render_text
+
+    actual = summarise([str(TOOLKIT / "EA_ActualCost_Small.csv")], None, None)
+    assert [r["effective"] for r in actual["by_currency"]] == ["5.30"]
+    [note] = actual["notes"]
+    assert note.startswith("EA_ActualCost_Small.csv: effective total: 1 commitment purchase line(s) "
+                           "(EA_ActualCost_Small.csv:1), billed 3.25, leave the effective basis")
+    assert f"Notes:\n  {note}" in render_text(actual)
+    assert summarise([str(TOOLKIT / "EA_AmortizedCost_Small.csv")], None, None)["notes"] == []
+
 def test_focus_sample_with_contracted_cost_missing_on_some_lines():
     lines = focus_lines(FOCUS_SAMPLE)
     with duckdb.connect() as con:
