@@ -22,7 +22,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.lines import ADJUSTING_CATEGORIES, basis_amount, distinct_tags, tags_of
-from audit.misfit import LISTED, Misfit, listing, nearest, text
+from audit.misfit import LISTED, VALUE_CHARS, Misfit, listing, nearest, text
 from audit.money import ZERO, cents
 from audit.services import matches
 
@@ -38,7 +38,7 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     for service in claimants:
         tags_hit = _tags_claim_lines(service, tags)
         resource_hits = {p: any(matches(p, r) for r in resources) for p in service.resource_ids}
-        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits))
+        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, _ids_by_name(lines)))
         if not tags_hit and not any(resource_hits.values()) and not service.match and service.name not in logs:
             subject = f"service {text(service.name)}"
             out.append(Misfit("service_unmatched", subject,
@@ -53,9 +53,25 @@ def _tags_claim_lines(service: Service, tags: Sequence[Mapping]) -> bool:
                                       for t in tags)
 
 
+#: characters of a ResourceId to claim instead, shown whole (a GCP id runs to ~100)
+ID_CHARS = 200
+
+
+def _ids_by_name(lines: pd.DataFrame) -> dict[str, list[str]]:
+    """ResourceName → the ResourceIds of the lines that carry it (where the two differ), each once."""
+    if "resource_name" not in lines.columns:
+        return {}
+    pairs = lines[["resource_name", "resource_id"]].drop_duplicates().astype(str)
+    pairs = pairs[(pairs["resource_name"] != "") & (pairs["resource_id"] != "")
+                  & (pairs["resource_name"] != pairs["resource_id"])]
+    return {name: sorted(group["resource_id"]) for name, group in pairs.groupby("resource_name")}
+
+
 def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[str], tags_hit: bool,
-                   resource_hits: Mapping[str, bool]) -> list[Misfit]:
-    """A misfit per claim that matched no line (each claim evaluated once, by the caller)."""
+                   resource_hits: Mapping[str, bool], ids_by_name: Mapping[str, list[str]] | None = None
+                   ) -> list[Misfit]:
+    """A misfit per claim that matched no line (each claim evaluated once, by the caller); a
+    resource_ids claim that is some lines' ResourceName names the ResourceIds to claim instead."""
     subject = f"service {text(service.name)}"
     out = []
     if service.tags and not tags_hit:
@@ -72,10 +88,14 @@ def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[st
                               f"{present}", tuple(text(v) for v in near[:LISTED])))
     for pattern in service.resource_ids:
         if not resource_hits[pattern]:
-            near = nearest(pattern, resources)
+            named = sorted({i for name, ids in (ids_by_name or {}).items() if matches(pattern, name) for i in ids})
+            near = named or nearest(pattern, resources)
+            present = (f"it is the ResourceName of lines whose ResourceId is "
+                       f"{', '.join(text(i, ID_CHARS) for i in named[:LISTED])}: claim that"
+                       if named else f"ResourceIds present: {listing(near)}")
             out.append(Misfit("service_claim", subject,
                               f"{subject}: resource_ids claim \"{text(pattern)}\" matches no billing line; "
-                              f"ResourceIds present: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
+                              f"{present}", tuple(text(v, ID_CHARS if named else VALUE_CHARS) for v in near[:LISTED])))
     return out
 
 

@@ -189,3 +189,21 @@ def test_a_service_that_owns_nothing_has_no_unit_cost_not_a_cost_of_zero(tmp_pat
     assert gateway["requests"] > 1000 and gateway["total_cost"] == "0.00"
     assert gateway["cost_per_request"] is gateway["cost_per_1k_requests"] is gateway["cost_per_1k_all_requests"] is None
     assert "owns no billing line and no GPU time" in gateway["reason"] and "claim its lines" in gateway["reason"]
+
+
+def test_a_resource_ids_claim_written_as_a_resource_name_names_the_id_to_claim():
+    """GCP lines carry the instance's name in ResourceName and //compute…/instances/<number> in
+    ResourceId; a claim of the name matched nothing, and the warning listed the first ResourceIds by
+    likeness, not the one to claim (a verifier's gke case). Now it names that id, whole."""
+    import pandas as pd
+
+    from audit.fit_claims import claims_fit
+    node = "//compute.googleapis.com/projects/acme-inference-prod/zones/us-central1-b/instances/4313314077904292793"
+    lines = pd.DataFrame({"resource_id": [node, "//compute.googleapis.com/projects/p/zones/z/instances/1"],
+                          "resource_name": ["gke-pool-f17310e1-mcmn", "gke-pool-f17310e1-abcd"],
+                          "tags": ["{}", "{}"], "allocated_tags": ["{}", "{}"]})
+    case = type("Case", (), {"services": {"gateway": Service("gateway", {}, resource_ids=("gke-pool-f17310e1-mcmn",))}})
+    [misfit] = claims_fit(case, lines, {"gateway": ["access-log"]})
+    assert misfit.message == ('service gateway: resource_ids claim "gke-pool-f17310e1-mcmn" matches no billing line; '
+                              f"it is the ResourceName of lines whose ResourceId is {node}: claim that")
+    assert misfit.nearest == (node,)
