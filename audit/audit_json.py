@@ -353,7 +353,8 @@ def _planned(o: Option) -> dict:
     return {"counts_towards": o.plan_part, "run_cost_monthly": fmt(o.run_cost, 2),
             "marginal_saving": bands(o.marginal_saving),
             "deferred": {"saving_now": bands(o.saving_now), "saving_later": bands(o.saving_deferred),
-                         "months_after_window": fmt(o.deferred_months, 2)},
+                         "months_after_window": fmt(o.deferred_months, 2),
+                         "committed_share": fmt(o.committed_share, 6)},
             "break_even_monthly_saving": fmt(o.break_even, 2), "horizon_months": fmt(o.horizon_months, 0),
             "sensitivity": [{"input": s.input, "low": s.low, "high": s.high,
                              "payback_at_low": fmt(s.payback_at_low, 2), "payback_at_high": fmt(s.payback_at_high, 2)}

@@ -149,6 +149,7 @@ def price(option: Option, given: PlanInput) -> Option:
     option = replace(option, run_cost=run, saving_now=now,
                      saving_deferred=later if deferral.share and deferral.months is not None else None,
                      deferred_months=deferral.months if deferral.share else None,
+                     committed_share=deferral.share or None,
                      assumptions=option.assumptions + notes, **extras)
     if is_empty(option, _available(gross, run, deferral)):
         option = replace(option, status="no_saving", payback=None, rank=None,

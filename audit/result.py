@@ -199,6 +199,8 @@ class Option:
     saving_deferred: Bands | None = None
     #: t_c: months from the end of W to the commitment's end (None: no end date known)
     deferred_months: Decimal | None = None
+    #: the share of the saving on committed capacity (METHOD §7), where some is; None: none
+    committed_share: Decimal | None = None
     #: payback (expected) under the low and high of each input
     sensitivity: tuple[Sensitivity, ...] = ()
     #: the monthly saving that pays the expected cost back within the horizon

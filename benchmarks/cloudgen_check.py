@@ -64,6 +64,15 @@ def within_a_cent(amount: Decimal, exact: Decimal) -> bool:
     return abs(amount - exact) < Decimal("0.01")
 
 
+def now_share(deferred: dict) -> Decimal:
+    """The share of an option's saving priced now: the truth prices the whole saving, the audit s₀
+    alone where the share on committed capacity has no known end (METHOD §7); 1 where none waits."""
+    share = deferred.get("committed_share")
+    if share is None or deferred.get("saving_later") is not None:
+        return Decimal(1)
+    return 1 - Decimal(share)
+
+
 def compare(document: dict, truth: dict) -> dict:
     """Rows (figure, audit, truth, relative error) and the parts that differ."""
     rows = []
@@ -79,7 +88,7 @@ def compare(document: dict, truth: dict) -> dict:
     for option, want in (truth.get("options") or {}).items():
         got = next((o for o in document["options"] if o["id"] == option), None)
         saving = Decimal(((got or {}).get("monthly_saving") or {}).get("expected") or 0)
-        expected = Decimal(want["monthly_saving_expected"])
+        expected = Decimal(want["monthly_saving_expected"]) * now_share((got or {}).get("deferred") or {})
         error = relative_error(saving, expected)
         figures.append({"figure": f"{option} (a month)", "audit": str(saving), "truth": str(expected),
                         "error": None if error is None else str(error.quantize(Decimal("0.000001"))),
