@@ -15,10 +15,13 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the
 ``load_focus_named`` + ``read_focus_table`` check, window and normalise them as for any FOCUS file:
 
 * a charge row per group: cost_type regular → Usage, tax → Tax, adjustment and rounding_error →
-  Adjustment; BilledCost = EffectiveCost = the summed cost (credits excluded);
+  Adjustment; BilledCost = EffectiveCost = the summed cost (credits excluded); ListCost = the summed
+  ``cost_at_list`` where every row of the group has one, else NULL (the list basis then refuses the
+  line by name rather than count part of its list price);
 * a Credit row per group and credit type with a non-zero sum (FOCUS keeps credits as lines of
   their own), carrying the group's project, resource and SKU so the engine nets it into what it
   applies to; credits of a type not in ``CREDIT_TYPES`` (or of no type) are summed as OTHER;
+  ListCost 0 (a credit does not change the list price of the usage);
 * ServiceName = service.description, ChargeDescription = sku.description, ResourceId = resource.name
   (detailed export), PricingQuantity / PricingUnit = usage.amount_in_pricing_units / pricing_unit,
   ConsumedQuantity / ConsumedUnit = usage.amount / unit, SubAccountId = project.id, Tags = labels;
@@ -48,7 +51,17 @@ from connectors.billing.focus_checks import extent_note, extent_notes, notes_tab
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
 from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_timestamp, missing_field, ndjson, shared_rows
-from connectors.billing.gcp_sql import CONVERSION_RATE, CREDIT_TYPES, GCP_KEYS, GCP_SUMS, GRAINS, render, split_table
+from connectors.billing.gcp_sql import (
+    CONVERSION_RATE,
+    CREDIT_TYPES,
+    GCP_KEYS,
+    GCP_SUMS,
+    GRAINS,
+    LIST_COST,
+    known_sum,
+    render,
+    split_table,
+)
 from connectors.bounds import EITHER
 from connectors.duck import first_line, session
 from connectors.errors import FatalSourceError, InputError, InputErrors, RetriableSourceError, missing_library
@@ -75,7 +88,8 @@ CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
 _KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
 JSON_COLUMNS = {
     **{name: "VARCHAR" for name in ("billing_account_id", "usage_start_time", "usage_end_time",
-                                    "cost", "currency", "cost_type", "currency_conversion_rate")},
+                                    "cost", "currency", "cost_type", "currency_conversion_rate",
+                                    "cost_at_list")},
     "service": "STRUCT(id VARCHAR, description VARCHAR)",
     "sku": "STRUCT(id VARCHAR, description VARCHAR)",
     "project": "STRUCT(id VARCHAR, number VARCHAR, name VARCHAR)",
@@ -209,8 +223,8 @@ class GcpBillingConnector(Connector):
             raise InputError(table, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",
                              column=", ".join(missing), expected="a gcp_billing_export_*_v1 table")
         return render("gcp_lines", "bigquery", table=table, start=self.ctx.start, end=self.ctx.end,
-                      grain=opts["grain"], detailed="resource" in names,
-                      partition_slack_days=opts["partition_slack_days"])
+                      grain=opts["grain"], partition_slack_days=opts["partition_slack_days"],
+                      **optional_columns(names))
 
 
 def make_client(options, table: str):
@@ -295,9 +309,9 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     files, fmt = export_files(path)
     if fmt == "json":
         ndjson(files)
-    detailed = export_view(con, files, fmt, path)
+    names = export_view(con, files, fmt, path)
     sql = render("gcp_lines", "duckdb", table="billing_export", start=ctx.start, end=ctx.end,
-                 grain=opts["grain"], detailed=detailed)
+                 grain=opts["grain"], **optional_columns(names))
     try:
         con.execute(f"CREATE TABLE agg AS {sql}")
     except duckdb.Error as exc:
@@ -330,8 +344,15 @@ def export_read(files: list[str], fmt: str, filename: bool = False) -> str:
     return f"read_parquet({listed}, union_by_name=true{named})"
 
 
-def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
-    """Create view ``billing_export`` (timestamps as TIMESTAMPTZ); return whether it is detailed."""
+def optional_columns(names) -> dict[str, bool]:
+    """``render``'s flags for the optional columns among the export's column ``names``: ``resource``
+    (a detailed export) and ``cost_at_list`` (rendered as NULL where absent)."""
+    return {"detailed": "resource" in names, "list_cost": "cost_at_list" in names}
+
+
+def export_view(con, files: list[str], fmt: str, path: Path) -> set[str]:
+    """Create view ``billing_export`` (timestamps as TIMESTAMPTZ); return its column names (NDJSON:
+    those of :data:`JSON_COLUMNS`, a missing key reading as NULL)."""
     source = export_read(files, fmt)
     if fmt == "json":
         names = set(JSON_COLUMNS)
@@ -348,7 +369,7 @@ def export_view(con, files: list[str], fmt: str, path: Path) -> bool:
     con.execute("CREATE VIEW billing_export AS SELECT * REPLACE ("
                 "CAST(usage_start_time AS TIMESTAMPTZ) AS usage_start_time, "
                 f"CAST(usage_end_time AS TIMESTAMPTZ) AS usage_end_time){rate} FROM {source}")
-    return "resource" in names
+    return names
 
 
 # --- aggregates → FOCUS-named rows ----------------------------------------------------------
@@ -369,7 +390,7 @@ def regroup_labels(con) -> None:
         con.executemany("INSERT INTO label_map VALUES (?, ?)", mapping)
     keys = [k for k in GCP_KEYS if k != "labels"]
     sums = ", ".join([f"sum({name}) AS {name}" for name in (*GCP_SUMS, *CREDIT_COLUMNS, "export_rows")]
-                     + [f"max({CONVERSION_RATE}) AS {CONVERSION_RATE}"])
+                     + [f"max({CONVERSION_RATE}) AS {CONVERSION_RATE}", f"{known_sum(LIST_COST)} AS {LIST_COST}"])
     con.execute(f"CREATE TABLE agg_canonical AS SELECT {', '.join(keys)}, m.tags AS labels, "
                 f"min(period_start) AS period_start, max(period_end) AS period_end, {sums} "
                 f"FROM agg JOIN label_map AS m USING (labels) GROUP BY {', '.join(keys)}, m.tags")
@@ -419,7 +440,7 @@ def focus_sql(commitments: bool = True) -> str:
     CREATE TABLE gcp_focus AS
     WITH {cud.fee_ctes() + "," if commitments else ""}
     charges AS (
-      SELECT {common}, {cud.charge_columns()},
+      SELECT {common}, {cud.charge_columns()}, {LIST_COST} AS ListCost,
         pricing_quantity AS PricingQuantity,
         nullif(pricing_unit, '') AS PricingUnit, usage_amount AS ConsumedQuantity,
         nullif(usage_unit, '') AS ConsumedUnit, NULL::VARCHAR AS x_CreditType,
@@ -427,6 +448,7 @@ def focus_sql(commitments: bool = True) -> str:
       FROM cud WHERE NOT ((is_fee OR is_spend_fee) AND cud_id IS NOT NULL)),
     credits AS (
       SELECT {common}, 'Credit' AS ChargeCategory, amount AS BilledCost, amount AS EffectiveCost,
+        0::DECIMAL(38, 9) AS ListCost,
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part

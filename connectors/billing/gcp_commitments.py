@@ -301,7 +301,9 @@ def fees_present(con) -> bool:
 def fee_rows() -> str:
     """SELECT the FOCUS rows of ``cud_fee``: per pool, the Purchase (the part of the fee its usage
     used: BilledCost, EffectiveCost 0) and the Unused row (the rest, on both bases); columns as
-    ``gcp_billing.focus_sql`` names them."""
+    ``gcp_billing.focus_sql`` names them. ListCost is 0 on both, as the CUR and Azure readers map
+    unused commitments and the list basis counts a purchase: the covered usage carries its own list
+    price (its ``cost_at_list``), and an unused commitment lists no usage."""
     common = """'Google Cloud' AS ProviderName, billing_account_id AS BillingAccountId,
         fee_project AS SubAccountId, fee_service AS ServiceName, fee_start AS ChargePeriodStart,
         fee_end AS ChargePeriodEnd, nullif(fee_resource, '') AS ResourceId,
@@ -311,7 +313,7 @@ def fee_rows() -> str:
         NULL::VARCHAR AS x_MachineSpec, NULL::DECIMAL(38, 9) AS PricingQuantity,
         NULL::VARCHAR AS PricingUnit, committed_amount AS ConsumedQuantity,
         nullif(usage_unit, '') AS ConsumedUnit, NULL::VARCHAR AS x_CreditType,
-        'Committed Use Discount' AS CommitmentDiscountType"""
+        'Committed Use Discount' AS CommitmentDiscountType, 0::DECIMAL(38, 9) AS ListCost"""
     return f"""
       SELECT {common}, fee_sku AS ChargeDescription, 'Purchase' AS ChargeCategory,
         used AS BilledCost, 0::DECIMAL(38, 9) AS EffectiveCost, fee_rows AS x_ExportRows,

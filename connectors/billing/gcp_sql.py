@@ -65,9 +65,19 @@ GCP_KEYS = (
     "usage_unit", "pricing_unit", "labels", "machine_spec",
 )
 GCP_SUMS = ("cost", "usage_amount", "pricing_quantity", "credit_total")
+#: the list-price cost of a group (the export's ``cost_at_list``): known only where every row of the
+#: group has one (a partial sum would be a wrong list total, never a smaller known one), else NULL
+LIST_COST = "list_cost"
 #: the largest currency_conversion_rate (US dollars to the billing currency) of a group's rows:
 #: a spend-based commitment states its committed amount in dollars (gcp_commitments)
 CONVERSION_RATE = "conversion_rate"
+
+
+
+def known_sum(column: str) -> str:
+    """SQL: the sum of ``column`` over a group where every row has a value, else NULL."""
+    return f"CASE WHEN COUNT({column}) = COUNT(*) THEN SUM({column}) END"
+
 
 _CREDIT_COLUMNS = ",\n    ".join(
     f"COALESCE((SELECT SUM(money(c.amount)) FROM UNNEST(e.credits) AS _c(c) "
@@ -103,6 +113,7 @@ WITH export_line AS (
     COALESCE((SELECT MAX(s.value) FROM UNNEST(e.system_labels) AS _s(s)
               WHERE s.key = 'compute.googleapis.com/machine_spec'), '') AS machine_spec,
     money(e.cost) AS cost,
+    money(e.cost_at_list) AS {LIST_COST},
     money(e.usage.amount) AS usage_amount,
     money(e.usage.amount_in_pricing_units) AS pricing_quantity,
     COALESCE((SELECT SUM(money(c.amount)) FROM UNNEST(e.credits) AS _c(c)), 0)
@@ -120,6 +131,7 @@ SELECT
   {", ".join(f"SUM({name}) AS {name}" for name in GCP_SUMS)},
   {", ".join(f"SUM(credit_{kind.lower()}) AS credit_{kind.lower()}" for kind in CREDIT_TYPES)},
   MAX({CONVERSION_RATE}) AS {CONVERSION_RATE},
+  {known_sum(LIST_COST)} AS {LIST_COST},
   COUNT(*) AS export_rows
 FROM export_line
 GROUP BY {", ".join(GCP_KEYS)}
@@ -149,13 +161,14 @@ QUERIES = {"gcp_lines": GCP_LINES, "billing_totals": BILLING_TOTALS}
 
 
 def render(name: str, dialect: str, *, table: str, start: datetime, end: datetime,
-           grain: str = "hour", detailed: bool = True, partition_slack_days: int | None = None,
-           list_lambdas: bool = True) -> str:
+           grain: str = "hour", detailed: bool = True, list_cost: bool = True,
+           partition_slack_days: int | None = None, list_lambdas: bool = True) -> str:
     """The query ``name`` as SQL of ``dialect`` over ``table`` for the window [start, end).
 
     ``table``: a DuckDB table or view name, ``project.dataset.table`` (BigQuery) or
     ``[catalog.]schema.table`` (Trino). gcp_lines only: ``grain`` (hour or day); ``detailed=False``
     for a standard export, which has no ``resource`` column (ResourceId is then empty);
+    ``list_cost=False`` for an export without ``cost_at_list`` (read as NULL: the list cost unknown);
     ``partition_slack_days`` (BigQuery) also filters ``_PARTITIONTIME`` to [start − 1 day,
     end + slack days): far fewer bytes, at the price of rows exported later than the slack.
     ``list_lambdas=False`` keeps DuckDB's correlated subqueries as written (slow; for checking the
@@ -171,7 +184,9 @@ def render(name: str, dialect: str, *, table: str, start: datetime, end: datetim
     tree = exp.replace_placeholders(tree, start=_timestamp(start), end=_timestamp(end))
     _set_table(tree, table, dialect)
     if not detailed:
-        _drop_struct(tree, "resource")
+        _drop_columns(tree, lambda column: column.table == "resource", "VARCHAR")
+    if not list_cost:
+        _drop_columns(tree, lambda column: column.name == "cost_at_list", "DOUBLE")
     if partition_slack_days is not None:
         tree = _partition_filter(tree, dialect, start, end, int(partition_slack_days))
     tree = tree.transform(_json_text).transform(lambda node: _money(node, dialect))
@@ -221,11 +236,12 @@ def split_table(table: str, dialect: str) -> list[str]:
     return parts
 
 
-def _drop_struct(tree: exp.Expr, struct: str) -> None:
-    """Replace every field of ``struct`` (e.g. resource.name) by a NULL string."""
+def _drop_columns(tree: exp.Expr, absent, kind: str) -> None:
+    """Replace every column the export lacks (``absent(column)``: e.g. the fields of ``resource``,
+    or ``cost_at_list``) by a NULL of type ``kind``."""
     for column in list(tree.find_all(exp.Column)):
-        if column.table == struct:
-            column.replace(exp.cast(exp.null(), exp.DataType.build("VARCHAR")))
+        if absent(column):
+            column.replace(exp.cast(exp.null(), exp.DataType.build(kind)))
 
 
 def _partition_filter(tree: exp.Expr, dialect: str, start: datetime, end: datetime,

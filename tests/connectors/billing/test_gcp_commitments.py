@@ -116,6 +116,19 @@ def test_the_same_audit_on_both_bases_where_every_covered_hour_is_wholly_covered
     assert effective["buckets"] == billed["buckets"]
 
 
+def test_on_the_list_basis_a_commitment_changes_nothing(gke, tmp_path):
+    """Before: refused (the reader had no ListCost). Now the covered hours keep their cost_at_list
+    (their list price), their credits list 0, and the fee's Purchase and Unused rows list 0 (as CUR and
+    Azure unused commitments do): the list total is the uncommitted case's, to the cent."""
+    folder, records, plain = gke
+    covered_records, _ = with_commitment(records)
+    document = audit_document(case_with(folder, tmp_path / "case", covered_records, "list"))
+    assert document["total"] == document["bridge"]["list"] == plain["total"] == plain["bridge"]["list"]
+    assert part(document, "platform_overhead", "commitment_unused") == 0
+    assert plain["total"] == "4475.01"
+    assert document["bridge"]["effective"] == "3914.07"  # the commitment's saving lies between the bases
+
+
 def test_credits_with_no_fee_are_named_in_the_notes(gke, tmp_path):
     """The fee billed elsewhere (another billing account's export): the covered hours stay at their
     cost net of the credit, and the source's notes say which SKU and region, and that no fee was seen."""

@@ -2,7 +2,7 @@
 aggregated export rows: resource- and spend-based fee rows and covered usage in several pools and
 days, spend-based fees with the offset credit of the 2025 data model, credits that meet no fee,
 money with nine decimal places of either size. Whatever the rows, the FOCUS rows keep every cent
-of the invoice on both bases, each pool's fees are exactly its Purchase and Unused rows, the covered
+of the invoice on both bases (and the usage's list cost on the list basis), each pool's fees are exactly its Purchase and Unused rows, the covered
 rows' amortised shares add up exactly to the Purchase, and nothing is negative that cannot be."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.billing.gcp_billing import CREDIT_COLUMNS, focus_table
-from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS, GCP_SUMS
+from connectors.billing.gcp_sql import CONVERSION_RATE, GCP_KEYS, GCP_SUMS, LIST_COST
 
 DAY = datetime(2026, 9, 1, tzinfo=timezone.utc)
 NANO = Decimal("0.000000001")
@@ -76,6 +76,7 @@ def row(hour: int, sku: str, resource: str, cost: Decimal, amount: Decimal, cred
     out.update(credit_committed_usage_discount=credit, credit_committed_usage_discount_dollar_base=spend,
                credit_fee_utilization_offset=offset)
     out[CONVERSION_RATE] = Decimal(1)
+    out[LIST_COST] = cost  # the export's cost_at_list: on-demand, before every credit
     return out
 
 
@@ -83,7 +84,7 @@ def mapped(rows: list[dict]) -> list[dict]:
     """The gcp_focus rows of ``rows`` (as ``agg_canonical``)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    money_columns = [*GCP_SUMS, *CREDIT_COLUMNS]
+    money_columns = [*GCP_SUMS, *CREDIT_COLUMNS, LIST_COST]
     columns = ([f"{k} TIMESTAMPTZ" if k == "bucket" else f"{k} VARCHAR" for k in GCP_KEYS]
                + ["period_start TIMESTAMPTZ", "period_end TIMESTAMPTZ"]
                + [f"{c} DECIMAL(38, 9)" for c in money_columns] + ["export_rows BIGINT", f"{CONVERSION_RATE} DECIMAL(38, 9)"])
@@ -104,6 +105,9 @@ def test_every_cent_kept_and_each_pool_s_fees_exactly_its_purchase_and_unused_ro
     invoice = sum((r["cost"] + r["credit_total"] for r in rows), Decimal(0))
     assert sum((r["BilledCost"] for r in out), Decimal(0)) == invoice
     assert sum((r["EffectiveCost"] for r in out), Decimal(0)) == invoice
+    # the list basis: the usage's own list costs; fees (Purchase, Unused) and credits list 0
+    usage_list = sum((r[LIST_COST] for r in rows if r["sku_description"] not in (*FAMILIES, SPEND_FEE)), Decimal(0))
+    assert sum((r["ListCost"] for r in out), Decimal(0)) == usage_list
     fees: dict[tuple, Decimal] = defaultdict(Decimal)
     project_fees: dict[tuple, Decimal] = defaultdict(Decimal)
     for r in rows:
