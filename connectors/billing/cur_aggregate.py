@@ -12,6 +12,7 @@ the sums gives the money it gives on the raw lines.
   ``resource_tags_*`` columns one by one, a CUR 2.0 tag MAP as its JSON text. ``product_*`` fields
   that are not columns are read from the ``product`` MAP.
 * **Period.** Lines that may bill GPU time keep their usage period (grouped by start and end).
+  So do lines whose period straddles an edge of the window (they are clipped by their own period).
   Every other line is grouped by the UTC day of its start and gets the earliest start and the
   latest end of its group. A line may bill GPU time when a GPU instance type of
   ``connectors/billing/data/gpu_instances.csv`` (or a per-GPU meter of ``gpu_skus.csv``) appears in its instance
@@ -280,7 +281,10 @@ def aggregate_query(plan_: Plan, start: datetime, end: datetime) -> exp.Expr:
     if pruned:
         scan_where.insert(0, pruned)
 
-    group = keys + ["CASE WHEN _apart THEN _start END", "CASE WHEN _apart THEN _end END",
+    # a line straddling an edge of the window keeps its period too (connectors.billing.clip clips it)
+    straddles = f"(_start < {lo} AND _end > {lo}) OR (_start < {hi} AND _end > {hi})"
+    group = keys + [f"CASE WHEN _apart OR {straddles} THEN _start END",
+                    f"CASE WHEN _apart OR {straddles} THEN _end END",
                     "CASE WHEN _apart THEN NULL ELSE date_trunc('day', _start) END"]
     outputs = keys + [f"strftime(min(_start), '{PERIOD_FORMAT}') AS {start_col}",
                       f"strftime(max(_end), '{PERIOD_FORMAT}') AS {end_col}"]

@@ -19,7 +19,9 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   :func:`connectors.billing.gpu_sql.gpu_line_sql`, run on the distinct values of the fields they read:
   GPU lines keep their hours), lines of a resource that a credit or refund line names (its hourly
   credit nets into the hour's line, which a sum over the day would hide, as the FOCUS reader's
-  ``_credited`` keeps them), and a line whose period ends before it starts (the FOCUS checks name it).
+  ``_credited`` keeps them), a line whose period ends before it starts (the FOCUS checks name it),
+  and a line whose period straddles an edge of the window (:mod:`connectors.billing.clip` clips it by
+  its own period).
 * **Per file, on the file's own columns.** The keys are the Parquet columns the key fields and tags
   are read from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their
   text: two values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader
@@ -278,8 +280,8 @@ def period_of(own: sql.Layout, name: str) -> str:
 def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:
     """SELECT one file's lines as rows of the new ``raw``, from its relation ``f<index>`` laid out as
     ``own``: grouped on the file columns the key fields and tags are read from, the UTC day of the
-    start and the side of the window; a line that stays whole (:func:`whole`) is a group of its own
-    (its row is a key). Every row's ``_h`` is new and its own: no two lines shared a row hash."""
+    start and the side of the window; a line that stays whole (:func:`whole`) or straddles an edge of
+    the window is a group of its own (its row is a key). Every row's ``_h`` is new and its own: no two lines shared a row hash."""
     lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
     first, last = sql.PERIOD
     keys = sorted({own.sources[n] for n in sql.FIELDS if n in own.sources and n not in SUMMED_FIELDS
@@ -296,6 +298,7 @@ def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) ->
         else:
             out.append(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
     out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(own)}) AS _lossy"]
-    alone = f"CASE WHEN {whole(FIELD, '__s', '__e')} THEN __r END"
+    straddles = f"(__s < {lo} AND __e > {lo}) OR (__s < {hi} AND __e > {hi})"
+    alone = f"CASE WHEN {whole(FIELD, '__s', '__e')} OR {straddles} THEN __r END"
     group = keys + ["epoch(date_trunc('day', __s))", side, alone]
     return f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) GROUP BY {', '.join(group)}"

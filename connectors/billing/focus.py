@@ -52,6 +52,7 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing.clip import clip_to_window
 from connectors.billing.focus_checks import (
     check_rows,
     duplicate_errors,
@@ -130,8 +131,8 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     currency = file_currency(con, columns, ctx.currency)
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
-    lines = build_lines(kept, columns, path)
-    notes = hour_notes(con) + (repeat_notes(repeated) if duplicates == "note" else [])
+    lines, clipped = clip_to_window(build_lines(kept, columns, path), (ctx.start, ctx.end))
+    notes = hour_notes(con) + clipped + (repeat_notes(repeated) if duplicates == "note" else [])
     notes += extent_notes(con) if lines.empty and rows else []
     return {"lines": lines, "notes": notes_table(notes)}, int(rows), covered(lines)
 

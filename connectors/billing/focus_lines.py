@@ -1,6 +1,7 @@
 """The FOCUS reader's window selection and normalisation: view ``n`` → the ``lines`` table.
 
-:func:`select_window` keeps the lines whose charge period overlaps the window and, at grain
+:func:`select_window` keeps the lines whose charge period overlaps the window (those that straddle
+an edge of it stay lines of their own, for :mod:`connectors.billing.clip` to clip) and, at grain
 ``auto``, sums in DuckDB the lines no stage of the audit tells apart (:func:`grouped_sql`; the GPU
 rules of :mod:`connectors.billing.gpu_sql` say which lines keep their hours). :func:`build_lines`
 turns the kept lines into ``BillingLine`` rows: Decimals from the exact text, UTC datetimes,
@@ -60,7 +61,9 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags",
               "AllocatedTags AS allocated_tags", f"{contract_ids_sql('ContractApplied')} AS contract_applied"]
     parts += [f"e{i}" for i in range(len(columns.extras))]
-    parts += ["_ps AS p_start", "_pe AS p_end", "_n"]
+    parts += ["_ps AS p_start", "_pe AS p_end", "_n",
+              f"(_ps < CAST({lo} AS TIMESTAMPTZ) AND _pe > CAST({lo} AS TIMESTAMPTZ)) OR "
+              f"(_ps < CAST({hi} AS TIMESTAMPTZ) AND _pe > CAST({hi} AS TIMESTAMPTZ)) AS _straddles"]
     con.execute(f"CREATE OR REPLACE TEMP VIEW kept AS SELECT * FROM (SELECT {', '.join(parts)} FROM n) "
                 f"WHERE p_start < CAST({hi} AS TIMESTAMPTZ) "
                 f"AND (p_start >= CAST({lo} AS TIMESTAMPTZ) OR p_end > CAST({lo} AS TIMESTAMPTZ))")
@@ -148,6 +151,8 @@ def grouped_sql(con, columns: Columns) -> str:
       and counted over the window), but for a credit's: the lines of a resource that has a credit
       keep their own periods here too (a CPU node's hourly credit nets into that hour's instance
       line, which a sum over the day would make a day's line like its data transfer's).
+    * A line whose period straddles an edge of the window (``_straddles``) stays a line of its own:
+      :mod:`connectors.billing.clip` clips it to its part inside the window, pro rata by its own period.
     A sum of one line keeps the line's own text; sums are exact (DECIMAL(38,20), checked first).
     ``_timed`` is a function of the key columns, so the runs are numbered among the GPU lines only
     (a window over the few GPU lines, not over every line).
@@ -158,7 +163,7 @@ def grouped_sql(con, columns: Columns) -> str:
     # A line repeated for the same hour (two identical lines, 00:00 twice) is no part of a run: numbered
     # with the others, it would make lines that are not consecutive agree (00:00, 00:00, 02:00 gives
     # -1 h, -2 h, -1 h) and spread their money over an hour neither bills. Each repeat stays a line of its own.
-    island = (f"CASE WHEN _repeats > 1 OR _credited THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
+    island = (f"CASE WHEN _repeats > 1 OR _credited OR _straddles THEN -rn ELSE epoch(p_start) - epoch(p_end - p_start) * "
               f"row_number() OVER (PARTITION BY {same}, _repeats > 1 ORDER BY p_start, rn) END")
     repeats = f"count(*) OVER (PARTITION BY {same}, p_start) AS _repeats"
     sums = [f"{sum_text_sql(column)} AS {column}" for column in SUMMED]
@@ -171,7 +176,8 @@ def grouped_sql(con, columns: Columns) -> str:
     UNION ALL
     SELECT {aggregates}
     FROM marked WHERE NOT _timed
-    GROUP BY {', '.join(keys)}, CASE WHEN _credited THEN -rn ELSE epoch(date_trunc('day', p_start)) END
+    GROUP BY {', '.join(keys)}, CASE WHEN _credited THEN -rn ELSE epoch(date_trunc('day', p_start)) END,
+      CASE WHEN _straddles THEN rn END
     """
 
 

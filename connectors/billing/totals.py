@@ -8,7 +8,10 @@ views and one query; only its few hundred result rows come back to Python.
 
 * ``line_groups``: the source's lines grouped on the raw values (as stored, no per-line text
   work) of every column the totals read, with the window test of each line as one more key, the
-  amounts summed exactly and the lines counted. This is the only part that touches every line,
+  amounts summed exactly and the lines counted. A line whose period straddles an edge of the window
+  has one key more, the share of its period inside it (:func:`connectors.billing.totals_sql.clip_key`):
+  the query returns such groups' sums apart and :func:`clipped` scales them, exactly in Python, as
+  the connectors clip each line (:mod:`connectors.billing.clip`). This is the only part that touches every line,
   and it costs about what a plain GROUP BY over those columns costs.
 * ``raw`` (CUR) and ``focus_lines``: the groups mapped to FOCUS names. Null literals (empty,
   ``NULL``, ``null``, ``\\N``) become NULL on the grouped values. For CUR the mapping is
@@ -54,6 +57,7 @@ from pathlib import Path
 import duckdb
 
 from connectors.billing.catalogue import HOUR_RE
+from connectors.billing.clip import share
 from connectors.billing.gpu_sql import gpu_meter_sql, hint_sql, instance_type_sql, load_gpu_instances
 from connectors.billing.totals_cur import cur_views
 from connectors.billing.totals_focus import focus_views
@@ -143,7 +147,7 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     categories = ", ".join(quote_text(c) for c in CHARGE_CATEGORIES)
     return f"""
     WITH grouped AS (
-      SELECT w, ChargeCategory AS cat, coalesce(ServiceName, '') AS svc, BillingCurrency AS cur, {keys},
+      SELECT w, _clip, ChargeCategory AS cat, coalesce(ServiceName, '') AS svc, BillingCurrency AS cur, {keys},
              sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(GpuQuantity) AS quantity,
              sum(Lines) AS n, sum(Inexact) AS inexact,
              sum(CASE WHEN w IS NULL OR BilledCost IS NULL OR EffectiveCost IS NULL THEN Lines ELSE 0 END) AS bad
@@ -164,21 +168,22 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     ), gpu AS (
       SELECT coalesce(nullif(t.itype, ''), nullif(coalesce(gi.gpu_model, t.meter), ''), '(unknown)') AS name,
              sum(CASE WHEN gi.gpus > 0 THEN t.quantity * gi.gpus WHEN t.meter IS NOT NULL THEN t.quantity
-                      ELSE 0 END) AS hours
+                      ELSE 0 END) AS hours, t._clip
       FROM typed_group t LEFT JOIN gpu_instances gi ON gi.instance_type = t.itype
       WHERE (t.hourly AND gi.instance_type IS NOT NULL) OR (gi.instance_type IS NULL AND t.meter IS NOT NULL)
-      GROUP BY 1
+      GROUP BY 1, t._clip
     )
-    SELECT 'category', cat, sum(billed), sum(effective), NULL, sum(n) FROM kept GROUP BY cat
-    UNION ALL SELECT 'service', svc, sum(billed), sum(effective), NULL, sum(n) FROM kept GROUP BY svc
-    UNION ALL SELECT 'currency', currency, sum(billed), sum(effective), NULL, sum(n) FROM kept GROUP BY currency
-    UNION ALL SELECT 'gpu', name, NULL, NULL, hours, NULL FROM gpu
-    UNION ALL SELECT 'rows', NULL, NULL, NULL, NULL, ({rows_sql})
-    UNION ALL SELECT 'lines', NULL, NULL, NULL, NULL, coalesce((SELECT sum(n) FROM kept), 0)
-    UNION ALL SELECT 'bad', NULL, NULL, NULL, NULL, (SELECT sum(bad) FROM grouped)
-    UNION ALL SELECT 'currencies', NULL, NULL, NULL, NULL, (SELECT currencies FROM currencies)
-    UNION ALL SELECT 'inexact', NULL, NULL, NULL, NULL, (SELECT sum(inexact) FROM grouped)
-    UNION ALL SELECT 'unknown category', cat, NULL, NULL, NULL, sum(n) FROM grouped
+    SELECT 'category', cat, sum(billed), sum(effective), NULL, sum(n), _clip FROM kept GROUP BY cat, _clip
+    UNION ALL SELECT 'service', svc, sum(billed), sum(effective), NULL, sum(n), _clip FROM kept GROUP BY svc, _clip
+    UNION ALL SELECT 'currency', currency, sum(billed), sum(effective), NULL, sum(n), _clip FROM kept
+      GROUP BY currency, _clip
+    UNION ALL SELECT 'gpu', name, NULL, NULL, hours, NULL, _clip FROM gpu
+    UNION ALL SELECT 'rows', NULL, NULL, NULL, NULL, ({rows_sql}), NULL
+    UNION ALL SELECT 'lines', NULL, NULL, NULL, NULL, coalesce((SELECT sum(n) FROM kept), 0), NULL
+    UNION ALL SELECT 'bad', NULL, NULL, NULL, NULL, (SELECT sum(bad) FROM grouped), NULL
+    UNION ALL SELECT 'currencies', NULL, NULL, NULL, NULL, (SELECT currencies FROM currencies), NULL
+    UNION ALL SELECT 'inexact', NULL, NULL, NULL, NULL, (SELECT sum(inexact) FROM grouped), NULL
+    UNION ALL SELECT 'unknown category', cat, NULL, NULL, NULL, sum(n), NULL FROM grouped
       WHERE cat IS NULL OR cat NOT IN ({categories}) GROUP BY cat
     """
 
@@ -190,11 +195,13 @@ def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
     inexact_lines = 0
     tables = {"category": totals.by_category, "service": totals.by_service, "currency": totals.by_currency}
     problem = None
-    for kind, name, billed, effective, hours, n in result:
+    for kind, name, billed, effective, hours, n, clip in result:
         if kind in tables:
-            tables[kind][name] = [billed or Decimal(0), effective or Decimal(0)]
+            sums = tables[kind].setdefault(name, [Decimal(0), Decimal(0)])
+            sums[0] += clipped(billed or Decimal(0), clip)
+            sums[1] += clipped(effective or Decimal(0), clip)
         elif kind == "gpu":
-            totals.gpu_hours[name] = hours or Decimal(0)
+            totals.gpu_hours[name] = totals.gpu_hours.get(name, Decimal(0)) + clipped(hours or Decimal(0), clip)
         elif kind == "rows":
             totals.rows = int(n or 0)
         elif kind == "lines":
@@ -208,6 +215,16 @@ def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
         elif kind == "inexact":
             inexact_lines = int(n or 0)
     return totals, problem, inexact_lines
+
+
+def clipped(amount: Decimal, clip: str | None) -> Decimal:
+    """A group's sum over lines straddling an edge of the window, clipped to its part inside
+    (``clip``: ``'inside/whole'`` microseconds, :func:`connectors.billing.totals_sql.clip_key`),
+    as the connectors clip each line (:func:`connectors.billing.clip.share`); unchanged when None."""
+    if clip is None:
+        return amount
+    inside, whole = clip.split("/")
+    return share(amount, int(inside), int(whole))
 
 
 # --- the error path --------------------------------------------------------------------------

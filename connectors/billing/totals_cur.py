@@ -23,6 +23,7 @@ from connectors.billing.totals_sql import (
     TEXT_COLUMNS,
     Column,
     as_text,
+    clip_key,
     exact_text,
     focus_select,
     group_sql,
@@ -51,7 +52,7 @@ def cur_views(con, root: Path, window: tuple[datetime, datetime], exact: bool) -
     plan = CurPlan.of(layouts, groups, exact)
     lookup = map_lookup(con)
     lines = " UNION ALL ".join(cur_scan(group, plan, window, lookup) for group in groups)
-    con.execute(f"CREATE TEMP VIEW line_groups AS {group_sql(lines, list(plan.keys) + ['w'], plan.aggregates())}")
+    con.execute(f"CREATE TEMP VIEW line_groups AS {group_sql(lines, list(plan.keys) + ['w', '_clip'], plan.aggregates())}")
     con.execute(f"CREATE TEMP VIEW raw AS {cur_raw_sql(plan)}")
     con.execute(f"CREATE TEMP VIEW focus_lines AS {cur_lines_sql()}")
     counts = " UNION ALL ".join(f"SELECT count(*) AS n FROM {source_of(group)}" for group in groups)
@@ -188,6 +189,7 @@ def cur_scan(group: Group, plan: CurPlan, window: tuple[datetime, datetime], loo
     columns = {name: cur_column(layout, name, dtypes, lookup) for name in sql.FIELDS}
     parts = {name: (as_text(columns[name]) if columns[name] else "NULL::VARCHAR") for name in plan.keys}
     parts["w"] = period_test(*(columns[name] for name in sql.PERIOD), window)
+    parts["_clip"] = clip_key(*(columns[name] for name in sql.PERIOD), window)
     for name in plan.money:
         parts.update(money_lines(name, columns[name], name in plan.fast))
     checked = [n for n in plan.money if n in plan.fast and columns[n]]
@@ -233,7 +235,7 @@ def cur_raw_sql(plan: CurPlan) -> str:
     absent = [n for n in sql.FIELDS if n not in plan.keys and n not in plan.money]
     parts += [f"NULL::VARCHAR AS {n}" for n in absent]
     parts += [f"_unused{i}, _unused{i}_n" for i in range(len(sql.UNUSED))]
-    return f"SELECT w, _n, _inexact, {', '.join(parts)} FROM line_groups"
+    return f"SELECT w, _clip, _n, _inexact, {', '.join(parts)} FROM line_groups"
 
 
 def cur_lines_sql() -> str:
@@ -261,7 +263,7 @@ def cur_lines_sql() -> str:
     select.append(f"{pick(['_inexact'] + ['0'] * (len(parts) - 1))} AS Inexact")
     where = " OR ".join(f"(part = {i} AND {when})" for i, (_, _, when) in enumerate(parts))
     numbers = ", ".join(f"({i})" for i in range(len(parts)))
-    staged = (f"SELECT w, {', '.join(select)} FROM {sql.money_source()}, (VALUES {numbers}) AS parts(part) "
+    staged = (f"SELECT w, _clip, {', '.join(select)} FROM {sql.money_source()}, (VALUES {numbers}) AS parts(part) "
               f"WHERE {where}")
     quantity = ("CASE WHEN ChargeCategory = 'Usage' THEN CASE WHEN coalesce(PricingQuantity, 0) <> 0 "
                 "THEN PricingQuantity ELSE coalesce(ConsumedQuantity, 0) END END")

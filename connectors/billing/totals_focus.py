@@ -16,6 +16,7 @@ from connectors.billing.totals_sql import (
     TEXT_COLUMNS,
     Column,
     as_text,
+    clip_key,
     exact_text,
     group_sql,
     inexact,
@@ -57,7 +58,8 @@ def focus_groups_sql(found: dict[str, Column], source: str, window: tuple[dateti
                      exact: bool) -> str:
     """GROUP BY of a FOCUS file's lines on the raw text columns, with exact sums."""
     keys = [f"{as_text(found[n]) if n in found else 'NULL::VARCHAR'} AS {n}" for n in TEXT_COLUMNS]
-    line = {"w": period_test(found["ChargePeriodStart"], found["ChargePeriodEnd"], window)}
+    period = (found["ChargePeriodStart"], found["ChargePeriodEnd"])
+    line = {"w": period_test(*period, window), "_clip": clip_key(*period, window)}
     aggregates: dict[str, str] = {}
     fast = [found[n] for n in ("BilledCost", "EffectiveCost") if found[n].double and not exact]
     for name in ("BilledCost", "EffectiveCost"):
@@ -68,7 +70,7 @@ def focus_groups_sql(found: dict[str, Column], source: str, window: tuple[dateti
     aggregates["GpuQuantity"] = "sum(GpuQuantity)"
     aggregates["_inexact"] = "count_if(_inexact)"
     lines = f"SELECT {', '.join(keys)}, {', '.join(f'{e} AS {a}' for a, e in line.items())} FROM {source}"
-    return group_sql(lines, list(TEXT_COLUMNS) + ["w"], aggregates)
+    return group_sql(lines, list(TEXT_COLUMNS) + ["w", "_clip"], aggregates)
 
 
 def focus_quantity(found: dict[str, Column]) -> str:
@@ -84,5 +86,5 @@ def focus_lines_sql() -> str:
     """FOCUS-named groups: null literals of the raw keys turned into NULL."""
     keys = [f"{sql.text_or_null(n)} AS {n}" for n in TEXT_COLUMNS]
     sums = [f"CASE WHEN {n}__nulls > 0 THEN NULL ELSE {n} END AS {n}" for n in ("BilledCost", "EffectiveCost")]
-    return (f"SELECT w, {', '.join(keys)}, {', '.join(sums)}, GpuQuantity, _n AS Lines, _inexact AS Inexact "
+    return (f"SELECT w, _clip, {', '.join(keys)}, {', '.join(sums)}, GpuQuantity, _n AS Lines, _inexact AS Inexact "
             "FROM line_groups")

@@ -93,6 +93,19 @@ def period_test(start: Column, end: Column, window: tuple[datetime, datetime]) -
             f"OR {moment(end)} > {bound(end, lo)}))")
 
 
+def clip_key(start: Column, end: Column, window: tuple[datetime, datetime]) -> str:
+    """SQL: for a line whose period straddles an edge of the window, ``'inside/whole'`` (microseconds
+    of its period inside the window, and of all of it) as text, a group key; NULL for every other
+    line. The totals scale a group's sums by it in Python, exactly (:mod:`connectors.billing.clip`'s
+    rule: DuckDB divides a DECIMAL as a DOUBLE)."""
+    lo, hi = window
+    s, e = moment(start), moment(end)
+    low, high = bound(start, lo), bound(end, hi)
+    inside = f"epoch_us(least({e}, {high})) - epoch_us(greatest({s}, {low}))"
+    return (f"CASE WHEN ({s} < {low} AND {e} > {low}) OR ({s} < {high} AND {e} > {high}) "
+            f"THEN CAST({inside} AS VARCHAR) || '/' || CAST(epoch_us({e}) - epoch_us({s}) AS VARCHAR) END")
+
+
 NAIVE = ("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "DATE")
 
 
@@ -139,4 +152,4 @@ def focus_select() -> str:
     """The columns of focus_lines, typed."""
     text = [f"CAST({n} AS VARCHAR) AS {n}" for n in TEXT_COLUMNS]
     sums = [f"CAST({n} AS {SUM_TYPE}) AS {n}" for n in SUM_COLUMNS]
-    return f"w, {', '.join(text)}, {', '.join(sums)}, Lines, Inexact"
+    return f"w, _clip, {', '.join(text)}, {', '.join(sums)}, Lines, Inexact"

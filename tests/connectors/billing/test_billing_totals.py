@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timezone
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from pathlib import Path
 
 import duckdb
@@ -30,8 +30,17 @@ SEPTEMBER = (datetime(2026, 9, 1, tzinfo=timezone.utc), datetime(2026, 10, 1, tz
 
 
 def by_key(table: dict) -> dict:
-    """{name: (billed, effective)} with trailing zeros dropped."""
-    return {name: (Decimal(b).normalize(), Decimal(e).normalize()) for name, (b, e) in table.items()}
+    """{name: (billed, effective)} to 10^-20, trailing zeros dropped. A line clipped to the window
+    counts a share that need not terminate (an hour of a month: 1/720), and the pushdown divides a
+    group's sum where the connector divides each line: the 28th digit may differ, never the 20th."""
+    return {name: (places(b), places(e)) for name, (b, e) in table.items()}
+
+
+def places(value) -> Decimal:
+    """``value`` rounded to 10^-20, trailing zeros dropped."""
+    with localcontext() as context:
+        context.prec = 60
+        return Decimal(value).quantize(Decimal("1e-20")).normalize()
 
 
 def pushdown(path: Path, fmt: str, window=ALWAYS) -> dict:
@@ -231,3 +240,15 @@ def test_mixed_currencies_are_an_error(tmp_path):
                                                legacy_row(2, "1.00", **{"lineItem/CurrencyCode": "EUR"})])
     (error,) = errors_of(path, "cur")
     assert error.path == str(path) and "mixed currencies" in error.message
+
+
+def test_lines_straddling_the_window_are_clipped_as_the_connector_clips_them(tmp_path):
+    """A window from 01:30 to 03:30: the 01:00 and 03:00 hours count their half, billed, effective
+    and GPU-hours, as an audit counts them (connectors.billing.clip)."""
+    path = write_cur2(tmp_path / "gpu.parquet", cur2_rows())
+    window = (datetime(2026, 9, 1, 1, 30, tzinfo=timezone.utc), datetime(2026, 9, 1, 3, 30, tzinfo=timezone.utc))
+    totals = pushdown(path, "cur", window)
+    assert totals == connector(path, "cur", window)
+    assert totals["gpu"] == {"p5.48xlarge": Decimal(2 * 2 * 8), "g6e.12xlarge": Decimal(2 * 2 * 4)}
+    noon = (datetime(2026, 9, 1, 6, 30, tzinfo=timezone.utc), datetime(2026, 9, 2, tzinfo=timezone.utc))
+    assert pushdown(DEMO_FOCUS, "focus", noon) == connector(DEMO_FOCUS, "focus", noon)

@@ -175,6 +175,19 @@ def test_the_hours_of_a_credited_cpu_node_stay_hours_for_its_credit(tmp_path, mo
     assert sum(credits.values()) == Decimal("-0.20")
 
 
+def test_a_line_straddling_the_window_start_is_not_summed_with_the_day(tmp_path, monkeypatch):
+    """A volume's day (00:00–24:00) beside its own hours 06:00–23:00 in a window from 06:30: the day
+    stays a line of its own and is clipped by its own period (17.5 of 24 hours: 1.75 of 2.40), the
+    straddling 06:00 hour to its half; summed with the hours, the day would have been clipped by
+    the group's period or counted whole."""
+    day = pd.Timestamp("2026-09-01T00:00:00Z")
+    rows = hours(6, 18, "0.01", VOLUME) + [line(day, day + pd.Timedelta(days=1), "2.40", VOLUME)]
+    path = legacy_file(tmp_path / "cur.csv", rows)
+    lines = assert_same(path, utc(2026, 9, 1, 6, 30), utc(2026, 9, 2), monkeypatch)
+    assert sorted(str(c) for c in lines.billed_cost) == ["0.005", "0.17", "1.75"]
+    assert sum(lines.billed_cost) == Decimal("1.925")
+
+
 def test_a_period_that_ends_before_it_starts_is_named_by_its_own_row(tmp_path):
     rows = hours(0, 6, "0.01", VOLUME)
     day = pd.Timestamp("2026-09-01T00:00:00Z")

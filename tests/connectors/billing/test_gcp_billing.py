@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -91,15 +92,24 @@ def dsum(values) -> Decimal:
 
 
 def expected_totals(rows: list[dict]) -> dict[str, Decimal]:
-    """Per charge category and per credit type, straight from the export rows."""
+    """Per charge category and per credit type, straight from the export rows, each clipped to May
+    pro rata by time (the tax of the Pacific invoice month runs 7 hours into June: 737 of its 744 hours)."""
     out: dict[str, Decimal] = {}
     for r in in_window(rows):
         key = CATEGORY[r["cost_type"]]
-        out[key] = out.get(key, Decimal(0)) + Decimal(r["cost"])
+        inside, whole = seconds_in_may(r)
+        out[key] = out.get(key, Decimal(0)) + Decimal(r["cost"]) * inside / whole
         for credit in r["credits"]:
             kind = credit["type"] if credit["type"] in CREDIT_TYPES else "OTHER"
-            out[f"Credit:{kind}"] = out.get(f"Credit:{kind}", Decimal(0)) + Decimal(credit["amount"])
+            out[f"Credit:{kind}"] = out.get(f"Credit:{kind}", Decimal(0)) + Decimal(credit["amount"]) * inside / whole
     return out
+
+
+def seconds_in_may(row: dict) -> tuple[int, int]:
+    """The seconds of a row's usage period inside May (UTC), and all its seconds."""
+    start, end = (pd.Timestamp(row[key].replace(" UTC", "Z")) for key in ("usage_start_time", "usage_end_time"))
+    inside = min(end, pd.Timestamp(JUNE)) - max(start, pd.Timestamp(MAY))
+    return inside // pd.Timedelta(seconds=1), (end - start) // pd.Timedelta(seconds=1)
 
 
 def totals(lines) -> dict[str, Decimal]:
@@ -142,7 +152,7 @@ def test_bigquery_totals_exact(from_bigquery, rows):
     assert totals(lines) == expected_totals(rows)
     assert frame.rows == len(in_window(rows)) == len(rows) - 2
     assert lines["start"].min() >= MAY and lines["start"].max() < JUNE
-    assert frame.covered == (MAY, datetime(2024, 6, 1, 7, tzinfo=timezone.utc))
+    assert frame.covered == (MAY, JUNE)  # the tax's 7 hours of June are clipped off
     assert len(frame.sha256) == 64 and source.fingerprint() == frame.sha256
     assert source.bytes_scanned == 0  # bqemulator has no cost model: its dry run says 0 bytes
 
@@ -249,9 +259,11 @@ def test_billing_totals_same_on_bigquery_and_duckdb(loaded, from_bigquery):
     from google.cloud import bigquery
 
     lines = from_bigquery[1].tables["lines"]
+    # NUMERIC holds 9 decimals: the tax clipped to May (737/744 of it) is written to 9 places
+    nine = Decimal("1e-9")
     focus = [{"ChargeCategory": l["charge_category"], "ServiceName": l["service_name"],
-              "BillingCurrency": l["currency"], "BilledCost": str(l["billed_cost"]),
-              "EffectiveCost": str(l["effective_cost"]),
+              "BillingCurrency": l["currency"], "BilledCost": str(l["billed_cost"].quantize(nine)),
+              "EffectiveCost": str(l["effective_cost"].quantize(nine)),
               "ChargePeriodStart": l["start"].strftime("%Y-%m-%d %H:%M:%S UTC"),
               "ChargePeriodEnd": l["end"].strftime("%Y-%m-%d %H:%M:%S UTC")}
              for l in lines.to_dict("records")]
@@ -272,7 +284,7 @@ def test_billing_totals_same_on_bigquery_and_duckdb(loaded, from_bigquery):
         local = con.execute(render("billing_totals", "duckdb", table="focus_view", start=MAY,
                                    end=JUNE)).fetchall()
     assert remote == local
-    assert dsum(r[3] for r in local) == dsum(lines.billed_cost)
+    assert dsum(r[3] for r in local) == dsum(line["BilledCost"] for line in focus)
     assert {r[0] for r in local} == {"Usage", "Credit", "Tax", "Adjustment"}
 
 
