@@ -188,8 +188,10 @@ def cur_scan(group: Group, plan: CurPlan, window: tuple[datetime, datetime], loo
     layout, dtypes = group[0]
     columns = {name: cur_column(layout, name, dtypes, lookup) for name in sql.FIELDS}
     parts = {name: (as_text(columns[name]) if columns[name] else "NULL::VARCHAR") for name in plan.keys}
-    parts["w"] = period_test(*(columns[name] for name in sql.PERIOD), window)
-    parts["_clip"] = clip_key(*(columns[name] for name in sql.PERIOD), window)
+    start, end = (columns[name] for name in sql.PERIOD)
+    assert start is not None and end is not None  # required columns (the layout's check)
+    parts["w"] = period_test(start, end, window)
+    parts["_clip"] = clip_key(start, end, window)
     for name in plan.money:
         parts.update(money_lines(name, columns[name], name in plan.fast))
     checked = [n for n in plan.money if n in plan.fast and columns[n]]
