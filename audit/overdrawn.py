@@ -26,8 +26,12 @@ def overdrawn(charges: pd.DataFrame, lines: pd.DataFrame, basis: str) -> tuple[M
     the in-scope lines, whose credit lines are named."""
     owners = charges["claimed_by"].fillna("") if "claimed_by" in charges.columns else pd.Series("", charges.index)
     gpu = charges["resource_class"] == "gpu_compute"  # GPU charges are split by GPU time, not by claim
+    credited = (charges["credits"] != 0).to_numpy(dtype=bool)
+    if not credited.any():
+        return ()
+    narrow = charges[["net", "credits", "resource_id", "service_name"]]  # each group a take of these alone
     found = []
-    for (klass, owner), frame in charges.groupby([charges["resource_class"], owners.where(~gpu, "")], sort=True):
+    for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.where(~gpu, "")], sort=True):
         net = sum(frame["net"], ZERO)
         credits = sum(frame["credits"], ZERO)
         if net < 0 and credits < 0:
