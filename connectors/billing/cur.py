@@ -136,9 +136,25 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     found = {"lines": lines, "split_rows": split}
     if len(terms):
         found["commitments"] = terms
+    notes = file_rows(con, tables["notes"])  # the FOCUS reader's: lines clipped to the window, …
     if lines.empty and rows and from_files:
-        found["notes"] = notes_table(files_extent(con, layouts))
+        notes = pd.concat([notes, notes_table(files_extent(con, layouts))], ignore_index=True)
+    if len(notes):
+        found["notes"] = notes
     return found, int(rows), covered(lines)
+
+
+def file_rows(con, notes: pd.DataFrame) -> pd.DataFrame:
+    """The FOCUS reader's notes with each row number the file's own (table ``origin``, as
+    :func:`relabel` gives the lines theirs); a row 0 (no row) stays 0."""
+    if not len(notes):
+        return notes
+    origin = con.execute("SELECT _row FROM origin").fetchnumpy()["_row"]
+    at = notes["row"].to_numpy()
+    known = (at >= 1) & (at <= len(origin))
+    rows = at.copy()
+    rows[known] = np.asarray(origin)[at[known] - 1]
+    return notes.assign(row=rows.astype("int64"))
 
 
 def files_extent(con, layouts: list[sql.Layout]) -> list[tuple[int, str, str]]:

@@ -186,6 +186,12 @@ def test_a_line_straddling_the_window_start_is_not_summed_with_the_day(tmp_path,
     lines = assert_same(path, utc(2026, 9, 1, 6, 30), utc(2026, 9, 2), monkeypatch)
     assert sorted(str(c) for c in lines.billed_cost) == ["0.005", "0.17", "1.75"]
     assert sum(lines.billed_cost) == Decimal("1.925")
+    # what was clipped off is named, at the file's own row (before: the CUR reader dropped the note)
+    notes = read(path, utc(2026, 9, 1, 6, 30), utc(2026, 9, 2), True, monkeypatch).tables["notes"]
+    assert notes.to_dict("records") == [{
+        "row": 1, "column": "ChargePeriodStart",
+        "note": "2 lines straddle the window's start (2026-09-01 06:30 UTC): 0.66 USD of their 2.41 USD billed is "
+                "for time outside the window and left out (clipped pro rata by time)"}]
 
 
 def test_a_period_that_ends_before_it_starts_is_named_by_its_own_row(tmp_path):
