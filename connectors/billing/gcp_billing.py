@@ -29,7 +29,7 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the
   (the ``compute.googleapis.com/machine_spec`` system label; deliberately not x_InstanceType, which
   would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and x_ExportRows go to ``extra``.
 
-``rows`` is the number of export rows aggregated (those starting in the window).
+``rows`` is the number of export rows aggregated (those whose usage period overlaps the window).
 """
 from __future__ import annotations
 

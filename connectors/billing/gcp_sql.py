@@ -86,8 +86,10 @@ _CREDIT_COLUMNS = ",\n    ".join(
 # GCP Cloud Billing export (standard gcp_billing_export_v1_* or detailed
 # gcp_billing_export_resource_v1_*) aggregated by time bucket and every key the audit needs.
 # invoice.month is the invoice's month in US Pacific time (a row of 00:00-08:00 UTC on the 1st
-# belongs to the previous invoice month); it is kept as a key, and the window is on
-# usage_start_time in UTC. Credits are summed per row by a correlated subquery, never joined.
+# belongs to the previous invoice month); it is kept as a key. A row is read where its usage period
+# overlaps the window (UTC), as every billing reader keeps lines: the FOCUS reader clips one that
+# straddles an edge (connectors.billing.clip). Credits are summed per row by a correlated
+# subquery, never joined.
 GCP_LINES = f"""
 WITH export_line AS (
   SELECT
@@ -121,8 +123,8 @@ WITH export_line AS (
     {_CREDIT_COLUMNS},
     money(e.currency_conversion_rate) AS {CONVERSION_RATE}
   FROM {STAND_IN} AS e
-  WHERE e.usage_start_time >= CAST(:start AS TIMESTAMPTZ)
-    AND e.usage_start_time < CAST(:end AS TIMESTAMPTZ)
+  WHERE e.usage_start_time < CAST(:end AS TIMESTAMPTZ)
+    AND (e.usage_start_time >= CAST(:start AS TIMESTAMPTZ) OR e.usage_end_time > CAST(:start AS TIMESTAMPTZ))
 )
 SELECT
   {", ".join(GCP_KEYS)},

@@ -36,6 +36,7 @@ from tests.servers.gcp_export import (
     bq_schema,
     export_rows,
     in_window,
+    row,
     write_ndjson,
     write_parquet,
 )
@@ -521,3 +522,15 @@ def test_local_folder_day_grain_and_bad_inputs(tmp_path, rows):
     pq.write_table(pa.table({"cost": [1.0]}), bad)
     with pytest.raises(InputError, match="usage_start_time"):
         connector(path=bad).read()
+
+
+def test_a_row_that_starts_before_the_window_and_runs_into_it_is_read_and_clipped(tmp_path):
+    """The April invoice month's tax (Pacific time: 1 April 07:00 to 1 May 07:00 UTC) runs 7 hours into
+    May. Before, the export was read by usage_start_time alone, so that row was dropped without a word
+    while May's own tax, running 7 hours into June, was clipped: the window kept one edge's share and
+    not the other's. Now both are read where they overlap May, and clipped pro rata by time."""
+    april = row(MAY - timedelta(days=30) + timedelta(hours=7), "Invoice", "Tax", "720.000000", cost_type="tax",
+                amount="0", priced="0", pricing_unit="", hours=720)
+    lines = connector(path=write_ndjson([april], tmp_path / "april.json")).read().tables["lines"]
+    assert [(str(line["start"]), str(line["end"]), line["billed_cost"]) for line in lines.to_dict("records")] == [
+        ("2024-05-01 00:00:00+00:00", "2024-05-01 07:00:00+00:00", Decimal("7.000000000"))]

@@ -9,6 +9,7 @@ the synthetic May 2024 detailed export of tests/servers/gcp_export.py.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -30,6 +31,7 @@ from tests.connectors.billing.test_gcp_billing import (  # noqa: F401 (fixtures)
     loaded,
     pd_assert_equal,
     rows,
+    seconds_in_may,
 )
 from tests.servers.bigquery import DATASET, PROJECT, load_table
 from tests.servers.gcp_export import JUNE, MAY, as_float_json, bq_schema, export_rows, in_window, write_ndjson, write_parquet
@@ -51,8 +53,13 @@ def with_list_prices(records: list[dict]) -> list[dict]:
 
 
 def list_total(records: list[dict]) -> Decimal:
-    """The oracle: Σ cost_at_list of the rows in the window, from the floats' shortest text."""
-    return sum((Decimal(repr(r["cost_at_list"])) for r in in_window(records)), Decimal(0))
+    """The oracle: Σ cost_at_list of the rows in the window, from the floats' shortest text, each
+    clipped to May pro rata by time (the Pacific invoice month's tax: 737 of its 744 hours)."""
+    total = Decimal(0)
+    for r in in_window(records):
+        inside, whole = seconds_in_may(r)
+        total += Decimal(repr(r["cost_at_list"])) * inside / whole
+    return total
 
 
 def audit_on_list(frame) -> dict:
@@ -75,11 +82,12 @@ def test_cost_at_list_on_every_row_gives_the_list_basis(tmp_path):
     records = with_list_prices(export_rows())
     frame = connector(path=write_ndjson(records, tmp_path / "listed.json")).read()
     lines = frame.tables["lines"]
-    assert basis_amount(lines, "list").sum() == list_total(records) == Decimal("18029.798793")
+    assert basis_amount(lines, "list").sum() == list_total(records)
+    assert list_total(records).quantize(Decimal("0.000001")) == Decimal("18018.183309")  # 18,029.798793 unclipped
     assert set(lines[lines.charge_category == "Credit"].list_cost) == {Decimal(0)}
     document = audit_on_list(frame)
     assert document["bridge"]["list"] == str(list_total(records).quantize(Decimal("0.01"), ROUND_HALF_EVEN))
-    assert document["total"] == "18029.80"
+    assert document["total"] == "18018.18"
 
 
 def test_a_group_with_one_row_without_cost_at_list_is_refused_by_name(tmp_path):
@@ -96,7 +104,8 @@ def test_a_group_with_one_row_without_cost_at_list_is_refused_by_name(tmp_path):
     assert (line["charge_description"], line["resource_id"], str(line["start"])[:10]) == (
         "Nvidia H100 80GB GPU running in Americas", "gke-inference-a3-pool-91c2", "2024-05-21")
     assert json.loads(line["extra"])["x_ExportRows"] == "24"
-    assert REFUSAL.format(count=1, rows=line["row"]) in refusal(frame)
+    assert REFUSAL.format(count=1, rows=f"{line['row']} (Compute Engine: gke-inference-a3-pool-91c2, Nvidia H100 80GB "
+                                        "GPU running in Americas from 2024-05-21 00:00 UTC)") in refusal(frame)
 
 
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
@@ -110,8 +119,10 @@ def test_an_export_without_cost_at_list_reads_as_before(tmp_path, fmt):
     charges = lines[lines.charge_category != "Credit"]
     assert charges.list_cost.isna().all()
     assert set(lines[lines.charge_category == "Credit"].list_cost) == {Decimal(0)}
-    rows_named = ", ".join(str(r) for r in sorted(charges.row)[:5])
-    assert REFUSAL.format(count=line_total(charges), rows=rows_named + ", …") in refusal(frame)
+    message = refusal(frame)
+    assert REFUSAL.format(count=line_total(charges), rows="")[:-1] in message
+    assert [int(r) for r in re.findall(r"(?:rows |\), )(\d+) \(", message)] == sorted(charges.row)[:5]
+    assert message.endswith("), …) (expected an export with ListCost, or another cost_basis)") or ", …)" in message
 
 
 def test_rendering_reads_cost_at_list_only_where_the_export_has_it():
