@@ -241,12 +241,24 @@ def missing_basis(lines: pd.DataFrame, column: str, basis: str) -> InputErrors:
     paths = lines["source_path"] if "source_path" in lines.columns else pd.Series("billing", index=lines.index)
     errors = []
     for path, group in lines.groupby(paths.astype(str), sort=True):
-        rows = ", ".join(str(r) for r in sorted(group["row"])[:5]) + (", …" if len(group) > 5 else "")
+        first = group.sort_values("row").head(5)
+        rows = ", ".join(f"{r} ({_described(line)})" for r, line in zip(first["row"], first.itertuples()))
+        rows += ", …" if len(group) > 5 else ""
         errors.append(InputError(path, f"cost_basis = {basis!r} needs {FOCUS_NAMES[column]} on every line it "
                                        f"counts; it is missing on {line_total(group)} line(s) (rows {rows})",
                                  column=FOCUS_NAMES[column],
                                  expected=f"an export with {FOCUS_NAMES[column]}, or another cost_basis"))
     return InputErrors(errors)
+
+
+def _described(line) -> str:
+    """A line as an error names it beside its row: its name (:func:`line_name`), its description and
+    when it starts (a row of an aggregate, as a GCP export's, is no line of the file)."""
+    name = line_name((str(line.service_name or ""), str(line.resource_id or ""), ""))
+    described = text(str(getattr(line, "charge_description", "") or ""), 50)
+    start = getattr(line, "start", None)
+    when = f" from {pd.Timestamp(start):%Y-%m-%d %H:%M} UTC" if start is not None and not pd.isna(start) else ""
+    return ", ".join(p for p in (name, described) if p) + when
 
 
 def gpu_sku_model(line: Mapping) -> str:
