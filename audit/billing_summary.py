@@ -16,7 +16,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from audit.money import ZERO, cents, fmt
+from audit.money import ZERO, cents, fmt, largest_remainder
 from schemas.secrets import mask_url
 
 
@@ -162,10 +162,18 @@ def _finish(out: dict) -> dict:
         return {"billed": str(cents(v[0])), "effective": str(cents(v[1]))}
 
     def per_currency(rows) -> list[dict]:
+        """Rows rounded together per currency (largest remainder), so that they add up to its total."""
         ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][0], kv[0][1]) if several
                          else (-kv[1][0], kv[0][1]))
-        return [{"name": name, **({"currency": money} if several else {}), **amounts(v)}
-                for (money, name), v in ordered]
+        rounded = {}
+        for column in (0, 1):
+            for money in {money for money, _ in rows}:
+                mine = {key: v[column] for key, v in rows.items() if key[0] == money}
+                for key, value in largest_remainder(mine).items():
+                    rounded.setdefault(key, [None, None])[column] = value
+        return [{"name": name, **({"currency": money} if several else {}),
+                 "billed": str(rounded[(money, name)][0]), "effective": str(rounded[(money, name)][1])}
+                for (money, name), _ in ordered]
 
     currencies = [{"name": k, **amounts(v)}
                   for k, v in sorted(out["by_currency"].items(), key=lambda kv: (-kv[1][0], kv[0]))]

@@ -98,3 +98,21 @@ def test_two_currencies_are_never_added():
     text = billing(cad, SAMPLE).stdout
     assert "By charge category, CAD:" in text and "By charge category, USD:" in text
     assert "By service, CAD:" in text and "\nBy charge category:" not in text
+
+
+def test_the_rows_of_each_table_add_up_to_the_currency_s_total():
+    """Three services of 0.335 each: rounded alone 0.34 + 0.34 + 0.34 = 1.02 against a total of 1.00
+    (a verifier's FOCUS case: 1,020.56 by service against 1,020.57). Rounded together by largest
+    remainder they add up."""
+    from collections import defaultdict
+    from decimal import Decimal
+
+    from audit.billing_summary import _finish
+    third = Decimal("0.335")
+    out = {"sources": [], "by_category": defaultdict(lambda: [Decimal(0), Decimal(0)]),
+           "by_service": {("USD", name): [third, third] for name in ("a", "b", "c")},
+           "by_currency": {"USD": [3 * third, 3 * third]}, "gpu_hours": {}, "notes": []}
+    out["by_category"][("USD", "Usage")] = [3 * third, 3 * third]
+    summary = _finish(out)
+    assert [r["billed"] for r in summary["by_service"]] == ["0.34", "0.33", "0.33"]
+    assert summary["by_currency"] == [{"name": "USD", "billed": "1.00", "effective": "1.00"}]
