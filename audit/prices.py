@@ -1,6 +1,7 @@
 """Each charge priced bottom-up: quantity × unit price, for reconciliation (METHOD §5).
 
-The contracted unit price is used, else the list price (flagged as a fallback); a line without a
+The contracted unit price is used, else the list price (flagged as a fallback); on the effective
+basis, commitment-covered usage at its effective rate (:func:`priced`); a line without a
 quantity or a unit price, and a purchase, is taken at its cost; so is the unused part of a commitment
 on the list and contracted bases, which count it at 0 (METHOD §1: they price the usage before
 commitments): priced at its quantity, the bottom-up would count what the top-down does not.
@@ -17,19 +18,28 @@ PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price",
 
 
 def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
-    """The charges with ``priced``, ``has_price``, ``list_price_fallback`` and ``pretax`` columns, on
-    the case's cost ``basis``."""
-    amounts, has_price, fallback = [], [], []
+    """The charges with ``priced``, ``has_price``, ``list_price_fallback``, ``effective_rate`` and
+    ``pretax`` columns, on the case's cost ``basis``.
+
+    On the effective basis, usage a commitment covers (CommitmentDiscountStatus Used) is priced at
+    its effective rate, EffectiveCost ÷ quantity (METHOD §5's "or EffectiveCost ÷ quantity"): its
+    ContractedUnitPrice excludes the commitment discount the effective basis counts, so priced at it
+    every commitment case missed by the discount (a FOCUS export and the CUR of the same bill gave
+    opposite verdicts, the CUR reader filling a reservation's rate this way)."""
+    amounts, has_price, fallback, effective = [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
     for quantity, unit, listed, category, gross, commitment, status in zip(*(charges[c] for c in PRICE_COLUMNS)):
         used_list = False
-        if unit is None and listed is not None:
+        at_rate = basis == "effective" and status == "Used" and bool(quantity)
+        if unit is None and listed is not None and not at_rate:
             unit, used_list = listed, True
-        ok = (quantity is not None and unit is not None and category != "Purchase"
-              and not (before_commitments and status == "Unused"))
-        amounts.append(quantity * unit if ok else gross + commitment)
+        ok = at_rate or (quantity is not None and unit is not None and category != "Purchase"
+                         and not (before_commitments and status == "Unused"))
+        amounts.append(quantity * unit if ok and not at_rate else gross + commitment)
         has_price.append(ok)
         fallback.append(ok and used_list)
+        effective.append(at_rate)
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
-    return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, pretax=pretax)
+    return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, effective_rate=effective,
+                          pretax=pretax)
 

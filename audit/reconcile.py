@@ -180,7 +180,7 @@ def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequ
 
 def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
     out = []
-    read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback"]]  # not every column
+    read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback", "effective_rate"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
         unpriced = int((~frame["has_price"]).sum())
@@ -191,6 +191,10 @@ def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
         fallback = int(frame["list_price_fallback"].sum())
         if fallback:
             detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"
+        covered = int(frame["effective_rate"].sum())
+        if covered:
+            detail += (f"; {covered} commitment-covered line(s) priced at their effective rate (EffectiveCost ÷ "
+                       "quantity: the contracted price excludes the commitment discount)")
         out.append(Driver("price", klass, _gap(top, priced), detail))
     return out
 

@@ -37,3 +37,17 @@ def test_usage_purchase_and_the_list_fallback():
                          {"contracted_unit_price": None, "gross": D(120)}), "contracted")
     assert out["priced"].tolist() == [D("99.0456"), D(500), D(120)]
     assert out["has_price"].tolist() == [True, False, True] and out["list_price_fallback"].tolist() == [False, False, True]
+
+
+def test_commitment_covered_usage_is_priced_at_its_effective_rate_on_the_effective_basis():
+    """A Savings Plan-covered hour: ContractedUnitPrice 4.1269 excludes the commitment discount that
+    the effective basis counts (pretax 2.40 = gross 0 + 2.40 amortised). Priced at 24 × 4.1269 =
+    99.05, every FOCUS and Azure commitment case missed by the discount (cloudgen eks 4101: gap −19.4 %,
+    aks 4105: −28.1 %, while the CUR of the same bill reconciled); now at EffectiveCost ÷ quantity.
+    On the contracted basis it stays at the contracted price."""
+    covered = {"commitment_discount_status": "Used", "gross": D(0), "commitment": D("2.40")}
+    out = priced(charges(covered), "effective")
+    assert out["priced"].tolist() == [D("2.40")] and out["has_price"].tolist() == [True]
+    assert out["effective_rate"].tolist() == [True]
+    contracted = priced(charges({**covered, "gross": D("99.0456"), "commitment": D(0)}), "contracted")
+    assert contracted["priced"].tolist() == [D("99.0456")] and contracted["effective_rate"].tolist() == [False]
