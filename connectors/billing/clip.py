@@ -56,18 +56,27 @@ def share(amount: Decimal, part: int, total: int) -> Decimal:
 
 def clip_notes(before: pd.DataFrame, after: pd.DataFrame, lo: pd.Timestamp, hi: pd.Timestamp) -> list:
     """(row, column, note): per edge of W, the lines that straddle it and the billed cost of theirs
-    that is for time outside W (a line straddling both edges is counted at the start, whole)."""
+    that is for time on that side of W (a line straddling both edges is counted at each, with the
+    money of each side)."""
     notes = []
-    at_start = before["start"] < lo
-    for edge, column, moment in ((at_start, "ChargePeriodStart", lo), (~at_start, "ChargePeriodEnd", hi)):
+    whole = ((before["end"] - before["start"]).to_numpy() // pd.Timedelta(microseconds=1)).tolist()
+    for column, moment in (("ChargePeriodStart", lo), ("ChargePeriodEnd", hi)):
+        at_start = column.endswith("Start")
+        edge = (before["start"] < lo) if at_start else (before["end"] > hi)
         if not edge.any():
             continue
-        total, kept = sum(before.loc[edge, "billed_cost"]), sum(after.loc[edge, "billed_cost"])
+        beyond = ((lo - before["start"]) if at_start else (before["end"] - hi))
+        beyond_us = (beyond.to_numpy() // pd.Timedelta(microseconds=1)).tolist()
+        picked = edge.to_numpy(dtype=bool).tolist()
+        total = sum((b for b, p in zip(before["billed_cost"], picked) if p), Decimal(0))
+        left_out = sum((share(b, part, span) for b, part, span, p in zip(before["billed_cost"], beyond_us, whole, picked)
+                        if p and b is not None and not pd.isna(b)), Decimal(0))
         currency = before.loc[edge, "currency"].iloc[0]
         count = int(before.loc[edge, "line_count"].sum())
         notes.append((int(before.loc[edge, "row"].iloc[0]), column,
                       f"{count} {'line straddles' if count == 1 else 'lines straddle'} the window's "
-                      f"{'start' if column.endswith('Start') else 'end'} ({moment:%Y-%m-%d %H:%M} UTC): "
-                      f"{total - kept:,.2f} {currency} of {'its' if count == 1 else 'their'} {total:,.2f} {currency} "
-                      f"billed is for time outside the window and left out (clipped pro rata by time)"))
+                      f"{'start' if at_start else 'end'} ({moment:%Y-%m-%d %H:%M} UTC): "
+                      f"{left_out:,.2f} {currency} of {'its' if count == 1 else 'their'} {total:,.2f} {currency} "
+                      f"billed is for time {'before' if at_start else 'after'} the window and left out "
+                      "(clipped pro rata by time)"))
     return notes

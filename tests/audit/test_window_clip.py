@@ -31,7 +31,7 @@ def test_the_total_counts_only_the_time_inside_the_window(from_half_past_six):
     assert Decimal(doc["total"]) + Decimal(doc["outside_scope"]["amount"]) == Decimal(doc["invoice_total"])
     [note] = doc["sources"][0]["notes"]
     assert note["note"] == ("19 lines straddle the window's start (2026-09-01 06:30 UTC): 68.84 USD of their "
-                            "150.73 USD billed is for time outside the window and left out (clipped pro rata by time)")
+                            "150.73 USD billed is for time before the window and left out (clipped pro rata by time)")
 
 
 def test_a_clipped_gpu_hour_is_priced_at_its_own_price(from_half_past_six):

@@ -69,9 +69,9 @@ def test_a_line_inside_the_window_is_unchanged_and_the_money_left_out_is_named(b
     assert total(lines.billed_cost) == Decimal("27.52") + Decimal("110.08") + Decimal("17.5") + Decimal("2.4") + Decimal("0.10")
     assert frame.tables["notes"].note.tolist() == [
         "2 lines straddle the window's start (2024-01-01 06:30 UTC): 34.02 USD of their 79.04 USD billed "
-        "is for time outside the window and left out (clipped pro rata by time)",
+        "is for time before the window and left out (clipped pro rata by time)",
         "1 line straddles the window's end (2024-01-02 00:00 UTC): 2.40 USD of its 4.80 USD billed "
-        "is for time outside the window and left out (clipped pro rata by time)"]
+        "is for time after the window and left out (clipped pro rata by time)"]
     whole = read(bill, start=START, end=END, grain="line")
     assert total(whole.tables["lines"].billed_cost) == total(lines.billed_cost)
 
@@ -80,3 +80,15 @@ def test_a_window_on_the_line_edges_clips_nothing(bill):
     frame = read(bill, start=utc(2024, 1, 1), end=utc(2024, 1, 3))
     assert total(frame.tables["lines"].billed_cost) == Decimal("194.02")
     assert frame.tables["notes"].empty
+
+
+def test_a_line_straddling_both_edges_is_named_at_each_with_that_side_s_money(bill):
+    """A window 06:30–18:00 inside the volume's day (24.00 over 00:00–24:00): 6.50 of it lies before
+    and 6.00 after. Before, the line was counted at the start alone, with all 12.50, and the end's
+    count left it out: the end named the disk alone (3.60 after 18:00 of its 4.80)."""
+    frame = read(bill, start=START, end=utc(2024, 1, 1, 18))
+    volume = by_resource(frame.tables["lines"], "vol-1").iloc[0]
+    assert volume.billed_cost == Decimal("11.5")
+    start, end = frame.tables["notes"].note.tolist()
+    assert start.startswith("2 lines straddle the window's start (2024-01-01 06:30 UTC): 34.02 USD of their 79.04 USD")
+    assert end.startswith("2 lines straddle the window's end (2024-01-01 18:00 UTC): 9.60 USD of their 28.80 USD")

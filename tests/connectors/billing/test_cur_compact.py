@@ -191,7 +191,7 @@ def test_a_line_straddling_the_window_start_is_not_summed_with_the_day(tmp_path,
     assert notes.to_dict("records") == [{
         "row": 1, "column": "ChargePeriodStart",
         "note": "2 lines straddle the window's start (2026-09-01 06:30 UTC): 0.66 USD of their 2.41 USD billed is "
-                "for time outside the window and left out (clipped pro rata by time)"}]
+                "for time before the window and left out (clipped pro rata by time)"}]
 
 
 def test_a_period_that_ends_before_it_starts_is_named_by_its_own_row(tmp_path):
