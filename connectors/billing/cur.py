@@ -137,8 +137,8 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     if len(terms):
         found["commitments"] = terms
     notes = file_rows(con, tables["notes"])  # the FOCUS reader's: lines clipped to the window, …
-    if lines.empty and rows and from_files:
-        notes = pd.concat([notes, notes_table(files_extent(con, layouts))], ignore_index=True)
+    if lines.empty and rows and from_files:  # no line kept: where the files' own periods lie, alone
+        notes = notes_table(files_extent(con, layouts))
     if len(notes):
         found["notes"] = notes
     return found, int(rows), covered(lines)
