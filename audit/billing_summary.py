@@ -165,7 +165,7 @@ def _finish(out: dict) -> dict:
         """Rows rounded together per currency (largest remainder), so that they add up to its total."""
         ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[1][0], kv[0][1]) if several
                          else (-kv[1][0], kv[0][1]))
-        rounded: dict[tuple[str, str], list] = {}
+        rounded: dict = {}  # (currency, name) -> [billed, effective]
         for column in (0, 1):
             for money in {money for money, _ in rows}:
                 mine = {key: v[column] for key, v in rows.items() if key[0] == money}
