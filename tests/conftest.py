@@ -1,5 +1,5 @@
 """Session-wide results the tests only read: the demo case audited once in-process, and once
-through the command line. Copy a result before changing it."""
+through the command line; the generated EKS case (cloudgen seed 1). Copy a result before changing it."""
 from __future__ import annotations
 
 import subprocess
@@ -27,3 +27,13 @@ def demo_run(tmp_path_factory):
     result = subprocess.run([sys.executable, "-m", "audit", "run", str(DEMO), "--out", str(out), "--format", "json"],
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
     return result, out
+
+
+@pytest.fixture(scope="session")
+def eks(tmp_path_factory):
+    """The cloudgen EKS case of seed 1 (benchmarks/cloudgen), written once: copy it to edit it."""
+    out = tmp_path_factory.mktemp("cloudgen") / "eks"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "eks", "--seed", "1",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out

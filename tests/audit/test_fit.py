@@ -29,15 +29,6 @@ def costaudit(*args):
                           cwd=ROOT, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def eks(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cloudgen") / "eks"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "eks", "--seed", "1",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 def edited(eks: Path, tmp_path: Path, old: str, new: str) -> Path:
     """A copy of the generated case with one piece of case.toml replaced."""
     import shutil

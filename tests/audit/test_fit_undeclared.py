@@ -1,36 +1,19 @@
 """Pods of no service are named (rule 5): a canary a matcher just misses is a warning naming the
-service it nearly belongs to; every pod of no service is named in the undeclared-workload part."""
+service it nearly belongs to; every pod of no service is named in the undeclared-workload part.
+``eks`` is the generated case (tests/conftest.py)."""
 from __future__ import annotations
 
 import gzip
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from audit.case_services import Service
 from audit.fit_undeclared import nearest_service, orphan_pods, undeclared_fit
-from tests.paths import ROOT
+from tests.audit.test_fit import costaudit
 
 TIGHT = 'pod = "re:^chat-[a-z0-9]{10}-[a-z0-9]{5}$"'
-
-
-def costaudit(*args):
-    return subprocess.run([sys.executable, "-m", "audit", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def eks(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cloudgen") / "eks"
-    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "eks", "--seed", "1",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return out
 
 
 def canary(eks: Path, tmp_path: Path) -> tuple[Path, str]:
