@@ -34,11 +34,14 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
         return []
     tags = distinct_tags(lines)  # whether some line carries a tag: each distinct tag set once
     resources = sorted({str(r) for r in lines["resource_id"].unique() if str(r)})
+    hits = {s.name: {p: any(matches(p, r) for r in resources) for p in s.resource_ids} for s in claimants}
+    missed = any(not hit for found in hits.values() for hit in found.values())
+    ids_by_name = _ids_by_name(lines) if missed else {}  # read once, and only where a claim missed
     out: list[Misfit] = []
     for service in claimants:
         tags_hit = _tags_claim_lines(service, tags)
-        resource_hits = {p: any(matches(p, r) for r in resources) for p in service.resource_ids}
-        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, _ids_by_name(lines)))
+        resource_hits = hits[service.name]
+        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, ids_by_name))
         if not tags_hit and not any(resource_hits.values()) and not service.match and service.name not in logs:
             subject = f"service {text(service.name)}"
             out.append(Misfit("service_unmatched", subject,
