@@ -23,7 +23,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
-from audit.gpuunits import Sharing, device_key, devices, sharing_note, units_of
+from audit.gpuunits import device_key, devices, units_of
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -59,8 +59,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
         from audit import split_sql
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
-    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
-                    splitter.sharing_notes(), splitter.misfits)
+    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus), splitter.misfits)
 
 
 def walk_named(engine: str | None = None) -> str:
@@ -103,13 +102,8 @@ class GpuSplitter:
         self.extra_gpus: set[str] = set()
         #: the lines whose paid GPU time was capped at their period (audit/line_facts.py), named
         self.misfits: tuple = ()
-        self.shared: dict[tuple[str, str, str], Sharing] = {}
         self._held: dict[tuple, tuple] = {}
         self._service: dict[tuple, str] = {}
-
-    def sharing_notes(self) -> tuple[str, ...]:
-        """How each shared GPU (MIG, time-sliced) was split, one note per GPU and method."""
-        return tuple(sharing_note(s) for _, s in sorted(self.shared.items()))
 
     @staticmethod
     def _index_activity(activity: pd.DataFrame) -> Mapping:
@@ -308,14 +302,9 @@ class GpuSplitter:
         return held_parts
 
     def _units(self, found: list[list]) -> list:
-        """The units of each physical GPU; how a shared one was split is kept for the notes."""
-        out = []
-        for device in found:
-            units, share = units_of(device)
-            if share is not None:
-                self.shared.setdefault((share.node, share.gpu, share.method), share)
-            out.extend(units)
-        return out
+        """The units of each physical GPU (how a shared one was split is noted from the activity
+        table itself: :func:`audit.gpuunits.shared_gpu_notes`)."""
+        return [unit for device in found for unit in units_of(device)[0]]
 
     def _excluded_gpus(self, node, ts, rows) -> list[str]:
         """The metric of each GPU of the node whose samples in the interval were all excluded

@@ -158,8 +158,6 @@ class GpuSplit:
     coverage: Mapping[str, NodeCoverage]
     #: nodes on which telemetry names more GPUs than the invoice bills
     extra_gpus: frozenset[str]
-    #: how each shared GPU (MIG instances, time-sliced pods) was split (METHOD §3)
-    sharing: tuple[str, ...] = ()
     #: lines whose paid GPU time was capped at their period (audit/line_facts.py ``capped_fit``)
     misfits: tuple[Misfit, ...] = ()
 
