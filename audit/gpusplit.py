@@ -1,9 +1,12 @@
 """GPU-intervals: the cost of each paid GPU per telemetry interval, with its holder and activity.
 
 A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
-line bills (METHOD §3). Each GPU-interval goes to one holder: a declared service, no workload
+line bills (METHOD §3). Each GPU-interval goes to its holders: a declared service, no workload
 (unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured,
 and so is one whose every sample was excluded (out of range or not finite), under a reason of its own.
+A scheduler request holds the GPUs it asks for, a fraction of a GPU-interval where its pod ran part of
+the interval; requests that share a node's unlabelled GPUs take them at their mean activity (which GPU
+each pod held is not in the data), and the node is named (``gpu_placement_assumed``).
 :func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 
 The walk is per line, in the lines' order, and every sum is added to in the order it always was
@@ -17,13 +20,14 @@ from __future__ import annotations
 import os
 from collections import Counter, defaultdict
 from datetime import datetime
+from decimal import Decimal
 from typing import Mapping
 
 import pandas as pd
 
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
-from audit.gpuunits import device_key, devices, units_of
+from audit.gpuunits import device_key, devices, fraction, placement_misfit, units_of
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -59,7 +63,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
         from audit import split_sql
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
-    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus), splitter.misfits)
+    return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
+                    splitter.misfits + tuple(splitter.placement_misfits()))
 
 
 def walk_named(engine: str | None = None) -> str:
@@ -103,6 +108,8 @@ class GpuSplitter:
         #: the lines whose paid GPU time was capped at their period (audit/line_facts.py), named
         self.misfits: tuple = ()
         self._held: dict[tuple, tuple] = {}
+        #: node -> the pods whose GPUs :meth:`_pooled` took at the mean of the node's unlabelled GPUs
+        self.assumed: dict[str, set[str]] = {}
         self._service: dict[tuple, str] = {}
 
     @staticmethod
@@ -276,8 +283,8 @@ class GpuSplitter:
 
     def _holdings(self, node, ts, gpus) -> tuple[int, tuple]:
         """What telemetry says of ``gpus`` billed GPUs of a node in an interval: how many it observed,
-        and (holder, weight, busy fraction, source, pod) of each part, in the order their sums take
-        them; worked out once per node, interval and GPU count (kept in ``_held``)."""
+        and (holder, weight, busy fraction, source, pod, owner) of each part, in the order their sums
+        take them; worked out once per node, interval and GPU count (kept in ``_held``)."""
         rows = self.samples.get((node, ts), []) if node else []
         found = devices(rows)
         if len(found) > gpus:
@@ -288,15 +295,13 @@ class GpuSplitter:
         excluded = self._excluded_gpus(node, ts, [r for d in found for r in d])[:missing]
         missing -= len(excluded)
         units = self._units(found)
-        held = [u for u in units if u.row is not None]
-        assigned, left = self._holders(node, ts, [u.row for u in held])
+        held, left = self._holders(node, ts, [u for u in units if u.row is not None])
         for metric in excluded:
-            (_, _, _, _, pod, owner), = self._unmeasured(NO_VALID_SAMPLE, 1, left)
-            out.append((NO_VALID_SAMPLE, 1, ZERO, metric, pod, owner))
+            out.extend((NO_VALID_SAMPLE, n, ZERO, metric, pod, owner)
+                       for _, n, _, _, pod, owner in self._unmeasured(NO_VALID_SAMPLE, 1, left))
         if missing:
             out.extend(self._unmeasured(NO_SAMPLE if node in self.nodes_seen else NOT_IN_TELEMETRY, missing, left))
-        out.extend((holder, unit.weight, unit.busy, unit.row.source, pod, "")
-                   for unit, (holder, pod) in zip(held, assigned))
+        out.extend((holder, weight, busy, source, pod, "") for holder, weight, busy, source, pod in held)
         out.extend((UNALLOCATED, unit.weight, ZERO, "", "", "") for unit in units if unit.row is None)  # free MIG slices
         held_parts = self._held[(node, ts, gpus)] = (len(found), tuple(out))
         return held_parts
@@ -320,48 +325,77 @@ class GpuSplitter:
                 found.setdefault(key, metric)
         return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1]))]
 
-    def _unmeasured(self, holder: str, missing: int, left: list) -> list[tuple]:
+    def _unmeasured(self, holder: str, missing, left: list) -> list[tuple]:
         """``missing`` GPUs no (valid) sample measures, under ``holder``: those the scheduler's requests
-        still place (``left``, consumed) name the service whose pods they are (METHOD §4)."""
+        still place (``left``, consumed; a fractional request takes its fraction of a GPU) name the
+        service whose pods they are (METHOD §4)."""
         out = []
-        while left and missing:
+        while left and missing > 0:
             req = left[0]
-            n = min(int(req.gpus), missing)
+            n = min(req.gpus, missing)
             owner = self._service_or_undeclared(req.namespace, req.pod, "")
-            out.append((holder, n, ZERO, "", req.pod, owner if owner in self.services else ""))
+            out.append((holder, _whole(n), ZERO, "", req.pod, owner if owner in self.services else ""))
             missing -= n
             left[0] = req._replace(gpus=req.gpus - n)
-            left[:] = left[1:] if left[0].gpus <= 0 else left
-        return out + ([(holder, missing, ZERO, "", "", "")] if missing else [])
+            if left[0].gpus <= 0:
+                left.pop(0)
+        return out + ([(holder, _whole(missing), ZERO, "", "", "")] if missing > 0 else [])
 
-    def _holders(self, node, ts, rows) -> tuple[list[tuple[str, str]], list]:
-        """(holder, pod) of each observed GPU: pod labels first; a GPU without one takes the
-        scheduler's GPU requests of the node's pods that no DCGM label names in the window (all of
-        them where telemetry labels no GPU with a pod); and the requests no observed GPU took (their
-        GPUs went unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own
-        GPU: where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod,
-        and is unallocated, not the pod's. GPUs beyond every request are unallocated."""
-        labelled = {(r.namespace, r.pod) for r in rows if r.pod}
-        pending = [req for req in self.requests.get((node, ts), []) if (req.namespace, req.pod) not in labelled]
+    def _holders(self, node, ts, units: list) -> tuple[list[tuple], list]:
+        """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label
+        names its unit's holder; the units without one are shared by the scheduler's GPU requests of
+        the node's pods that no DCGM label names in the window (all of them where telemetry labels no
+        GPU with a pod; :meth:`_pooled`); and the requests no observed GPU took (their GPUs went
+        unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own GPU:
+        where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod, and is
+        unallocated, not the pod's. Without a request to place, an unlabelled unit is unallocated
+        (the exporter maps pods, or the scheduler reports the node), else allocation unknown."""
+        labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
+        pending = [req._replace(gpus=_count(req.gpus)) for req in self.requests.get((node, ts), [])
+                   if (req.namespace, req.pod) not in labelled]
         known = self.known_pods.get(node, set())
         placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
-        has_scheduler = (node, ts) in self.requests
-        out = []
-        for row in rows:
-            if row.pod:
-                out.append((self._service_or_undeclared(row.namespace, row.pod, row.container), row.pod))
-            elif placeable:  # the scheduler places a pod no label names on an unlabelled GPU
-                i = placeable[0]
-                req = pending[i]
-                out.append((self._service_or_undeclared(req.namespace, req.pod, ""), req.pod))
-                pending[i] = req._replace(gpus=req.gpus - 1)
-                if pending[i].gpus <= 0:
-                    placeable.pop(0)
-            elif has_scheduler or self.pod_mapping:
-                out.append((UNALLOCATED, ""))
-            else:
-                out.append((UNKNOWN, ""))
+        free = [u for u in units if not u.row.pod]
+        nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
+        out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
+                u.weight, u.busy, u.row.source, u.row.pod) for u in units if u.row.pod or not placeable]
+        if free and placeable:
+            out += self._pooled(node, free, pending, placeable)
         return out, [req for req in pending if req.gpus > 0]
+
+    def _pooled(self, node, free: list, pending: list, placeable: list[int]) -> list[tuple]:
+        """The node's unlabelled GPU units shared by the requests that place pods on them (``pending``
+        at ``placeable``, consumed). Nothing in the data says which GPU each pod held, so each request
+        takes the GPUs it asks for (a fraction where its pod ran part of the interval) at the mean
+        activity of those units, not at the activity of whichever GPU came first; what no request
+        takes is unallocated at the same mean, so the units' GPU time and activity are conserved. The
+        node and its pods are named (:meth:`placement_misfits`) unless one pod took every unit."""
+        pool: dict[str, list] = {}  # activity source -> [weight, Σ weight × busy] of its units
+        for unit in free:
+            sums = pool.setdefault(unit.row.source, [ZERO, ZERO])
+            sums[0] += unit.weight
+            sums[1] += unit.weight * unit.busy
+        capacity = sum((w for w, _ in pool.values()), ZERO)
+        room, out, pods = capacity, [], []
+        for i in placeable:
+            req = pending[i]
+            take = min(req.gpus, room)
+            if take <= 0:
+                break
+            out += _spread(self._service_or_undeclared(req.namespace, req.pod, ""), take, capacity, pool, req.pod)
+            pending[i] = req._replace(gpus=req.gpus - take)
+            room -= take
+            pods.append(f"{req.namespace}/{req.pod}" if req.namespace else req.pod)
+        if room > 0:
+            out += _spread(UNALLOCATED, room, capacity, pool, "")
+        if len(pods) > 1 or (pods and room > 0):
+            self.assumed.setdefault(node, set()).update(pods)
+        return out
+
+    def placement_misfits(self) -> list:
+        """A ``gpu_placement_assumed`` warning per node whose unlabelled GPUs several pods (or one
+        pod, on part of them) shared (:meth:`_pooled`), in node order."""
+        return [placement_misfit(node, pods) for node, pods in sorted(self.assumed.items())]
 
     def _service_or_undeclared(self, namespace, pod, container) -> str:
         key = (namespace, pod, container)
@@ -377,6 +411,24 @@ class _Unit:
 
     def __init__(self, gpu: str, uuid: str):
         self.gpu, self.uuid = gpu, uuid
+
+
+def _count(gpus) -> int | Decimal:
+    """A request's GPU count: a whole number as an int, a fraction (a pod that ran part of the
+    interval) as the exact Decimal the split has always read a float as."""
+    return int(gpus) if float(gpus).is_integer() else fraction(gpus)
+
+
+def _whole(weight):
+    """A weight that is a whole number as an int (a whole GPU counts as it always did), else itself."""
+    return int(weight) if weight == int(weight) else weight
+
+
+def _spread(holder: str, take, capacity, pool: Mapping[str, list], pod: str) -> list[tuple]:
+    """(holder, weight, busy, source, pod) of ``take`` of a pool of ``capacity`` GPU units: per
+    activity source, its part of ``take`` at its units' mean activity."""
+    return [(holder, _whole(take if weight == capacity else take * weight / capacity), active / weight, source, pod)
+            for source, (weight, active) in pool.items()]
 
 
 def _text_key(value) -> tuple:

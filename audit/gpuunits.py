@@ -14,6 +14,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from audit.misfit import LISTED, Misfit, listing, text
 from connectors.telemetry.families import mig_compute_slices, mig_slice
 from connectors.telemetry.tables import is_mig_unit
 
@@ -135,3 +136,15 @@ def shared_gpu_notes(activity) -> list[str]:
             if share is not None:
                 found.setdefault((share.node, share.gpu, share.method), share)
     return [sharing_note(found[key]) for key in sorted(found)]
+
+
+def placement_misfit(node: str, pods) -> Misfit:
+    """A ``gpu_placement_assumed`` warning: the scheduler's requests placed ``pods`` on the node's
+    GPUs that no DCGM pod label names, and which GPU each pod held is not in the data, so each pod's
+    GPU time was taken at the mean activity of those GPUs (audit/gpusplit.py ``GpuSplitter._pooled``)."""
+    named = sorted(pods)
+    return Misfit("gpu_placement_assumed", f"node {text(node)}",
+                  f"node {text(node)}: no DCGM pod label says which of its GPUs the pods {listing(named)} held "
+                  "(the scheduler's requests give how many, not which): each pod's requested GPU time was "
+                  "taken at the mean activity of the node's unlabelled GPUs in each interval, and the GPU "
+                  "time no request took is unallocated at that mean", tuple(named[:LISTED]))

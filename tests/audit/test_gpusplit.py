@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from audit.gpusplit import GpuLines, GpuSplitter, split_gpus, taken_in_turn
-from audit.ledger import NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
+from audit.ledger import NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
 from audit.lines import resource_key, vm_key
 from audit.money import CONTEXT
 from audit.normalise import label_mismatches
@@ -334,18 +334,20 @@ def half_labelled() -> tuple[list[dict], pd.DataFrame]:
 
 
 def test_unlabelled_gpus_beside_labelled_ones_take_the_requests_no_label_names():
-    """chat-1 and chat-2, which no DCGM label names, hold n1's GPUs 1 and 2 (:func:`half_labelled`),
-    chat-9 holds n2's GPU 0: only n1's GPU 3 and n2's GPU 1, beyond every request, are unallocated
-    (before: chat held GPU 0 of n1 alone, B 1.00 of 2.00 paid, and 5 GPUs, 10.00, were unallocated
-    overhead)."""
+    """chat-1 and chat-2, which no DCGM label names, hold two of n1's GPUs 1 to 3 (:func:`half_labelled`),
+    chat-9 one of n2's: one GPU of each node, beyond every request, is unallocated (before: chat held
+    GPU 0 of n1 alone, B 1.00 of 2.00 paid, and 5 GPUs, 10.00, were unallocated overhead). Which
+    unlabelled GPU each pod held is not in the data: each takes the mean activity of its node's
+    unlabelled GPUs (n1 0.375, n2 0.25), so B = 2 × 0.5 + 4 × 0.375 + 2 × 0.25 = 3.0 (before: GPUs
+    in order, chat-1 and chat-2 on GPUs 1 and 2, chat-9 on GPU 0, B 4.0 and the unallocated 0.25)."""
     acts, requests = half_labelled()
     rows = [gpu_line(1, gpus_per_instance=4, net=Decimal("8")),
             gpu_line(2, resource_id="i-2", gpus_per_instance=2, net=Decimal("4"))]
     splitter = split(rows, acts, {"i-1": ("n1",), "i-2": ("n2",)}, requests)
     chat, free = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(UNALLOCATED, H0.to_pydatetime())]
-    assert (chat.gpus, chat.paid, chat.busy, chat.paid_seconds) == (4, Decimal("8"), Decimal("4.0"), 4 * 3600)
+    assert (chat.gpus, chat.paid, chat.busy, chat.paid_seconds) == (4, Decimal("8"), Decimal("3.0"), 4 * 3600)
     assert chat.pods == {"chat-0", "chat-1", "chat-2", "chat-9"}
-    assert (free.gpus, free.paid, free.busy, free.nodes) == (2, Decimal("4"), Decimal("0.25"), {"n1", "n2"})
+    assert (free.gpus, free.paid, free.busy, free.nodes) == (2, Decimal("4"), Decimal("1.25"), {"n1", "n2"})
 
 
 def test_the_unlabelled_gpus_that_take_requests_are_named_among_the_label_mismatches():
@@ -365,3 +367,68 @@ def test_the_unlabelled_gpus_that_take_requests_are_named_among_the_label_mismat
     requests = requests.loc[requests["node"] == "n1"]
     assert [m for m in label_mismatches(replace(tele, activity=activity(acts), requests=requests))
             if m["check"] == "dcgm_gpu_without_pod_label"][0]["values"] == ["n1/2", "n1/3"]
+
+
+def unlabelled(busy: list[float], requests: list[tuple[str, str, float]]) -> tuple[list[dict], pd.DataFrame]:
+    """Node n1's GPUs, with no pod label, at ``busy``; the scheduler's (namespace, pod, GPUs) on n1."""
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0, "busy_fraction": b, "pod": "", "namespace": ""}
+            for g, b in enumerate(busy)]
+    return acts, pd.DataFrame([{"ts": H0, "namespace": ns, "pod": pod, "node": "n1", "gpus": gpus}
+                               for ns, pod, gpus in requests])
+
+
+def test_a_fractional_request_holds_its_fraction_of_a_gpu_interval():
+    """A Slurm job that ended 184 s into the hour with 4 GPUs (0.2044 GPUs, as the sacct connector
+    averages it) holds 0.2044 of a GPU-interval, its time, money and activity; a pod that ran half
+    the hour holds 0.5; the rest of the two GPUs is unallocated, and the money adds up exactly
+    (before: each took a whole GPU: chat paid 4.00 for 3600 s, the other pod 4.00, nothing unallocated)."""
+    acts, requests = unlabelled([0.4, 0.4], [("llm", "chat-1", 4 * 184 / 3600), ("ml", "job-1", 0.5)])
+    splitter = split([gpu_line(1, gpus_per_instance=2, net=Decimal("8"))], acts, {"i-1": ("n1",)}, requests)
+    groups = {holder: splitter.groups[(holder, H0.to_pydatetime())] for holder in ("chat", UNDECLARED, UNALLOCATED)}
+    cents, micro = Decimal("0.01"), Decimal("0.000001")
+    assert [(g.gpus.quantize(micro), g.paid.quantize(cents), g.paid_seconds.quantize(micro), g.busy_seconds.quantize(micro))
+            for g in groups.values()] == [
+        (Decimal("0.204444"), Decimal("0.82"), Decimal("736.000000"), Decimal("294.400000")),
+        (Decimal("0.5"), Decimal("2.00"), Decimal("1800"), Decimal("720")),
+        (Decimal("1.295556"), Decimal("5.18"), Decimal("4664.000000"), Decimal("1865.600000"))]
+    assert sum((g.paid for g in groups.values()), Decimal(0)) == Decimal("8")
+    assert splitter.coverage["i-1"].paid_seconds == 2 * 3600
+
+
+def test_pods_sharing_unlabelled_gpus_take_their_mean_activity_and_are_named():
+    """No label says which of n1's four GPUs (5, 15, 25, 35 % busy) chat-a (2 GPUs) and embed-t (1)
+    held: each takes the mean, 20 %, so chat's B is 2 × 0.2 of 1.00 a GPU (before: the GPUs in the
+    requests' order, chat on GPUs 0 and 1, B 0.20), and a warning names the node, the pods and the
+    assumption (before: none)."""
+    acts, requests = unlabelled([0.05, 0.15, 0.25, 0.35], [("llm", "chat-a", 2), ("embed", "embed-t", 1)])
+    splitter = split([gpu_line(1, gpus_per_instance=4, net=Decimal("4"))], acts, {"i-1": ("n1",)}, requests)
+    chat, free = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(UNALLOCATED, H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid, chat.busy, chat.busy_seconds) == (2, Decimal("2"), Decimal("0.4"), Decimal("1440"))
+    assert (free.gpus, free.busy) == (1, Decimal("0.2"))
+    (misfit,) = splitter.placement_misfits()
+    assert (misfit.kind, misfit.subject, misfit.nearest) == ("gpu_placement_assumed", "node n1",
+                                                            ("embed/embed-t", "llm/chat-a"))
+    assert misfit.message == (
+        "node n1: no DCGM pod label says which of its GPUs the pods embed/embed-t, llm/chat-a held (the "
+        "scheduler's requests give how many, not which): each pod's requested GPU time was taken at the mean "
+        "activity of the node's unlabelled GPUs in each interval, and the GPU time no request took is "
+        "unallocated at that mean")
+
+
+def test_one_pod_on_every_unlabelled_gpu_is_no_assumption():
+    """A pod whose request takes all of the node's unlabelled GPUs held them: nothing is assumed."""
+    acts, requests = unlabelled([0.05, 0.35], [("llm", "chat-a", 2)])
+    splitter = split([gpu_line(1, gpus_per_instance=2, net=Decimal("2"))], acts, {"i-1": ("n1",)}, requests)
+    chat = splitter.groups[("chat", H0.to_pydatetime())]
+    assert (chat.gpus, chat.busy, splitter.placement_misfits()) == (2, Decimal("0.4"), [])
+
+
+def test_a_fractional_request_left_over_owns_its_fraction_of_an_unmeasured_gpu():
+    """chat asks 1.5 GPUs of n1's two, whose GPU 1 has no sample: it takes GPU 0 and half of GPU 1,
+    unmeasured but its own; the other half has no owner (before: the walk never ended, a request
+    of less than one GPU taking nothing of a missing GPU, forever)."""
+    acts, requests = unlabelled([0.4], [("llm", "chat-a", 1.5)])
+    splitter = split([gpu_line(1, gpus_per_instance=2, net=Decimal("2"))], acts, {"i-1": ("n1",)}, requests)
+    chat, unmeasured = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(NO_SAMPLE, H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid, chat.busy) == (1, Decimal("1"), Decimal("0.4"))
+    assert (unmeasured.gpus, unmeasured.paid, unmeasured.owned_paid) == (1, Decimal("1"), {"chat": Decimal("0.5")})
