@@ -192,7 +192,7 @@ def rank_options(given: RankInput) -> list[Option]:
         part = spec["acts_on"]
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
-                        modelled, why)
+                        modelled, why, "recoverable" in (case.option_overrides.get(spec["id"]) or {}))
         options.append(option)  # audit/plan.py says what of its saving lies on committed capacity
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
@@ -244,18 +244,23 @@ def committed_share(charges: pd.DataFrame) -> Decimal:
 
 def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal | None, per_month: Decimal,
            case: Case, measured_parts: Collection[str], note: str | None, model: Modelled | None = None,
-           why: str | None = None) -> Option:
+           why: str | None = None, share_given: bool = False) -> Option:
     """Price one option: from its model where one ran (basis modelled), else the catalogue's
-    recoverable share of the part (basis assumed, with ``why``)."""
+    recoverable share of the part (basis assumed, with ``why``). Where the case gives a modelled
+    option's ``recoverable`` (``share_given``), it is the share of the modelled saving that can be
+    recovered: saving band × recoverable band (docs/case.md)."""
     effort = _bands(spec, "effort_hours")
     cost = {b: effort[b] * case.loaded_rate for b in BANDS}
     recover = _bands(spec, "recoverable")
     run_cost = Decimal(str(spec.get("run_cost_per_month", 0)))
     assumptions = [f"effort {effort['low']} / {effort['expected']} / {effort['high']} h at "
                    f"{case.loaded_rate} {case.currency}/h", f"why: {spec['reason']}"]
+    shares = f"{recover['low']} / {recover['expected']} / {recover['high']}"
     if model is None:
-        assumptions.insert(0, f"recoverable share of the part {recover['low']} / {recover['expected']} / "
-                              f"{recover['high']}")
+        assumptions.insert(0, f"recoverable share of the part {shares}")
+    elif share_given:
+        assumptions.insert(0, f"recoverable share of the modelled saving {shares} (case [[options]]): "
+                              "the model's saving × this share")
     if run_cost:
         assumptions.append(f"adds {run_cost} {case.currency} a month to run")
     if note:
@@ -273,10 +278,13 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                        reason=f"{NO_SAVING}: the part is {monthly:.2f} a month, negative after credits "
                               "(they exceed its charges: see fit): no saving is priced on a negative amount")
     if model is not None:
-        saving = {b: model.saving[b] * per_month - run_cost for b in BANDS}
-        option = replace(option, basis="modelled", inputs=model.inputs, basis_note=model.bands,
+        kept = recover if share_given else dict.fromkeys(BANDS, Decimal(1))
+        saving = {b: model.saving[b] * per_month * kept[b] - run_cost for b in BANDS}
+        inputs = model.inputs + ((("recoverable share of the modelled saving", shares, "case [[options]]"),)
+                                 if share_given else ())
+        option = replace(option, basis="modelled", inputs=inputs, basis_note=model.bands,
                          commitment_end=model.commitment_end, by_service=None if model.by_service is None else
-                         {s: {b: v[b] * per_month for b in BANDS} for s, v in model.by_service.items()})
+                         {s: {b: v[b] * per_month * kept[b] for b in BANDS} for s, v in model.by_service.items()})
     else:
         saving = {b: monthly * recover[b] - run_cost for b in BANDS}
         option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, overridden),

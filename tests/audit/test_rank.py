@@ -77,3 +77,34 @@ def test_without_a_serving_split_capacity_options_are_not_measured_not_zero(tmp_
         assert options[option]["status"] == "not_measured", options[option]
         assert "idle_not_separated" in options[option]["reason"]
         assert options[option]["monthly_saving"] is None
+
+
+def _modelled_right_size(share_given: bool, **override):
+    from audit.pricing import Modelled
+
+    spec = dict(next(s for s in catalogue() if s["id"] == "right_size_replicas"), **override)
+    model = Modelled({"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")},
+                     (("replicas held", "21", "telemetry"),), "the replay at u ∓ 0.1",
+                     by_service={"chat": {"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")}})
+    return _price(spec, bool(override), spec["acts_on"], Decimal("1000"), Decimal(1), CASE, {spec["acts_on"]},
+                  None, model, None, share_given)
+
+
+def test_a_case_recoverable_on_a_modelled_option_scales_the_modelled_saving():
+    """docs/case.md [[options]]: the case's recoverable on a modelled option is the share of the
+    modelled saving one can recover (before: read and never used, the saving stayed the model's
+    100 / 200 / 300 with nothing said)."""
+    option = _modelled_right_size(True, recoverable={"low": 0.4, "expected": 0.6, "high": 0.8},
+                                  reason="we already run KEDA; only the policy changes")
+    assert option.saving == {"low": Decimal("40.0"), "expected": Decimal("120.0"), "high": Decimal("240.0")}
+    assert option.by_service == {"chat": option.saving}
+    assert option.assumptions[0] == ("recoverable share of the modelled saving 0.4 / 0.6 / 0.8 (case [[options]]): "
+                                     "the model's saving × this share")
+    assert "why: we already run KEDA; only the policy changes" in option.assumptions
+    assert option.inputs[-1] == ("recoverable share of the modelled saving", "0.4 / 0.6 / 0.8", "case [[options]]")
+
+
+def test_the_catalogue_recoverable_is_not_applied_to_a_model():
+    option = _modelled_right_size(False)
+    assert option.saving == {"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")}
+    assert option.inputs == (("replicas held", "21", "telemetry"),)
