@@ -18,7 +18,7 @@ from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.plan import NO_SAVING, PlanInput, plan
+from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
@@ -193,10 +193,25 @@ def rank_options(given: RankInput) -> list[Option]:
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
                         modelled, why, "recoverable" in (case.option_overrides.get(spec["id"]) or {}))
-        options.append(option)  # audit/plan.py says what of its saving lies on committed capacity
+        options.append(uncommitted(option, given.charges))  # audit/plan.py: what of its saving is committed
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         specs, committed, target_models(specs, given)))
+
+
+NO_COMMITMENT = (f"{NO_SAVING}: no commitment line is in scope (no invoice line is billed under a commitment "
+                 "discount or as unused commitment): there is no commitment to right-size")
+
+
+def uncommitted(option: Option, charges: pd.DataFrame) -> Option:
+    """An option on unused commitment where no line in scope is billed under a commitment: no saving,
+    said so (the billing was read and holds none), never a part that was not measured."""
+    if option.status != "not_measured" or option.acts_on not in WHOLLY_COMMITTED:
+        return option
+    if (charges["commitment_discount_id"].fillna("").astype(str) != "").any() or \
+            (charges["resource_class"] == "commitment_unused").any():
+        return option
+    return replace(option, status="no_saving", part_monthly=ZERO, reason=NO_COMMITMENT)
 
 
 def target_models(specs: Sequence[Mapping[str, Any]], given: RankInput) -> dict[str, Callable[[Decimal], Decimal]]:
@@ -304,7 +319,7 @@ def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: D
         return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
                 "expected): what is in place already costs less (see the inputs)")
     if saving["expected"] <= 0:
-        return "the saving is zero (or below the run cost) in this case"
+        return "the saving is zero (or below the run cost)"
     return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
             "option does not pay in every band")
 

@@ -108,3 +108,37 @@ def test_the_catalogue_recoverable_is_not_applied_to_a_model():
     option = _modelled_right_size(False)
     assert option.saving == {"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")}
     assert option.inputs == (("replicas held", "21", "telemetry"),)
+
+
+def _commitment_option():
+    spec = next(dict(s) for s in catalogue() if s["id"] == "right_size_commitment")
+    return _price(spec, False, spec["acts_on"], None, Decimal(1), CASE, set(), None)
+
+
+def test_no_commitment_line_in_scope_is_no_saving_not_an_unmeasured_part():
+    """A case without commitments (cloudgen eks seed 7301): before, right_size_commitment was
+    not_measured ("part not measured: no measurement in this case produced it"); now no_saving,
+    saying no commitment line is in scope."""
+    import pandas as pd
+
+    from audit.rank import uncommitted
+
+    plain = pd.DataFrame({"commitment_discount_id": [None, ""], "resource_class": ["gpu_compute", "storage"]})
+    option = uncommitted(_commitment_option(), plain)
+    assert (option.status, option.part_monthly, option.saving) == ("no_saving", Decimal(0), None)
+    assert option.reason == ("no saving in this case: no commitment line is in scope (no invoice line is billed "
+                             "under a commitment discount or as unused commitment): there is no commitment to "
+                             "right-size")
+    committed = pd.DataFrame({"commitment_discount_id": ["sp-1"], "resource_class": ["gpu_compute"]})
+    assert uncommitted(_commitment_option(), committed).status == "not_measured"
+
+
+def test_a_zero_saving_says_in_this_case_once():
+    """Before: "no saving in this case: the saving is zero (or below the run cost) in this case"."""
+    from audit.plan import PlanInput, plan
+
+    spec = next(dict(s) for s in catalogue() if s["id"] == "cache_egress")
+    option = _price(spec, False, spec["acts_on"], Decimal(0), Decimal(1), CASE, {spec["acts_on"]}, None)
+    (priced,) = plan([option], PlanInput(part_monthly={}))
+    assert (priced.status, priced.reason) == ("no_saving", "no saving in this case: the saving is zero (or below "
+                                                           "the run cost)")
