@@ -18,7 +18,7 @@ from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.plan import NO_SAVING, PlanInput, plan
+from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
@@ -192,11 +192,26 @@ def rank_options(given: RankInput) -> list[Option]:
         part = spec["acts_on"]
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
-                        modelled, why)
-        options.append(option)  # audit/plan.py says what of its saving lies on committed capacity
+                        modelled, why, "recoverable" in (case.option_overrides.get(spec["id"]) or {}))
+        options.append(uncommitted(option, given.charges))  # audit/plan.py: what of its saving is committed
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         specs, committed, target_models(specs, given)))
+
+
+NO_COMMITMENT = (f"{NO_SAVING}: no commitment line is in scope (no invoice line is billed under a commitment "
+                 "discount or as unused commitment): there is no commitment to right-size")
+
+
+def uncommitted(option: Option, charges: pd.DataFrame) -> Option:
+    """An option on unused commitment where no line in scope is billed under a commitment: no saving,
+    said so (the billing was read and holds none), never a part that was not measured."""
+    if option.status != "not_measured" or option.acts_on not in WHOLLY_COMMITTED:
+        return option
+    if (charges["commitment_discount_id"].fillna("").astype(str) != "").any() or \
+            (charges["resource_class"] == "commitment_unused").any():
+        return option
+    return replace(option, status="no_saving", part_monthly=ZERO, reason=NO_COMMITMENT)
 
 
 def target_models(specs: Sequence[Mapping[str, Any]], given: RankInput) -> dict[str, Callable[[Decimal], Decimal]]:
@@ -244,18 +259,23 @@ def committed_share(charges: pd.DataFrame) -> Decimal:
 
 def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal | None, per_month: Decimal,
            case: Case, measured_parts: Collection[str], note: str | None, model: Modelled | None = None,
-           why: str | None = None) -> Option:
+           why: str | None = None, share_given: bool = False) -> Option:
     """Price one option: from its model where one ran (basis modelled), else the catalogue's
-    recoverable share of the part (basis assumed, with ``why``)."""
+    recoverable share of the part (basis assumed, with ``why``). Where the case gives a modelled
+    option's ``recoverable`` (``share_given``), it is the share of the modelled saving that can be
+    recovered: saving band × recoverable band (docs/case.md)."""
     effort = _bands(spec, "effort_hours")
     cost = {b: effort[b] * case.loaded_rate for b in BANDS}
     recover = _bands(spec, "recoverable")
     run_cost = Decimal(str(spec.get("run_cost_per_month", 0)))
     assumptions = [f"effort {effort['low']} / {effort['expected']} / {effort['high']} h at "
                    f"{case.loaded_rate} {case.currency}/h", f"why: {spec['reason']}"]
+    shares = f"{recover['low']} / {recover['expected']} / {recover['high']}"
     if model is None:
-        assumptions.insert(0, f"recoverable share of the part {recover['low']} / {recover['expected']} / "
-                              f"{recover['high']}")
+        assumptions.insert(0, f"recoverable share of the part {shares}")
+    elif share_given:
+        assumptions.insert(0, f"recoverable share of the modelled saving {shares} (case [[options]]): "
+                              "the model's saving × this share")
     if run_cost:
         assumptions.append(f"adds {run_cost} {case.currency} a month to run")
     if note:
@@ -273,10 +293,13 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                        reason=f"{NO_SAVING}: the part is {monthly:.2f} a month, negative after credits "
                               "(they exceed its charges: see fit): no saving is priced on a negative amount")
     if model is not None:
-        saving = {b: model.saving[b] * per_month - run_cost for b in BANDS}
-        option = replace(option, basis="modelled", inputs=model.inputs, basis_note=model.bands,
+        kept = recover if share_given else dict.fromkeys(BANDS, Decimal(1))
+        saving = {b: model.saving[b] * per_month * kept[b] - run_cost for b in BANDS}
+        inputs = model.inputs + ((("recoverable share of the modelled saving", shares, "case [[options]]"),)
+                                 if share_given else ())
+        option = replace(option, basis="modelled", inputs=inputs, basis_note=model.bands,
                          commitment_end=model.commitment_end, by_service=None if model.by_service is None else
-                         {s: {b: v[b] * per_month for b in BANDS} for s, v in model.by_service.items()})
+                         {s: {b: v[b] * per_month * kept[b] for b in BANDS} for s, v in model.by_service.items()})
     else:
         saving = {b: monthly * recover[b] - run_cost for b in BANDS}
         option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, overridden),
@@ -296,7 +319,7 @@ def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: D
         return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
                 "expected): what is in place already costs less (see the inputs)")
     if saving["expected"] <= 0:
-        return "the saving is zero (or below the run cost) in this case"
+        return "the saving is zero (or below the run cost)"
     return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
             "option does not pay in every band")
 

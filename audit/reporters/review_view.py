@@ -243,9 +243,13 @@ def _realised(r: dict, cur: str) -> RealisedView:
     verdict = str(r.get("verdict") or "not measured")
     realised = money(r.get("realised"), cur)
     option, service = str(r.get("title") or r.get("option") or ""), str(r.get("service") or "")
+    held = r.get("released_on_committed")
+    apart = (f" ({money(held, cur)} more released on committed capacity, not saved until the commitment ends)"
+             if held is not None else "")
     if projection and r.get("realised") is not None:
-        sentence = (f"{option} on {service}: {realised} a month realised against {money(projection.get('expected'), cur)} "
-                    f"expected ({money(projection.get('low'), cur)} – {money(projection.get('high'), cur)}): {verdict}.")
+        sentence = (f"{option} on {service}: {realised} a month realised{apart} against "
+                    f"{money(projection.get('expected'), cur)} expected ({money(projection.get('low'), cur)} – "
+                    f"{money(projection.get('high'), cur)}): {verdict}.")
     else:
         sentence = f"{option} on {service}: {verdict}."
     return RealisedView(option=option, service=service, shipped=day(str(r.get("shipped") or "") or None),
@@ -263,7 +267,8 @@ def _realised(r: dict, cur: str) -> RealisedView:
 #: then the sources; keys not named here follow in the document's order
 READING_ORDER = ("shipped_note", "measure", "days_before", "days_after", "requests_before", "requests_after",
                  "requests_per_day", "quantity_before", "quantity_after", "per_request_before", "per_request_after",
-                 "cost_after", "unit_price_after", "monthly_requests_after", "source", "projection_source")
+                 "cost_after", "unit_price_after", "monthly_requests_after", "realised_whole", "committed_share",
+                 "source", "projection_source")
 
 
 def in_reading_order(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:

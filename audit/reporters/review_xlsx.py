@@ -78,14 +78,15 @@ def _lines(pair: dict) -> Sheet:
 
 def _realised(pair: dict) -> Sheet:
     head = ["option", "service", "shipped", "part", "projection_low", "projection_expected", "projection_high",
-            "realised_monthly", "verdict", "note", "evidence"]
+            "realised_monthly", "released_on_committed_monthly", "verdict", "note", "evidence"]
     rows = []
     for r in pair.get("realised") or []:
         p = r.get("projection") or {}
         evidence = "; ".join(f"{k}={v}" for k, v in evidence_rows(r.get("evidence")))
         rows.append([r.get("option"), r.get("service"), r.get("shipped"), r.get("part"), p.get("low"),
-                     p.get("expected"), p.get("high"), r.get("realised"), r.get("verdict"), r.get("note"), evidence])
-    return head, rows, [None, None, None, None, "money", "money", "money", "money", None, None, None]
+                     p.get("expected"), p.get("high"), r.get("realised"), r.get("released_on_committed"),
+                     r.get("verdict"), r.get("note"), evidence])
+    return head, rows, [None, None, None, None, "money", "money", "money", "money", "money", None, None, None]
 
 
 def write_review_xlsx(document: dict, path: Path) -> None:

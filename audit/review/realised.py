@@ -5,7 +5,10 @@ For a shipped option acting on part P ("bucket.name") of service s, from the lat
 seconds) per request over the days before / from the ship date; p_after = P's cost ÷ its
 GPU-seconds from the ship date; Q_after = the requests from the ship date × 30.4375 ÷ those days.
 Realised monthly saving = (x_before − x_after) · p_after · Q_after: price changes and volume are
-not credited to the option. A day the ship moment falls inside (a ship time that is not midnight
+not credited to the option. Where the earlier audit priced the option on s₀ alone (committed
+capacity with no known end, METHOD §7), the committed share of that saving is shown apart, not
+saved until the commitment ends, and the rest is set against the projection (:func:`on_committed`).
+A day the ship moment falls inside (a ship time that is not midnight
 UTC) is left out of both sides. A part the service's daily figures never hold was not measured
 (nothing it could save was there), never a saving of 0.00. The projection is the earlier audit's
 option with that id: ``by_service[s]`` where it has one, else (an option projected for no service
@@ -92,7 +95,8 @@ def _one(earlier: Audit, later: Audit, entry: dict, why: list[str]) -> dict:
     title = (proposal or _options(later).get(option_id) or {}).get("title")
     out: dict[str, Any] = {"option": option_id, "title": title, "service": service, "shipped": entry.get("date"),
            "part": part,
-           "projection": projected, "realised": None, "verdict": "not measured", "evidence": evidence, "note": None}
+           "projection": projected, "realised": None, "released_on_committed": None, "verdict": "not measured",
+           "evidence": evidence, "note": None}
     if entry.get("note"):
         evidence["shipped_note"] = entry["note"]
     problem = _unmeasurable(earlier, later, entry, proposal, part, service)
@@ -104,7 +108,11 @@ def _one(earlier: Audit, later: Audit, entry: dict, why: list[str]) -> dict:
         out["note"] = measured
         return out
     amount, figures, note = measured
-    text = str(cents(to_decimal(amount)))
+    text, committed = str(cents(to_decimal(amount))), on_committed(earlier, proposal, amount)
+    if committed is not None:
+        text, out["released_on_committed"] = committed.rest, committed.held
+        note = "; ".join(n for n in (committed.note, note) if n)
+        evidence.update(committed.evidence)
     out["realised"] = text
     evidence.update(figures)
     if projected_from:
@@ -116,6 +124,38 @@ def _one(earlier: Audit, later: Audit, entry: dict, why: list[str]) -> dict:
     moved = price_moved(earlier, service, str(part), figures) if out["verdict"] in ("ahead", "behind") else None
     out["note"] = "; ".join(n for n in (note, verdict_note, moved) if n) or None
     return out
+
+
+@dataclass
+class Committed:
+    """A realised saving split by the earlier audit's committed share (:func:`on_committed`)."""
+
+    rest: str          # set against the s₀ projection
+    held: str          # released on committed capacity: not saved until the commitment ends
+    note: str
+    evidence: dict
+
+
+def on_committed(earlier: Audit, proposal: dict | None, amount: Fraction) -> Committed | None:
+    """Where the earlier audit priced the option on s₀ alone (part of its saving lay on committed
+    capacity with no known end, METHOD §7: ``deferred.committed_share`` set, ``months_after_window``
+    null), the realised saving split like its projection: the rest, set against the s₀ projection,
+    and the GPU time released on committed capacity, not saved until the commitment ends; the two
+    add up to the whole realised saving to the cent. None where the projection holds the whole
+    saving (no committed share, or s₁ priced from a known end)."""
+    deferred = (proposal or {}).get("deferred") or {}
+    if not deferred.get("committed_share") or deferred.get("months_after_window") is not None:
+        return None
+    where = f"options[{proposal.get('id')}].deferred.committed_share"  # type: ignore[union-attr]
+    share = fraction_of(earlier, deferred["committed_share"], where)
+    whole = cents(to_decimal(amount))
+    rest = cents(to_decimal(amount * (1 - share)))
+    held = whole - rest
+    note = (f"released on committed capacity: not saved until the commitment ends ({held:,} a month, "
+            f"{to_decimal(share) * 100:.1f} % of the realised {whole:,}, the earlier audit's committed share); "
+            f"the rest, {rest:,}, is set against the projection, which is on the saving available now (s₀)")
+    return Committed(str(rest), str(held), note, {
+        "realised_whole": str(whole), "committed_share": f"{deferred['committed_share']} ({earlier.path}: {where})"})
 
 
 def _unmeasurable(earlier: Audit, later: Audit, entry: dict, proposal, part, service: str) -> str | None:

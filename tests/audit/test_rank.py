@@ -77,3 +77,68 @@ def test_without_a_serving_split_capacity_options_are_not_measured_not_zero(tmp_
         assert options[option]["status"] == "not_measured", options[option]
         assert "idle_not_separated" in options[option]["reason"]
         assert options[option]["monthly_saving"] is None
+
+
+def _modelled_right_size(share_given: bool, **override):
+    from audit.pricing import Modelled
+
+    spec = dict(next(s for s in catalogue() if s["id"] == "right_size_replicas"), **override)
+    model = Modelled({"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")},
+                     (("replicas held", "21", "telemetry"),), "the replay at u ∓ 0.1",
+                     by_service={"chat": {"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")}})
+    return _price(spec, bool(override), spec["acts_on"], Decimal("1000"), Decimal(1), CASE, {spec["acts_on"]},
+                  None, model, None, share_given)
+
+
+def test_a_case_recoverable_on_a_modelled_option_scales_the_modelled_saving():
+    """docs/case.md [[options]]: the case's recoverable on a modelled option is the share of the
+    modelled saving one can recover (before: read and never used, the saving stayed the model's
+    100 / 200 / 300 with nothing said)."""
+    option = _modelled_right_size(True, recoverable={"low": 0.4, "expected": 0.6, "high": 0.8},
+                                  reason="we already run KEDA; only the policy changes")
+    assert option.saving == {"low": Decimal("40.0"), "expected": Decimal("120.0"), "high": Decimal("240.0")}
+    assert option.by_service == {"chat": option.saving}
+    assert option.assumptions[0] == ("recoverable share of the modelled saving 0.4 / 0.6 / 0.8 (case [[options]]): "
+                                     "the model's saving × this share")
+    assert "why: we already run KEDA; only the policy changes" in option.assumptions
+    assert option.inputs[-1] == ("recoverable share of the modelled saving", "0.4 / 0.6 / 0.8", "case [[options]]")
+
+
+def test_the_catalogue_recoverable_is_not_applied_to_a_model():
+    option = _modelled_right_size(False)
+    assert option.saving == {"low": Decimal("100"), "expected": Decimal("200"), "high": Decimal("300")}
+    assert option.inputs == (("replicas held", "21", "telemetry"),)
+
+
+def _commitment_option():
+    spec = next(dict(s) for s in catalogue() if s["id"] == "right_size_commitment")
+    return _price(spec, False, spec["acts_on"], None, Decimal(1), CASE, set(), None)
+
+
+def test_no_commitment_line_in_scope_is_no_saving_not_an_unmeasured_part():
+    """A case without commitments (cloudgen eks seed 7301): before, right_size_commitment was
+    not_measured ("part not measured: no measurement in this case produced it"); now no_saving,
+    saying no commitment line is in scope."""
+    import pandas as pd
+
+    from audit.rank import uncommitted
+
+    plain = pd.DataFrame({"commitment_discount_id": [None, ""], "resource_class": ["gpu_compute", "storage"]})
+    option = uncommitted(_commitment_option(), plain)
+    assert (option.status, option.part_monthly, option.saving) == ("no_saving", Decimal(0), None)
+    assert option.reason == ("no saving in this case: no commitment line is in scope (no invoice line is billed "
+                             "under a commitment discount or as unused commitment): there is no commitment to "
+                             "right-size")
+    committed = pd.DataFrame({"commitment_discount_id": ["sp-1"], "resource_class": ["gpu_compute"]})
+    assert uncommitted(_commitment_option(), committed).status == "not_measured"
+
+
+def test_a_zero_saving_says_in_this_case_once():
+    """Before: "no saving in this case: the saving is zero (or below the run cost) in this case"."""
+    from audit.plan import PlanInput, plan
+
+    spec = next(dict(s) for s in catalogue() if s["id"] == "cache_egress")
+    option = _price(spec, False, spec["acts_on"], Decimal(0), Decimal(1), CASE, {spec["acts_on"]}, None)
+    (priced,) = plan([option], PlanInput(part_monthly={}))
+    assert (priced.status, priced.reason) == ("no_saving", "no saving in this case: the saving is zero (or below "
+                                                           "the run cost)")

@@ -80,7 +80,7 @@ def test_model_shows_unmeasured_figures_with_their_reason(sample):
     measured = copy.deepcopy(sample)
     option = next(o for o in measured["options"] if o["status"] == "not_measured")
     option.update(status="no_saving", monthly_saving={"low": "0.00", "expected": "0.00", "high": "120.00"},
-                  reason="no saving in this case: the saving is zero (or below the run cost) in this case")
+                  reason="no saving in this case: the saving is zero (or below the run cost)")
     shown = next(o for o in build_model(measured).options if o.id == option["id"])
     assert (shown.saving.expected, shown.one_off.expected, shown.payback.expected) == ("none", "—", "—")
     assert not shown.priced and shown.reason

@@ -183,6 +183,16 @@ def test_more_min_replicas_never_right_sizes_more(demo_base):
         assert expected_saving(after, RIGHT_SIZE) <= expected_saving(before, RIGHT_SIZE)
 
 
+def test_a_recoverable_share_on_the_modelled_right_size_scales_its_saving(demo_base):
+    """docs/case.md's own example (recoverable 0.4 / 0.6 / 0.8 on right_size_replicas): the modelled
+    saving × the share (before: "no change", the saving stayed 2474.39 / 3126.04 / 3920.42)."""
+    before = next(r for r in demo_base[2]["options"] if r["id"] == RIGHT_SIZE)["monthly_saving"]
+    view = changed_view(demo_base, f"options.{RIGHT_SIZE}.recoverable={{low=0.4,expected=0.6,high=0.8}}")
+    after = next(r for r in view["options"] if r["id"] == RIGHT_SIZE)["monthly_saving"]
+    assert before == {"low": "2474.39", "expected": "3126.04", "high": "3920.42"}
+    assert after == {"low": "989.75", "expected": "1875.62", "high": "3136.34"}  # × 0.4 / 0.6 / 0.8, exact
+
+
 # -- the pieces ---------------------------------------------------------------------------------------
 
 def test_a_band_set_alone_keeps_the_other_bands():

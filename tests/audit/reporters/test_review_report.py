@@ -262,3 +262,21 @@ def test_three_audits_give_two_pairs_and_the_last_is_the_headline(tmp_path):
     assert "the scopes differ: demo-q1 has no tags" in details
     names = load_workbook(out / "review.xlsx").sheetnames
     assert {"Bridge 1", "Bridge 2", "Realised savings 2"} <= set(names)
+
+
+def test_the_gpu_time_released_on_committed_capacity_is_shown_apart(tmp_path):
+    """review.json's released_on_committed (METHOD §7 / §10: not saved until the commitment ends) is
+    in the page's sentence and its own workbook column (before: neither existed)."""
+    from openpyxl import load_workbook
+
+    from audit.reporters.review_view import build_review_model
+
+    doc = review_document()
+    doc["pairs"][0]["realised"][0]["released_on_committed"] = "912.30"
+    (view,) = build_review_model(doc).pairs[0].realised
+    assert view.sentence == ("right_size_replicas on chat: $2,712.48 a month realised ($912.30 more released on "
+                             "committed capacity, not saved until the commitment ends) against $2,600.00 expected "
+                             "($1,800.00 – $3,400.00): on track.")
+    render_review(doc, tmp_path / "review", ["xlsx"])
+    sheet = load_workbook(tmp_path / "review" / "review.xlsx")["Realised savings"]
+    assert sheet.cell(1, 9).value == "Released on Committed Monthly" and Decimal(str(sheet.cell(2, 9).value)) == Decimal("912.30")

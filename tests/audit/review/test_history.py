@@ -56,12 +56,27 @@ def test_the_realised_saving_matches_the_truth_within_half_a_percent(pair, truth
     (want,) = truth["realised"]
     assert (found["option"], found["service"], found["shipped"], found["part"]) == \
         (want["option"], want["service"], want["shipped"], want["part"])
-    got, expected = Decimal(found["realised"]), Decimal(want["realised_monthly"])
+    got, expected = Decimal(found["evidence"]["realised_whole"]), Decimal(want["realised_monthly"])
     assert abs(got - expected) <= Decimal("0.005") * abs(expected), (got, expected)
     inputs = want["inputs"]
     assert found["evidence"]["days_before"] == inputs["days_before"] and found["evidence"]["days_after"] == inputs["days_after"]
     assert int(found["evidence"]["requests_after"]) == inputs["requests_after"]
     assert found["projection"] is not None and found["verdict"] in ("ahead", "on track", "behind")
+
+
+def test_the_realised_saving_on_committed_capacity_is_not_set_against_the_s0_projection(pair):
+    """Q2 priced right_size_replicas on s₀ alone (30.1065 % of the part on committed capacity with
+    no known end); the review sets like against like (before: the whole 32,963.20, committed GPU
+    time included, on track against 26,258.23 – 33,647.45; docs/review.md's worked example)."""
+    (found,) = pair["realised"]
+    assert found["projection"] == {"low": "26258.23", "expected": "30873.94", "high": "33647.45"}
+    assert (found["evidence"]["realised_whole"], found["realised"], found["released_on_committed"]) == (
+        "32963.20", "23039.13", "9924.07")
+    assert found["verdict"] == "behind"
+    assert found["note"].startswith("released on committed capacity: not saved until the commitment ends "
+                                    "(9,924.07 a month, 30.1 % of the realised 32,963.20")
+    assert found["note"].endswith("the part's unit price moved −17.1 % since the earlier audit, whose projection "
+                                  "is at its own price: the realised saving is at the later one")
 
 
 def test_chats_main_driver_is_the_right_sizing(pair):

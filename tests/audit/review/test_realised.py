@@ -157,3 +157,32 @@ def test_an_option_projected_per_service_but_not_for_this_one_has_no_projection(
     assert found["projection"] is None and found["realised"] == "1369.69" and found["verdict"] == "not measured"
     assert found["note"] == "no projection: the earlier audit (q2/audit.json) has no priced option " \
                             "right_size_replicas for service chat"
+
+
+def committed(months=None) -> dict:
+    """The earlier audit's option priced on s₀ alone: a quarter of its saving on committed capacity
+    with no known end (``months``: the commitment's end known, s₁ priced and in the projection)."""
+    proposal = option("1100", "1300", "1500")
+    proposal["deferred"] = {"saving_now": None, "saving_later": None if months is None else {"expected": "1"},
+                            "months_after_window": months, "committed_share": "0.250000"}
+    return proposal
+
+
+def test_the_saving_on_committed_capacity_is_shown_apart_and_the_rest_set_against_s0():
+    """METHOD §7 / §10 like with like: the projection left out the committed share (s₀ alone), so the
+    realised saving does too (before: the whole 1,369.69, GPU time released on committed capacity
+    included, was on track against the s₀ projection 1,100 – 1,500; now 1,027.27, behind, and
+    342.42 released on committed capacity, not saved until the commitment ends)."""
+    (found,) = pair(STEADY, [committed()])
+    assert (found["realised"], found["released_on_committed"], found["verdict"]) == ("1027.27", "342.42", "behind")
+    assert found["note"] == ("released on committed capacity: not saved until the commitment ends (342.42 a month, "
+                             "25.0 % of the realised 1,369.69, the earlier audit's committed share); the rest, "
+                             "1,027.27, is set against the projection, which is on the saving available now (s₀)")
+    assert found["evidence"]["realised_whole"] == "1369.69"
+    assert found["evidence"]["committed_share"] == (
+        "0.250000 (q2/audit.json: options[right_size_replicas].deferred.committed_share)")
+
+
+def test_a_projection_with_the_commitments_end_known_takes_the_whole_realised_saving():
+    (found,) = pair(STEADY, [committed(months="4.00")])
+    assert (found["realised"], found["released_on_committed"], found["verdict"]) == ("1369.69", None, "on track")
