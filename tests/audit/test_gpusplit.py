@@ -365,3 +365,23 @@ def test_the_unlabelled_gpus_that_take_requests_are_named_among_the_label_mismat
     requests = requests.loc[requests["node"] == "n1"]
     assert [m for m in label_mismatches(replace(tele, activity=activity(acts), requests=requests))
             if m["check"] == "dcgm_gpu_without_pod_label"][0]["values"] == ["n1/2", "n1/3"]
+
+
+def test_a_part_line_s_machine_names_the_coverage_not_the_node_s_label():
+    """A GCP machine billed in parts names no instance type: the coverage took the node's kube label
+    (g2-standard-48) although the bill's machine_spec (``machine_type``) says n1-standard-48; a table
+    without machine_type (built in memory) still falls back to the label."""
+    meter = gpu_line(1, resource_id="n1-1", instance_type="", gpus_per_instance=0, pricing_quantity=Decimal(4),
+                     consumed_quantity=Decimal(4), charge_description="Nvidia Tesla T4 GPU running in Americas")
+    kinds = {}
+    for rows in ([{**meter, "machine_type": "n1-standard-48"}], [meter]):
+        case = make_case()
+        splitter = GpuSplitter(case, case.services, empty_table(ACTIVITY_COLUMNS), {"n1-1": ("gke-n1-1",)},
+                               empty_table(REQUEST_COLUMNS), {}, 3600, node_types={"gke-n1-1": "g2-standard-48"})
+        lines = GpuLines(lines_frame(rows))
+        if WALK["name"] == "python":
+            splitter.add_lines(lines)
+        else:
+            splitter.add_lines_in_engine(lines, rendered_on_duckdb(WALK["name"]))
+        kinds["machine_type" in rows[0]] = splitter.coverage["n1-1"].instance_type
+    assert kinds == {True: "n1-standard-48", False: "g2-standard-48"}
