@@ -73,6 +73,14 @@ def instance_type_of(line: Mapping, extra: Mapping) -> str:
     return ""
 
 
+def machine_type_of(itype: str, extra: Mapping) -> str:
+    """The machine a line bills: its instance type, else the machine a part line (vCPU, RAM, GPU SKU)
+    belongs to (GCP's ``machine_spec`` system label, ``x_MachineSpec``), "" when it names none. Kept
+    apart from the instance type, which multiplies a line's quantity by the machine's GPU count."""
+    spec = extra.get("x_MachineSpec")
+    return itype or (normalise_instance(str(spec)) if spec else "")
+
+
 def is_hourly_usage(line: Mapping) -> bool:
     """Usage priced in hours (instance-hours)."""
     unit = f"{line.get('pricing_unit', '')} {line.get('consumed_unit', '')}"
@@ -117,13 +125,13 @@ def matches(rule: Rule, values: Mapping[str, str]) -> bool:
 
 
 #: the columns classification adds, with their dtypes (schemas.billing.ClassifiedLine)
-CLASS_COLUMNS = {"resource_class": "str", "rule_reason": "str", "instance_type": "str",
+CLASS_COLUMNS = {"resource_class": "str", "rule_reason": "str", "instance_type": "str", "machine_type": "str",
                  "gpus_per_instance": "int64", "gpu_model": "str", "claimed_by": "str", "claim_reason": "str"}
 
 
 def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Collection[str],
              gpu_resources: Collection[str], services: Mapping[str, Service] | None = None) -> pd.DataFrame:
-    """Add resource_class, rule_reason, instance_type, gpus_per_instance, gpu_model, and the service
+    """Add resource_class, rule_reason, instance_type, machine_type, gpus_per_instance, gpu_model, and the service
     that owns the line (``claimed_by``, "" when none, with ``claim_reason``) to billing lines.
 
     ``lines`` are ``schemas.billing.BillingLine`` rows (which their connector validated); the first
@@ -163,6 +171,7 @@ def classify(lines: pd.DataFrame, rules: Iterable[Rule], cluster_resources: Coll
         out["resource_class"].append(rule.resource_class if rule else "unmatched")
         out["rule_reason"].append(rule_reason(rule) if rule else "no rule matched")
         out["instance_type"].append(itype)
+        out["machine_type"].append(machine_type_of(itype, extra))
         out["gpus_per_instance"].append(gpu_type.gpus if gpu_type else 0)
         out["gpu_model"].append(gpu_type.gpu_model if gpu_type else gpu_sku_model(line))
         owner, why = claim_of(line, tags, rule, claimants)

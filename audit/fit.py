@@ -23,6 +23,8 @@ finds each such piece and says what the data holds instead, nearest values first
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
   telemetry GPU node that do not meet, each with the identifiers the other side carries;
+* ``billed_gpu_model``: a joined node whose telemetry reports another GPU model than its billing
+  lines bill (audit/fit_models.py);
 * ``gpu_lines_without_resource``: GPU lines in scope that name no resource at all, which nothing can
   join to telemetry (with the instance types they bill and the telemetry GPU nodes);
 * ``step_finer_than_samples``: the case's step finer than the GPU activity samples are apart, with
@@ -49,6 +51,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_taken_fit
+from audit.fit_models import gpu_models_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
@@ -98,7 +101,8 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + scope_fit(case, lines, scoped)
              + scope_adjustments_fit(case.scope, lines, classified)
              + request_logs_fit(case, tele)
-             + nodes_fit(case, lines, gpu_lines, tele, nodes) + claims_fit(case, lines, request_log_services(case))
+             + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
+             + claims_fit(case, lines, request_log_services(case))
              + claims_taken_fit(case, classified) + unmatched_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)

@@ -18,14 +18,16 @@ from audit.table_rows import column_values
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
 NEEDED = ("resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity", "consumed_quantity",
           "charge_description")
-LINE_COLUMNS = NEEDED + ("instance_type", "net", "pretax", "priced", "commitment_discount_id")
+LINE_COLUMNS = NEEDED + ("instance_type", "machine_type", "net", "pretax", "priced", "commitment_discount_id")
 
 
 class GpuLines:
     """The gpu_compute lines as one list per column, holding the values ``to_dict("records")`` gave
     (a dict per line was half of the split's 11 s on a 1 M-line bill), and each line's billing period
     as an index into the distinct (start, end) pairs, which hold the Timestamps. ``committed`` is
-    each line's net money where a commitment discount bills it (:func:`committed_money`)."""
+    each line's net money where a commitment discount bills it (:func:`committed_money`). ``machine``
+    is the machine each line bills, as the coverage table names it: classification's ``machine_type``
+    (a GCP part line's machine spec), else the instance type where a table built in memory lacks it."""
 
     def __init__(self, frame: pd.DataFrame):
         missing = [c for c in NEEDED if c not in frame.columns]
@@ -35,6 +37,7 @@ class GpuLines:
         self.columns = {c: column_values(frame[c]) for c in LINE_COLUMNS if c in frame.columns and c not in
                         ("start", "end", "commitment_discount_id")}
         self.columns["committed"] = committed_money(frame)
+        self.columns["machine"] = self.columns.get("machine_type", self.columns.get("instance_type"))
         self.period, self.periods = _periods(frame["start"], frame["end"])
 
     def __getitem__(self, column: str) -> list:

@@ -159,7 +159,7 @@ class GpuSplitter:
         turns: Counter = Counter()
         for resource, key, period, fact, text, kind, net, gross, priced, committed in zip(
                 plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
-                lines["instance_type"], lines["net"], lines["pretax"], lines["priced"], lines["committed"]):
+                lines["machine"], lines["net"], lines["pretax"], lines["priced"], lines["committed"]):
             _, instances, time_code = plan.facts.facts[fact]
             known = self.nodes_of_resource.get(resource, ())
             turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
@@ -188,8 +188,8 @@ class GpuSplitter:
         return NodeCoverage(resource, ", ".join(n for n in known or nodes if n), kind or self._node_type(nodes))
 
     def _node_type(self, nodes: list[str]) -> str:
-        """The instance type telemetry gives the first of ``nodes`` that has one (a GCP line names
-        none: its machine is billed in parts)."""
+        """The instance type telemetry gives the first of ``nodes`` that has one (for a line that names
+        no machine: a GCP part line without the machine_spec system label)."""
         return next((self.node_types[n] for n in nodes if n in self.node_types), "")
 
     def _grid(self, start, end) -> tuple[list, list]:
@@ -209,7 +209,7 @@ class GpuSplitter:
         meters: dict = {}
         rows = {"ord": range(lines.size), "rkey": plan.keys, "resource": plan.resources, "period": lines.period,
                 "meter": [meters.setdefault(text, len(meters)) for text in lines["charge_description"]],
-                "fact": plan.fact, "kind": lines["instance_type"],
+                "fact": plan.fact, "kind": lines["machine"],
                 "parts": [bool(plan.grids[p][1]) for p in lines.period],
                 "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"],
                 "committed": lines["committed"]}

@@ -78,7 +78,8 @@ class NodeCoverage:
 
     resource_id: str
     node: str
-    instance_type: str            # the billing line's, else the instance type telemetry gives its node
+    instance_type: str            # the machine the billing line bills (its instance type, a GCP part
+                                  # line's machine spec), else the instance type telemetry gives its node
     paid_seconds: Decimal = ZERO
     observed_seconds: Decimal = ZERO
     gpus: int = 0                 # GPUs per instance billed (the instance table, or the GPU meter)

@@ -98,7 +98,9 @@ class ClassifiedLine(BillingLine):
 
     The audit's line table also carries ``line_count`` (invoice lines a row stands for) and, once
     its sources are concatenated, ``source`` / ``source_path`` (the case source that read it);
-    tables built in memory may lack them. ``instance_type`` is "" when no instance type is named,
+    tables built in memory may lack them. ``instance_type`` is "" when no instance type is named;
+    ``machine_type`` is the instance type, else the machine a part line belongs to (GCP's machine
+    spec), "" when neither is named (tables built in memory may lack it);
     ``gpus_per_instance`` 0 for an instance without GPUs (or a per-GPU meter), ``gpu_model`` "" when
     the line bills no GPU.
     """
@@ -109,6 +111,7 @@ class ClassifiedLine(BillingLine):
     resource_class: Series[str] = pa.Field(isin=RESOURCE_CLASSES)
     rule_reason: Series[str] = pa.Field(str_length={"min_value": 1})
     instance_type: Series[str]
+    machine_type: Series[str] = pa.Field(required=False)
     gpus_per_instance: Series[int] = pa.Field(ge=0)
     gpu_model: Series[str]
     #: the declared service that owns the line ("" when none: a shared line) and why

@@ -432,3 +432,23 @@ def test_a_fractional_request_left_over_owns_its_fraction_of_an_unmeasured_gpu()
     chat, unmeasured = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(NO_SAMPLE, H0.to_pydatetime())]
     assert (chat.gpus, chat.paid, chat.busy) == (1, Decimal("1"), Decimal("0.4"))
     assert (unmeasured.gpus, unmeasured.paid, unmeasured.owned_paid) == (1, Decimal("1"), {"chat": Decimal("0.5")})
+
+
+def test_a_part_line_s_machine_names_the_coverage_not_the_node_s_label():
+    """A GCP machine billed in parts names no instance type: the coverage took the node's kube label
+    (g2-standard-48) although the bill's machine_spec (``machine_type``) says n1-standard-48; a table
+    without machine_type (built in memory) still falls back to the label."""
+    meter = gpu_line(1, resource_id="n1-1", instance_type="", gpus_per_instance=0, pricing_quantity=Decimal(4),
+                     consumed_quantity=Decimal(4), charge_description="Nvidia Tesla T4 GPU running in Americas")
+    kinds = {}
+    for rows in ([{**meter, "machine_type": "n1-standard-48"}], [meter]):
+        case = make_case()
+        splitter = GpuSplitter(case, case.services, empty_table(ACTIVITY_COLUMNS), {"n1-1": ("gke-n1-1",)},
+                               empty_table(REQUEST_COLUMNS), {}, 3600, node_types={"gke-n1-1": "g2-standard-48"})
+        lines = GpuLines(lines_frame(rows))
+        if WALK["name"] == "python":
+            splitter.add_lines(lines)
+        else:
+            splitter.add_lines_in_engine(lines, rendered_on_duckdb(WALK["name"]))
+        kinds["machine_type" in rows[0]] = splitter.coverage["n1-1"].instance_type
+    assert kinds == {True: "n1-standard-48", False: "g2-standard-48"}
