@@ -45,6 +45,9 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
+from connectors.billing.catalogue import GCP_MACHINE_RE, gpu_instances
+from connectors.billing.gpu_sql import gpu_meter_sql
+from connectors.duck import quote_text
 from schemas.errors import UsageError
 
 DIALECTS = ("duckdb", "bigquery", "trino")
@@ -58,9 +61,11 @@ CREDIT_TYPES = (
     "PROMOTION", "RESELLER_MARGIN", "SUBSCRIPTION_BENEFIT", "SUSTAINED_USAGE_DISCOUNT",
     "FEE_UTILIZATION_OFFSET",
 )
-# The grouping keys of gcp_lines, in output order.
+# The grouping keys of gcp_lines, in output order. ``alone_end``: the end of a row whose period
+# straddles an edge of the window (NULL for every other row), so that such a row is summed only
+# with rows of its own period (see :data:`BUCKET`).
 GCP_KEYS = (
-    "bucket", "billing_account_id", "project_id", "service_id", "service_description", "sku_id",
+    "bucket", "alone_end", "billing_account_id", "project_id", "service_id", "service_description", "sku_id",
     "sku_description", "resource_name", "region", "cost_type", "currency", "invoice_month",
     "usage_unit", "pricing_unit", "labels", "machine_spec",
 )
@@ -84,18 +89,20 @@ _CREDIT_COLUMNS = ",\n    ".join(
     f"WHERE c.type = '{kind}'), 0) AS credit_{kind.lower()}" for kind in CREDIT_TYPES)
 
 # GCP Cloud Billing export (standard gcp_billing_export_v1_* or detailed
-# gcp_billing_export_resource_v1_*) aggregated by time bucket and every key the audit needs.
-# invoice.month is the invoice's month in US Pacific time (a row of 00:00-08:00 UTC on the 1st
-# belongs to the previous invoice month); it is kept as a key. A row is read where its usage period
-# overlaps the window (UTC), as every billing reader keeps lines: the FOCUS reader clips one that
-# straddles an edge (connectors.billing.clip). Credits are summed per row by a correlated
-# subquery, never joined.
+# gcp_billing_export_resource_v1_*) aggregated by time bucket (:data:`BUCKET`) and every key the
+# audit needs. invoice.month is the invoice's month in US Pacific time (a row of 00:00-08:00 UTC on
+# the 1st belongs to the previous invoice month); it is kept as a key. A row is read where its usage
+# period overlaps the window (UTC), as every billing reader keeps lines: the FOCUS reader clips one
+# that straddles an edge (connectors.billing.clip). Credits are summed per row by a correlated
+# subquery, never joined. ``{gpu_row}`` is :func:`gpu_row_sql` at grain day, FALSE at grain hour.
 GCP_LINES = f"""
 WITH export_line AS (
   SELECT
-    date_trunc('{{grain}}', e.usage_start_time) AS bucket,
     e.usage_start_time AS usage_start,
     e.usage_end_time AS usage_end,
+    (e.usage_start_time < CAST(:start AS TIMESTAMPTZ) AND e.usage_end_time > CAST(:start AS TIMESTAMPTZ))
+      OR (e.usage_start_time < CAST(:end AS TIMESTAMPTZ) AND e.usage_end_time > CAST(:end AS TIMESTAMPTZ))
+      AS straddles,
     COALESCE(e.billing_account_id, '') AS billing_account_id,
     COALESCE(e.project.id, '') AS project_id,
     COALESCE(e.service.id, '') AS service_id,
@@ -125,6 +132,14 @@ WITH export_line AS (
   FROM {STAND_IN} AS e
   WHERE e.usage_start_time < CAST(:end AS TIMESTAMPTZ)
     AND (e.usage_start_time >= CAST(:start AS TIMESTAMPTZ) OR e.usage_end_time > CAST(:start AS TIMESTAMPTZ))
+),
+gpu_line AS (
+  SELECT *, {{gpu_row}} AS gpu_row FROM export_line
+),
+bucketed AS (
+  SELECT *, {{bucket}} AS bucket,
+    CASE WHEN straddles THEN usage_end END AS alone_end
+  FROM gpu_line
 )
 SELECT
   {", ".join(GCP_KEYS)},
@@ -135,9 +150,39 @@ SELECT
   MAX({CONVERSION_RATE}) AS {CONVERSION_RATE},
   {known_sum(LIST_COST)} AS {LIST_COST},
   COUNT(*) AS export_rows
-FROM export_line
+FROM bucketed
 GROUP BY {", ".join(GCP_KEYS)}
 """
+
+#: the time bucket of an export row, by grain. Hour: the hour of its start. Day: the UTC day of its
+#: start, but for a row that may bill GPU time (``gpu_row``, or any row of a resource that has one:
+#: the core and RAM parts of a GPU machine), which keeps its hour: METHOD §3 prices each GPU-interval
+#: at the line that bills it, and a day's GPU cost and credits summed over 24 hours would move money
+#: between the hours (and so between buckets). In both grains a row whose period straddles an edge
+#: of the window is summed only with rows of its own period (its start here, its end ``alone_end``):
+#: connectors.billing.clip clips it pro rata by its own period, which a sum with rows of other hours
+#: (a sustained-use credit is not even over the day) would not be.
+BUCKET = {
+    "hour": "CASE WHEN straddles THEN usage_start ELSE date_trunc('hour', usage_start) END",
+    "day": ("CASE WHEN straddles THEN usage_start "
+            "WHEN (CASE WHEN resource_name <> '' THEN bool_or(gpu_row) OVER (PARTITION BY resource_name) "
+            "ELSE gpu_row END) THEN date_trunc('hour', usage_start) "
+            "ELSE date_trunc('day', usage_start) END"),
+}
+
+
+def gpu_row_sql() -> str:
+    """SQL: whether an export row may bill GPU time, by the GPU rules of the FOCUS reader
+    (connectors.billing.focus_lines.mark_timed, the shipped catalogue): a per-GPU meter in the SKU
+    description, or a machine type with GPUs named in the SKU description, resource name or SKU id;
+    here also the ``machine_spec`` system label, which a standard export (no resource) still has.
+    DuckDB-dialect functions that sqlglot spells for every engine."""
+    machines = ", ".join(quote_text(name) for name in sorted(gpu_instances()))
+    text = "lower(sku_description || ' ' || resource_name || ' ' || sku_id)"
+    named = f"nullif(regexp_extract({text}, {quote_text(GCP_MACHINE_RE.pattern)}, 1), '')"
+    return (f"(({gpu_meter_sql('sku_description')}) IS NOT NULL "
+            f"OR COALESCE(nullif(machine_spec, ''), {named}, '') IN ({machines}))")
+
 
 # Totals by charge category, service and currency over a FOCUS-named table or view (the quick
 # look of `costaudit billing`). Lines are kept as the FOCUS connector keeps them: the charge
@@ -200,7 +245,8 @@ def render(name: str, dialect: str, *, table: str, start: datetime, end: datetim
 @lru_cache(maxsize=None)
 def _parsed(name: str, grain: str) -> exp.Expr:
     """The query parsed once per grain (callers copy it)."""
-    return sqlglot.parse_one(QUERIES[name].replace("{grain}", grain), read="duckdb")
+    text = QUERIES[name].replace("{bucket}", BUCKET[grain])
+    return sqlglot.parse_one(text.replace("{gpu_row}", gpu_row_sql() if grain == "day" else "FALSE"), read="duckdb")
 
 
 def _timestamp(moment: datetime) -> exp.Literal:

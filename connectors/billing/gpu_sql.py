@@ -70,8 +70,8 @@ def ensure_gpu_instances(con) -> None:
         load_gpu_instances(con)
 
 
-def gpu_meter_sql() -> str:
-    """SQL of :func:`audit.lines.gpu_sku_model` over ``descr``: the first per-GPU meter matched."""
-    whens = " ".join(f"WHEN regexp_matches(descr, {quote_text('(?i)' + p.pattern)}) THEN {quote_text(m)}"
+def gpu_meter_sql(descr: str = "descr") -> str:
+    """SQL of :func:`audit.lines.gpu_sku_model` over column ``descr``: the first per-GPU meter matched."""
+    whens = " ".join(f"WHEN regexp_matches({descr}, {quote_text('(?i)' + p.pattern)}) THEN {quote_text(m)}"
                      for p, m in gpu_skus())
     return f"CASE {whens} END" if whens else "NULL::VARCHAR"
