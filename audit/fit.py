@@ -15,8 +15,10 @@ finds each such piece and says what the data holds instead, nearest values first
   no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
 * ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
 * ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
-* ``service_claim``: a service's ``tags`` / ``resource_ids`` claim that no billing line carries
-  (audit/fit_claims.py);
+* ``service_claim``: a service's ``tags`` / ``resource_ids`` claim that no billing line carries;
+  ``claim_taken``: a claim whose lines another service or the GPU split has; ``claim_partial``: a
+  tags claim that matches only part of a resource's lines of one class in scope, leaving the rest
+  to no service (audit/fit_claims.py);
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
@@ -50,7 +52,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.fit_claims import claims_fit, claims_taken_fit
+from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_models import gpu_models_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_quantities import quantities_fit
@@ -103,7 +105,8 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
              + claims_fit(case, lines, request_log_services(case))
-             + claims_taken_fit(case, classified) + unmatched_fit(case, classified)
+             + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
+             + unmatched_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))

@@ -10,18 +10,21 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
 * ``claim_taken``: a claim that matches charges in scope the service does not own, by class and
   by who took them: GPU compute lines (the GPU split gives GPU time by telemetry, never by a claim),
   or lines a case rule or an earlier service's claim gives another service. Tax, credits and
-  adjustments are left out: they net into the charges they name.
+  adjustments are left out: they net into the charges they name;
+* ``claim_partial``: a tags claim that matches some lines of a resource and class and leaves others
+  of them in scope to no service (their labels missing or different on part of the resource's
+  lines), per resource with those lines, their cost and the tag values they carry instead.
 """
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.lines import ADJUSTING_CATEGORIES, basis_amount, distinct_tags, tags_of
+from audit.lines import ADJUSTING_CATEGORIES, basis_amount, distinct_tags, line_tags, tags_of
 from audit.misfit import LISTED, VALUE_CHARS, Misfit, listing, nearest, text
 from audit.money import ZERO, cents
 from audit.services import matches
@@ -168,3 +171,129 @@ def _not_owned(name: str, owners: np.ndarray, classes: np.ndarray, counts: np.nd
         lines, cost = groups.get(why, (0, ZERO))
         groups[why] = (lines + count, cost + amount)
     return [f"{lines:,} are {why}: {cents(cost)} {currency}" for why, (lines, cost) in sorted(groups.items())]
+
+
+
+class Partial(NamedTuple):
+    """A resource whose lines of one class a tags claim matches in part: the lines it leaves to no service."""
+
+    resource_id: str
+    name: str                    # its ResourceName ("" when the lines carry none)
+    resource_class: str          # the class of the lines
+    left: int                    # invoice lines of it and its class in scope the claim leaves to no service
+    lines: int                   # invoice lines of it and its class in scope (charges)
+    cost: Decimal                # the cost-basis amount of the lines left
+    carried: str                 # the claimed keys' values the lines left carry ("absent" for none)
+
+
+def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
+    """A ``claim_partial`` warning per service whose tags claim matches some in-scope lines of a
+    resource and class and leaves other lines of them to no service (rule 5: the claim silently
+    drops them: the labels are missing or different on part of the resource's lines).
+
+    Lines of one resource and class go together: a class the claim matches no line of on the
+    resource (an instance's untagged data transfer beside its tagged hours) is not a label gone
+    missing. Only charges count (tax and credits net into the charges they name) and not GPU
+    compute (split by telemetry, never by a claim); a line another service owns is that service's,
+    not a misfit. The work is per distinct (resource, class, tags, owner) combination, never per
+    line in Python."""
+    claimants = [s for s in case.services.values() if s.tags]
+    if not claimants or classified.empty:
+        return []
+    by = [c for c in ("resource_id", "resource_class", "charge_category", "tags", "allocated_tags", "claimed_by")
+          if c in classified.columns]
+    # every line grouped, no take of the lines: which lines count is read off each combination
+    codes = classified.groupby(by, sort=False, dropna=False).ngroup().to_numpy()
+    # groups are numbered in order of first appearance, so the n-th first occurrence has code n;
+    # a resource is named by the ResourceName of its first line
+    shown = by + ["resource_name"] if "resource_name" in classified.columns else by
+    combos = classified[shown].iloc[pd.Series(codes).drop_duplicates().index].fillna("").astype(str).to_dict("records")
+    # charges of a resource, not GPU compute: the combinations whose lines a claim can take
+    takable = [i for i, c in enumerate(combos) if c["resource_id"] and c["charge_category"] not in ADJUSTING_CATEGORIES
+               and c["resource_class"] not in UNCLAIMABLE]
+    weights = classified["line_count"].to_numpy(dtype=np.int64) if "line_count" in classified.columns \
+        else np.ones(len(classified), dtype=np.int64)
+    counts = np.bincount(codes, weights=weights).astype(np.int64).tolist()
+    amounts = basis_amount(classified, case.cost_basis).to_numpy(dtype=object)
+    tags = {i: line_tags(combos[i]["tags"], combos[i].get("allocated_tags")) for i in takable}
+    out = []
+    for service in claimants:
+        hit = {i for i in takable if all(matches(p, str(tags[i].get(k, ""))) for k, p in service.tags.items())}
+        claimed = {_part(combos[i]) for i in hit}
+        left = [i for i in takable if i not in hit and not combos[i]["claimed_by"] and _part(combos[i]) in claimed]
+        if left:
+            found = _partial_resources(service, [combos[i] for i in takable], [counts[i] for i in takable],
+                                       [(combos[i], tags[i], counts[i]) for i in left], _costs(left, codes, amounts))
+            out.append(_partial_misfit(service, found, f"{case.currency} {case.cost_basis}"))
+    return out
+
+
+def _part(combo: Mapping[str, str]) -> tuple[str, str]:
+    """The resource and class whose lines a claim should take alike."""
+    return combo["resource_id"], combo["resource_class"]
+
+
+def _costs(left: list[int], codes: np.ndarray, amounts: np.ndarray) -> list[Decimal]:
+    """The summed amount of the lines of each combination in ``left`` (Python over those lines only)."""
+    chosen = np.isin(codes, left)
+    cost = dict.fromkeys(left, ZERO)
+    for code, amount in zip(codes[chosen].tolist(), amounts[chosen].tolist()):
+        cost[code] += ZERO if amount is None else amount
+    return [cost[i] for i in left]
+
+
+def _partial_resources(service: Service, takable: list[dict], counts: list[int], left: list[tuple[dict, dict, int]],
+                       cost: list[Decimal]) -> list[Partial]:
+    """The resources and classes of the combinations ``left`` (each with its tags and lines: matched
+    by no claim, owned by no service, of a resource and class the claim matches other lines of), with
+    the lines of them ``takable`` holds (``counts`` lines each), largest cost first, then by id."""
+    named = {_part(combo): combo.get("resource_name", "") for combo, _, _ in left}
+    lines = dict.fromkeys(named, 0)
+    for combo, n in zip(takable, counts):
+        if _part(combo) in lines:
+            lines[_part(combo)] += n
+    kept: dict[tuple[str, str], tuple[int, Decimal, dict[str, set[str]]]] = {}
+    for (combo, tags, count), amount in zip(left, cost):
+        n, total, values = kept.get(_part(combo), (0, ZERO, {k: set() for k in service.tags}))
+        for key in service.tags:
+            values[key].add(str(tags.get(key, "")))
+        kept[_part(combo)] = (n + count, total + amount, values)
+    found = [Partial(part[0], named[part], part[1], n, lines[part], total, _carried(values))
+             for part, (n, total, values) in kept.items()]
+    return sorted(found, key=lambda p: (-abs(p.cost), p.resource_id, p.resource_class))
+
+
+def _carried(values: Mapping[str, set[str]]) -> str:
+    """The values of each claimed key that the lines left carry ("absent" where they carry none)."""
+    def shown(found: set[str]) -> str:
+        ordered = sorted(found, key=lambda v: (v != "", v))
+        written = ["absent" if v == "" else f'"{text(v)}"' for v in ordered[:LISTED]]
+        return ", ".join(written) + (f" … ({len(ordered) - LISTED} more)" if len(ordered) > LISTED else "")
+    return "; ".join(f"{text(key)} {shown(found)}" for key, found in values.items())
+
+
+def _resource_named(partial: Partial) -> str:
+    """A resource as the warning names it: its ResourceName and, where it differs, its ResourceId
+    (what a resource_ids claim takes, shown whole)."""
+    if partial.name and partial.name != partial.resource_id:
+        return f"{text(partial.name)} (ResourceId {text(partial.resource_id, ID_CHARS)})"
+    return text(partial.resource_id, ID_CHARS)
+
+
+def _partial_misfit(service: Service, found: list[Partial], currency: str) -> Misfit:
+    """The warning for one service: its claim, the lines and cost it leaves, and each resource.
+    ``currency`` names the cost basis too: the cost is of the charges, before the tax and credits
+    that net into them (the adjustment stage spreads those after this check)."""
+    subject = f"service {text(service.name)}"
+    claim = ", ".join(f'{text(k)} = "{text(p)}"' for k, p in service.tags.items())
+    each = "; ".join(f"{_resource_named(p)}: {p.left:,} of its {p.lines:,} {p.resource_class} line(s), "
+                     f"{cents(p.cost)} {currency}, "
+                     f"carrying {p.carried}" for p in found[:LISTED])
+    more = f"; … {len(found) - LISTED} more resource(s)" if len(found) > LISTED else ""
+    return Misfit("claim_partial", subject,
+                  f"{subject}: tags claim {claim} matches only part of the lines in scope of {len(found)} "
+                  f"resource(s), class by class, and leaves {sum(p.left for p in found):,} line(s), "
+                  f"{cents(sum((p.cost for p in found), ZERO))} {currency} before tax and credits, to no service "
+                  f"(shared or unattributed): "
+                  f"{each}{more}. Label those lines, or claim the resources by resource_ids",
+                  tuple(text(p.resource_id, ID_CHARS) for p in found[:LISTED]))

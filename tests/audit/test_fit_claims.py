@@ -1,0 +1,109 @@
+"""A tags claim that matches only part of a resource's lines (audit/fit_claims.py ``claims_partial_fit``).
+
+A verifier's gke case (cloudgen seed 7201, native export) with the labels taken off 24 of the
+default-pool nodes' 96 N2 Core / Ram lines: the gateway's claim by ``goog-k8s-node-pool-name``
+silently left them to the shared pool (its owned cost 12.99 instead of 17.95) and ``fit`` was empty.
+Now each such resource is named with the lines and cost left and the tag values they carry; which
+lines a claim takes is unchanged.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from decimal import Decimal
+
+from audit.case import Rule, Service
+from audit.classify import classify
+from audit.fit_claims import claims_partial_fit
+from tests.audit.test_fit import costaudit, warnings_of
+from tests.builders import line, lines_frame, make_case
+from tests.paths import ROOT
+
+#: instance hours are serving_compute, data transfer egress (each claimed class by class)
+RULES = (Rule({"ChargeDescription": "instance hour"}, "serving_compute", "instance hours"),
+         Rule({"ChargeDescription": "data transfer"}, "egress", "data transfer out"))
+
+
+def _claimed_lines():
+    """Lines of four instances: i-web1 and web-2 tagged team=web on some hours only, i-web1's data
+    transfer untagged, i-web3 whose untagged hour another service claims by id, i-other untagged
+    throughout; a tax line of i-web1."""
+    rows = [("i-web1", "", {"team": "web"}, "1.00", 1), ("i-web1", "", {"team": "web"}, "1.00", 1),
+            ("i-web1", "", {}, "0.50", 3), ("i-web2", "web-2", {"team": "web"}, "2.00", 1),
+            ("i-web2", "web-2", {"team": "webb"}, "0.25", 1), ("i-web3", "", {"team": "web"}, "1.00", 1),
+            ("i-web3", "", {}, "4.00", 1), ("i-other", "", {}, "9.00", 1)]
+    built = [line(n, resource_id=rid, resource_name=name, tags=json.dumps(tags), effective_cost=Decimal(cost),
+                  billed_cost=Decimal(cost), line_count=count, charge_description="instance hour")
+             for n, (rid, name, tags, cost, count) in enumerate(rows, 1)]
+    built.append(line(9, resource_id="i-web1", charge_description="data transfer", effective_cost=Decimal("3.00"),
+                      line_count=1))
+    built.append(line(10, resource_id="i-web1", charge_category="Tax", effective_cost=Decimal("7.00"), line_count=1))
+    return lines_frame(built)
+
+
+def test_a_tags_claim_matching_part_of_a_resource_names_the_lines_it_leaves():
+    services = {"gateway": Service("gateway", {}, tags={"team": "web"}),
+                "batch": Service("batch", {}, resource_ids=("i-web3",))}
+    case = replace(make_case(), services=services)
+    classified = classify(_claimed_lines(), RULES, set(), set(), services)
+    [misfit] = claims_partial_fit(case, classified)
+    assert misfit.kind == "claim_partial" and misfit.severity == "warning" and misfit.subject == "service gateway"
+    assert misfit.message == (
+        'service gateway: tags claim team = "web" matches only part of the lines in scope of 2 resource(s), class '
+        "by class, and leaves 4 line(s), 0.75 USD effective before tax and credits, to no service (shared or "
+        "unattributed): i-web1: 3 of its 5 serving_compute line(s), 0.50 USD effective, carrying team absent; "
+        'web-2 (ResourceId i-web2): 1 of its 2 serving_compute line(s), 0.25 USD effective, carrying team "webb". '
+        "Label those lines, or claim the resources by resource_ids")
+    assert misfit.nearest == ("i-web1", "i-web2")
+
+
+def test_a_claim_matching_whole_resources_or_none_is_no_partial_claim():
+    """web-2's lines all carry team web or webb; i-other's carry no tag, and the claim matches none of them."""
+    services = {"gateway": Service("gateway", {}, tags={"team": "re:^webb?$"})}
+    case = replace(make_case(), services=services)
+    lines = _claimed_lines()
+    lines = lines[lines["resource_id"].isin(["i-web2", "i-other"])]
+    assert claims_partial_fit(case, classify(lines, RULES, set(), set(), services)) == []
+
+
+NOLABELS = ('service gateway: tags claim goog-k8s-node-pool-name = "default-pool" matches only part of the lines in '
+            "scope of 2 resource(s), class by class, and leaves 24 line(s), 4.66 USD effective before tax and "
+            "credits, to no service (shared or unattributed): gke-inference-default-pool-b5187ed8-cbpb: 12 of its 48 "
+            "serving_compute line(s), 2.33 USD effective, carrying goog-k8s-node-pool-name absent; "
+            "gke-inference-default-pool-fb7faefb-gkqg: 12 of its 48 serving_compute line(s), 2.33 USD effective, "
+            "carrying goog-k8s-node-pool-name absent. Label those lines, or claim the resources by resource_ids")
+
+
+def _gke_without_labels(tmp_path):
+    """The verifier's case: gke seed 7201 (native export, adjustments), the labels off the default-pool
+    nodes' N2 Core / Ram lines from 00:00 to 06:00 UTC (24 of their 96 lines)."""
+    case = tmp_path / "gke"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cloudgen", "--cloud", "gke", "--seed", "7201",
+                           "--billing", "native", "--adjustments", "--out", str(case)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    export = case / "billing" / "gcp_billing_export_resource_v1.jsonl"
+    rows = [json.loads(text) for text in export.read_text(encoding="utf-8").splitlines()]
+    taken = 0
+    for row in rows:
+        if ("default-pool" in (row["resource"] or {}).get("name", "") and row["sku"]["description"].startswith("N2 Instance ")
+                and row["usage_start_time"] < "2026-09-01 06:00:00 UTC"):
+            row["labels"] = []
+            taken += 1
+    assert taken == 24
+    export.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return case
+
+
+def test_the_gke_case_with_labels_missing_on_some_lines_names_them(tmp_path):
+    case = _gke_without_labels(tmp_path)
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result.stderr) == [NOLABELS]
+    out = tmp_path / "out"
+    assert costaudit("run", case, "--out", out, "--format", "json").returncode == 0
+    audit = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert [(m["kind"], m["message"]) for m in audit["fit"]] == [("claim_partial", NOLABELS)]
+    assert audit["services"]["gateway"]["total_cost"] == "12.99"  # the money is the claim's rule, unchanged
