@@ -36,9 +36,10 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     # a request log counts no tokens, nor a server without token series: none measured (not 0)
     tokens = _whole(t.tokens) if t and not logged else None
     counts = denominator_counts(t)
-    # "all requests" only where the logs are the denominator: a server counter's requests and a log's
-    # lines are two populations, and a log's lines over a counter's cost is no unit cost of either
-    every = counts["lines"] if counts and logged else None
+    # all requests from the denominator's own source: a request log's lines where the logs are the
+    # denominator, else what the server counter's pods received (audit/unit_costs.py: all_requests); a
+    # log's lines beside a counter are another population, and no unit cost of either
+    every = counts["lines"] if counts and logged else _whole(t.all_requests) if t else None
     paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == uc.service)
     return {
         "requests": requests,
@@ -54,6 +55,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
         "by_bucket": {b: str(held.by_bucket[b]) for b in OWNED_BUCKETS},
         "traffic_source": ", ".join(sorted(t.sources)) if t else None,
         "request_counts": counts,
+        "all_requests": every,
+        "all_requests_source": (counts["source"] if logged else t.all_source) if every is not None else None,
         # a service that owns nothing and takes no share has no unit cost to show (not a cost of 0)
         "cost_per_request": _per(full, requests, 1),
         "cost_per_1k_requests": _per(full, requests, 1000),
@@ -135,11 +138,18 @@ def _unmeasured_denominators(t: TrafficTotals, tokens: int | None, every: int | 
     elif not tokens:
         out.append(f"cost per 1 M tokens not measured: {', '.join(counters)} counted no tokens in the window")
     if every is None and not logs_count_it(t):
-        out.append("cost per 1,000 of all requests not measured: " + (
-            f"the request log ({', '.join(logs)}) counts another population than the denominator "
-            f"({', '.join(counters)})" if logs else
-            f"the denominator ({', '.join(counters)}) counts successful requests only"))
+        out.append("cost per 1,000 of all requests not measured: " + _all_unmeasured(t, logs, counters))
     return out
+
+
+def _all_unmeasured(t: TrafficTotals, logs: list[str], counters: list[str]) -> str:
+    """Why a server counter's service has no all-requests figure: what its counter's source lacks
+    (audit/unit_costs.py: all_requests), and a request log beside it counts another population."""
+    own = t.all_unmeasured or f"the denominator ({', '.join(counters)}) counts successful requests only"
+    if not logs:
+        return own
+    return (f"{own}; the request log ({', '.join(logs)}) counts another population than the denominator "
+            f"({', '.join(counters)})")
 
 
 def allocation(result: AuditResult, rounded: Cents) -> dict[str, Any] | None:

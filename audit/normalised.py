@@ -23,7 +23,7 @@ TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_t
 QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
 NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]
 SERVING_STATS_COLUMNS = ["ts", "family", "model_name", "namespace", "pod", "requests", "failures",
-                         "queue_seconds", "queue_requests", "queue_seconds_per_request",
+                         "received", "queue_seconds", "queue_requests", "queue_seconds_per_request",
                          "batch_items", "batch_steps", "batch_size", "tokens_per_step", "running",
                          "waiting", "compute_input_seconds", "compute_infer_seconds",
                          "compute_output_seconds", "prefix_queries", "prefix_hits",

@@ -160,7 +160,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, fitted.undeclared)
     ledger, intervals = attributed.ledger, attributed.intervals
     _step(progress, "unit costs, reconciliation and options")
-    traffic = unit_costs.traffic_by_service(tele.traffic, case.services, tele.request_counts)
+    traffic = unit_costs.traffic_by_service(tele.traffic, case.services, tele.request_counts, tele.serving)
     costs, shared = unit_costs.unit_costs(ledger, intervals, case.services, traffic, case.allocation)
     recon = reconcile.reconcile(reconcile.ReconcileInput(
         lines, mask, case.cost_basis, charges, ledger, split.groups, intervals, split.coverage, profiles, traffic,

@@ -20,7 +20,7 @@ from audit.fit import Fit
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary, Telemetry
-from connectors.telemetry.families import token_counter
+from connectors.telemetry.families import counter_beside
 
 #: the low / expected / high figures of an option
 Bands = Mapping[str, Decimal]
@@ -62,6 +62,12 @@ class TrafficTotals:
     counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     rows: int = 0
     token_rows: Mapping[str, int] = field(default_factory=dict)
+    #: all requests a server counter's pods received (METHOD §4): its received-request counter, else its
+    #: successful + failed requests; None where not measured (``all_unmeasured`` says what is missing)
+    all_requests: Decimal | None = None
+    #: the series that measured ``all_requests`` ("<source> (<format>): <counter>[ + <counter>]")
+    all_source: str | None = None
+    all_unmeasured: str | None = None
 
     @property
     def counted_by_logs(self) -> bool:
@@ -85,7 +91,7 @@ class TrafficTotals:
         where = ", ".join(sorted(self.sources))
         if self.counted_by_logs:
             return f"a request log ({where}) counts no tokens"
-        found = [token_counter(_counter_of(self.sources), c) for c in missing]
+        found = [counter_beside(_counter_of(self.sources), c) for c in missing]
         series = [s for s in found if s is not None]
         if len(series) < len(found):
             return f"{where} counts requests only: its server exports no token counter"

@@ -24,6 +24,7 @@ from audit.money import ZERO, split_evenly
 from audit.result import COUNT_CLASSES, TOKEN_COLUMNS, SharedSplit, TrafficTotals, UnitCost
 from audit.services import service_of
 from connectors.telemetry.distinct import by_values
+from connectors.telemetry.families import REQUEST_COUNTER, counter_beside
 
 
 @dataclass
@@ -88,7 +89,8 @@ class _Counts:
 
 
 def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
-                       request_counts: pd.DataFrame | None = None) -> dict[str, TrafficTotals]:
+                       request_counts: pd.DataFrame | None = None,
+                       serving: pd.DataFrame | None = None) -> dict[str, TrafficTotals]:
     """Counter increases per service (pods matched by the services' matchers).
 
     The sources of one kind of count (``witness``: one server counter, or request logs) are added:
@@ -99,7 +101,8 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
     then the one that also counts tokens is the denominator; every kind's
     total is kept for the denominator check, named by its sources, and every request log's line
     classes (all lines, failed, health checks, unparseable, outside the path filter) are kept
-    beside it (METHOD §4).
+    beside it (METHOD §4). Where a server counter is the denominator, the ``serving`` table
+    (serving_stats, with its source) gives all the requests its pods received (:func:`all_requests`).
     """
     per_witness: dict[tuple[str, str], _Counts] = {}
     for name, pod, ts, requests, prompt, generated, source, witness in _traffic_rows(traffic, services):
@@ -107,15 +110,60 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
             continue
         source = source or "traffic table"
         per_witness.setdefault((name, witness or source), _Counts()).add(pod, ts, requests, prompt, generated, source)
-    primary: dict[str, _Counts] = {}
+    primary: dict[str, tuple[str, _Counts]] = {}
     by_source: dict[str, dict[str, Decimal]] = defaultdict(dict)
-    for (name, _), counts in sorted(per_witness.items(), key=lambda kv: (
+    for (name, witness), counts in sorted(per_witness.items(), key=lambda kv: (
             not kv[1].request_rows, -(kv[1].prompt_tokens + kv[1].generated_tokens), kv[0])):
-        primary.setdefault(name, counts)
+        primary.setdefault(name, (witness, counts))
         if counts.request_rows:
             by_source[name][" + ".join(sorted(counts.sources))] = counts.requests
     classes = log_counts(request_counts, services)
-    return {name: counts.totals(by_source[name], classes.get(name, {})) for name, counts in primary.items()}
+    served = _serving_by_service(serving, services)
+    return {name: replace(counts.totals(by_source[name], classes.get(name, {})),
+                          **all_requests(witness, counts, served.get(name)))
+            for name, (witness, counts) in primary.items()}
+
+
+def all_requests(counter: str, counts: _Counts, rows: pd.DataFrame | None) -> dict[str, object]:
+    """All the requests the pods of a server ``counter`` received (METHOD §4), as TrafficTotals'
+    ``all_requests`` / ``all_source`` / ``all_unmeasured``: per pod-interval the counter counted, the
+    server's received-request counter (TGI ``tgi_request_count``), else its successful + failed
+    requests (Triton ``nv_inference_request_success`` + ``nv_inference_request_failure``, TGI
+    ``tgi_request_success`` + ``tgi_request_failure``). Not measured, with what is missing, where
+    some pod-interval has neither; {} for a request log (its lines are its all requests)."""
+    family = next((f for f, name in REQUEST_COUNTER.items() if name == counter), None)
+    if family is None:
+        return {}
+    where = ", ".join(sorted(counts.sources))
+    received, failed = counter_beside(counter, "received"), counter_beside(counter, "failures")
+    if received is None and failed is None:
+        return {"all_unmeasured": f"the denominator ({where}) is read summed over finished_reason: its failed "
+                                  "requests are not told apart, and its server exports no counter of received requests"}
+    wanted = " or ".join(n for n in (received, failed) if n)
+    bases = sorted({s.rpartition(": ")[0] for s in counts.sources})
+    if rows is not None:
+        rows = rows.loc[(rows["family"] == family) & rows["source"].isin(bases) & rows["requests"].notna()]
+    each = pd.Series(dtype=float) if rows is None else rows["received"].where(
+        rows["received"].notna(), rows["requests"] + rows["failures"])
+    if each.isna().all():
+        return {"all_unmeasured": f"the denominator ({where}) counts successful requests only: no {wanted} "
+                                  "series beside it"}
+    if each.isna().any():
+        return {"all_unmeasured": f"{wanted} measured {int(each.notna().sum()):,} of the {len(rows):,} "
+                                  f"pod-intervals the denominator ({where}) counted"}
+    by_received = rows["received"].notna()
+    used = [received] * bool(by_received.any()) + [f"{counter} + {failed}"] * bool((~by_received).any())
+    return {"all_requests": sum((Decimal(repr(float(v))) for v in each), ZERO),
+            "all_source": f"{', '.join(bases)}: {', '.join(used)}"}
+
+
+def _serving_by_service(serving: pd.DataFrame | None, services: Mapping[str, Service]) -> dict[str, pd.DataFrame]:
+    """The serving_stats rows of each service, its pods matched as the traffic table's are."""
+    if serving is None or serving.empty:
+        return {}
+    names = by_values(lambda ns, pod, model: _service_of_labels(ns, pod, model, services),
+                      serving["namespace"], serving["pod"], serving["model_name"])
+    return {str(name): rows for name, rows in serving.groupby(names, sort=False)}
 
 
 def log_counts(table: pd.DataFrame | None, services: Mapping[str, Service]) -> dict[str, dict[str, dict[str, int]]]:

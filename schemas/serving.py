@@ -53,6 +53,7 @@ class ServingStats(pa.DataFrameModel):
     pod: Series[str]
     requests: Series[float] = Measured()
     failures: Series[float] = Measured()
+    received: Series[float] = Measured()
     queue_seconds: Series[float] = Measured()
     queue_requests: Series[float] = Measured()
     queue_seconds_per_request: Series[float] = Measured()

@@ -143,11 +143,14 @@ def _ms(us: float) -> str:
 
 def render(document: dict) -> str:
     """The readable summary of a trace document."""
+    from connectors.profiles.events import overlap_text
+
     lines = []
     hta = {r["rank"]: r for r in document["hta_compatible"]}
     for rank in document["ranks"]:
         lines.append(f"rank {rank['rank']}  {rank['file']}  ({rank['source']})")
         lines += _excluded_lines(rank.get("excluded_events") or {})
+        lines += [f"  {overlap_text(o)}" for o in rank.get("overlapping_events") or ()]
         for device in rank["devices"]:
             lines += _device_lines(device)
         if not rank["devices"]:

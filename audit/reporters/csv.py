@@ -50,8 +50,10 @@ PHASE_COLUMNS = ("prefill_share", "decode_share", "prefill_cost", "decode_cost",
 
 def services_table(a: dict) -> Table:
     """Per service: what it owns, its shared cost and key, the total behind every unit cost, the unit
-    costs over successful and over all requests, the request log's classes, the prefill / decode split."""
+    costs over successful and over all requests (and what counted all requests), the request log's classes, the
+    prefill / decode split."""
     head = ["service", *SERVICE_COSTS, "requests_per_currency_unit_successful", "requests_per_currency_unit_all",
+            "all_requests", "all_requests_source",
             *(f"request_log_{k}" for k in REQUEST_CLASSES), "request_log_source", "request_log_denominator",
             *BUCKETS[:3],
             "traffic_source", *PHASE_COLUMNS, "reason"]
@@ -59,6 +61,7 @@ def services_table(a: dict) -> Table:
     for name, s in (a.get("services") or {}).items():
         per_unit, counts = s.get("requests_per_currency_unit") or {}, s.get("request_counts") or {}
         rows.append([name, *(s.get(c) for c in SERVICE_COSTS), per_unit.get("successful"), per_unit.get("all"),
+                     s.get("all_requests"), s.get("all_requests_source"),
                      *(counts.get(k) for k in REQUEST_CLASSES), counts.get("source"), counts.get("denominator"),
                      *((s.get("by_bucket") or {}).get(k) for k in BUCKETS[:3]), s.get("traffic_source"),
                      *_phases(s.get("phases")), s.get("reason")])

@@ -38,7 +38,7 @@ MONEY = {"amount", "bucket_amount", "cost", "owned_lines", "shared_cost", "total
                                 "combined_saving") for k in BANDS),
          "break_even_monthly_saving"}
 QTY = {*(f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS), "payback_at_low", "payback_at_high"}
-INTS = {"requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days",
+INTS = {"requests", "all_requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days",
         *(f"request_log_{k}" for k in ("lines", "successful", "failed", "health_checks", "unparseable",
                                        "other_paths"))}
 PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance", "prefill_share",
@@ -58,7 +58,7 @@ HEADERS = {
     "mean_busy_fraction": "Mean Busy Share", "gap_ratio": "Gap Ratio", "bucket_share": "Share of Total",
     "requests": "Requests", "requests_per_currency_unit_successful": "Requests per Currency Unit (Successful)",
     "requests_per_currency_unit_all": "Requests per Currency Unit (All)",
-    "cost_per_1k_all_requests": "Cost per 1,000 Requests (All Log Lines)",
+    "cost_per_1k_all_requests": "Cost per 1,000 Requests (All Requests)",
     "owned_lines": "Owned Billing Lines", "total_cost": "Total Cost (Own + Shared)",
     "phases_source": "Prefill / Decode Source", "phases_also": "Prefill / Decode Also Measured By",
     "phases_reason": "Prefill / Decode Reason", "payback_at_low": "Payback at Low (Months)",

@@ -3,7 +3,9 @@
 Default (``breakdown``): per device, the window runs from the first start to the last end of its
 GPU work (kernels, memcpys, memsets); busy is the union of that work, idle the rest of the window.
 The same per stream. Coarse categories (computation, communication, memory) are unions; fine
-categories are sums of durations. cuda_sync events are waits, not work: they are not busy.
+categories are sums of durations, each clipped to its stream's busy time where work overlaps
+earlier work on its own stream (a clock or trace defect, named per stream in
+``overlapping_events``). cuda_sync events are waits, not work: they are not busy.
 
 HTA-compatible (``hta_breakdown``): Holistic Trace Analysis 0.5.0's get_temporal_breakdown and
 get_gpu_kernel_breakdown(include_memory_kernels=True), rule for rule (docs/trace.md):
@@ -21,7 +23,7 @@ import numpy as np
 from connectors.profiles.blocks import compact
 from connectors.profiles.categories import COARSE, HTA_TYPES, coarse_category, fine_category, hta_kernel_type
 from connectors.profiles.events import GPU_WORK, TRACE, Trace, distinct, length, member, merge, name_mask, take
-from connectors.profiles.intervals import among, distinct_keys, lookup
+from connectors.profiles.intervals import among, distinct_keys, group_sums, lookup
 
 HTA_DEVICE_SYNCS = ("Event Sync", "Context Sync")
 
@@ -45,9 +47,11 @@ def ranks(traces: list[Trace]) -> list[int]:
 
 def breakdown(traces: list[Trace]) -> list[dict]:
     """Per rank, per device and per stream: window, busy, idle and categories (default rules);
-    and the events each trace left out (a negative or no duration, no name)."""
+    the events each trace left out (a negative or no duration, no name); and the streams whose work
+    overlaps earlier work on them (a clock or trace defect: connectors/profiles/events.py
+    ``StreamOverlap``), whose time is clipped to the stream's busy time in the categories."""
     return [{"rank": rank, "file": trace.path.name, "source": trace.source,
-             "excluded_events": dict(trace.excluded),
+             "excluded_events": dict(trace.excluded), "overlapping_events": trace.stream_overlap.streams,
              "devices": [device_breakdown(trace, d) for d in _work_devices(trace)]}
             for rank, trace in zip(ranks(traces), traces)]
 
@@ -89,7 +93,9 @@ def device_breakdown(trace: Trace, device: int) -> dict:
     start, end, role = take(trace.start, mine), take(trace.end, mine), take(trace.role, mine)
     labels, codes = category_codes(trace, mine)
     coarse = lookup(compact(np.array([COARSE.index(coarse_category(label)) for label in labels] or [0])), codes)
-    sums = _sums(codes, start, end, take(trace.dur, mine), len(labels))
+    overlaps = trace.stream_overlap
+    sums = (group_sums(codes, take(overlaps.dur, mine), len(labels))[0].tolist() if overlaps.streams
+            else _sums(codes, start, end, take(trace.dur, mine), len(labels)))
     kernels = role == 0
     out = {"device": str(trace.device_keys[device]), "name": trace.device_name(device),
            **interval_figures(start, end),

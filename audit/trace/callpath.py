@@ -357,13 +357,15 @@ def per_event(trace: Trace, paths: CallPaths) -> bool:
 
 
 def work_table(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
-    """One row per GPU work event: row, path id, kernel name, role, start, end, duration."""
+    """One row per GPU work event: row, path id, kernel name, role, start, end, duration (clipped to
+    its stream's busy time: ``Trace.stream_overlap``)."""
     import pandas as pd
 
     rows = paths.work
     return pd.DataFrame({"row": rows, "path": paths.path_of, "name": trace.name[rows],
                          "role": trace.role[rows], "device": trace.device[rows],
-                         "start": trace.start[rows], "end": trace.end[rows], "dur": trace.dur[rows]})
+                         "start": trace.start[rows], "end": trace.end[rows],
+                         "dur": trace.stream_overlap.dur[rows]})
 
 
 def pair_sums(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
@@ -373,7 +375,8 @@ def pair_sums(trace: Trace, paths: CallPaths) -> "pd.DataFrame":
 
     every = paths.work.size == trace.role.size
     name = trace.name if every else trace.name[paths.work]
-    dur = trace.dur if every else trace.dur[paths.work]
+    clipped = trace.stream_overlap.dur        # each stream's time counted once (docs/trace.md)
+    dur = clipped if every else clipped[paths.work]
     width = max(len(trace.names), 1)
     bound = (int(paths.path_of.max(initial=0)) + 1) * width
     key: np.ndarray = paths.path_of.astype(next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max))

@@ -75,6 +75,7 @@ from connectors.profiles.intervals import (  # noqa: F401
     member,
     merge,
     overlap,
+    overlapping,
     take,
 )
 from connectors.profiles.stream import EXPECTED_TRACE, EventStream
@@ -237,6 +238,11 @@ class Trace:
         """End times in us after ``base``."""
         return self.start + self.dur
 
+    @cached_property
+    def stream_overlap(self) -> StreamOverlap:
+        """GPU work that overlaps earlier work on its own stream (:func:`stream_overlap`)."""
+        return stream_overlap(self)
+
     def device_name(self, index: int) -> str:
         """The name deviceProperties gives the device at ``index`` ('' when unknown)."""
         return self.devices.get(self.device_keys[index], {}).get("name", "")
@@ -245,6 +251,54 @@ class Trace:
         """The names of the events selected by ``mask``."""
         names = self.names
         return [names[i] for i in self.name[mask]]
+
+
+@dataclass(frozen=True)
+class StreamOverlap:
+    """GPU work that begins before earlier work on its own stream ends. A stream runs its work in
+    order, one at a time, so this cannot happen on a real GPU: the trace's clock or the trace is
+    wrong. Every instant of a stream is then credited once, to the earliest-starting work that
+    covers it, so that GPU time per kernel, category and call path adds up to the stream's busy
+    time (its union), never more than its window (docs/trace.md)."""
+
+    #: per event: its duration clipped to its stream's busy time (``Trace.dur`` itself when nothing overlaps)
+    dur: np.ndarray
+    #: per stream with overlapping work: device key, stream, the events that overlap earlier ones and
+    #: the time they overlapped (us), which the clipped durations leave out
+    streams: list[dict[str, Any]]
+
+
+def stream_overlap(trace: Trace) -> StreamOverlap:
+    """The kernels, memcpys and memsets of each device's stream that overlap earlier ones on it, and
+    the durations clipped to each stream's busy time (work with no stream is not clipped)."""
+    work = among(trace.role, GPU_WORK)
+    work &= trace.stream >= 0
+    dur, streams = trace.dur, []
+    for device in distinct(take(trace.device, work)).tolist():
+        on_device = work & (trace.device == device)
+        for stream in distinct(take(trace.stream, on_device)).tolist():
+            mine = on_device & (trace.stream == stream)
+            at, covered = overlapping(take(trace.start, mine), take(trace.end, mine))
+            if at.size == 0:
+                continue
+            rows = np.flatnonzero(mine)[at]
+            end = trace.end[rows]
+            clipped = np.where(end > covered, end - covered, 0)
+            dur = trace.dur.copy() if dur is trace.dur else dur
+            streams.append({"device": str(trace.device_keys[device]), "stream": int(stream), "events": int(at.size),
+                            "overlap_us": float(dur[rows].sum()) - float(clipped.sum())})
+            dur[rows] = clipped
+    return StreamOverlap(dur, streams)
+
+
+def overlap_text(entry: dict[str, Any]) -> str:
+    """One stream's overlapping work in words (a ``StreamOverlap.streams`` entry): the source's note
+    in a run, a line of ``costaudit trace``."""
+    count = entry["events"]
+    return (f"{count} GPU event{'s' if count != 1 else ''} on device {entry['device']} stream {entry['stream']} "
+            f"began before earlier work on that stream ended (impossible on one stream: a clock or trace "
+            f"defect): their {entry['overlap_us']:g} us under earlier work are counted once, with it (GPU time "
+            "per kernel, category and call path is clipped to the stream's busy time)")
 
 
 def times(ts: np.ndarray, dur: np.ndarray, role: np.ndarray) -> dict[str, Any]:
@@ -342,7 +396,7 @@ class TraceData:
     kind: np.ndarray          # int8 KERNEL / MEMCPY / MEMSET
     start: np.ndarray         # us after ``base``
     end: np.ndarray           # us after ``base``
-    dur: np.ndarray           # us, as written
+    dur: np.ndarray           # us, as written, clipped to the stream's busy time (Trace.stream_overlap)
     base: float               # trace time (us) that start and end count from
     device: np.ndarray        # int index into ``device_keys``
     name: np.ndarray          # int index into ``names``
@@ -364,7 +418,7 @@ def gpu_view(trace: Trace) -> TraceData:
     work = among(trace.role, GPU_WORK)
     return TraceData(
         rows=trace.rows, kind=take(trace.role, work), start=take(trace.start, work), end=take(trace.end, work),
-        dur=take(trace.dur, work), base=trace.base, device=take(trace.device, work),
+        dur=take(trace.stream_overlap.dur, work), base=trace.base, device=take(trace.device, work),
         name=take(trace.name, work), names=trace.names, device_keys=trace.device_keys,
         device_names={key: props["name"] for key, props in trace.devices.items()},
         sync_us=sync_us(trace), spans=request_spans(trace), trace=trace)

@@ -98,6 +98,32 @@ def _merge_sorted(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], reach[last]
 
 
+def overlapping(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of one set (a stream's work) that begin before an earlier one ends (earlier by
+    start, ties in the set's order), as their positions in the set and, for each, the latest end of
+    the earlier ones: the point up to which the earlier work already covers it. Nothing for a sorted
+    set that never overlaps itself; scanned PIECE intervals at a time."""
+    none = np.zeros(0, dtype=np.int64), ends[:0]
+    if starts.size < 2:
+        return none
+    order = None if ascending(starts) else np.argsort(starts, kind="stable")
+    s, e = (starts, ends) if order is None else (starts[order], ends[order])
+    found, covered, carry = [], [], None
+    for at in range(0, s.size, PIECE):
+        piece_s, reach = s[at:at + PIECE], np.maximum.accumulate(e[at:at + PIECE])
+        prior = np.empty_like(reach)
+        prior[0] = piece_s[0] if carry is None else carry
+        prior[1:] = reach[:-1] if carry is None else np.maximum(reach[:-1], carry)
+        hit = np.flatnonzero(piece_s < prior)
+        found.append(hit + at)
+        covered.append(prior[hit])
+        carry = reach[-1] if carry is None else max(carry, reach[-1])
+    at = np.concatenate(found)
+    if at.size == 0:
+        return none
+    return (at if order is None else order[at]), np.concatenate(covered)
+
+
 def length(starts: np.ndarray, ends: np.ndarray) -> float:
     """Total length of disjoint intervals (whole-number ones summed PIECE at a time: exact, and no
     copy of the column)."""

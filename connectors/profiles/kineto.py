@@ -32,7 +32,7 @@ from connectors.profiles.categories import (  # noqa: F401
     memcpy_category,
     without_parameters,
 )
-from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace
+from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace, overlap_text
 from connectors.profiles.intervals import PER_EVENT_ROWS, distinct_keys, group_sums
 from connectors.profiles.window import devices, gap_window
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
@@ -64,8 +64,9 @@ class KinetoConnector(Connector):
             "kernels": kernel_table(events),
             "categories": category_table(events),
         }
-        if trace.trace is not None and any(trace.trace.excluded.values()):
-            tables["notes"] = excluded_notes(trace.trace)
+        notes = trace_notes(trace.trace) if trace.trace is not None else None
+        if notes is not None and len(notes):
+            tables["notes"] = notes
         return tables, trace.rows, (None, None)
 
 
@@ -77,10 +78,11 @@ EXCLUDED_NOTES = {"negative_dur": ("dur", "", "with a negative duration"),
 """Kind of excluded event -> (column, what precedes the noun, what follows it) in its note."""
 
 
-def excluded_notes(trace: Trace) -> pd.DataFrame:
+def trace_notes(trace: Trace) -> pd.DataFrame:
     """Table ``notes``: one row per kind of event the trace left out of every time figure (a
     negative or no duration, no name), at the first of them: how many, and that none was read as
-    zero-duration work."""
+    zero-duration work; and one per stream whose work overlaps earlier work on it (at row 0: the
+    events' rows are not kept), whose time is clipped to the stream's busy time."""
     rows = []
     for kind, count in trace.excluded.items():
         if count:
@@ -90,6 +92,8 @@ def excluded_notes(trace: Trace) -> pd.DataFrame:
             column = "end" if trace.source == "nsys" and kind == "negative_dur" else column
             rows.append((row, column, f"{count} {before}{noun} {after} (the first here, in {table}) excluded "
                                       "from the time accounting, not read as zero-duration work"))
+    start = "start" if trace.source == "nsys" else "ts"
+    rows += [(0, start, overlap_text(entry)) for entry in trace.stream_overlap.streams]
     return pd.DataFrame(rows, columns=["row", "column", "note"]).astype({"row": "int64", "column": "str", "note": "str"})
 
 

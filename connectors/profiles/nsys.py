@@ -30,7 +30,7 @@ from connectors.bounds import check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
 from connectors.profiles.events import EXCLUDED_KINDS, Trace, gpu_view, times
-from connectors.profiles.kineto import category_table, event_frame, excluded_notes, kernel_table, profile_table
+from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table, trace_notes
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 EXPECTED = "an Nsight Systems SQLite export (nsys export --type sqlite) with CUDA trace tables"
@@ -67,8 +67,9 @@ class NsysConnector(Connector):
         events = event_frame(view)
         tables = {"profile": profile_table(view, self.path.name), "kernels": kernel_table(events),
                   "categories": category_table(events)}
-        if any(trace.excluded.values()):
-            tables["notes"] = excluded_notes(trace)
+        notes = trace_notes(trace)
+        if len(notes):
+            tables["notes"] = notes
         return tables, trace.rows, (None, None)
 
 

@@ -232,10 +232,11 @@ REQUEST_COUNTER = {"vllm": "vllm:request_success_total", "triton": "nv_inference
                    "tgi": "tgi_request_success"}
 
 
-def token_counter(request_counter: str, column: str) -> str | None:
-    """The series that counts ``column`` (``prompt_tokens``, ``generated_tokens``) beside a
-    family's request counter (``REQUEST_COUNTER``); None where the family counts no tokens
-    (Triton) or the counter is no serving family's."""
+def counter_beside(request_counter: str, column: str) -> str | None:
+    """The series that counts ``column`` (``prompt_tokens``, ``generated_tokens``, ``failures``,
+    ``received``) beside a family's request counter (``REQUEST_COUNTER``); None where the family
+    counts no such thing (Triton no tokens, vLLM no failures apart) or the counter is no serving
+    family's."""
     family = next((f for f, name in REQUEST_COUNTER.items() if name == request_counter), None)
     named = {**{f"{name}_total": ("vllm", c) for name, c in COUNTERS.items()}, **SERVING_COUNTERS}
     return next((name for name, counted in named.items() if counted == (family, column)), None)

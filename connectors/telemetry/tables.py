@@ -59,7 +59,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
               "pod": "str", "running": "float64", "waiting": "float64"},
     "serving_stats": {
         "ts": "datetime64[ns, UTC]", "family": "str", "model_name": "str", "namespace": "str",
-        "pod": "str", "requests": "float64", "failures": "float64",
+        "pod": "str", "requests": "float64", "failures": "float64", "received": "float64",
         "queue_seconds": "float64", "queue_requests": "float64",
         "queue_seconds_per_request": "float64", "batch_items": "float64",
         "batch_steps": "float64", "batch_size": "float64", "tokens_per_step": "float64",

@@ -97,9 +97,10 @@ def test_the_classes_of_two_logs_are_added_in_audit_json():
                                          "other_paths": 0, "denominator": True}
 
 
-def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Decimal = Decimal(1000)) -> dict:
-    """audit.json's service entry for chat, costing ``own`` (1000.00) with the traffic of ``frame`` (its
-    prefill / decode split, which reads the whole result, left out)."""
+def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Decimal = Decimal(1000),
+               serving: pd.DataFrame | None = None) -> dict:
+    """audit.json's service entry for chat, costing ``own`` (1000.00) with the traffic of ``frame`` and the
+    serving_stats rows of ``serving`` (its prefill / decode split, which reads the whole result, left out)."""
     from audit import audit_json_units
     from audit.audit_json_cents import ServiceCents
     from audit.audit_json_units import service_entry
@@ -107,7 +108,7 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Dec
 
     monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc, held: None)
     services = {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)}
-    found = traffic_by_service(frame, services, classes)["chat"]
+    found = traffic_by_service(frame, services, classes, serving)["chat"]
     cost = UnitCost("chat", own, Decimal(0), Decimal(0), {}, found)
     held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
                          "platform_overhead": Decimal("0.00")})
@@ -130,8 +131,10 @@ def test_all_requests_come_from_the_denominator_s_own_source(monkeypatch):
     assert entry["cost_per_1k_all_requests"] is None and entry["requests_per_currency_unit"]["all"] is None
     assert entry["request_counts"]["denominator"] is False and entry["request_counts"]["lines"] == 2000
     # the null says why (METHOD §9): before, the reason was null beside it
-    assert entry["reason"] == ("cost per 1,000 of all requests not measured: the request log (alb (access_log)) "
-                               "counts another population than the denominator "
+    assert entry["reason"] == ("cost per 1,000 of all requests not measured: the denominator (prom (openmetrics): "
+                               "vllm:request_success_total) is read summed over finished_reason: its failed requests "
+                               "are not told apart, and its server exports no counter of received requests; the "
+                               "request log (alb (access_log)) counts another population than the denominator "
                                "(prom (openmetrics): vllm:request_success_total)")
 
 
@@ -162,7 +165,8 @@ def test_a_counter_alone_counts_no_all_requests_and_says_so(monkeypatch):
     entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
     assert entry["cost_per_1m_tokens"] == "181818.181818" and entry["cost_per_1k_all_requests"] is None
     assert entry["reason"] == ("cost per 1,000 of all requests not measured: the denominator (prom (openmetrics)) "
-                               "counts successful requests only")
+                               "is read summed over finished_reason: its failed requests are not told apart, and its "
+                               "server exports no counter of received requests")
 
 
 def test_a_log_that_counted_no_success_is_not_said_to_match_nothing(monkeypatch):
@@ -249,3 +253,56 @@ def test_rows_without_a_request_series_beside_measured_ones_add_nothing():
     found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)})["chat"]
     assert found.requests == Decimal(10) and found.prompt_tokens == Decimal(130)
     assert found.by_source == {"prom (openmetrics): vllm:request_success_total": Decimal(10)}
+
+
+TRITON = {"pod": "chat-0", "source": "prom (openmetrics): nv_inference_request_success",
+          "witness": "nv_inference_request_success", "prompt_tokens": NAN, "generated_tokens": NAN}
+TGI = {"pod": "chat-0", "source": "prom (openmetrics): tgi_request_success", "witness": "tgi_request_success"}
+
+
+def serving_rows(family: str, rows: list[dict]) -> pd.DataFrame:
+    """serving_stats rows of chat-0 as the prom source's, one per interval (5 minutes apart)."""
+    return pd.DataFrame([{"ts": TS + pd.Timedelta(minutes=5 * i), "family": family, "model_name": "m",
+                          "namespace": "llm", "pod": "chat-0", "source": "prom (openmetrics)", "failures": NAN,
+                          "received": NAN, **r} for i, r in enumerate(rows)])
+
+
+def test_triton_all_requests_are_its_successful_and_failed_requests(monkeypatch):
+    """Triton's 4,800 successful requests and its 480 failed ones (nv_inference_request_failure): all
+    requests were not measured ("counts successful requests only") beside failed_requests 480 in the
+    serving evidence; now 5,280, the cost per 1,000 of them 1000 × 1000 / 5280."""
+    frame = traffic([{"requests": 4800.0, **TRITON}])
+    served = serving_rows("triton", [{"requests": 2400.0, "failures": 240.0}, {"requests": 2400.0, "failures": 240.0}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch, serving=served)
+    assert (entry["requests"], entry["all_requests"]) == (4800, 5280)
+    assert entry["all_requests_source"] == ("prom (openmetrics): nv_inference_request_success + "
+                                            "nv_inference_request_failure")
+    assert entry["cost_per_1k_requests"] == "208.333333" and entry["cost_per_1k_all_requests"] == "189.393939"
+    assert entry["requests_per_currency_unit"] == {"successful": "4.800", "all": "5.280"}
+    assert entry["reason"] == ("cost per 1 M tokens not measured: prom (openmetrics): nv_inference_request_success "
+                               "counts requests only: its server exports no token counter")
+
+
+def test_tgi_all_requests_are_its_received_requests(monkeypatch):
+    """TGI's tgi_request_count (received requests) was read and not tabled; now it is all requests."""
+    frame = traffic([{"requests": 1920.0, **TGI}])
+    served = serving_rows("tgi", [{"requests": 1920.0, "failures": 400.0, "received": 2400.0}])
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch, serving=served)
+    assert (entry["all_requests"], entry["all_requests_source"]) == (2400, "prom (openmetrics): tgi_request_count")
+    assert entry["cost_per_1k_all_requests"] == "416.666667" and entry["requests_per_currency_unit"]["all"] == "2.400"
+
+
+def test_all_requests_not_measured_name_the_missing_series(monkeypatch):
+    """No failure series beside Triton's counter, or one that missed an interval: null, and what is missing."""
+    frame = traffic([{"requests": 4800.0, **TRITON}])
+    bare = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch, serving=serving_rows("triton", [{"requests": 4800.0}]))
+    assert bare["all_requests"] is None and bare["cost_per_1k_all_requests"] is None
+    assert bare["reason"].split("; ")[1] == (
+        "cost per 1,000 of all requests not measured: the denominator (prom (openmetrics): "
+        "nv_inference_request_success) counts successful requests only: no nv_inference_request_failure series "
+        "beside it")
+    some = serving_rows("triton", [{"requests": 2400.0, "failures": 240.0}, {"requests": 2400.0}])
+    partial = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch, serving=some)
+    assert partial["cost_per_1k_all_requests"] is None and partial["reason"].split("; ")[1] == (
+        "cost per 1,000 of all requests not measured: nv_inference_request_failure measured 1 of the 2 "
+        "pod-intervals the denominator (prom (openmetrics): nv_inference_request_success) counted")

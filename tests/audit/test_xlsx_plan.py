@@ -68,7 +68,7 @@ def test_services_sheet_carries_totals_shares_and_keys(book, audit):
         assert same(per_unit, s["requests_per_currency_unit"]["successful"]) and "USD" not in per_unit.number_format
         assert s["requests_per_currency_unit"]["all"] is None  # the demo has no request log:
         assert sheet.cell(r, col["Requests per Currency Unit (All)"]).value is None  # empty, never a zero
-        assert sheet.cell(r, col["Cost per 1,000 Requests (All Log Lines)"]).value is None
+        assert sheet.cell(r, col["Cost per 1,000 Requests (All Requests)"]).value is None
         assert sheet.cell(r, col["Request Log Lines"]).value is None
         reason = sheet.cell(r, col["Prefill / Decode Reason"])
         assert reason.data_type == "s" and reason.value == f"not measured: {s['phases']['reason']}"
@@ -86,7 +86,7 @@ def test_request_classes_and_phases_are_numbers(audit, tmp_path):
         cell = sheet.cell(2, col[f"Request Log {k.replace('_', ' ').title()}"])
         assert cell.data_type == "n" and cell.value == chat["request_counts"][k] and cell.number_format == "#,##0"
     assert sheet.cell(2, col["Request Log Source"]).value == "alb (access_log)"
-    money_cell(sheet.cell(2, col["Cost per 1,000 Requests (All Log Lines)"]), chat["cost_per_1k_all_requests"])
+    money_cell(sheet.cell(2, col["Cost per 1,000 Requests (All Requests)"]), chat["cost_per_1k_all_requests"])
     assert same(sheet.cell(2, col["Requests per Currency Unit (All)"]), "4.188")
     share = sheet.cell(2, col["Prefill Share"])
     assert same(share, "0.757838") and share.number_format == "0.0000%"

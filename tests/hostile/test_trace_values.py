@@ -142,11 +142,15 @@ def test_run_case_notes_the_excluded_events(tmp_path):
     source = next(s for s in document["sources"] if s["kind"] == "profiles")
     notes = {n["note"].split(" (the first")[0]: (n["row"], n["column"]) for n in source["notes"]}
     first = len(gpu_events(CURRENT) + host_events(CURRENT))
-    assert source["notes_total"] == 3
+    assert source["notes_total"] == 4
+    # the synthetic trace's DtoH copy [33, 36] us begins inside the GEMM [30, 34.5] on its stream 7
+    overlap = ("1 GPU event on device 0 stream 7 began before earlier work on that stream ended (impossible on one "
+               "stream: a clock or trace defect): their 1.5 us under earlier work are counted once, with it (GPU time "
+               "per kernel, category and call path is clipped to the stream's busy time)")
     assert notes == {"1 event with a negative duration": (first + 1, "dur"),
                      "2 complete (ph X) events with no duration": (first + 2, "dur"),
-                     "2 events with no name": (first + 4, "name")}
-    assert all("not read as zero-duration work" in n["note"] for n in source["notes"])
+                     "2 events with no name": (first + 4, "name"), overlap: (0, "ts")}
+    assert all("not read as zero-duration work" in n["note"] for n in source["notes"] if n["note"] != overlap)
     profile_entry = document["profiles"][0]
     assert profile_entry["kernel_active_ms"] == to_dict(run_audit(load_case(_clean_case(tmp_path))))["profiles"][0][
         "kernel_active_ms"]
@@ -192,3 +196,42 @@ def test_zero_dur_is_valid_work(tmp_path, dur):
     events = gpu_events(CURRENT) + [x(CURRENT["kernel"], GEMM, 900.0, dur, stream=7)]
     trace = read_trace(write_trace(tmp_path, trace_doc(events)))
     assert trace.excluded == dict.fromkeys(EXPECTED, 0) and int((trace.role == KERNEL).sum()) == 4
+
+
+# ---------------------------------------------------------------- work overlapping on one stream
+
+def overlapping_doc() -> dict:
+    """Kernels [1000, 1100], [1050, 1150], [1200, 1300] and [1210, 1230] us on one stream 7, each
+    launched under aten::mm: two of them begin before earlier work on the stream ends, which no real
+    stream can do (a clock or trace defect)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 990, "dur": 400,
+               "args": {"External id": 1}}]
+    kernels = (("gemm_a", 1000, 100), ("gemm_b", 1050, 100), ("gemm_c", 1200, 100), ("nested", 1210, 20))
+    for n, (name, ts, dur) in enumerate(kernels, 1):
+        events += [{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                    "args": {"device": 0, "stream": 7, "correlation": n, "External id": n}},
+                   {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100,
+                    "ts": ts - 5, "dur": 3, "args": {"correlation": n, "External id": n}}]
+    return trace_doc(events)
+
+
+def test_work_overlapping_on_one_stream_is_named_and_counted_once(tmp_path):
+    """Before: busy 250 us, but categories gemm 300 + other 20 = 320 us and the call path aten::mm 320 us
+    (share 1.000000) inside a 300 us window, the overlaps named nowhere. Now each stream's instant is
+    credited once, to the earliest-starting work covering it: gemm 250 us, other 0 (nested lies wholly
+    under gemm_c), aten::mm 250 us; the rank names the 2 overlapping events of stream 7 and their 70 us."""
+    from audit.cli.trace import render
+    from audit.trace.analyse import analyse_with_idle
+
+    path = write_trace(tmp_path, overlapping_doc(), "overlap.json")
+    document, stacks, _ = analyse_with_idle([path], None)
+    (rank,) = document["ranks"]
+    (device,) = rank["devices"]
+    assert rank["overlapping_events"] == [{"device": "0", "stream": 7, "events": 2, "overlap_us": 70.0}]
+    assert (device["window_us"], device["busy_us"], device["categories_us"]) == (300.0, 250.0,
+                                                                                 {"gemm": 250.0, "other": 0.0})
+    assert document["call_paths"][0]["top"] == [{"call_path": "aten::mm", "events": 4, "gpu_us": 250.0,
+                                                 "share_of_gpu_work": "1.000000", "top_kernel": "gemm_a"}]
+    assert sorted(stacks) == [f"aten::mm;cudaLaunchKernel;{k}" for k in ("gemm_a 100", "gemm_b 50", "gemm_c 100")]
+    assert ("2 GPU events on device 0 stream 7 began before earlier work on that stream ended (impossible on one "
+            "stream: a clock or trace defect): their 70 us under earlier work are counted once") in render(document)

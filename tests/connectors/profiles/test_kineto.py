@@ -58,9 +58,12 @@ def test_synthetic_kernel_and_category_tables(tmp_path):
         {"name": ADD, "category": "elementwise_reduction", "count": 1, "total_us": 10.0},
     ]
     categories = dict(zip(frame.tables["categories"]["category"], frame.tables["categories"]["total_us"]))
-    assert categories == {"gemm": 14.75, "elementwise_reduction": 10.0, "memcpy_dtoh": 3.0,
+    # the DtoH copy [33, 36] us begins inside the GEMM [30, 34.5] on its stream 7: its first 1.5 us are
+    # the GEMM's (3.0 before, the overlap counted twice), and the source's notes say so
+    assert categories == {"gemm": 14.75, "elementwise_reduction": 10.0, "memcpy_dtoh": 1.5,
                           "memcpy_htod": 2.5, "memset": 1.875}
     assert list(frame.tables["categories"]["category"])[0] == "gemm"
+    assert frame.tables["notes"]["note"].tolist()[0].startswith("1 GPU event on device 0 stream 7 began before")
 
 
 def test_request_spans_set_the_window(tmp_path):

@@ -146,6 +146,7 @@ def test_real_tgi_counters_grow_when_scraped_twice(tmp_path):
     path.write_text("\n".join([f"{s} {T0}" for s in scrape] + later) + "\n# EOF\n")
     row = read_file(path).tables["serving_stats"].iloc[0]
     assert row["requests"] == 10 and row["failures"] == 10 and row["batch_steps"] == 20
+    assert row["received"] == 10  # tgi_request_count: read, and not tabled before
 
 
 def test_real_vllm_scrape(tmp_path):
@@ -295,8 +296,16 @@ def document(serving):
 def test_evidence_only_money_does_not_move(serving, document):
     bare = {k: v for k, v in serving.tables.items() if k not in NEW_TABLES}
     without = to_dict(audit_collected(make_case(), collected(bare)))
-    for key in ("buckets", "total", "services", "gpu_split", "reconciliation"):
+    for key in ("buckets", "total", "gpu_split", "reconciliation"):
         assert without[key] == document[key], key
+    # the serving counters' failed and received requests count all requests (METHOD §4): only the figures
+    # over all requests, and the reason that says why they are null, move
+    over_all = ("all_requests", "all_requests_source", "cost_per_1k_all_requests", "requests_per_currency_unit",
+                "reason")
+
+    def unit_costs(doc):
+        return {n: {k: v for k, v in s.items() if k not in over_all} for n, s in doc["services"].items()}
+    assert unit_costs(without) == unit_costs(document)
 
     def priced(options):  # the options' figures, without the evidence shown beside them
         return [{k: v for k, v in o.items() if k != "evidence"} for o in options]
@@ -333,6 +342,12 @@ def test_triton_and_tgi_count_requests_for_unit_costs(document):
     assert services["tgi"]["requests"] == 177 and services["tgi"]["prompt_tokens"] == 177 * 120
     assert services["tgi"]["traffic_source"].endswith("tgi_request_success")
     assert services["opt"]["traffic_source"].endswith("vllm:request_success_total")
+    # all requests: Triton's successful + failed, TGI's received (they were null: "counts successful requests only")
+    assert (services["triton"]["all_requests"], services["triton"]["cost_per_1k_all_requests"]) == (309, "2.057282")
+    assert services["triton"]["all_requests_source"] == ("serving (openmetrics): nv_inference_request_success + "
+                                                         "nv_inference_request_failure")
+    assert (services["tgi"]["all_requests"], services["tgi"]["cost_per_1k_all_requests"]) == (187, "2.876471")
+    assert services["tgi"]["all_requests_source"] == "serving (openmetrics): tgi_request_count"
 
 
 def test_label_mismatches_are_reported_by_name(document):
