@@ -55,7 +55,7 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
     net_lines = sum(non_gpu["net"], ZERO)
-    drivers.extend(_price_drivers(charges))
+    drivers.extend(_price_drivers(charges, given.cost_basis))
     drivers.extend(_coverage_drivers(given.coverage))
     drivers.extend(_denominator_drivers(given.traffic, tolerance))
     gap_drivers = _serving_gap_drivers(given.profiles, given.intervals, conservation.in_scope_total)
@@ -178,7 +178,12 @@ def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequ
     return out
 
 
-def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
+#: how a commitment-covered line's rate is taken, per basis (audit/prices.py)
+RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
+              "billed": "their commitment rate (the commitment purchase spread onto them ÷ quantity"}
+
+
+def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
     out = []
     read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback", "effective_rate"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
@@ -193,8 +198,8 @@ def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
             detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"
         covered = int(frame["effective_rate"].sum())
         if covered:
-            detail += (f"; {covered} commitment-covered line(s) priced at their effective rate (EffectiveCost ÷ "
-                       "quantity: the contracted price excludes the commitment discount)")
+            detail += (f"; {covered} commitment-covered line(s) priced at {RATE_WORDS[basis]}: the contracted price "
+                       "excludes the commitment discount)")
         out.append(Driver("price", klass, _gap(top, priced), detail))
     return out
 
