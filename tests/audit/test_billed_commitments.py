@@ -113,3 +113,33 @@ def test_purchases_moved_onto_their_reservations_are_no_unmatched_charge(actual)
     assert next(c["net"] for c in actual["classes"] if c["class"] == "gpu_compute") == "3987.05"
     assert actual["fit"] == []
     assert not any(p["name"] == "unmatched" for p in actual["buckets"]["unattributed"]["parts"])
+
+
+@pytest.mark.parametrize("export", ["amortized", "focus"])
+def test_a_billed_basis_without_the_purchases_names_what_it_lacks(aks, tmp_path, export):
+    if export == "focus":
+        base = tmp_path / "focus"
+        with decimal.localcontext():
+            generate("aks", 7105, base, billing="focus", commitments=True)
+        case = variant(base, tmp_path / "billed", None, "", "")
+        gap = "-1.255419"
+    else:
+        case = variant(aks, tmp_path / "billed", None, "", "")
+        gap = "-1.267404"
+    document = audit_document(case)
+    lacks = ("the billed total lacks the purchases behind 1574.48 of commitment-covered usage and 52.89 of unused "
+             f"commitment (commitment(s) {H100}, {A100})")
+    recon = document["reconciliation"]
+    assert (recon["verdict"], recon["gap"]) == ("does_not_reconcile", gap)
+    assert recon["reason"] == (f"|gap| {abs(Decimal(gap)):.4f} > tolerance 0.02; {lacks}: their usage costs 0 on the "
+                               "billed basis while the bottom-up prices it (fit commitment_purchases_missing)")
+    why = (f"{lacks}: 5 commitment-covered or unused line(s) are billed 0 (invoiced through their commitment's "
+           "purchase) and no in-scope purchase line of their commitment carries a price, so on the billed basis that "
+           "usage costs 0. An export of the amortised view (Azure's AmortizedCost export, Microsoft's FOCUS export) "
+           "shows a commitment's amortisation but not its purchase, and a purchase paid upfront was billed in the "
+           "month it was bought. Read the billed view with its purchases (Azure: the ActualCost export, whose "
+           "purchase lines carry the price), or audit on the effective basis")
+    assert [(f["kind"], f["subject"], f["message"], f["nearest"]) for f in document["fit"]] == [
+        ("commitment_purchases_missing", "[case] cost_basis billed", f"[case] cost_basis billed: {why}", ["effective"])]
+    assert f"Commitment purchases missing from the billed basis: {why}." in document["notes"]
+    assert document["bridge"]["commitment_purchases"] == "0.00"  # what the lines say; the note says what it lacks
