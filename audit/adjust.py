@@ -32,8 +32,8 @@ from audit.lines import (
     basis_amount,
     commitment_purchases,
     lines_where,
-    members_by_commitment,
     names_no_service,
+    purchase_spreads,
     tags_of,
 )
 from audit.money import ZERO, dsum, split_evenly
@@ -115,46 +115,19 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
 
 
 def _spread_purchases(charges, purchases, amount) -> list:
-    """A commitment purchase moves onto the lines that used (or left unused) that commitment.
-
-    A line belongs to a commitment when its CommitmentDiscountId is the purchase's or lies under it
-    (Azure bills a reservation *order*, ``…/reservationOrders/O``, and its usage names the
-    reservation, ``…/reservationOrders/O/reservations/R``). Weights: the lines' EffectiveCost; where
-    those are all zero (an actual-cost export, in which covered usage costs 0) their ListCost, else
-    their PricingQuantity. Returns the purchase lines whose amount moved; they leave the charges
-    (their money is in the ``commitment`` column of the lines they paid for).
-    """
-    members = members_by_commitment(charges["commitment_discount_id"])
+    """A commitment purchase moves onto the lines that used (or left unused) that commitment
+    (:func:`audit.lines.purchase_spreads` says which, and their weights). Returns the purchase lines
+    whose amount moved; they leave the charges (their money is in the ``commitment`` column of the
+    lines they paid for)."""
     added: dict = {}
     spent = []
-    # Purchases of one commitment (an hourly recurring fee, month-long) are summed and split once:
-    # the split is linear, so each line gets what splitting them one by one would give it.
-    by_commitment: dict[str, list] = {}
-    for idx, commitment in purchases["commitment_discount_id"].items():
-        by_commitment.setdefault(commitment, []).append(idx)
-    for commitment, own in by_commitment.items():
-        mine = set(own)
-        targets = [t for t in members.get(commitment, ()) if t not in mine]
-        weights = _purchase_weights(charges.loc[targets, ["effective_cost", "list_cost", "pricing_quantity"]]) \
-            if targets else None
-        if weights is None:
-            continue  # they stay charges of their own, classified by the rules
+    for own, targets, weights in purchase_spreads(charges, purchases):
         spent += own
         for t, share in zip(targets, split_evenly(dsum(amount[i] for i in own), weights)):
             added[t] = added.get(t, ZERO) + share
     if added:
         charges["commitment"] = [c + added.get(t, ZERO) for t, c in zip(charges.index, charges["commitment"])]
     return spent
-
-
-def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
-    """The first of EffectiveCost, ListCost, PricingQuantity that is known on every target and not
-    all zero; None when there is none (the purchase then stays a charge of its own)."""
-    for column in ("effective_cost", "list_cost", "pricing_quantity"):
-        values = list(targets[column])
-        if all(v is not None for v in values) and dsum(values) != 0:
-            return values
-    return None
 
 
 class _Targets:

@@ -14,7 +14,7 @@ from audit import audit_json_cents as audit_cents
 from audit import audit_json_review as review
 from audit import audit_json_units as units
 from audit.audit_json_months import months_section, whole_window_differences
-from audit.bridge import bridge, unamortised_reason
+from audit.bridge import bridge, unamortised_reason, unpurchased_reason
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
 from audit.gpuunits import shared_gpu_notes
@@ -427,8 +427,8 @@ GAP_BASIS_WORDS = {
 
 #: how a billing format's timestamps without an offset were read (METHOD §1: the report says so)
 #: the columns of the lines in scope the notes read
-NOTE_COLUMNS = ("charge_category", "commitment_discount_id", "billed_cost", "effective_cost", "line_id",
-                "line_count", "extra")
+NOTE_COLUMNS = ("charge_category", "commitment_discount_id", "commitment_discount_status", "billed_cost",
+                "effective_cost", "line_id", "line_count", "extra")
 #: billing formats that read another format's data where it lives
 READ_AS = {"athena": "cur"}
 TIMESTAMP_WORDS = {
@@ -449,6 +449,9 @@ def _notes(result) -> list[str]:
     unamortised = unamortised_reason(scoped)
     if unamortised:
         notes.append(f"Commitment amortisation not measured: {unamortised}.")
+    unpurchased = unpurchased_reason(scoped) if result.case.cost_basis == "billed" else None
+    if unpurchased:
+        notes.append(f"Commitment purchases missing from the billed basis: {unpurchased}.")
     if adjusted(scoped):
         notes.append(f"Tax and credits: {SCOPE_RULE}.")
     unclassed = unclassed_note(scoped, result.charges)

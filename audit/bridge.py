@@ -21,7 +21,12 @@ missing on some in-scope line) is not measured: None, with the reason. So is the
 commitments where a purchase leaves the effective basis (EffectiveCost 0, its price billed) and no
 in-scope line of its commitment carries any amortisation (:func:`unamortised_reason`): an export of
 the billed view (Azure ActualCost) shows the purchase but not its amortisation, which would
-otherwise leave the effective total without a word.
+otherwise leave the effective total without a word. Its mirror, for an audit on the billed basis:
+commitment-covered or unused lines billed 0 against their amortisation whose commitment has no
+priced purchase in scope (:func:`unpurchased`). Their billed total lacks the purchase: an export of
+the amortised view (Azure AmortizedCost, Microsoft's FOCUS export) shows a commitment's amortisation
+but not its purchase, and a purchase paid upfront was billed in the month it was bought. The bridge
+measures what the lines say (``commitment_purchases`` 0); the billed audit says what that leaves out.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from decimal import Decimal
 import pandas as pd
 
 from audit.lines import commitment_purchases
+from audit.misfit import text
 from audit.money import ZERO, cents, dsum, largest_remainder
 from schemas.billing import line_total
 
@@ -146,6 +152,62 @@ def unamortised_reason(lines: pd.DataFrame) -> str | None:
             "billed view (Azure's ActualCost export, in which covered usage costs 0) shows a purchase but not its "
             "amortisation. Read the amortised view as well (Azure: the AmortizedCost export), or audit on the "
             "billed basis")
+
+
+@dataclass(frozen=True)
+class Unpurchased:
+    """Commitment-covered and unused lines billed 0 whose commitment has no priced purchase in scope:
+    their amortisation (EffectiveCost − BilledCost) and the commitments they name."""
+
+    covered: Decimal  # of commitment-covered usage
+    unused: Decimal  # of unused commitment
+    commitments: tuple[str, ...]
+    lines: int
+
+    def lacks(self) -> str:
+        """What the billed total lacks, with the amounts and the commitments, as a clause."""
+        ids = ", ".join(text(c, 200) for c in self.commitments[:EXAMPLES])
+        ids += ", …" if len(self.commitments) > EXAMPLES else ""
+        return (f"the billed total lacks the purchases behind {cents(self.covered)} of commitment-covered usage and "
+                f"{cents(self.unused)} of unused commitment (commitment(s) {ids})")
+
+
+def unpurchased(lines: pd.DataFrame) -> Unpurchased | None:
+    """The commitment-covered and unused lines (status Used / Unused) whose BilledCost differs from
+    their EffectiveCost (billed through a purchase, their amortisation on the effective basis) and
+    whose commitment (their CommitmentDiscountId or one it lies under) has no in-scope purchase with a
+    BilledCost; None when there is none. Such a purchase is nowhere on the billed basis."""
+    purchases = commitment_purchases(lines)
+    status = lines["commitment_discount_status"].fillna("").str.lower()
+    read = lines.loc[status.isin(("used", "unused")).to_numpy(dtype=bool) & ~purchases.to_numpy(dtype=bool),
+                     [c for c in ("commitment_discount_id", "commitment_discount_status", "billed_cost", "effective_cost",
+                                  "line_count") if c in lines.columns]]
+    amortised = [None if b is None or e is None else e - b for b, e in zip(read["billed_cost"], read["effective_cost"])]
+    read = read.assign(amortised=amortised)[[a is not None and a != 0 for a in amortised]]
+    if read.empty:
+        return None
+    priced = lines.loc[purchases, ["commitment_discount_id", "billed_cost"]]
+    bought = {c.rstrip("/") for c, b in zip(priced["commitment_discount_id"], priced["billed_cost"]) if b}
+    ids = read["commitment_discount_id"].fillna("")
+    alone = read[[not any(c == p or c.startswith(p + "/") for p in bought) for c in ids]]
+    if alone.empty:
+        return None
+    used = (alone["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
+    return Unpurchased(dsum(alone["amortised"][used]), dsum(alone["amortised"][~used]),
+                       tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(alone))
+
+
+def unpurchased_reason(lines: pd.DataFrame) -> str | None:
+    """What the billed basis lacks and why, and where to find it (:func:`unpurchased`; None: nothing)."""
+    found = unpurchased(lines)
+    if found is None:
+        return None
+    return (f"{found.lacks()}: {found.lines} commitment-covered or unused line(s) are billed 0 (invoiced through "
+            "their commitment's purchase) and no in-scope purchase line of their commitment carries a price, so on "
+            "the billed basis that usage costs 0. An export of the amortised view (Azure's AmortizedCost export, "
+            "Microsoft's FOCUS export) shows a commitment's amortisation but not its purchase, and a purchase paid "
+            "upfront was billed in the month it was bought. Read the billed view with its purchases (Azure: the "
+            "ActualCost export, whose purchase lines carry the price), or audit on the effective basis")
 
 
 def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:

@@ -21,6 +21,8 @@ finds each such piece and says what the data holds instead, nearest values first
   to no service (audit/fit_claims.py);
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
+* ``commitment_purchases_missing``: the billed basis with commitment-covered usage billed 0 and no
+  purchase of its commitment in scope (audit/fit_commitments.py);
 * ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
@@ -53,6 +55,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
+from audit.fit_commitments import purchases_fit
 from audit.fit_models import gpu_models_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_quantities import quantities_fit
@@ -106,7 +109,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
              + claims_fit(case, lines, request_log_services(case))
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
-             + unmatched_fit(case, classified)
+             + unmatched_fit(case, classified) + purchases_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))

@@ -8,7 +8,9 @@ of the audited cluster, or a service's tag claim, which gives a line its owner b
 ``lines_unmatched`` names the lines, largest first, with their amount and share, what claims them,
 and how to class them, where a service claims some of them (the case meant them) or they are
 :data:`MATERIAL` of the charges or more; the unattributed part names them either way
-(:func:`named_amounts`, audit/attribute.py).
+(:func:`named_amounts`, audit/attribute.py). A commitment purchase whose amount moves onto the lines
+of its commitment (:func:`audit.lines.purchase_spreads`) is none of them: no rule need class it, and
+none of it is unattributed.
 """
 from __future__ import annotations
 
@@ -18,7 +20,16 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case
-from audit.lines import ADJUSTING_CATEGORIES, NAME_COLUMNS, basis_amount, line_name, listed, named_amounts
+from audit.lines import (
+    ADJUSTING_CATEGORIES,
+    NAME_COLUMNS,
+    basis_amount,
+    commitment_purchases,
+    line_name,
+    listed,
+    named_amounts,
+    purchase_spreads,
+)
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO, cents
 
@@ -35,6 +46,8 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
         return []
     kept = ~classified["charge_category"].isin(ADJUSTING_CATEGORIES).to_numpy(dtype=bool)
     unmatched = kept & (classified["resource_class"] == "unmatched").to_numpy(dtype=bool)
+    if unmatched.any():
+        unmatched &= ~classified.index.isin(_spread(classified, kept))
     if not unmatched.any():
         return []
     # every line in scope, as the audit reads them: a basis column missing is the audit's one error
@@ -57,6 +70,13 @@ def unmatched_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
                f"match no class rule and are unattributed: {listed(named, LISTED)}.{claimed} {hint}")
     return [Misfit("lines_unmatched", "billing lines no rule classes", message,
                    tuple(line_name(key) for key, _, _ in named[:LISTED]))]
+
+
+def _spread(classified: pd.DataFrame, kept: np.ndarray) -> list:
+    """The commitment purchases among the charges whose amount moves onto their commitment's lines."""
+    charges = classified[kept]
+    purchases = charges[commitment_purchases(charges)]
+    return [i for own, _, _ in purchase_spreads(charges, purchases) for i in own] if len(purchases) else []
 
 
 def _instances(lines: pd.DataFrame) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from audit.misfit import text
-from audit.money import ZERO, cents
+from audit.money import ZERO, cents, dsum
 from connectors.billing.catalogue import gpu_skus
 from connectors.errors import InputError, InputErrors
 from schemas.billing import line_total
@@ -234,6 +234,44 @@ def members_by_commitment(ids: pd.Series) -> dict[str, list]:
             if prefix.strip("/"):
                 members.setdefault(prefix, []).append(idx)
     return members
+
+
+def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame) -> list[tuple[list, list, list[Decimal]]]:
+    """(the purchase lines of one commitment, the ``charges`` they move onto, the weights) per
+    commitment whose purchase moves (audit/adjust.py spreads it; the fit does not call it unmatched).
+
+    A line belongs to a commitment when its CommitmentDiscountId is the purchase's or lies under it
+    (Azure bills a reservation *order*, ``…/reservationOrders/O``, and its usage names the
+    reservation, ``…/reservationOrders/O/reservations/R``). Weights: the lines' EffectiveCost; where
+    those are all zero (an actual-cost export, in which covered usage costs 0) their ListCost, else
+    their PricingQuantity. A commitment with no such line, or none of those known on all and not all
+    zero, is left out: its purchases stay charges of their own, classified by the rules. Purchases
+    of one commitment (an hourly recurring fee, month-long) go together: the split is linear, so
+    each line gets what splitting them one by one would give it.
+    """
+    members = members_by_commitment(charges["commitment_discount_id"])
+    by_commitment: dict[str, list] = {}
+    for idx, commitment in purchases["commitment_discount_id"].items():
+        by_commitment.setdefault(commitment, []).append(idx)
+    out = []
+    for commitment, own in by_commitment.items():
+        mine = set(own)
+        targets = [t for t in members.get(commitment, ()) if t not in mine]
+        weights = _purchase_weights(charges.loc[targets, ["effective_cost", "list_cost", "pricing_quantity"]]) \
+            if targets else None
+        if weights is not None:
+            out.append((own, targets, weights))
+    return out
+
+
+def _purchase_weights(targets: pd.DataFrame) -> list[Decimal] | None:
+    """The first of EffectiveCost, ListCost, PricingQuantity that is known on every target and not
+    all zero; None when there is none."""
+    for column in ("effective_cost", "list_cost", "pricing_quantity"):
+        values = list(targets[column])
+        if all(v is not None for v in values) and dsum(values) != 0:
+            return values
+    return None
 
 
 def missing_basis(lines: pd.DataFrame, column: str, basis: str) -> InputErrors:

@@ -24,6 +24,7 @@ from audit import (
     reconcile,
     unit_costs,
 )
+from audit.bridge import unpurchased
 from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
@@ -126,6 +127,13 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     return fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
 
 
+def billed_lacks(case: Case, scoped) -> str | None:
+    """On the billed basis, what its total lacks where commitment purchases are not in the data (the
+    reconciliation's reason names it); None on another basis or where nothing is lacking."""
+    found = unpurchased(scoped) if case.cost_basis == "billed" else None
+    return found.lacks() if found is not None else None
+
+
 def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
     """The errors of a fit as input errors naming the case file (exit 1)."""
     return InputErrors([InputError(case.path, m.message) for m in found.errors])
@@ -164,7 +172,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     costs, shared = unit_costs.unit_costs(ledger, intervals, case.services, traffic, case.allocation)
     recon = reconcile.reconcile(reconcile.ReconcileInput(
         lines, mask, case.cost_basis, charges, ledger, split.groups, intervals, split.coverage, profiles, traffic,
-        case.tolerance))
+        case.tolerance, billed_lacks(case, classified)))
     options = rank.rank_options(rank.RankInput(case, ledger, intervals, tele.step, charges, profiles,
                                                  commitments_of(collected, case.end), split.groups,
                                                  split.coverage, tele.serving, tele.histograms))

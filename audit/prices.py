@@ -1,7 +1,7 @@
 """Each charge priced bottom-up: quantity × unit price, for reconciliation (METHOD §5).
 
-The contracted unit price is used, else the list price (flagged as a fallback); on the effective
-basis, commitment-covered usage at its effective rate (:func:`priced`); a line without a
+The contracted unit price is used, else the list price (flagged as a fallback); commitment-covered
+usage at its commitment rate on the effective and billed bases (:func:`priced`); a line without a
 quantity or a unit price, and a purchase, is taken at its cost; so is the unused part of a commitment
 on the list and contracted bases, which count it at 0 (METHOD §1: they price the usage before
 commitments): priced at its quantity, the bottom-up would count what the top-down does not.
@@ -25,12 +25,19 @@ def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
     its effective rate, EffectiveCost ÷ quantity (METHOD §5's "or EffectiveCost ÷ quantity"): its
     ContractedUnitPrice excludes the commitment discount the effective basis counts, so priced at it
     every commitment case missed by the discount (a FOCUS export and the CUR of the same bill gave
-    opposite verdicts, the CUR reader filling a reservation's rate this way)."""
+    opposite verdicts, the CUR reader filling a reservation's rate this way).
+
+    On the billed basis the same holds for covered usage a commitment purchase was spread onto
+    (audit/adjust.py; its ``commitment`` column): its top-down is that spread purchase, so it is priced
+    at the spread amount ÷ quantity (an Azure ActualCost export, whose covered usage costs 0 and whose
+    purchases carry the price, missed by the whole discount: gap −26.7 %). Covered usage no purchase
+    reached keeps its contracted price: its billed total lacks the purchase (audit/bridge.py
+    :func:`~audit.bridge.unpurchased_reason` says so)."""
     amounts, has_price, fallback, effective = [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
     for quantity, unit, listed, category, gross, commitment, status in zip(*(charges[c] for c in PRICE_COLUMNS)):
         used_list = False
-        at_rate = basis == "effective" and status == "Used" and bool(quantity)
+        at_rate = status == "Used" and bool(quantity) and (basis == "effective" or (basis == "billed" and commitment != 0))
         if unit is None and listed is not None and not at_rate:
             unit, used_list = listed, True
         ok = at_rate or (quantity is not None and unit is not None and category != "Purchase"

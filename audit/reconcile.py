@@ -37,6 +37,9 @@ class ReconcileInput:
     profiles: Mapping[str, ProfileSummary]
     traffic: Mapping[str, TrafficTotals]
     tolerance: Decimal
+    #: on the billed basis, what its total lacks where commitment purchases are not in the data
+    #: (audit/bridge.py ``Unpurchased.lacks``); None: nothing
+    unpurchased: str | None = None
 
 
 def _gap(top: Decimal, bottom: Decimal) -> Decimal | None:
@@ -55,13 +58,16 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
     net_lines = sum(non_gpu["net"], ZERO)
-    drivers.extend(_price_drivers(charges))
+    drivers.extend(_price_drivers(charges, given.cost_basis))
     drivers.extend(_coverage_drivers(given.coverage))
     drivers.extend(_denominator_drivers(given.traffic, tolerance))
     gap_drivers = _serving_gap_drivers(given.profiles, given.intervals, conservation.in_scope_total)
     drivers.extend(gap_drivers)
     sensitive = "".join(f"; {d.detail.split(': ', 1)[1]}, more than the tolerance" for d in gap_drivers
                         if d.gap is not None and abs(d.gap) > tolerance)
+    if given.unpurchased:
+        sensitive += (f"; {given.unpurchased}: their usage costs 0 on the billed basis while the bottom-up prices "
+                      "it (fit commitment_purchases_missing)")
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
                               "no GPU-interval is covered by kernel-activity telemetry" + sensitive, covered,
@@ -178,7 +184,12 @@ def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequ
     return out
 
 
-def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
+#: how a commitment-covered line's rate is taken, per basis (audit/prices.py)
+RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
+              "billed": "their commitment rate (the commitment purchase spread onto them ÷ quantity"}
+
+
+def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
     out = []
     read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback", "effective_rate"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
@@ -193,8 +204,8 @@ def _price_drivers(charges: pd.DataFrame) -> list[Driver]:
             detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"
         covered = int(frame["effective_rate"].sum())
         if covered:
-            detail += (f"; {covered} commitment-covered line(s) priced at their effective rate (EffectiveCost ÷ "
-                       "quantity: the contracted price excludes the commitment discount)")
+            detail += (f"; {covered} commitment-covered line(s) priced at {RATE_WORDS[basis]}: the contracted price "
+                       "excludes the commitment discount)")
         out.append(Driver("price", klass, _gap(top, priced), detail))
     return out
 

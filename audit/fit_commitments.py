@@ -1,0 +1,29 @@
+"""A billed basis whose commitment purchases the data lacks (METHOD §1, rule 5: no silent misfit).
+
+On the billed basis a commitment's covered usage and unused share cost 0 (they were invoiced through
+the purchase), and the purchase, spread onto them (audit/adjust.py), carries their price. An export of
+the amortised view (Azure's AmortizedCost export, Microsoft's FOCUS export) has no purchase: the
+reserved GPUs then cost 0 on the billed basis, their priced bottom-up exceeds it, and without a word
+the audit reads that as a finding. ``commitment_purchases_missing`` names the amounts and the
+commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from audit.bridge import unpurchased_reason
+from audit.case import Case
+from audit.misfit import Misfit
+
+SUBJECT = "[case] cost_basis billed"
+
+
+def purchases_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
+    """A ``commitment_purchases_missing`` warning where the billed basis lacks commitment purchases
+    (``classified``: the lines in scope)."""
+    if case.cost_basis != "billed" or classified.empty:
+        return []
+    reason = unpurchased_reason(classified)
+    if reason is None:
+        return []
+    return [Misfit("commitment_purchases_missing", SUBJECT, f"{SUBJECT}: {reason}", ("effective",))]
