@@ -138,7 +138,7 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
     if len(tele.requests) and len(activity):
         if dcgm_pods:
             missing = pods_of(tele.requests) - dcgm_pods
-            add("gpu_request_pod_not_in_dcgm", "kube_pod_container_resource_requests",
+            add("gpu_request_pod_not_in_dcgm", sources_of(tele.requests),
                 "DCGM pod labels", "namespace/pod",
                 _keys_in(tele.requests, ["namespace", "pod"], missing),
                 "pods that requested GPUs but that no DCGM series names")
@@ -150,7 +150,7 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
             "are placed on these GPUs (METHOD §3)")
         hosts = _values(activity["node"])
         nodes = {(n,) for n in _values(tele.requests["node"]) - hosts if n}
-        add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",
+        add("gpu_request_node_not_in_dcgm", sources_of(tele.requests),
             "DCGM Hostname", "node", _keys_in(tele.requests, ["node"], nodes),
             "nodes with GPU requests but no DCGM series (or a Hostname label that differs from "
             "the Kubernetes node name)")

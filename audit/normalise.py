@@ -37,7 +37,7 @@ from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_over
 from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
-from connectors.telemetry.families import REQUEST_COUNTER
+from connectors.telemetry.families import REQUEST_COUNTER, REQUEST_SERIES
 
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
@@ -133,7 +133,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
     nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
-    tele = Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), _traffic(collected),
+    tele = Telemetry(activity, nodes, _sourced(collected, "gpu_requests", REQUEST_COLUMNS, REQUEST_SERIES), _traffic(collected),
                      table("queue", QUEUE_COLUMNS), step,
                      serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
                      gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
@@ -186,14 +186,23 @@ def _named_instances(lines: pd.DataFrame | None) -> list[tuple[str, str]]:
     return out
 
 
-def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:
-    """One telemetry table over every source, each row naming its source "<name> (<format>)"."""
-    parts = [frame.tables[name].assign(source=f"{frame.spec.name} ({frame.spec.format})")
+def _sourced(collected: Collected, name: str, columns: list[str],
+             series: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One telemetry table over every source, each row naming its source "<name> (<format>)";
+    with ``series`` (format -> what that format's table is read from), "<series> (<name> (<format>))"."""
+    parts = [frame.tables[name].assign(source=_source_text(frame.spec.name, frame.spec.format, series))
              for frame in collected.of("telemetry")
              if name in frame.tables and len(frame.tables[name])]
     if not parts:
         return empty_table(columns + ["source"])
     return _one_table(parts)
+
+
+def _source_text(name: str, format_name: str, series: Mapping[str, str] | None) -> str:
+    """"<name> (<format>)", after the series the format reads where ``series`` names it."""
+    source = f"{name} ({format_name})"
+    read = (series or {}).get(format_name)
+    return f"{read} ({source})" if read else source
 
 
 def _traffic(collected: Collected) -> pd.DataFrame:

@@ -24,6 +24,11 @@ from connectors.telemetry.phase_families import PHASE_COUNTERS, phase_column
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_RESOURCES = frozenset({"nvidia_com_gpu", "nvidia.com/gpu"})
+KSM_REQUESTS = "kube_pod_container_resource_requests"
+#: what each telemetry format's ``gpu_requests`` table is read from: the audit names the requests'
+#: source by it (a check on the requests says which series or field it read)
+REQUEST_SERIES = {"openmetrics": KSM_REQUESTS, "prometheus": KSM_REQUESTS, "prom_dump": KSM_REQUESTS,
+                  "sacct": "sacct AllocTRES gres/gpu", "opencost": "OpenCost allocation gpuHours"}
 
 _PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"')
 _ESCAPE = re.compile(r"\\(.)")
@@ -326,7 +331,7 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
     by_name = {GR_ENGINE_ACTIVE: roles["dcgm"], GPU_UTIL: roles["dcgm"],
                "kube_node_info": roles["node_info"], "kube_node_labels": roles["node_labels"],
                "kube_pod_info": roles["pod_info"],
-               "kube_pod_container_resource_requests": roles["requests"]}
+               KSM_REQUESTS: roles["requests"]}
     for name in COUNTERS:  # the OpenMetrics sample is <family>_total; accept the bare name too
         by_name[name] = by_name[name + "_total"] = roles["counters"]
     for name in QUEUE_GAUGES:

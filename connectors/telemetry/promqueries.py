@@ -13,6 +13,7 @@ from connectors.telemetry.families import (
     DCGM_EVIDENCE,
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
+    KSM_REQUESTS,
     QUEUE_GAUGES,
     REPLICA_GAUGES,
     SERVING_COUNTERS,
@@ -20,7 +21,7 @@ from connectors.telemetry.families import (
 )
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
-REQUESTS = "kube_pod_container_resource_requests"
+REQUESTS = KSM_REQUESTS
 GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
 COUNTER_NAMES = [n for c in COUNTERS for n in (c + "_total", c)]
 SERVER_COUNTER_NAMES = [n for c in SERVING_COUNTERS for n in (
