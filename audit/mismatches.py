@@ -9,6 +9,7 @@ import pandas as pd
 
 from audit.normalised import Telemetry, empty_table, labelled_pods
 from connectors.telemetry.distinct import by_values
+from connectors.telemetry.families import KSM_REQUESTS, KSM_V1_GPU_REQUESTS, near_requests
 
 MISMATCH_VALUES = 20  # values listed per finding (the count says how many there are)
 
@@ -122,11 +123,13 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
                 "DCGM pod labels", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
                 "pods that serve requests but that no DCGM series names: their GPU time is "
                 "allocated through scheduler requests, or not at all")
-        elif len(tele.requests):
+        else:
             missing = pods_of(serving) - pods_of(tele.requests)
             add("serving_pod_without_gpu", _serving_source(serving, sources_of(serving)),
-                "GPU requests", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
-                "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU")
+                sources_of(tele.requests) or "GPU requests", "namespace/pod",
+                _keys_in(serving, ["namespace", "pod"], missing),
+                "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU"
+                + ("" if len(tele.requests) else no_requests_read(tele.unread_series)))
     activity = tele.activity
     if len(activity) and len(tele.nodes):
         known = _values(tele.nodes["node"])
@@ -170,3 +173,15 @@ def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
                 "kube_deployment_*", "namespace/hpa", _keys_in(hpas, ["namespace", "name"], orphans),
                 "HPAs named like no deployment (the scale target is read from the HPA's name)")
     return out
+
+
+def no_requests_read(unread: pd.DataFrame) -> str:
+    """"; no GPU request series was read[: the nearest series the sources hold is <name> (<source>)]":
+    the nearest unread series name to kube_pod_container_resource_requests (rule 5)."""
+    said = f"; no GPU request series was read ({KSM_REQUESTS}{{resource=nvidia.com/gpu}}, {KSM_V1_GPU_REQUESTS})"
+    near = near_requests(_values(unread["metric"])) if len(unread) else []
+    if not near:
+        return said
+    held = unread.loc[unread["metric"].astype(str) == near[0]]
+    return f"{said}: the nearest series the sources hold is {near[0]} ({', '.join(sorted(_values(held['source'])))})"
+

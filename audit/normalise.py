@@ -84,8 +84,9 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
 #: telemetry formats that read samples outside the window and keep their extent (a Prometheus server
 #: answers for the window only, and refuses a window without series itself: connectors/telemetry/prom_span.py)
 TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log", "nvidia_smi", "dcgmi", "opencost")
-#: tables that hold no interval of the window (a node's labels are read from any sample)
-UNTIMED_TABLES = ("node_info",)
+#: tables that hold no interval of the window (a node's labels are read from any sample; the names of
+#: series no family reads)
+UNTIMED_TABLES = ("node_info", "unread_series")
 #: formats whose coverage alone says whether a sample is in the window (a request log's is its dated,
 #: parseable lines': its tables also count unparseable lines at the time their text recovers; the
 #: offline GPU logs' and OpenCost's tables hold what their readers excluded, wherever it lay)
@@ -144,6 +145,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                                                    UNMEASURED_COLUMNS),
                      request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS),
                      histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS),
+                     unread_series=_sourced(collected, "unread_series", ["metric"]),
                      outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
