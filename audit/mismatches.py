@@ -3,11 +3,16 @@ does, reported by name in audit.json ``telemetry.label_mismatches`` (evidence; n
 METHOD §4, rule 5). Built by :mod:`audit.normalise` once the telemetry tables are read."""
 from __future__ import annotations
 
-from typing import Any
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any, Mapping
 
 import pandas as pd
 
+from audit.case import Service
+from audit.money import fmt
 from audit.normalised import Telemetry, empty_table, labelled_pods
+from audit.services import service_of
 from connectors.telemetry.distinct import by_values
 from connectors.telemetry.families import KSM_REQUESTS, KSM_V1_GPU_REQUESTS, near_requests
 
@@ -185,3 +190,70 @@ def no_requests_read(unread: pd.DataFrame) -> str:
     held = unread.loc[unread["metric"].astype(str) == near[0]]
     return f"{said}: the nearest series the sources hold is {near[0]} ({', '.join(sorted(_values(held['source'])))})"
 
+
+
+def gpu_pods_without_requests(tele: Telemetry, services: Mapping[str, Service]) -> list[dict[str, Any]]:
+    """Per service whose serving counters count its pods: the pods that hold GPU time (DCGM pod
+    labels; the scheduler's GPU requests where DCGM names no pod) that no counter of it counts
+    (METHOD §4, rule 5: a join without a partner). Their GPU cost is the service's, its requests
+    those of its other pods: the unit costs say so (audit/audit_json_units.py). A service counted
+    by a request log (no pod labels: it counts every pod) is not checked.
+
+    Each finding as :func:`label_mismatches` gives it, with ``service`` and ``gpu_hours`` (the GPU
+    time of the pods named, 2 places)."""
+    counted, sources = _counted_pods(tele.traffic, services)
+    holders = _gpu_holders(tele)
+    if not counted or holders.empty:
+        return []
+    out = []
+    service_by_pod = {pod: service_of({"namespace": pod[0], "pod": pod[1], "model_name": "", "container": ""},
+                                      services, {}) for pod in _pairs(holders, "namespace", "pod")}
+    for name in sorted(counted):
+        missing = {pod for pod, found in service_by_pod.items() if found == name} - counted[name]
+        names, intervals = _keys_in(holders, ["namespace", "pod"], missing)
+        if not names:
+            continue
+        rows = holders.loc[pd.MultiIndex.from_frame(holders[["namespace", "pod"]]).isin(list(missing))]
+        hours = fmt(Decimal(repr(float(rows["gpu_seconds"].sum()))) / 3600, 2)
+        out.append({"check": "gpu_pod_without_requests", "source": str(holders["source"].iloc[0]),
+                    "against": ", ".join(sorted(sources[name])), "label": "namespace/pod",
+                    "values": names[:MISMATCH_VALUES], "count": len(names), "intervals": intervals,
+                    "detail": f"pods of service {name} that hold {hours} GPU-h but that its request counter never "
+                              "counts: its unit costs divide their GPU cost by the requests of its other pods",
+                    "service": name, "gpu_hours": hours})
+    return out
+
+
+def _counted_pods(traffic: pd.DataFrame, services: Mapping[str, Service]) -> tuple[dict, dict]:
+    """service -> the (namespace, pod) its serving counters count, and -> those counters' sources;
+    a service a request log counts (rows without a namespace, named by the service) left out."""
+    counted: dict[str, set] = defaultdict(set)
+    sources: dict[str, set] = defaultdict(set)
+    logged = set()
+    if traffic.empty:
+        return counted, sources
+    keys = traffic[["namespace", "pod", "model_name", "source"]].astype(str).drop_duplicates()
+    for namespace, pod, model, source in keys.itertuples(index=False, name=None):
+        if not namespace and not model and pod in services:
+            logged.add(pod)
+            continue
+        name = service_of({"namespace": namespace, "pod": pod, "model_name": model, "container": ""}, services, {})
+        if name and pod:
+            counted[name].add((namespace, pod))
+            sources[name].add(source)
+    return {s: p for s, p in counted.items() if s not in logged}, sources
+
+
+def _gpu_holders(tele: Telemetry) -> pd.DataFrame:
+    """(namespace, pod, ts, gpu_seconds, source) of the GPU time pods hold: DCGM's pod labels (a
+    GPU-interval two pods name split evenly), else the scheduler's GPU requests (GPUs × step)."""
+    labelled = tele.activity.loc[(tele.activity["pod"].astype(str) != "").to_numpy(dtype=bool)]
+    if len(labelled):
+        gpu = ["node", "gpu", "uuid", "ts"]
+        sharing = labelled.groupby(gpu, sort=False)["pod"].transform("size")
+        return labelled.assign(gpu_seconds=labelled["step_seconds"] / sharing, source="DCGM pod labels")[
+            ["namespace", "pod", "ts", "gpu_seconds", "source"]].astype({"namespace": str, "pod": str})
+    asked = tele.requests.loc[(tele.requests["gpus"] > 0).to_numpy(dtype=bool)]
+    source = ", ".join(sorted(_values(asked["source"]))) if "source" in asked else "GPU requests"
+    return asked.assign(gpu_seconds=asked["gpus"] * tele.step, source=source)[
+        ["namespace", "pod", "ts", "gpu_seconds", "source"]].astype({"namespace": str, "pod": str})

@@ -11,7 +11,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.collected import Collected
 from audit.lines import lines_read, resource_key, vm_key
-from audit.mismatches import label_mismatches, pods_of
+from audit.mismatches import gpu_pods_without_requests, label_mismatches, pods_of
 from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
@@ -148,7 +148,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      unread_series=_sourced(collected, "unread_series", ["metric"]),
                      outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
-    return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
+    return replace(tele, label_mismatches=tuple(label_mismatches(tele) + gpu_pods_without_requests(tele, case.services)))
 
 
 def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> NodeMap:

@@ -87,3 +87,32 @@ def test_serving_pods_without_any_gpu_request_series_name_the_nearest_series_hel
 
 def test_the_prometheus_connector_asks_for_the_v1_gpu_request_series_when_the_server_holds_it():
     assert planned([KSM_V1_GPU_REQUESTS]) == [sum_count(f"{KSM_V1_GPU_REQUESTS}{{$M}}", REQUEST_BY)]
+
+
+def labelled_dcgm(tmp_path, counted: tuple[str, ...]) -> object:
+    """An hour of 15-minute scrapes: pods llm/chat-a and llm/chat-b each hold one GPU of node n1
+    (DCGM pod labels); vLLM counts the pods ``counted``."""
+    lines = []
+    for i in range(5):
+        t = int(START.timestamp()) + 900 * i
+        lines += [f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",UUID="GPU-{g}",Hostname="n1",namespace="llm",pod="{pod}"}} 50 {t}'
+                  for g, pod in enumerate(("chat-a", "chat-b"))]
+        lines += [f'vllm:request_success_total{{namespace="llm",pod="{pod}",model_name="m"}} {10 * i} {t}'
+                  for pod in counted]
+    path = tmp_path / "m.om"
+    path.write_text("\n".join(lines) + "\n# EOF\n")
+    return path
+
+
+def test_a_pod_holding_gpu_time_that_its_services_counter_never_counts_is_named_with_its_gpu_hours(tmp_path):
+    """Before: chat-b's GPU time went to chat and was divided by chat-a's requests, chat-b named
+    nowhere; now the check names it, with its GPU-hours and the counter that misses it."""
+    prom = read(OpenMetricsConnector, labelled_dcgm(tmp_path, ("chat-a",)), hours=1, name="prom")
+    assert checks(prom)["gpu_pod_without_requests"] == {
+        "check": "gpu_pod_without_requests", "source": "DCGM pod labels",
+        "against": "prom (openmetrics): vllm:request_success_total", "label": "namespace/pod",
+        "values": ["llm/chat-b"], "count": 1, "intervals": 1, "service": "chat", "gpu_hours": "1.00",
+        "detail": "pods of service chat that hold 1.00 GPU-h but that its request counter never counts: its unit "
+                  "costs divide their GPU cost by the requests of its other pods"}
+    both = read(OpenMetricsConnector, labelled_dcgm(tmp_path, ("chat-a", "chat-b")), hours=1, name="prom")
+    assert "gpu_pod_without_requests" not in checks(both)
