@@ -202,8 +202,8 @@ def gpu_pods_without_requests(tele: Telemetry, services: Mapping[str, Service]) 
     Each finding as :func:`label_mismatches` gives it, with ``service`` and ``gpu_hours`` (the GPU
     time of the pods named, 2 places)."""
     counted, sources = _counted_pods(tele.traffic, services)
-    holders = _gpu_holders(tele)
-    if not counted or holders.empty:
+    holders = _gpu_holders(tele) if counted else empty_table([])
+    if holders.empty:
         return []
     out = []
     service_by_pod = {pod: service_of({"namespace": pod[0], "pod": pod[1], "model_name": "", "container": ""},
@@ -232,7 +232,7 @@ def _counted_pods(traffic: pd.DataFrame, services: Mapping[str, Service]) -> tup
     logged = set()
     if traffic.empty:
         return counted, sources
-    keys = traffic[["namespace", "pod", "model_name", "source"]].astype(str).drop_duplicates()
+    keys = traffic[["namespace", "pod", "model_name", "source"]].drop_duplicates().astype(str)
     for namespace, pod, model, source in keys.itertuples(index=False, name=None):
         if not namespace and not model and pod in services:
             logged.add(pod)
