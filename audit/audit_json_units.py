@@ -66,7 +66,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
             "successful": fmt(Decimal(requests) / full, PER_UNIT_PLACES) if requests is not None and full > 0 else None,
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
-        "reason": service_reason(uc, requests, full, t, tokens, every, held.unattributed),
+        "reason": service_reason(uc, requests, full, t, tokens, every, held.unattributed,
+                                 uncounted_gpu_time(result, uc.service)),
         "phases": phases_entry(result, uc, held),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
@@ -99,11 +100,24 @@ def denominator_counts(t: TrafficTotals | None) -> dict[str, Any] | None:
             "denominator": logs_count_it(t)}
 
 
+def uncounted_gpu_time(result: AuditResult, service: str) -> list[str]:
+    """What of the service's GPU time its request counter does not count: the pods of the telemetry
+    check ``gpu_pod_without_requests`` (audit/mismatches.py), as the reason says it."""
+    return [f"part of its GPU time has no request count: {m['gpu_hours']} GPU-h of pods "
+            f"{', '.join(m['values'])}{' …' if m['count'] > len(m['values']) else ''} that {m['against']} "
+            "does not count (telemetry.label_mismatches): its unit costs divide that time's cost by its "
+            "other pods' requests"
+            for m in result.telemetry.label_mismatches
+            if m.get("check") == "gpu_pod_without_requests" and m.get("service") == service]
+
+
 def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: TrafficTotals | None,
-                   tokens: int | None, every: int | None, unattributed: Decimal) -> str | None:
+                   tokens: int | None, every: int | None, unattributed: Decimal,
+                   uncounted: list[str]) -> str | None:
     """Why each unit cost the entry leaves null is not measured, and what its figures leave out
-    (``unattributed``: its unattributed cost as the entry shows it, in cents)."""
-    reasons = []
+    (``unattributed``: its unattributed cost as the entry shows it, in cents; ``uncounted``: GPU
+    time its requests do not count, :func:`uncounted_gpu_time`)."""
+    reasons = list(uncounted)
     if t is None:
         reasons.append("no request counter or request log matched this service: unit costs unmeasured")
     elif requests is None:

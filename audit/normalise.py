@@ -11,6 +11,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.collected import Collected
 from audit.lines import lines_read, resource_key, vm_key
+from audit.mismatches import gpu_pods_without_requests, label_mismatches, pods_of
 from audit.normalised import (
     ACTIVITY_COLUMNS,
     EVIDENCE_COLUMNS,
@@ -31,16 +32,12 @@ from audit.normalised import (
     ProfileSummary,
     Telemetry,
     empty_table,
-    labelled_pods,
 )
 from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_overlap_errors
 from audit.services import service_of
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
-from connectors.telemetry.distinct import by_values
-from connectors.telemetry.families import REQUEST_COUNTER
-
-MISMATCH_VALUES = 20  # values listed per finding (the count says how many there are)
+from connectors.telemetry.families import REQUEST_COUNTER, REQUEST_SERIES
 
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
@@ -87,8 +84,9 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
 #: telemetry formats that read samples outside the window and keep their extent (a Prometheus server
 #: answers for the window only, and refuses a window without series itself: connectors/telemetry/prom_span.py)
 TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log", "nvidia_smi", "dcgmi", "opencost")
-#: tables that hold no interval of the window (a node's labels are read from any sample)
-UNTIMED_TABLES = ("node_info",)
+#: tables that hold no interval of the window (a node's labels are read from any sample; the names of
+#: series no family reads)
+UNTIMED_TABLES = ("node_info", "unread_series")
 #: formats whose coverage alone says whether a sample is in the window (a request log's is its dated,
 #: parseable lines': its tables also count unparseable lines at the time their text recovers; the
 #: offline GPU logs' and OpenCost's tables hold what their readers excluded, wherever it lay)
@@ -136,7 +134,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     activity = table("gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
     nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
-    tele = Telemetry(activity, nodes, table("gpu_requests", REQUEST_COLUMNS), _traffic(collected),
+    tele = Telemetry(activity, nodes, _sourced(collected, "gpu_requests", REQUEST_COLUMNS, REQUEST_SERIES), _traffic(collected),
                      table("queue", QUEUE_COLUMNS), step,
                      serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
                      gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
@@ -147,9 +145,10 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                                                    UNMEASURED_COLUMNS),
                      request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS),
                      histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS),
+                     unread_series=_sourced(collected, "unread_series", ["metric"]),
                      outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
-    return replace(tele, label_mismatches=tuple(label_mismatches(tele)))
+    return replace(tele, label_mismatches=tuple(label_mismatches(tele) + gpu_pods_without_requests(tele, case.services)))
 
 
 def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> NodeMap:
@@ -189,14 +188,23 @@ def _named_instances(lines: pd.DataFrame | None) -> list[tuple[str, str]]:
     return out
 
 
-def _sourced(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:
-    """One telemetry table over every source, each row naming its source "<name> (<format>)"."""
-    parts = [frame.tables[name].assign(source=f"{frame.spec.name} ({frame.spec.format})")
+def _sourced(collected: Collected, name: str, columns: list[str],
+             series: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One telemetry table over every source, each row naming its source "<name> (<format>)";
+    with ``series`` (format -> what that format's table is read from), "<series> (<name> (<format>))"."""
+    parts = [frame.tables[name].assign(source=_source_text(frame.spec.name, frame.spec.format, series))
              for frame in collected.of("telemetry")
              if name in frame.tables and len(frame.tables[name])]
     if not parts:
         return empty_table(columns + ["source"])
     return _one_table(parts)
+
+
+def _source_text(name: str, format_name: str, series: Mapping[str, str] | None) -> str:
+    """"<name> (<format>)", after the series the format reads where ``series`` names it."""
+    source = f"{name} ({format_name})"
+    read = (series or {}).get(format_name)
+    return f"{read} ({source})" if read else source
 
 
 def _traffic(collected: Collected) -> pd.DataFrame:
@@ -222,85 +230,6 @@ def _traffic(collected: Collected) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-# ---- label mismatches between telemetry sources (evidence; never fails the run) -------------
-
-def _pods(frame: pd.DataFrame) -> set:
-    """(namespace, pod) pairs a table names."""
-    if frame.empty or "pod" not in frame:
-        return set()
-    labels = frame[["namespace", "pod"]].astype(str)
-    return {(ns, pod) for ns, pod in _pairs(labels, "namespace", "pod") if pod != ""}
-
-
-def _pairs(frame: pd.DataFrame, a: str, b: str) -> set:
-    """The distinct (a, b) value pairs of a table."""
-    pairs = frame[[a, b]].drop_duplicates()
-    return set(zip(pairs[a].tolist(), pairs[b].tolist()))
-
-
-def _values(column: pd.Series) -> set:
-    """The distinct values of a column as text (each distinct value converted once)."""
-    return set(column.drop_duplicates().astype(str).tolist())
-
-
-def _unlabelled_gpus(activity: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
-    """The activity rows without a pod label on the nodes where GPU requests name pods that no
-    DCGM pod label names on that node, where DCGM labels some GPU with a pod (none otherwise: then
-    every GPU goes by the scheduler's requests, as it should)."""
-    known = labelled_pods(activity).astype(str)
-    if known.empty:
-        return activity.iloc[:0]
-    asked = requests.loc[(requests["gpus"] > 0).to_numpy(dtype=bool), ["node", "namespace", "pod"]]
-    asked = asked.drop_duplicates().astype(str).merge(known, how="left", indicator=True)
-    nodes = asked.loc[asked["_merge"] == "left_only", "node"].unique()
-    if not len(nodes):
-        return activity.iloc[:0]
-    rows = (activity["pod"] == "").to_numpy(dtype=bool) & activity["node"].astype(str).isin(nodes).to_numpy()
-    return activity.loc[rows]
-
-
-def _keys_in(frame: pd.DataFrame, keys: list[str], wanted: set) -> tuple[list[str], int]:
-    """The values of ``keys`` in ``wanted`` that rows of ``frame`` hold, as sorted "a/b" texts, and
-    the number of distinct intervals (``ts``) those rows fall in. Each distinct key is tested once,
-    then the rows are picked by a vectorised membership test (not a Python loop over the rows)."""
-    if not wanted or frame.empty:
-        return [], 0
-    distinct = frame[keys].drop_duplicates()
-    found = [key for key in zip(*(distinct[k].tolist() for k in keys)) if key in wanted]
-    if not found:
-        return [], 0
-    rows = pd.MultiIndex.from_frame(frame[keys]).isin(found)
-    names = sorted({"/".join(str(v) for v in key) for key in found})
-    return names, int(frame.loc[rows, "ts"].nunique(dropna=False))
-
-
-def _serving_rows(tele: Telemetry) -> pd.DataFrame:
-    """Rows of the serving-server tables (counters, queue gauges, serving statistics)."""
-    traffic = tele.traffic
-    if "family" in traffic:
-        traffic = traffic.loc[traffic["family"].fillna("").astype(str) != ""]
-    else:
-        traffic = traffic.iloc[0:0]
-    columns = ["ts", "namespace", "pod", "family", "source"]
-    parts = [t.assign(source=by_values(_source_name, t["source"].astype(str)))[columns]
-             for t in (traffic, tele.serving) if len(t)]
-    if len(tele.queue):
-        parts.append(tele.queue[["ts", "namespace", "pod"]].assign(family="vllm", source=""))
-    return pd.concat(parts, ignore_index=True) if parts else empty_table(columns)
-
-
-def _source_name(source):
-    """"prom (prometheus)" of a traffic row's "prom (prometheus): <counter>"."""
-    return source.split(": ")[0] if isinstance(source, str) else source
-
-
-def _serving_source(serving: pd.DataFrame, sources: str) -> str:
-    """"vLLM / Triton / TGI counters and gauges (<sources>)"."""
-    names = {"vllm": "vLLM", "triton": "Triton", "tgi": "TGI"}
-    families = " / ".join(names.get(f, f) for f in sorted(_values(serving["family"])) if f)
-    return f"{families} counters and gauges" + (f" ({sources})" if sources else "")
-
-
 def replica_services(tele: Telemetry, services: Mapping[str, Service]) -> dict[tuple[str, str, str], str | None]:
     """(kind, namespace, name) of each deployment / HPA -> the declared service it scales.
 
@@ -312,7 +241,7 @@ def replica_services(tele: Telemetry, services: Mapping[str, Service]) -> dict[t
         return {}
     known = set()
     for table in (tele.activity, tele.requests, tele.traffic, tele.serving, tele.queue):
-        known |= _pods(table)
+        known |= pods_of(table)
     out = {}
     for kind, namespace, name in tele.replicas[["kind", "namespace", "name"]].drop_duplicates(
             ).itertuples(index=False, name=None):
@@ -328,90 +257,6 @@ def replica_services(tele: Telemetry, services: Mapping[str, Service]) -> dict[t
                 found = service_of({"namespace": namespace, "pod": pod, "model_name": "",
                                     "container": ""}, services, {})
         out[(kind, namespace, name)] = found
-    return out
-
-
-def label_mismatches(tele: Telemetry) -> list[dict[str, Any]]:
-    """Label values one telemetry family names and another never does, reported by name.
-
-    Each finding: ``check``, ``source`` (the family naming the values, with its sources),
-    ``against`` (the family that lacks them), ``label``, ``values`` (at most 20, sorted),
-    ``count`` (how many values), ``intervals`` (intervals in which they appear), ``detail``.
-    """
-    out = []
-
-    def add(check, source, against, label, found: tuple[list[str], int], detail):
-        """found: the values' sorted texts and the number of intervals they appear in."""
-        names, intervals = found
-        if not names:
-            return
-        out.append({"check": check, "source": source, "against": against, "label": label,
-                    "values": names[:MISMATCH_VALUES], "count": len(names),
-                    "intervals": intervals, "detail": detail})
-
-    def sources_of(frame) -> str:
-        if "source" not in frame or frame.empty:
-            return ""
-        return ", ".join(sorted({str(s) for s in frame["source"].drop_duplicates().tolist() if s}))
-
-
-    dcgm_pods = _pods(tele.activity)
-    serving = _serving_rows(tele)
-    if len(serving):
-        serving = serving.loc[serving["pod"].astype(str) != ""]
-        if dcgm_pods:
-            missing = _pods(serving) - dcgm_pods
-            add("serving_pod_not_in_dcgm", _serving_source(serving, sources_of(serving)),
-                "DCGM pod labels", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
-                "pods that serve requests but that no DCGM series names: their GPU time is "
-                "allocated through scheduler requests, or not at all")
-        elif len(tele.requests):
-            missing = _pods(serving) - _pods(tele.requests)
-            add("serving_pod_without_gpu", _serving_source(serving, sources_of(serving)),
-                "GPU requests", "namespace/pod", _keys_in(serving, ["namespace", "pod"], missing),
-                "pods that serve requests but neither DCGM nor the scheduler names as holding a GPU")
-    activity = tele.activity
-    if len(activity) and len(tele.nodes):
-        known = _values(tele.nodes["node"])
-        hosts = {(h,) for h in _values(activity["node"]) - known if h}
-        add("dcgm_node_not_in_node_info", "DCGM Hostname", "kube_node_info", "node",
-            _keys_in(activity, ["node"], hosts),
-            "DCGM hosts kube_node_info does not know: their GPUs cannot be tied to a billed "
-            "instance through the node's provider id")
-    if len(tele.requests) and len(activity):
-        if dcgm_pods:
-            missing = _pods(tele.requests) - dcgm_pods
-            add("gpu_request_pod_not_in_dcgm", "kube_pod_container_resource_requests",
-                "DCGM pod labels", "namespace/pod",
-                _keys_in(tele.requests, ["namespace", "pod"], missing),
-                "pods that requested GPUs but that no DCGM series names")
-        unlabelled = _unlabelled_gpus(activity, tele.requests)
-        add("dcgm_gpu_without_pod_label", "DCGM gpu / Hostname", "DCGM pod labels", "node/gpu",
-            _keys_in(unlabelled, ["node", "gpu"], _pairs(unlabelled, "node", "gpu")),
-            "GPUs without a DCGM pod label on nodes where the scheduler places GPU pods that no "
-            "pod label names, while DCGM labels other GPUs with pods: those pods' GPU requests "
-            "are placed on these GPUs (METHOD §3)")
-        hosts = _values(activity["node"])
-        nodes = {(n,) for n in _values(tele.requests["node"]) - hosts if n}
-        add("gpu_request_node_not_in_dcgm", "kube_pod_container_resource_requests",
-            "DCGM Hostname", "node", _keys_in(tele.requests, ["node"], nodes),
-            "nodes with GPU requests but no DCGM series (or a Hostname label that differs from "
-            "the Kubernetes node name)")
-    if len(tele.replicas):
-        unmatched = {key[1:] for key, service in tele.replica_services.items()
-                     if service is None and key[0] == "deployment"}
-        deployments = tele.replicas.loc[tele.replicas["kind"] == "deployment"]
-        add("deployment_without_service", "kube_deployment_* (" + sources_of(deployments) + ")",
-            "[services] of the case", "namespace/deployment",
-            _keys_in(deployments, ["namespace", "name"], unmatched),
-            "deployments that match no declared service (their replicas are not evidence for any)")
-        names = _pairs(deployments, "namespace", "name")
-        hpas = tele.replicas.loc[tele.replicas["kind"] == "hpa"]
-        if names:
-            orphans = _pairs(hpas, "namespace", "name") - names
-            add("hpa_without_deployment", "kube_horizontalpodautoscaler_* / kube_hpa_*",
-                "kube_deployment_*", "namespace/hpa", _keys_in(hpas, ["namespace", "name"], orphans),
-                "HPAs named like no deployment (the scale target is read from the HPA's name)")
     return out
 
 

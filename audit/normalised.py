@@ -124,7 +124,9 @@ class Telemetry:
     serving: pd.DataFrame = field(default_factory=lambda: empty_table(SERVING_STATS_COLUMNS + ["source"]))
     gpu_evidence: pd.DataFrame = field(default_factory=lambda: empty_table(EVIDENCE_COLUMNS + ["source"]))
     replicas: pd.DataFrame = field(default_factory=lambda: empty_table(REPLICA_COLUMNS + ["source"]))
-    #: label values one source names and another does not (see ``normalise.label_mismatches``)
+    #: the names of the series a source holds that no family reads (``metric``, ``source``)
+    unread_series: pd.DataFrame = field(default_factory=lambda: empty_table(["metric", "source"]))
+    #: label values one source names and another does not (see ``mismatches.label_mismatches``)
     label_mismatches: tuple[Mapping[str, Any], ...] = ()
     #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None
     replica_services: Mapping[tuple[str, str, str], str | None] = field(default_factory=dict)

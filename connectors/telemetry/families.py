@@ -9,10 +9,11 @@ these; the metric-to-column table is in docs/telemetry.md.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from array import array
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,24 @@ from connectors.telemetry.phase_families import PHASE_COUNTERS, phase_column
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_RESOURCES = frozenset({"nvidia_com_gpu", "nvidia.com/gpu"})
+KSM_REQUESTS = "kube_pod_container_resource_requests"
+#: kube-state-metrics v1's name of a pod's GPU request (no ``resource`` label: the name says it)
+KSM_V1_GPU_REQUESTS = "kube_pod_container_resource_requests_nvidia_gpu_devices"
+KSM_REQUEST_SERIES = f"{KSM_REQUESTS}[_nvidia_gpu_devices]"
+#: what each telemetry format's ``gpu_requests`` table is read from: the audit names the requests'
+#: source by it (a check on the requests says which series or field it read)
+REQUEST_SERIES = {"openmetrics": KSM_REQUEST_SERIES, "prometheus": KSM_REQUEST_SERIES,
+                  "prom_dump": KSM_REQUEST_SERIES,
+                  "sacct": "sacct AllocTRES gres/gpu", "opencost": "OpenCost allocation gpuHours"}
+#: how near a series name must be to a GPU-request series' (difflib ratio) to be named in its stead
+NEAR = 0.6
+
+
+def near_requests(names: Iterable[str]) -> list[str]:
+    """Of ``names`` (series no family reads), those near kube_pod_container_resource_requests,
+    nearest first (rule 5: where no GPU request is read, the audit names what the data holds instead)."""
+    names = sorted(names)
+    return difflib.get_close_matches(KSM_REQUESTS, names, n=len(names), cutoff=NEAR) if names else []
 
 _PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"')
 _ESCAPE = re.compile(r"\\(.)")
@@ -168,8 +187,9 @@ def _pod_info(name: str, labels: dict[str, str]) -> tuple:
 
 
 def _gpu_request(name: str, labels: dict[str, str]) -> tuple | None:
-    """Series metadata of a GPU resource request; None for other resources."""
-    if labels.get("resource") not in GPU_RESOURCES:
+    """Series metadata of a GPU resource request; None for other resources (kube-state-metrics v1
+    names the GPU request in the series name, later versions in the ``resource`` label)."""
+    if name != KSM_V1_GPU_REQUESTS and labels.get("resource") not in GPU_RESOURCES:
         return None
     return (label(labels, "namespace"), label(labels, "pod"), label(labels, "container"),
             label(labels, "node"))
@@ -327,7 +347,7 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
     by_name = {GR_ENGINE_ACTIVE: roles["dcgm"], GPU_UTIL: roles["dcgm"],
                "kube_node_info": roles["node_info"], "kube_node_labels": roles["node_labels"],
                "kube_pod_info": roles["pod_info"],
-               "kube_pod_container_resource_requests": roles["requests"]}
+               KSM_REQUESTS: roles["requests"], KSM_V1_GPU_REQUESTS: roles["requests"]}
     for name in COUNTERS:  # the OpenMetrics sample is <family>_total; accept the bare name too
         by_name[name] = by_name[name + "_total"] = roles["counters"]
     for name in QUEUE_GAUGES:

@@ -330,7 +330,9 @@ class Reader:
             raise _Slow  # no timestamp, a comment, several spaces: line by line
         family = self.by_name.get(name)
         sid = UNWANTED
-        if family is not None:
+        if family is None:
+            self.scan.unread.add(name)
+        else:
             known = family.index.get((name, raw), None)
             sid = family._new_series(name, raw, self.path, lineno) if known is None else known
         gid = len(self.family_of)

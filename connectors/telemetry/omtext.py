@@ -95,6 +95,9 @@ class Scan:
         #: the first and last sample timestamp of the whole file, window or not (seconds; inf, -inf: none)
         self.first = math.inf
         self.last = -math.inf
+        #: the names of the series no family reads (rule 5: a series the audit passes over is
+        #: named, e.g. a GPU-request series under another name)
+        self.unread: set[str] = set()
 
     def see_one(self, t: float) -> None:
         """Widen :attr:`first` and :attr:`last` by one timestamp (NaN: none)."""
@@ -142,6 +145,8 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
         family = by_name.get(name)
         if family is not None:
             family.add(name, raw, v, t, path, lineno)
+        else:
+            scan.unread.add(name)
 
 
 def cut_short(line: str, path, lineno: int) -> None:

@@ -30,11 +30,12 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
+from connectors.telemetry.families import near_requests
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
 from connectors.telemetry.om_busy import sample_tables
 from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, counted_from_cells
 from connectors.telemetry.om_stream import family_coder, read_reduced, reduced
-from connectors.telemetry.omtext import SAMPLE_FORM
+from connectors.telemetry.omtext import SAMPLE_FORM, Scan
 from connectors.telemetry.phase_families import token_histograms
 from connectors.telemetry.serving_stats import serving_stats
 from connectors.telemetry.tables import (
@@ -49,6 +50,14 @@ from connectors.telemetry.tables import (
 )
 from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
 from schemas.usage import GpuEvidence, GpuInterval, GpuRequest, NodeInfo, Replicas
+
+
+def near_series(scan: Scan) -> dict[str, pd.DataFrame]:
+    """Table ``unread_series`` (``metric``): the series names the file holds that no family reads but
+    that are near a GPU-request series' (``families.near_requests``), nearest first; none when there
+    are none (the audit names the nearest where no GPU request was read: audit/mismatches.py)."""
+    near = near_requests(scan.unread)
+    return {"unread_series": pd.DataFrame({"metric": near}, dtype="str")} if near else {}
 
 
 class OpenMetricsConnector(Connector):
@@ -85,6 +94,7 @@ class OpenMetricsConnector(Connector):
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
         tables, covered_span = self._tables(roles, cells)
+        tables.update(near_series(scan))
         self.untimestamped = scan.untimestamped
         self.extent = scan.extent()
         return tables, scan.rows, covered_span

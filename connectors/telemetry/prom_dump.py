@@ -25,7 +25,7 @@ from connectors.bounds import EITHER, nested_too_deep, shown
 from connectors.errors import InputError
 from connectors.telemetry.families import new_families
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
-from connectors.telemetry.openmetrics import OpenMetricsConnector
+from connectors.telemetry.openmetrics import OpenMetricsConnector, near_series
 
 DUMP_FORM = ('{"status": "success", "data": {"resultType": "matrix", '
              '"result": [{"metric": {...}, "values": [[ts, "v"], ...]}]}}')
@@ -108,6 +108,8 @@ def scan_matrix(result: list, path: Path, by_name: dict, scan: Scan) -> None:
                              expected=DUMP_FORM)
         family = by_name.get(name)
         raw = raw_labels(series["metric"]) if family is not None else None
+        if family is None:
+            scan.unread.add(name)
         for pair in values:
             t, v = sample(pair, path, row)
             scan.rows += 1
@@ -131,6 +133,7 @@ class PromDumpConnector(OpenMetricsConnector):
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the dump", expected=DUMP_FORM)
         tables, covered_span = self._tables(roles)
+        tables.update(near_series(scan))
         self.untimestamped = 0
         self.extent = scan.extent()
         return tables, scan.rows, covered_span

@@ -60,7 +60,6 @@ from connectors.telemetry.promqueries import (
     COUNTER_NAMES,
     DCGM_BY,
     EVIDENCE_BY,
-    GPU_REQUEST,
     NODE_BY,
     NODE_INFO,
     NODE_LABELS,
@@ -68,7 +67,7 @@ from connectors.telemetry.promqueries import (
     POD_INFO,
     REPLICA_BY,
     REQUEST_BY,
-    REQUESTS,
+    REQUEST_SELECTORS,
     SERVER_BY,
     SERVER_COUNTER_NAMES,
     SERVING_BY,
@@ -335,9 +334,11 @@ class PrometheusConnector(Connector):
 
     def _gpu_requests(self) -> pd.DataFrame:
         """GPU requests per pod and interval; pod placement only when a series lacks the node."""
-        if REQUESTS not in self.names:
+        frames = [self._grid(sum_count(selector, REQUEST_BY), REQUEST_BY, "namespace", name)
+                  for name, selector in REQUEST_SELECTORS.items() if name in self.names]
+        if not frames:
             return pt.gpu_requests(pd.DataFrame(), None, self.grid, None)
-        frame = self._grid(sum_count(GPU_REQUEST, REQUEST_BY), REQUEST_BY, "namespace", REQUESTS)
+        frame = pd.concat(frames, ignore_index=True)
         rows = labelled(pt.sums_and_counts(frame, REQUEST_BY), {},
                         {c: c for c in ("namespace", "pod", "container", "node")})
         pods = None

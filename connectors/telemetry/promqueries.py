@@ -13,6 +13,8 @@ from connectors.telemetry.families import (
     DCGM_EVIDENCE,
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
+    KSM_REQUESTS,
+    KSM_V1_GPU_REQUESTS,
     QUEUE_GAUGES,
     REPLICA_GAUGES,
     SERVING_COUNTERS,
@@ -20,12 +22,15 @@ from connectors.telemetry.families import (
 )
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
-REQUESTS = "kube_pod_container_resource_requests"
+REQUESTS = KSM_REQUESTS
 GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
+#: the GPU-request series of each name (kube-state-metrics v1 names the resource in the series name);
+#: a container that both name is one request (its samples pooled: promtables.gpu_requests)
+REQUEST_SELECTORS = {REQUESTS: GPU_REQUEST, KSM_V1_GPU_REQUESTS: f"{KSM_V1_GPU_REQUESTS}{{$M}}"}
 COUNTER_NAMES = [n for c in COUNTERS for n in (c + "_total", c)]
 SERVER_COUNTER_NAMES = [n for c in SERVING_COUNTERS for n in (
     (c,) if c.endswith(("_sum", "_count", "_bucket")) else (c + "_total", c))]
-WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, REQUESTS,
+WANTED = [GR_ENGINE_ACTIVE, GPU_UTIL, NODE_INFO, NODE_LABELS, POD_INFO, *REQUEST_SELECTORS,
           *COUNTER_NAMES, *QUEUE_GAUGES, *SERVER_COUNTER_NAMES, *SERVING_GAUGES, *DCGM_EVIDENCE,
           *REPLICA_GAUGES]
 #: GPU_I_ID / GPU_I_PROFILE keep the MIG instances of one GPU apart (families.unit_uuid)
@@ -83,7 +88,7 @@ def planned(names: list[str]) -> list[str]:
     out += [counter_points(n) for n in COUNTER_NAMES + SERVER_COUNTER_NAMES if n in has]
     out += [sum_count(f"{n}{{$M}}", SERVING_BY) for n in QUEUE_GAUGES if n in has]
     out += [dcgm_query(GR_ENGINE_ACTIVE, "")] if GR_ENGINE_ACTIVE in has else []
-    out += [sum_count(GPU_REQUEST, REQUEST_BY)] if REQUESTS in has else []
+    out += [sum_count(selector, REQUEST_BY) for name, selector in REQUEST_SELECTORS.items() if name in has]
     for group, by in ((SERVING_GAUGES, SERVER_BY), (DCGM_EVIDENCE, EVIDENCE_BY), (REPLICA_GAUGES, REPLICA_BY)):
         out += [sum_count(f"{n}{{$M}}", by) for n in group if n in has]
     return out

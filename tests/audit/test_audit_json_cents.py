@@ -141,7 +141,8 @@ def _gke():
         ledger.add(bucket, name, service, D(amount), "s", "r")
     services = {name: Service(name, {"namespace": name}) for name in ("ocr", "web")}
     costs, split = unit_costs(ledger, [], services, {}, Allocation("weights", {"ocr": D(1)}))
-    return SimpleNamespace(ledger=ledger, unit_costs=costs, shared=split, intervals=())
+    return SimpleNamespace(ledger=ledger, unit_costs=costs, shared=split, intervals=(),
+                           telemetry=SimpleNamespace(label_mismatches=()))
 
 
 def test_a_service_s_total_is_its_composition_cent_where_rounding_it_alone_misses(monkeypatch):

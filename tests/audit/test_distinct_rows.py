@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.case import Service
-from audit.normalise import _keys_in, _pods, _traffic
+from audit.mismatches import _keys_in, pods_of
+from audit.normalise import _traffic
 from audit.phases import _rows_of
 from audit.services import service_of
 from audit.unit_costs import traffic_by_service
@@ -66,7 +67,7 @@ def test_keys_in_gives_what_the_row_loop_gave(seed):
 def test_pods_gives_what_the_row_loop_gave(seed):
     frame = _table(seed)
     named = frame.loc[frame["pod"].astype(str) != ""]
-    assert _pods(frame) == set(zip(named["namespace"].astype(str), named["pod"].astype(str)))
+    assert pods_of(frame) == set(zip(named["namespace"].astype(str), named["pod"].astype(str)))
 
 
 @pytest.mark.parametrize("seed", range(4))

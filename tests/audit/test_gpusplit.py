@@ -24,8 +24,8 @@ import pytest
 from audit.gpusplit import GpuLines, GpuSplitter, split_gpus, taken_in_turn
 from audit.ledger import NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
 from audit.lines import resource_key, vm_key
+from audit.mismatches import label_mismatches
 from audit.money import CONTEXT
-from audit.normalise import label_mismatches
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
 from audit.table_rows import column_values
 from tests.builders import activity, gpu_line, lines_frame, make_case, rendered_on_duckdb

@@ -98,9 +98,10 @@ def test_the_classes_of_two_logs_are_added_in_audit_json():
 
 
 def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Decimal = Decimal(1000),
-               serving: pd.DataFrame | None = None) -> dict:
-    """audit.json's service entry for chat, costing ``own`` (1000.00) with the traffic of ``frame`` and the
-    serving_stats rows of ``serving`` (its prefill / decode split, which reads the whole result, left out)."""
+               serving: pd.DataFrame | None = None, mismatches: tuple[dict, ...] = ()) -> dict:
+    """audit.json's service entry for chat, costing ``own`` (1000.00) with the traffic of ``frame``, the
+    serving_stats rows of ``serving`` (its prefill / decode split, which reads the whole result, left out)
+    and the telemetry's label ``mismatches``."""
     from audit import audit_json_units
     from audit.audit_json_cents import ServiceCents
     from audit.audit_json_units import service_entry
@@ -112,7 +113,8 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Dec
     cost = UnitCost("chat", own, Decimal(0), Decimal(0), {}, found)
     held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
                          "platform_overhead": Decimal("0.00")})
-    return service_entry(SimpleNamespace(intervals=()), cost, "gpu_cost", held)
+    result = SimpleNamespace(intervals=(), telemetry=SimpleNamespace(label_mismatches=mismatches))
+    return service_entry(result, cost, "gpu_cost", held)
 
 
 LOG_CLASSES = pd.DataFrame([{"source": "alb (access_log)", "pod": "chat", "lines": 2000, "successful": 1400,
@@ -136,6 +138,25 @@ def test_all_requests_come_from_the_denominator_s_own_source(monkeypatch):
                                "are not told apart, and its server exports no counter of received requests; the "
                                "request log (alb (access_log)) counts another population than the denominator "
                                "(prom (openmetrics): vllm:request_success_total)")
+
+
+def test_a_service_whose_counter_misses_a_gpu_pod_says_its_unit_costs_divide_that_time_by_other_pods_requests(
+        monkeypatch):
+    """Before: the unit cost divided the whole cost by chat-a's requests without a word of chat-b's
+    GPU time (audit/mismatches.py gpu_pod_without_requests); now the reason says so."""
+    frame = traffic([{"requests": 5950.0, "prompt_tokens": 5.0, "generated_tokens": 5.0, "pod": "chat-a",
+                      "source": "prom (openmetrics): vllm:request_success_total",
+                      "witness": "vllm:request_success_total"}])
+    missed = {"check": "gpu_pod_without_requests", "service": "chat", "values": ["llm/chat-b"], "count": 1,
+              "gpu_hours": "48.00", "against": "prom (openmetrics): vllm:request_success_total"}
+    entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch, mismatches=(missed, {**missed, "service": "embed"}))
+    assert entry["reason"] == (
+        "part of its GPU time has no request count: 48.00 GPU-h of pods llm/chat-b that prom (openmetrics): "
+        "vllm:request_success_total does not count (telemetry.label_mismatches): its unit costs divide that "
+        "time's cost by its other pods' requests; cost per 1,000 of all requests not measured: the denominator "
+        "(prom (openmetrics): vllm:request_success_total) is read summed over finished_reason: its failed "
+        "requests are not told apart, and its server exports no counter of received requests")
+    assert entry["cost_per_1k_requests"] == "168.067227"
 
 
 def test_a_service_only_a_request_log_counts_has_no_tokens_measured(monkeypatch):
