@@ -40,6 +40,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
     # denominator, else what the server counter's pods received (audit/unit_costs.py: all_requests); a
     # log's lines beside a counter are another population, and no unit cost of either
     every = counts["lines"] if counts and logged else _whole(t.all_requests) if t else None
+    every_source = (counts["source"] if counts and logged else t.all_source if t else None) if every is not None else None
     paid = dsum(iv.paid_seconds for iv in result.intervals if iv.service == uc.service)
     return {
         "requests": requests,
@@ -56,7 +57,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
         "traffic_source": ", ".join(sorted(t.sources)) if t else None,
         "request_counts": counts,
         "all_requests": every,
-        "all_requests_source": (counts["source"] if logged else t.all_source) if every is not None else None,
+        "all_requests_source": every_source,
         # a service that owns nothing and takes no share has no unit cost to show (not a cost of 0)
         "cost_per_request": _per(full, requests, 1),
         "cost_per_1k_requests": _per(full, requests, 1000),

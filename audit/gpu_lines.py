@@ -37,7 +37,7 @@ class GpuLines:
         self.columns = {c: column_values(frame[c]) for c in LINE_COLUMNS if c in frame.columns and c not in
                         ("start", "end", "commitment_discount_id")}
         self.columns["committed"] = committed_money(frame)
-        self.columns["machine"] = self.columns.get("machine_type", self.columns.get("instance_type"))
+        self.columns["machine"] = self.columns.get("machine_type") or self.columns.get("instance_type") or [""] * self.size
         self.period, self.periods = _periods(frame["start"], frame["end"])
 
     def __getitem__(self, column: str) -> list:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -124,7 +124,7 @@ def traffic_by_service(traffic: pd.DataFrame, services: Mapping[str, Service],
             for name, (witness, counts) in primary.items()}
 
 
-def all_requests(counter: str, counts: _Counts, rows: pd.DataFrame | None) -> dict[str, object]:
+def all_requests(counter: str, counts: _Counts, rows: pd.DataFrame | None) -> dict[str, Any]:
     """All the requests the pods of a server ``counter`` received (METHOD §4), as TrafficTotals'
     ``all_requests`` / ``all_source`` / ``all_unmeasured``: per pod-interval the counter counted, the
     server's received-request counter (TGI ``tgi_request_count``), else its successful + failed
@@ -143,8 +143,10 @@ def all_requests(counter: str, counts: _Counts, rows: pd.DataFrame | None) -> di
     bases = sorted({s.rpartition(": ")[0] for s in counts.sources})
     if rows is not None:
         rows = rows.loc[(rows["family"] == family) & rows["source"].isin(bases) & rows["requests"].notna()]
-    each = pd.Series(dtype=float) if rows is None else rows["received"].where(
-        rows["received"].notna(), rows["requests"] + rows["failures"])
+    if rows is None or not len(rows):
+        return {"all_unmeasured": f"the denominator ({where}) counts successful requests only: no {wanted} "
+                                  "series beside it"}
+    each = rows["received"].where(rows["received"].notna(), rows["requests"] + rows["failures"])
     if each.isna().all():
         return {"all_unmeasured": f"the denominator ({where}) counts successful requests only: no {wanted} "
                                   "series beside it"}
@@ -152,7 +154,7 @@ def all_requests(counter: str, counts: _Counts, rows: pd.DataFrame | None) -> di
         return {"all_unmeasured": f"{wanted} measured {int(each.notna().sum()):,} of the {len(rows):,} "
                                   f"pod-intervals the denominator ({where}) counted"}
     by_received = rows["received"].notna()
-    used = [received] * bool(by_received.any()) + [f"{counter} + {failed}"] * bool((~by_received).any())
+    used = [f"{received}"] * bool(by_received.any()) + [f"{counter} + {failed}"] * bool((~by_received).any())
     return {"all_requests": sum((Decimal(repr(float(v))) for v in each), ZERO),
             "all_source": f"{', '.join(bases)}: {', '.join(used)}"}
 

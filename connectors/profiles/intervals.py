@@ -109,13 +109,13 @@ def overlapping(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.nd
     order = None if ascending(starts) else np.argsort(starts, kind="stable")
     s, e = (starts, ends) if order is None else (starts[order], ends[order])
     found, covered, carry = [], [], None
-    for at in range(0, s.size, PIECE):
-        piece_s, reach = s[at:at + PIECE], np.maximum.accumulate(e[at:at + PIECE])
+    for first in range(0, s.size, PIECE):
+        piece_s, reach = s[first:first + PIECE], np.maximum.accumulate(e[first:first + PIECE])
         prior = np.empty_like(reach)
         prior[0] = piece_s[0] if carry is None else carry
         prior[1:] = reach[:-1] if carry is None else np.maximum(reach[:-1], carry)
         hit = np.flatnonzero(piece_s < prior)
-        found.append(hit + at)
+        found.append(hit + first)
         covered.append(prior[hit])
         carry = reach[-1] if carry is None else max(carry, reach[-1])
     at = np.concatenate(found)
