@@ -6,7 +6,8 @@ line bills (METHOD §3). Each GPU-interval goes to its holders: a declared servi
 and so is one whose every sample was excluded (out of range or not finite), under a reason of its own.
 A scheduler request holds the GPUs it asks for, a fraction of a GPU-interval where its pod ran part of
 the interval; requests that share a node's unlabelled GPUs take them at their mean activity (which GPU
-each pod held is not in the data), and the node is named (``gpu_placement_assumed``).
+each pod held is not in the data), and the node is named (``gpu_placement_assumed``); requests that
+ask for more of them than the node has are scaled to them (``gpu_requests_exceed_gpus``).
 :func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 
 The walk is per line, in the lines' order, and every sum is added to in the order it always was
@@ -27,7 +28,14 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
-from audit.gpuunits import device_key, devices, fraction, placement_misfit, units_of
+from audit.gpuunits import (
+    device_key,
+    devices,
+    fraction,
+    oversubscribed_misfit,
+    placement_misfit,
+    units_of,
+)
 from audit.ledger import (
     NO_SAMPLE,
     NO_VALID_SAMPLE,
@@ -64,7 +72,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
-                    splitter.misfits + tuple(splitter.placement_misfits()))
+                    splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits()))
 
 
 def walk_named(engine: str | None = None) -> str:
@@ -110,6 +118,8 @@ class GpuSplitter:
         self._held: dict[tuple, tuple] = {}
         #: node -> the pods whose GPUs :meth:`_pooled` took at the mean of the node's unlabelled GPUs
         self.assumed: dict[str, set[str]] = {}
+        #: node -> interval -> (GPUs requested, GPUs available, pods) where :meth:`_time_sliced` scaled them
+        self.oversubscribed: dict[str, dict] = {}
         self._service: dict[tuple, str] = {}
 
     @staticmethod
@@ -295,7 +305,7 @@ class GpuSplitter:
         excluded = self._excluded_gpus(node, ts, [r for d in found for r in d])[:missing]
         missing -= len(excluded)
         units = self._units(found)
-        held, left = self._holders(node, ts, [u for u in units if u.row is not None])
+        held, left = self._holders(node, ts, [u for u in units if u.row is not None], gpus - len(found))
         for metric in excluded:
             out.extend((NO_VALID_SAMPLE, n, ZERO, metric, pod, owner)
                        for _, n, _, _, pod, owner in self._unmeasured(NO_VALID_SAMPLE, 1, left))
@@ -341,7 +351,7 @@ class GpuSplitter:
                 left.pop(0)
         return out + ([(holder, _whole(missing), ZERO, "", "", "")] if missing > 0 else [])
 
-    def _holders(self, node, ts, units: list) -> tuple[list[tuple], list]:
+    def _holders(self, node, ts, units: list, unseen=0) -> tuple[list[tuple], list]:
         """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label
         names its unit's holder; the units without one are shared by the scheduler's GPU requests of
         the node's pods that no DCGM label names in the window (all of them where telemetry labels no
@@ -349,7 +359,9 @@ class GpuSplitter:
         unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own GPU:
         where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod, and is
         unallocated, not the pod's. Without a request to place, an unlabelled unit is unallocated
-        (the exporter maps pods, or the scheduler reports the node), else allocation unknown."""
+        (the exporter maps pods, or the scheduler reports the node), else allocation unknown.
+        Requests that ask for more than the unlabelled units and the ``unseen`` GPUs (billed, without
+        a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
         labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
         pending = [req._replace(gpus=_count(req.gpus)) for req in self.requests.get((node, ts), [])
                    if (req.namespace, req.pod) not in labelled]
@@ -360,8 +372,28 @@ class GpuSplitter:
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
                 u.weight, u.busy, u.row.source, u.row.pod) for u in units if u.row.pod or not placeable]
         if free and placeable:
+            self._time_sliced(node, ts, sum((u.weight for u in free), ZERO) + unseen, pending, placeable)
             out += self._pooled(node, free, pending, placeable)
         return out, [req for req in pending if req.gpus > 0]
+
+    def _time_sliced(self, node, ts, available, pending: list, placeable: list[int]) -> None:
+        """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask
+        for more GPUs than the node's unlabelled ones (``available``) hold in the interval: the GPUs
+        were time-sliced between the pods, or the requests over-report, and nothing measures each
+        pod's part, so each pod gets the same share of what it asked for (METHOD §3: split evenly,
+        said so: :meth:`oversubscription_misfits`). The last request takes what the others left, so
+        the scaled requests hold exactly ``available``."""
+        asked = sum((pending[i].gpus for i in placeable), ZERO)
+        if asked <= available:
+            return
+        left = available
+        for i in placeable[:-1]:
+            scaled = pending[i].gpus * available / asked
+            pending[i] = pending[i]._replace(gpus=_whole(scaled))
+            left -= scaled
+        pending[placeable[-1]] = pending[placeable[-1]]._replace(gpus=_whole(left))
+        pods = tuple(_pod_name(pending[i]) for i in placeable)
+        self.oversubscribed.setdefault(node, {})[ts] = (asked, available, pods)
 
     def _pooled(self, node, free: list, pending: list, placeable: list[int]) -> list[tuple]:
         """The node's unlabelled GPU units shared by the requests that place pods on them (``pending``
@@ -385,7 +417,7 @@ class GpuSplitter:
             out += _spread(self._service_or_undeclared(req.namespace, req.pod, ""), take, capacity, pool, req.pod)
             pending[i] = req._replace(gpus=req.gpus - take)
             room -= take
-            pods.append(f"{req.namespace}/{req.pod}" if req.namespace else req.pod)
+            pods.append(_pod_name(req))
         if room > 0:
             out += _spread(UNALLOCATED, room, capacity, pool, "")
         if len(pods) > 1 or (pods and room > 0):
@@ -396,6 +428,11 @@ class GpuSplitter:
         """A ``gpu_placement_assumed`` warning per node whose unlabelled GPUs several pods (or one
         pod, on part of them) shared (:meth:`_pooled`), in node order."""
         return [placement_misfit(node, pods) for node, pods in sorted(self.assumed.items())]
+
+    def oversubscription_misfits(self) -> list:
+        """A ``gpu_requests_exceed_gpus`` warning per node whose unlabelled GPUs were asked for more
+        than they hold in some interval (:meth:`_time_sliced`), in node order."""
+        return [oversubscribed_misfit(node, spans) for node, spans in sorted(self.oversubscribed.items())]
 
     def _service_or_undeclared(self, namespace, pod, container) -> str:
         key = (namespace, pod, container)
@@ -417,6 +454,11 @@ def _count(gpus) -> int | Decimal:
     """A request's GPU count: a whole number as an int, a fraction (a pod that ran part of the
     interval) as the exact Decimal the split has always read a float as."""
     return int(gpus) if float(gpus).is_integer() else fraction(gpus)
+
+
+def _pod_name(req) -> str:
+    """A request's pod as the warnings name it: namespace/pod (the pod alone without a namespace)."""
+    return f"{req.namespace}/{req.pod}" if req.namespace else req.pod
 
 
 def _whole(weight):

@@ -11,8 +11,9 @@ A GPU's cost goes to its units by weight, the weights of one GPU summing to exac
 """
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from audit.misfit import LISTED, Misfit, listing, text
 from connectors.telemetry.families import mig_compute_slices, mig_slice
@@ -148,3 +149,31 @@ def placement_misfit(node: str, pods) -> Misfit:
                   "(the scheduler's requests give how many, not which): each pod's requested GPU time was "
                   "taken at the mean activity of the node's unlabelled GPUs in each interval, and the GPU "
                   "time no request took is unallocated at that mean", tuple(named[:LISTED]))
+
+
+def oversubscribed_misfit(node: str, spans: Mapping[datetime, tuple]) -> Misfit:
+    """A ``gpu_requests_exceed_gpus`` warning: in the intervals of ``spans`` (interval -> GPUs
+    requested, GPUs available, pods) the scheduler's requests asked for more of the node's unlabelled
+    GPUs than it has, and each request was scaled by available ÷ requested (audit/gpusplit.py
+    ``GpuSplitter._time_sliced``). Names the node, the intervals, the pods and each requested vs
+    available count with the intervals it held in."""
+    times = sorted(spans)
+    pods = sorted({pod for _, _, named in spans.values() for pod in named})
+    counts: dict[tuple, int] = {}
+    for asked, available, _ in spans.values():
+        counts[(asked, available)] = counts.get((asked, available), 0) + 1
+    figures = "; ".join(f"{_figure(asked)} GPUs requested of {_figure(available)} (each request × "
+                        f"{_figure(available / asked)}) in {n} interval{'s' if n > 1 else ''}"
+                        for (asked, available), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    span = f"{times[0]:%Y-%m-%d %H:%M} – {times[-1]:%Y-%m-%d %H:%M} UTC"
+    return Misfit("gpu_requests_exceed_gpus", f"node {text(node)}",
+                  f"node {text(node)}: the scheduler's GPU requests of the pods {listing(pods)} ask for more "
+                  f"GPUs than the node's unlabelled GPUs hold in {len(times)} interval{'s' if len(times) > 1 else ''} "
+                  f"({span}): {figures}. The GPUs were time-sliced between the pods, or the requests "
+                  "over-report; nothing measures each pod's part, so each request's GPU time and money were "
+                  "scaled by available ÷ requested (split evenly, METHOD §3)", tuple(pods[:LISTED]))
+
+
+def _figure(value) -> str:
+    """A GPU count or ratio as the warnings show it: at most four decimals, no trailing zeros."""
+    return format(Decimal(value).quantize(Decimal("0.0001")).normalize(), "f")

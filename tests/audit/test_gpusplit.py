@@ -415,6 +415,45 @@ def test_pods_sharing_unlabelled_gpus_take_their_mean_activity_and_are_named():
         "unallocated at that mean")
 
 
+def test_requests_beyond_the_unlabelled_gpus_are_scaled_to_them_and_named():
+    """embed-a asks 3 GPUs and two chat pods 1 each of n1's four unlabelled GPUs (time-sliced, or
+    over-reported): each request gets 4 ÷ 5 = 0.8 of what it asked, embed 2.4 GPUs and 4.80 of
+    8.00, chat 1.6 and 3.20, every cent placed (before: embed took 3, chat-ts-aaaaa the fourth,
+    chat-ts-bbbbb nothing and no warning named it), and a warning names the node, the interval,
+    the pods and 5 requested of 4."""
+    acts, requests = unlabelled([0.1, 0.2, 0.3, 0.4], [("embed", "embed-a", 3), ("llm", "chat-ts-aaaaa", 1),
+                                                       ("llm", "chat-ts-bbbbb", 1)])
+    splitter = split([gpu_line(1, gpus_per_instance=4, net=Decimal("8"))], acts, {"i-1": ("n1",)}, requests)
+    ts = H0.to_pydatetime()
+    embed, chat = splitter.groups[(UNDECLARED, ts)], splitter.groups[("chat", ts)]
+    assert (embed.gpus, embed.paid, embed.busy_seconds) == (Decimal("2.4"), Decimal("4.8"), Decimal("2160"))
+    assert (chat.gpus, chat.paid, chat.busy_seconds) == (Decimal("1.6"), Decimal("3.2"), Decimal("1440"))
+    assert (UNALLOCATED, ts) not in splitter.groups and embed.paid + chat.paid == Decimal("8")
+    assert chat.pods == {"chat-ts-aaaaa", "chat-ts-bbbbb"}
+    (assumed,) = splitter.placement_misfits()
+    assert assumed.nearest == ("embed/embed-a", "llm/chat-ts-aaaaa", "llm/chat-ts-bbbbb")
+    (over,) = splitter.oversubscription_misfits()
+    assert (over.kind, over.subject, over.nearest) == ("gpu_requests_exceed_gpus", "node n1", assumed.nearest)
+    assert over.message == (
+        "node n1: the scheduler's GPU requests of the pods embed/embed-a, llm/chat-ts-aaaaa, llm/chat-ts-bbbbb "
+        "ask for more GPUs than the node's unlabelled GPUs hold in 1 interval (2026-09-01 00:00 – 2026-09-01 "
+        "00:00 UTC): 5 GPUs requested of 4 (each request × 0.8) in 1 interval. The GPUs were time-sliced "
+        "between the pods, or the requests over-report; nothing measures each pod's part, so each request's "
+        "GPU time and money were scaled by available ÷ requested (split evenly, METHOD §3)")
+
+
+def test_requests_beyond_the_gpus_scale_onto_the_unmeasured_one_too():
+    """n1 bills two GPUs, one without a sample; chat-a and chat-b ask 2 each: each gets 2 × 2 ÷ 4 =
+    1, chat-a the measured GPU, chat-b the unmeasured one, still its own (before: chat-a both)."""
+    acts, requests = unlabelled([0.4], [("llm", "chat-a", 2), ("llm", "chat-b", 2)])
+    splitter = split([gpu_line(1, gpus_per_instance=2, net=Decimal("2"))], acts, {"i-1": ("n1",)}, requests)
+    chat, unmeasured = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[(NO_SAMPLE, H0.to_pydatetime())]
+    assert (chat.gpus, chat.paid, chat.pods) == (1, Decimal("1"), {"chat-a"})
+    assert (unmeasured.gpus, unmeasured.owned_paid, unmeasured.pods) == (1, {"chat": Decimal("1")}, {"chat-b"})
+    (over,) = splitter.oversubscription_misfits()
+    assert "4 GPUs requested of 2 (each request × 0.5)" in over.message
+
+
 def test_one_pod_on_every_unlabelled_gpu_is_no_assumption():
     """A pod whose request takes all of the node's unlabelled GPUs held them: nothing is assumed."""
     acts, requests = unlabelled([0.05, 0.35], [("llm", "chat-a", 2)])
