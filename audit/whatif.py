@@ -193,8 +193,14 @@ def _nearest(key: str, raw: dict) -> str:
 
 
 def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Change:
-    """An ``[[options]]`` figure: the entry of that id (added when the case has none); a band set
-    alone keeps the other bands (the case's, else the catalogue's)."""
+    """An ``[[options]]`` figure: the entry of that id (added when the case has none). A band set
+    alone keeps the case's other bands; where the case gives no table of that key, it applies to
+    all three (docs/case.md): the catalogue's bands are not pulled in, since a modelled option never
+    applies the catalogue's recoverable share, and a check of the table then cites only values
+    the case or the ``--set`` wrote (before: expected=0 on right_size_replicas was refused as
+    "got {'low': 0.5, 'expected': 0, 'high': 0.9}", the catalogue's 0.5 / 0.9 shown as the case's,
+    and expected=0.7 scaled the model's low and high by them). A band or band table the case does
+    not give was None before (not in the case file, the default applies)."""
     option_id, name, band = path[1], path[2], (path[3] if len(path) > 3 else None)
     entries = raw.setdefault("options", [])
     if not isinstance(entries, list):
@@ -203,16 +209,20 @@ def _set_option(raw: dict, path: tuple[str, ...], value: Any, key: str) -> Chang
     if entry is None:
         entry = {"id": option_id}
         entries.append(entry)
-    shipped = {o["id"]: o for o in catalogue()}[option_id]
     if band is None:
-        before = entry.get(name, shipped.get(name))
+        # a band table the case does not give is before None: the catalogue's recoverable share is
+        # not what a modelled option applied (it applies none)
+        before = entry.get(name, None if name in BAND_KEYS else _shipped(option_id).get(name))
         entry[name] = value
         return Change(key, path, before, value)
-    bands = dict(entry.get(name) or shipped[name])
-    before = bands.get(band)
-    bands[band] = value
-    entry[name] = bands
-    return Change(key, path, before, value)
+    own = entry.get(name) if isinstance(entry.get(name), dict) else None
+    entry[name] = dict(own, **{band: value}) if own else dict.fromkeys(BANDS, value)
+    return Change(key, path, own.get(band) if own else None, value)
+
+
+def _shipped(option_id: str) -> dict:
+    """The catalogue's entry of an option id."""
+    return next(o for o in catalogue() if o["id"] == option_id)
 
 
 def _same_reading(case: Case, changed: Case) -> None:

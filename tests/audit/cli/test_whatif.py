@@ -6,6 +6,7 @@ test compares the audited case with the changed one in the direction METHOD §3 
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 from decimal import Decimal
 
@@ -13,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from audit.cli import app
+from audit.errors import ConfigError
 from tests.paths import DEMO
 
 RIGHT_SIZE = "right_size_replicas"
@@ -140,7 +142,8 @@ def test_a_change_to_what_is_read_is_refused(setting):
     ("options.right_size_replicas.run_cost_per_month=1e308", "run_cost_per_month"),
     ("options.right_size_replicas.run_cost_per_month=" + "9" * 400, "run_cost_per_month"),
     ("options.right_size_replicas.effort_hours.low=1e7", "effort_hours"),
-    ("options.right_size_replicas.recoverable.low=0.99", "low ≤ expected ≤ high"),
+    ("options.right_size_replicas.recoverable={ low = 0.9, expected = 0.5, high = 0.7 }",
+     "low ≤ expected ≤ high, got {'low': 0.9, 'expected': 0.5, 'high': 0.7}"),
     ("options.right_size_replicas.recoverable=0.5", "{ low, expected, high }"),
     ("options.right_size_replicas.title=5", "expected a string"),
     ('name="x"\n[case]\nloaded_rate=1', "not a TOML value (one value"),
@@ -195,7 +198,11 @@ def test_a_recoverable_share_on_the_modelled_right_size_scales_its_saving(demo_b
 
 # -- the pieces ---------------------------------------------------------------------------------------
 
-def test_a_band_set_alone_keeps_the_other_bands():
+def test_a_band_set_alone_without_a_case_table_applies_to_all_three():
+    """The case gives no recoverable table for right_size_replicas: expected=0.55 alone is 0.55 in
+    every band, and it was not set before (before: the catalogue's 0.5 / 0.9 were pulled in as low
+    and high, scaling a modelled saving the catalogue's share never applies to, and the change said
+    "before 0.7", the catalogue's, which the model never applied)."""
     from audit.case import load_case
     from audit.catalogue import catalogue
     from audit.whatif import changed_case
@@ -203,8 +210,38 @@ def test_a_band_set_alone_keeps_the_other_bands():
     changed, changes = changed_case(load_case(DEMO), [f"options.{RIGHT_SIZE}.recoverable.expected=0.55"])
     override = changed.option_overrides[RIGHT_SIZE]
     shipped = next(o for o in catalogue() if o["id"] == RIGHT_SIZE)["recoverable"]
-    assert override["recoverable"] == {"low": shipped["low"], "expected": 0.55, "high": shipped["high"]}
-    assert changes[0].before == shipped["expected"] and changes[0].after == 0.55
+    assert override["recoverable"] == {"low": 0.55, "expected": 0.55, "high": 0.55}
+    assert (changes[0].before, changes[0].after) == (None, 0.55)
+    assert shipped == {"low": 0.5, "expected": 0.7, "high": 0.9}  # none of which is the case's
+
+
+@pytest.mark.parametrize("share", [0, 1])
+def test_a_band_set_alone_at_either_end_is_accepted(share):
+    """expected=0 or =1 alone (before: refused as "[[options]] #1.recoverable … got {'low': 0.5,
+    'expected': 0, 'high': 0.9}", values from the catalogue the case never wrote)."""
+    from audit.case import load_case
+    from audit.whatif import changed_case
+
+    changed, _ = changed_case(load_case(DEMO), [f"options.{RIGHT_SIZE}.recoverable.expected={share}"])
+    assert changed.option_overrides[RIGHT_SIZE]["recoverable"] == dict.fromkeys(("low", "expected", "high"), share)
+
+
+def test_a_band_set_alone_keeps_the_case_s_other_bands(tmp_path):
+    """Where the case gives the table, a band set alone replaces that band in it, and a refusal cites
+    the case's own bands."""
+    from audit.case import load_case
+    from audit.whatif import changed_case
+
+    case_dir = tmp_path / "demo"
+    shutil.copytree(DEMO, case_dir)
+    with (case_dir / "case.toml").open("a") as toml:
+        toml.write(f'\n[[options]]\nid = "{RIGHT_SIZE}"\nrecoverable = {{ low = 0.2, expected = 0.4, high = 0.6 }}\n')
+    changed, changes = changed_case(load_case(case_dir), [f"options.{RIGHT_SIZE}.recoverable.high=0.8"])
+    assert changed.option_overrides[RIGHT_SIZE]["recoverable"] == {"low": 0.2, "expected": 0.4, "high": 0.8}
+    assert (changes[0].before, changes[0].after) == (0.6, 0.8)
+    with pytest.raises(ConfigError) as refused:
+        changed_case(load_case(case_dir), [f"options.{RIGHT_SIZE}.recoverable.expected=0.1"])
+    assert "got {'low': 0.2, 'expected': 0.1, 'high': 0.6}" in str(refused.value)
 
 
 def test_changes_are_exact_decimal_differences():
