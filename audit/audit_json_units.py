@@ -15,6 +15,7 @@ from audit.audit_json_cents import OWNED_BUCKETS, Cents, ServiceCents
 from audit.audit_json_phases import phases_entry
 from audit.money import dsum, fmt, share
 from audit.result import COUNT_CLASSES, AuditResult, SharedSplit, TrafficTotals, UnitCost
+from connectors.telemetry.families import REQUEST_COUNTER, counter_beside
 
 UNIT_PLACES = 6
 PER_UNIT_PLACES = 3
@@ -68,7 +69,7 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
         "reason": service_reason(uc, requests, full, t, tokens, every, held.unattributed,
-                                 uncounted_gpu_time(result, uc.service)),
+                                 uncounted_gpu_time(result, uc.service), failures_only(result, uc.service)),
         "phases": phases_entry(result, uc, held),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
@@ -112,15 +113,33 @@ def uncounted_gpu_time(result: AuditResult, service: str) -> list[str]:
             if m.get("check") == "gpu_pod_without_requests" and m.get("service") == service]
 
 
+def failures_only(result: AuditResult, service: str) -> str | None:
+    """Where no request counter counts the service but its pods' failed requests are counted (the
+    serving evidence's ``failed_requests``: Triton ``nv_inference_request_failure`` without
+    ``nv_inference_request_success``), what the reason says of it: the failure counter matched, with
+    its source and count, and the successful-request counter its server would export beside it;
+    None where no failure counter matched either."""
+    failed = (result.evidence.serving.get(service) or {}).get("failed_requests") or {}
+    source, value = failed.get("source"), failed.get("value")
+    if not source or value is None:
+        return None
+    missing = [success for success in REQUEST_COUNTER.values()
+               if (beside := counter_beside(success, "failures")) and beside in source]
+    return (f"its pods' failed requests are counted ({source}: {int(Decimal(value)):,}, serving_evidence."
+            f"failed_requests), but no successful-request counter ({', '.join(missing) or 'none'}) or request log "
+            "matched this service: unit costs unmeasured")
+
+
 def service_reason(uc: UnitCost, requests: int | None, full: Decimal, t: TrafficTotals | None,
                    tokens: int | None, every: int | None, unattributed: Decimal,
-                   uncounted: list[str]) -> str | None:
+                   uncounted: list[str], failures: str | None = None) -> str | None:
     """Why each unit cost the entry leaves null is not measured, and what its figures leave out
     (``unattributed``: its unattributed cost as the entry shows it, in cents; ``uncounted``: GPU
-    time its requests do not count, :func:`uncounted_gpu_time`)."""
+    time its requests do not count, :func:`uncounted_gpu_time`; ``failures``: what a failure
+    counter counts where no request counter matched, :func:`failures_only`)."""
     reasons = list(uncounted)
     if t is None:
-        reasons.append("no request counter or request log matched this service: unit costs unmeasured")
+        reasons.append(failures or "no request counter or request log matched this service: unit costs unmeasured")
     elif requests is None:
         reasons.append(f"its traffic source ({', '.join(sorted(t.sources))}) has no request series (token series "
                        "only): requests not measured, unit costs per request unmeasured")

@@ -142,7 +142,7 @@ def _gke():
     services = {name: Service(name, {"namespace": name}) for name in ("ocr", "web")}
     costs, split = unit_costs(ledger, [], services, {}, Allocation("weights", {"ocr": D(1)}))
     return SimpleNamespace(ledger=ledger, unit_costs=costs, shared=split, intervals=(),
-                           telemetry=SimpleNamespace(label_mismatches=()))
+                           telemetry=SimpleNamespace(label_mismatches=()), evidence=SimpleNamespace(serving={}))
 
 
 def test_a_service_s_total_is_its_composition_cent_where_rounding_it_alone_misses(monkeypatch):

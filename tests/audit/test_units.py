@@ -113,8 +113,43 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Dec
     cost = UnitCost("chat", own, Decimal(0), Decimal(0), {}, found)
     held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
                          "platform_overhead": Decimal("0.00")})
-    result = SimpleNamespace(intervals=(), telemetry=SimpleNamespace(label_mismatches=mismatches))
+    result = SimpleNamespace(intervals=(), telemetry=SimpleNamespace(label_mismatches=mismatches),
+                             evidence=SimpleNamespace(serving={}))
     return service_entry(result, cost, "gpu_cost", held)
+
+
+def uncounted_entry(failed: dict, monkeypatch) -> dict:
+    """audit.json's entry for a service no request counter or log counts, its serving evidence's
+    ``failed_requests`` figure ``failed``."""
+    from audit import audit_json_units
+    from audit.audit_json_cents import ServiceCents
+    from audit.result import UnitCost
+
+    monkeypatch.setattr(audit_json_units, "phases_entry", lambda result, uc, held: None)
+    held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
+                         "platform_overhead": Decimal("0.00")})
+    result = SimpleNamespace(intervals=(), telemetry=SimpleNamespace(label_mismatches=()),
+                             evidence=SimpleNamespace(serving={"embed": {"failed_requests": failed}}))
+    return audit_json_units.service_entry(result, UnitCost("embed", Decimal(1000), Decimal(0), Decimal(0), {}, None),
+                                          "gpu_cost", held)
+
+
+def test_a_service_only_a_failure_counter_counts_names_it_and_the_missing_success_counter(monkeypatch):
+    """Triton pods exporting nv_inference_request_failure but no nv_inference_request_success:
+    before, "no request counter or request log matched this service" while serving_evidence
+    counted 29,510,240 failed requests; now the reason names that counter, its count and the
+    successful-request counter missing."""
+    failed = {"value": "29510240.000000", "source": "nv_inference_request_failure (prom (openmetrics))",
+              "reason": None}
+    entry = uncounted_entry(failed, monkeypatch)
+    assert entry["requests"] is None and entry["cost_per_request"] is None
+    assert entry["reason"] == (
+        "its pods' failed requests are counted (nv_inference_request_failure (prom (openmetrics)): 29,510,240, "
+        "serving_evidence.failed_requests), but no successful-request counter (nv_inference_request_success) or "
+        "request log matched this service: unit costs unmeasured")
+    none = {"value": None, "source": None, "reason": "no such family in the sources"}
+    assert uncounted_entry(none, monkeypatch)["reason"] == (
+        "no request counter or request log matched this service: unit costs unmeasured")
 
 
 LOG_CLASSES = pd.DataFrame([{"source": "alb (access_log)", "pod": "chat", "lines": 2000, "successful": 1400,
