@@ -13,7 +13,9 @@ Their tables keep little of each sample (``tables.node_info``, ``tables.gpu_requ
   (``tables.pick_most_frequent`` chooses from them as ``tables.most_frequent`` does).
 - **GPU requests** (``RequestCells``): per series and interval the count and the sum of the
   finite samples in the window. ``gpu_requests`` averages them per pod, container and filled-in
-  node, a group that may hold several series; the means are pandas' bit for bit when every value
+  node, a group that may hold several series, and scales each mean by the group's share of the
+  interval's scrapes (``tables.requests_table``: the most samples one of its series has there ÷
+  the most any request series has), from the same counts; the means are pandas' bit for bit when every value
   is a whole number (not -0.0) and the family's total stays below 2**52, since every partial sum
   is then exact in any order (GPU requests are whole numbers). Otherwise ``NotStreamable``: the
   connector reads the file again with every sample kept.
@@ -203,5 +205,7 @@ class RequestCells(Cells):
         if rows.empty:
             return empty_table("gpu_requests")
         frame = with_pod_nodes(rows, *pods.nodes(coder))
-        sums = frame.groupby(REQUEST_KEY)[["sum", "n"]].sum()
-        return requests_table(plain_index((sums["sum"] / sums["n"]).rename("v")), grid)
+        grouped = frame.groupby(REQUEST_KEY)
+        sums = grouped[["sum", "n"]].sum()
+        return requests_table(plain_index((sums["sum"] / sums["n"]).rename("v")),
+                              plain_index(grouped.n.max()), rows.groupby("k").n.max(), grid)

@@ -76,6 +76,7 @@ from connectors.telemetry.promqueries import (
     dcgm_query,
     planned,
     presence_query,
+    request_query,
     sum_count,
 )
 from connectors.telemetry.promquery import (
@@ -334,12 +335,12 @@ class PrometheusConnector(Connector):
 
     def _gpu_requests(self) -> pd.DataFrame:
         """GPU requests per pod and interval; pod placement only when a series lacks the node."""
-        frames = [self._grid(sum_count(selector, REQUEST_BY), REQUEST_BY, "namespace", name)
+        frames = [self._grid(request_query(selector), REQUEST_BY, "namespace", name)
                   for name, selector in REQUEST_SELECTORS.items() if name in self.names]
         if not frames:
             return pt.gpu_requests(pd.DataFrame(), None, self.grid, None)
         frame = pd.concat(frames, ignore_index=True)
-        rows = labelled(pt.sums_and_counts(frame, REQUEST_BY), {},
+        rows = labelled(pt.request_sums(frame), {},
                         {c: c for c in ("namespace", "pod", "container", "node")})
         pods = None
         if (rows["node"] == "").any() and POD_INFO in self.names:

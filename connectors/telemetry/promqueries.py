@@ -3,7 +3,7 @@ names it reads, the labels each family is summed by, the range-query templates (
 interval's range, ``$M``: extra label matchers) and the order in which the families are asked.
 
 Prometheus evaluates each range function of a query on its own, so a template decodes its samples
-once per function: a counter's five, a DCGM gauge's four, a gauge's two.
+once per function: a counter's five, a DCGM gauge's four, a GPU request's three, a gauge's two.
 """
 from __future__ import annotations
 
@@ -57,6 +57,15 @@ def sum_count(selector: str, by: list[str]) -> str:
         f'"costaudit_agg", "{fn}", "", "")' for fn in ("sum", "count"))
 
 
+def request_query(selector: str) -> str:
+    """A GPU-request series' sums and counts by ``REQUEST_BY``, and ``most``: the most samples one
+    series of each label set has in the interval (its scrapes; the most over every label set is
+    kube-state-metrics' scrapes of the interval: ``tables.requests_table``)."""
+    most = (f'label_replace(max by ({", ".join(REQUEST_BY)}) (count_over_time({selector}[$R])), '
+            f'"costaudit_agg", "most", "", "")')
+    return f"{sum_count(selector, REQUEST_BY)} or {most}"
+
+
 def presence_query(metric: str) -> str:
     """Node metadata label sets present per interval."""
     return f"group by ({', '.join(NODE_BY)}) (last_over_time({metric}{{$M}}[$R]))"
@@ -88,7 +97,7 @@ def planned(names: list[str]) -> list[str]:
     out += [counter_points(n) for n in COUNTER_NAMES + SERVER_COUNTER_NAMES if n in has]
     out += [sum_count(f"{n}{{$M}}", SERVING_BY) for n in QUEUE_GAUGES if n in has]
     out += [dcgm_query(GR_ENGINE_ACTIVE, "")] if GR_ENGINE_ACTIVE in has else []
-    out += [sum_count(selector, REQUEST_BY) for name, selector in REQUEST_SELECTORS.items() if name in has]
+    out += [request_query(selector) for name, selector in REQUEST_SELECTORS.items() if name in has]
     for group, by in ((SERVING_GAUGES, SERVER_BY), (DCGM_EVIDENCE, EVIDENCE_BY), (REPLICA_GAUGES, REPLICA_BY)):
         out += [sum_count(f"{n}{{$M}}", by) for n in group if n in has]
     return out

@@ -16,12 +16,15 @@ import pandas as pd
 
 from connectors.telemetry.families import GR_ENGINE_ACTIVE, QUEUE_GAUGES
 from connectors.telemetry.om_cells import EVIDENCE_NAMES
+from connectors.telemetry.promqueries import REQUEST_BY
 from connectors.telemetry.tables import (
     GPU_KEY,
+    REQUEST_KEY,
     SERVING_KEY,
     empty_table,
     finish,
     per_interval_table,
+    requests_table,
     resource_id,
     traffic_from_increases,
 )
@@ -66,6 +69,16 @@ def sums_and_counts(frame: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
                              aggfunc="sum", observed=True)
     wide = wide.rename(columns={"count": "n"}).reset_index()
     return wide.dropna(subset=["sum", "n"]).loc[lambda f: f["n"] > 0]
+
+
+def request_sums(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of GPU-request queries (``promqueries.request_query``) side by side: ``REQUEST_BY``,
+    k, sum, n and ``most`` (a label set named by both request names keeps its larger count)."""
+    rows = sums_and_counts(frame.loc[frame["costaudit_agg"] != "most"], REQUEST_BY)
+    if rows.empty:
+        return rows.assign(most=pd.Series([], dtype=float))
+    most = frame.loc[frame["costaudit_agg"] == "most"].groupby(REQUEST_BY + ["k"])["v"].max()
+    return rows.merge(most.rename("most").reset_index(), on=REQUEST_BY + ["k"], how="left")
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,9 +242,10 @@ def _latest_per_node(frame: pd.DataFrame, raw: Raw) -> pd.DataFrame:
 
 def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame | None, grid,
                  raw_pods: Raw) -> pd.DataFrame:
-    """GPUs requested per pod and interval: pooled container means summed, node filled in.
+    """GPUs requested per pod and interval: pooled container means, each times its share of the
+    interval's scrapes (``tables.requests_table``), summed; node filled in.
 
-    ``requests``: namespace, pod, container, node, k, sum, n. ``pod_info``: namespace, pod,
+    ``requests``: namespace, pod, container, node, k, sum, n, most. ``pod_info``: namespace, pod,
     node, k, n (needed only when some request series lacks a node).
     """
     if requests.empty:
@@ -246,11 +260,10 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame | None, grid,
                             on=["namespace", "pod"], how="left")
         fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
         frame["node"] = frame["node"].where(frame["node"] != "", fill)
-    pooled = frame.groupby(["k", "namespace", "pod", "container", "node"])[["sum", "n"]].sum()
-    means = (pooled["sum"] / pooled["n"]).rename("gpus")
-    out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().reset_index()
-    out["ts"] = grid.stamps(out["k"])
-    return finish("gpu_requests", out)
+    grouped = frame.groupby(REQUEST_KEY)
+    pooled = grouped[["sum", "n"]].sum()
+    return requests_table(pooled["sum"] / pooled["n"], grouped["most"].max(),
+                          frame.groupby("k")["most"].max(), grid)
 
 
 def queue(rows: pd.DataFrame, grid) -> pd.DataFrame:

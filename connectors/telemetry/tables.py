@@ -293,12 +293,16 @@ def pod_nodes(pod_info: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, pd.Data
 
 
 def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> pd.DataFrame:
-    """GPUs requested per pod and interval: container interval means summed, node filled in."""
+    """GPUs requested per pod and interval: container interval means summed, node filled in, each
+    times the share of the interval's scrapes it was present in (``requests_table``)."""
     frame = grid.gauges(requests)
     if frame.empty:
         return empty_table("gpu_requests")
-    frame = with_pod_nodes(frame, *pod_nodes(pod_info, grid))
-    return requests_table(plain_index(frame.groupby(REQUEST_KEY).v.mean()), grid)
+    counts = frame.groupby(["k", "sid"]).size().rename("n").reset_index()
+    frame = with_pod_nodes(frame.merge(counts, on=["k", "sid"]), *pod_nodes(pod_info, grid))
+    grouped = frame.groupby(REQUEST_KEY)
+    return requests_table(plain_index(grouped.v.mean()), plain_index(grouped.n.max()),
+                          counts.groupby("k").n.max(), grid)
 
 
 REQUEST_KEY = ["k", "namespace", "pod", "container", "node"]
@@ -315,9 +319,15 @@ def with_pod_nodes(frame: pd.DataFrame, per_interval: pd.DataFrame, overall: pd.
     return frame
 
 
-def requests_table(means: pd.Series, grid: Grid) -> pd.DataFrame:
-    """The ``gpu_requests`` table from the container means per ``REQUEST_KEY``."""
-    out = means.groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
+def requests_table(means: pd.Series, present: pd.Series, scrapes: pd.Series,
+                   grid: Grid) -> pd.DataFrame:
+    """The ``gpu_requests`` table from the container means per ``REQUEST_KEY``, each times its
+    share of the interval: ``present`` (per ``REQUEST_KEY``, the most samples one of its series
+    has in the interval) ÷ ``scrapes`` (per k, the most samples any GPU-request series has in it:
+    kube-state-metrics' scrapes of the interval). A pod gone for half the interval's scrapes holds
+    half its GPUs for it (METHOD §3); a scrape the exporter missed lowers both, so it is no 0."""
+    share = present.to_numpy() / scrapes.reindex(present.index.get_level_values("k")).to_numpy()
+    out = (means * share).groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
     out = out.reset_index()
     out["ts"] = grid.stamps(out["k"])
     return finish("gpu_requests", out)

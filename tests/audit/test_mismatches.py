@@ -9,7 +9,7 @@ from audit.normalise import telemetry
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.families import KSM_V1_GPU_REQUESTS
 from connectors.telemetry.openmetrics import OpenMetricsConnector
-from connectors.telemetry.promqueries import REQUEST_BY, planned, sum_count
+from connectors.telemetry.promqueries import planned, request_query
 from connectors.telemetry.sacct import SacctConnector
 from tests import paths
 from tests.builders import activity, frame, make_case, window
@@ -86,7 +86,7 @@ def test_serving_pods_without_any_gpu_request_series_name_the_nearest_series_hel
 
 
 def test_the_prometheus_connector_asks_for_the_v1_gpu_request_series_when_the_server_holds_it():
-    assert planned([KSM_V1_GPU_REQUESTS]) == [sum_count(f"{KSM_V1_GPU_REQUESTS}{{$M}}", REQUEST_BY)]
+    assert planned([KSM_V1_GPU_REQUESTS]) == [request_query(f"{KSM_V1_GPU_REQUESTS}{{$M}}")]
 
 
 def labelled_dcgm(tmp_path, counted: tuple[str, ...]) -> object:
