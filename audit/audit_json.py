@@ -428,7 +428,7 @@ GAP_BASIS_WORDS = {
 #: how a billing format's timestamps without an offset were read (METHOD §1: the report says so)
 #: the columns of the lines in scope the notes read
 NOTE_COLUMNS = ("charge_category", "commitment_discount_id", "commitment_discount_status", "billed_cost",
-                "effective_cost", "line_id", "line_count", "extra")
+                "effective_cost", "contracted_cost", "line_id", "line_count", "extra")
 #: billing formats that read another format's data where it lives
 READ_AS = {"athena": "cur"}
 TIMESTAMP_WORDS = {

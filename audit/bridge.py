@@ -25,8 +25,12 @@ otherwise leave the effective total without a word. Its mirror, for an audit on 
 commitment-covered or unused lines billed 0 against their amortisation whose commitment has no
 priced purchase in scope (:func:`unpurchased`). Their billed total lacks the purchase: an export of
 the amortised view (Azure AmortizedCost, Microsoft's FOCUS export) shows a commitment's amortisation
-but not its purchase, and a purchase paid upfront was billed in the month it was bought. The bridge
-measures what the lines say (``commitment_purchases`` 0); the billed audit says what that leaves out.
+but not its purchase, and a purchase paid upfront was billed in the month it was bought. So is
+covered usage costing 0 on both bases whose commitment no in-scope line prices or amortises: an
+export of the billed view (Azure ActualCost) without the purchase (bought upfront in an earlier
+month, or in another subscription), where that usage's amortised cost is in no line; it is named at
+its contracted price, the nearest figure the lines hold. The bridge measures what the lines say
+(``commitment_purchases`` 0); the billed audit says what that leaves out.
 """
 from __future__ import annotations
 
@@ -157,44 +161,104 @@ def unamortised_reason(lines: pd.DataFrame) -> str | None:
 @dataclass(frozen=True)
 class Unpurchased:
     """Commitment-covered and unused lines billed 0 whose commitment has no priced purchase in scope:
-    their amortisation (EffectiveCost − BilledCost) and the commitments they name."""
+    their amortisation (EffectiveCost − BilledCost) where a line shows it, the pre-commitment price
+    (ContractedCost) of the covered lines that show none (0 on both bases), and the commitments."""
 
-    covered: Decimal  # of commitment-covered usage
-    unused: Decimal  # of unused commitment
+    covered: Decimal  # amortisation of commitment-covered usage
+    unused: Decimal  # amortisation of unused commitment
     commitments: tuple[str, ...]
-    lines: int
+    lines: int  # the lines that show their amortisation
+    unshown: Decimal = ZERO  # ContractedCost of the covered lines that show none
+    unshown_lines: int = 0
 
     def lacks(self) -> str:
         """What the billed total lacks, with the amounts and the commitments, as a clause."""
         ids = ", ".join(text(c, 200) for c in self.commitments[:EXAMPLES])
         ids += ", …" if len(self.commitments) > EXAMPLES else ""
-        return (f"the billed total lacks the purchases behind {cents(self.covered)} of commitment-covered usage and "
-                f"{cents(self.unused)} of unused commitment (commitment(s) {ids})")
+        behind = []
+        if self.lines:
+            behind.append(f"{cents(self.covered)} of commitment-covered usage and {cents(self.unused)} of unused "
+                          "commitment")
+        if self.unshown_lines:
+            behind.append(f"commitment-covered usage of {cents(self.unshown)} at its contracted price, whose "
+                          "amortised cost no line shows")
+        return f"the billed total lacks the purchases behind {' and '.join(behind)} (commitment(s) {ids})"
 
 
 def unpurchased(lines: pd.DataFrame) -> Unpurchased | None:
-    """The commitment-covered and unused lines (status Used / Unused) whose BilledCost differs from
-    their EffectiveCost (billed through a purchase, their amortisation on the effective basis) and
-    whose commitment (their CommitmentDiscountId or one it lies under) has no in-scope purchase with a
-    BilledCost; None when there is none. Such a purchase is nowhere on the billed basis."""
+    """The commitment-covered and unused lines (status Used / Unused) billed through a purchase whose
+    commitment (their CommitmentDiscountId or one it lies under) has no in-scope purchase with a
+    BilledCost; None when there is none. Such a purchase is nowhere on the billed basis.
+
+    A line is billed through a purchase when its BilledCost differs from its EffectiveCost (an
+    amortised view: its amortisation on the effective basis), or when it is covered usage costing 0
+    on both bases (Azure's ActualCost export, whose covered usage costs 0 and whose purchase alone
+    carries the price: without the purchase, its amortised cost is in no line)."""
     purchases = commitment_purchases(lines)
     status = lines["commitment_discount_status"].fillna("").str.lower()
     read = lines.loc[status.isin(("used", "unused")).to_numpy(dtype=bool) & ~purchases.to_numpy(dtype=bool),
                      [c for c in ("commitment_discount_id", "commitment_discount_status", "billed_cost", "effective_cost",
-                                  "line_count") if c in lines.columns]]
+                                  "contracted_cost", "line_count") if c in lines.columns]]
     amortised = [None if b is None or e is None else e - b for b, e in zip(read["billed_cost"], read["effective_cost"])]
-    read = read.assign(amortised=amortised)[[a is not None and a != 0 for a in amortised]]
+    used = (read["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
+    unshown = [u and b == 0 and e == 0 for u, b, e in zip(used, read["billed_cost"], read["effective_cost"])]
+    read = read.assign(amortised=amortised, unshown=unshown)[
+        [(a is not None and a != 0) or u for a, u in zip(amortised, unshown)]]
     if read.empty:
         return None
     priced = lines.loc[purchases, ["commitment_discount_id", "billed_cost"]]
     bought = {c.rstrip("/") for c, b in zip(priced["commitment_discount_id"], priced["billed_cost"]) if b}
-    ids = read["commitment_discount_id"].fillna("")
-    alone = read[[not any(c == p or c.startswith(p + "/") for p in bought) for c in ids]]
+    costed = _costed(lines)
+    alone = read[[not _related(c, bought) and not (u and _in_view(c, costed))
+                  for c, u in zip(read["commitment_discount_id"].fillna(""), read["unshown"])]]
     if alone.empty:
         return None
-    used = (alone["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
-    return Unpurchased(dsum(alone["amortised"][used]), dsum(alone["amortised"][~used]),
-                       tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(alone))
+    blind = alone["unshown"].to_numpy(dtype=bool)
+    shown, unseen = alone[~blind], alone[blind]
+    used = (shown["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
+    contracted = unseen["contracted_cost"] if "contracted_cost" in unseen.columns else pd.Series([], dtype=object)
+    return Unpurchased(dsum(shown["amortised"][used]), dsum(shown["amortised"][~used]),
+                       tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(shown),
+                       dsum(c for c in contracted if c is not None), line_total(unseen))
+
+
+def _related(commitment: str, others: set[str]) -> bool:
+    """Whether ``commitment`` is one of ``others`` or lies under one (``…/reservationOrders/O`` holds
+    ``…/reservationOrders/O/reservations/R``)."""
+    return any(commitment == o or commitment.startswith(o + "/") for o in others)
+
+
+def _in_view(commitment: str, costed: set[str]) -> bool:
+    """Whether ``commitment``, one it lies under or one under it is among the ``costed`` ones."""
+    own = commitment.rstrip("/")
+    return _related(own, costed) or any(o.startswith(own + "/") for o in costed)
+
+
+def _costed(lines: pd.DataFrame) -> set[str]:
+    """The commitments some line of which carries a cost on either basis: where one does, a covered
+    line of that commitment costing 0 on both still has its commitment's cost in view."""
+    read = lines[["commitment_discount_id", "billed_cost", "effective_cost"]]
+    return {c.rstrip("/") for c, billed, effective in zip(read["commitment_discount_id"].fillna(""),
+                                                         read["billed_cost"], read["effective_cost"])
+            if c.strip("/") and (billed or effective)}
+
+
+#: why lines that show their amortisation lack their purchase, and where to read it
+AMORTISED_VIEW = ("{n} commitment-covered or unused line(s) are billed 0 (invoiced through their commitment's "
+                  "purchase) and no in-scope purchase line of their commitment carries a price, so on the billed "
+                  "basis that usage costs 0. An export of the amortised view (Azure's AmortizedCost export, "
+                  "Microsoft's FOCUS export) shows a commitment's amortisation but not its purchase, and a purchase "
+                  "paid upfront was billed in the month it was bought. Read the billed view with its purchases "
+                  "(Azure: the ActualCost export, whose purchase lines carry the price), or audit on the effective "
+                  "basis")
+#: why covered lines costing 0 on both bases lack their purchase, and where to read it
+BILLED_VIEW = ("{n} commitment-covered line(s) cost 0 on both the billed and the effective basis and no in-scope "
+               "line of their commitment carries a price or an amortisation (no purchase, no unused commitment), so "
+               "that usage costs 0 and what it cost is in no line. An export of the billed view (Azure's ActualCost "
+               "export) bills covered usage 0 and its commitment through the purchase, and a purchase paid upfront "
+               "in an earlier month or bought in another subscription is not in it. Read the purchase with this "
+               "export (the month's or the subscription's export that holds it), or the amortised view (Azure: the "
+               "AmortizedCost export) on the effective basis")
 
 
 def unpurchased_reason(lines: pd.DataFrame) -> str | None:
@@ -202,12 +266,9 @@ def unpurchased_reason(lines: pd.DataFrame) -> str | None:
     found = unpurchased(lines)
     if found is None:
         return None
-    return (f"{found.lacks()}: {found.lines} commitment-covered or unused line(s) are billed 0 (invoiced through "
-            "their commitment's purchase) and no in-scope purchase line of their commitment carries a price, so on "
-            "the billed basis that usage costs 0. An export of the amortised view (Azure's AmortizedCost export, "
-            "Microsoft's FOCUS export) shows a commitment's amortisation but not its purchase, and a purchase paid "
-            "upfront was billed in the month it was bought. Read the billed view with its purchases (Azure: the "
-            "ActualCost export, whose purchase lines carry the price), or audit on the effective basis")
+    why = [AMORTISED_VIEW.format(n=found.lines)] if found.lines else []
+    why += [BILLED_VIEW.format(n=found.unshown_lines)] if found.unshown_lines else []
+    return f"{found.lacks()}: {'. '.join(why)}"
 
 
 def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:

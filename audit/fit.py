@@ -22,7 +22,7 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``commitment_purchases_missing``: the billed basis with commitment-covered usage billed 0 and no
-  purchase of its commitment in scope (audit/fit_commitments.py);
+  purchase of its commitment in scope (an amortised export, or a billed one without the purchase) (audit/fit_commitments.py);
 * ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
   names, or whose resource no billing line bills;
 * ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a

@@ -4,14 +4,17 @@ On the billed basis a commitment's covered usage and unused share cost 0 (they w
 the purchase), and the purchase, spread onto them (audit/adjust.py), carries their price. An export of
 the amortised view (Azure's AmortizedCost export, Microsoft's FOCUS export) has no purchase: the
 reserved GPUs then cost 0 on the billed basis, their priced bottom-up exceeds it, and without a word
-the audit reads that as a finding. ``commitment_purchases_missing`` names the amounts and the
+the audit reads that as a finding. So has an export of the billed view (Azure's ActualCost export)
+whose purchase was bought in an earlier month or in another subscription: its covered usage costs 0
+on both bases and its amortised cost is in no line (named at its contracted price; nearest: the
+commitments, since the effective basis lacks it too). ``commitment_purchases_missing`` names the amounts and the
 commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from audit.bridge import unpurchased_reason
+from audit.bridge import EXAMPLES, unpurchased, unpurchased_reason
 from audit.case import Case
 from audit.misfit import Misfit
 
@@ -23,7 +26,8 @@ def purchases_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     (``classified``: the lines in scope)."""
     if case.cost_basis != "billed" or classified.empty:
         return []
-    reason = unpurchased_reason(classified)
-    if reason is None:
+    found = unpurchased(classified)
+    if found is None:
         return []
-    return [Misfit("commitment_purchases_missing", SUBJECT, f"{SUBJECT}: {reason}", ("effective",))]
+    return [Misfit("commitment_purchases_missing", SUBJECT, f"{SUBJECT}: {unpurchased_reason(classified)}",
+                   ("effective",) if found.lines else found.commitments[:EXAMPLES])]

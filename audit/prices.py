@@ -18,8 +18,8 @@ PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price",
 
 
 def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
-    """The charges with ``priced``, ``has_price``, ``list_price_fallback``, ``effective_rate`` and
-    ``pretax`` columns, on the case's cost ``basis``.
+    """The charges with ``priced``, ``has_price``, ``list_price_fallback``, ``effective_rate``,
+    ``unpurchased`` and ``pretax`` columns, on the case's cost ``basis``.
 
     On the effective basis, usage a commitment covers (CommitmentDiscountStatus Used) is priced at
     its effective rate, EffectiveCost ÷ quantity (METHOD §5's "or EffectiveCost ÷ quantity"): its
@@ -32,8 +32,9 @@ def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
     at the spread amount ÷ quantity (an Azure ActualCost export, whose covered usage costs 0 and whose
     purchases carry the price, missed by the whole discount: gap −26.7 %). Covered usage no purchase
     reached keeps its contracted price: its billed total lacks the purchase (audit/bridge.py
-    :func:`~audit.bridge.unpurchased_reason` says so)."""
-    amounts, has_price, fallback, effective = [], [], [], []
+    :func:`~audit.bridge.unpurchased_reason` says so); ``unpurchased`` marks such lines costing 0, so
+    that the price driver names them."""
+    amounts, has_price, fallback, effective, unpurchased = [], [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
     for quantity, unit, listed, category, gross, commitment, status in zip(*(charges[c] for c in PRICE_COLUMNS)):
         used_list = False
@@ -46,7 +47,8 @@ def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
         has_price.append(ok)
         fallback.append(ok and used_list)
         effective.append(at_rate)
+        unpurchased.append(basis == "billed" and status == "Used" and not at_rate and gross + commitment == 0)
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
     return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, effective_rate=effective,
-                          pretax=pretax)
+                          unpurchased=unpurchased, pretax=pretax)
 

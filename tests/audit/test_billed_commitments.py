@@ -9,6 +9,9 @@ seed 7105, Microsoft's FOCUS export; both with an H100 and an A100 reservation, 
 * The AmortizedCost export and the FOCUS export on the billed basis have no purchase: the reserved
   VMs cost 0 there. Before, the audit said does_not_reconcile (gap −1.267) with no word why; now a
   note, a fit warning and the reconciliation's reason name what the billed total lacks.
+* The ActualCost export without one commitment's purchase (bought upfront in an earlier month, or in
+  another subscription): its covered usage costs 0 on both bases. Before, nothing named it; now the
+  same warning, note and reason name it at its contracted price, and the price driver names the line.
 """
 from __future__ import annotations
 
@@ -24,10 +27,10 @@ from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
 
 AMORTIZED = "ea_amortized_2026-09.csv"
-H100_ORDER = "/providers/Microsoft.Capacity/reservationOrders/6e7c1675-8238-b424-c36c-4428fabfbbd5"
-A100_ORDER = "/providers/Microsoft.Capacity/reservationOrders/c8961329-a840-1867-bd54-ad4f83b7167e"
-H100 = f"{H100_ORDER}/reservations/1a70cbf3-f292-f0d0-b084-da274672d961"
-A100 = f"{A100_ORDER}/reservations/44babc7e-5012-9c8d-a485-26293d5bf00c"
+A100_ORDER = "/providers/Microsoft.Capacity/reservationOrders/6e7c1675-8238-b424-c36c-4428fabfbbd5"
+H100_ORDER = "/providers/Microsoft.Capacity/reservationOrders/c8961329-a840-1867-bd54-ad4f83b7167e"
+A100 = f"{A100_ORDER}/reservations/1a70cbf3-f292-f0d0-b084-da274672d961"
+H100 = f"{H100_ORDER}/reservations/44babc7e-5012-9c8d-a485-26293d5bf00c"
 #: the purchase fields a reservation order's Purchase row copies from its covered usage row
 PURCHASE_KEEPS = ("BillingAccountId", "BillingAccountName", "BillingPeriodStartDate", "BillingPeriodEndDate",
                   "BillingProfileId", "BillingProfileName", "SubscriptionId", "SubscriptionName", "Date",
@@ -128,7 +131,7 @@ def test_a_billed_basis_without_the_purchases_names_what_it_lacks(aks, tmp_path,
         gap = "-1.267404"
     document = audit_document(case)
     lacks = ("the billed total lacks the purchases behind 1574.48 of commitment-covered usage and 52.89 of unused "
-             f"commitment (commitment(s) {H100}, {A100})")
+             f"commitment (commitment(s) {A100}, {H100})")
     recon = document["reconciliation"]
     assert (recon["verdict"], recon["gap"]) == ("does_not_reconcile", gap)
     assert recon["reason"] == (f"|gap| {abs(Decimal(gap)):.4f} > tolerance 0.02; {lacks}: their usage costs 0 on the "
@@ -143,3 +146,59 @@ def test_a_billed_basis_without_the_purchases_names_what_it_lacks(aks, tmp_path,
         ("commitment_purchases_missing", "[case] cost_basis billed", f"[case] cost_basis billed: {why}", ["effective"])]
     assert f"Commitment purchases missing from the billed basis: {why}." in document["notes"]
     assert document["bridge"]["commitment_purchases"] == "0.00"  # what the lines say; the note says what it lacks
+
+
+#: a savings plan under its order, as Azure names one (benefitId)
+SAVINGS_PLAN = ("/providers/Microsoft.BillingBenefits/savingsPlanOrders/aaaa1111-0000-0000-0000-000000000001/"
+                "savingsPlans/bbbb2222-0000-0000-0000-000000000002")
+
+
+def without_h100_purchase(rows: list[dict], savings_plan: bool) -> list[dict]:
+    """The ActualCost rows without the H100 reservation order's purchase; with ``savings_plan`` its
+    covered usage made a savings plan's (PricingModel SavingsPlan, the plan's benefitId)."""
+    out = []
+    for row in rows:
+        if row["benefitId"].startswith(H100_ORDER):
+            if row["ChargeType"] == "Purchase":
+                continue
+            if savings_plan:
+                row = {**row, "PricingModel": "SavingsPlan", "ReservationId": "", "ReservationName": "",
+                       "benefitId": SAVINGS_PLAN}
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("savings_plan", [False, True])
+def test_an_actualcost_export_without_a_purchase_names_what_it_lacks(aks, tmp_path, savings_plan):
+    """The ActualCost export with the H100 commitment's purchase left out (bought upfront in an
+    earlier month, or in another subscription): its covered usage costs 0 on both bases and its
+    amortised cost (1415.81) is in no line. Before, the fit was empty, the price driver named only the
+    3 lines the A100 purchase reached and the reason said only '|gap| 1.0154 > tolerance 0.02' (a
+    verifier's find on cloudgen aks 7703, the H100 reservation made a savings plan: gap −1.010305).
+    Now the covered line is named at its contracted price, 2359.68 (24 h × 98.32), with its commitment,
+    in the fit, a note, the reconciliation's reason and the price driver."""
+    commitment = SAVINGS_PLAN if savings_plan else H100
+    rows = without_h100_purchase(actual_rows(aks), savings_plan)
+    document = audit_document(variant(aks, tmp_path / "case", rows, "ea_actual.csv", "actual"))
+    lacks = ("the billed total lacks the purchases behind commitment-covered usage of 2359.68 at its contracted "
+             f"price, whose amortised cost no line shows (commitment(s) {commitment})")
+    recon = document["reconciliation"]
+    assert (recon["verdict"], recon["gap"], recon["top_down"], recon["bottom_up"]) == (
+        "does_not_reconcile", "-1.015449", "2323.76", "4683.43")
+    assert recon["reason"] == (f"|gap| 1.0154 > tolerance 0.02; {lacks}: their usage costs 0 on the billed basis "
+                               "while the bottom-up prices it (fit commitment_purchases_missing)")
+    why = (f"{lacks}: 1 commitment-covered line(s) cost 0 on both the billed and the effective basis and no in-scope "
+           "line of their commitment carries a price or an amortisation (no purchase, no unused commitment), so that "
+           "usage costs 0 and what it cost is in no line. An export of the billed view (Azure's ActualCost export) "
+           "bills covered usage 0 and its commitment through the purchase, and a purchase paid upfront in an "
+           "earlier month or bought in another subscription is not in it. Read the purchase with this export (the "
+           "month's or the subscription's export that holds it), or the amortised view (Azure: the AmortizedCost "
+           "export) on the effective basis")
+    assert [(f["kind"], f["subject"], f["message"], f["nearest"]) for f in document["fit"]] == [
+        ("commitment_purchases_missing", "[case] cost_basis billed", f"[case] cost_basis billed: {why}", [commitment])]
+    assert f"Commitment purchases missing from the billed basis: {why}." in document["notes"]
+    assert price_detail(document, "gpu_compute") == (
+        "cost 2571.24 vs quantity × unit price 4930.92; 3 commitment-covered line(s) priced at their commitment rate "
+        "(the commitment purchase spread onto them ÷ quantity: the contracted price excludes the commitment "
+        "discount); 1 commitment-covered line(s) cost 0 for want of their commitment's purchase in scope, priced at "
+        "their contracted price (fit commitment_purchases_missing)")

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.bridge import PLAN, bridge
+from audit.bridge import PLAN, Unpurchased, bridge, unpurchased
 from audit.lines import basis_amount
 from connectors.base import ReadContext, SourceSpec
 from connectors.billing.azure import AzureExportConnector
@@ -230,6 +230,38 @@ def test_costaudit_billing_says_what_the_effective_total_of_an_actual_cost_expor
                            "(EA_ActualCost_Small.csv:1), billed 3.25, leave the effective basis")
     assert f"Notes:\n  {note}" in render_text(actual)
     assert summarise([str(TOOLKIT / "EA_AmortizedCost_Small.csv")], None, None)["notes"] == []
+
+SAVINGS_PLAN_ORDER = "/providers/Microsoft.BillingBenefits/savingsPlanOrders/aaaa"
+SAVINGS_PLAN = f"{SAVINGS_PLAN_ORDER}/savingsPlans/bbbb"
+
+
+def committed(row: int, status: str, billed: str, effective: str, **over) -> dict:
+    """A line of the savings plan: covered usage (Used), its unused share (Unused) or its purchase."""
+    return line(row, commitment_discount_id=SAVINGS_PLAN, commitment_discount_status=status,
+                billed_cost=Decimal(billed), effective_cost=Decimal(effective), contracted_cost=Decimal("2359.68"),
+                **over)
+
+
+def test_covered_usage_costing_0_on_both_bases_without_its_purchase_is_unpurchased():
+    """An Azure ActualCost export without the savings plan's purchase: its covered usage costs 0 on
+    both bases. Before, only lines billed differently from their effective cost were looked at, so
+    nothing was found; now the line is named at its contracted price, its amortisation unshown."""
+    covered = committed(1, "Used", "0", "0")
+    assert unpurchased(lines_frame([covered])) == Unpurchased(Decimal(0), Decimal(0), (SAVINGS_PLAN,), 0,
+                                                             Decimal("2359.68"), 1)
+    purchase = line(2, charge_category="Purchase", commitment_discount_id=SAVINGS_PLAN_ORDER,
+                    billed_cost=Decimal("1415.81"), effective_cost=Decimal(0))
+    assert unpurchased(lines_frame([covered, purchase])) is None
+
+
+def test_a_commitment_whose_unused_share_shows_its_amortisation_is_named_by_that_amount():
+    """Where a line of the commitment carries its amortisation (an unused share, billed 0, effective
+    52.89), the covered line costing 0 on both is not counted at its contracted price as well."""
+    found = unpurchased(lines_frame([committed(1, "Used", "0", "0"), committed(2, "Unused", "0", "52.89")]))
+    assert found == Unpurchased(Decimal(0), Decimal("52.89"), (SAVINGS_PLAN,), 1, Decimal(0), 0)
+    assert found.lacks() == ("the billed total lacks the purchases behind 0.00 of commitment-covered usage and "
+                             f"52.89 of unused commitment (commitment(s) {SAVINGS_PLAN})")
+
 
 def test_focus_sample_with_contracted_cost_missing_on_some_lines():
     lines = focus_lines(FOCUS_SAMPLE)

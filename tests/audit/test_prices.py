@@ -62,3 +62,15 @@ def test_covered_usage_a_purchase_was_spread_onto_is_priced_at_the_spread_rate_o
     out = priced(charges(covered, {**covered, "commitment": D(0)}), "billed")
     assert out["priced"].tolist() == [D("2.40"), D("99.0456")]
     assert out["effective_rate"].tolist() == [True, False] and out["has_price"].tolist() == [True, True]
+
+
+def test_covered_usage_no_purchase_reached_is_marked_for_the_price_driver_on_the_billed_basis():
+    """An Azure ActualCost export without the purchase of a commitment: its covered usage costs 0 and
+    is priced at its contracted price. Before, nothing marked it and the price driver named only the
+    lines a purchase reached; now ``unpurchased`` marks it on the billed basis (no other basis lacks
+    a purchase: the effective basis prices it at its effective rate)."""
+    covered = {"commitment_discount_status": "Used", "gross": D(0)}
+    out = priced(charges({**covered, "commitment": D("2.40")}, covered, {"gross": D(99)}), "billed")
+    assert out["unpurchased"].tolist() == [False, True, False]
+    assert out["priced"].tolist() == [D("2.40"), D("99.0456"), D("99.0456")]
+    assert priced(charges(covered), "effective")["unpurchased"].tolist() == [False]
