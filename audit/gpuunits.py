@@ -147,4 +147,4 @@ def placement_misfit(node: str, pods) -> Misfit:
                   f"node {text(node)}: no DCGM pod label says which of its GPUs the pods {listing(named)} held "
                   "(the scheduler's requests give how many, not which): each pod's requested GPU time was "
                   "taken at the mean activity of the node's unlabelled GPUs in each interval, and the GPU "
-                  "time no request took is unallocated at that mean", tuple(named[:LISTED]))
+                  "time no request took is unallocated at that mean", tuple(text(p) for p in named[:LISTED]))
