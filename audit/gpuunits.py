@@ -148,7 +148,7 @@ def placement_misfit(node: str, pods) -> Misfit:
                   f"node {text(node)}: no DCGM pod label says which of its GPUs the pods {listing(named)} held "
                   "(the scheduler's requests give how many, not which): each pod's requested GPU time was "
                   "taken at the mean activity of the node's unlabelled GPUs in each interval, and the GPU "
-                  "time no request took is unallocated at that mean", tuple(named[:LISTED]))
+                  "time no request took is unallocated at that mean", tuple(text(p) for p in named[:LISTED]))
 
 
 def oversubscribed_misfit(node: str, spans: Mapping[datetime, tuple]) -> Misfit:
@@ -171,7 +171,7 @@ def oversubscribed_misfit(node: str, spans: Mapping[datetime, tuple]) -> Misfit:
                   f"GPUs than the node's unlabelled GPUs hold in {len(times)} interval{'s' if len(times) > 1 else ''} "
                   f"({span}): {figures}. The GPUs were time-sliced between the pods, or the requests "
                   "over-report; nothing measures each pod's part, so each request's GPU time and money were "
-                  "scaled by available ÷ requested (split evenly, METHOD §3)", tuple(pods[:LISTED]))
+                  "scaled by available ÷ requested (split evenly, METHOD §3)", tuple(text(p) for p in pods[:LISTED]))
 
 
 def _figure(value) -> str:

@@ -1,7 +1,8 @@
 """CsvReporter: the report's tables as CSV files in ``tables/``, numbers as exact decimal strings.
 
 Data strings are untrusted: a cell that a spreadsheet would run as a formula gets a leading
-apostrophe (:func:`neutralised`).
+apostrophe (:func:`neutralised`); a control or bidi character is written as its escape
+(:func:`audit.reporters.formatting.shown`: U+202E as `\\u202e`).
 
 :func:`build_tables` is shared with the spreadsheet reporter: one declaration per table.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.buckets import BUCKETS
+from audit.reporters.formatting import shown
 from audit.reporters.months_view import months_table
 
 Table = tuple[list[str], list[list[Any]]]
@@ -195,7 +197,9 @@ def neutralised(text: str) -> str:
 
 
 def cell(value: Any) -> str:
-    return "" if value is None else neutralised(str(value))
+    """A CSV cell: empty for not measured; a data string with its control and bidi characters
+    escaped (:func:`audit.reporters.formatting.shown`) and never a formula."""
+    return "" if value is None else neutralised(shown(str(value)))
 
 
 class CsvReporter:

@@ -8,6 +8,7 @@ of buckets, parts, verdicts and cost bases live here too, so both :mod:`audit.re
 
 from __future__ import annotations
 
+import unicodedata
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
@@ -51,8 +52,24 @@ BASIS = {
 #: the FOCUS cost column of each cost basis
 BASIS_COLUMNS = {"effective": "EffectiveCost", "billed": "BilledCost", "list": "ListCost",
                  "contracted": "ContractedCost"}
+#: the Unicode categories a data string may not show raw: controls (newline, NUL), formats (the bidi
+#: overrides U+202A–U+202E and isolates U+2066–U+2069, the marks U+200E/F and U+061C, zero-widths),
+#: lone surrogates, and the line and paragraph separators
+HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 #: the mantissas of a "nice" axis step: 1, 2, 2.5 or 5 × 10^k
 NICE_STEPS = (Decimal(1), Decimal(2), Decimal("2.5"), Decimal(5))
+
+
+def shown(value: Any) -> Any:
+    """A string as a report may show it: each control or format character written as its escape
+    (U+202E as the six characters ``\\u202e``, a newline as ``\\n``), as audit/misfit.py ``text``
+    writes the fit messages, so a name from the data cannot reverse or hide the text around it.
+    Backslashes and quotes stay as they are (a regex reads as written). A value that is not a
+    string (a number, None) and HTML a template has already printed (jinja2's Markup, whose data
+    went through here when it was printed; its own newlines are layout) are returned as they are."""
+    if not isinstance(value, str) or hasattr(value, "__html__") or value.isprintable():
+        return value
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in HIDDEN else c for c in value)
 
 
 def to_decimal(value: Any) -> Decimal | None:

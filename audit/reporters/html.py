@@ -1,7 +1,10 @@
 """HtmlReporter: the report as one HTML page (also the input of the PDF).
 
 jinja2 with autoescape on for every template and a loader limited to ``templates/``: service
-names, reasons and kernel names are untrusted strings and are always escaped. The stylesheet
+names, reasons and kernel names are untrusted strings and are always escaped; every value the
+templates print first passes the environment's ``finalize``, :func:`audit.reporters.formatting.shown`,
+which writes control and bidi characters as escapes (a kernel named ``@SUM(1)\u202eevil`` cannot
+print reversed). The stylesheet
 ``templates/report.css`` is inlined and the charts are ``data:`` URIs, so the page is one file.
 
 The charts are drawn here (:mod:`audit.reporters.charts`, plain SVG), not by the view model, which
@@ -16,6 +19,7 @@ import weakref
 from importlib import resources
 from pathlib import Path
 
+from audit.reporters.formatting import shown
 from audit.reporters.view import ReportModel
 
 
@@ -45,8 +49,8 @@ def environment():
 
     from audit.reporters.compiled import template_cache
 
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined,
-                       bytecode_cache=template_cache(OPTIONS), **OPTIONS)
+    return Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, finalize=shown,
+                       bytecode_cache=template_cache({**OPTIONS, "finalize": shown.__qualname__}), **OPTIONS)
 
 
 #: id(model) → its charts, dropped when the model is (a ReportModel is not hashable: it holds a dict)

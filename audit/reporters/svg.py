@@ -19,6 +19,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from audit.reporters.formatting import shown
+
 FONT = "DejaVu Sans, Verdana, sans-serif"
 INK, SPINE, GRID = "#3b3b3b", "#555555", "#e2e2e2"
 #: about how wide DejaVu Sans draws characters, in em: narrow ones, wide ones, capitals, the rest
@@ -26,16 +28,16 @@ NARROW, WIDE = frozenset("ijlt.,:;'!|()[]{} -frI"), frozenset("mwMW%@<>=+~#&")
 NARROW_EM, WIDE_EM, CAPITAL_EM, CHAR_EM = 0.34, 0.92, 0.72, 0.63
 
 
-#: characters XML 1.0 does not allow (control characters other than tab, newline and return, and
-#: lone surrogates): one in a name would make the whole chart an invalid image
-NOT_XML = {**{c: "\ufffd" for c in range(32) if chr(c) not in "\t\n\r"},
-           **{c: "\ufffd" for c in range(0xD800, 0xE000)}, 0xFFFE: "\ufffd", 0xFFFF: "\ufffd"}
+#: characters XML 1.0 does not allow that :func:`esc` does not escape already (controls and lone
+#: surrogates it does): one in a name would make the whole chart an invalid image
+NOT_XML = {0xFFFE: "\ufffd", 0xFFFF: "\ufffd"}
 
 
 def esc(text: object) -> str:
-    """``text`` safe inside an element or a double- or single-quoted attribute; characters XML
-    cannot hold shown as U+FFFD."""
-    return (str(text).translate(NOT_XML).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """``text`` safe inside an element or a double- or single-quoted attribute; control, bidi and
+    lone surrogate characters written as escapes, as the rest of the report shows them
+    (:func:`audit.reporters.formatting.shown`), anything else XML cannot hold as U+FFFD."""
+    return (shown(str(text)).translate(NOT_XML).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;").replace("'", "&#39;"))
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.reporters.csv import build_tables
+from audit.reporters.formatting import shown
 from audit.reporters.months_view import months_table
 from audit.reporters.xlsx_cells import (
     cell_kinds,
@@ -77,7 +78,7 @@ def fill(sheet, head: list[str], rows: list[list[Any]], kinds: list[list[str | N
     sheet.freeze_panes = "A2"
 
 
-def put(cell, value: Any, kind: str | None, shown: str) -> None:
+def put(cell, value: Any, kind: str | None, number_shown: str) -> None:
     """One cell: a number (typed column, finite decimal), empty (typed column, not measured) or text."""
     from openpyxl.styles import Alignment
 
@@ -85,12 +86,12 @@ def put(cell, value: Any, kind: str | None, shown: str) -> None:
     if exact is not None:
         cell.value = exact if isinstance(exact, int) else format(exact, "f")
         cell.data_type = "n"  # a number whose stored text is the exact decimal (no float)
-        cell.number_format = shown
+        cell.number_format = number_shown
         cell.alignment = Alignment(horizontal="right")
     elif kind and value is None:
         return  # not measured: an empty cell, never a zero
     else:
-        cell.value = "" if value is None else str(value)
+        cell.value = "" if value is None else shown(str(value))  # control and bidi characters escaped
         cell.data_type = "s"  # a string cell, even when it starts with "=": never a formula
         cell.number_format = "@"
 

@@ -491,3 +491,14 @@ def test_a_part_line_s_machine_names_the_coverage_not_the_node_s_label():
             splitter.add_lines_in_engine(lines, rendered_on_duckdb(WALK["name"]))
         kinds["machine_type" in rows[0]] = splitter.coverage["n1-1"].instance_type
     assert kinds == {True: "n1-standard-48", False: "g2-standard-48"}
+
+
+def test_placement_misfit_names_hostile_pods_cut_and_escaped_as_every_fit_value():
+    """A pod name from the data with a right-to-left override and 100 more characters is cut to 60
+    characters with the override escaped, in nearest as in the message (docs/audit-json.md); before,
+    nearest held the raw 105-character name."""
+    from audit.gpuunits import placement_misfit
+
+    misfit = placement_misfit("n1", {"llm/\u202e" + "P" * 100, "llm/chat-a"})
+    assert misfit.nearest == ("llm/chat-a", "llm/\\u202ePPPPPPPPPPPPPP…" + "P" * 35)
+    assert "the pods llm/chat-a, llm/\\u202ePPPPPPPPPPPPPP…" in misfit.message

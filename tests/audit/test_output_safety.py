@@ -62,6 +62,20 @@ def test_csv_cells_are_neutralised_and_amounts_untouched(audit, tmp_path):
     assert all(not a.startswith("'") for a in amounts)
 
 
+def test_csv_and_xlsx_cells_escape_bidi_and_control_characters(audit, tmp_path):
+    """A right-to-left override or a newline in a data string is written as its escape, as the fit
+    messages and the HTML/PDF pages show it (before: raw, the cell reading "@SUM(1)live")."""
+    doc = copy.deepcopy(audit)
+    doc["sources"][0]["name"], doc["sources"][1]["name"] = "@SUM(1)\u202eevil", "new\nline \u2066x\u2069"
+    CsvReporter().report(doc, tmp_path)
+    XlsxReporter().report(doc, tmp_path / "t.xlsx")
+    with open(tmp_path / "sources.csv", newline="", encoding="utf-8") as fh:
+        names = [row["name"] for row in csv.DictReader(fh)][:2]
+    sheet = openpyxl.load_workbook(tmp_path / "t.xlsx")["Sources"]
+    assert names == ["'@SUM(1)\\u202eevil", "new\\nline \\u2066x\\u2069"]
+    assert [sheet.cell(r, 1).value for r in (2, 3)] == ["@SUM(1)\\u202eevil", "new\\nline \\u2066x\\u2069"]
+
+
 def test_xlsx_is_the_same_bytes_for_the_same_audit(audit, tmp_path):
     XlsxReporter().report(audit, tmp_path / "a.xlsx")
     XlsxReporter().report(audit, tmp_path / "b.xlsx")

@@ -81,12 +81,14 @@ def test_escaping_covers_markup_and_both_quotes():
 
 
 def test_characters_xml_cannot_hold_do_not_break_the_chart(sample):
-    """A control character or a lone surrogate in a name is shown as U+FFFD; the chart still parses."""
-    assert esc("a\x00b\x1bc\td\ud800") == "a\ufffdb\ufffdc\td\ufffd"
-    audit = with_months(sample, {"embed": "emb\x07ed\x1b[31m"})
+    """A control, bidi or lone surrogate character in a name is written as its escape, as in the rest
+    of the report (before: U+FFFD, and U+202E raw, reversing the label); one XML cannot hold
+    otherwise (U+FFFE) as U+FFFD; the chart still parses."""
+    assert esc("a\x00b\x1bc\td\ud800\ufffe") == "a\\x00b\\x1bc\\td\\ud800\ufffd"
+    audit = with_months(sample, {"embed": "emb\x07ed\x1b[31m\u202eevil"})
     uri = months_chart(audit)
     assert_self_contained(uri)
-    assert "emb\ufffded\ufffd[31m" in texts(uri)
+    assert "emb\\x07ed\\x1b[31m\\u202eevil" in texts(uri)
 
 
 def test_the_same_audit_draws_the_same_bytes(sample):
