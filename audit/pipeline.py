@@ -29,6 +29,7 @@ from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
 from audit.fit_profiles import devices_of
+from audit.fit_sources import split_money_fit
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
@@ -124,7 +125,14 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
     nodes = normalise.node_map(case, tele, lines)
     mask, _ = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    return fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
+    return fitted(case, collected, lines, mask, classified, tele, nodes)
+
+
+def fitted(case: Case, collected: Collected, lines, mask, classified, tele, nodes) -> fit.Fit:
+    """The case's fit against its data (audit/fit.py) and what the billing readers set apart with
+    money on it (audit/fit_sources.py)."""
+    found = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
+    return replace(found, misfits=found.misfits + tuple(split_money_fit(collected)))
 
 
 def billed_lacks(case: Case, scoped) -> str | None:
@@ -157,15 +165,15 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     nodes = normalise.node_map(case, tele, lines)
     mask, reasons = adjust.in_scope(lines, case.scope)
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
-    fitted = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
-    if strict and fitted.errors:
-        raise misfit_errors(case, fitted)
+    checked = fitted(case, collected, lines, mask, classified, tele, nodes)
+    if strict and checked.errors:
+        raise misfit_errors(case, checked)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread, case.cost_basis)
-    fitted = replace(fitted, misfits=fitted.misfits + overdrawn(charges, classified, case.cost_basis))
+    checked = replace(checked, misfits=checked.misfits + overdrawn(charges, classified, case.cost_basis))
     _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)
-    attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, fitted.undeclared)
+    attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, checked.undeclared)
     ledger, intervals = attributed.ledger, attributed.intervals
     _step(progress, "unit costs, reconciliation and options")
     traffic = unit_costs.traffic_by_service(tele.traffic, case.services, tele.request_counts, tele.serving)
@@ -180,4 +188,4 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,
                        split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found,
-                       fit.Fit(fitted.misfits + split.misfits), shared)
+                       fit.Fit(checked.misfits + split.misfits), shared)

@@ -19,8 +19,8 @@ window filter and normalisation then run on the mapped table (:func:`connectors.
   instance-hours); they are kept so that row counts match the file.
 * **Split cost allocation rows** (``EKSPod-EC2``, ``ECSTask-EC2``, or a split parent resource id other
   than the line's own) share out an instance line that is already billed: they are left out of
-  ``lines`` and returned in table ``split_rows`` (parent resource_id, workload = pod / task ARN,
-  split_cost, ...).
+  ``lines``, summed once into table ``split_summary`` and named in the notes (with any money they
+  carry of their own, which is left out too: :mod:`connectors.billing.cur_split`).
 * **Tags.** ``resourceTags/*`` columns, flat ``resource_tags_*`` columns or the CUR 2.0 tag MAP, as
   a JSON object; user-defined tags lose their ``user:`` / ``user_`` prefix (FOCUS writes user tags
   without a prefix); AWS-generated tags keep theirs. A tag MAP in which two keys would become one
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from pathlib import Path
 
 import duckdb
@@ -52,12 +52,13 @@ from connectors.billing import cur_sql as sql
 from connectors.billing.cur_checks import check_raw, hash_rows_sql
 from connectors.billing.cur_commitments import commitment_terms
 from connectors.billing.cur_compact import compact
+from connectors.billing.cur_split import split_notes, split_summary
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
-from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session, utc_series, utc_text
+from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session
 from connectors.errors import InputError, InputErrors
 from connectors.header_hint import header_hint
 from schemas.billing import BillingLine, ContractCommitment
@@ -71,12 +72,10 @@ FOCUS_SOURCE = {"BilledCost": "line_item_unblended_cost", "ChargeCategory": "lin
                 "ChargePeriodEnd": "line_item_usage_end_date", "BillingCurrency": "line_item_currency_code",
                 "ListCost": "pricing_public_on_demand_cost", "ListUnitPrice": "pricing_public_on_demand_rate",
                 "PricingQuantity": "line_item_usage_amount", "ConsumedQuantity": "line_item_usage_amount"}
-SPLIT_COLUMNS = ["line_id", "resource_id", "workload", "operation", "usage_type", "split_cost",
-                 "unused_cost", "start", "end"]
 
 
 class CurConnector(Connector):
-    """Reads a CUR file or export folder into the ``lines`` table (and ``split_rows``)."""
+    """Reads a CUR file or export folder into the ``lines`` table (and ``split_summary``)."""
 
     format_name = "cur"
     accepts = EITHER
@@ -118,7 +117,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
         check_tags(con, layouts)
     weighted = weighted or summed
     stage(con, weighted)
-    split = split_rows(con, layouts, (ctx.start, ctx.end))
+    split = split_summary(con, layouts, (ctx.start, ctx.end))
     terms = commitment_terms(con, ctx.currency)
     drop_raw(con, len(layouts))
     columns = load_focus_named(con, "mapped", source, consume=True, weight="_n")
@@ -133,12 +132,16 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     except InputErrors as exc:
         raise InputErrors([translate(con, e, layouts, source) for e in exc.errors]) from None
     lines = relabel(con, tables["lines"], layouts)
-    found = {"lines": lines, "split_rows": split}
+    found = {"lines": lines}
+    if len(split):
+        found["split_summary"] = split
     if len(terms):
         found["commitments"] = terms
     notes = file_rows(con, tables["notes"])  # the FOCUS reader's: lines clipped to the window, …
     if lines.empty and rows and from_files:  # no line kept: where the files' own periods lie, alone
         notes = notes_table(files_extent(con, layouts))
+    if len(split):
+        notes = pd.concat([notes, notes_table(split_notes(split))], ignore_index=True)
     if len(notes):
         found["notes"] = notes
     return found, int(rows), covered(lines)
@@ -434,20 +437,3 @@ def effective_rates(lines: pd.DataFrame) -> pd.Series:
                 rate = None
         rates.append(rate)
     return object_series(rates).set_axis(lines.index)
-
-
-def split_rows(con, layouts: list[sql.Layout], window) -> pd.DataFrame:
-    """Split cost allocation rows in the window: evidence of who used an instance, never money."""
-    lo, hi = (utc_text(moment) for moment in window)
-    table = con.sql(sql.split_sql(), params=[hi, lo, lo]).to_arrow_table()
-    labels = [f"{layouts[f].label}:{r}" for f, r in zip(table.column("_file").to_pylist(),
-                                                        table.column("_row").to_pylist())]
-    out = {"line_id": pd.Series(labels, dtype="str")}
-    for name in ("resource_id", "workload", "operation", "usage_type"):
-        out[name] = pd.Series(table.column(name).to_pylist(), dtype="str")
-    out["split_cost"] = object_series([Decimal(v) for v in table.column("split_cost").to_pylist()])
-    out["unused_cost"] = object_series([None if v is None else Decimal(v)
-                                        for v in table.column("unused_cost").to_pylist()])
-    out["start"] = utc_series(table.column("start").to_pandas())
-    out["end"] = utc_series(table.column("end").to_pandas())
-    return pd.DataFrame({name: out[name] for name in SPLIT_COLUMNS})

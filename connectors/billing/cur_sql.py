@@ -484,17 +484,3 @@ def mapped_sql(weighted: bool = False) -> str:
 def origin_sql() -> str:
     """CREATE TABLE origin: (file, row, sub-row) of each row of ``mapped``, in the same order."""
     return f"CREATE TABLE origin AS SELECT * FROM ({staged_parts(None)}) ORDER BY _file, _row, _sub"
-
-
-def split_sql() -> str:
-    """Split cost allocation rows overlapping the window (parameters: window end, start, start)."""
-    start, end = (f"CAST({c} AS TIMESTAMPTZ)" for c in PERIOD)
-    return (f"SELECT _file, _row, coalesce(split_line_item_parent_resource_id, '') AS resource_id, "
-            "coalesce(line_item_resource_id, '') AS workload, "
-            "coalesce(line_item_operation, '') AS operation, "
-            "coalesce(line_item_usage_type, '') AS usage_type, "
-            "trim(coalesce(split_line_item_split_cost, '0')) AS split_cost, "
-            "trim(split_line_item_unused_cost) AS unused_cost, "
-            f"{start} AS start, {end} AS \"end\" FROM raw WHERE {is_split()} "
-            f"AND {start} < CAST(? AS TIMESTAMPTZ) AND ({start} >= CAST(? AS TIMESTAMPTZ) "
-            f"OR {end} > CAST(? AS TIMESTAMPTZ)) ORDER BY _file, _row")

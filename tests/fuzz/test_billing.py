@@ -131,7 +131,8 @@ def outcome(path, summed: bool):
         return str(exc)
     finally:
         cur.compact = kept
-    return {name: result.tables[name].astype(str).to_dict("list") for name in ("lines", "split_rows")}
+    return {name: table.astype(str).to_dict("list") for name, table in result.tables.items()
+            if name in ("lines", "split_summary", "notes")}
 
 
 CUR2_WINDOW = (datetime(2026, 9, 1, 2, tzinfo=UTC), datetime(2026, 9, 2, 7, tzinfo=UTC))

@@ -96,7 +96,7 @@ def test_legacy_csv_sample_loads_with_published_sums():
     assert list(lines.row) == list(range(1, 1282))
     assert set(lines.currency) == {"USD"} and set(lines.provider) == {"AWS"}
     assert str(lines.start.dtype) == "datetime64[ns, UTC]"
-    assert frame.tables["split_rows"].empty
+    assert "split_summary" not in frame.tables  # no split rows
 
 
 @pytest.mark.slow
@@ -231,12 +231,48 @@ def test_cur2_tags_and_instance_type_come_from_the_maps(cur2):
     assert set(p5.service_name) == {"Amazon Elastic Compute Cloud"} and set(p5.region) == {"us-east-1"}
 
 
-def test_cur2_split_rows_are_evidence_not_money(cur2):
-    lines, split = cur2.tables["lines"], cur2.tables["split_rows"]
+SPLIT_NOTE = ("8 split cost allocation rows (EKS pod / ECS task shares of an EC2 instance) read and kept apart "
+              "from the lines: they share out their parent instance lines' cost, which the audit splits by "
+              "telemetry instead (split cost 154.12 USD, unused cost 0.00 USD)")
+
+
+def test_cur2_split_rows_are_kept_apart_and_named_in_the_notes(cur2):
+    lines, split = cur2.tables["lines"], cur2.tables["split_summary"]
     assert not lines.resource_id.str.contains(":pod/").any()
-    assert len(split) == 8 and set(split.resource_id) == {"i-0p5a"}
-    assert total(split.split_cost) == 8 * Decimal("19.265")
-    assert split.workload.str.contains("/llm/chat-").all() and set(split.operation) == {"EKSPod-EC2"}
+    assert "split_rows" not in cur2.tables  # no table a row: one aggregate
+    s = split.iloc[0]
+    assert (s["rows"], s["money_rows"], s["money_at"]) == (8, 0, "")
+    assert s["split_line_item_split_cost"] == 8 * Decimal("19.265")
+    assert s["split_line_item_unused_cost"] == 0 and s["line_item_unblended_cost"] == 0
+    notes = cur2.tables["notes"]
+    split_notes = notes[notes.note.str.contains("split cost allocation")]
+    assert list(split_notes.itertuples(index=False, name=None)) == [(6, "line_item_operation", SPLIT_NOTE)]
+
+
+def split_rows_with_money() -> list[dict]:
+    """The synthetic CUR 2.0 rows with each EKS split row billing 20.00 of its own."""
+    return [dict(r, line_item_unblended_cost=20.0) if r["line_item_operation"] == "EKSPod-EC2" else r
+            for r in cur2_rows()]
+
+
+MONEY_NOTE = ("8 split cost allocation rows carry money of their own (export-00001.snappy.parquet:6, "
+              "export-00001.snappy.parquet:7, export-00001.snappy.parquet:14 and 5 more): "
+              "line_item_unblended_cost 160.00 USD, left out of the lines and the invoice total: a split row "
+              "shares out its parent instance line's cost, which that line bills already (AWS writes 0 "
+              "there), so counting it would bill the instance twice")
+
+
+def test_split_rows_with_money_of_their_own_are_named_not_billed_twice(cur2, tmp_path):
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet", split_rows_with_money())
+    frame = read_cur(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1))
+    lines = frame.tables["lines"]
+    assert total(lines.billed_cost) == total(cur2.tables["lines"].billed_cost)  # the instances billed once
+    s = frame.tables["split_summary"].iloc[0]
+    assert (s["money_rows"], s["line_item_unblended_cost"]) == (8, Decimal("160"))
+    notes = frame.tables["notes"]
+    split_notes = notes[notes.note.str.contains("split cost allocation")]
+    assert list(split_notes.note) == [SPLIT_NOTE, MONEY_NOTE]
+    assert set(split_notes.row) == {6}
 
 
 def test_a_line_that_is_its_own_split_parent_stays_money(tmp_path):

@@ -44,8 +44,9 @@ def assert_same(path: Path, start: datetime, end: datetime, monkeypatch, **optio
     summed = read(path, start, end, True, monkeypatch, **options)
     plain = read(path, start, end, False, monkeypatch, **options)
     assert summed.rows == plain.rows
-    for name in ("lines", "split_rows"):
-        left, right = summed.tables[name], plain.tables[name]
+    assert set(summed.tables) == set(plain.tables)
+    for name in ("lines", "split_summary", "notes"):
+        left, right = (frame.tables.get(name, pd.DataFrame()) for frame in (summed, plain))
         assert list(left.columns) == list(right.columns), name
         assert len(left) == len(right), name
         for column in left.columns:

@@ -1,0 +1,25 @@
+"""audit/fit_sources.py: split cost allocation rows that carry money of their own, named as a fit warning."""
+from __future__ import annotations
+
+from audit.collected import Collected
+from audit.fit_sources import split_money_fit
+from tests.builders import cur2_rows, read_cur, write_cur2
+from tests.connectors.billing.test_cur import MONEY_NOTE, split_rows_with_money, utc
+
+
+def read(tmp_path, rows):
+    """The synthetic CUR 2.0 ``rows`` read over September 2026, as the collect stage hands them on."""
+    path = write_cur2(tmp_path / "export-00001.snappy.parquet", rows)
+    return Collected(frames=(read_cur(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1)),))
+
+
+def test_split_rows_with_money_are_a_warning_naming_rows_amount_and_why(tmp_path):
+    [misfit] = split_money_fit(read(tmp_path, split_rows_with_money()))
+    assert (misfit.kind, misfit.subject, misfit.severity) == ("split_rows_money", "billing source cur", "warning")
+    assert misfit.message == f"billing source cur: {MONEY_NOTE}"
+    assert misfit.nearest == ("export-00001.snappy.parquet:6", "export-00001.snappy.parquet:7",
+                              "export-00001.snappy.parquet:14")
+
+
+def test_split_rows_without_money_are_no_warning(tmp_path):
+    assert split_money_fit(read(tmp_path, cur2_rows())) == []
