@@ -27,6 +27,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
+from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpuunits import device_key, devices, fraction, placement_misfit, units_of
 from audit.ledger import (
     NO_SAMPLE,
@@ -111,6 +112,8 @@ class GpuSplitter:
         #: node -> the pods whose GPUs :meth:`_pooled` took at the mean of the node's unlabelled GPUs
         self.assumed: dict[str, set[str]] = {}
         self._service: dict[tuple, str] = {}
+        #: the intervals billed beyond their GPUs and what lies beyond them (audit/gpu_over.py)
+        self.beyond = Beyond()
 
     @staticmethod
     def _index_activity(activity: pd.DataFrame) -> Mapping:
@@ -155,26 +158,25 @@ class GpuSplitter:
             return
         plan = LinePlan(lines, self._grid)
         self.misfits += plan.capped
-        node_lists: dict = {}
-        turns: Counter = Counter()
-        for resource, key, period, fact, text, kind, net, gross, priced, committed in zip(
-                plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
-                lines["machine"], lines["net"], lines["pretax"], lines["priced"], lines["committed"]):
-            _, instances, time_code = plan.facts.facts[fact]
-            known = self.nodes_of_resource.get(resource, ())
-            turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
-            turns[(resource, period, text)] += 1
-            nodes = node_lists.get((resource, instances, turn))
-            if nodes is None:
-                nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
-            cover = self.coverage.get(key)
-            if cover is None:
-                cover = self.coverage[key] = self._cover(resource, known, nodes, kind)
+        placed = self._placed(plan, lines)
+        held = held_back(plan, lines, placed)
+        self._full(plan, [(*found[:5], row[0]) for found, row in held.items()])
+        for key, period, fact, nodes, net, gross, priced, committed in zip(
+                plan.keys, lines.period, plan.fact, placed, lines["net"], lines["pretax"], lines["priced"],
+                lines["committed"]):
             grid, parts = plan.grids[period]
             count = plan.gpus.get(key, 0)
             if not parts or count <= 0:
                 continue
+            cover = self.coverage[key]
             cover.gpus = max(cover.gpus, count)
+            _, instances, time_code = plan.facts.facts[fact]
+            if key in plan.stacked:  # summed per node and facts, added at their first line, as the engine adds them
+                for node in nodes:
+                    row = held.pop((key, node, period, count, time_code, instances), None)
+                    if row is not None:
+                        self._add_row(plan, key, node, period, count, time_code, instances, *row)
+                continue
             share = count * instances
             occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
@@ -182,6 +184,34 @@ class GpuSplitter:
                          committed * part / share if committed else ZERO)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
+        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
+
+    def _placed(self, plan: LinePlan, lines: GpuLines) -> list[list[str]]:
+        """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`), each resource
+        key's coverage made at its first line."""
+        node_lists: dict = {}
+        turns: Counter = Counter()
+        out = []
+        for resource, key, period, fact, text, kind in zip(plan.resources, plan.keys, lines.period, plan.fact,
+                                                          lines["charge_description"], lines["machine"]):
+            instances = plan.facts.facts[fact][1]
+            known = self.nodes_of_resource.get(resource, ())
+            turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
+            turns[(resource, period, text)] += 1
+            nodes = node_lists.get((resource, instances, turn))
+            if nodes is None:
+                nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
+            if key not in self.coverage:
+                self.coverage[key] = self._cover(resource, known, nodes, kind)
+            out.append(nodes)
+        return out
+
+    def _full(self, plan: LinePlan, rows: list) -> None:
+        """The full intervals of the stacked keys' summed ``rows`` (an interval holds its seconds,
+        the last one clipped to the window)."""
+        end = self.case.end
+        self.beyond.full(rows, plan.grids, plan.facts.occupancy,
+                         lambda ts: Decimal(min(self.step, int((end - ts).total_seconds()))))
 
     def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
         """A billed resource's coverage, as its first line gives it."""
@@ -230,24 +260,37 @@ class GpuSplitter:
             cover = self.coverage[rkey] = self._cover(resource, known, nodes, kind)
             if has_parts and gpus > 0:
                 cover.gpus = gpus
-        for rkey, node, period, gpus, time_code, instances, placements, net, gross, priced, committed in sum_rows:
-            grid, parts = plan.grids[period]
-            cover, share = self.coverage[rkey], gpus * instances
-            occupancy = plan.facts.occupancy(time_code)
-            for (ts, overlap), part in zip(grid, parts):
-                money = (net * part / share, gross * part / share, priced * part / share,
-                         committed * part / share if committed else ZERO)
-                self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements)
+        self._full(plan, [row[:5] + (row[6],) for row in sum_rows if row[0] in plan.stacked])
+        for row in sum_rows:
+            self._add_row(plan, *row)
+        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
 
-    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1) -> None:
+    def _add_row(self, plan: LinePlan, key, node, period, gpus, time_code, instances, placements,
+                 net, gross, priced, committed) -> None:
+        """The summed money of ``placements`` (line, node) placements of a key, divided once and
+        added to each interval of their period by its part."""
+        grid, parts = plan.grids[period]
+        cover, share = self.coverage[key], gpus * instances
+        occupancy = plan.facts.occupancy(time_code)
+        for (ts, overlap), part in zip(grid, parts):
+            money = (net * part / share, gross * part / share, priced * part / share,
+                     committed * part / share if committed else ZERO)
+            self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements, key)
+
+    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1, key=None) -> None:
         """One line's share of one node's GPUs in one interval (or the summed money of ``lines`` such
         placements), added to each holder's group. Its GPU time is the overlap × the line's occupancy
         (:mod:`audit.line_facts`: the share of its period it bills); a line that bills no GPU time (the
         core / RAM part of a machine billed in parts, occupancy 0) adds money only: neither seconds nor
-        GPUs, which the GPU meter's line counts (once)."""
+        GPUs, which the GPU meter's line counts (once). In a full interval of ``key`` (one billed beyond
+        its GPUs, :mod:`audit.gpu_over`) the holders keep the fit of it (:meth:`Beyond.split`)."""
         counts_time = occupancy != 0
         time = (overlap if occupancy == 1 else overlap * occupancy) * lines
         cover.paid_seconds += time * gpus
+        kept = self.beyond.split(self.groups, key, node, ts, time, gpus, money) if key is not None and counts_time \
+            else None
+        if kept is not None:
+            time, money, lines = kept
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed
         net, gross, priced, committed = money
