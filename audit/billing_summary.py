@@ -4,9 +4,11 @@ Totals by ChargeCategory, ServiceName and currency (billed and effective), and G
 instance type, for each source named on the command line. Money is never added across currencies:
 every category and service total is kept per BillingCurrency; over sources in several currencies
 each of their rows names its currency (one row per name and currency, no grand total across them).
-The format is sniffed from the file's header unless given. FOCUS and CUR sources are totalled in
-DuckDB, where they lie (no line reaches pandas); Azure and GCP exports still go through their
-connectors.
+The format is sniffed from the file's header unless given; a folder is sniffed by its first
+billing data file (a README or PROVENANCE.md beside the exports is not one). A case folder
+(one holding case.toml) stands for its ``[[billing]]`` sources, each read in the format it names.
+FOCUS and CUR sources are totalled in DuckDB, where they lie (no line reaches pandas); Azure and
+GCP exports still go through their connectors.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from audit.money import ZERO, cents, fmt, largest_remainder
 from schemas.secrets import mask_url
@@ -42,11 +45,19 @@ def sniff_format(path: Path) -> str:
                      "(focus, cur, azure, gcp_billing)")
 
 
+#: the names a billing export's data files end in (CUR and FOCUS CSV or Parquet, Azure CSV, GCP JSON lines or Avro)
+DATA_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".avro", ".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json.gz")
+
+
 def _header(path: Path) -> list[str]:
     name = path.name.lower()
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.endswith(".json"))
-        return _header(files[0]) if files else []
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES))
+        if not files:
+            from connectors.errors import InputError
+            raise InputError(path, "no billing data file in the folder",
+                             expected=f"billing export files ({', '.join(DATA_SUFFIXES)}), or a case folder")
+        return _header(files[0])
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq
         return pq.read_schema(path).names
@@ -75,12 +86,12 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
     from connectors.bounds import EITHER, check_source_path
 
     start, end = window or (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc))
-    out = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
-           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO), "notes": []}
-    for source in sources:
-        path = _local(source)
+    notes: list[str] = []
+    out: dict[str, Any] = {"sources": [], "by_category": defaultdict(_pair), "by_service": defaultdict(_pair),
+                           "by_currency": defaultdict(_pair), "gpu_hours": defaultdict(lambda: ZERO), "notes": notes}
+    for source, path, kind in _expanded(sources, fmt_name, notes):
         check_source_path(path, EITHER, expected="a billing export file or folder")  # a FIFO would block the read
-        kind = fmt_name or sniff_format(path)
+        kind = kind or sniff_format(path)
         if kind in PUSHDOWN:
             rows, lines = _pushdown(out, path, kind, (start, end), currency)
         else:
@@ -90,6 +101,31 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
 
 
 PUSHDOWN = ("focus", "cur")
+
+
+def _expanded(sources: list[str], fmt_name: str | None, notes: list[str]) -> list[tuple[str, Path, str | None]]:
+    """(name, local path, format or None to sniff) of each source; a case folder (holding
+    case.toml) gives its ``[[billing]]`` sources in the formats it names, and a note saying so (its
+    window is not applied: ``--window`` is)."""
+    from audit.case import load_case
+    from schemas.errors import UsageError
+
+    out: list[tuple[str, Path, str | None]] = []
+    for source in sources:
+        path = _local(source)
+        if not (path.is_dir() and (path / "case.toml").is_file()):
+            out.append((source, path, fmt_name))
+            continue
+        case = load_case(path)
+        billing = [s for s in case.sources if s.kind == "billing"]
+        remote = [s.name for s in billing if s.path is None]
+        if remote or not billing:
+            raise UsageError(f"{source}: a case folder whose billing is not a local path "
+                             f"({', '.join(remote) or 'no [[billing]] source'}): pass its billing file, folder or uri")
+        out += [(str(s.path), s.path, s.format) for s in billing if s.path is not None]
+        notes.append(f"{source}: the case's [[billing]] sources ({', '.join(s.name for s in billing)}), each in "
+                     "the format it names; the case's window is not applied (--window is)")
+    return out
 
 
 def _local(source: str) -> Path:

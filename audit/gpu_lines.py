@@ -10,6 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
+from audit.gpu_over import stacked_keys
 from audit.line_facts import LineFacts, capped_fit
 from audit.lines import resource_key
 from audit.money import ZERO
@@ -95,7 +96,9 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
 class LinePlan:
     """What the split reads of each line, worked out once for both ways of walking them: its
     resource (key), its facts, its key's GPU count (the most any of the key's lines gives), its
-    billing period's grid, and the lines whose quantity the facts cap at their period, named."""
+    billing period's grid, the lines whose quantity the facts cap at their period, named, and the
+    keys whose GPU-time lines overlap in time (``stacked``: only they can bill an interval beyond
+    their GPUs, :mod:`audit.gpu_over`)."""
 
     def __init__(self, lines: GpuLines, grid_of):
         ids = lines["resource_id"]
@@ -109,6 +112,10 @@ class LinePlan:
             lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
             lines["charge_description"], lines.period)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
+        self.line_ids, self.period, self.periods = lines["line_id"], lines.period, lines.periods
+        codes = np.fromiter((code for _, _, code in facts.facts), dtype=np.int64, count=len(facts.facts))
+        self.stacked = stacked_keys(self.keys, lines.period, lines.periods,
+                                    codes[np.asarray(self.fact, dtype=np.int64)] != 0 if self.fact else np.zeros(0, bool))
         self.gpus: dict[str, int] = {}
         for key, fact in zip(self.keys, self.fact):
             count = facts.facts[fact][0]

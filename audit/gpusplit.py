@@ -28,13 +28,20 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
+from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpuunits import (
+    UnitIds,
     device_key,
     devices,
-    fraction,
+    gpu_key,
     oversubscribed_misfit,
     placement_misfit,
+    pod_name,
+    pooled_shares,
+    request_count,
+    text_key,
     units_of,
+    whole_weight,
 )
 from audit.ledger import (
     NO_SAMPLE,
@@ -121,13 +128,15 @@ class GpuSplitter:
         #: node -> interval -> (GPUs requested, GPUs available, pods) where :meth:`_time_sliced` scaled them
         self.oversubscribed: dict[str, dict] = {}
         self._service: dict[tuple, str] = {}
+        #: the intervals billed beyond their GPUs and what lies beyond them (audit/gpu_over.py)
+        self.beyond = Beyond()
 
     @staticmethod
     def _index_activity(activity: pd.DataFrame) -> Mapping:
         """(node, interval) -> its activity rows, in GPU order (index, then UUID; ties in table order)."""
         if not len(activity):
             return {}
-        return rows_by_node_interval(activity, [ranks(activity["gpu"], _gpu_key), ranks(activity["uuid"], _text_key)])
+        return rows_by_node_interval(activity, [ranks(activity["gpu"], gpu_key), ranks(activity["uuid"], text_key)])
 
     @staticmethod
     def _index_unmeasured(unmeasured: pd.DataFrame | None) -> dict:
@@ -165,26 +174,25 @@ class GpuSplitter:
             return
         plan = LinePlan(lines, self._grid)
         self.misfits += plan.capped
-        node_lists: dict = {}
-        turns: Counter = Counter()
-        for resource, key, period, fact, text, kind, net, gross, priced, committed in zip(
-                plan.resources, plan.keys, lines.period, plan.fact, lines["charge_description"],
-                lines["machine"], lines["net"], lines["pretax"], lines["priced"], lines["committed"]):
-            _, instances, time_code = plan.facts.facts[fact]
-            known = self.nodes_of_resource.get(resource, ())
-            turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
-            turns[(resource, period, text)] += 1
-            nodes = node_lists.get((resource, instances, turn))
-            if nodes is None:
-                nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
-            cover = self.coverage.get(key)
-            if cover is None:
-                cover = self.coverage[key] = self._cover(resource, known, nodes, kind)
+        placed = self._placed(plan, lines)
+        held = held_back(plan, lines, placed)
+        self._full(plan, [(*found[:5], row[0]) for found, row in held.items()])
+        for key, period, fact, nodes, net, gross, priced, committed in zip(
+                plan.keys, lines.period, plan.fact, placed, lines["net"], lines["pretax"], lines["priced"],
+                lines["committed"]):
             grid, parts = plan.grids[period]
             count = plan.gpus.get(key, 0)
             if not parts or count <= 0:
                 continue
+            cover = self.coverage[key]
             cover.gpus = max(cover.gpus, count)
+            _, instances, time_code = plan.facts.facts[fact]
+            if key in plan.stacked:  # summed per node and facts, added at their first line, as the engine adds them
+                for node in nodes:
+                    row = held.pop((key, node, period, count, time_code, instances), None)
+                    if row is not None:
+                        self._add_row(plan, key, node, period, count, time_code, instances, *row)
+                continue
             share = count * instances
             occupancy = plan.facts.occupancy(time_code)
             for (ts, overlap), part in zip(grid, parts):
@@ -192,6 +200,34 @@ class GpuSplitter:
                          committed * part / share if committed else ZERO)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
+        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
+
+    def _placed(self, plan: LinePlan, lines: GpuLines) -> list[list[str]]:
+        """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`), each resource
+        key's coverage made at its first line."""
+        node_lists: dict = {}
+        turns: Counter = Counter()
+        out = []
+        for resource, key, period, fact, text, kind in zip(plan.resources, plan.keys, lines.period, plan.fact,
+                                                          lines["charge_description"], lines["machine"]):
+            instances = plan.facts.facts[fact][1]
+            known = self.nodes_of_resource.get(resource, ())
+            turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
+            turns[(resource, period, text)] += 1
+            nodes = node_lists.get((resource, instances, turn))
+            if nodes is None:
+                nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
+            if key not in self.coverage:
+                self.coverage[key] = self._cover(resource, known, nodes, kind)
+            out.append(nodes)
+        return out
+
+    def _full(self, plan: LinePlan, rows: list) -> None:
+        """The full intervals of the stacked keys' summed ``rows`` (an interval holds its seconds,
+        the last one clipped to the window)."""
+        end = self.case.end
+        self.beyond.full(rows, plan.grids, plan.facts.occupancy,
+                         lambda ts: Decimal(min(self.step, int((end - ts).total_seconds()))))
 
     def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
         """A billed resource's coverage, as its first line gives it."""
@@ -240,24 +276,37 @@ class GpuSplitter:
             cover = self.coverage[rkey] = self._cover(resource, known, nodes, kind)
             if has_parts and gpus > 0:
                 cover.gpus = gpus
-        for rkey, node, period, gpus, time_code, instances, placements, net, gross, priced, committed in sum_rows:
-            grid, parts = plan.grids[period]
-            cover, share = self.coverage[rkey], gpus * instances
-            occupancy = plan.facts.occupancy(time_code)
-            for (ts, overlap), part in zip(grid, parts):
-                money = (net * part / share, gross * part / share, priced * part / share,
-                         committed * part / share if committed else ZERO)
-                self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements)
+        self._full(plan, [row[:5] + (row[6],) for row in sum_rows if row[0] in plan.stacked])
+        for row in sum_rows:
+            self._add_row(plan, *row)
+        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
 
-    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1) -> None:
+    def _add_row(self, plan: LinePlan, key, node, period, gpus, time_code, instances, placements,
+                 net, gross, priced, committed) -> None:
+        """The summed money of ``placements`` (line, node) placements of a key, divided once and
+        added to each interval of their period by its part."""
+        grid, parts = plan.grids[period]
+        cover, share = self.coverage[key], gpus * instances
+        occupancy = plan.facts.occupancy(time_code)
+        for (ts, overlap), part in zip(grid, parts):
+            money = (net * part / share, gross * part / share, priced * part / share,
+                     committed * part / share if committed else ZERO)
+            self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements, key)
+
+    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1, key=None) -> None:
         """One line's share of one node's GPUs in one interval (or the summed money of ``lines`` such
         placements), added to each holder's group. Its GPU time is the overlap × the line's occupancy
         (:mod:`audit.line_facts`: the share of its period it bills); a line that bills no GPU time (the
         core / RAM part of a machine billed in parts, occupancy 0) adds money only: neither seconds nor
-        GPUs, which the GPU meter's line counts (once)."""
+        GPUs, which the GPU meter's line counts (once). In a full interval of ``key`` (one billed beyond
+        its GPUs, :mod:`audit.gpu_over`) the holders keep the fit of it (:meth:`Beyond.split`)."""
         counts_time = occupancy != 0
         time = (overlap if occupancy == 1 else overlap * occupancy) * lines
         cover.paid_seconds += time * gpus
+        kept = self.beyond.split(self.groups, key, node, ts, time, gpus, money) if key is not None and counts_time \
+            else None
+        if kept is not None:
+            time, money, lines = kept
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed
         net, gross, priced, committed = money
@@ -330,10 +379,10 @@ class GpuSplitter:
         seen = {device_key(r) for r in rows}
         found: dict = {}
         for (gpu, uuid), metric in excluded.items():
-            key = device_key(_Unit(gpu, uuid))
+            key = device_key(UnitIds(gpu, uuid))
             if key not in seen:
                 found.setdefault(key, metric)
-        return [found[key] for key in sorted(found, key=lambda g: (_gpu_key(g[0]), g[1]))]
+        return [found[key] for key in sorted(found, key=lambda g: (gpu_key(g[0]), g[1]))]
 
     def _unmeasured(self, holder: str, missing, left: list) -> list[tuple]:
         """``missing`` GPUs no (valid) sample measures, under ``holder``: those the scheduler's requests
@@ -344,12 +393,12 @@ class GpuSplitter:
             req = left[0]
             n = min(req.gpus, missing)
             owner = self._service_or_undeclared(req.namespace, req.pod, "")
-            out.append((holder, _whole(n), ZERO, "", req.pod, owner if owner in self.services else ""))
+            out.append((holder, whole_weight(n), ZERO, "", req.pod, owner if owner in self.services else ""))
             missing -= n
             left[0] = req._replace(gpus=req.gpus - n)
             if left[0].gpus <= 0:
                 left.pop(0)
-        return out + ([(holder, _whole(missing), ZERO, "", "", "")] if missing > 0 else [])
+        return out + ([(holder, whole_weight(missing), ZERO, "", "", "")] if missing > 0 else [])
 
     def _holders(self, node, ts, units: list, unseen=0) -> tuple[list[tuple], list]:
         """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label
@@ -363,7 +412,7 @@ class GpuSplitter:
         Requests that ask for more than the unlabelled units and the ``unseen`` GPUs (billed, without
         a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
         labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
-        pending = [req._replace(gpus=_count(req.gpus)) for req in self.requests.get((node, ts), [])
+        pending = [req._replace(gpus=request_count(req.gpus)) for req in self.requests.get((node, ts), [])
                    if (req.namespace, req.pod) not in labelled]
         known = self.known_pods.get(node, set())
         placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
@@ -389,10 +438,10 @@ class GpuSplitter:
         left = available
         for i in placeable[:-1]:
             scaled = pending[i].gpus * available / asked
-            pending[i] = pending[i]._replace(gpus=_whole(scaled))
+            pending[i] = pending[i]._replace(gpus=whole_weight(scaled))
             left -= scaled
-        pending[placeable[-1]] = pending[placeable[-1]]._replace(gpus=_whole(left))
-        pods = tuple(_pod_name(pending[i]) for i in placeable)
+        pending[placeable[-1]] = pending[placeable[-1]]._replace(gpus=whole_weight(left))
+        pods = tuple(pod_name(pending[i]) for i in placeable)
         self.oversubscribed.setdefault(node, {})[ts] = (asked, available, pods)
 
     def _pooled(self, node, free: list, pending: list, placeable: list[int]) -> list[tuple]:
@@ -414,12 +463,12 @@ class GpuSplitter:
             take = min(req.gpus, room)
             if take <= 0:
                 break
-            out += _spread(self._service_or_undeclared(req.namespace, req.pod, ""), take, capacity, pool, req.pod)
+            out += pooled_shares(self._service_or_undeclared(req.namespace, req.pod, ""), take, capacity, pool, req.pod)
             pending[i] = req._replace(gpus=req.gpus - take)
             room -= take
-            pods.append(_pod_name(req))
+            pods.append(pod_name(req))
         if room > 0:
-            out += _spread(UNALLOCATED, room, capacity, pool, "")
+            out += pooled_shares(UNALLOCATED, room, capacity, pool, "")
         if len(pods) > 1 or (pods and room > 0):
             self.assumed.setdefault(node, set()).update(pods)
         return out
@@ -441,42 +490,3 @@ class GpuSplitter:
             labels = {"namespace": namespace, "pod": pod, "container": container}
             found = self._service[key] = service_of(labels, self.services, self.pod_models) or f"{UNDECLARED}"
         return found
-
-
-class _Unit:
-    """The identifiers of a GPU unit (what device_key reads)."""
-
-    def __init__(self, gpu: str, uuid: str):
-        self.gpu, self.uuid = gpu, uuid
-
-
-def _count(gpus) -> int | Decimal:
-    """A request's GPU count: a whole number as an int, a fraction (a pod that ran part of the
-    interval) as the exact Decimal the split has always read a float as."""
-    return int(gpus) if float(gpus).is_integer() else fraction(gpus)
-
-
-def _pod_name(req) -> str:
-    """A request's pod as the warnings name it: namespace/pod (the pod alone without a namespace)."""
-    return f"{req.namespace}/{req.pod}" if req.namespace else req.pod
-
-
-def _whole(weight):
-    """A weight that is a whole number as an int (a whole GPU counts as it always did), else itself."""
-    return int(weight) if weight == int(weight) else weight
-
-
-def _spread(holder: str, take, capacity, pool: Mapping[str, list], pod: str) -> list[tuple]:
-    """(holder, weight, busy, source, pod) of ``take`` of a pool of ``capacity`` GPU units: per
-    activity source, its part of ``take`` at its units' mean activity."""
-    return [(holder, _whole(take if weight == capacity else take * weight / capacity), active / weight, source, pod)
-            for source, (weight, active) in pool.items()]
-
-
-def _text_key(value) -> tuple:
-    """Texts in their own order; anything else (a missing UUID) after them, never compared with them."""
-    return (0, value) if isinstance(value, str) else (1, repr(value))
-
-
-def _gpu_key(gpu: str):
-    return (0, int(gpu)) if str(gpu).isdigit() else (1, str(gpu))

@@ -177,3 +177,44 @@ def oversubscribed_misfit(node: str, spans: Mapping[datetime, tuple]) -> Misfit:
 def _figure(value) -> str:
     """A GPU count or ratio as the warnings show it: at most four decimals, no trailing zeros."""
     return format(Decimal(value).quantize(Decimal("0.0001")).normalize(), "f")
+
+
+# The scheduler's requests on a node's GPUs (audit/gpusplit.py GpuSplitter._holders).
+
+class UnitIds:
+    """The identifiers of a GPU unit (what device_key reads)."""
+
+    def __init__(self, gpu: str, uuid: str):
+        self.gpu, self.uuid = gpu, uuid
+
+
+def request_count(gpus) -> int | Decimal:
+    """A request's GPU count: a whole number as an int, a fraction (a pod that ran part of the
+    interval) as the exact Decimal the split has always read a float as."""
+    return int(gpus) if float(gpus).is_integer() else fraction(gpus)
+
+
+def pod_name(req) -> str:
+    """A request's pod as the warnings name it: namespace/pod (the pod alone without a namespace)."""
+    return f"{req.namespace}/{req.pod}" if req.namespace else req.pod
+
+
+def whole_weight(weight):
+    """A weight that is a whole number as an int (a whole GPU counts as it always did), else itself."""
+    return int(weight) if weight == int(weight) else weight
+
+
+def pooled_shares(holder: str, take, capacity, pool: Mapping[str, list], pod: str) -> list[tuple]:
+    """(holder, weight, busy, source, pod) of ``take`` of a pool of ``capacity`` GPU units: per
+    activity source, its part of ``take`` at its units' mean activity."""
+    return [(holder, whole_weight(take if weight == capacity else take * weight / capacity), active / weight, source, pod)
+            for source, (weight, active) in pool.items()]
+
+
+def text_key(value) -> tuple:
+    """Texts in their own order; anything else (a missing UUID) after them, never compared with them."""
+    return (0, value) if isinstance(value, str) else (1, repr(value))
+
+
+def gpu_key(gpu: str):
+    return (0, int(gpu)) if str(gpu).isdigit() else (1, str(gpu))

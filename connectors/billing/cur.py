@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
-from connectors.billing.cur_checks import check_raw, hash_rows_sql
+from connectors.billing.cur_checks import HASHES_TABLE, check_raw, hash_rows_sql, repeated_ids
 from connectors.billing.cur_commitments import commitment_terms
 from connectors.billing.cur_compact import compact
 from connectors.billing.cur_split import split_notes, split_summary
@@ -94,7 +94,7 @@ def read_cur(con, files: list[tuple[Path, str]], source: Path, ctx,
     """Load ``files`` (path, label) into ``raw``, check them, map them and build the tables."""
     layouts = [describe(con, path, label) for path, label in files]
     raise_all([e for layout in layouts for e in missing_columns(layout)][:MAX_ERRORS])
-    con.execute("CREATE TEMP TABLE _hashes (h UBIGINT, bad BOOLEAN)")
+    con.execute(HASHES_TABLE)
     for index in range(len(layouts)):
         load_file(con, layouts, index)
     con.execute(sql.raw_view_sql(layouts))
@@ -110,6 +110,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
     where that is exact (:mod:`connectors.billing.cur_compact`). ``weighted``: ``raw`` has column ``_n``
     already, the CUR lines each row sums (a query that summed them)."""
     raise_all(check_raw(con, layouts, from_files))
+    repeats = repeated_ids(con, layouts) if from_files else []
     if rows is None:
         rows = con.execute("SELECT count(*) FROM raw").fetchall()[0][0]
     summed = from_files and compact(con, layouts, (ctx.start, ctx.end), grain)
@@ -142,6 +143,8 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
         notes = notes_table(files_extent(con, layouts))
     if len(split):
         notes = pd.concat([notes, notes_table(split_notes(split))], ignore_index=True)
+    if repeats:
+        notes = pd.concat([notes, notes_table(repeats)], ignore_index=True)
     if len(notes):
         found["notes"] = notes
     return found, int(rows), covered(lines)

@@ -130,19 +130,28 @@ HASHES_PER_PASS = 10_000_000
 def repeated_hash(con) -> bool:
     """Whether two lines share a hash (table ``_hashes``: the candidate hash of the hash pass, or
     the whole row's, :func:`read_whole`): candidates for a line repeated whole,
-    which the FOCUS reader must see as two lines. A large table is checked in passes over disjoint
-    ranges of the hash, so the memory does not grow with the export. Each pass's hashes are sorted
-    with numpy and neighbours compared: 0.2 s for 10 M hashes, where DuckDB's ``GROUP BY h HAVING
-    count(*) > 1`` took 1.7 s alone and 3 s beside the reader's other tables."""
-    rows = con.execute("SELECT count(*) FROM _hashes").fetchall()[0][0]
+    which the FOCUS reader must see as two lines. Each pass's hashes are sorted with numpy and
+    neighbours compared: 0.2 s for 10 M hashes, where DuckDB's ``GROUP BY h HAVING count(*) > 1``
+    took 1.7 s alone and 3 s beside the reader's other tables."""
+    return len(repeated_values(con, "h", first=True)) > 0
+
+
+def repeated_values(con, column: str, first: bool = False) -> np.ndarray:
+    """The values of ``_hashes.column`` (not NULL) that two lines share (``first``: stop at the first
+    pass that finds one). A large table is checked in passes over disjoint ranges of the hash, so
+    the memory does not grow with the export."""
+    rows = con.execute(f"SELECT count({column}) FROM _hashes").fetchall()[0][0]
     passes = max(1, -(-rows // HASHES_PER_PASS))
+    found = []
     for part in range(passes):
-        where = f" WHERE h % {passes} = {part}" if passes > 1 else ""
-        hashes = con.execute(f"SELECT h FROM _hashes{where}").fetchnumpy()["h"]
+        where = f" AND {column} % {passes} = {part}" if passes > 1 else ""
+        hashes = con.execute(f"SELECT {column} FROM _hashes WHERE {column} IS NOT NULL{where}").fetchnumpy()[column]
         hashes = np.sort(np.asarray(hashes, dtype=np.uint64))
-        if len(hashes) > 1 and bool((hashes[1:] == hashes[:-1]).any()):
-            return True
-    return False
+        same = hashes[1:][hashes[1:] == hashes[:-1]]
+        found.append(np.unique(same))
+        if first and len(same):
+            break
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.uint64)
 
 
 def lossy(own: sql.Layout) -> str:

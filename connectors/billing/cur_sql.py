@@ -45,10 +45,9 @@ FIELDS = (
 )
 REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date", "line_item_usage_end_date")
 # How a legacy CSV spells the required fields (for messages about a missing column).
-LEGACY_NAMES = {"line_item_unblended_cost": "lineItem/UnblendedCost",
-                "line_item_line_item_type": "lineItem/LineItemType",
-                "line_item_usage_start_date": "lineItem/UsageStartDate",
-                "line_item_usage_end_date": "lineItem/UsageEndDate"}
+LEGACY_NAMES = {"line_item_unblended_cost": "lineItem/UnblendedCost", "line_item_line_item_type": "lineItem/LineItemType",
+                "line_item_usage_start_date": "lineItem/UsageStartDate", "line_item_usage_end_date": "lineItem/UsageEndDate",
+                "identity_line_item_id": "identity/LineItemId", "identity_time_interval": "identity/TimeInterval"}
 NUMERIC = ("line_item_unblended_cost", "line_item_usage_amount", "line_item_unblended_rate",
            "pricing_public_on_demand_rate", "pricing_public_on_demand_cost",
            "reservation_effective_cost", "reservation_unused_amortized_upfront_fee_for_billing_period",
@@ -94,13 +93,13 @@ class Layout:
     tag_sources: tuple[str, ...] = ()
     # The fields read from a DOUBLE column (Parquet): their text is the value's shortest text.
     doubles: frozenset[str] = frozenset()
-    # The DuckDB type of each field's source (a MAP lookup: VARCHAR); empty where ``exprs`` are the
-    # fields' own text already (a CSV file's table).
+    # The DuckDB type of each field's source (a MAP lookup: VARCHAR); empty for a CSV file's table.
     types: dict[str, str] = field(default_factory=dict)
     # SQL: a hash equal for two lines equal in every column (``row_hash`` with each MAP column hashed
     # by its size: as exact a test of lines repeated whole, cheaper to make); empty: ``row_hash``.
     repeat_hash: str = ""
     candidate_hash: str = ""  # SQL: :meth:`candidate_key` of a Parquet file
+    id_hash: str = ""  # SQL: a hash of identity_line_item_id and identity_time_interval ("": one is missing)
 
     def repeat_key(self) -> str:
         """SQL: the hash that finds candidates for a line repeated whole."""
@@ -131,10 +130,8 @@ def canonical(name: str) -> str:
 
 
 def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]) -> Layout:
-    """Resolve a file's columns (name, DuckDB type) to fields, MAP columns and tag columns.
-
-    CSV columns are read as ``c0..cN`` (VARCHAR); Parquet columns by their own names.
-    """
+    """Resolve a file's columns (name, DuckDB type) to fields, MAP columns and tag columns (CSV
+    columns are read as ``c0..cN``, VARCHAR; Parquet columns by their own names)."""
     csv = fmt != "parquet"
     refs = [f"c{i}" if csv else quote_ident(name) for i, (name, _) in enumerate(described)]
     by_key: dict[str, tuple[str, str, str]] = {}
@@ -175,9 +172,10 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     wanted = {canonical(name) for name in CANDIDATE_COLUMNS}
     cheap = [ref for ref, (name, dtype) in zip(refs, described)
              if canonical(name) in wanted and not dtype.upper().startswith("MAP")]
+    line_id, interval = (by_key.get(canonical(name)) for name in ("identity_line_item_id", "identity_time_interval"))
     return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources,
-                  frozenset(doubles), types, f"hash({', '.join(sized)})",
-                  f"hash({', '.join(cheap)})" if cheap and not csv else "")
+                  frozenset(doubles), types, f"hash({', '.join(sized)})", f"hash({', '.join(cheap)})" if cheap and not
+                  csv else "", f"hash({line_id[0]}, {interval[0]})" if line_id and interval else "")
 
 
 # --- table raw ---------------------------------------------------------------------------------
@@ -193,7 +191,8 @@ def file_relation_sql(layout: Layout, index: int) -> str:
     if layout.fmt == "parquet":
         return (f"CREATE TEMP VIEW f{index} AS SELECT file_row_number + 1 AS {ROW}, * EXCLUDE (file_row_number) "
                 f"FROM {parquet_read(layout)}")
-    return f"CREATE TEMP TABLE f{index} AS SELECT {projection(layout)} FROM {csv_read(layout)}"
+    ids = f", {layout.id_hash} AS _i" if layout.id_hash else ""  # the hash pass's (cur_checks.py), not raw's
+    return f"CREATE TEMP TABLE f{index} AS SELECT {projection(layout)}{ids} FROM {csv_read(layout)}"
 
 
 def row_of(layout: Layout) -> str:
@@ -205,7 +204,7 @@ def file_rows_sql(layout: Layout, index: int) -> str:
     """SELECT one file's lines as rows of ``raw`` from its relation (:func:`file_relation_sql`)."""
     if layout.fmt == "parquet":
         return f"SELECT {index} AS _file, {row_of(layout)} AS _row, {projection(layout)} FROM f{index}"
-    return f"SELECT {index} AS _file, {row_of(layout)} AS _row, * FROM f{index}"
+    return f"SELECT {index} AS _file, {row_of(layout)} AS _row, * {'EXCLUDE (_i) ' if layout.id_hash else ''}FROM f{index}"
 
 
 def shaped(layout: Layout) -> Layout:
@@ -215,7 +214,7 @@ def shaped(layout: Layout) -> Layout:
         return layout
     present = {name: name for name in layout.exprs}
     return Layout(layout.path, layout.fmt, layout.label, layout.width, present, layout.names, "_tags", "_h",
-                  present, ("_tags",))
+                  present, ("_tags",), id_hash="_i" if layout.id_hash else "")
 
 
 def raw_view_sql(layouts: list[Layout]) -> str:

@@ -162,7 +162,8 @@ def _activity(seed: int, n: int = 600) -> pd.DataFrame:
 def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
     from collections import defaultdict
 
-    from audit.gpusplit import GpuSplitter, _gpu_key
+    from audit.gpusplit import GpuSplitter
+    from audit.gpuunits import gpu_key as _gpu_key
     from audit.table_rows import table_rows
 
     frame = _activity(seed)

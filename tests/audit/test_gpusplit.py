@@ -204,7 +204,54 @@ def test_telemetry_naming_more_gpus_than_billed_is_noted_once():
     splitter = split(rows, acts, {"i-1": ("n1",)})
     assert splitter.extra_gpus == {"n1"}
     chat = splitter.groups[("chat", H0.to_pydatetime())]
-    assert (chat.gpus, chat.paid) == (4, Decimal("99.32"))
+    # the two lines bill 4 GPU-hours of the node's 2 GPUs in one hour: chat holds its 2 GPUs (not 4) and
+    # half of each line's money; the other half is beyond the GPUs (audit/gpu_over.py), unallocated
+    assert (chat.gpus, chat.paid) == (2, Decimal("49.66"))
+    assert splitter.groups[(UNALLOCATED, H0.to_pydatetime())].paid == Decimal("49.66")
+
+
+def test_an_hour_billed_twice_is_gpu_time_beyond_the_gpus_named_and_unallocated():
+    """A CUR row appended again with another cost (11.11) and its usage moved to an hour already
+    billed: 16 GPU-hours of an 8-GPU node in one hour. Before: chat held 16 GPUs that hour, its paid
+    GPU-hours and the node's observed ones rose by 8 (24 and 24 of 24 paid), nothing said. Now: the
+    node's 8 GPUs are observed once; half of each line's GPU time and money (the lines' mean) is
+    beyond the GPUs, unallocated and unobserved, and the resource is named with its lines."""
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0 + h * HOUR, "busy_fraction": 0.5, "pod": "chat-0",
+             "namespace": "llm"} for g in range(8) for h in range(2)]
+    rows = [gpu_line(1), gpu_line(2, start=H0 + HOUR, end=H0 + 2 * HOUR),
+            gpu_line(3, start=H0 + HOUR, end=H0 + 2 * HOUR, net=Decimal("11.11"))]
+    splitter = split(rows, acts, {"i-1": ("n1",)})
+    cover, hour = splitter.coverage["i-1"], (H0 + HOUR).to_pydatetime()
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600) == (24, 16)
+    chat, free = splitter.groups[("chat", hour)], splitter.groups[(UNALLOCATED, hour)]
+    assert (chat.gpus, chat.paid, chat.paid_seconds / 3600) == (8, Decimal("54.715"), 8)
+    assert (free.gpus, free.paid, free.paid_seconds / 3600, free.types, free.nodes) == (
+        0, Decimal("54.715"), 8, {}, {"n1"})
+    assert splitter.groups[("chat", H0.to_pydatetime())].paid == Decimal("98.32")
+    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert misfit.nearest == ("i-1",)
+    assert misfit.message == (
+        "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 54.72 USD "
+        "beyond): i-1 (8 GPUs, node n1): 1 interval(s): 2026-09-01T01:00Z (16 GPU-hours billed, at most 8); "
+        "8 GPU-hours and 54.72 USD beyond its GPUs; lines cur.csv:2 (2026-09-01T01:00Z–2026-09-01T02:00Z), "
+        "cur.csv:3 (2026-09-01T01:00Z–2026-09-01T02:00Z). The GPU time beyond the GPUs is paid, not observed, "
+        "and no workload held it: with its share of each line's money (every line of a full interval by the "
+        "same share) it is platform overhead (unallocated), not the time of the GPUs' holders.")
+
+
+def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
+    """Two half hours of one instance and a scale set's two VM rows of an hour on three nodes overlap
+    in time but fit their GPUs: nothing is beyond them, and chat keeps every line's money."""
+    acts = [{"node": node, "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for node in ("n1", "vm-0", "vm-1") for g in range(8)]
+    vmss = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/gpu"
+    rows = [gpu_line(1, end=H0 + HOUR / 2, pricing_quantity=Decimal("0.5"), consumed_quantity=Decimal("0.5")),
+            gpu_line(2, start=H0 + HOUR / 2, pricing_quantity=Decimal("0.5"), consumed_quantity=Decimal("0.5")),
+            gpu_line(3, resource_id=vmss), gpu_line(4, resource_id=vmss)]
+    splitter = split(rows, acts, {"i-1": ("n1",), vmss: ("vm-0", "vm-1", "vm-2")})
+    assert not [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert splitter.groups[("chat", H0.to_pydatetime())].paid == 4 * Decimal("98.32")
+    assert (UNALLOCATED, H0.to_pydatetime()) not in splitter.groups
 
 
 def test_a_line_with_no_gpu_bills_no_gpu_interval():

@@ -116,3 +116,30 @@ def test_the_rows_of_each_table_add_up_to_the_currency_s_total():
     summary = _finish(out)
     assert [r["billed"] for r in summary["by_service"]] == ["0.34", "0.33", "0.33"]
     assert summary["by_currency"] == [{"name": "USD", "billed": "1.00", "effective": "1.00"}]
+
+
+def test_a_case_folder_is_read_through_its_billing_sources():
+    """Before: `costaudit billing CASE` sniffed the case folder's first file (PROVENANCE.md) and said
+    "cannot tell the billing format from its columns" (exit 1). Now: the case's [[billing]] sources,
+    in the formats it names, with a note that its window is not applied."""
+    result = billing(DEMO, "--window", "2026-09-01", "2026-09-02", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [(s["source"], s["format"]) for s in summary["sources"]] == [
+        (str(DEMO / "billing" / "focus_2026-09.csv.gz"), "focus")]
+    hours = {row["instance_type"]: Decimal(row["gpu_hours"]) for row in summary["gpu_hours_by_instance_type"]}
+    assert hours == {"p5.48xlarge": Decimal(2 * 8 * 24), "g6e.12xlarge": Decimal(2 * 4 * 24)}
+    assert summary["notes"] == [f"{DEMO}: the case's [[billing]] sources (aws-focus), each in the format it "
+                                "names; the case's window is not applied (--window is)"]
+
+
+def test_a_folder_is_sniffed_by_its_data_files_not_its_notes(tmp_path):
+    """A PROVENANCE.md beside the export is not a billing file: the folder is FOCUS by its CSV; a
+    folder with no data file says so."""
+    (tmp_path / "PROVENANCE.md").write_text("# Provenance of this case\n")
+    (tmp_path / "focus.csv").write_bytes(SAMPLE.read_bytes())
+    assert sniff_format(tmp_path) == "focus"
+    (tmp_path / "focus.csv").unlink()
+    result = billing(tmp_path)
+    assert result.returncode == 1 and "no billing data file in the folder" in result.stderr
+    assert "cannot tell the billing format" not in result.stderr

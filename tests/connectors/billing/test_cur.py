@@ -567,3 +567,24 @@ def test_a_header_alone_is_said_to_hold_no_line(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "no billing line falls in the window 2019-11-29 – 2019-12-01; ordering-cur: it holds no line at all" \
         in done.stderr and "ChargePeriodStart" not in done.stderr
+
+
+def test_a_line_repeating_another_s_id_and_interval_with_other_usage_dates_is_noted(tmp_path):
+    """Row 3 carries row 1's identity/LineItemId and identity/TimeInterval but bills 03:00-04:00 at
+    11.11. Before: read as a line of its own, nothing said. Now: all are read as billed (4 lines,
+    14.11) and a note names the two lines and their dates; row 4, row 2's id in the next interval
+    (its own dates), is no such line."""
+    header = LEGACY_HEADER + ["identity/TimeInterval"]
+    interval = "2026-09-01T00:00:00Z/2026-09-01T01:00:00Z"
+    rows = [legacy_row(1, "1.00") + [interval], legacy_row(2, "1.00") + [interval],
+            legacy_row(1, "11.11", hour=3) + [interval],
+            legacy_row(2, "1.00", hour=1) + ["2026-09-01T01:00:00Z/2026-09-01T02:00:00Z"]]
+    frame = read_cur(write_legacy(tmp_path / "dup.csv", rows, header))
+    lines = frame.tables["lines"]
+    assert line_total(lines) == 4 and total(lines.billed_cost) == Decimal("14.11")
+    notes = frame.tables["notes"]
+    assert notes[["row", "column"]].values.tolist() == [[3, "identity/LineItemId"]]
+    assert notes.note.tolist() == [
+        "line dup.csv:3 repeats the identity/LineItemId and identity/TimeInterval of line dup.csv:1 with other "
+        "usage dates (2026-09-01T03:00:00Z to 2026-09-01T04:00:00Z, not 2026-09-01T00:00:00Z to "
+        "2026-09-01T01:00:00Z): both are read as billed"]

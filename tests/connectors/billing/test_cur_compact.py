@@ -75,7 +75,7 @@ def test_the_summed_raw_is_far_smaller_and_counts_every_line(export):
     files = cur.discover(export)
     with cur.session() as con:
         layouts = [cur.describe(con, path, label) for path, label in files]
-        con.execute("CREATE TEMP TABLE _hashes (h UBIGINT, bad BOOLEAN)")
+        con.execute(cur.HASHES_TABLE)
         for index in range(len(layouts)):
             cur.load_file(con, layouts, index)
         con.execute(cur.sql.raw_view_sql(layouts))
@@ -246,6 +246,8 @@ def test_repeated_hashes_are_found_in_every_pass(monkeypatch):
             con.execute(f"INSERT INTO _hashes VALUES ({value})")
             assert cur_compact.repeated_hash(con)
             con.execute("DELETE FROM _hashes WHERE rowid = (SELECT max(rowid) FROM _hashes)")
+        con.execute("INSERT INTO _hashes VALUES (0), (19)")  # every repeated value, over every pass
+        assert cur_compact.repeated_values(con, "h").tolist() == [0, 19]
 
 
 def test_tag_keys_one_prefix_apart_keep_their_spelling(tmp_path, monkeypatch):
