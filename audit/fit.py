@@ -56,13 +56,13 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
-from audit.fit_models import gpu_models_fit
+from audit.fit_models import billed_models, gpu_models_fit, node_gpu_models, same_model_nodes
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
-from audit.fit_undeclared import orphan_pods, pod_name, undeclared_fit
+from audit.fit_undeclared import orphan_pods, pod_name, pods_elsewhere, undeclared_fit
 from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, lines_read, resource_key
@@ -163,7 +163,7 @@ def services_fit(case: Case, tele: Telemetry, pods: list[dict[str, str]] | None 
         if own:
             out.extend(_shadowed(name, own, case.services))
             continue
-        out.extend(_service_misfits(name, service, pods, logs.get(name, [])))
+        out.extend(_service_misfits(name, service, pods, logs.get(name, []), tele.series_labels))
     return out
 
 
@@ -185,12 +185,19 @@ def _shadowed(name: str, own: list[dict[str, str]], services: Mapping[str, Servi
     return [Misfit("service_shadowed", subject, message, tuple(text(o) for o in earlier))]
 
 
-def _service_misfits(name: str, service: Service, pods: list[dict[str, str]], logs: list[str]) -> list[Misfit]:
+def _service_misfits(name: str, service: Service, pods: list[dict[str, str]], logs: list[str],
+                     series: pd.DataFrame) -> list[Misfit]:
     subject = f"service {text(name)}"
     if not pods:
-        message = (f"{subject}: telemetry names no pod, so none of its matchers "
-                   f"({', '.join(_written(k, v) for k, v in service.match.items())}) can find its GPU time")
-        return [Misfit("service_matcher", subject, message, ())]
+        matchers = ', '.join(_written(k, v) for k, v in service.match.items())
+        named, near = pods_elsewhere(series)
+        if not named:
+            message = f"{subject}: telemetry names no pod, so none of its matchers ({matchers}) can find its GPU time"
+            return [Misfit("service_matcher", subject, message, ())]
+        message = (f"{subject}: telemetry names no pod on the series the split reads for GPU activity or GPU "
+                   f"requests, so none of its matchers ({matchers}) can find its GPU time; it names {named}, "
+                   f"which the split does not read for activity")
+        return [Misfit("service_matcher", subject, message, tuple(near))]
     reasons, near = _why_no_pod(service, pods)
     if logs:
         message = (f"{subject}: {reasons}; its requests come from {', '.join(text(s) for s in logs)}, but its "
@@ -371,7 +378,7 @@ def nodes_fit(case: Case, lines: pd.DataFrame, gpu_lines: pd.DataFrame, tele: Te
                               f"{what}: {listing(near)}", tuple(text(v) for v in near[:LISTED])))
     seen = _distinct(tele.activity, "node") if len(tele.activity) else set()
     if seen:
-        out.extend(_unmet_gpu_resources(gpu, nodes, seen, carried))
+        out.extend(_unmet_gpu_resources(gpu, nodes, seen, carried, gpu_lines, node_gpu_models(tele)))
         out.extend(_anonymous_gpu_lines(gpu_lines, carried, seen))
     out.extend(_unbilled_gpu_nodes(seen, nodes, gpu, carried, named=bool(len(gpu_lines)) and not gpu))
     return out
@@ -434,18 +441,24 @@ def _carrying(names: list[str], carried: Mapping[str, str]) -> str:
     return ", ".join(parts) + (f" … ({more} more)" if more > 0 else "")
 
 
-def _unmet_gpu_resources(gpu: Mapping[str, str], nodes: NodeMap, seen: set[str],
-                         carried: Mapping[str, str]) -> list[Misfit]:
+def _unmet_gpu_resources(gpu: Mapping[str, str], nodes: NodeMap, seen: set[str], carried: Mapping[str, str],
+                         gpu_lines: pd.DataFrame, node_models: Mapping[str, set[str]]) -> list[Misfit]:
+    """A billed GPU resource no telemetry node joins, with the GPU nodes telemetry names nearest first:
+    those reporting the GPU model the resource is billed as, then by name."""
+    billed = billed_models(gpu_lines) if {"gpu_model", "line_id", "charge_description"} <= set(gpu_lines) else {}
     out = []
     for key, said in sorted(gpu.items()):
         if set(nodes.nodes_of.get(key, ())) & seen:
             continue
-        near = nearest(key, [n for n in carried if n in seen])
+        model = billed[key].model if key in billed else ""
+        same = same_model_nodes(model, node_models)
+        near = nearest(key, same) + nearest(key, [n for n in {*carried, *node_models} if n in seen and n not in same])
         subject = f"billed GPU resource {text(key)}"
         detail = f" ({text(said)})" if said else ""
+        agree = f" (the billed GPU model, {text(model)}, on {listing(same)})" if same else ""
         out.append(Misfit("gpu_resource_not_in_telemetry", subject,
                           f"{subject}{detail} meets no telemetry node (its cost is unattributed: GPU not in "
-                          f"telemetry); telemetry GPU nodes carry: {_carrying(near, carried)}; "
+                          f"telemetry); telemetry GPU nodes carry: {_carrying(near, carried)}{agree}; "
                           f"[nodes] can join them", tuple(text(v) for v in near[:LISTED])))
     return out
 

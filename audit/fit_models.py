@@ -16,6 +16,7 @@ node, the billed model with its first line, and the telemetry's model (the neare
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import pandas as pd
 
@@ -104,3 +105,21 @@ def _mismatch(node: str, key: str, billed: Billed, models: tuple[str, ...], sour
                f"activity, so the join of the resource to the node or the bill is wrong; [nodes] can join the "
                f"resource to the node it is")
     return Misfit("billed_gpu_model", f"node {text(node)}", message, tuple(text(m) for m in models))
+
+
+def node_gpu_models(tele: Telemetry) -> dict[str, set[str]]:
+    """node -> every GPU model telemetry reports for it: :func:`reported_models`, and the ``modelName``
+    of any series a family reads (``Telemetry.series_labels``: a GPU named only on evidence gauges)."""
+    out = {node: set(models) for node, (models, _) in reported_models(tele).items()}
+    named = tele.series_labels
+    if len(named):
+        for node, model in named[["node", "gpu_model"]].drop_duplicates().itertuples(index=False):
+            if str(node) and str(model):
+                out.setdefault(str(node), set()).add(str(model))
+    return out
+
+
+def same_model_nodes(billed: str, node_models: Mapping[str, set[str]]) -> list[str]:
+    """The telemetry nodes whose GPU model family is the billed one's (none where it names no family)."""
+    wanted = family(billed) if billed else ""
+    return sorted(node for node, models in node_models.items() if wanted and wanted in {family(m) for m in models})

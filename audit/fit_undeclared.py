@@ -18,8 +18,10 @@ import difflib
 import re
 from typing import Mapping, Sequence
 
+import pandas as pd
+
 from audit.case import Case, Service
-from audit.misfit import LISTED, Misfit, _matches, _written, text
+from audit.misfit import LISTED, Misfit, _matches, _written, listing, text
 from audit.services import service_of
 
 #: the difflib ratio above which a pod's value is near the values a service's own pods have
@@ -99,3 +101,19 @@ def pod_name(labels: Mapping[str, str]) -> str:
     namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
     return f"{namespace}/{pod}" if namespace else pod
 
+
+def pods_elsewhere(series: pd.DataFrame) -> tuple[str, list[str]]:
+    """The pods telemetry names only on series no table of pods reads (``Telemetry.series_labels``),
+    each with its namespace, node and series names, and the pods themselves ("" and [] where none)."""
+    named = series[series["pod"].astype(str) != ""] if len(series) else series
+    if not len(named):
+        return "", []
+    parts, pods = [], []
+    for (namespace, pod), rows in named.groupby(["namespace", "pod"], sort=True):
+        nodes = sorted({str(n) for n in rows["node"] if str(n)})
+        where = f" in {text(namespace)}" if namespace else ""
+        on = f" on node {listing(nodes)}" if nodes else ""
+        metrics = sorted({str(m) for m in rows["metric"]})
+        parts.append(f"pod {text(pod)}{where}{on}, only on {listing(metrics)}")
+        pods.append(text(pod))
+    return "; ".join(parts[:LISTED]) + (f" … ({len(parts) - LISTED} more)" if len(parts) > LISTED else ""), pods[:LISTED]

@@ -23,6 +23,7 @@ from audit.normalised import (
     REQUEST_COLUMNS,
     REQUEST_COUNT_COLUMNS,
     RESET_COLUMNS,
+    SERIES_LABEL_COLUMNS,
     SERVING_STATS_COLUMNS,
     SWEEP_COLUMNS,
     TRAFFIC_COLUMNS,
@@ -86,7 +87,7 @@ def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ..
 TIMED_FORMATS = ("openmetrics", "prom_dump", "access_log", "nvidia_smi", "dcgmi", "opencost")
 #: tables that hold no interval of the window (a node's labels are read from any sample; the names of
 #: series no family reads)
-UNTIMED_TABLES = ("node_info", "unread_series")
+UNTIMED_TABLES = ("node_info", "unread_series", "series_labels")
 #: formats whose coverage alone says whether a sample is in the window (a request log's is its dated,
 #: parseable lines': its tables also count unparseable lines at the time their text recovers; the
 #: offline GPU logs' and OpenCost's tables hold what their readers excluded, wherever it lay)
@@ -146,6 +147,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      request_counts=_sourced(collected, "requests_detail", REQUEST_COUNT_COLUMNS),
                      histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS),
                      unread_series=_sourced(collected, "unread_series", ["metric"]),
+                     series_labels=_sourced(collected, "series_labels", SERIES_LABEL_COLUMNS),
                      outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele) + gpu_pods_without_requests(tele, case.services)))

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import pandas as pd
 
+from connectors.telemetry.families import SERIES_LABEL_COLUMNS
+
 if TYPE_CHECKING:
     from connectors.profiles.events import Trace
 
@@ -126,6 +128,9 @@ class Telemetry:
     replicas: pd.DataFrame = field(default_factory=lambda: empty_table(REPLICA_COLUMNS + ["source"]))
     #: the names of the series a source holds that no family reads (``metric``, ``source``)
     unread_series: pd.DataFrame = field(default_factory=lambda: empty_table(["metric", "source"]))
+    #: each distinct (series name, namespace, pod, node, GPU model) a source's families name, with its
+    #: ``source``: the pods and GPUs named on series no table of pods reads (connectors.telemetry.families)
+    series_labels: pd.DataFrame = field(default_factory=lambda: empty_table(SERIES_LABEL_COLUMNS + ["source"]))
     #: label values one source names and another does not (see ``mismatches.label_mismatches``)
     label_mismatches: tuple[Mapping[str, Any], ...] = ()
     #: (kind, namespace, name) of each deployment / HPA -> the service it scales, or None

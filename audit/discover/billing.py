@@ -14,9 +14,12 @@ from typing import Iterable
 
 from audit.case import Rule
 from audit.discover.read import Read
-from audit.lines import basis_amount, gpu_hours_of, resource_key
+from audit.lines import basis_amount, gpu_hours_of, line_tags, resource_key
 
 ZERO = Decimal(0)
+#: tag keys the provider writes itself (AWS's aws:createdBy, aws:autoscaling:groupName; a CUR's
+#: resource_tags_aws_* columns): who launched a machine, not which workload it serves
+PROVIDER_TAGS = ("aws:", "aws_")
 
 
 @dataclass
@@ -56,6 +59,10 @@ class Billing:
     gpu_lines_without_resource: int = 0
     gpu_total: Decimal = ZERO
     total: Decimal = ZERO
+    #: (tag key, value) -> the spend of the instance lines without GPUs that carry it: what a request
+    #: log's CPU service can claim (docs/case.md: a service with claims and no matcher)
+    instance_tags: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    instances: Decimal = ZERO
 
 
 def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective") -> Billing:
@@ -84,6 +91,7 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     account.total += amount
     out.total += amount
     if line["resource_class"] != "gpu_compute":
+        _add_instance(out, line, amount)
         return
     hours = gpu_hours_of(line)
     account.gpu += amount
@@ -101,6 +109,16 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     found.gpus = max(found.gpus, int(line.get("gpus_per_instance") or 0))
     found.gpu_hours += hours
     found.cost += amount
+
+
+def _add_instance(out: Billing, line: dict, amount: Decimal) -> None:
+    """Count a line of an instance without GPUs (its instance type named) by the tags it carries."""
+    if not str(line.get("instance_type") or ""):
+        return
+    out.instances += amount
+    for key, value in line_tags(line.get("tags"), line.get("allocated_tags")).items():
+        if str(value) and not str(key).startswith(PROVIDER_TAGS):
+            out.instance_tags[(str(key), str(value))] = out.instance_tags.get((str(key), str(value)), ZERO) + amount
 
 
 def gpu_accounts(billing: Billing) -> tuple[list[Account], list[Account]]:

@@ -47,6 +47,8 @@ class ServiceEntry:
     gpus_per_replica: int = 1
     min_replicas: int = 1
     comments: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)   # a tags claim (a request log's CPU service)
+    disabled: bool = False               # written commented out (no matcher or claim the data holds)
 
 
 @dataclass
@@ -80,7 +82,7 @@ def propose(name: str, reads: list[Read], window: tuple[datetime, datetime], win
     billing = billing_facts(reads, rules, basis)
     workloads = gather(reads, window)
     fit_matchers(workloads)
-    services = _services(workloads)
+    services = _services(workloads, billing)
     declared = dict(case.nodes) if case is not None else {}
     nodes = fit_nodes(billing.resources, telemetry_nodes(reads), declared)
     currency, currency_note = _currency(billing, case)
@@ -161,16 +163,37 @@ def _scope(billing: Billing, currency: str) -> tuple[list[str], list[str]]:
     return ([a.id for a in gpu] if scoped else []), notes
 
 
-def _services(workloads: list[Workload]) -> list[ServiceEntry]:
+def _services(workloads: list[Workload], billing: Billing) -> list[ServiceEntry]:
     out: list[ServiceEntry] = []
     names: set[str] = set()
     for work in workloads:
         name = _unique(_service_name(work), names)
         work.service = name
         per_pod = max(work.gpus_per_pod.items(), key=lambda kv: (kv[1], kv[0]))[0] if work.gpus_per_pod else 1
-        out.append(ServiceEntry(name, dict(work.matcher), gpus_per_replica=per_pod, min_replicas=1,
-                                comments=evidence(work)))
+        entry = ServiceEntry(name, dict(work.matcher), gpus_per_replica=per_pod, min_replicas=1,
+                             comments=evidence(work))
+        if work.shape == "request_log":
+            _log_claim(entry, billing)
+        out.append(entry)
     return out
+
+
+def _log_claim(entry: ServiceEntry, billing: Billing) -> None:
+    """A request log's service has no pod (docs/case.md: a service with claims and no matcher, a CPU
+    tier): it claims the lines of the tag the most spend on instances without GPUs carries; where no
+    such instance carries a tag, it is written commented out (no matcher or claim the data holds)."""
+    ranked = sorted(billing.instance_tags.items(), key=lambda kv: (-kv[1], kv[0]))
+    if not ranked:
+        entry.disabled = True
+        entry.comments.append("no pod serves it and no instance line carries a tag: write its claim (tags = { … } "
+                              "or resource_ids = [ … ], the billing lines it owns) and uncomment")
+        return
+    (key, value), spend = ranked[0]
+    entry.tags = {key: value}
+    others = ", ".join(f"{k} = {v} {a:,.2f}" for (k, v), a in ranked[1:4])
+    entry.comments.append(f"no pod serves it (a CPU tier): it claims the lines tagged {key} = {value}, the tag the most "
+                          f"spend on instances without GPUs carries ({spend:,.2f} of {billing.instances:,.2f}); "
+                          + (f"others: {others}" if others else "no other tag"))
 
 
 def _service_name(work: Workload) -> str:

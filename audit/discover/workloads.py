@@ -91,7 +91,7 @@ def pod_matcher(workload: Workload, tight: bool = False) -> str:
     name = regex_literal(workload.name)
     if workload.shape == "slurm":
         return f"re:^[0-9_+]+-{name}$"
-    if workload.shape in ("pod", "request_log"):
+    if workload.shape == "pod":
         return workload.name
     return f"re:^{name}{TIGHT[workload.shape]}" if tight else f"re:^{name}-"
 
@@ -239,6 +239,8 @@ def fit_matchers(workloads: list[Workload]) -> None:
     """Give every workload matchers that catch its pods and, where the data allows, no other's."""
     for work in workloads:
         work.matcher = {"namespace": work.namespace} if work.namespace else {}
+        if work.shape == "request_log":
+            continue  # no pod: its name is the log's, which no pod label carries (it claims lines instead)
         pattern = pod_matcher(work)
         others = _caught(pattern, work, workloads)
         if others and work.shape in TIGHT:

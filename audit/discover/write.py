@@ -134,10 +134,13 @@ def _path(path: Path, folder: Path) -> str:
 
 
 def _service(entry: ServiceEntry) -> str:
-    out = [f"[services.{toml_key(entry.name)}]", *_comment(entry.comments)]
-    out += [f"{k} = {toml_string(v)}" for k, v in entry.match.items()]
-    out += [f"gpus_per_replica = {entry.gpus_per_replica}", f"min_replicas = {entry.min_replicas}"]
-    return "\n".join(out) + "\n"
+    body = [f"[services.{toml_key(entry.name)}]"]
+    body += [f"{k} = {toml_string(v)}" for k, v in entry.match.items()]
+    body += [f"tags = {toml_value(entry.tags)}"] if entry.tags else []
+    body += [f"gpus_per_replica = {entry.gpus_per_replica}", f"min_replicas = {entry.min_replicas}"]
+    if entry.disabled:
+        return "\n".join(_comment(entry.comments) + [f"# {line}" for line in body]) + "\n"
+    return "\n".join([body[0], *_comment(entry.comments), *body[1:]]) + "\n"
 
 
 def _nodes(p: Proposal) -> str:

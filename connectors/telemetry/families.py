@@ -91,6 +91,9 @@ class Family:
         self.sid = array("q")
         self.t = array("d")
         self.v = array("d")
+        #: the distinct (series name, namespace, pod, node, GPU model) its series name: which pods
+        #: and GPUs each family names, kept once per series, never per sample (``series_labels``)
+        self.named: set[tuple[str, str, str, str, str]] = set()
 
     def add(self, name: str, raw: str | None, value: float, t: float, path, lineno: int) -> None:
         """Record one sample; a new label set is parsed and described first."""
@@ -104,7 +107,10 @@ class Family:
 
     def _new_series(self, name: str, raw: str | None, path, lineno: int) -> int:
         """Describe a new series; -1 marks one the family does not want (e.g. CPU requests)."""
-        meta = self.describe(name, parse_labels(raw, path, lineno))
+        labels = parse_labels(raw, path, lineno)
+        meta = self.describe(name, labels)
+        self.named.add((name, label(labels, "namespace"), label(labels, "pod"),
+                        labels.get("Hostname") or label(labels, "node"), labels.get("modelName", "")))
         sid = -1
         if meta is not None:
             sid = len(self.meta)
@@ -326,6 +332,18 @@ def _replicas(name: str, labels: dict[str, str]) -> tuple:
 SERVING_COLUMNS = ("metric", "family", "model_name", "namespace", "pod", "engine")
 EVIDENCE_COLUMNS = ("metric", "node", "gpu", "uuid")
 REPLICA_COLUMNS = ("metric", "kind", "namespace", "name")
+
+
+SERIES_LABEL_COLUMNS = ["metric", "namespace", "pod", "node", "gpu_model"]
+
+
+def series_labels(roles: dict[str, Family]) -> pd.DataFrame:
+    """Table ``series_labels``: each distinct (series name, namespace, pod, node, GPU model) the read
+    families name, whatever table their samples feed (rule 5: a pod or GPU named only on a series the
+    split does not read for activity, e.g. DCGM_FI_PROF_DRAM_ACTIVE, is named where a matcher or a
+    billed GPU misses)."""
+    rows = sorted({row for family in roles.values() for row in family.named if row[2] or row[3]})
+    return pd.DataFrame.from_records(rows, columns=SERIES_LABEL_COLUMNS).astype("str")
 
 
 def new_families() -> tuple[dict[str, Family], dict[str, Family]]:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.errors import InputError
-from connectors.telemetry.families import near_requests
+from connectors.telemetry.families import near_requests, series_labels
 from connectors.telemetry.grid import DEFAULT_STEP, Grid, median_step, utc_ns
 from connectors.telemetry.om_busy import sample_tables
 from connectors.telemetry.om_counters import COUNTER_ROLES, NotStreamable, counted_from_cells
@@ -129,6 +129,7 @@ class OpenMetricsConnector(Connector):
             "gpu_evidence": gpu_evidence(cells["dcgm_evidence"].means(), grid),
             "replicas": replicas(cells["replicas"].means(), grid),
             "token_histograms": token_histograms(increases, grid),
+            "series_labels": series_labels(roles),
             **quality_tables(busy, counted),
         }
         self.step_seconds = grid.step

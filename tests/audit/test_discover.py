@@ -292,3 +292,40 @@ def test_a_single_scrape_has_no_step_measured(tmp_path):
     (tmp_path / "two.om").write_text("# TYPE vllm:request_success counter\n" + "\n".join(stamped) + "\n# EOF\n")
     found = discover([str(tmp_path / "two.om")], tmp_path / "two", "two", window)
     assert "step 5m\n" in found.text and "(their own steps: two 300s)" in found.text
+
+
+def test_a_request_log_service_claims_its_tag_and_no_pod(tmp_path):
+    """A service fitted from a request log alone (no GPU, no pod) is written as a CPU tier: a tags
+    claim of the tag the most spend on instances without GPUs carries, no pod matcher. Before: it was
+    written pod = "workload-efficiency-step1" (the log's file name, no pod's), and the untouched case
+    warned at once 'service workload-efficiency-step1: telemetry names no pod …'."""
+    import subprocess
+    import sys
+
+    from tests.paths import ROOT
+
+    found = discover([str(p) for p in REAL_CASES["cur+access-log"]], tmp_path, "c4")
+    (tmp_path / "case.toml").write_text(found.text)
+    assert tomllib.loads(found.text)["services"] == {"workload-efficiency-step1": {
+        "tags": {"application": "ordering"}, "gpus_per_replica": 1, "min_replicas": 1}}
+    assert ("# no pod serves it (a CPU tier): it claims the lines tagged application = ordering, the tag the most "
+            "spend on instances without GPUs carries (35.72 of 65.93); others: tier = front 18.88, tier = middle "
+            "16.56, environment = Production 8.87") in found.text
+    done = subprocess.run([sys.executable, "-m", "audit", "validate", str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+    assert done.returncode == 0
+    assert [w for w in done.stderr.splitlines() if "service workload-efficiency-step1" in w] == []
+
+
+def test_a_request_log_service_without_an_instance_tag_is_written_commented_out():
+    """No instance line carries a tag: no claim the data holds, so the service is written commented out
+    with what to write (before: pod = "<the log's name>", a matcher no pod carries)."""
+    from audit.discover.billing import Billing
+    from audit.discover.propose import ServiceEntry, _log_claim
+    from audit.discover.write import _service
+
+    entry = ServiceEntry("web", {})
+    _log_claim(entry, Billing())
+    assert _service(entry) == (
+        "# no pod serves it and no instance line carries a tag: write its claim (tags = { … } or resource_ids = [ … ], "
+        "the billing lines it owns) and uncomment\n# [services.web]\n# gpus_per_replica = 1\n# min_replicas = 1\n")

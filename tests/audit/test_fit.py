@@ -710,3 +710,44 @@ def test_charges_no_rule_classes_are_named_largest_first(eks, tmp_path):
     assert found[0].startswith("3 charge line(s) in scope, 8750.00 USD (")
     assert ("are unattributed: Acme Widget Pro: acme-1 5000.00 (1 line); Acme Widget Pro: acme-2 2500.00 (1 line); "
             "Example Search 1250.00 (1 line).") in found[0]
+
+
+def _focus_with_dcgm(tmp_path: Path) -> Path:
+    """The FOCUS 1.0 sample (g5 lines bill A10G) beside DCGM with GPU activity on a T4 host only and
+    a ray pod on an A10G host named only on DCGM_FI_PROF_DRAM_ACTIVE (the real DCGM excerpt's shape)."""
+    from tests.paths import DATA
+    case = tmp_path / "case"
+    case.mkdir()
+    t4 = 'gpu="0",UUID="GPU-20c5",modelName="Tesla T4",Hostname="424773df46e0"'
+    a10g = ('gpu="0",UUID="GPU-abc",modelName="NVIDIA A10G",Hostname="ip-11111",container="ray-worker",'
+            'namespace="ray-llm",pod="ray-1111111"')
+    samples = [f"DCGM_FI_DEV_GPU_UTIL{{{t4}}} 0 {t}\n" for t in (1726102800, 1726103700)]
+    samples += [f"DCGM_FI_PROF_DRAM_ACTIVE{{{a10g}}} 0.000003 {t}\n" for t in (1726102800, 1726103700)]
+    (case / "dcgm.prom").write_text("".join(samples) + "# EOF\n")
+    (case / CASE).write_text(
+        '[case]\nname = "focus10_dcgm"\nwindow = ["2024-09-01", "2024-10-01"]\ncurrency = "USD"\n'
+        'cost_basis = "billed"\nloaded_rate = 150\n\n[[billing]]\nname = "f10"\nformat = "focus"\n'
+        f'path = "{DATA / "billing/focus_sample_data/focus_sample_1000.csv"}"\n\n'
+        '[[telemetry]]\nname = "dcgm"\nformat = "openmetrics"\npath = "dcgm.prom"\n\n'
+        '[services.ray]\nnamespace = "ray-llm"\npod = "re:^ray-"\n')
+    return case
+
+
+def test_a_pod_named_only_on_a_series_the_split_does_not_read_is_named(tmp_path):
+    """Rule 5: telemetry names pod ray-1111111 only on DCGM_FI_PROF_DRAM_ACTIVE (an evidence gauge):
+    before, the warning said telemetry names no pod, nearest none; now it names the pod, its
+    namespace, node and series, nearest the pod. A g5 (A10G) resource meeting no node is offered
+    the A10G node ip-11111 first (before: only the T4 host 424773df46e0)."""
+    found = warnings_of(costaudit("validate", _focus_with_dcgm(tmp_path)).stderr)
+    assert found[0] == (
+        'service ray: telemetry names no pod on the series the split reads for GPU activity or GPU requests, so '
+        'none of its matchers (namespace = "ray-llm", pod = "re:^ray-") can find its GPU time; it names pod '
+        'ray-1111111 in ray-llm on node ip-11111, only on DCGM_FI_PROF_DRAM_ACTIVE, which the split does not read '
+        'for activity')
+    assert found[1] == (
+        "billed GPU resource i-006flle71l19b488a (g5.4xlarge) meets no telemetry node (its cost is unattributed: "
+        "GPU not in telemetry); telemetry GPU nodes carry: ip-11111, 424773df46e0 (the billed GPU model, A10G, on "
+        "ip-11111); [nodes] can join them")
+    assert (
+        "billed GPU resource i-035fel2la90287a83 (g3.4xlarge) meets no telemetry node (its cost is unattributed: "
+        "GPU not in telemetry); telemetry GPU nodes carry: 424773df46e0; [nodes] can join them") in found

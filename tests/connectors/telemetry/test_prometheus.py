@@ -78,10 +78,17 @@ def connector(url: str, ctx: ReadContext, **options) -> PrometheusConnector:
     return PrometheusConnector(spec, ctx)
 
 
+#: tables only the file connectors give: each series' pod and GPU labels (series_labels), which the
+#: server's grid queries aggregate away (the server would need /api/v1/series)
+FILE_ONLY = {"series_labels"}
+
+
 def assert_same_tables(expected, got) -> None:
     """Every table equal: floats within 1e-9, everything else exactly."""
-    assert set(expected.tables) == set(got.tables)
+    assert set(expected.tables) - FILE_ONLY == set(got.tables) - FILE_ONLY
     for name, table in expected.tables.items():
+        if name in FILE_ONLY and name not in got.tables:
+            continue
         pd.testing.assert_frame_equal(table, got.tables[name], check_exact=False, rtol=0, atol=1e-9,
                                       obj=name)
 

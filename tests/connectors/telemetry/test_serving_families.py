@@ -28,6 +28,7 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.prom_dump import PromDumpConnector
 from tests.builders import frame, line, lines_frame, query_range_dump
+from tests.connectors.telemetry.test_prometheus import assert_same_tables
 from tests.paths import DATA
 from tests.servers.prometheus import SERVING, SERVING_SHIFT
 
@@ -54,13 +55,6 @@ def stamped(tmp_path: Path, name: str, times=(0, 60)) -> Path:
     path = tmp_path / (name + ".om")
     path.write_text("\n".join(f"{s} {T0 + t}" for t in times for s in scrape) + "\n# EOF\n")
     return path
-
-
-def assert_same_tables(expected, got) -> None:
-    assert set(expected.tables) == set(got.tables)
-    for name, table in expected.tables.items():
-        pd.testing.assert_frame_equal(table, got.tables[name], check_exact=False, rtol=0, atol=1e-9,
-                                      obj=name)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from connectors.telemetry.prom_dump import PromDumpConnector
 from connectors.telemetry.prometheus import PrometheusConnector
 from tests.audit.test_shared_gpus import START, mig_metrics, shifted, sliced_metrics
 from tests.builders import query_range_dump
+from tests.connectors.telemetry.test_prometheus import assert_same_tables
 from tests.servers.prometheus import PromServer, backfill
 
 #: day -> exposition: MIG with profiling metrics, time-sliced (copied and per-pod values), MIG with
@@ -59,9 +60,7 @@ def test_prometheus_gives_the_file_tables(shared_prom, tmp_path, day):
     expected = read_file(path, ctx)
     got = PrometheusConnector(SourceSpec("t", "telemetry", "prometheus", None, {"url": shared_prom.url}),
                               ctx).read()
-    assert set(expected.tables) == set(got.tables)
-    for name, table in expected.tables.items():
-        pd.testing.assert_frame_equal(table, got.tables[name], check_exact=False, rtol=0, atol=1e-9, obj=name)
+    assert_same_tables(expected, got)
 
 
 def test_mig_instances_and_shared_pods_in_the_file_table(tmp_path):
