@@ -9,6 +9,11 @@ billing data file (a README or PROVENANCE.md beside the exports is not one). A c
 (one holding case.toml) stands for its ``[[billing]]`` sources, each read in the format it names.
 FOCUS and CUR sources are totalled in DuckDB, where they lie (no line reaches pandas); Azure and
 GCP exports still go through their connectors.
+
+Notes say what a total lacks: a connector's own notes for its source (split cost allocation rows
+set apart, lines clipped to the window, repeated line ids: table ``notes``), each as its source's
+``notes`` (row, column, note) and as a line of the summary's notes; a pushed-down source says
+which of its connector's checks the totals did not run (:data:`NOT_CHECKED`).
 """
 from __future__ import annotations
 
@@ -92,15 +97,31 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
     for source, path, kind in _expanded(sources, fmt_name, notes):
         check_source_path(path, EITHER, expected="a billing export file or folder")  # a FIFO would block the read
         kind = kind or sniff_format(path)
+        shown = mask_url(source)
         if kind in PUSHDOWN:
             rows, lines = _pushdown(out, path, kind, (start, end), currency)
+            found = None
+            notes.append(f"{shown}: {NOT_CHECKED[kind]}")
         else:
-            rows, lines = _connector(out, path, kind, (start, end), currency)
-        out["sources"].append({"source": mask_url(source), "format": kind, "rows": rows, "lines": lines})
+            rows, lines, found = _connector(out, path, kind, (start, end), currency)
+            notes += [f"{shown}: row {n['row']}{', ' + n['column'] if n['column'] else ''}: {n['note']}"
+                      for n in found or []]
+        out["sources"].append({"source": shown, "format": kind, "rows": rows, "lines": lines,
+                               **({"notes": found} if found else {})})
     return _finish(out)
 
 
 PUSHDOWN = ("focus", "cur")
+#: what the totals pushed down to DuckDB do not check of what the source's connector notes
+NOT_CHECKED = {
+    "cur": "totalled in DuckDB where it lies: split cost allocation rows (EKS pod / ECS task shares) are left "
+           "out of the totals but not counted here, and money on split rows, repeated line ids and lines "
+           "straddling the window (clipped pro rata) are not noted; `costaudit run` reads the source through "
+           "its connector, which notes them",
+    "focus": "totalled in DuckDB where it lies: repeated lines are not looked for and lines straddling the "
+             "window (clipped pro rata) are not noted; `costaudit run` reads the source through its connector, "
+             "which checks and notes them",
+}
 
 
 def _expanded(sources: list[str], fmt_name: str | None, notes: list[str]) -> list[tuple[str, Path, str | None]]:
@@ -154,8 +175,10 @@ def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime
     return totals.rows, totals.lines
 
 
-def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
-    """Add one source's totals through its connector (line-level); returns (rows, lines)."""
+def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime],
+               currency: str) -> tuple[int, int, list[dict]]:
+    """Add one source's totals through its connector (line-level); returns (rows, lines, the
+    connector's notes as ``{row, column, note}``)."""
     from audit.bridge import unamortised_reason
     from audit.classify import classify
     from connectors.base import ReadContext, SourceSpec
@@ -169,7 +192,14 @@ def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetim
     unamortised = unamortised_reason(lines)  # an actual-cost export's purchase leaves the effective total
     if unamortised:
         out["notes"].append(f"{path.name}: effective total: {unamortised}")
-    return frame.rows, line_total(lines)
+    return frame.rows, line_total(lines), _notes_of(frame.tables.get("notes"))
+
+
+def _notes_of(table) -> list[dict]:
+    """A connector's table ``notes`` as ``{row, column, note}`` (column None where it names none)."""
+    if table is None:
+        return []
+    return [{"row": int(n.row), "column": n.column or None, "note": n.note} for n in table.itertuples()]
 
 
 def _pair():

@@ -130,7 +130,40 @@ def test_a_case_folder_is_read_through_its_billing_sources():
     hours = {row["instance_type"]: Decimal(row["gpu_hours"]) for row in summary["gpu_hours_by_instance_type"]}
     assert hours == {"p5.48xlarge": Decimal(2 * 8 * 24), "g6e.12xlarge": Decimal(2 * 4 * 24)}
     assert summary["notes"] == [f"{DEMO}: the case's [[billing]] sources (aws-focus), each in the format it "
-                                "names; the case's window is not applied (--window is)"]
+                                "names; the case's window is not applied (--window is)",
+                                f"{DEMO / 'billing' / 'focus_2026-09.csv.gz'}: {FOCUS_NOT_CHECKED}"]
+
+
+FOCUS_NOT_CHECKED = ("totalled in DuckDB where it lies: repeated lines are not looked for and lines straddling the "
+                     "window (clipped pro rata) are not noted; `costaudit run` reads the source through its "
+                     "connector, which checks and notes them")
+CUR_NOT_CHECKED = ("totalled in DuckDB where it lies: split cost allocation rows (EKS pod / ECS task shares) are "
+                   "left out of the totals but not counted here, and money on split rows, repeated line ids and "
+                   "lines straddling the window (clipped pro rata) are not noted; `costaudit run` reads the "
+                   "source through its connector, which notes them")
+
+
+def test_a_connector_s_notes_are_carried():
+    """Before: an Azure export clipped to a window from 06:00 gave its totals and no note (notes []),
+    though its connector noted the 27 lines straddling the window's start. Now the connector's notes
+    are the source's ``notes`` and lines of the summary's notes, as `costaudit run` shows them."""
+    azure = DATA / "billing" / "focus_converters" / "azure_ea_anonymized_cad.csv"
+    args = (azure, "--window", "2023-09-02T06:00", "2023-09-03")
+    summary = json.loads(billing(*args, "--json").stdout)
+    note = ("27 lines straddle the window's start (2023-09-02 06:00 UTC): 0.32 CAD of their 1.26 CAD billed is "
+            "for time before the window and left out (clipped pro rata by time)")
+    assert summary["sources"][0]["notes"] == [{"row": 1, "column": "ChargePeriodStart", "note": note}]
+    assert summary["notes"] == [f"{azure}: row 1, ChargePeriodStart: {note}"]
+    assert billing(*args).stdout.endswith(f"\nNotes:\n  {azure}: row 1, ChargePeriodStart: {note}\n")
+
+
+def test_a_pushed_down_cur_says_what_it_did_not_check():
+    """Before: a CUR totalled in DuckDB said nothing of its split cost allocation rows or repeated
+    line ids, which its connector notes. Now the summary says which of those checks it did not run."""
+    labs = DATA / "billing" / "aws_wa_labs"
+    cur = sorted(labs.rglob("*.parquet"))[0]
+    summary = json.loads(billing(cur, "--json").stdout)
+    assert summary["notes"] == [f"{cur}: {CUR_NOT_CHECKED}"]
 
 
 def test_a_folder_is_sniffed_by_its_data_files_not_its_notes(tmp_path):
