@@ -19,7 +19,8 @@ from audit.table_rows import column_values
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
 NEEDED = ("resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity", "consumed_quantity",
           "charge_description")
-LINE_COLUMNS = NEEDED + ("instance_type", "machine_type", "net", "pretax", "priced", "commitment_discount_id")
+LINE_COLUMNS = NEEDED + ("instance_type", "machine_type", "net", "pretax", "priced", "commitment_discount_id",
+                         "line_count")
 
 
 class GpuLines:
@@ -113,6 +114,8 @@ class LinePlan:
             lines["charge_description"], lines.period)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
         self.line_ids, self.period, self.periods = lines["line_id"], lines.period, lines.periods
+        #: the rows each line stands for (a billing reader sums an hourly charge's run into one line)
+        self.line_counts = lines.columns.get("line_count") or [1] * lines.size
         codes = np.fromiter((code for _, _, code in facts.facts), dtype=np.int64, count=len(facts.facts))
         self.stacked = stacked_keys(self.keys, lines.period, lines.periods,
                                     codes[np.asarray(self.fact, dtype=np.int64)] != 0 if self.fact else np.zeros(0, bool))

@@ -75,16 +75,23 @@ class Beyond:
     """The full intervals of a split and what lies beyond their GPUs."""
 
     def __init__(self):
-        #: (key, node, interval) -> fit; (key, interval) -> [GPU-seconds billed, beyond, money beyond]
+        #: (key, node, interval) -> fit; (key, interval) -> [GPU-seconds beyond, money beyond]
         self.fits: dict[tuple, Decimal] = {}
         self.over: dict[tuple, list] = {}
+        #: (key, interval) of a full one -> [GPU-seconds billed, GPU-seconds its nodes' GPUs hold]
+        self.billed: dict[tuple, list] = {}
+        #: key -> the nodes its stacked lines are placed on
+        self.nodes: dict[str, set[str]] = {}
         self._counted: set[tuple] = set()
 
     def full(self, rows: Iterable[tuple], grids: list, occupancy: Callable[[int], Decimal],
              room: Callable[[datetime], Decimal]) -> None:
-        """The fit of each interval whose GPU-seconds billed exceed the GPUs × the interval (``room``
-        of an interval: its seconds). ``rows``: (key, node, period, gpus, time code, placements) of the
-        stacked keys' lines, summed per key, node, period and facts (:func:`held_back`)."""
+        """The fit of each interval whose GPU-seconds billed on a node exceed its GPUs × the interval
+        (``room`` of an interval: its seconds), and for the warning, per key and such interval, the
+        GPU-seconds its lines bill on all its nodes and what those nodes' GPUs hold (a scale set's
+        rows spread over its VMs: 24 GPU-hours billed of 2 × 8 GPUs, not one node's 16 of 8).
+        ``rows``: (key, node, period, gpus, time code, placements) of the stacked keys' lines,
+        summed per key, node, period and facts (:func:`held_back`)."""
         paid: defaultdict = defaultdict(Decimal)
         gpus_of: dict = {}
         for key, node, period, gpus, code, placements in rows:
@@ -92,10 +99,17 @@ class Beyond:
                 continue
             each = occupancy(code) * placements * gpus
             gpus_of[key] = gpus
+            self.nodes.setdefault(key, set()).add(node)
             for ts, overlap in grids[period][0]:
                 paid[(key, node, ts)] += overlap * each
         self.fits = {found: room(found[2]) * gpus_of[found[0]] / seconds for found, seconds in paid.items()
                      if seconds > room(found[2]) * gpus_of[found[0]]}
+        full = {(key, ts) for key, _, ts in self.fits}
+        for (key, _, ts), seconds in paid.items():
+            if (key, ts) in full:
+                billed = self.billed.setdefault((key, ts), [ZERO, ZERO])
+                billed[0] += seconds
+                billed[1] += room(ts) * gpus_of[key]
 
     def split(self, groups: dict, key, node, ts, time, gpus, money) -> tuple | None:
         """None where (key, node, interval) is not full; else the 1 − fit of the GPU time and money
@@ -117,27 +131,28 @@ class Beyond:
         group.paid_seconds += (time - kept) * gpus
         if node:
             group.nodes.add(node)
-        sums = self.over.setdefault((key, ts), [ZERO, ZERO, ZERO])
-        sums[0] += time * gpus
-        sums[1] += (time - kept) * gpus
-        sums[2] += over[0] * gpus
+        sums = self.over.setdefault((key, ts), [ZERO, ZERO])
+        sums[0] += (time - kept) * gpus
+        sums[1] += over[0] * gpus
         counted = 0 if (key, node, ts) in self._counted else 1
         self._counted.add((key, node, ts))
         return kept, share, counted
 
 
-def over_fit(over: Mapping[tuple, list], plan, coverage: Mapping, currency: str) -> list[Misfit]:
+def over_fit(beyond: Beyond, plan, coverage: Mapping, currency: str) -> list[Misfit]:
     """A ``gpu_time_over_capacity`` warning naming each resource that billed GPU time beyond its
-    GPUs: its full intervals (GPU-hours billed and what its GPUs hold), the GPU-hours and money
-    beyond, and the lines that bill those intervals (line id and period). ``over``: (key, interval)
-    -> [GPU-seconds billed, GPU-seconds beyond, money beyond] (the walk's sums)."""
+    GPUs: its GPUs and nodes, its full intervals (GPU-hours its lines bill on all its nodes and what
+    their GPUs hold), the GPU-hours and money beyond, and the lines that bill those intervals (line
+    id and period; a line the reader summed of several rows says so). ``beyond``: the walk's
+    :class:`Beyond`."""
+    over = beyond.over
     if not over:
         return []
     keys = list(dict.fromkeys(key for key, _ in over))
-    named = [_resource(key, sorted(ts for k, ts in over if k == key), over, plan, coverage[key], currency)
+    named = [_resource(key, sorted(ts for k, ts in over if k == key), beyond, plan, coverage[key], currency)
              for key in keys]
-    hours = sum((sums[1] for sums in over.values()), Decimal(0)) / HOUR
-    money = sum((sums[2] for sums in over.values()), Decimal(0))
+    hours = sum((sums[0] for sums in over.values()), Decimal(0)) / HOUR
+    money = sum((sums[1] for sums in over.values()), Decimal(0))
     more = f"; … {len(named) - LISTED} more" if len(named) > LISTED else ""
     message = (f"{len(named):,} GPU resource(s) bill more GPU time in an interval than their GPUs can give "
                f"({_figure(hours)} GPU-hours, {money:.2f} {currency} beyond): {'; '.join(named[:LISTED])}{more}. "
@@ -148,27 +163,48 @@ def over_fit(over: Mapping[tuple, list], plan, coverage: Mapping, currency: str)
                    tuple(text(coverage[key].resource_id or key) for key in keys[:LISTED]))]
 
 
-def _resource(key: str, times: list, over: Mapping, plan, cover, currency: str) -> str:
-    """"resource (GPUs, node): intervals (billed, at most); beyond; lines"."""
-    shown = ", ".join(f"{_when(ts)} ({_figure(over[(key, ts)][0] / HOUR)} GPU-hours billed, at most "
-                      f"{_figure((over[(key, ts)][0] - over[(key, ts)][1]) / HOUR)})" for ts in times[:LISTED])
-    beyond = sum((over[(key, ts)][1] for ts in times), Decimal(0)) / HOUR
-    money = sum((over[(key, ts)][2] for ts in times), Decimal(0))
+def _resource(key: str, times: list, beyond: Beyond, plan, cover, currency: str) -> str:
+    """"resource (GPUs, nodes): intervals (billed, at most); beyond; lines"."""
+    billed = beyond.billed
+    shown = ", ".join(f"{_when(ts)} ({_figure(billed[(key, ts)][0] / HOUR)} GPU-hours billed, at most "
+                      f"{_figure(billed[(key, ts)][1] / HOUR)})" for ts in times[:LISTED])
+    over = [beyond.over[(key, ts)] for ts in times]
+    hours = sum((sums[0] for sums in over), Decimal(0)) / HOUR
+    money = sum((sums[1] for sums in over), Decimal(0))
     lines = _lines(key, set(times), plan)
     listed = ", ".join(lines[:LISTED]) + (f", … {len(lines) - LISTED} more" if len(lines) > LISTED else "")
-    return (f"{text(cover.resource_id or key)} ({cover.gpus} GPUs, node {text(cover.node or '?')}): "
-            f"{len(times)} interval(s): {shown}{', …' if len(times) > LISTED else ''}; {_figure(beyond)} GPU-hours "
+    return (f"{text(cover.resource_id or key)} ({_gpus(cover.gpus, sorted(beyond.nodes[key]))}): "
+            f"{len(times)} interval(s): {shown}{', …' if len(times) > LISTED else ''}; {_figure(hours)} GPU-hours "
             f"and {money:.2f} {currency} beyond its GPUs; lines {listed}")
 
 
+def _gpus(gpus: int, nodes: list[str]) -> str:
+    """"8 GPUs, node n1"; a resource on several nodes (a scale set's VMs): "16 GPUs: 8 a node × 2
+    nodes, nodes vm-0, vm-1"."""
+    if len(nodes) == 1:
+        return f"{gpus} GPUs, node {text(nodes[0])}"
+    named = ", ".join(text(node) for node in nodes[:LISTED]) + (", …" if len(nodes) > LISTED else "")
+    return f"{gpus * len(nodes)} GPUs: {gpus} a node × {len(nodes)} nodes, nodes {named}"
+
+
 def _lines(key: str, times: set, plan) -> list[str]:
-    """"line id (period)" of each GPU-time line of ``key`` whose period bills one of ``times``."""
+    """"line id (period)" of each GPU-time line of ``key`` whose period bills one of ``times``; a line
+    the billing reader summed of n rows (its ``line_count``: an hourly charge repeated hour after
+    hour, one line over the run) is "line id and the n − 1 rows summed with it (period)": the id is
+    its first row's, the period the run's."""
     out = []
     for i in (i for i, k in enumerate(plan.keys) if k == key):
         if plan.facts.facts[plan.fact[i]][2] and times & {ts for ts, _ in plan.grids[plan.period[i]][0]}:
             start, end = plan.periods[plan.period[i]]
-            out.append(f"{text(plan.line_ids[i])} ({_when(start)}–{_when(end)})")
+            rows = _rows(plan.line_counts[i]) - 1
+            summed = f" and the {rows:,} row{'s' if rows > 1 else ''} summed with it" if rows > 0 else ""
+            out.append(f"{text(plan.line_ids[i])}{summed} ({_when(start)}–{_when(end)})")
     return out
+
+
+def _rows(count) -> int:
+    """The rows a line stands for: its ``line_count``, 1 where the reader gave none (NA)."""
+    return int(count) if isinstance(count, (int, float, np.number)) and count == count else 1
 
 
 def _when(ts) -> str:

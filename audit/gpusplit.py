@@ -200,7 +200,7 @@ class GpuSplitter:
                          committed * part / share if committed else ZERO)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
-        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
+        self.misfits += tuple(over_fit(self.beyond, plan, self.coverage, self.case.currency))
 
     def _placed(self, plan: LinePlan, lines: GpuLines) -> list[list[str]]:
         """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`), each resource
@@ -279,7 +279,7 @@ class GpuSplitter:
         self._full(plan, [row[:5] + (row[6],) for row in sum_rows if row[0] in plan.stacked])
         for row in sum_rows:
             self._add_row(plan, *row)
-        self.misfits += tuple(over_fit(self.beyond.over, plan, self.coverage, self.case.currency))
+        self.misfits += tuple(over_fit(self.beyond, plan, self.coverage, self.case.currency))
 
     def _add_row(self, plan: LinePlan, key, node, period, gpus, time_code, instances, placements,
                  net, gross, priced, committed) -> None:

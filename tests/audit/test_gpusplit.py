@@ -254,6 +254,54 @@ def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
     assert (UNALLOCATED, H0.to_pydatetime()) not in splitter.groups
 
 
+def test_a_scale_sets_rows_beyond_its_vms_are_weighed_across_its_nodes():
+    """Three hourly rows of an 8-GPU scale set that telemetry shows as two VMs (no VM
+    named): 24 GPU-hours billed where 2 × 8 fit. Before: the warning weighed the one full node,
+    "(16 GPU-hours billed, at most 8)", and headed the resource "(8 GPUs, node vm-0, vm-1)" with the
+    money right. Now each interval is the resource's: 24 billed on its nodes, at most 16, the GPUs
+    as per node × nodes, the 8 GPU-hours and 98.32 USD beyond unchanged."""
+    acts = [{"node": node, "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for node in ("vm-0", "vm-1") for g in range(8)]
+    vmss = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/gpu"
+    splitter = split([gpu_line(n, resource_id=vmss) for n in (1, 2, 3)], acts, {vmss: ("vm-0", "vm-1")})
+    assert splitter.groups[(UNALLOCATED, H0.to_pydatetime())].paid == Decimal("98.32")
+    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert misfit.message == (
+        "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 98.32 USD "
+        "beyond): /subscriptions/s/resourc…compute/virtualmachinescalesets/gpu (16 GPUs: 8 a node "
+        "× 2 nodes, nodes vm-0, vm-1): 1 interval(s): 2026-09-01T00:00Z (24 GPU-hours billed, at most 16); "
+        "8 GPU-hours and 98.32 USD beyond its GPUs; lines cur.csv:1 (2026-09-01T00:00Z–2026-09-01T01:00Z), "
+        "cur.csv:2 (2026-09-01T00:00Z–2026-09-01T01:00Z), cur.csv:3 (2026-09-01T00:00Z–2026-09-01T01:00Z). "
+        "The GPU time beyond the GPUs is paid, not observed, and no workload held it: with its share of each "
+        "line's money (every line of a full interval by the same share) it is platform overhead (unallocated), "
+        "not the time of the GPUs' holders.")
+
+
+def test_a_summed_line_billing_a_full_interval_says_it_is_summed():
+    """A FOCUS reader's line summed of an instance's 24 hourly rows (line_count 24, the id of its first
+    row, the run's day) and a row appended for 03:00 at 30.00. Before: the warning named
+    "focus_aws.csv:1 (2026-09-01T00:00Z–2026-09-02T00:00Z)", as if one row billed the day. Now it
+    says the line is a sum: "focus_aws.csv:1 and the 23 rows summed with it (…)"; the appended row
+    is named by its own id and hour."""
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0 + h * HOUR, "busy_fraction": 0.5, "pod": "chat-0",
+             "namespace": "llm"} for g in range(8) for h in range(24)]
+    day = {"end": H0 + 24 * HOUR, "pricing_quantity": Decimal(24), "consumed_quantity": Decimal(24),
+           "net": Decimal("2359.68"), "pretax": Decimal("2359.68"), "priced": Decimal("2359.68")}
+    rows = [gpu_line(1, line_id="focus_aws.csv:1", line_count=24, **day),
+            gpu_line(365, line_id="focus_aws.csv:365", line_count=1, start=H0 + 3 * HOUR, end=H0 + 4 * HOUR,
+                     net=Decimal("30.00"), pretax=Decimal("30.00"), priced=Decimal("30.00"))]
+    splitter = split(rows, acts, {"i-1": ("n1",)})
+    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert misfit.message == (
+        "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 64.16 USD "
+        "beyond): i-1 (8 GPUs, node n1): 1 interval(s): 2026-09-01T03:00Z (16 GPU-hours billed, at most 8); "
+        "8 GPU-hours and 64.16 USD beyond its GPUs; lines focus_aws.csv:1 and the 23 rows summed with it "
+        "(2026-09-01T00:00Z–2026-09-02T00:00Z), focus_aws.csv:365 (2026-09-01T03:00Z–2026-09-01T04:00Z). "
+        "The GPU time beyond the GPUs is paid, not observed, and no workload held it: with its share of each "
+        "line's money (every line of a full interval by the same share) it is platform overhead (unallocated), "
+        "not the time of the GPUs' holders.")
+
+
 def test_a_line_with_no_gpu_bills_no_gpu_interval():
     splitter = split([gpu_line(1, gpus_per_instance=0, charge_description="A2 Instance Core running in Americas")])
     assert splitter.groups == {} and splitter.coverage["i-1"].paid_seconds == 0
