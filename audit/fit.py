@@ -62,7 +62,7 @@ from audit.fit_quantities import quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
-from audit.fit_undeclared import orphan_pods, pod_name, pods_elsewhere, undeclared_fit
+from audit.fit_undeclared import orphan_pods, pod_name, pods_elsewhere, undeclared_fit, unread_pods
 from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
 from audit.lines import account_key, distinct_tags, lines_read, resource_key
@@ -198,18 +198,24 @@ def _service_misfits(name: str, service: Service, pods: list[dict[str, str]], lo
                    f"requests, so none of its matchers ({matchers}) can find its GPU time; it names {named}, "
                    f"which the split does not read for activity")
         return [Misfit("service_matcher", subject, message, tuple(near))]
-    reasons, near = _why_no_pod(service, pods)
+    unread = unread_pods(series, pods, name, service)
+    reasons, near = _why_no_pod(service, pods, unread)
+    named, found = pods_elsewhere(unread)
+    if named:
+        reasons += f"; it names {named}, which the split does not read for activity"
     if logs:
         message = (f"{subject}: {reasons}; its requests come from {', '.join(text(s) for s in logs)}, but its "
                    f"GPU time is counted as undeclared workload")
-        return [Misfit("service_matcher", subject, message, tuple(near))]
-    message = (f"{subject} matches nothing in the data: {reasons}; no request-log source names it. "
+        return [Misfit("service_matcher", subject, message, tuple(dict.fromkeys(found + near)))]
+    message = (f"{subject} matches {'no pod the split reads' if named else 'nothing in the data'}: {reasons}; "
+               "no request-log source names it. "
                f"Its GPU time would be counted as undeclared workload")
-    return [Misfit("service_unmatched", subject, message, tuple(near), "error")]
+    return [Misfit("service_unmatched", subject, message, tuple(dict.fromkeys(found + near)), "error")]
 
 
-def _why_no_pod(service: Service, pods: list[dict[str, str]]) -> tuple[str, list[str]]:
-    """Which matchers find no pod, the pods they could have meant, and the ``re:`` form to write."""
+def _why_no_pod(service: Service, pods: list[dict[str, str]], unread: pd.DataFrame) -> tuple[str, list[str]]:
+    """Which matchers find no pod, the pods they could have meant, and the ``re:`` form to write; a
+    value only series the split does not read carry (``unread``: :func:`unread_pods`) is the nearest."""
     parts: list[str] = []
     near_all: list[str] = []
     for key, pattern in service.match.items():
@@ -221,9 +227,11 @@ def _why_no_pod(service: Service, pods: list[dict[str, str]]) -> tuple[str, list
             continue  # this matcher finds pods; another one finds none
         where = _where(others) if context else " in telemetry"
         pool = context or pods
-        values = nearest(pattern, (p.get(key, "") for p in pool))
-        sentence = f"{_written(key, pattern)} matches no {key}; {PLURAL[key]}{where}: {listing(values)}"
-        hint = suggestion(pattern, values)
+        elsewhere = sorted({str(v) for v in unread[key]}) if key in unread else []
+        values = elsewhere + [v for v in nearest(pattern, (p.get(key, "") for p in pool)) if v not in elsewhere]
+        read = " on the series the split reads" if elsewhere else ""
+        sentence = f"{_written(key, pattern)} matches no {key}{read}; {PLURAL[key]}{where}: {listing(values)}"
+        hint = None if elsewhere else suggestion(pattern, values)
         if hint:
             sentence += f" — did you mean `{text(hint)}`?"
         parts.append(sentence)

@@ -102,6 +102,20 @@ def pod_name(labels: Mapping[str, str]) -> str:
     return f"{namespace}/{pod}" if namespace else pod
 
 
+def unread_pods(series: pd.DataFrame, pods: Sequence[Mapping[str, str]], name: str,
+                service: Service) -> pd.DataFrame:
+    """The rows of ``Telemetry.series_labels`` naming a pod no table the split reads names (``pods``:
+    :func:`audit.fit.pod_labels`; a pod only on an evidence gauge, e.g. DRAM activity) that service
+    ``name``'s matchers all hold for."""
+    if not len(series):
+        return series
+    read = {(p.get("namespace", ""), p.get("pod", "")) for p in pods}
+    keep = [bool(pod) and (ns, pod) not in read
+            and service_of({"namespace": ns, "pod": pod, "container": "", "model_name": ""}, {name: service}, {}) == name
+            for ns, pod in zip(series["namespace"].astype(str), series["pod"].astype(str))]
+    return series[keep]
+
+
 def pods_elsewhere(series: pd.DataFrame) -> tuple[str, list[str]]:
     """The pods telemetry names only on series no table of pods reads (``Telemetry.series_labels``),
     each with its namespace, node and series names, and the pods themselves ("" and [] where none)."""

@@ -59,10 +59,14 @@ class Billing:
     gpu_lines_without_resource: int = 0
     gpu_total: Decimal = ZERO
     total: Decimal = ZERO
-    #: (tag key, value) -> the spend of the instance lines without GPUs that carry it: what a request
-    #: log's CPU service can claim (docs/case.md: a service with claims and no matcher)
-    instance_tags: dict[tuple[str, str], Decimal] = field(default_factory=dict)
-    instances: Decimal = ZERO
+    #: (account, tag key, value) -> the spend of the instance lines without GPUs that carry it: what a
+    #: request log's CPU service can claim (docs/case.md: a service with claims and no matcher)
+    instance_tags: dict[tuple[str, str, str], Decimal] = field(default_factory=dict)
+    #: account -> the spend of its instance lines without GPUs
+    instances: dict[str, Decimal] = field(default_factory=dict)
+    #: (tag key, value) -> the spend of the GPU lines and the lines of no instance that carry it: a
+    #: claim of that tag would take them too (a cluster's tag on its GPU nodes and control plane)
+    shared_tags: dict[tuple[str, str], Decimal] = field(default_factory=dict)
 
 
 def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective") -> Billing:
@@ -90,8 +94,12 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     account = out.accounts.setdefault(account_id, Account(account_id, name))
     account.total += amount
     out.total += amount
+    if line["resource_class"] != "gpu_compute" and str(line.get("instance_type") or ""):
+        _add_instance(out, line, amount, account_id)
+        return
+    for tag in _tags(line):
+        out.shared_tags[tag] = out.shared_tags.get(tag, ZERO) + amount
     if line["resource_class"] != "gpu_compute":
-        _add_instance(out, line, amount)
         return
     hours = gpu_hours_of(line)
     account.gpu += amount
@@ -111,14 +119,29 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     found.cost += amount
 
 
-def _add_instance(out: Billing, line: dict, amount: Decimal) -> None:
-    """Count a line of an instance without GPUs (its instance type named) by the tags it carries."""
-    if not str(line.get("instance_type") or ""):
-        return
-    out.instances += amount
-    for key, value in line_tags(line.get("tags"), line.get("allocated_tags")).items():
-        if str(value) and not str(key).startswith(PROVIDER_TAGS):
-            out.instance_tags[(str(key), str(value))] = out.instance_tags.get((str(key), str(value)), ZERO) + amount
+def _add_instance(out: Billing, line: dict, amount: Decimal, account: str) -> None:
+    """Count a line of an instance without GPUs (its instance type named) by its account and the tags
+    it carries."""
+    out.instances[account] = out.instances.get(account, ZERO) + amount
+    for key, value in _tags(line):
+        out.instance_tags[(account, key, value)] = out.instance_tags.get((account, key, value), ZERO) + amount
+
+
+def _tags(line: dict) -> list[tuple[str, str]]:
+    """The (key, value) tags a line carries, the provider's own (:data:`PROVIDER_TAGS`) aside."""
+    return [(str(k), str(v)) for k, v in line_tags(line.get("tags"), line.get("allocated_tags")).items()
+            if str(v) and not str(k).startswith(PROVIDER_TAGS)]
+
+
+def scoped_instances(billing: Billing, accounts: Iterable[str]) -> tuple[dict[tuple[str, str], Decimal], Decimal]:
+    """(tag -> spend of the instance lines without GPUs carrying it, their spend together) in the
+    accounts of the proposed scope (every account where none is proposed)."""
+    keep = set(accounts) or set(billing.instances)
+    tags: dict[tuple[str, str], Decimal] = {}
+    for (account, key, value), amount in billing.instance_tags.items():
+        if account in keep:
+            tags[(key, value)] = tags.get((key, value), ZERO) + amount
+    return tags, sum((a for k, a in billing.instances.items() if k in keep), ZERO)
 
 
 def gpu_accounts(billing: Billing) -> tuple[list[Account], list[Account]]:

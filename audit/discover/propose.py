@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.case import Case
-from audit.discover.billing import Billing, billing_facts, gpu_accounts
+from audit.discover.billing import ZERO, Billing, billing_facts, gpu_accounts, scoped_instances
 from audit.discover.nodes import NodeFit, fit_nodes, telemetry_nodes
 from audit.discover.read import Read
 from audit.discover.workloads import Workload, fit_matchers, gather
@@ -44,8 +44,8 @@ class SourceEntry:
 class ServiceEntry:
     name: str
     match: dict[str, str]
-    gpus_per_replica: int = 1
-    min_replicas: int = 1
+    gpus_per_replica: int | None = 1     # None for a CPU tier (a request log's service): not written
+    min_replicas: int | None = 1
     comments: list[str] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)   # a tags claim (a request log's CPU service)
     disabled: bool = False               # written commented out (no matcher or claim the data holds)
@@ -82,12 +82,12 @@ def propose(name: str, reads: list[Read], window: tuple[datetime, datetime], win
     billing = billing_facts(reads, rules, basis)
     workloads = gather(reads, window)
     fit_matchers(workloads)
-    services = _services(workloads, billing)
+    currency, currency_note = _currency(billing, case)
+    accounts, scope_notes = _scope(billing, currency or "")
+    services = _services(workloads, billing, accounts)
     declared = dict(case.nodes) if case is not None else {}
     nodes = fit_nodes(billing.resources, telemetry_nodes(reads), declared)
-    currency, currency_note = _currency(billing, case)
     step, step_note = _step(reads, case)
-    accounts, scope_notes = _scope(billing, currency or "")
     proposal = Proposal(
         name=name, window=window, window_note=window_note, currency=currency, currency_note=currency_note,
         settings=_settings(case), step=step, step_note=step_note,
@@ -163,7 +163,7 @@ def _scope(billing: Billing, currency: str) -> tuple[list[str], list[str]]:
     return ([a.id for a in gpu] if scoped else []), notes
 
 
-def _services(workloads: list[Workload], billing: Billing) -> list[ServiceEntry]:
+def _services(workloads: list[Workload], billing: Billing, accounts: list[str]) -> list[ServiceEntry]:
     out: list[ServiceEntry] = []
     names: set[str] = set()
     for work in workloads:
@@ -173,16 +173,21 @@ def _services(workloads: list[Workload], billing: Billing) -> list[ServiceEntry]
         entry = ServiceEntry(name, dict(work.matcher), gpus_per_replica=per_pod, min_replicas=1,
                              comments=evidence(work))
         if work.shape == "request_log":
-            _log_claim(entry, billing)
+            _log_claim(entry, billing, accounts)
         out.append(entry)
     return out
 
 
-def _log_claim(entry: ServiceEntry, billing: Billing) -> None:
+def _log_claim(entry: ServiceEntry, billing: Billing, accounts: list[str]) -> None:
     """A request log's service has no pod (docs/case.md: a service with claims and no matcher, a CPU
-    tier): it claims the lines of the tag the most spend on instances without GPUs carries; where no
-    such instance carries a tag, it is written commented out (no matcher or claim the data holds)."""
-    ranked = sorted(billing.instance_tags.items(), key=lambda kv: (-kv[1], kv[0]))
+    tier, so no ``gpus_per_replica`` or ``min_replicas``): it claims the lines of the tag the most spend
+    on instances without GPUs in the proposed scope carries, a tag no GPU line and no line of no instance
+    carries first (a node group's, not the cluster's that the GPU nodes and control plane carry too);
+    where no such instance carries a tag, it is written commented out (no matcher or claim the data holds)."""
+    entry.gpus_per_replica = entry.min_replicas = None
+    tags, total = scoped_instances(billing, accounts)
+    shared = billing.shared_tags
+    ranked = sorted(tags.items(), key=lambda kv: (kv[0] in shared, -kv[1], shared.get(kv[0], ZERO), kv[0]))
     if not ranked:
         entry.disabled = True
         entry.comments.append("no pod serves it and no instance line carries a tag: write its claim (tags = { … } "
@@ -190,10 +195,16 @@ def _log_claim(entry: ServiceEntry, billing: Billing) -> None:
         return
     (key, value), spend = ranked[0]
     entry.tags = {key: value}
-    others = ", ".join(f"{k} = {v} {a:,.2f}" for (k, v), a in ranked[1:4])
+    others = ", ".join(f"{k} = {v} {a:,.2f}{_shared(shared, (k, v))}" for (k, v), a in ranked[1:4])
     entry.comments.append(f"no pod serves it (a CPU tier): it claims the lines tagged {key} = {value}, the tag the most "
-                          f"spend on instances without GPUs carries ({spend:,.2f} of {billing.instances:,.2f}); "
+                          f"spend on instances without GPUs carries ({spend:,.2f} of {total:,.2f}"
+                          f"{' in scope' if accounts else ''}){_shared(shared, (key, value))}; "
                           + (f"others: {others}" if others else "no other tag"))
+
+
+def _shared(shared: dict[tuple[str, str], Decimal], tag: tuple[str, str]) -> str:
+    """What else a tag claims: the GPU lines and lines of no instance that carry it too."""
+    return f" (also on {shared[tag]:,.2f} of GPU lines and lines of no instance)" if tag in shared else ""
 
 
 def _service_name(work: Workload) -> str:

@@ -137,7 +137,8 @@ def _service(entry: ServiceEntry) -> str:
     body = [f"[services.{toml_key(entry.name)}]"]
     body += [f"{k} = {toml_string(v)}" for k, v in entry.match.items()]
     body += [f"tags = {toml_value(entry.tags)}"] if entry.tags else []
-    body += [f"gpus_per_replica = {entry.gpus_per_replica}", f"min_replicas = {entry.min_replicas}"]
+    body += [f"{k} = {v}" for k, v in (("gpus_per_replica", entry.gpus_per_replica),
+                                      ("min_replicas", entry.min_replicas)) if v is not None]
     if entry.disabled:
         return "\n".join(_comment(entry.comments) + [f"# {line}" for line in body]) + "\n"
     return "\n".join([body[0], *_comment(entry.comments), *body[1:]]) + "\n"

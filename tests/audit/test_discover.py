@@ -307,10 +307,12 @@ def test_a_request_log_service_claims_its_tag_and_no_pod(tmp_path):
     found = discover([str(p) for p in REAL_CASES["cur+access-log"]], tmp_path, "c4")
     (tmp_path / "case.toml").write_text(found.text)
     assert tomllib.loads(found.text)["services"] == {"workload-efficiency-step1": {
-        "tags": {"application": "ordering"}, "gpus_per_replica": 1, "min_replicas": 1}}
+        "tags": {"application": "ordering"}}}
     assert ("# no pod serves it (a CPU tier): it claims the lines tagged application = ordering, the tag the most "
-            "spend on instances without GPUs carries (35.72 of 65.93); others: tier = front 18.88, tier = middle "
-            "16.56, environment = Production 8.87") in found.text
+            "spend on instances without GPUs carries (35.72 of 65.93) (also on 20.31 of GPU lines and lines of no "
+            "instance); others: tier = front 18.88 (also on 12.23 of GPU lines and lines of no instance), tier = middle "
+            "16.56 (also on 2.32 of GPU lines and lines of no instance), environment = Production 8.87 (also on 0.45 "
+            "of GPU lines and lines of no instance)") in found.text
     done = subprocess.run([sys.executable, "-m", "audit", "validate", str(tmp_path)], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)
     assert done.returncode == 0
@@ -325,7 +327,39 @@ def test_a_request_log_service_without_an_instance_tag_is_written_commented_out(
     from audit.discover.write import _service
 
     entry = ServiceEntry("web", {})
-    _log_claim(entry, Billing())
+    _log_claim(entry, Billing(), [])
     assert _service(entry) == (
         "# no pod serves it and no instance line carries a tag: write its claim (tags = { … } or resource_ids = [ … ], "
-        "the billing lines it owns) and uncomment\n# [services.web]\n# gpus_per_replica = 1\n# min_replicas = 1\n")
+        "the billing lines it owns) and uncomment\n# [services.web]\n")
+
+
+def test_a_request_log_service_claims_the_node_group_tag_not_the_clusters(tmp_path):
+    """cloudgen EKS 8011: the gateway's c7i nodes carry eks:cluster-name = inference-prod and
+    eks:nodegroup-name = cpu-gateway, 17.14 each; the GPU nodes and the control plane carry the cluster's
+    tag too. Before: tags = { "eks:cluster-name" = "inference-prod" } ('17.14 of 21.97', the 21.97 with the
+    out-of-scope account's 4.84) and gpus_per_replica = 1, and validate warned that its claims match 144
+    lines, 72 of them gpu_compute (2893.75 USD); now the node group's tag, of the scope's 17.14, no
+    gpus_per_replica, and validate warns nothing about the gateway."""
+    import decimal
+    import subprocess
+    import sys
+
+    from benchmarks.cloudgen.generate import generate
+    from tests.paths import ROOT
+
+    made = tmp_path / "eks"
+    with decimal.localcontext():  # cloudgen sets its own precision
+        generate("eks", 8011, made)
+    paths = ["billing/focus_aws.csv", "telemetry/metrics.om.gz", "telemetry/gateway-access.log",
+             "profiles/h100_qwen1.5-0.5b-chat.json.gz"]
+    (tmp_path / "init").mkdir()
+    found = discover([str(made / p) for p in paths], tmp_path / "init", "eks")
+    (tmp_path / "init" / "case.toml").write_text(found.text)
+    assert tomllib.loads(found.text)["services"]["gateway"] == {"tags": {"eks:nodegroup-name": "cpu-gateway"}}
+    assert ("# no pod serves it (a CPU tier): it claims the lines tagged eks:nodegroup-name = cpu-gateway, the tag "
+            "the most spend on instances without GPUs carries (17.14 of 17.14 in scope); others: eks:cluster-name = "
+            "inference-prod 17.14 (also on 2,896.15 of GPU lines and lines of no instance)") in found.text
+    done = subprocess.run([sys.executable, "-m", "audit", "validate", str(tmp_path / "init")], capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0
+    assert [w for w in done.stderr.splitlines() if "gateway" in w] == []

@@ -712,13 +712,13 @@ def test_charges_no_rule_classes_are_named_largest_first(eks, tmp_path):
             "Example Search 1250.00 (1 line).") in found[0]
 
 
-def _focus_with_dcgm(tmp_path: Path) -> Path:
+def _focus_with_dcgm(tmp_path: Path, t4_pod: str = "") -> Path:
     """The FOCUS 1.0 sample (g5 lines bill A10G) beside DCGM with GPU activity on a T4 host only and
     a ray pod on an A10G host named only on DCGM_FI_PROF_DRAM_ACTIVE (the real DCGM excerpt's shape)."""
     from tests.paths import DATA
     case = tmp_path / "case"
     case.mkdir()
-    t4 = 'gpu="0",UUID="GPU-20c5",modelName="Tesla T4",Hostname="424773df46e0"'
+    t4 = 'gpu="0",UUID="GPU-20c5",modelName="Tesla T4",Hostname="424773df46e0"' + t4_pod
     a10g = ('gpu="0",UUID="GPU-abc",modelName="NVIDIA A10G",Hostname="ip-11111",container="ray-worker",'
             'namespace="ray-llm",pod="ray-1111111"')
     samples = [f"DCGM_FI_DEV_GPU_UTIL{{{t4}}} 0 {t}\n" for t in (1726102800, 1726103700)]
@@ -751,3 +751,19 @@ def test_a_pod_named_only_on_a_series_the_split_does_not_read_is_named(tmp_path)
     assert (
         "billed GPU resource i-035fel2la90287a83 (g3.4xlarge) meets no telemetry node (its cost is unattributed: "
         "GPU not in telemetry); telemetry GPU nodes carry: 424773df46e0; [nodes] can join them") in found
+
+
+def test_a_service_matching_only_pods_on_unread_series_names_them(tmp_path):
+    """Rule 5: telemetry names pod chat-1 in llm on GPU activity and ray-1111111 in ray-llm only on
+    DCGM_FI_PROF_DRAM_ACTIVE: before, the error said namespace "ray-llm" matches no namespace, 'namespaces
+    in telemetry: llm' and did you mean `llm`; now ray-llm and ray-1111111 rank nearest and the pod is named
+    with its namespace, node and series."""
+    case = _focus_with_dcgm(tmp_path, ',namespace="llm",pod="chat-1"')
+    result = costaudit("validate", case)
+    assert result.returncode == 1
+    assert (
+        'service ray matches no pod the split reads: namespace = "ray-llm" matches no namespace on the series '
+        'the split reads; namespaces in telemetry: ray-llm, llm; pod = "re:^ray-" matches no pod on the series '
+        'the split reads; pods in telemetry: ray-1111111, chat-1; it names pod ray-1111111 in ray-llm on node '
+        'ip-11111, only on DCGM_FI_PROF_DRAM_ACTIVE, which the split does not read for activity; no request-log '
+        'source names it. Its GPU time would be counted as undeclared workload') in result.stderr
