@@ -334,3 +334,14 @@ def test_a_cut_table_with_a_total_sums_the_rows_it_leaves_out_so_the_total_adds_
     nodes = html.split("GPU-hour coverage by node", 1)[1].split("</table>", 1)[0]
     assert "The other 2 nodes (each in tables.xlsx, sheet" in nodes and "<td class=\"num\">21.00</td>" in nodes
     assert "The other" not in render_html(model)
+
+
+def test_a_findings_part_breaks_only_after_its_dots_and_stays_escaped():
+    """The Part column is narrow: "model_compute.kernel_active" broke mid-word ("model_compute.k" /
+    "ernel_active") where the only break allowed was anywhere; it now breaks after the dot."""
+    audit = ranked_only()
+    audit["findings"] = [{"id": "f1", "title": "Chains", "service": "chat", "kernel": "gemm", "call_path": "a ← b",
+                          "share": "0.01", "bucket": "model_compute", "part": "kernel_active<i>", "cost": "1.00",
+                          "fix": "fuse"}]
+    for html in (pdf_html(build_model(audit)), render_html(build_model(audit))):
+        assert "<code>model_compute.<wbr>kernel_active&lt;i&gt;</code>" in html
