@@ -449,9 +449,10 @@ def _notes(result) -> list[str]:
     unamortised = unamortised_reason(scoped)
     if unamortised:
         notes.append(f"Commitment amortisation not measured: {unamortised}.")
-    unpurchased = unpurchased_reason(scoped) if result.case.cost_basis == "billed" else None
+    basis = result.case.cost_basis
+    unpurchased = unpurchased_reason(scoped, basis) if basis in ("billed", "effective") else None
     if unpurchased:
-        notes.append(f"Commitment purchases missing from the billed basis: {unpurchased}.")
+        notes.append(f"Commitment purchases missing from the {basis} basis: {unpurchased}.")
     if adjusted(scoped):
         notes.append(f"Tax and credits: {SCOPE_RULE}.")
     unclassed = unclassed_note(scoped, result.charges)

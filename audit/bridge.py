@@ -170,9 +170,10 @@ class Unpurchased:
     lines: int  # the lines that show their amortisation
     unshown: Decimal = ZERO  # ContractedCost of the covered lines that show none
     unshown_lines: int = 0
+    basis: str = "billed"  # the basis whose total lacks them
 
     def lacks(self) -> str:
-        """What the billed total lacks, with the amounts and the commitments, as a clause."""
+        """What the basis's total lacks, with the amounts and the commitments, as a clause."""
         ids = ", ".join(text(c, 200) for c in self.commitments[:EXAMPLES])
         ids += ", …" if len(self.commitments) > EXAMPLES else ""
         behind = []
@@ -182,13 +183,15 @@ class Unpurchased:
         if self.unshown_lines:
             behind.append(f"commitment-covered usage of {cents(self.unshown)} at its contracted price, whose "
                           "amortised cost no line shows")
-        return f"the billed total lacks the purchases behind {' and '.join(behind)} (commitment(s) {ids})"
+        return f"the {self.basis} total lacks the purchases behind {' and '.join(behind)} (commitment(s) {ids})"
 
 
-def unpurchased(lines: pd.DataFrame) -> Unpurchased | None:
+def unpurchased(lines: pd.DataFrame, basis: str = "billed") -> Unpurchased | None:
     """The commitment-covered and unused lines (status Used / Unused) billed through a purchase whose
     commitment (their CommitmentDiscountId or one it lies under) has no in-scope purchase with a
-    BilledCost; None when there is none. Such a purchase is nowhere on the billed basis.
+    BilledCost; None when there is none. Such a purchase is nowhere on the billed basis. On the
+    effective basis (``basis``) only covered lines costing 0 on both bases lack it (the others carry
+    their amortisation there): None where there is none.
 
     A line is billed through a purchase when its BilledCost differs from its EffectiveCost (an
     amortised view: its amortisation on the effective basis), or when it is covered usage costing 0
@@ -217,9 +220,13 @@ def unpurchased(lines: pd.DataFrame) -> Unpurchased | None:
     shown, unseen = alone[~blind], alone[blind]
     used = (shown["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
     contracted = unseen["contracted_cost"] if "contracted_cost" in unseen.columns else pd.Series([], dtype=object)
+    unshown = dsum(c for c in contracted if c is not None)
+    if basis == "effective":
+        return Unpurchased(ZERO, ZERO, tuple(sorted(set(unseen["commitment_discount_id"].fillna("")))), 0, unshown,
+                           line_total(unseen), basis) if not unseen.empty else None
     return Unpurchased(dsum(shown["amortised"][used]), dsum(shown["amortised"][~used]),
                        tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(shown),
-                       dsum(c for c in contracted if c is not None), line_total(unseen))
+                       unshown, line_total(unseen))
 
 
 def _related(commitment: str, others: set[str]) -> bool:
@@ -261,9 +268,10 @@ BILLED_VIEW = ("{n} commitment-covered line(s) cost 0 on both the billed and the
                "AmortizedCost export) on the effective basis")
 
 
-def unpurchased_reason(lines: pd.DataFrame) -> str | None:
-    """What the billed basis lacks and why, and where to find it (:func:`unpurchased`; None: nothing)."""
-    found = unpurchased(lines)
+def unpurchased_reason(lines: pd.DataFrame, basis: str = "billed") -> str | None:
+    """What the basis (billed or effective) lacks and why, and where to find it (:func:`unpurchased`;
+    None: nothing)."""
+    found = unpurchased(lines, basis)
     if found is None:
         return None
     why = [AMORTISED_VIEW.format(n=found.lines)] if found.lines else []

@@ -7,7 +7,7 @@ reserved GPUs then cost 0 on the billed basis, their priced bottom-up exceeds it
 the audit reads that as a finding. So has an export of the billed view (Azure's ActualCost export)
 whose purchase was bought in an earlier month or in another subscription: its covered usage costs 0
 on both bases and its amortised cost is in no line (named at its contracted price; nearest: the
-commitments, since the effective basis lacks it too). ``commitment_purchases_missing`` names the amounts and the
+commitments), on the effective basis as well. ``commitment_purchases_missing`` names the amounts and the
 commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them.
 """
 from __future__ import annotations
@@ -18,16 +18,19 @@ from audit.bridge import EXAMPLES, unpurchased, unpurchased_reason
 from audit.case import Case
 from audit.misfit import Misfit
 
-SUBJECT = "[case] cost_basis billed"
+#: the bases whose total a missing purchase leaves short
+BASES = ("billed", "effective")
 
 
 def purchases_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
-    """A ``commitment_purchases_missing`` warning where the billed basis lacks commitment purchases
-    (``classified``: the lines in scope)."""
-    if case.cost_basis != "billed" or classified.empty:
+    """A ``commitment_purchases_missing`` warning where the billed or effective basis lacks
+    commitment purchases (``classified``: the lines in scope)."""
+    if case.cost_basis not in BASES or classified.empty:
         return []
-    found = unpurchased(classified)
+    found = unpurchased(classified, case.cost_basis)
     if found is None:
         return []
-    return [Misfit("commitment_purchases_missing", SUBJECT, f"{SUBJECT}: {unpurchased_reason(classified)}",
+    subject = f"[case] cost_basis {case.cost_basis}"
+    return [Misfit("commitment_purchases_missing", subject,
+                   f"{subject}: {unpurchased_reason(classified, case.cost_basis)}",
                    ("effective",) if found.lines else found.commitments[:EXAMPLES])]

@@ -136,10 +136,17 @@ def fitted(case: Case, collected: Collected, lines, mask, classified, tele, node
 
 
 def billed_lacks(case: Case, scoped) -> str | None:
-    """On the billed basis, what its total lacks where commitment purchases are not in the data (the
-    reconciliation's reason names it); None on another basis or where nothing is lacking."""
-    found = unpurchased(scoped) if case.cost_basis == "billed" else None
+    """On the billed or effective basis, what its total lacks where commitment purchases are not in
+    the data (the reconciliation's reason names it); None on another basis or where nothing is lacking."""
+    found = unpurchased(scoped, case.cost_basis) if case.cost_basis in ("billed", "effective") else None
     return found.lacks() if found is not None else None
+
+
+def lacking_commitments(case: Case, classified) -> tuple[str, ...]:
+    """On the effective basis, the commitments whose covered usage costs 0 for want of their purchase
+    (audit/prices.py prices it at its contracted price); () on another basis or where there is none."""
+    found = unpurchased(classified, "effective") if case.cost_basis == "effective" else None
+    return found.commitments if found is not None else ()
 
 
 def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
@@ -169,7 +176,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     if strict and checked.errors:
         raise misfit_errors(case, checked)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
-    charges = prices.priced(spread, case.cost_basis)
+    charges = prices.priced(spread, case.cost_basis, lacking_commitments(case, classified))
     checked = replace(checked, misfits=checked.misfits + overdrawn(charges, classified, case.cost_basis))
     _step(progress, "splitting GPU time per service and interval")
     split = gpusplit.split_gpus(case, charges, tele, nodes)

@@ -9,6 +9,8 @@ commitments): priced at its quantity, the bottom-up would count what the top-dow
 """
 from __future__ import annotations
 
+from typing import Collection
+
 import pandas as pd
 
 from audit.lines import PRE_COMMITMENT
@@ -17,7 +19,7 @@ PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price",
                  "commitment", "commitment_discount_status")
 
 
-def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
+def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> pd.DataFrame:
     """The charges with ``priced``, ``has_price``, ``list_price_fallback``, ``effective_rate``,
     ``unpurchased`` and ``pretax`` columns, on the case's cost ``basis``.
 
@@ -33,12 +35,18 @@ def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
     purchases carry the price, missed by the whole discount: gap −26.7 %). Covered usage no purchase
     reached keeps its contracted price: its billed total lacks the purchase (audit/bridge.py
     :func:`~audit.bridge.unpurchased_reason` says so); ``unpurchased`` marks such lines costing 0, so
-    that the price driver names them."""
+    that the price driver names them. So does covered usage costing 0 on the effective basis whose
+    commitment is in ``lacking`` (:func:`audit.bridge.unpurchased`: an ActualCost export without its
+    purchase): its rate, 0, is no price."""
     amounts, has_price, fallback, effective, unpurchased = [], [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
-    for quantity, unit, listed, category, gross, commitment, status in zip(*(charges[c] for c in PRICE_COLUMNS)):
+    ids = charges["commitment_discount_id"] if lacking else [""] * len(charges)
+    for quantity, unit, listed, category, gross, commitment, status, cid in zip(
+            *(charges[c] for c in PRICE_COLUMNS), ids):
         used_list = False
-        at_rate = status == "Used" and bool(quantity) and (basis == "effective" or (basis == "billed" and commitment != 0))
+        shown = not (gross + commitment == 0 and cid in lacking)
+        at_rate = status == "Used" and bool(quantity) and ((basis == "effective" and shown)
+                                                          or (basis == "billed" and commitment != 0))
         if unit is None and listed is not None and not at_rate:
             unit, used_list = listed, True
         ok = at_rate or (quantity is not None and unit is not None and category != "Purchase"
@@ -47,7 +55,8 @@ def priced(charges: pd.DataFrame, basis: str) -> pd.DataFrame:
         has_price.append(ok)
         fallback.append(ok and used_list)
         effective.append(at_rate)
-        unpurchased.append(basis == "billed" and status == "Used" and not at_rate and gross + commitment == 0)
+        unpurchased.append(status == "Used" and not at_rate and gross + commitment == 0
+                           and (basis == "billed" or (basis == "effective" and not shown)))
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
     return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, effective_rate=effective,
                           unpurchased=unpurchased, pretax=pretax)

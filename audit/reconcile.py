@@ -37,7 +37,7 @@ class ReconcileInput:
     profiles: Mapping[str, ProfileSummary]
     traffic: Mapping[str, TrafficTotals]
     tolerance: Decimal
-    #: on the billed basis, what its total lacks where commitment purchases are not in the data
+    #: on the billed or effective basis, what its total lacks where commitment purchases are not in the data
     #: (audit/bridge.py ``Unpurchased.lacks``); None: nothing
     unpurchased: str | None = None
 
@@ -66,8 +66,8 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     sensitive = "".join(f"; {d.detail.split(': ', 1)[1]}, more than the tolerance" for d in gap_drivers
                         if d.gap is not None and abs(d.gap) > tolerance)
     if given.unpurchased:
-        sensitive += (f"; {given.unpurchased}: their usage costs 0 on the billed basis while the bottom-up prices "
-                      "it (fit commitment_purchases_missing)")
+        sensitive += (f"; {given.unpurchased}: their usage costs 0 on the {given.cost_basis} basis while the "
+                      "bottom-up prices it (fit commitment_purchases_missing)")
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
                               "no GPU-interval is covered by kernel-activity telemetry" + sensitive, covered,

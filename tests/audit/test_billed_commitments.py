@@ -202,3 +202,31 @@ def test_an_actualcost_export_without_a_purchase_names_what_it_lacks(aks, tmp_pa
         "(the commitment purchase spread onto them ÷ quantity: the contracted price excludes the commitment "
         "discount); 1 commitment-covered line(s) cost 0 for want of their commitment's purchase in scope, priced at "
         "their contracted price (fit commitment_purchases_missing)")
+
+
+def test_the_effective_basis_names_covered_usage_no_purchase_or_amortisation_prices(aks, tmp_path):
+    """The same ActualCost export without the H100 purchase, on the effective basis: the covered line
+    costs 0 on both bases, so the effective total lacks it too. Before, the fit was empty, no note named
+    it and the reconciliation said "reconciles" (gap 0.000001: both sides priced the 24 H100 hours at
+    their effective rate, 0); now the warning, the note, the reason and the price driver name it at its
+    contracted price, 2359.68, and the bottom-up prices it there."""
+    variant(aks, tmp_path / "case", without_h100_purchase(actual_rows(aks), False), "ea_actual.csv", "actual")
+    case = (tmp_path / "case" / "case.toml").read_text(encoding="utf-8")
+    (tmp_path / "case" / "case.toml").write_text(case.replace('cost_basis = "billed"', 'cost_basis = "effective"'),
+                                                 encoding="utf-8")
+    document = audit_document(tmp_path / "case")
+    lacks = ("the effective total lacks the purchases behind commitment-covered usage of 2359.68 at its contracted "
+             f"price, whose amortised cost no line shows (commitment(s) {H100})")
+    recon = document["reconciliation"]
+    assert (recon["verdict"], recon["gap"], recon["top_down"], recon["bottom_up"]) == (
+        "does_not_reconcile", "-1.117160", "2112.20", "4471.86")
+    assert recon["reason"] == (f"|gap| 1.1172 > tolerance 0.02; {lacks}: their usage costs 0 on the effective "
+                               "basis while the bottom-up prices it (fit commitment_purchases_missing)")
+    assert [(f["kind"], f["subject"], f["nearest"]) for f in document["fit"]] == [
+        ("commitment_purchases_missing", "[case] cost_basis effective", [H100])]
+    assert document["fit"][0]["message"].startswith(f"[case] cost_basis effective: {lacks}: 1 commitment-covered")
+    assert any(n.startswith(f"Commitment purchases missing from the effective basis: {lacks}: ")
+               for n in document["notes"])
+    assert price_detail(document, "gpu_compute").endswith(
+        "; 1 commitment-covered line(s) cost 0 for want of their commitment's purchase in scope, priced at their "
+        "contracted price (fit commitment_purchases_missing)")
