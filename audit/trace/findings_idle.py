@@ -4,7 +4,8 @@
   the caller's return where that is first: the article's "synchronise to read top-k for logging, then
   format the log line"),
   per call and the call path that issued it, plus GPU idle inside blocking calls that drained no
-  gap (the host blocked while the GPU already had nothing queued);
+  gap while the GPU had nothing queued (idle before the next work's launch call began; idle with
+  work queued, or a pageable copy's staging, is not the wait's);
 - ``launch_bound`` / ``host_overhead``: the launch-bound gaps, per path of the work that waited;
 - ``host_compute``: host work that led to no launch while the GPU idled, per host call path;
 - ``copy_overhead``: host↔device copies not hidden behind kernels, plus the copy-bound gaps
@@ -19,7 +20,7 @@ import numpy as np
 from audit.trace.findings_rules import IDLE, SMALL_KERNEL_US, TOP, Finding, _top, blocking_calls
 from audit.trace.idle import COPY, HOST, LAUNCH, SYNC, idle_gaps
 from audit.trace.profile_view import ProfileView
-from connectors.profiles.events import RUNTIME, length, merge, overlap
+from connectors.profiles.events import RUNTIME, covered_up_to, length, merge, overlap
 
 LAUNCH_MIN_SHARE = 0.10       # launch-bound idle, share of the device window
 HOST_MIN_SHARE = 0.02         # one host call path's host-compute idle, share of the device window
@@ -48,12 +49,15 @@ def sync_waste(view: ProfileView) -> list[Finding]:
         group[4] += idle
         group[5] += 1
     rows, devices = blocking_calls(view)
+    unqueued: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
     for row, device in zip(rows.tolist(), devices.tolist()):
         group = _group(groups, view, row, device)
         group[1] += 1
         group[2] += float(t.dur[row])
         if row not in drained_rows:
-            idle = float(view.idle_within(device, t.start[row:row + 1], t.end[row:row + 1])[0])
+            if device not in unqueued:
+                unqueued[device] = _unqueued(view, gaps, device)
+            idle = _idle_inside(view, unqueued[device], device, float(t.start[row]), float(t.end[row]))
             group[0] += idle
             group[6] += idle
     return [Finding("sync_waste", f"GPU idle after the host blocked in {call}", call, path, idle, IDLE, device,
@@ -61,6 +65,32 @@ def sync_waste(view: ProfileView) -> list[Finding]:
                      "drained_gaps": gaps_n, "drained_idle_us": round(drained, 3),
                      "idle_inside_calls_us": round(inside, 3)}, SYNC_FIX)
             for (call, path), (idle, calls, blocked, device, drained, gaps_n, inside) in _top(groups)]
+
+
+def _unqueued(view: ProfileView, gaps, device: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The device's idle with nothing queued, sorted: each gap from its start until the launch call of
+    the work that ends it began (the whole gap where no launch is known). None for a device whose
+    gaps are not told apart (no launch in the trace: audit/trace/idle.py ``bulk``)."""
+    if any(b[0] == device for b in gaps.bulk):
+        return None
+    mine = gaps.device == device
+    starts, ends = gaps.start[mine], np.minimum(gaps.end[mine], gaps.queued[mine])
+    keep = ends > starts
+    order = np.argsort(starts[keep], kind="stable")
+    return starts[keep][order], ends[keep][order]
+
+
+def _idle_inside(view: ProfileView, unqueued, device: int, start: float, end: float) -> float:
+    """GPU idle with nothing queued inside a blocking call that drained no gap (METHOD §6: "while the
+    GPU has nothing queued"; idle while work was queued is the GPU's own, and a pageable copy's
+    staging is copy-bound, counted in copy_overhead). A device whose gaps are not told apart: its idle."""
+    if unqueued is None:
+        return float(view.idle_within(device, np.array([start]), np.array([end]))[0])
+    if unqueued[0].size == 0:
+        return 0.0
+    lo, hi = view.windows[device]
+    s, e = min(max(start, lo), hi), min(max(end, lo), hi)
+    return float(covered_up_to(unqueued, np.array([e]))[0] - covered_up_to(unqueued, np.array([s]))[0])
 
 
 def _group(groups: dict, view: ProfileView, row: int, device: int) -> list:

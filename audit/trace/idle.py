@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
@@ -80,6 +80,9 @@ class IdleGaps:
     path: np.ndarray
     cause: np.ndarray
     bulk: list[tuple[int, int, float, int]]     # (device, path, idle us, gaps) of unlaunched devices
+    #: per gap: when the work that ends it was queued (the start of its launch call; inf: no launch
+    #: known), so that the GPU had nothing queued from the gap's start until then (METHOD §6)
+    queued: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def idle_us(self) -> np.ndarray:
@@ -111,13 +114,13 @@ def _idle_gaps(view: ProfileView) -> IdleGaps:
         parts.append(_device_gaps(view, device, busy_s, busy_e))
     if not parts:
         empty_f, empty_i = np.zeros(0), np.zeros(0, dtype=np.int64)
-        return IdleGaps(empty_i, empty_f, empty_f, np.zeros(0, dtype=np.int8), empty_i, empty_i, bulk)
+        return IdleGaps(empty_i, empty_f, empty_f, np.zeros(0, dtype=np.int8), empty_i, empty_i, bulk, empty_f)
     columns = [np.concatenate(column) for column in zip(*parts)]
-    return IdleGaps(columns[0], columns[1], columns[2], columns[3], columns[4], columns[5], bulk)
+    return IdleGaps(columns[0], columns[1], columns[2], columns[3], columns[4], columns[5], bulk, columns[6])
 
 
 def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(device, start, end, category, path, cause) of one device's gaps."""
+    """(device, start, end, category, path, cause, queued) of one device's gaps."""
     t, paths = view.trace, view.paths
     mine = np.flatnonzero(view.device == device) if view.on_device(device) is not None else np.arange(view.rows.size)
     start = view.start[mine]
@@ -159,13 +162,15 @@ def _device_gaps(view: ProfileView, device: int, busy_s: np.ndarray, busy_e: np.
     # The part of a gap after the call of a pageable host-to-device copy began is the host staging
     # the pageable buffer: copy-bound, at the copy's call path (what precedes the call keeps its class).
     split = np.flatnonzero(late & ~in_call & staging & (ls > g0) & (ls < g1) & (category != COPY))
+    queued = np.where(launch >= 0, ls, np.inf)
+    queued = np.concatenate([queued, queued[split]])
     end = g1.copy()
     end[split] = ls[split]
     starts, ends = np.concatenate([g0, ls[split]]), np.concatenate([end, g1[split]])
     category = np.concatenate([category, np.full(split.size, COPY, dtype=np.int8)])
     path = np.concatenate([path, np.asarray([paths.host_path(int(r)) for r in launch[split].tolist()], dtype=np.int64)])
     cause = np.concatenate([cause, launch[split]])
-    return np.full(starts.size, device, dtype=np.int64), starts, ends, category, path, cause
+    return np.full(starts.size, device, dtype=np.int64), starts, ends, category, path, cause, queued
 
 
 def _pageable_htod_calls(view: ProfileView) -> np.ndarray:
