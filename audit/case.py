@@ -219,7 +219,7 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
     allocation = parse_allocation(_table(raw.get("allocation", {}), "[allocation]", problems), services, problems)
     nodes = _nodes(raw.get("nodes", {}), problems)
     overrides = _options(_tables(raw.get("options", []), "[[options]]", problems), problems)
-    planning = _plan_keys(head, problems)
+    planning = _plan_keys(head, target, problems)
     shipped = parse_shipped(_tables(raw.get("shipped", []), "[[shipped]]", problems), services, _utc, problems)
     if problems:
         return None
@@ -231,11 +231,11 @@ def _build(path: Path, raw: dict, problems: list[str]) -> Case | None:
                 allocation=allocation, shipped=tuple(shipped), **planning)
 
 
-def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
-    """``horizon_months``, ``loaded_rate_range`` / ``target_utilisation_range`` ([low, high]) and ``owner_tag``."""
+def _plan_keys(head: Mapping[str, Any], target: Decimal | None, problems: list[str]) -> dict[str, Any]:
+    """``horizon_months``, ``loaded_rate_range``, ``target_utilisation_range`` (around ``target``), ``owner_tag``."""
     out: dict[str, Any] = {"horizon_months": _decimal(head, "horizon_months", "12", problems, lo=Decimal(1),
                                                       hi=Decimal(600)) or Decimal(12)}
-    for key, hi in (("loaded_rate_range", MAX_RATE), ("target_utilisation_range", Decimal(1))):
+    for key, hi, centre in (("loaded_rate_range", MAX_RATE, None), ("target_utilisation_range", Decimal(1), target)):
         value = head.get(key)
         if value is None:
             continue
@@ -244,6 +244,9 @@ def _plan_keys(head: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
         low, high = (pair[0], pair[1]) if len(pair) == 2 else (None, None)
         if low is None or high is None or low > high:
             problems.append(f"[case].{key}: expected [low, high], two numbers, low ≤ high")
+        elif centre is not None and not low <= centre <= high:
+            problems.append(f"[case].{key}: [{low}, {high}] must contain target_utilisation ({centre}): "
+                            "its ends are the low / high tried either side of the expected")
         else:
             out[key] = (low, high)
     tag = head.get("owner_tag")
@@ -306,10 +309,8 @@ def _decimal(table, key, default, problems, lo=None, hi=None) -> Decimal | None:
 
 def _duration(table, key, default, where, problems) -> int | None:
     value = table.get(key, default)
-    if value is None:
-        return None
     try:
-        return parse_duration(value)
+        return None if value is None else parse_duration(value)
     except ValueError as exc:
         problems.append(f"{where}.{key}: {exc}")
         return None
@@ -419,7 +420,8 @@ def _nodes(raw, problems) -> dict[str, str]:
 
 
 def _options(raw, problems) -> dict[str, dict]:
-    out = {}
+    """The case's option entries by id; an id given twice is a problem naming both (else the last won)."""
+    out, first = {}, {}
     for i, entry in raw:
         where = f"[[options]] #{i}"
         unknown_keys(entry, OPTION_KEYS, where, problems)
@@ -427,6 +429,9 @@ def _options(raw, problems) -> dict[str, dict]:
             problems.append(f"{where}: needs 'id' (a catalogue option id)")
             continue
         _option_figures(entry, where, problems)
+        if (option := first.setdefault(str(entry["id"]), i)) != i:
+            problems.append(f"{where}: id {shown(entry['id'])} is also [[options]] #{option}; give each "
+                            "option once (which entry's figures hold is not known)")
         out[str(entry["id"])] = dict(entry, **_model_inputs(entry, where, problems))
     return out
 

@@ -302,7 +302,7 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                          {s: {b: v[b] * per_month * kept[b] for b in BANDS} for s, v in model.by_service.items()})
     else:
         saving = {b: monthly * recover[b] - run_cost for b in BANDS}
-        option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, overridden),
+        option = replace(option, basis="assumed", inputs=_catalogue_inputs(part, base, recover, share_given),
                          basis_note=why or assumed.NO_MODEL)
     if saving["low"] <= 0:
         return replace(option, part_monthly=monthly, saving=saving, status="no_saving",
@@ -325,11 +325,13 @@ def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: D
 
 
 def _catalogue_inputs(part: str, base: Decimal | None, recover: Mapping[str, Decimal],
-                      overridden: bool) -> tuple[tuple[str, str, str], ...]:
-    """What an assumed saving stood on: the part's amount over the window and the recoverable share."""
+                      share_given: bool) -> tuple[tuple[str, str, str], ...]:
+    """What an assumed saving stood on: the part's amount over the window and the recoverable share,
+    credited to the case only where it gave ``recoverable`` (an override of other keys leaves it the
+    catalogue's)."""
     return ((f"{part} over the window", f"{base or ZERO:.2f}", "ledger (attribution of the billing)"),
             ("recoverable share", f"{recover['low']} / {recover['expected']} / {recover['high']}",
-             "case [[options]]" if overridden else "catalogue: audit/data/options.toml"))
+             "case [[options]]" if share_given else "catalogue: audit/data/options.toml"))
 
 
 def _ranked(options: list[Option], given: PlanInput) -> list[Option]:

@@ -4,7 +4,8 @@
 denominators, with every log's other counts); :func:`unit_costs` gives each service what it owns
 (its GPU parts and the lines a rule or its claim assigns), a share of the shared parts by the case's
 allocation key (gpu_cost, requests, owned_cost or fixed weights; a key that sums to zero falls back
-to requests, then to equal shares) and what of its cost stayed unattributed.
+to requests, then to equal shares, as do requests some service's are not measured) and what of its
+cost stayed unattributed.
 """
 from __future__ import annotations
 
@@ -276,20 +277,25 @@ def shared_by_part(ledger: Ledger, pool: Decimal, shares: Mapping[str, Decimal])
 
 def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, TrafficTotals],
                own: Mapping[str, Decimal], allocation: Allocation) -> dict[str, Mapping[str, Decimal]]:
-    """Each allocation key's value per service: paid GPU cost, requests, owned cost, fixed weights."""
+    """Each allocation key's value per service: paid GPU cost, requests (None where the service's
+    source has no request series: not measured, not 0), owned cost, fixed weights."""
     paid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for iv in intervals:
         paid[iv.service] += iv.paid
-    return {"gpu_cost": paid, "requests": {s: t.requests for s, t in traffic.items() if t.requests is not None},
+    return {"gpu_cost": paid, "requests": {s: t.requests for s, t in traffic.items()},
             "owned_cost": own, "weights": allocation.weights}
 
 
 def shared_split(allocation: Allocation, names: Sequence[str], pool: Decimal,
                  values: Mapping[str, Mapping[str, Decimal]]) -> SharedSplit:
     """The weights that split the shared pool: the case's key, else requests, else equal weights
-    (METHOD §4), and the note that says which fell back and why."""
+    (METHOD §4), and the note that says which fell back and why. Requests split nothing where a
+    service's are not measured (:func:`unmeasured_requests`): weighing it 0 would give it none of the pool."""
     note = None
     for key in dict.fromkeys((allocation.key, "requests")):
+        if key == "requests" and (unmeasured := unmeasured_requests(names, values[key])):
+            note = ((note + "; ") if note else "") + unmeasured
+            continue
         weights = {s: max(ZERO, values[key].get(s, ZERO)) for s in names}
         if sum(weights.values(), ZERO) > 0:
             said = _joined(note, f"split by {key}") if note else None
@@ -300,6 +306,16 @@ def shared_split(allocation: Allocation, names: Sequence[str], pool: Decimal,
         return SharedSplit(allocation.key, "none", _joined(note, reason), pool, pool, {})
     return SharedSplit(allocation.key, "equal", _joined(note, "split in equal shares"), pool, ZERO,
                        {s: Decimal(1) for s in names})
+
+
+def unmeasured_requests(names: Sequence[str], requests: Mapping[str, Decimal | None]) -> str | None:
+    """What makes the requests key unmeasured for the split, or None: the services whose requests no
+    source measured (a traffic source with token series only, or none matched), each with why."""
+    missing = {s: "its traffic source has token series only, no request series" if s in requests
+               else "no request counter or request log matched it" for s in names if requests.get(s) is None}
+    if not missing:
+        return None
+    return "requests not measured for " + ", ".join(f"{s} ({why})" for s, why in missing.items())
 
 
 KEY_WORDS = {"gpu_cost": "GPU cost (no service holds paid GPU time)", "requests": "requests (no service counted any)",

@@ -85,12 +85,15 @@ def _phases(phases: dict | None) -> list[Any]:
 
 
 def options_table(a: dict) -> Table:
+    """One row per option; its basis (modelled or assumed, METHOD §7) and the basis's note (why it is
+    assumed, or how a model's low / high were made) beside the saving, as audit.json and the report give it."""
     groups = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving")
-    head = ["rank", "id", "title", "bucket", "acts_on", "status",
+    head = ["rank", "id", "title", "bucket", "acts_on", "status", "basis", "basis_note",
             *(f"{g}_{k}" for g in groups for k in BANDS), "break_even_monthly_saving", "owners", "next_step",
             "depends_on", "overridden", "reason", "assumptions"]
     rows = [[o.get("rank"), o.get("id"), o.get("title"), o.get("bucket"), o.get("acts_on"),
-             o.get("status"), *(v for g in groups for v in _band(o.get(g))), o.get("break_even_monthly_saving"),
+             o.get("status"), o.get("basis"), o.get("basis_note"), *(v for g in groups for v in _band(o.get(g))),
+             o.get("break_even_monthly_saving"),
              " | ".join(o.get("owners") or []), o.get("next_step"), " | ".join(o.get("depends_on") or []),
              str(bool(o.get("overridden"))).lower(), o.get("reason"),
              " | ".join(o.get("assumptions") or [])] for o in a.get("options") or []]

@@ -241,6 +241,38 @@ def test_option_figures_out_of_range_or_order_are_refused_by_the_case():
     assert "#3.recoverable" in text and "#3.run_cost_per_month" in text and "#3.title" in text
 
 
+def test_an_option_id_given_twice_is_a_case_error_naming_both_entries():
+    """Before: two entries for log_sampling (recoverable 0.1, then 0.9) validated and the run priced
+    0.9, the last silently winning; now a case error naming both positions."""
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    folder = Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency"
+    share = [{"id": "log_sampling", "recoverable": {"low": v, "expected": v, "high": v}} for v in (0.1, 0.9)]
+
+    def edit(raw):
+        raw["options"] = [share[0], {"id": "quantise", "run_cost_per_month": 5}, share[1]]
+    with pytest.raises(ConfigError) as refused:
+        load_case(folder, edit)
+    assert refused.value.problems == ["[[options]] #3: id 'log_sampling' is also [[options]] #1; give each "
+                                      "option once (which entry's figures hold is not known)"]
+
+
+def test_a_target_range_must_contain_the_target():
+    """Before: target_utilisation_range = [0.9, 0.95] around a target of 0.8 was taken and the right-size
+    low band (the replay at 0.9) was silently clamped to the expected; now a case error."""
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    folder = Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency"
+
+    def edit(target_range):
+        return lambda raw: raw["case"].update(target_utilisation=0.8, target_utilisation_range=target_range)
+    with pytest.raises(ConfigError) as refused:
+        load_case(folder, edit([0.9, 0.95]))
+    assert refused.value.problems == ["[case].target_utilisation_range: [0.9, 0.95] must contain target_utilisation "
+                                      "(0.8): its ends are the low / high tried either side of the expected"]
+    assert load_case(folder, edit([0.8, 0.95])).target_utilisation_range == (Decimal("0.8"), Decimal("0.95"))
+
+
 def test_a_saving_whose_commitment_end_is_unknown_is_priced_on_s0_alone():
     """METHOD §7: where no end date is known, s₁ is not measured and the option is priced on s₀
     alone: its saving, its per-service split and the plan leave s₁ out (a check found 11,905.76 a

@@ -110,6 +110,20 @@ def test_the_catalogue_recoverable_is_not_applied_to_a_model():
     assert option.inputs == (("replicas held", "21", "telemetry"),)
 
 
+def test_the_recoverable_share_is_credited_to_the_case_only_where_the_case_gave_it():
+    """Before: an [[options]] entry giving only effort_hours (or run_cost_per_month) credited the
+    catalogue's recoverable share 0.2 / 0.4 / 0.6 of log_sampling to "case [[options]]"."""
+    spec = dict(next(s for s in catalogue() if s["id"] == "log_sampling"), effort_hours={"low": 0, "expected": 0,
+                                                                                      "high": 0})
+
+    def share_input(share_given):
+        option = _price(spec, True, spec["acts_on"], Decimal(1000), Decimal(1), CASE, {spec["acts_on"]}, None,
+                        None, None, share_given)
+        return option.overridden, option.inputs[-1]
+    assert share_input(False) == (True, ("recoverable share", "0.2 / 0.4 / 0.6", "catalogue: audit/data/options.toml"))
+    assert share_input(True) == (True, ("recoverable share", "0.2 / 0.4 / 0.6", "case [[options]]"))
+
+
 def _commitment_option():
     spec = next(dict(s) for s in catalogue() if s["id"] == "right_size_commitment")
     return _price(spec, False, spec["acts_on"], None, Decimal(1), CASE, set(), None)

@@ -156,6 +156,25 @@ def test_a_key_that_sums_to_zero_falls_back_to_requests_then_equal_shares():
     assert nobody.unallocated == Decimal(10) and "no service" in nobody.note
 
 
+def test_requests_a_service_has_unmeasured_do_not_split_the_pool_and_the_note_says_why():
+    """METHOD §4: a key that cannot weigh every service falls back. Before (cloudgen eks 8201 with embed's
+    vllm:request_success_total series deleted, key "requests"): embed's requests null, yet the weights were
+    chat 0.999964, gateway 0.000036 and the note null: embed took 0.00 of the 393.98 shared pool. Now equal
+    shares, the note naming embed and why (and a service no traffic source matched)."""
+    requests = {"chat": Decimal(187538548), "embed": None, "gateway": Decimal(6670)}
+    split = shared_split(Allocation("requests"), ["chat", "embed", "gateway"], Decimal("393.98"),
+                         {"requests": requests})
+    assert (split.used, split.weights, split.unallocated) == ("equal", {"chat": 1, "embed": 1, "gateway": 1}, 0)
+    assert split.note == ("requests not measured for embed (its traffic source has token series only, no request "
+                          "series): split in equal shares")
+    fallback = shared_split(Allocation("gpu_cost"), ["chat", "embed", "web"], Decimal(10),
+                            {"gpu_cost": {}, "requests": requests})
+    assert (fallback.used, fallback.weights) == ("equal", {"chat": 1, "embed": 1, "web": 1})
+    assert fallback.note == ("GPU cost (no service holds paid GPU time) sums to zero; requests not measured for embed "
+                             "(its traffic source has token series only, no request series), web (no request counter "
+                             "or request log matched it): split in equal shares")
+
+
 def test_allocation_keys_are_checked_with_the_nearest_name(tmp_path):
     case = tmp_path / "lab"
     shutil.copytree(LAB, case)

@@ -286,13 +286,13 @@ def test_a_service_with_token_series_only_has_requests_not_measured(monkeypatch)
     """A vLLM export with token series and no request_success series: its traffic rows read 0
     requests, and the entry said "counted no successful request in the window" (0 requests); now
     requests are not measured (null), the per-request unit costs null with that reason, and the
-    shared-cost key "requests" leaves the service out rather than weigh it 0."""
+    shared-cost key "requests" holds it as not measured (None), never 0 nor left out."""
     from audit.unit_costs import key_values
 
     frame = traffic([{"requests": NAN, "prompt_tokens": 4000.0, "generated_tokens": 1000.0, **VLLM}])
     found = traffic_by_service(frame, {"chat": Service("chat", {"pod": "re:^chat"}, 1, 1, 3600)})["chat"]
     assert (found.requests, found.tokens, found.by_source) == (None, Decimal(5000), {})
-    assert key_values((), {"chat": found}, {}, SimpleNamespace(weights={}))["requests"] == {}
+    assert key_values((), {"chat": found}, {}, SimpleNamespace(weights={}))["requests"] == {"chat": None}
     entry = unit_entry(frame, LOG_CLASSES.iloc[:0], monkeypatch)
     assert (entry["requests"], entry["cost_per_request"], entry["cost_per_1k_requests"]) == (None, None, None)
     assert entry["cost_per_1m_tokens"] == "200000.000000" and entry["requests_per_currency_unit"]["successful"] is None

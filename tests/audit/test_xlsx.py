@@ -159,3 +159,22 @@ def test_cell_helpers():
     assert number_format("pct", 4, "USD") == "0.00%"
     assert header("cost_per_1m_tokens") == "Cost per 1 M Tokens"
     assert header("effort_hours_high") == "Engineering Hours (High)"
+
+
+def test_the_options_table_says_each_saving_basis(book, audit):
+    """METHOD §7: each option says which basis its saving is on. Before: options.csv and the Options
+    sheet had no basis column (only audit.json and report.html said it); now `basis` and `basis_note`."""
+    from audit.reporters.csv import build_tables
+
+    head, rows = build_tables(audit)["options"]
+    by_id = {row[head.index("id")]: row for row in rows}
+    log = by_id["log_sampling"]
+    assert (log[head.index("basis")], log[head.index("basis_note")]) == (
+        "assumed", "no model of this option on the measured data yet: the catalogue's recoverable fraction")
+    assert {row[head.index("basis")] for row in rows} == {"assumed", "modelled"}
+    workbook, _ = book
+    sheet = workbook["Options"]
+    col = columns(sheet)
+    for r, option in enumerate(audit["options"], 2):
+        assert sheet.cell(r, col["Basis"]).value == option["basis"]
+        assert sheet.cell(r, col["Basis Note"]).value == (option["basis_note"] or None)
