@@ -285,6 +285,9 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
     if (part in UNMEASURED_PARTS and base is None) or (base is None and part not in measured_parts):
         why_not = UNMEASURED_PARTS.get(part, NOT_SPLIT if part in SPLIT_MEASURED else
                                        "no measurement in this case produced it")
+        if spec.get("traffic"):  # the case's files for the model (generation_cap), unread: say so
+            why_not += "; the case's traffic file(s) " + ", ".join(
+                f"{k} = {v}" for k, v in spec["traffic"].items()) + " are not read: the part they would price is missing"
         return replace(option, status="not_measured", reason=f"part not measured: {why_not}",
                        basis_note=why or None)
     monthly = (base or ZERO) * per_month

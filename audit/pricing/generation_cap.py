@@ -4,7 +4,8 @@ Per service, the decode cost is its ``model_compute.kernel_active`` over the win
 decode share (audit/phases.py). The share of generated *tokens* above the cap c is
 Σ max(0, n − c) / Σ n over the requests:
 
-- exactly, from a per-request list of generated tokens (a traffic file: :func:`exact_share`);
+- exactly, from a per-request list of generated tokens (a traffic file: :func:`exact_share`; the
+  option's ``traffic = { SERVICE = "path" }`` in the case, the Azure LLM inference trace CSV);
 - from the servers' histogram of generated tokens per request (vLLM
   ``vllm:request_generation_tokens``, TGI ``tgi_request_generated_tokens``) as a low and a high
   (:func:`bucket_share`): a request in the bucket (lo, hi] has lo < n ≤ hi, so its excess lies
@@ -19,8 +20,10 @@ saving leans low).
 """
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -84,10 +87,22 @@ def generation_cap(spec: Mapping[str, Any], given) -> Modelled | str:
     cap_source = ("the option's cap_tokens (audit/data/options.toml, or the case's [[options]])" if "cap_tokens" in spec
                   else "the model's default cap_tokens (audit/pricing/generation_cap.py)")
     histograms = getattr(given, "histograms", None)
+    traffic = dict(spec.get("traffic") or {})
     totals = dict.fromkeys(("low", "expected", "high"), ZERO)
     inputs: list[Input] = []
     missing: list[str] = []
+    priced = set()
     for name, split in measured_splits(given, missing):
+        priced.add(name)
+        if name in traffic:
+            shares, rows = _traffic_inputs(name, traffic[name], cap)
+            decode = _decode_cost(given, name, split)
+            for band in totals:
+                totals[band] += decode * shares
+            inputs += [(f"{name}: decode share", f"{1 - split.used.share:.6f}", split.used.source),
+                       (f"{name}: decode cost over the window", f"{decode:.2f}", "kernel_active × decode share"),
+                       *rows]
+            continue
         found = generated_distribution(histograms, given.case.services, name) if histograms is not None \
             else f"{name}: no generated-token histogram"
         if isinstance(found, str):
@@ -100,8 +115,7 @@ def generation_cap(spec: Mapping[str, Any], given) -> Modelled | str:
         if isinstance(shares, str):
             missing.append(f"{name}: {shares}")
             continue
-        amount = model_compute(given.ledger, name)
-        decode = amount - amount * split.used.share
+        decode = _decode_cost(given, name, split)
         for band in totals:
             totals[band] += decode * shares[band]
         inputs += [(f"{name}: decode share", f"{1 - split.used.share:.6f}", split.used.source),
@@ -112,13 +126,42 @@ def generation_cap(spec: Mapping[str, Any], given) -> Modelled | str:
                    (f"{name}: generated tokens over the window", f"{generated:.0f}",
                     "generated-token counter (vllm:generation_tokens_total / tgi_request_generated_tokens_sum), "
                     "else the histogram's bucket midpoints")]
+    missing += [f"{name}: its traffic file {path} is not read: the service's prefill / decode split is not "
+                "measured, so it has no decode cost to cap" for name, path in traffic.items() if name not in priced]
     if not inputs:
         return "; ".join(missing) or MISSING["generation_cap"]
     inputs.append(("cap", f"{cap} tokens", cap_source))
     inputs.extend(("not modelled", why, "generation-cap model") for why in missing)
     return Modelled(ordered(totals["low"], totals["expected"], totals["high"]), tuple(inputs),
-                    "decode cost × share of generated tokens above the cap; low / high from the histogram's bucket "
-                    "edges (each request at its bucket's lower / upper edge)")
+                    "decode cost × share of generated tokens above the cap; from a traffic file exactly (low = "
+                    "expected = high), else low / high from the histogram's bucket edges (each request at its "
+                    "bucket's lower / upper edge)")
+
+
+def _decode_cost(given, name: str, split) -> Decimal:
+    """The service's model compute over the window × its measured decode share."""
+    amount = model_compute(given.ledger, name)
+    return amount - amount * split.used.share
+
+
+def _traffic_inputs(name: str, path: str, cap: int) -> tuple[Decimal, list[Input]]:
+    """The exact share of generated tokens above ``cap`` from the service's traffic file (one request
+    a row) and the inputs that say so; a file that cannot be read raises its one-line input error."""
+    generated = _generated_per_request(path)
+    share = exact_share(generated, cap)
+    above = sum(1 for n in generated if n > cap)
+    return share, [(f"{name}: share of generated tokens above the cap", f"{share:.6f}",
+                    f"traffic file {path}: {len(generated):,} requests, {sum(generated):,} generated tokens, "
+                    f"{above:,} requests above the cap (exact: Σ max(0, n − cap) ÷ Σ n)")]
+
+
+@functools.lru_cache(maxsize=8)
+def _generated_per_request(path: str) -> tuple[int, ...]:
+    """GeneratedTokens of every request of an Azure LLM inference trace CSV (collector/trace_file.py),
+    read once a process."""
+    from collector.trace_file import read_azure_trace
+
+    return tuple(row.generated_tokens for row in read_azure_trace(Path(path)))
 
 
 def _generated_tokens(serving, services, name: str, family: str, edges: np.ndarray, counts: np.ndarray) -> Decimal:

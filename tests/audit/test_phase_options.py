@@ -61,10 +61,11 @@ def test_exact_share_by_hand():
     ({"hit_rate": 1.5}, "hit_rate: expected a number from 0 to 1"), ({"hit_rate": {"low": 0.2}}, "hit_rate: expected"),
     ({"cap_tokens": 0}, "cap_tokens: expected a whole number of tokens >= 1"), ({"cap_tokens": "many"}, "cap_tokens")])
 def test_the_case_checks_h1_and_the_cap(entry, problem):
-    from audit.case import _model_inputs
+    from audit.case import _duration
+    from audit.case_options import _model_inputs
     problems: list[str] = []
-    _model_inputs(entry, "[[options]] 1", problems)
+    _model_inputs(entry, "[[options]] 1", problems, _duration)
     assert len(problems) == 1 and problem in problems[0]
     ok: list[str] = []
-    _model_inputs({"hit_rate": {"low": 0.2, "expected": 0.4, "high": 0.6}, "cap_tokens": 512}, "[[options]] 1", ok)
+    _model_inputs({"hit_rate": {"low": 0.2, "expected": 0.4, "high": 0.6}, "cap_tokens": 512}, "[[options]] 1", ok, _duration)
     assert ok == []

@@ -216,3 +216,73 @@ def test_per_token_costs_of_tokens_not_measured_and_counted_zero_say_which(metri
         "cost per 1 M prompt tokens not measured: no vllm:prompt_tokens_total series beside "
         "vllm (openmetrics): vllm:request_success_total; cost per 1 M generated tokens not measured: "
         "vllm (openmetrics): vllm:request_success_total counted no generated tokens in the window")
+
+
+def test_a_traffic_file_gives_the_generation_cap_its_share_exactly(metrics, tmp_path):
+    """METHOD §7: a traffic file gives the share of generated tokens above the cap exactly (before:
+    docs/telemetry.md said so, but no case key read one and the model always bracketed it by the
+    histogram's bucket edges). The case's ``traffic = { chat = "…" }`` names an Azure LLM inference
+    trace; the saving is decode cost × Σ max(0, n − 1024) ÷ Σ n in all three bands."""
+    from dataclasses import replace
+
+    _, truth = metrics
+    per_request = truth["generated_per_request"]
+    trace = tmp_path / "chat_requests.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2025-03-01 00:{i // 60 % 60:02d}:{i % 60:02d}.0000000,100,{n}\n" for i, n in enumerate(per_request)),
+        encoding="utf-8")
+    result = audit(metrics, QWEN)
+    overrides = {"generation_cap": {"id": "generation_cap", "traffic": {"chat": str(trace)}}}
+    again = audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+    cap = {o.id: o for o in again.options}["generation_cap"]
+    part = again.ledger.parts[("model_compute", "kernel_active", "chat")].amount
+    serving = again.telemetry.serving
+    share = (Decimal(repr(float(serving["prefill_seconds"].sum())))
+             / Decimal(repr(float(serving[["prefill_seconds", "decode_seconds"]].sum().sum()))))
+    exact = Decimal(sum(max(0, n - 1024) for n in per_request)) / Decimal(sum(per_request))
+    expected = (part - part * share) * exact * PER_MONTH
+    assert cap.basis == "modelled"
+    assert cap.saving["low"] == cap.saving["expected"] == cap.saving["high"]
+    assert cap.saving["expected"] == pytest.approx(expected, abs=Decimal("1e-9"))
+    above = sum(1 for n in per_request if n > 1024)
+    assert ("chat: share of generated tokens above the cap", f"{exact:.6f}",
+            f"traffic file {trace}: {len(per_request):,} requests, {sum(per_request):,} generated tokens, "
+            f"{above:,} requests above the cap (exact: Σ max(0, n − cap) ÷ Σ n)") in cap.inputs
+
+
+def test_a_traffic_file_the_case_cannot_use_is_named(tmp_path):
+    from audit.case import _duration
+    from audit.case_options import parse_options
+
+    services = {"chat": object()}  # only the names are read
+    problems: list[str] = []
+    parse_options([(1, {"id": "generation_cap", "traffic": {"chta": "t.csv"}}),
+                   (2, {"id": "prefix_kv_cache", "traffic": {"chat": "t.csv"}}),
+                   (3, {"id": "quantise", "traffic": "t.csv"})], services, tmp_path, _duration, problems)
+    assert problems == [
+        "[[options]] #1.traffic: 'chta' is no [services] entry (declared: 'chat')",
+        "[[options]] #2.traffic: only the generation_cap option reads a traffic file, not 'prefix_kv_cache'",
+        "[[options]] #3.traffic: only the generation_cap option reads a traffic file, not 'quantise'"]
+    missing: list[str] = []
+    parse_options([(1, {"id": "generation_cap", "traffic": {"chat": "t.csv"}})], services, tmp_path, _duration, missing)
+    assert missing == [f"[[options]] #1.traffic.chat: {(tmp_path / 't.csv').resolve()}: file not found (expected an "
+                       "Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens))"]
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n", encoding="utf-8")
+    fine: list[str] = []
+    found = parse_options([(1, {"id": "generation_cap", "traffic": {"chat": "t.csv"}})], services, tmp_path,
+                          _duration, fine)
+    assert fine == [] and found["generation_cap"]["traffic"] == {"chat": str((tmp_path / "t.csv").resolve())}
+
+
+def test_a_traffic_file_with_a_bad_row_is_one_input_error(metrics, tmp_path):
+    from dataclasses import replace
+
+    from collector.trace_file import TraceFileError
+
+    trace = tmp_path / "bad.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2025-03-01 00:00:00,10,many\n", encoding="utf-8")
+    result = audit(metrics, QWEN)
+    overrides = {"generation_cap": {"id": "generation_cap", "traffic": {"chat": str(trace)}}}
+    with pytest.raises(TraceFileError) as raised:
+        audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+    assert str(raised.value).startswith(f"{trace}: row 2, column GeneratedTokens: ")
