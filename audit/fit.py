@@ -58,7 +58,7 @@ from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
 from audit.fit_models import billed_models, gpu_models_fit, node_gpu_models, same_model_nodes
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
-from audit.fit_quantities import quantities_fit
+from audit.fit_quantities import list_fit, quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
 from audit.fit_step import step_fit
@@ -111,6 +111,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
              + unmatched_fit(case, classified) + purchases_fit(case, classified)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
+             + list_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found), tuple(sorted({pod_name(p) for p in orphans})))

@@ -8,11 +8,15 @@ instrumentation gap. :func:`step_fit` names it (``step_finer_than_samples``, a w
 the samples do have and the shortest usual step that fits it.
 
 How it is seen, from the activity table alone (every telemetry source fills it on the case's grid):
-per GPU (source, node, gpu, uuid), the gaps between consecutive intervals that have a sample. Gaps of
-up to :data:`SHORT_GAP` intervals, or twice the median gap where that is longer, are the sampling;
-longer ones are outages (a day without an exporter), which the coverage section reports on its
-own. When at least :data:`EMPTY_SHARE` of the intervals those short gaps span have no sample, the
-samples are further apart than the step; their spacing is the step times the short gaps' mean.
+per GPU (source, node, gpu, uuid), the gaps between consecutive intervals that have a sample. The
+typical (median) gap is the sampling: gaps of up to twice it (rounded up) are the sampling, longer
+ones are outages (an exporter silent for three hours, a day without one), which the coverage section
+(a node's observed GPU-hours below its paid ones) and the unattributed bucket (``no_activity_sample``)
+report on their own. When at least :data:`EMPTY_SHARE` of the intervals the sampling gaps span have
+no sample, the samples are further apart than the step; their spacing is the step times the sampling
+gaps' mean (a 15-minute scrape at a 10-minute step leaves gaps of 1 and 2 intervals: 15 minutes).
+Before, any gap of up to 4 intervals counted as sampling: at a 1-hour step over 12 hours, one node's
+3-hour outage was a spacing of "about 67m", and the step was blamed for it.
 """
 from __future__ import annotations
 
@@ -23,8 +27,6 @@ from audit.case import Case
 from audit.misfit import Misfit
 from audit.normalised import Telemetry
 
-#: gaps (in intervals) between a GPU's sampled intervals that are its sampling, not an outage
-SHORT_GAP = 4
 #: share of the intervals within short gaps left without a sample from which the step is too fine
 EMPTY_SHARE = 0.1
 #: short gaps needed before anything is said
@@ -44,7 +46,7 @@ def step_fit(case: Case, tele: Telemetry) -> list[Misfit]:
     gaps = sampled_gaps(tele.activity, step)
     if len(gaps) < MIN_GAPS:
         return []
-    short = gaps[(gaps >= 1) & (gaps <= max(SHORT_GAP, 2 * int(np.ceil(np.median(gaps)))))]
+    short = gaps[(gaps >= 1) & (gaps <= 2 * int(np.ceil(np.median(gaps))))]  # the sampling, no outage
     if len(short) < MIN_GAPS:
         return []
     empty = float((short - 1).sum() / short.sum())

@@ -162,7 +162,8 @@ def cur2_rows() -> list[dict]:
         rows.append(instance_hour(h, "Usage", "p5.48xlarge", "55.04", "i-0p5b"))
         rows.append(instance_hour(h, "Usage", "g6e.12xlarge", "10.49264", "i-0g6ea"))
         rows.append(instance_hour(h, "DiscountedUsage", "g6e.12xlarge", "0", "i-0g6eb",
-                                  reservation_reservation_arn=RI, reservation_effective_cost=7.1))
+                                  reservation_reservation_arn=RI, reservation_effective_cost=7.1,
+                                  pricing_public_on_demand_rate="10.49264", pricing_public_on_demand_cost=10.49264))
         for pod in ("chat-0", "chat-1"):
             rows.append(instance_hour(h, "Usage", "p5.48xlarge", "0", f"arn:aws:eks:us-east-1:111111111111:pod/inference-prod/llm/{pod}/u{h}",
                                       line_item_operation="EKSPod-EC2", line_item_usage_type="USE1-EKS-EC2-GPU-Hours",

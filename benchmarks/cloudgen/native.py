@@ -245,8 +245,8 @@ def cur2_adjustment(row: dict, line: Line) -> dict:
 
 
 def cur2_plan(row: dict, line: Line) -> dict:
-    """A Savings Plan's row: covered usage (billed at on-demand, its effective cost beside), its
-    negation, or the plan's hourly fee (its commitment and the part used)."""
+    """A Savings Plan's row: covered usage (billed and listed at on-demand, its effective cost beside),
+    its negation, or the plan's hourly fee (its commitment and the part used)."""
     plan = line.plan or {}
     row = {**row, "savings_plan_savings_plan_a_r_n": plan["arn"], "savings_plan_offering_type": "ComputeSavingsPlans",
            "savings_plan_payment_option": "No Upfront", "savings_plan_purchase_term": "1yr",
@@ -254,6 +254,7 @@ def cur2_plan(row: dict, line: Line) -> dict:
     if line.kind == "sp_covered":
         row.update({"line_item_line_item_type": "SavingsPlanCoveredUsage",
                     "line_item_unblended_cost": decimal_text(line.listed), "line_item_blended_cost": decimal_text(line.listed),
+                    "pricing_public_on_demand_cost": decimal_text(line.listed),
                     "savings_plan_savings_plan_effective_cost": decimal_text(line.cost),
                     "savings_plan_net_savings_plan_effective_cost": decimal_text(line.cost),
                     "savings_plan_savings_plan_rate": decimal_text(plan["rate"])})

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import InvalidOperation
 from pathlib import Path
 
 import duckdb
@@ -58,7 +57,7 @@ from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import covered
 from connectors.billing.focus_load import csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
-from connectors.duck import MAX_ERRORS, first_line, object_series, raise_all, session
+from connectors.duck import MAX_ERRORS, first_line, raise_all, session
 from connectors.errors import InputError, InputErrors
 from connectors.header_hint import header_hint
 from schemas.billing import BillingLine, ContractCommitment
@@ -404,7 +403,7 @@ def translate(con, exc: InputError, layouts: list[sql.Layout], source: Path) -> 
 
 
 def relabel(con, lines: pd.DataFrame, layouts: list[sql.Layout]) -> pd.DataFrame:
-    """Rows and line ids of the file each line came from; RI-covered lines get their effective rate."""
+    """Rows and line ids of the file each line came from."""
     if lines.empty:
         return lines
     origin = con.execute("SELECT _file, _row, _sub FROM origin").fetchnumpy()
@@ -413,7 +412,6 @@ def relabel(con, lines: pd.DataFrame, layouts: list[sql.Layout]) -> pd.DataFrame
     lines = lines.copy()
     lines["row"] = rows.astype("int64")
     lines["line_id"] = line_ids([layout.label for layout in layouts], files, rows, subs).set_axis(lines.index)
-    lines["contracted_unit_price"] = effective_rates(lines)
     return lines
 
 
@@ -424,19 +422,3 @@ def line_ids(labels: list[str], files: np.ndarray, rows: np.ndarray, subs: np.nd
     ids = pc.binary_join_element_wise(prefix, pc.cast(pa.array(rows.astype("int64")), pa.string()), "")
     unused = pc.binary_join_element_wise(ids, pa.scalar(":unused"), "")
     return pc.if_else(pa.array(subs != 0), unused, ids).to_pandas().astype("str")
-
-
-def effective_rates(lines: pd.DataFrame) -> pd.Series:
-    """ContractedUnitPrice; for reservation-covered usage (no rate in the CUR) EffectiveCost ÷ quantity."""
-    covered_by_ri = ((lines["commitment_discount_type"] == "Reservation")
-                     & (lines["commitment_discount_status"] == "Used")).tolist()
-    rates = []
-    for ri, rate, cost, quantity in zip(covered_by_ri, lines["contracted_unit_price"],
-                                        lines["effective_cost"], lines["pricing_quantity"]):
-        if ri and rate is None and quantity:
-            try:
-                rate = cost / quantity
-            except InvalidOperation:
-                rate = None
-        rates.append(rate)
-    return object_series(rates).set_axis(lines.index)

@@ -52,7 +52,7 @@ from schemas.errors import UsageError
 DIALECTS = ("duckdb", "trino")
 MONEY = "DECIMAL(38, 18)"
 PERIOD_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-RATES = ("line_item_unblended_rate", "pricing_public_on_demand_rate", "savings_plan_savings_plan_rate")
+RATES = ("line_item_unblended_rate", "pricing_public_on_demand_rate")
 SUMMED = tuple(name for name in sql.NUMERIC if name not in RATES)
 KEYS = tuple(name for name in sql.FIELDS if name not in sql.NUMERIC and name not in sql.PERIOD)
 LINES = "_lines"

@@ -219,6 +219,41 @@ def test_an_outage_is_not_a_step_misfit():
     assert step_fit(case, tele) == []
 
 
+def test_an_outage_inside_a_short_window_is_not_a_step_misfit():
+    """cloudgen eks 8201 over 06:00-18:00 at step 1h, one node's 8 GPUs silent 09:00-12:00: every gap of
+    up to 4 intervals counted as sampling, the outage's gap of 4 among them, so 11 % of the intervals
+    were "between samples" and the warning said the samples were about 67m apart (a step of 2h fits).
+    The typical (median) gap is 1 interval: the outage is no sampling, and nothing is said of the step."""
+    import pandas as pd
+
+    from audit.fit_step import step_fit
+
+    rows = [{"source": "p", "node": f"n{g // 8}", "gpu": str(g % 8), "uuid": f"GPU-{g}",
+             "ts": pd.Timestamp("2026-09-01T06:00:00Z") + pd.Timedelta(hours=h)}
+            for g in range(20) for h in range(12) if not (8 <= g < 16 and 3 <= h < 6)]
+    tele, case = type("T", (), {"activity": pd.DataFrame(rows)})(), type("C", (), {"step_seconds": 3600})()
+    assert step_fit(case, tele) == []
+    case.step_seconds = 1800  # the same samples at half the step: every other interval empty, named
+    (found,) = step_fit(case, tele)
+    assert found.message.startswith("[case] step 30m is finer than the GPU activity samples are apart (about 1h): ")
+
+
+def test_an_outage_is_reported_by_the_coverage_not_the_step(eks, tmp_path):
+    """The same over the generated case (its second p5's exporter silent 09:00-12:00): no fit warning,
+    and the outage's 24 GPU-hours are the coverage's unmeasured hours and the unattributed bucket's
+    GPU-intervals with no activity sample."""
+    case = edited(eks, tmp_path, 'window = ["2026-09-01", "2026-09-02"]',
+                  'window = ["2026-09-01T06:00:00", "2026-09-01T18:00:00"]')
+    out = tmp_path / "out"
+    done = costaudit("run", case, "--out", out, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    audit = json.loads((out / "audit.json").read_text())
+    assert [f["kind"] for f in audit["fit"]] == []
+    assert audit["coverage"]["unmeasured_gpu_hours"] == "24.00"
+    parts = audit["buckets"]["unattributed"]["parts"]
+    assert sum(float(p["gpu_hours"]) for p in parts if p["name"] == "no_activity_sample") == 24
+
+
 def test_nodes_that_meet_nothing_are_named_with_what_each_side_carries(eks, tmp_path):
     case = edited(eks, tmp_path, "[services.chat]",
                   '[nodes]\n"ip-10-0-9-9.ec2.internal" = "i-0123456789abcdef0"\n\n[services.chat]')

@@ -280,10 +280,28 @@ def test_a_savings_plan_is_written_as_each_format_writes_it(savings_plan_cases):
     assert len(covered) == 48 and len(unused) == len(fees) == 24  # two instances covered all day
     assert all(r["BilledCost"] == "0" for r in covered) and all(r["EffectiveCost"] == "0" for r in fees)
     with gzip.open(next(native.rglob("*.csv.gz")), "rt", newline="") as handle:
-        types = [r["line_item_line_item_type"] for r in csv.DictReader(handle)]
+        rows = list(csv.DictReader(handle))
+    types = [r["line_item_line_item_type"] for r in rows]
     assert types.count("SavingsPlanCoveredUsage") == types.count("SavingsPlanNegation") == 48
     assert types.count("SavingsPlanRecurringFee") == 24
     assert_unused_is_the_truth(truth, unused)
+
+
+def test_savings_plan_covered_usage_is_listed_at_its_on_demand_cost(savings_plan_cases):
+    """The CUR's covered rows list their public on-demand cost (rate × usage), as the FOCUS file's
+    ListCost does. Before: pricing_public_on_demand_cost was the plan's effective cost (38.528 beside
+    a rate of 55.04 × 1 h): the CUR listed 2497.32 against FOCUS's 2969.16 (here; 2477.97 against
+    2949.81 for eks 8705)."""
+    focus, _truth = savings_plan_cases["focus"]
+    with (focus / "billing" / "focus_aws.csv").open(encoding="utf-8", newline="") as handle:
+        listed = sum(Decimal(r["ListCost"]) for r in csv.DictReader(handle) if r["ListCost"])
+    with gzip.open(next(savings_plan_cases["native"][0].rglob("*.csv.gz")), "rt", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    covered = [r for r in rows if r["line_item_line_item_type"] == "SavingsPlanCoveredUsage"]
+    assert len(covered) == 48 and all(
+        Decimal(r["pricing_public_on_demand_cost"]) == Decimal(r["pricing_public_on_demand_rate"])
+        * Decimal(r["line_item_usage_amount"]) == Decimal(r["line_item_unblended_cost"]) for r in covered)
+    assert sum(Decimal(r["pricing_public_on_demand_cost"] or 0) for r in rows) == listed == Decimal("2969.160070346")
 
 
 @pytest.mark.slow

@@ -206,8 +206,20 @@ def test_cur2_money_both_bases_and_unused_commitments(cur2):
     purchases = lines[lines.charge_category == "Purchase"]
     assert set(purchases.effective_cost) == {Decimal(0)}
     assert set(purchases.commitment_discount_id) == {SP, RI}
-    ri = lines[(lines.commitment_discount_type == "Reservation") & (lines.commitment_discount_status == "Used")]
-    assert set(ri.contracted_unit_price) == {Decimal("7.1")}
+
+
+def test_cur2_covered_usage_is_contracted_at_its_rate_before_the_commitment(cur2):
+    """ContractedCost = quantity × ContractedUnitPrice on covered usage, as in AWS's FOCUS export.
+    Before: a Savings Plan-covered p5 hour had ContractedUnitPrice 38.53 (the plan's rate) beside
+    ContractedCost 55.04, and a reservation-covered hour 7.1 (its effective rate) beside its public
+    on-demand cost 10.49264 (cloudgen eks 8705 on the contracted basis: does_not_reconcile, gap 0.169460);
+    now both are priced at the rate of their ContractedCost."""
+    lines = cur2.tables["lines"]
+    covered = lines[lines.commitment_discount_status == "Used"].dropna(subset=["pricing_quantity"])
+    rates = {kind: set(covered[covered.commitment_discount_type == kind].contracted_unit_price)
+             for kind in ("Savings Plan", "Reservation")}
+    assert rates == {"Savings Plan": {Decimal("55.04")}, "Reservation": {Decimal("10.49264")}}
+    assert (covered.pricing_quantity * covered.contracted_unit_price == covered.contracted_cost).all()
 
 
 def test_cur2_csv_export_with_json_map_columns(tmp_path, cur2):
