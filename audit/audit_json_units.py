@@ -8,6 +8,7 @@ tokens to 6 places and requests per currency unit to 3, rounded half-even.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -69,7 +70,8 @@ def service_entry(result: AuditResult, uc: UnitCost, key: str, held: ServiceCent
             "all": fmt(Decimal(every) / full, PER_UNIT_PLACES) if every is not None and full > 0 else None,
         },
         "reason": service_reason(uc, requests, full, t, tokens, every, held.unattributed,
-                                 uncounted_gpu_time(result, uc.service), failures_only(result, uc.service)),
+                                 uncounted_gpu_time(result, uc.service) + uncounted_span(result, t),
+                                 failures_only(result, uc.service)),
         "phases": phases_entry(result, uc, held),  # prefill / decode split (audit/audit_json_phases.py)
     }
 
@@ -111,6 +113,34 @@ def uncounted_gpu_time(result: AuditResult, service: str) -> list[str]:
             "other pods' requests"
             for m in result.telemetry.label_mismatches
             if m.get("check") == "gpu_pod_without_requests" and m.get("service") == service]
+
+
+def uncounted_span(result: AuditResult, t: TrafficTotals | None) -> list[str]:
+    """Where the request counters that count a service were sampled over less of the window than its
+    cost covers (a window starting or ending between scrapes): counters are differenced between their
+    samples and never extrapolated (METHOD §4), so its unit costs divide the whole window's cost by
+    the requests of part of it; the reason says how much. Request logs count by line time: none."""
+    if t is None or not t.requests or logs_count_it(t):
+        return []
+    out = []
+    for f in result.collected.frames:
+        lo, hi = f.covered
+        if lo is None or hi is None or not any(s == f.spec.name or s.startswith(f"{f.spec.name} (") for s in t.sources):
+            continue
+        start, end = result.case.start, result.case.end
+        lo, hi = max(lo, start), min(hi, end)
+        counted, whole = max(hi - lo, timedelta(0)), end - start
+        if counted >= whole:
+            continue
+        out.append(f"its requests are counted by {f.spec.name} between its samples from {lo:%Y-%m-%d %H:%M} to "
+                   f"{hi:%Y-%m-%d %H:%M} UTC, {_percent(counted, whole)} % "
+                   "of the window (counters are never extrapolated): its unit costs divide the whole window's cost "
+                   "by the requests of that part")
+    return out
+
+
+def _percent(part: timedelta, whole: timedelta) -> str:
+    return f"{Decimal(part.total_seconds()) * 100 / Decimal(whole.total_seconds()):.1f}"
 
 
 def failures_only(result: AuditResult, service: str) -> str | None:

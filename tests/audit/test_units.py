@@ -114,7 +114,7 @@ def unit_entry(frame: pd.DataFrame, classes: pd.DataFrame, monkeypatch, own: Dec
     held = ServiceCents({"model_compute": Decimal("1000.00"), "serving_path": Decimal("0.00"),
                          "platform_overhead": Decimal("0.00")})
     result = SimpleNamespace(intervals=(), telemetry=SimpleNamespace(label_mismatches=mismatches),
-                             evidence=SimpleNamespace(serving={}))
+                             evidence=SimpleNamespace(serving={}), collected=SimpleNamespace(frames=()))
     return service_entry(result, cost, "gpu_cost", held)
 
 
