@@ -17,6 +17,7 @@ from audit.buckets import BUCKETS, CLASS_PARTS
 from audit.case import Case
 from audit.collected import Collected
 from audit.ledger import (
+    NO_GPU_TIME,
     NO_SAMPLE,
     NO_VALID_SAMPLE,
     NOT_IN_TELEMETRY,
@@ -48,6 +49,9 @@ HOLDER_PARTS = {
                       "or not finite; counted under telemetry.excluded_samples)"),
     NOT_IN_TELEMETRY: ("unattributed", "gpu_not_in_telemetry",
                        "GPUs billed on the invoice that telemetry never names"),
+    NO_GPU_TIME: ("unattributed", "gpu_time_not_billed",
+                  "GPU lines of resources no line bills GPU time for (no GPU meter, no instance or machine type "
+                  "with GPUs): how many GPUs they paid for, and for how long, is not in the bill"),
 }
 
 
@@ -78,6 +82,9 @@ def describer(collected: Collected, billing_names: str) -> Describer:
     looked = ", ".join(dict.fromkeys(n for names in by_metric.values() for n in names)) or "none"
 
     def describe(group: Group, service: str | None) -> str:
+        if group.holder == NO_GPU_TIME:
+            nodes = ", ".join(sorted(group.nodes)) or "none"
+            return f"GPU lines of FOCUS lines ({billing_names}) with no GPU time (nodes {nodes})"
         metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
         names = [n for m in sorted(group.sources) for n in by_metric.get(m, ())]
         telemetry_names = ", ".join(dict.fromkeys(names)) or looked

@@ -207,15 +207,38 @@ def _pair():
 
 
 def _accumulate(out: dict, lines) -> None:
-    from audit.lines import gpu_hours_of
-    for line in lines.to_dict("records"):
+    """Add classified lines' totals, and the GPU-hours of their gpu_compute lines and of the Core
+    lines that bill their machine's GPUs (no GPU meter of the resource bills them:
+    :func:`audit.lines.bundled_machines`, counted under the machine type, as the audit counts them)."""
+    from audit.lines import as_machine, gpu_hours_of
+    records = lines.to_dict("records")
+    for line, kind in zip(records, _bundled(records)):
         money = line["currency"]
         for key, value in (("by_category", (money, line["charge_category"])),
                            ("by_service", (money, line["service_name"] or "(none)")), ("by_currency", money)):
             out[key][value][0] += line["billed_cost"]
             out[key][value][1] += line["effective_cost"]
-        if line["resource_class"] == "gpu_compute":
+        if kind is not None:
+            gpus, priced, consumed = as_machine(kind, line["pricing_quantity"], line["consumed_quantity"])
+            out["gpu_hours"][line["machine_type"]] += gpu_hours_of(
+                {"pricing_quantity": priced, "consumed_quantity": consumed, "gpus_per_instance": gpus})
+        elif line["resource_class"] == "gpu_compute":
             out["gpu_hours"][line["instance_type"] or line["gpu_model"] or "(unknown)"] += gpu_hours_of(line)
+
+
+def _bundled(records: list[dict]) -> list:
+    """Each line's GPU machine type where it is a usage Core line billing that machine's GPUs, else None."""
+    from audit.classify import is_hourly_usage
+    from audit.lines import bundled_machines, resource_key
+
+    hourly = [is_hourly_usage(line) for line in records]
+    usage = [line for line, flag in zip(records, hourly) if flag]
+    kinds = iter(bundled_machines([resource_key(line["resource_id"] or "") or line["line_id"] for line in usage],
+                                  [(line["start"], line["end"]) for line in usage],
+                                  [line["machine_type"] for line in usage],
+                                  [line["charge_description"] or "" for line in usage],
+                                  [line["gpus_per_instance"] for line in usage]))
+    return [next(kinds) if flag else None for flag in hourly]
 
 
 def _finish(out: dict) -> dict:

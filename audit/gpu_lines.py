@@ -12,7 +12,7 @@ import pandas as pd
 
 from audit.gpu_over import stacked_keys
 from audit.line_facts import LineFacts, capped_fit
-from audit.lines import resource_key
+from audit.lines import as_machine, bundled_machines, resource_key
 from audit.money import ZERO
 from audit.table_rows import column_values
 
@@ -96,7 +96,9 @@ def interval_grid(start: datetime, end: datetime, step: int, lo: datetime, hi: d
 
 class LinePlan:
     """What the split reads of each line, worked out once for both ways of walking them: its
-    resource (key), its facts, its key's GPU count (the most any of the key's lines gives), its
+    resource (key), its facts (a GCP Core line that bills its machine's GPUs, no GPU meter of the
+    resource billing them, as an instance line of that machine: :func:`audit.lines.bundled_machines`),
+    its key's GPU count (the most any of the key's lines gives), its
     billing period's grid, the lines whose quantity the facts cap at their period, named, and the
     keys whose GPU-time lines overlap in time (``stacked``: only they can bill an interval beyond
     their GPUs, :mod:`audit.gpu_over`)."""
@@ -109,9 +111,12 @@ class LinePlan:
         hours = [line_hours(start, end) for start, end in lines.periods]
         self.grids = [grid_of(start, end) for start, end in lines.periods]
         facts = self.facts = LineFacts()
-        self.fact = [facts.of(gpi, pq, cq, text, hours[period]) for gpi, pq, cq, text, period in zip(
-            lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
-            lines["charge_description"], lines.period)]
+        bundled = bundled_machines(self.keys, [lines.periods[p] for p in lines.period], lines["machine"],
+                                   lines["charge_description"], lines["gpus_per_instance"])
+        self.fact = [facts.of(*(as_machine(kind, pq, cq) if kind else (gpi, pq, cq)), text, hours[period])
+                     for kind, gpi, pq, cq, text, period in zip(
+                         bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
+                         lines["charge_description"], lines.period)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
         self.line_ids, self.period, self.periods = lines["line_id"], lines.period, lines.periods
         #: the rows each line stands for (a billing reader sums an hourly charge's run into one line)

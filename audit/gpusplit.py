@@ -29,6 +29,7 @@ import pandas as pd
 from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
 from audit.gpu_over import Beyond, held_back, over_fit
+from audit.gpu_timeless import no_gpu_time
 from audit.gpuunits import (
     UnitIds,
     device_key,
@@ -201,6 +202,7 @@ class GpuSplitter:
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
         self.misfits += tuple(over_fit(self.beyond, plan, self.coverage, self.case.currency))
+        self.misfits += no_gpu_time(self.groups, plan, lines, self.coverage, self.case.currency)
 
     def _placed(self, plan: LinePlan, lines: GpuLines) -> list[list[str]]:
         """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`), each resource
@@ -265,6 +267,7 @@ class GpuSplitter:
         prepared = split_sql.tables(rows, facts.reset_index(), self.nodes_of_resource)
         cover_rows, sums = run(prepared)
         self.add_sums(plan, cover_rows, split_sql.key_sums(sums, prepared))
+        self.misfits += no_gpu_time(self.groups, plan, lines, self.coverage, self.case.currency)
 
     def add_sums(self, plan: LinePlan, cover_rows, sum_rows) -> None:
         """The engine's walk (:mod:`audit.split_sql`): each resource key's coverage as its first line

@@ -23,6 +23,8 @@ UNDECLARED = "__undeclared__"
 NO_SAMPLE = "__no_sample__"
 NO_VALID_SAMPLE = "__no_valid_sample__"
 NOT_IN_TELEMETRY = "__not_in_telemetry__"
+#: the money of GPU lines whose resource no line bills GPU time for (audit/gpu_timeless.py)
+NO_GPU_TIME = "__no_gpu_time__"
 #: holders whose GPU time telemetry did not measure (no sample, samples all excluded as out of
 #: range or not finite, or a GPU it never names)
 UNMEASURED_HOLDERS = (NO_SAMPLE, NO_VALID_SAMPLE, NOT_IN_TELEMETRY)

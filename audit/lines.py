@@ -5,17 +5,18 @@ kept out of the stages so that none of them imports another.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from decimal import Decimal
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum
-from connectors.billing.catalogue import gpu_skus
+from connectors.billing.catalogue import GpuType, bundling_machine, gpu_skus
 from connectors.errors import InputError, InputErrors
 from schemas.billing import line_total
 
@@ -306,6 +307,53 @@ def gpu_sku_model(line: Mapping) -> str:
         if pattern.search(text):
             return model
     return ""
+
+
+def bundled_machines(resources: Sequence, periods: Sequence[tuple], machines: Sequence[str], texts: Sequence[str],
+                     gpis: Sequence[int]) -> list[GpuType | None]:
+    """Each line's GPU machine type where it bills the machine's GPUs with its cores, else None: the
+    Core line of a GCP GPU machine (:func:`~connectors.billing.catalogue.bundling_machine`) whose
+    resource has no line of its own billing GPU time (a GPU meter, or an instance of a GPU type) over
+    any part of its period. GPU-hours then come from its instance-hours (vCPU-hours ÷ the machine's
+    vCPUs) × the machine's GPUs (METHOD §2). ``periods`` are (start, end) pairs."""
+    metered: dict = {}
+    meters: dict[str, bool] = {}
+    machine_of: dict[tuple, GpuType | None] = {}
+    found: list[GpuType | None] = []
+    for resource, period, machine, described, gpi in zip(resources, periods, machines, texts, gpis):
+        if described not in meters:
+            meters[described] = bool(gpu_sku_model({"charge_description": described}))
+        if gpi or meters[described]:
+            metered.setdefault(resource, []).append(period)
+        if (machine, described) not in machine_of:
+            machine_of[(machine, described)] = None if meters[described] else bundling_machine(machine, described)
+        found.append(None if gpi else machine_of[(machine, described)])
+    spans = {resource: _Spans(periods) for resource, periods in metered.items()}
+    return [kind if kind is not None and not (resource in spans and spans[resource].overlaps(period)) else None
+            for kind, resource, period in zip(found, resources, periods)]
+
+
+def as_machine(kind: GpuType, pricing_quantity, consumed_quantity) -> tuple[int, Decimal | None, Decimal | None]:
+    """A Core line that bills its machine's GPUs (:func:`bundled_machines`) as an instance line of that
+    machine: (GPUs per instance, its quantities ÷ the machine's vCPUs: instance-hours)."""
+    return (kind.gpus, *(None if q is None else Decimal(q) / kind.vcpus for q in (pricing_quantity, consumed_quantity)))
+
+
+class _Spans:
+    """(start, end) periods, sorted, asked whether any overlaps a period (by bisection)."""
+
+    def __init__(self, periods: list[tuple]):
+        ordered = sorted(set(periods))
+        self.starts = [start for start, _ in ordered]
+        self.reach, last = [], None
+        for _, end in ordered:  # the latest end among the periods starting up to each one
+            last = end if last is None or end > last else last
+            self.reach.append(last)
+
+    def overlaps(self, period: tuple) -> bool:
+        start, end = period
+        before = bisect.bisect_left(self.starts, end)  # the periods that start before this one ends
+        return before > 0 and self.reach[before - 1] > start
 
 
 def gpu_hours_of(line: Mapping) -> Decimal:

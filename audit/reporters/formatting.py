@@ -33,6 +33,7 @@ PART_LABELS = {
     "no_activity_sample": "No kernel-activity sample",
     "no_valid_activity_sample": "No valid kernel-activity sample",
     "gpu_not_in_telemetry": "GPU not in telemetry",
+    "gpu_time_not_billed": "GPU time not billed",
     "allocation_unknown": "Allocation unknown",
     "no_kernel_profile": "No kernel profile",
     "undeclared_workload": "Undeclared workload",

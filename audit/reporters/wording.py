@@ -79,6 +79,7 @@ OUTSIDE_TOP_DOWN = {
     "no_activity_sample": "GPU time with no activity sample",
     "no_valid_activity_sample": "GPU time whose every activity sample was excluded",
     "gpu_not_in_telemetry": "GPUs on the invoice that telemetry never names",
+    "gpu_time_not_billed": "GPU lines whose resource no line bills GPU time for",
     "unapplied_adjustment": "tax or credits with no charge to apply to",
 }
 #: term → its explanation; page 1 lists those of its words that appear on it

@@ -22,10 +22,12 @@ HOUR_RE = re.compile(r"(?i)\bh(ou)?rs?\b|hours?")
 
 @dataclass(frozen=True)
 class GpuType:
-    """GPU model and count of an instance type."""
+    """GPU model and count of an instance type; ``vcpus``: the vCPUs a GCP machine type's Core SKU
+    bills per instance-hour (0 where the table gives none)."""
 
     gpu_model: str
     gpus: int
+    vcpus: int = 0
 
 
 def normalise_instance(name: str) -> str:
@@ -43,7 +45,18 @@ def gpu_instances() -> dict[str, GpuType]:
     """The shipped instance-type table, read once (the classifier asks for it per distinct line kind)."""
     text = resources.files("connectors.billing").joinpath("data/gpu_instances.csv").read_text()
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
-    return {r["instance_type"]: GpuType(r["gpu_model"], int(r["gpus"])) for r in rows}
+    return {r["instance_type"]: GpuType(r["gpu_model"], int(r["gpus"]), int(r.get("vcpus") or 0)) for r in rows}
+
+
+CORE_RE = re.compile(r"(?i)\b(core|cpu)\b")
+
+
+def bundling_machine(machine: str, text: str) -> GpuType | None:
+    """The GPU machine type whose Core line this is (GCP: the ``machine_spec`` of a part line whose
+    description names its cores), where the table gives its vCPUs: a line that can bill the
+    machine's GPUs with its cores, should no GPU meter of their own bill them (METHOD §2)."""
+    found = gpu_instances().get(machine) if machine else None
+    return found if found is not None and found.vcpus > 0 and CORE_RE.search(text or "") else None
 
 
 @lru_cache(maxsize=1)

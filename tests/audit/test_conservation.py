@@ -97,3 +97,22 @@ def test_buckets_sum_to_total_to_the_cent(items, with_profile, basis):
         assert sum((Decimal(p["amount"]) for p in b["parts"]), Decimal(0)) == Decimal(b["amount"])
     outside = sum((r[key] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
     assert Decimal(document["outside_scope"]["amount"]) == outside.quantize(Decimal("0.01"))
+
+
+def test_gpu_lines_of_a_resource_billing_no_gpu_time_are_unattributed_by_name():
+    """A GPU node's Core line (telemetry sees its GPUs) with no GPU meter and no machine type: before,
+    its 30.00 went to no part and the run stopped (``conservation broken: parts sum to 1, lines in
+    scope to 31``); now it is unattributed (gpu_time_not_billed) and the fit names the resource."""
+    core = line(1, resource_id="i-gpu0", charge_description="Instance Core running in Americas", pricing_unit="Hours",
+                pricing_quantity=Decimal(8), billed_cost=Decimal(30), effective_cost=Decimal(30))
+    rows = [core, build_line(2, "lb", Decimal("1"), 0)]
+    nodes = pd.DataFrame([{"node": "n0", "provider_id": "aws:///z/i-gpu0", "resource_id": "i-gpu0", "instance_type": ""}])
+    frames = (frame("billing", "focus", {"lines": lines_frame(rows)}),
+              frame("telemetry", "openmetrics", {"gpu_activity": telemetry_frame(), "node_info": nodes}))
+    document = to_dict(audit_collected(make_case(), Collected(frames)))
+    assert document["total"] == "31.00"
+    [part] = [p for p in document["buckets"]["unattributed"]["parts"] if p["name"] == "gpu_time_not_billed"]
+    assert (part["amount"], part["gpu_hours"]) == ("30.00", "0.00")
+    assert part["source"] == "GPU lines of FOCUS lines (billing-inline) with no GPU time (nodes n0)"
+    [fit] = [m for m in document["fit"] if m["kind"] == "gpu_time_not_billed"]
+    assert fit["nearest"] == ["i-gpu0"]

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from audit.gpusplit import GpuLines, GpuSplitter, split_gpus, taken_in_turn
-from audit.ledger import NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED
+from audit.ledger import NO_GPU_TIME, NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, UNDECLARED, UNKNOWN
 from audit.lines import resource_key, vm_key
 from audit.mismatches import label_mismatches
 from audit.money import CONTEXT
@@ -302,9 +302,63 @@ def test_a_summed_line_billing_a_full_interval_says_it_is_summed():
         "not the time of the GPUs' holders.")
 
 
-def test_a_line_with_no_gpu_bills_no_gpu_interval():
+def test_a_line_with_no_gpu_bills_no_gpu_interval_and_its_money_is_unattributed_by_name():
+    """A Core line whose resource no line bills GPU time for (no meter, no machine type): before, its
+    98.32 went to no group, and the run stopped on a broken conservation; now it is the
+    gpu_time_not_billed holder's, with no GPU time, and the resource is named."""
     splitter = split([gpu_line(1, gpus_per_instance=0, charge_description="A2 Instance Core running in Americas")])
-    assert splitter.groups == {} and splitter.coverage["i-1"].paid_seconds == 0
+    [group] = splitter.groups.values()
+    assert (group.holder, group.paid, group.gross, group.gpus, group.paid_seconds) == (
+        NO_GPU_TIME, Decimal("98.32"), Decimal("98.32"), 0, 0)
+    assert splitter.coverage["i-1"].paid_seconds == 0
+    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+    assert misfit.nearest == ("i-1",)
+    assert misfit.message == (
+        "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no instance or machine "
+        "type with GPUs in the shipped table): i-1 (machine p5.48xlarge): 1 line(s), 98.32 USD. How many GPUs "
+        "their 98.32 USD paid for, and for how long, is not in the bill: it is unattributed "
+        "(gpu_time_not_billed), in no GPU-interval. The GPU meter's lines, or the machine type (GCP machine_spec) "
+        "on the lines, would place it.")
+
+
+def g2_part(n: int, description: str, net: str, **over) -> dict:
+    """An hour of a g2-standard-48 billed in parts (machine_spec g2-standard-48, 48 vCPU-hours of cores)."""
+    return gpu_line(n, **{"resource_id": "g2-1", "instance_type": "", "machine_type": "g2-standard-48",
+                          "gpus_per_instance": 0, "pricing_quantity": Decimal(48), "consumed_quantity": Decimal(48),
+                          "charge_description": f"G2 Instance {description} running in Americas", "net": Decimal(net),
+                          "pretax": Decimal(net), "priced": Decimal(net), **over})
+
+
+def test_a_g2_core_line_with_no_gpu_meter_bills_its_machines_four_l4s():
+    """A g2-standard-48 whose L4s are billed in its Core line (no GPU meter line): the Core line's 48
+    vCPU-hours are one instance-hour, 4 GPU-hours; the Core and Ram money is the GPUs'. Before, the
+    resource had no GPU count and both lines' money went nowhere."""
+    acts = [{"node": "gke-g2-1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "", "namespace": ""}
+            for g in range(4)]
+    splitter = split([g2_part(1, "Core", "6"), g2_part(2, "Ram", "2", pricing_quantity=Decimal(192),
+                                                       consumed_quantity=Decimal(192))], acts, {"g2-1": ("gke-g2-1",)})
+    [(key, group)] = splitter.groups.items()
+    assert key == (UNKNOWN, H0.to_pydatetime())  # no pod label, no scheduler request
+    assert (group.gpus, group.paid, group.paid_seconds, group.busy_seconds) == (4, Decimal(8), 4 * 3600, 2 * 3600)
+    cover = splitter.coverage["g2-1"]
+    assert (cover.gpus, cover.paid_seconds, cover.instance_type) == (4, 4 * 3600, "g2-standard-48")
+    assert not [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+
+
+def test_a_g2_core_line_beside_its_gpu_meter_bills_no_gpu_time():
+    """With the L4 meter line in the same hour, the meter bills the GPU time (4 GPU-hours) and the
+    Core line only money, as before; a Core line of 24 vCPU-hours (half an hour) with no meter bills
+    half the hour's GPU time."""
+    meter = gpu_line(3, resource_id="g2-1", instance_type="", machine_type="g2-standard-48", gpus_per_instance=0,
+                     pricing_quantity=Decimal(4), consumed_quantity=Decimal(4),
+                     charge_description="Nvidia L4 GPU running in Americas", net=Decimal("2.24"),
+                     pretax=Decimal("2.24"), priced=Decimal("2.24"))
+    both = split([g2_part(1, "Core", "6"), meter], None, {"g2-1": ("gke-g2-1",)})
+    assert both.coverage["g2-1"].paid_seconds == 4 * 3600
+    assert [g.paid for g in both.groups.values()] == [Decimal("8.24")]
+    half = split([g2_part(1, "Core", "3", pricing_quantity=Decimal(24), consumed_quantity=Decimal(24))], None,
+                 {"g2-1": ("gke-g2-1",)})
+    assert half.coverage["g2-1"].paid_seconds == 2 * 3600
 
 
 def test_split_gpus_reads_only_gpu_compute_lines():

@@ -176,3 +176,40 @@ def test_a_folder_is_sniffed_by_its_data_files_not_its_notes(tmp_path):
     result = billing(tmp_path)
     assert result.returncode == 1 and "no billing data file in the folder" in result.stderr
     assert "cannot tell the billing format" not in result.stderr
+
+
+def _gcp_record(hour: int, sku: str, machine: str, node: str, amount: float, cost: float) -> dict:
+    """One hour of a GCP detailed export row (Compute Engine, machine billed in parts)."""
+    start = f"2026-09-01 {hour:02d}:00:00 UTC"
+    return {"billing_account_id": "01A2B3-C4D5E6-F7A8B9", "service": {"id": "6F81-5844-456A", "description": "Compute Engine"},
+            "sku": {"id": sku[:14], "description": sku}, "usage_start_time": start,
+            "usage_end_time": f"2026-09-01 {hour + 1:02d}:00:00 UTC",
+            "project": {"id": "acme", "number": "1", "name": "acme", "labels": [], "ancestry_numbers": "/1/"},
+            "labels": [], "system_labels": [{"key": "compute.googleapis.com/machine_spec", "value": machine}],
+            "location": {"location": "us-central1-b", "country": "US", "region": "us-central1", "zone": "us-central1-b"},
+            "resource": {"name": node, "global_name": f"//compute.googleapis.com/projects/acme/zones/us-central1-b/instances/{node}"},
+            "tags": [], "export_time": start, "cost": cost, "currency": "USD", "currency_conversion_rate": 1,
+            "usage": {"amount": amount * 3600, "unit": "seconds", "amount_in_pricing_units": amount, "pricing_unit": "hour"},
+            "credits": [], "invoice": {"month": "202609"}, "cost_type": "regular", "adjustment_info": None,
+            "cost_at_list": cost, "transaction_type": "GOOGLE", "seller_name": "Google",
+            "price": {"effective_price": 0.01, "tier_start_amount": 0, "unit": "hour", "pricing_unit_quantity": 1}}
+
+
+def test_a_g2_whose_l4s_are_billed_in_its_core_line_counts_its_gpu_hours(tmp_path):
+    """Two hours of a g2-standard-48 with no L4 meter line (48 vCPU-hours of cores an hour, then 24:
+    half an hour) and an a3-highgpu-8g whose H100s have their meter: before, the g2's GPU-hours were
+    not counted (H100 80GB 16 alone); now 1.5 instance-hours × 4 L4 = 6 under its machine type, as
+    the audit counts them, and the a3's Core line adds none beside its meter."""
+    from audit.billing_summary import summarise
+
+    rows = [_gcp_record(0, "G2 Instance Core running in Americas", "g2-standard-48", "g2-node", 48, 1.2),
+            _gcp_record(0, "G2 Instance Ram running in Americas", "g2-standard-48", "g2-node", 192, 0.6),
+            _gcp_record(1, "G2 Instance Core running in Americas", "g2-standard-48", "g2-node", 24, 0.6)]
+    rows += [_gcp_record(h, "A3 Instance Core running in Americas", "a3-highgpu-8g", "a3-node", 208, 5.0) for h in (0, 1)]
+    rows += [_gcp_record(h, "Nvidia H100 80GB GPU running in Americas", "a3-highgpu-8g", "a3-node", 8, 80.0)
+             for h in (0, 1)]
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = summarise([str(path)], "gcp_billing", None)
+    assert found["gpu_hours_by_instance_type"] == [{"instance_type": "H100 80GB", "gpu_hours": "16.00"},
+                                                   {"instance_type": "g2-standard-48", "gpu_hours": "6.00"}]

@@ -1,0 +1,72 @@
+"""GPU lines of a resource that no line bills GPU time for (METHOD §2; rule 5: no silent misfit).
+
+A resource's GPU count and GPU-hours come from a line that bills GPU time: a GPU meter, an instance
+of a type with GPUs, or the Core line of a GCP machine with GPUs that no meter bills
+(:func:`audit.lines.bundled_machines`). A resource with none of them (a GCP machine billed in parts
+whose GPU meter is missing and whose lines name no machine type) still has gpu_compute lines: their
+money pays for GPUs, but how many and for how long the bill does not say, so they can go to no
+GPU-interval. :func:`no_gpu_time` gives their money, spread over their periods' intervals as any
+line's, to the holder ``NO_GPU_TIME`` (unattributed, ``gpu_time_not_billed``, with no GPU time), and
+names each resource (``gpu_time_not_billed``): before, the split left it nowhere and the audit
+stopped on a broken conservation. Both walks of the split run it, after their own, on the same plan.
+"""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Mapping
+
+from audit.ledger import NO_GPU_TIME, Group
+from audit.misfit import LISTED, Misfit, text
+from audit.money import ZERO
+
+
+def no_gpu_time(groups: dict, plan, lines, coverage: Mapping, currency: str) -> tuple[Misfit, ...]:
+    """Add the money of the lines of resources with no GPU count (``plan.gpus`` 0) to the
+    ``NO_GPU_TIME`` groups of their intervals, in line order; a warning naming the resources."""
+    keys = {key for key, count in plan.gpus.items() if count <= 0}
+    if not keys:
+        return ()
+    money: dict[str, Decimal] = {}
+    counts: dict[str, int] = {}
+    columns = zip(plan.keys, plan.period, plan.line_counts, lines["net"], lines["pretax"], lines["priced"],
+                  lines["committed"])
+    for key, period, count, net, gross, priced, committed in columns:
+        grid, parts = plan.grids[period]
+        if key not in keys or not parts:
+            continue
+        for (ts, _), part in zip(grid, parts):
+            group = groups.get((NO_GPU_TIME, ts))
+            if group is None:
+                group = groups[(NO_GPU_TIME, ts)] = Group(NO_GPU_TIME, ts)
+            group.paid += net * part
+            group.gross += gross * part
+            group.priced += priced * part
+            if committed:
+                group.committed += committed * part
+            group.nodes.update(n for n in coverage[key].node.split(", ") if n)
+        money[key] = money.get(key, ZERO) + net
+        counts[key] = counts.get(key, 0) + int(count)
+    return (_named(money, counts, coverage, currency),) if money else ()
+
+
+def _named(money: dict[str, Decimal], counts: dict[str, int], coverage: Mapping, currency: str) -> Misfit:
+    """The ``gpu_time_not_billed`` warning: each resource, its lines and money, largest first."""
+    order = sorted(money, key=lambda key: (-abs(money[key]), key))
+    names = [text(coverage[key].resource_id or key) for key in order]
+    shown = "; ".join(f"{name}{_machine(coverage[key])}: {counts[key]} line(s), {money[key]:.2f} {currency}"
+                      for name, key in zip(names[:LISTED], order))
+    more = f"; … {len(order) - LISTED} more" if len(order) > LISTED else ""
+    total = sum(money.values(), ZERO)
+    message = (f"{len(order):,} GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, "
+               f"no instance or machine type with GPUs in the shipped table): {shown}{more}. How many GPUs "
+               f"their {total:.2f} {currency} paid for, and for how long, is not in the bill: it is unattributed "
+               "(gpu_time_not_billed), in no GPU-interval. The GPU meter's lines, or the machine type (GCP "
+               "machine_spec) on the lines, would place it.")
+    return Misfit("gpu_time_not_billed", "billing quantities", message, tuple(names[:LISTED]))
+
+
+def _machine(cover) -> str:
+    """" (machine m, node n)" as far as the coverage names them."""
+    said = [f"machine {text(cover.instance_type)}" if cover.instance_type else "",
+            f"node {text(cover.node)}" if cover.node else ""]
+    return f" ({', '.join(s for s in said if s)})" if any(said) else ""
