@@ -16,8 +16,8 @@ from decimal import Decimal
 
 from audit.case import Rule, Service
 from audit.classify import classify
-from audit.fit_claims import claims_partial_fit
-from tests.audit.test_fit import costaudit, warnings_of
+from audit.fit_claims import claims_fit, claims_partial_fit
+from tests.audit.test_fit import costaudit, edited, warnings_of
 from tests.builders import line, lines_frame, make_case
 from tests.paths import ROOT
 
@@ -107,3 +107,34 @@ def test_the_gke_case_with_labels_missing_on_some_lines_names_them(tmp_path):
     audit = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert [(m["kind"], m["message"]) for m in audit["fit"]] == [("claim_partial", NOLABELS)]
     assert audit["services"]["gateway"]["total_cost"] == "12.99"  # the money is the claim's rule, unchanged
+
+
+def test_a_claim_matching_only_lines_outside_the_scope_is_named(eks, tmp_path):
+    """The gateway claiming team = "analytics", a tag only the m7i.xlarge lines of account
+    222222222222 carry, which [scope].accounts leaves out (a verifier's find on eks 8201): before,
+    validate and run said nothing and the gateway owned 0.00; now the claim is named with those
+    lines, their money, the scope rule and the tags the lines in scope carry."""
+    case = edited(eks, tmp_path, 'tags = { "eks:nodegroup-name" = "cpu-gateway" }', 'tags = { "team" = "analytics" }')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result.stderr) == [
+        'service gateway: tags claim team = "analytics" matches only lines outside [scope]: 24 line(s), 4.84 USD '
+        "effective, left out by [scope].accounts = ['111111111111'] (their account(s): 222222222222), so it claims "
+        "nothing; in scope, tag keys present: eks:cluster-name, eks:nodegroup-name, elbv2.k8s.aws/cluster"]
+
+
+def test_a_resource_id_claim_outside_the_scope_names_the_nearest_in_scope():
+    """One resource-id claim on an out-of-scope instance, one on an in-scope one: only the first is named."""
+    services = {"gateway": Service("gateway", {}, resource_ids=("i-other",)),
+                "web": Service("web", {}, resource_ids=("i-web1",))}
+    case = replace(make_case(), services=services, scope={"accounts": ["111"]})
+    lines = _claimed_lines()
+    lines["sub_account_id"] = ["222" if r == "i-other" else "111" for r in lines["resource_id"]]
+    kept = (lines["sub_account_id"] == "111").to_numpy()
+    [misfit] = claims_fit(case, lines, {}, kept)
+    assert (misfit.kind, misfit.subject) == ("claim_out_of_scope", "service gateway")
+    assert misfit.message == (
+        'service gateway: resource_ids claim "i-other" matches only lines outside [scope]: 1 line(s), 9.00 USD '
+        "effective, left out by [scope].accounts = ['111'] (their account(s): 222), so it claims nothing; in scope, "
+        "ResourceIds present: i-web1, i-web2, i-web3")
+    assert misfit.nearest == ("i-web1", "i-web2", "i-web3")
