@@ -38,7 +38,8 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on
   (audit/fit_profiles.py);
 * ``gpus_per_replica``: a service whose pods hold another number of GPUs than its gpus_per_replica
-  (1 unless the case says otherwise) (audit/fit_replicas.py).
+  (1 unless the case says otherwise); ``replica_settings_unused``: replica settings of a service
+  with no matcher, which holds no GPU (audit/fit_replicas.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
