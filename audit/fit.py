@@ -109,7 +109,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
              + claims_fit(case, lines, request_log_services(case), lines.index.isin(classified.index))
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
-             + unmatched_fit(case, classified) + purchases_fit(case, classified)
+             + unmatched_fit(case, classified) + purchases_fit(case, classified, lines)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))

@@ -58,8 +58,7 @@ def left_out_by(scope: Mapping, outside: pd.DataFrame) -> str:
         accounts = list(scope["accounts"])
         out = ~(accounts_in(outside["sub_account_id"], accounts) | accounts_in(outside["billing_account_id"], accounts))
         if out.any():
-            parts.append(f"[scope].accounts = {accounts} (their account(s): "
-                         f"{listing(sorted(set(_account(outside[out]))))})")
+            parts.append(f"[scope].accounts = {accounts} (their account(s): {listing(_accounts_named(outside[out]))})")
         explained |= out
     if scope.get("services"):
         out = ~outside["service_name"].isin(list(scope["services"]))
@@ -70,6 +69,14 @@ def left_out_by(scope: Mapping, outside: pd.DataFrame) -> str:
     if scope.get("tags") and not explained.all():
         parts.append(f"[scope].tags = {dict(scope['tags'])}")
     return " and ".join(parts) or "[scope]"
+
+
+def _accounts_named(lines: pd.DataFrame) -> list[str]:
+    """The lines' accounts, each once: the SubAccountId, else the BillingAccountId said to stand for
+    an empty SubAccountId (an Azure purchase row with no SubscriptionId)."""
+    sub = lines["sub_account_id"].fillna("").astype(str)
+    named = sub.where(sub != "", lines["billing_account_id"].fillna("").astype(str) + " (SubAccountId empty)")
+    return sorted(set(named))
 
 
 def _account(lines: pd.DataFrame) -> pd.Series:
