@@ -17,7 +17,8 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
 * ``service_claim``, ``claim_out_of_scope``, ``claim_taken``, ``claim_partial``: a service's claim that
   matches no billing line; only lines the scope leaves out; lines another service or the GPU split has;
-  part of a resource's lines of one class in scope, leaving the rest to no service (audit/fit_claims.py);
+  part of a resource's lines of one class in scope, leaving the rest to no service; ``claim_key_case``:
+  lines left whose tag key differs from the claimed one in case alone (audit/fit_claims.py);
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``commitment_purchases_missing``: the billed basis with commitment-covered usage billed 0 and no

@@ -15,7 +15,10 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
   adjustments are left out: they net into the charges they name;
 * ``claim_partial``: a tags claim that matches some lines of a resource and class and leaves others
   of them in scope to no service (their labels missing or different on part of the resource's
-  lines), per resource with those lines, their cost and the tag values they carry instead.
+  lines), per resource with those lines, their cost and the tag values they carry instead;
+* ``claim_key_case``: a tags claim that matches some lines in scope and leaves others to no service
+  whose tag key differs from the claimed one in case alone (audit/fit_claim_case.py), per resource;
+  a claim that matches no line names such a key in its ``service_claim`` hint.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
+from audit.fit_claim_case import CASE_RULE, cased_hint, cased_match
 from audit.fit_scope import left_out_by
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -119,12 +123,14 @@ def _tags_present(service: Service, tags: Sequence[Mapping]) -> tuple[str, list[
 
 
 def _key_present(key: str, pattern: str, tags: Sequence[Mapping], keys: set[str]) -> tuple[str, list[str]]:
-    """The nearest tag keys (where no line carries ``key``) or values of ``key`` the lines carry."""
+    """The nearest tag keys (where no line carries ``key``) or values of ``key`` the lines carry,
+    the key in another case first where the lines carry it with a value the claim matches."""
+    cased, first = cased_hint(key, pattern, tags)
     if key not in keys:
         near = nearest(key, keys)
-        return f"tag keys present: {listing(near)}", near
+        return f"tag keys present: {listing(near)}{cased}", first + near
     near = nearest(pattern, {str(t[key]) for t in tags if key in t})
-    return f"values of {text(key)} present: {listing(near)}", near
+    return f"values of {text(key)} present: {listing(near)}{cased}", first + near
 
 
 def _tags_claim_lines(service: Service, tags: Sequence[Mapping]) -> bool:
@@ -264,8 +270,9 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     resource (an instance's untagged data transfer beside its tagged hours) is not a label gone
     missing. Only charges count (tax and credits net into the charges they name) and not GPU
     compute (split by telemetry, never by a claim); a line another service owns is that service's,
-    not a misfit. The work is per distinct (resource, class, tags, owner) combination, never per
-    line in Python."""
+    not a misfit. Lines the claim would match with a key read in another case are ``claim_key_case``
+    (:func:`_cased_misfit`), not part of a ``claim_partial``. The work is per distinct (resource,
+    class, tags, owner) combination, never per line in Python."""
     claimants = [s for s in case.services.values() if s.tags]
     if not claimants or classified.empty:
         return []
@@ -289,7 +296,13 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     for service in claimants:
         hit = {i for i in takable if all(matches(p, str(tags[i].get(k, ""))) for k, p in service.tags.items())}
         claimed = {_part(combos[i]) for i in hit}
-        left = [i for i in takable if i not in hit and not combos[i]["claimed_by"] and _part(combos[i]) in claimed]
+        free = [i for i in takable if i not in hit and not combos[i]["claimed_by"]]
+        cased = {i: found for i in free if (found := cased_match(service, tags[i]))} if hit else {}
+        if cased:
+            out.append(_cased_misfit(service, [combos[i] for i in cased], [counts[i] for i in cased],
+                                     _costs(list(cased), codes, amounts), list(cased.values()),
+                                     f"{case.currency} {case.cost_basis}"))
+        left = [i for i in free if _part(combos[i]) in claimed and i not in cased]
         if left:
             found = _partial_resources(service, [combos[i] for i in takable], [counts[i] for i in takable],
                                        [(combos[i], tags[i], counts[i]) for i in left], _costs(left, codes, amounts))
@@ -366,3 +379,27 @@ def _partial_misfit(service: Service, found: list[Partial], currency: str) -> Mi
                   f"(shared or unattributed): "
                   f"{each}{more}. Label those lines, or claim the resources by resource_ids",
                   tuple(text(p.resource_id, ID_CHARS) for p in found[:LISTED]))
+
+
+def _cased_misfit(service: Service, combos: list[dict], counts: list[int], costs: list[Decimal],
+                  swapped: list[dict[str, str]], currency: str) -> Misfit:
+    """A ``claim_key_case`` warning: the lines in scope, owned by no service, that a tags claim matching
+    other lines would match with its keys read in another case, per resource (largest cost first)."""
+    kept: dict[tuple[str, str], list] = {}
+    for combo, n, cost, keys in zip(combos, counts, costs, swapped):
+        found = kept.setdefault((combo["resource_id"], combo.get("resource_name", "")), [0, ZERO, set()])
+        found[0] += n
+        found[1] += cost
+        found[2].update(keys.values())
+    ordered = sorted(kept.items(), key=lambda item: (-abs(item[1][1]), item[0][0]))
+    each = "; ".join(f"{_resource_named(Partial(rid, name, '', n, n, cost, ''))}: {n:,} line(s), {cents(cost)} "
+                     f"{currency}, carrying {', '.join(text(k) for k in sorted(keys))}"
+                     for (rid, name), (n, cost, keys) in ordered[:LISTED])
+    more = f"; … {len(ordered) - LISTED} more resource(s)" if len(ordered) > LISTED else ""
+    subject = f"service {text(service.name)}"
+    claim = ", ".join(f'{text(k)} = "{text(p)}"' for k, p in service.tags.items())
+    return Misfit("claim_key_case", subject,
+                  f"{subject}: tags claim {claim} leaves {sum(counts):,} line(s) in scope, "
+                  f"{cents(sum(costs, ZERO))} {currency} before tax and credits, to no service whose tag key is "
+                  f"written in another case ({CASE_RULE}): {each}{more}. Write the key alike on those lines, or "
+                  "claim the resources by resource_ids", tuple(text(rid, ID_CHARS) for (rid, _), _ in ordered[:LISTED]))
