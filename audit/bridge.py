@@ -212,7 +212,7 @@ def unpurchased(lines: pd.DataFrame, basis: str = "billed") -> Unpurchased | Non
     priced = lines.loc[purchases, ["commitment_discount_id", "billed_cost"]]
     bought = {c.rstrip("/") for c, b in zip(priced["commitment_discount_id"], priced["billed_cost"]) if b}
     costed = _costed(lines)
-    alone = read[[not _related(c, bought) and not (u and _in_view(c, costed))
+    alone = read[[not related(c, bought) and not (u and _in_view(c, costed))
                   for c, u in zip(read["commitment_discount_id"].fillna(""), read["unshown"])]]
     if alone.empty:
         return None
@@ -229,7 +229,7 @@ def unpurchased(lines: pd.DataFrame, basis: str = "billed") -> Unpurchased | Non
                        unshown, line_total(unseen))
 
 
-def _related(commitment: str, others: set[str]) -> bool:
+def related(commitment: str, others: set[str]) -> bool:
     """Whether ``commitment`` is one of ``others`` or lies under one (``…/reservationOrders/O`` holds
     ``…/reservationOrders/O/reservations/R``)."""
     return any(commitment == o or commitment.startswith(o + "/") for o in others)
@@ -238,7 +238,7 @@ def _related(commitment: str, others: set[str]) -> bool:
 def _in_view(commitment: str, costed: set[str]) -> bool:
     """Whether ``commitment``, one it lies under or one under it is among the ``costed`` ones."""
     own = commitment.rstrip("/")
-    return _related(own, costed) or any(o.startswith(own + "/") for o in costed)
+    return related(own, costed) or any(o.startswith(own + "/") for o in costed)
 
 
 def _costed(lines: pd.DataFrame) -> set[str]:

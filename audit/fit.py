@@ -15,10 +15,10 @@ finds each such piece and says what the data holds instead, nearest values first
   no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
 * ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
 * ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
-* ``service_claim``: a service's ``tags`` / ``resource_ids`` claim that no billing line carries;
-  ``claim_taken``: a claim whose lines another service or the GPU split has; ``claim_partial``: a
-  tags claim that matches only part of a resource's lines of one class in scope, leaving the rest
-  to no service (audit/fit_claims.py);
+* ``service_claim``, ``claim_out_of_scope``, ``claim_taken``, ``claim_partial``: a service's claim that
+  matches no billing line; only lines the scope leaves out; lines another service or the GPU split has;
+  part of a resource's lines of one class in scope, leaving the rest to no service; ``claim_key_case``:
+  lines left whose tag key differs from the claimed one in case alone (audit/fit_claims.py);
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``commitment_purchases_missing``: the billed basis with commitment-covered usage billed 0 and no
@@ -39,7 +39,8 @@ finds each such piece and says what the data holds instead, nearest values first
 * ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on
   (audit/fit_profiles.py);
 * ``gpus_per_replica``: a service whose pods hold another number of GPUs than its gpus_per_replica
-  (1 unless the case says otherwise) (audit/fit_replicas.py).
+  (1 unless the case says otherwise); ``replica_settings_unused``: replica settings of a service
+  with no matcher, which holds no GPU (audit/fit_replicas.py).
 
 The result is a frozen :class:`Fit`, computed once by the pipeline (carried in the AuditResult,
 written as audit.json ``fit``, shown on page 1) and by ``costaudit validate``. Values from the data
@@ -107,9 +108,9 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + scope_adjustments_fit(case.scope, lines, classified)
              + request_logs_fit(case, tele)
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
-             + claims_fit(case, lines, request_log_services(case))
+             + claims_fit(case, lines, request_log_services(case), lines.index.isin(classified.index))
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
-             + unmatched_fit(case, classified) + purchases_fit(case, classified)
+             + unmatched_fit(case, classified) + purchases_fit(case, classified, lines)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
              + list_fit(classified)
              + telemetry_days_fit(case, gpu_lines, tele)

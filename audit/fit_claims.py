@@ -5,6 +5,8 @@ carries leaves the service's unit cost without the lines it meant to own. Each s
 misfit naming the nearest tag keys, values or resource ids the invoice does contain:
 
 * ``service_claim``: a tag or resource-id claim that matches no billing line;
+* ``claim_out_of_scope``: a claim that matches only lines the ``[scope]`` leaves out, so it owns
+  nothing: the lines, their money, the scope rule that leaves them out and the nearest values in scope;
 * ``service_unmatched`` (**error**): a service with no telemetry matchers whose claims match no line
   and that no request-log source names — it matches nothing at all;
 * ``claim_taken``: a claim that matches charges in scope the service does not own, by class and
@@ -13,10 +15,14 @@ misfit naming the nearest tag keys, values or resource ids the invoice does cont
   adjustments are left out: they net into the charges they name;
 * ``claim_partial``: a tags claim that matches some lines of a resource and class and leaves others
   of them in scope to no service (their labels missing or different on part of the resource's
-  lines), per resource with those lines, their cost and the tag values they carry instead.
+  lines), per resource with those lines, their cost and the tag values they carry instead;
+* ``claim_key_case``: a tags claim that matches some lines in scope and leaves others to no service
+  whose tag key differs from the claimed one in case alone (audit/fit_claim_case.py), per resource;
+  a claim that matches no line names such a key in its ``service_claim`` hint.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import Mapping, NamedTuple, Sequence
 
@@ -24,14 +30,27 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.lines import ADJUSTING_CATEGORIES, basis_amount, distinct_tags, line_tags, tags_of
+from audit.fit_claim_case import CASE_RULE, cased_hint, cased_match
+from audit.fit_scope import left_out_by
+from audit.lines import (
+    ADJUSTING_CATEGORIES,
+    basis_amount,
+    distinct_tags,
+    line_tags,
+    lines_read,
+    lines_where,
+    tags_of,
+)
 from audit.misfit import LISTED, VALUE_CHARS, Misfit, listing, nearest, text
-from audit.money import ZERO, cents
+from audit.money import ZERO, cents, dsum
 from audit.services import matches
 
 
-def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -> list[Misfit]:
-    """A misfit per claim that matches no billing line (and an error per service matching nothing)."""
+def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]],
+               kept: np.ndarray | None = None) -> list[Misfit]:
+    """A misfit per claim that matches no billing line (and an error per service matching nothing),
+    and per claim that matches only lines the scope leaves out (``kept``: which of ``lines`` the
+    scope keeps; None: all)."""
     claimants = [s for s in case.services.values() if s.claims_lines]
     if not claimants or lines.empty:
         return []
@@ -40,17 +59,78 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]]) -
     hits = {s.name: {p: any(matches(p, r) for r in resources) for p in s.resource_ids} for s in claimants}
     missed = any(not hit for found in hits.values() for hit in found.values())
     ids_by_name = _ids_by_name(lines) if missed else {}  # read once, and only where a claim missed
+    inside = None if kept is None or bool(np.all(kept)) else lines_where(lines, kept)
     out: list[Misfit] = []
     for service in claimants:
         tags_hit = _tags_claim_lines(service, tags)
         resource_hits = hits[service.name]
         out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, ids_by_name))
+        if inside is not None:
+            found = [c for c in _claims(service, tags_hit, resource_hits) if not _claims_any(c, inside)]
+            out.extend(_out_of_scope(case, c, lines[~np.asarray(kept, dtype=bool)], inside) for c in found)
         if not tags_hit and not any(resource_hits.values()) and not service.match and service.name not in logs:
             subject = f"service {text(service.name)}"
             out.append(Misfit("service_unmatched", subject,
                               f"{subject} matches nothing in the data: it has no telemetry matchers, its claims "
                               "match no billing line and no request-log source names it", (), "error"))
     return out
+
+
+def _claims(service: Service, tags_hit: bool, resource_hits: Mapping[str, bool]) -> list[Service]:
+    """The service's claims that match some billing line, each as a service of that claim alone
+    (its tags claim whole: every tag must hold; each resource id apart)."""
+    out = [replace(service, resource_ids=())] if service.tags and tags_hit else []
+    return out + [replace(service, tags={}, resource_ids=(p,)) for p, hit in resource_hits.items() if hit]
+
+
+def _claims_any(claim: Service, lines: pd.DataFrame) -> bool:
+    """Whether the claim matches some of ``lines`` (each distinct tag set and resource id once)."""
+    if claim.tags:
+        return _tags_claim_lines(claim, distinct_tags(lines))
+    return any(matches(p, str(r)) for r in lines["resource_id"].unique() if str(r) for p in claim.resource_ids)
+
+
+def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.DataFrame) -> Misfit:
+    """A ``claim_out_of_scope`` warning: the claim matches only lines the scope leaves out (so it owns
+    nothing), with how many, their money, the scope rule that leaves them out and the nearest
+    values the lines in scope carry."""
+    matched = outside[_claimed(claim, tags_of(outside), outside["resource_id"])]
+    subject = f"service {text(claim.name)}"
+    if claim.tags:
+        written = "tags claim " + ", ".join(f'{text(k)} = "{text(p)}"' for k, p in claim.tags.items())
+        present, near = _tags_present(claim, distinct_tags(inside))
+    else:
+        written = f'resource_ids claim "{text(claim.resource_ids[0])}"'
+        near = nearest(claim.resource_ids[0], {str(r) for r in inside["resource_id"].unique()})
+        present = f"ResourceIds present: {listing(near)}"
+        near = [text(v) for v in near[:LISTED]]
+    cost = cents(dsum(basis_amount(matched, case.cost_basis)))
+    return Misfit("claim_out_of_scope", subject,
+                  f"{subject}: {written} matches only lines outside [scope]: {lines_read(matched):,} line(s), "
+                  f"{cost} {case.currency} {case.cost_basis}, left out by {left_out_by(case.scope, matched)}, "
+                  f"so it claims nothing; in scope, {present}", tuple(near))
+
+
+def _tags_present(service: Service, tags: Sequence[Mapping]) -> tuple[str, list[str]]:
+    """Per claimed key, the nearest tag keys (a key no line carries) or values of it the lines carry."""
+    keys = {str(k) for t in tags for k in t}
+    parts, near_all = [], []
+    for key, pattern in service.tags.items():
+        present, near = _key_present(key, pattern, tags, keys)
+        parts.append(present)
+        near_all.extend(text(v) for v in near[:LISTED])
+    return "; ".join(parts), near_all
+
+
+def _key_present(key: str, pattern: str, tags: Sequence[Mapping], keys: set[str]) -> tuple[str, list[str]]:
+    """The nearest tag keys (where no line carries ``key``) or values of ``key`` the lines carry,
+    the key in another case first where the lines carry it with a value the claim matches."""
+    cased, first = cased_hint(key, pattern, tags)
+    if key not in keys:
+        near = nearest(key, keys)
+        return f"tag keys present: {listing(near)}{cased}", first + near
+    near = nearest(pattern, {str(t[key]) for t in tags if key in t})
+    return f"values of {text(key)} present: {listing(near)}{cased}", first + near
 
 
 def _tags_claim_lines(service: Service, tags: Sequence[Mapping]) -> bool:
@@ -83,12 +163,7 @@ def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[st
     if service.tags and not tags_hit:
         keys = {str(k) for t in tags for k in t}
         for key, pattern in service.tags.items():
-            if key not in keys:
-                near = nearest(key, keys)
-                present = f"tag keys present: {listing(near)}"
-            else:
-                near = nearest(pattern, {str(t[key]) for t in tags if key in t})
-                present = f"values of {text(key)} present: {listing(near)}"
+            present, near = _key_present(key, pattern, tags, keys)
             out.append(Misfit("service_claim", subject,
                               f"{subject}: tags claim {text(key)} = \"{text(pattern)}\" matches no billing line; "
                               f"{present}", tuple(text(v) for v in near[:LISTED])))
@@ -195,8 +270,9 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     resource (an instance's untagged data transfer beside its tagged hours) is not a label gone
     missing. Only charges count (tax and credits net into the charges they name) and not GPU
     compute (split by telemetry, never by a claim); a line another service owns is that service's,
-    not a misfit. The work is per distinct (resource, class, tags, owner) combination, never per
-    line in Python."""
+    not a misfit. Lines the claim would match with a key read in another case are ``claim_key_case``
+    (:func:`_cased_misfit`), not part of a ``claim_partial``. The work is per distinct (resource,
+    class, tags, owner) combination, never per line in Python."""
     claimants = [s for s in case.services.values() if s.tags]
     if not claimants or classified.empty:
         return []
@@ -220,7 +296,13 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     for service in claimants:
         hit = {i for i in takable if all(matches(p, str(tags[i].get(k, ""))) for k, p in service.tags.items())}
         claimed = {_part(combos[i]) for i in hit}
-        left = [i for i in takable if i not in hit and not combos[i]["claimed_by"] and _part(combos[i]) in claimed]
+        free = [i for i in takable if i not in hit and not combos[i]["claimed_by"]]
+        cased = {i: found for i in free if (found := cased_match(service, tags[i]))} if hit else {}
+        if cased:
+            out.append(_cased_misfit(service, [combos[i] for i in cased], [counts[i] for i in cased],
+                                     _costs(list(cased), codes, amounts), list(cased.values()),
+                                     f"{case.currency} {case.cost_basis}"))
+        left = [i for i in free if _part(combos[i]) in claimed and i not in cased]
         if left:
             found = _partial_resources(service, [combos[i] for i in takable], [counts[i] for i in takable],
                                        [(combos[i], tags[i], counts[i]) for i in left], _costs(left, codes, amounts))
@@ -297,3 +379,27 @@ def _partial_misfit(service: Service, found: list[Partial], currency: str) -> Mi
                   f"(shared or unattributed): "
                   f"{each}{more}. Label those lines, or claim the resources by resource_ids",
                   tuple(text(p.resource_id, ID_CHARS) for p in found[:LISTED]))
+
+
+def _cased_misfit(service: Service, combos: list[dict], counts: list[int], costs: list[Decimal],
+                  swapped: list[dict[str, str]], currency: str) -> Misfit:
+    """A ``claim_key_case`` warning: the lines in scope, owned by no service, that a tags claim matching
+    other lines would match with its keys read in another case, per resource (largest cost first)."""
+    kept: dict[tuple[str, str], list] = {}
+    for combo, n, cost, keys in zip(combos, counts, costs, swapped):
+        found = kept.setdefault((combo["resource_id"], combo.get("resource_name", "")), [0, ZERO, set()])
+        found[0] += n
+        found[1] += cost
+        found[2].update(keys.values())
+    ordered = sorted(kept.items(), key=lambda item: (-abs(item[1][1]), item[0][0]))
+    each = "; ".join(f"{_resource_named(Partial(rid, name, '', n, n, cost, ''))}: {n:,} line(s), {cents(cost)} "
+                     f"{currency}, carrying {', '.join(text(k) for k in sorted(keys))}"
+                     for (rid, name), (n, cost, keys) in ordered[:LISTED])
+    more = f"; … {len(ordered) - LISTED} more resource(s)" if len(ordered) > LISTED else ""
+    subject = f"service {text(service.name)}"
+    claim = ", ".join(f'{text(k)} = "{text(p)}"' for k, p in service.tags.items())
+    return Misfit("claim_key_case", subject,
+                  f"{subject}: tags claim {claim} leaves {sum(counts):,} line(s) in scope, "
+                  f"{cents(sum(costs, ZERO))} {currency} before tax and credits, to no service whose tag key is "
+                  f"written in another case ({CASE_RULE}): {each}{more}. Write the key alike on those lines, or "
+                  "claim the resources by resource_ids", tuple(text(rid, ID_CHARS) for (rid, _), _ in ordered[:LISTED]))

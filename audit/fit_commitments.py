@@ -8,29 +8,58 @@ the audit reads that as a finding. So has an export of the billed view (Azure's 
 whose purchase was bought in an earlier month or in another subscription: its covered usage costs 0
 on both bases and its amortised cost is in no line (named at its contracted price; nearest: the
 commitments), on the effective basis as well. ``commitment_purchases_missing`` names the amounts and the
-commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them.
+commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them. Where the
+data does hold a priced purchase of such a commitment that the ``[scope]`` leaves out (an ActualCost
+purchase row with an empty SubscriptionId, outside ``[scope].accounts``), the warning names those
+lines (``file:row``, amount) and the scope rule that leaves them out (nearest: those lines).
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from audit.bridge import EXAMPLES, unpurchased, unpurchased_reason
+from audit.bridge import EXAMPLES, related, unpurchased, unpurchased_reason
 from audit.case import Case
-from audit.misfit import Misfit
+from audit.fit_scope import left_out_by
+from audit.lines import commitment_purchases, lines_read
+from audit.misfit import Misfit, text
+from audit.money import cents
 
 #: the bases whose total a missing purchase leaves short
 BASES = ("billed", "effective")
 
 
-def purchases_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
+def purchases_fit(case: Case, classified: pd.DataFrame, lines: pd.DataFrame | None = None) -> list[Misfit]:
     """A ``commitment_purchases_missing`` warning where the billed or effective basis lacks
-    commitment purchases (``classified``: the lines in scope)."""
+    commitment purchases (``classified``: the lines in scope; ``lines``: every line read, where
+    the purchases the scope leaves out are looked for)."""
     if case.cost_basis not in BASES or classified.empty:
         return []
     found = unpurchased(classified, case.cost_basis)
     if found is None:
         return []
     subject = f"[case] cost_basis {case.cost_basis}"
-    return [Misfit("commitment_purchases_missing", subject,
-                   f"{subject}: {unpurchased_reason(classified, case.cost_basis)}",
-                   ("effective",) if found.lines else found.commitments[:EXAMPLES])]
+    message = f"{subject}: {unpurchased_reason(classified, case.cost_basis)}"
+    nearest = ("effective",) if found.lines else found.commitments[:EXAMPLES]
+    outside = _purchases_outside(lines, classified, found.commitments) if lines is not None else None
+    if outside is not None and len(outside):
+        shown = [f"{text(i)} ({cents(b)} {case.currency} billed)" for i, b in
+                 zip(outside["line_id"][:EXAMPLES], outside["billed_cost"][:EXAMPLES])]
+        more = ", …" if len(outside) > EXAMPLES else ""
+        message += (f". The data does hold {lines_read(outside):,} purchase line(s) of these commitment(s) outside "
+                    f"the scope: {', '.join(shown)}{more}, left out by {left_out_by(case.scope, outside)}")
+        nearest = tuple(text(i) for i in outside["line_id"][:EXAMPLES])
+    return [Misfit("commitment_purchases_missing", subject, message, nearest)]
+
+
+def _purchases_outside(lines: pd.DataFrame, classified: pd.DataFrame, commitments: tuple[str, ...]) -> pd.DataFrame:
+    """The priced commitment purchase lines the scope leaves out whose commitment is one of
+    ``commitments`` or holds one (a reservation order's purchase, its reservations' usage)."""
+    chosen = commitment_purchases(lines).to_numpy(dtype=bool) & ~lines.index.isin(classified.index)
+    if not chosen.any():
+        return lines.iloc[:0]
+    bought = lines[chosen]
+    ids = bought["commitment_discount_id"].fillna("").astype(str).str.rstrip("/")
+    mine = np.array([bool(i) and bool(b) and any(related(c, {i}) for c in commitments)
+                     for i, b in zip(ids, bought["billed_cost"])], dtype=bool)
+    return bought[mine]

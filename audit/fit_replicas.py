@@ -7,13 +7,19 @@ exist (the demo's chat at 64: right-sizing went from 6,767.02 a month to "no sav
 the case matches nothing. :func:`replicas_fit` compares it with the GPUs a pod of the service holds per
 interval in the GPU activity (the median over the service's pod-intervals) and warns where they
 differ (``gpus_per_replica``), giving the value telemetry shows.
+
+A service with no telemetry matchers (a CPU tier that claims its lines) holds no GPU: the GPU split
+gives GPU time by pods, never by a claim. Its ``gpus_per_replica``, ``min_replicas`` and
+``scale_reaction`` size GPU replicas it does not have: where the case sets one of them (other than
+its default) it applies to nothing, and ``replica_settings_unused`` names them.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from audit.case import Case
+from audit.case import Case, Service
+from audit.fit_step import duration_text
 from audit.misfit import Misfit, text
 from audit.normalised import Telemetry
 from audit.services import telemetry_owners
@@ -35,7 +41,27 @@ def replicas_fit(case: Case, tele: Telemetry, owners: np.ndarray | None = None) 
                    f"right-size and autoscaling options would count replicas of the wrong size; "
                    f"gpus_per_replica = {seen} fits the data")
         out.append(Misfit("gpus_per_replica", subject, message, (str(seen),)))
-    return out
+    return out + [m for name, s in case.services.items() if name not in held and not s.match
+                  for m in _unused_settings(s)]
+
+
+#: the replica settings and their defaults (audit/case_services.py ``Service``)
+REPLICA_DEFAULTS = (("gpus_per_replica", 1), ("min_replicas", 1), ("scale_reaction_seconds", 3600))
+
+
+def _unused_settings(service: Service) -> list[Misfit]:
+    """A ``replica_settings_unused`` warning where a service that holds no GPU sets a replica setting."""
+    set_ = [(key, getattr(service, key)) for key, default in REPLICA_DEFAULTS if getattr(service, key) != default]
+    if not set_:
+        return []
+    written = ", ".join(f'scale_reaction = "{duration_text(v)}"' if key == "scale_reaction_seconds" else f"{key} = {v}"
+                        for key, v in set_)
+    subject = f"service {text(service.name)}"
+    return [Misfit("replica_settings_unused", subject,
+                   f"{subject} sets {written}, which apply to nothing: it has no telemetry matchers and holds no GPU "
+                   "in the data (the GPU split gives GPU time by pods, never by a claim), and these settings size "
+                   "the GPU replicas of the right-size and autoscaling options; remove them (a CPU tier gets none)",
+                   ())]
 
 
 def gpus_per_pod(case: Case, tele: Telemetry, owners: np.ndarray | None = None) -> dict[str, int]:

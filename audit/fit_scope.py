@@ -13,8 +13,8 @@ from typing import Mapping
 
 import pandas as pd
 
-from audit.lines import ADJUSTING_CATEGORIES, names_no_charge, names_no_service, tags_of
-from audit.misfit import Misfit
+from audit.lines import ADJUSTING_CATEGORIES, accounts_in, names_no_charge, names_no_service, tags_of
+from audit.misfit import Misfit, listing
 from schemas.billing import line_total
 
 LISTED = 3
@@ -46,6 +46,37 @@ def scope_adjustments_fit(scope: Mapping, lines: pd.DataFrame, classified: pd.Da
         f"{_what(scope)} (lines {shown}): they apply to the whole of account(s) {', '.join(accounts[:LISTED])}, "
         f"whose {outside:,} charge line(s) outside the scope they also cover, and are spread over the "
         "in-scope charges alone (scope by [scope].accounts to keep them exact)", tuple(accounts[:LISTED]))]
+
+
+def left_out_by(scope: Mapping, outside: pd.DataFrame) -> str:
+    """Which ``[scope]`` pieces leave ``outside`` (lines the scope does not keep) out, as the case
+    writes them, with the accounts or services of the lines each leaves out (rule 5: a misfit names
+    the rule behind it); ``[scope].tags`` where neither of those explains some of them."""
+    parts = []
+    explained = pd.Series(False, index=outside.index)
+    if scope.get("accounts"):
+        accounts = list(scope["accounts"])
+        out = ~(accounts_in(outside["sub_account_id"], accounts) | accounts_in(outside["billing_account_id"], accounts))
+        if out.any():
+            parts.append(f"[scope].accounts = {accounts} (their account(s): {listing(_accounts_named(outside[out]))})")
+        explained |= out
+    if scope.get("services"):
+        out = ~outside["service_name"].isin(list(scope["services"]))
+        if out.any():
+            parts.append(f"[scope].services = {list(scope['services'])} (their service(s): "
+                         f"{listing(sorted(set(outside['service_name'][out].astype(str))))})")
+        explained |= out
+    if scope.get("tags") and not explained.all():
+        parts.append(f"[scope].tags = {dict(scope['tags'])}")
+    return " and ".join(parts) or "[scope]"
+
+
+def _accounts_named(lines: pd.DataFrame) -> list[str]:
+    """The lines' accounts, each once: the SubAccountId, else the BillingAccountId said to stand for
+    an empty SubAccountId (an Azure purchase row with no SubscriptionId)."""
+    sub = lines["sub_account_id"].fillna("").astype(str)
+    named = sub.where(sub != "", lines["billing_account_id"].fillna("").astype(str) + " (SubAccountId empty)")
+    return sorted(set(named))
 
 
 def _account(lines: pd.DataFrame) -> pd.Series:

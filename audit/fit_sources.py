@@ -5,11 +5,16 @@ the lines (:mod:`connectors.billing.cur_split`). Where some of them carry money 
 amount the FOCUS mapping reads: unblended, effective or public on-demand cost), that money is in no
 line and so in neither the invoice total nor the bridge: ``split_rows_money`` names the rows
 (``file:row``), the amounts and why (nearest: the rows).
+
+A request log's ``path_filter`` that matches none of the window's 2xx / 3xx requests leaves the
+service with 0 requests, every one of them counted *outside the path filter*: ``path_filter`` names
+the filter and the paths the log does hold, most frequent first (nearest: those paths), from the
+reader's table ``other_paths`` (:mod:`connectors.telemetry.access_log`).
 """
 from __future__ import annotations
 
 from audit.collected import Collected
-from audit.misfit import Misfit, text
+from audit.misfit import LISTED, Misfit, text
 from connectors.billing.cur_split import money_words
 
 
@@ -23,4 +28,26 @@ def split_money_fit(collected: Collected) -> list[Misfit]:
         subject = f"billing source {text(frame.spec.name)}"
         rows = tuple(text(r) for r in summary["money_at"].iloc[0].split(", "))
         out.append(Misfit("split_rows_money", subject, f"{subject}: {money_words(summary)}", rows))
+    return out
+
+
+def path_filter_fit(collected: Collected) -> list[Misfit]:
+    """A ``path_filter`` warning per request-log source whose path filter matches no 2xx / 3xx
+    request of the window while the log holds some (all of them counted outside the filter)."""
+    out = []
+    for frame in collected.of("telemetry"):
+        paths = frame.tables.get("other_paths")
+        detail = frame.tables.get("requests_detail")
+        if paths is None or not len(paths) or detail is None or int(detail["successful"].sum()):
+            continue
+        subject = f"telemetry source {text(frame.spec.name)}"
+        service = frame.spec.options.get("service")
+        who = f"service {text(service)} counts 0 requests from it" if service else "it counts 0 requests"
+        listed = ", ".join(f"{text(p)} ({n:,})" for p, n in zip(paths["path"][:LISTED], paths["lines"][:LISTED]))
+        more = " …" if len(paths) > LISTED else ""
+        out.append(Misfit("path_filter", subject,
+                          f"{subject}: path_filter \"{text(frame.spec.options.get('path_filter'))}\" matches no "
+                          f"request: the {int(detail['other_paths'].sum()):,} 2xx / 3xx request(s) of the window "
+                          f"are all outside it, so {who}; paths the log holds, most frequent first: "
+                          f"{listed}{more}", tuple(text(p) for p in paths["path"][:LISTED])))
     return out

@@ -29,7 +29,7 @@ from audit.case import Case
 from audit.collect import collect_sources
 from audit.collected import Collected
 from audit.fit_profiles import devices_of
-from audit.fit_sources import split_money_fit
+from audit.fit_sources import path_filter_fit, split_money_fit
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
@@ -129,10 +129,11 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
 
 
 def fitted(case: Case, collected: Collected, lines, mask, classified, tele, nodes) -> fit.Fit:
-    """The case's fit against its data (audit/fit.py) and what the billing readers set apart with
-    money on it (audit/fit_sources.py)."""
+    """The case's fit against its data (audit/fit.py), what the billing readers set apart with
+    money on it and a request log's path filter that matches nothing (audit/fit_sources.py)."""
     found = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected))
-    return replace(found, misfits=found.misfits + tuple(split_money_fit(collected)))
+    return replace(found, misfits=found.misfits + tuple(split_money_fit(collected))
+                   + tuple(path_filter_fit(collected)))
 
 
 def billed_lacks(case: Case, scoped) -> str | None:

@@ -26,7 +26,8 @@ Each line falls in exactly one class:
 ``namespace`` "", ``pod`` = the entry's ``service`` option (or ""), ``requests`` = successful,
 tokens 0. ``requests_detail`` has the same intervals with ``lines``, ``successful``, ``failed``,
 ``health_checks``, ``unparseable`` and ``other_paths``. Lines outside the window are dropped (counted in ``rows``);
-``covered`` is (first, last) request time kept. A timestamp without an offset is UTC; ELB / ALB
+``covered`` is (first, last) request time kept. With a ``path_filter``, table ``other_paths`` holds the paths of
+the window's other_paths lines, most frequent first (the first 10). A timestamp without an offset is UTC; ELB / ALB
 stamps are UTC by definition. ``row`` numbers in errors count data records from 1 (a text file's
 blank lines are not counted).
 """
@@ -88,9 +89,13 @@ class AccessLogConnector(Connector):
             # where its dated lines lie, for the warning when none is in the window (audit/fit_window.py)
             first, last = con.execute("SELECT min(ts), max(ts) FROM classed WHERE class <> 'unparseable'").fetchall()[0]
             self.extent = (_utc(first), _utc(last))
+            outside = outside_paths(con, self.ctx) if self.path_filter else None
         pod = str(self.spec.options.get("service") or "")
         detail.insert(1, "pod", pod)
-        return {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}, int(rows), covered
+        tables = {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}
+        if outside is not None:
+            tables["other_paths"] = outside
+        return tables, int(rows), covered
 
     @property
     def path_filter(self) -> str | None:
@@ -268,9 +273,14 @@ def path_sql(option: str) -> str:
     return f"split_part(coalesce(path, ''), '?', 1) = {quote_text(option)}"
 
 
+def window_sql(ctx) -> tuple[str, str]:
+    """The window's start and end as SQL text literals."""
+    return quote_text(utc_text(ctx.start)), quote_text(utc_text(ctx.end))
+
+
 def count_intervals(con, ctx, step: int) -> tuple[pd.DataFrame, tuple[datetime | None, datetime | None]]:
     """Per-interval counts of each class in the window (plus undated unparseable lines), and coverage."""
-    start, end = (quote_text(utc_text(moment)) for moment in (ctx.start, ctx.end))
+    start, end = window_sql(ctx)
     step_us = step * 1_000_000
     interval = (f"CAST(make_timestamp(epoch_us(CAST({start} AS TIMESTAMPTZ)) + (epoch_us(ts) - "
                 f"epoch_us(CAST({start} AS TIMESTAMPTZ))) // {step_us} * {step_us}) AS TIMESTAMPTZ)")
@@ -285,6 +295,21 @@ def count_intervals(con, ctx, step: int) -> tuple[pd.DataFrame, tuple[datetime |
         detail[column] = detail[column].astype("int64")
     first, last = con.execute(f"SELECT min(ts), max(ts) FROM ({kept}) WHERE class <> 'unparseable'").fetchall()[0]
     return detail, (_utc(first), _utc(last))
+
+
+#: the paths outside the path filter table ``other_paths`` keeps, most frequent first
+OTHER_PATHS = 10
+
+
+def outside_paths(con, ctx) -> pd.DataFrame:
+    """Table ``other_paths``: the paths (query string cut) of the window's 2xx / 3xx requests the
+    ``path_filter`` does not match, with their lines, most frequent first (the first ``OTHER_PATHS``):
+    what a filter matching nothing is told of (audit/fit_sources.py)."""
+    start, end = window_sql(ctx)
+    return con.sql(f"""SELECT split_part(coalesce(r.path, ''), '?', 1) AS path, count(*) AS lines
+        FROM classed c JOIN req r USING (rn)
+        WHERE c.class = 'other_paths' AND c.ts >= CAST({start} AS TIMESTAMPTZ) AND c.ts < CAST({end} AS TIMESTAMPTZ)
+        GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {OTHER_PATHS}""").df().astype({"path": "str", "lines": "int64"})
 
 
 def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:

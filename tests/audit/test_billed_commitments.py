@@ -230,3 +230,22 @@ def test_the_effective_basis_names_covered_usage_no_purchase_or_amortisation_pri
     assert price_detail(document, "gpu_compute").endswith(
         "; 1 commitment-covered line(s) cost 0 for want of their commitment's purchase in scope, priced at their "
         "contracted price (fit commitment_purchases_missing)")
+
+
+def test_purchases_the_scope_leaves_out_are_named_as_the_nearest(aks, tmp_path):
+    """The ActualCost export with both purchase rows' SubscriptionId empty (a verifier's find on aks
+    8501): they fall outside [scope].accounts, and the warning said the export lacked the purchases
+    it holds. Now it names those rows, their amounts and the scope rule that leaves them out."""
+    rows = [{**r, "SubscriptionId": "", "SubscriptionName": ""} if r["ChargeType"] == "Purchase" else r
+            for r in actual_rows(aks)]
+    document = audit_document(variant(aks, tmp_path / "case", rows, "ea_actual.csv", "actual"))
+    [found] = document["fit"]
+    assert (found["kind"], found["nearest"]) == ("commitment_purchases_missing", ["ea_actual.csv:16", "ea_actual.csv:17"])
+    assert found["message"].startswith(
+        "[case] cost_basis billed: the billed total lacks the purchases behind commitment-covered usage of 2624.14 at "
+        f"its contracted price, whose amortised cost no line shows (commitment(s) {A100}, {H100}): 4 commitment-covered "
+        "line(s) cost 0 on both the billed and the effective basis")
+    assert found["message"].endswith(
+        "on the effective basis. The data does hold 2 purchase line(s) of these commitment(s) outside the scope: "
+        "ea_actual.csv:16 (1415.81 USD billed), ea_actual.csv:17 (211.56 USD billed), left out by [scope].accounts = "
+        "['/subscriptions/28d9fa8e-4961-7e0d-8314-fa811f10c638'] (their account(s): 8611537 (SubAccountId empty))")

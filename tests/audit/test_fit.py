@@ -525,6 +525,23 @@ def test_gpus_per_replica_against_the_pods(eks, tmp_path):
                      "options would count replicas of the wrong size; gpus_per_replica = 1 fits the data"]
 
 
+def test_gpu_replica_settings_on_a_cpu_tier_are_named(eks, tmp_path):
+    """The gateway (a tags claim, no pods) with gpus_per_replica = 2, min_replicas = 3 and
+    scale_reaction = "5m" (a verifier's find): before, validate and run said nothing; now the settings
+    are named as applying to nothing. The default values written out are no warning."""
+    claim = '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }'
+    case = edited(eks, tmp_path, claim, claim + '\ngpus_per_replica = 2\nmin_replicas = 3\nscale_reaction = "5m"')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result.stderr) == [
+        'service gateway sets gpus_per_replica = 2, min_replicas = 3, scale_reaction = "5m", which apply to nothing: '
+        "it has no telemetry matchers and holds no GPU in the data (the GPU split gives GPU time by pods, never by a "
+        "claim), and these settings size the GPU replicas of the right-size and autoscaling options; remove them (a "
+        "CPU tier gets none)"]
+    defaults = edited(eks, tmp_path / "defaults", claim, claim + '\ngpus_per_replica = 1\nscale_reaction = "1h"')
+    assert warnings_of(costaudit("validate", defaults).stderr) == []
+
+
 def test_a_pod_holding_two_gpus_against_the_default():
     """Tensor parallel 2 audited without gpus_per_replica (1 by default) is named, with 2."""
     from types import SimpleNamespace

@@ -14,10 +14,12 @@ import sys
 from dataclasses import replace
 from decimal import Decimal
 
+import pandas as pd
+
 from audit.case import Rule, Service
 from audit.classify import classify
-from audit.fit_claims import claims_partial_fit
-from tests.audit.test_fit import costaudit, warnings_of
+from audit.fit_claims import claims_fit, claims_partial_fit
+from tests.audit.test_fit import costaudit, edited, warnings_of
 from tests.builders import line, lines_frame, make_case
 from tests.paths import ROOT
 
@@ -107,3 +109,75 @@ def test_the_gke_case_with_labels_missing_on_some_lines_names_them(tmp_path):
     audit = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert [(m["kind"], m["message"]) for m in audit["fit"]] == [("claim_partial", NOLABELS)]
     assert audit["services"]["gateway"]["total_cost"] == "12.99"  # the money is the claim's rule, unchanged
+
+
+def test_a_claim_matching_only_lines_outside_the_scope_is_named(eks, tmp_path):
+    """The gateway claiming team = "analytics", a tag only the m7i.xlarge lines of account
+    222222222222 carry, which [scope].accounts leaves out (a verifier's find on eks 8201): before,
+    validate and run said nothing and the gateway owned 0.00; now the claim is named with those
+    lines, their money, the scope rule and the tags the lines in scope carry."""
+    case = edited(eks, tmp_path, 'tags = { "eks:nodegroup-name" = "cpu-gateway" }', 'tags = { "team" = "analytics" }')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result.stderr) == [
+        'service gateway: tags claim team = "analytics" matches only lines outside [scope]: 24 line(s), 4.84 USD '
+        "effective, left out by [scope].accounts = ['111111111111'] (their account(s): 222222222222), so it claims "
+        "nothing; in scope, tag keys present: eks:cluster-name, eks:nodegroup-name, elbv2.k8s.aws/cluster"]
+
+
+def test_a_resource_id_claim_outside_the_scope_names_the_nearest_in_scope():
+    """One resource-id claim on an out-of-scope instance, one on an in-scope one: only the first is named."""
+    services = {"gateway": Service("gateway", {}, resource_ids=("i-other",)),
+                "web": Service("web", {}, resource_ids=("i-web1",))}
+    case = replace(make_case(), services=services, scope={"accounts": ["111"]})
+    lines = _claimed_lines()
+    lines["sub_account_id"] = ["222" if r == "i-other" else "111" for r in lines["resource_id"]]
+    kept = (lines["sub_account_id"] == "111").to_numpy()
+    [misfit] = claims_fit(case, lines, {}, kept)
+    assert (misfit.kind, misfit.subject) == ("claim_out_of_scope", "service gateway")
+    assert misfit.message == (
+        'service gateway: resource_ids claim "i-other" matches only lines outside [scope]: 1 line(s), 9.00 USD '
+        "effective, left out by [scope].accounts = ['111'] (their account(s): 222), so it claims nothing; in scope, "
+        "ResourceIds present: i-web1, i-web2, i-web3")
+    assert misfit.nearest == ("i-web1", "i-web2", "i-web3")
+
+
+def _pool_lines(keys: tuple[str, ...]):
+    """One instance-hour line per key, each of its own VM (ResourceId vm-N of scale set ss), tagged key = "system"."""
+    return lines_frame([line(n, resource_id=f"vm-{n}", resource_name="ss", tags=json.dumps({key: "system"}),
+                             effective_cost=Decimal("9.89"), billed_cost=Decimal("9.89"), line_count=24,
+                             charge_description="instance hour") for n, key in enumerate(keys, 1)])
+
+
+def test_lines_whose_tag_key_differs_in_case_are_named():
+    """Azure treats tag names case-insensitively: one VM of the system scale set carrying
+    AKS-Managed-PoolName where the claim names aks-managed-poolName (a verifier's find on aks 8501):
+    before, its 9.89 went to no service without a word (no claim_partial: each VM is its own
+    ResourceId); now the lines, their cost and the key as they write it are named."""
+    services = {"gateway": Service("gateway", {}, tags={"aks-managed-poolName": "system"})}
+    case = replace(make_case(), services=services)
+    lines = _pool_lines(("aks-managed-poolName", "AKS-Managed-PoolName"))
+    [misfit] = claims_partial_fit(case, classify(lines, RULES, set(), set(), services))
+    assert (misfit.kind, misfit.subject, misfit.nearest) == ("claim_key_case", "service gateway", ("vm-2",))
+    assert misfit.message == (
+        'service gateway: tags claim aks-managed-poolName = "system" leaves 24 line(s) in scope, 9.89 USD effective '
+        "before tax and credits, to no service whose tag key is written in another case (tag keys match "
+        "case-sensitively; Azure reads them case-insensitively): ss (ResourceId vm-2): 24 line(s), 9.89 USD "
+        "effective, carrying AKS-Managed-PoolName. Write the key alike on those lines, or claim the resources by "
+        "resource_ids")
+
+
+def test_a_claim_matching_no_line_names_its_key_in_another_case():
+    """Every line carrying AKS-Managed-PoolName: before, the hint listed only the values of the claimed
+    key (a100pool, h100pool); now it names the key in another case with the claimed value."""
+    services = {"gateway": Service("gateway", {}, tags={"aks-managed-poolName": "system"})}
+    case = replace(make_case(), services=services)
+    lines = _pool_lines(("AKS-Managed-PoolName", "AKS-Managed-PoolName"))
+    other = _pool_lines(("aks-managed-poolName",)).assign(tags=json.dumps({"aks-managed-poolName": "h100pool"}))
+    [misfit] = claims_fit(case, pd.concat([lines, other], ignore_index=True), {"gateway": ["log"]})
+    assert misfit.kind == "service_claim"
+    assert misfit.message == (
+        'service gateway: tags claim aks-managed-poolName = "system" matches no billing line; values of '
+        'aks-managed-poolName present: h100pool; the lines carry AKS-Managed-PoolName = "system", the key in another '
+        "case (tag keys match case-sensitively; Azure reads them case-insensitively): claim it as the lines write it")
+    assert misfit.nearest == ("AKS-Managed-PoolName = system", "h100pool")

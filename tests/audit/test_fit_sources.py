@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from audit.collected import Collected
 from audit.fit_sources import split_money_fit
+from tests.audit.test_fit import costaudit, edited, warnings_of
 from tests.builders import cur2_rows, read_cur, write_cur2
 from tests.connectors.billing.test_cur import MONEY_NOTE, split_rows_with_money, utc
 
@@ -23,3 +24,16 @@ def test_split_rows_with_money_are_a_warning_naming_rows_amount_and_why(tmp_path
 
 def test_split_rows_without_money_are_no_warning(tmp_path):
     assert split_money_fit(read(tmp_path, cur2_rows())) == []
+
+
+def test_a_path_filter_matching_no_request_names_the_paths_the_log_holds(eks, tmp_path):
+    """The gateway's access log with path_filter = "/nope" (a verifier's find on eks 8201, there 6,670 requests): before,
+    validate and run said nothing, the gateway counted 0 requests and every one was outside the
+    filter; now the filter is named with the log's paths, most frequent first."""
+    case = edited(eks, tmp_path, 'health_path = "/healthz"', 'health_path = "/healthz"\npath_filter = "/nope"')
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result.stderr) == [
+        'telemetry source gateway-access: path_filter "/nope" matches no request: the 6,722 2xx / 3xx request(s) of '
+        "the window are all outside it, so service gateway counts 0 requests from it; paths the log holds, most "
+        "frequent first: /v1/chat/completions (4,015), /v1/embeddings (2,185), /v1/models (522)"]
