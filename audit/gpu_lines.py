@@ -98,10 +98,12 @@ class LinePlan:
     """What the split reads of each line, worked out once for both ways of walking them: its
     resource (key), its facts (a GCP Core line that bills its machine's GPUs, no GPU meter of the
     resource billing them, as an instance line of that machine: :func:`audit.lines.bundled_machines`),
-    its key's GPU count (the most any of the key's lines gives), its
-    billing period's grid, the lines whose quantity the facts cap at their period, named, and the
-    keys whose GPU-time lines overlap in time (``stacked``: only they can bill an interval beyond
-    their GPUs, :mod:`audit.gpu_over`)."""
+    its GPU count (``line_gpus``: its own, else its key's), its billing
+    period's grid, the lines whose quantity the facts cap at their period, named, and the keys whose
+    GPU-time lines overlap in time (``stacked``: only they can bill an interval beyond their GPUs,
+    :mod:`audit.gpu_over`). A key's GPU count (``gpus``: the most any of its lines gives) is its
+    machine's: a GPU meter line's GPUs (:meth:`LineFacts.on_machine`), and those of the lines that
+    give none (the core / RAM part of a machine billed in parts, a line of no instance type)."""
 
     def __init__(self, lines: GpuLines, grid_of):
         ids = lines["resource_id"]
@@ -117,6 +119,9 @@ class LinePlan:
                      for kind, gpi, pq, cq, text, period in zip(
                          bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
                          lines["charge_description"], lines.period)]
+        self.gpus = _most_gpus(self.keys, self.fact, facts)
+        self.fact = facts.on_machines(self.fact, self.keys, self.gpus)
+        self.line_gpus = [facts.facts[fact][0] or self.gpus[key] for key, fact in zip(self.keys, self.fact)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
         self.line_ids, self.period, self.periods = lines["line_id"], lines.period, lines.periods
         #: the rows each line stands for (a billing reader sums an hourly charge's run into one line)
@@ -124,11 +129,16 @@ class LinePlan:
         codes = np.fromiter((code for _, _, code in facts.facts), dtype=np.int64, count=len(facts.facts))
         self.stacked = stacked_keys(self.keys, lines.period, lines.periods,
                                     codes[np.asarray(self.fact, dtype=np.int64)] != 0 if self.fact else np.zeros(0, bool))
-        self.gpus: dict[str, int] = {}
-        for key, fact in zip(self.keys, self.fact):
-            count = facts.facts[fact][0]
-            if count > self.gpus.get(key, -1):
-                self.gpus[key] = count
+
+
+def _most_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts) -> dict[str, int]:
+    """Each key's GPU count: the most any of its lines gives (0 where none gives any)."""
+    gpus: dict[str, int] = {}
+    for key, fact in zip(keys, fact_of_line):
+        count = facts.facts[fact][0]
+        if count > gpus.get(key, -1):
+            gpus[key] = count
+    return gpus
 
 
 def taken_in_turn(known: tuple[str, ...], instances: int, turn: int) -> list[str]:

@@ -57,9 +57,9 @@ def held_back(plan, lines, placed: list) -> dict:
     of the stacked keys' lines, summed in line order (``placed``: each line's nodes): the rows the
     engine's ``SUMS`` gives (audit/split_sql.py), so that both walks weigh a full interval alike."""
     held: dict = {}
-    for key, period, fact, nodes, *money in zip(plan.keys, lines.period, plan.fact, placed, lines["net"],
-                                                 lines["pretax"], lines["priced"], lines["committed"]):
-        count = plan.gpus.get(key, 0)
+    for key, period, fact, count, nodes, *money in zip(plan.keys, lines.period, plan.fact, plan.line_gpus, placed,
+                                                        lines["net"], lines["pretax"], lines["priced"],
+                                                        lines["committed"]):
         if key not in plan.stacked or not plan.grids[period][1] or count <= 0:
             continue
         _, instances, time_code = plan.facts.facts[fact]
@@ -85,20 +85,20 @@ class Beyond:
         self._counted: set[tuple] = set()
 
     def full(self, rows: Iterable[tuple], grids: list, occupancy: Callable[[int], Decimal],
-             room: Callable[[datetime], Decimal]) -> None:
-        """The fit of each interval whose GPU-seconds billed on a node exceed its GPUs × the interval
-        (``room`` of an interval: its seconds), and for the warning, per key and such interval, the
+             room: Callable[[datetime], Decimal], gpus_of: Mapping[str, int]) -> None:
+        """The fit of each interval whose GPU-seconds billed on a node exceed its GPUs (``gpus_of`` a
+        key: its machine's, whatever GPUs each line bills: a VM resized in the window bills 1 on one
+        line and 2 on another) × the interval (``room`` of an interval: its seconds), and for the
+        warning, per key and such interval, the
         GPU-seconds its lines bill on all its nodes and what those nodes' GPUs hold (a scale set's
         rows spread over its VMs: 24 GPU-hours billed of 2 × 8 GPUs, not one node's 16 of 8).
         ``rows``: (key, node, period, gpus, time code, placements) of the stacked keys' lines,
         summed per key, node, period and facts (:func:`held_back`)."""
         paid: defaultdict = defaultdict(Decimal)
-        gpus_of: dict = {}
         for key, node, period, gpus, code, placements in rows:
             if not node or not code:
                 continue
             each = occupancy(code) * placements * gpus
-            gpus_of[key] = gpus
             self.nodes.setdefault(key, set()).add(node)
             for ts, overlap in grids[period][0]:
                 paid[(key, node, ts)] += overlap * each

@@ -178,15 +178,14 @@ class GpuSplitter:
         placed = self._placed(plan, lines)
         held = held_back(plan, lines, placed)
         self._full(plan, [(*found[:5], row[0]) for found, row in held.items()])
-        for key, period, fact, nodes, net, gross, priced, committed in zip(
-                plan.keys, lines.period, plan.fact, placed, lines["net"], lines["pretax"], lines["priced"],
-                lines["committed"]):
+        for key, period, fact, count, nodes, net, gross, priced, committed in zip(
+                plan.keys, lines.period, plan.fact, plan.line_gpus, placed, lines["net"], lines["pretax"],
+                lines["priced"], lines["committed"]):
             grid, parts = plan.grids[period]
-            count = plan.gpus.get(key, 0)
             if not parts or count <= 0:
                 continue
             cover = self.coverage[key]
-            cover.gpus = max(cover.gpus, count)
+            cover.gpus = max(cover.gpus, plan.gpus[key])
             _, instances, time_code = plan.facts.facts[fact]
             if key in plan.stacked:  # summed per node and facts, added at their first line, as the engine adds them
                 for node in nodes:
@@ -229,7 +228,7 @@ class GpuSplitter:
         the last one clipped to the window)."""
         end = self.case.end
         self.beyond.full(rows, plan.grids, plan.facts.occupancy,
-                         lambda ts: Decimal(min(self.step, int((end - ts).total_seconds()))))
+                         lambda ts: Decimal(min(self.step, int((end - ts).total_seconds()))), plan.gpus)
 
     def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
         """A billed resource's coverage, as its first line gives it."""

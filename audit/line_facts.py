@@ -10,6 +10,13 @@ period (1.2 instance-hours of one instance in an hour) is a value out of range: 
 capped at the period, and :func:`capped_fit` names it (rule 5: no silent misfit; audit.json ``fit``).
 Paid GPU-hours then add up to the quantities billed, as ``costaudit billing`` counts them, and a
 GPU-second's price is the line's cost over the time it paid.
+
+A line bills its own GPUs: the instance table's for its instance type (a VM resized in the window
+bills 1 GPU on its NC24ads line and 2 on its NC48ads one). A GPU meter (GCP) bills GPU-hours of its
+machine, whose GPUs are the most any of the resource's lines bills in a period: a machine that ran
+from 00:30 is billed 4 GPU-hours of its 8 GPUs in hour 00, so each of its 8 GPUs paid for half of
+the hour (occupancy 0.5), as a request that ran part of an interval holds a fraction of it
+(audit/gpuunits.py), not 4 of them the whole hour (:meth:`LineFacts.on_machine`).
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ from audit.misfit import LISTED, Misfit
 from audit.money import ZERO
 
 ONE = Decimal(1)
+#: the time code of a line that bills GPU time for the whole of its period
+ONE_CODE = 1
 
 
 class LineFacts:
@@ -41,6 +50,9 @@ class LineFacts:
         #: fact -> (quantity billed, what its instances or GPUs can run in the period, unit, period
         #: hours, instances or GPUs) of the facts that bill more than that: their occupancy is capped at 1
         self.over: dict[int, tuple[Decimal, Decimal, str, Decimal, int]] = {}
+        #: fact -> (GPU-hours, period hours) of the GPU meter facts: their GPUs and time are their
+        #: machine's (:meth:`on_machine`)
+        self.metered: dict[int, tuple[Decimal, Decimal]] = {}
 
     def of(self, gpi, pq, cq, text, span: Decimal) -> int:
         """The index of a line's facts (equal quantities give equal facts, whatever their exponent)."""
@@ -51,6 +63,28 @@ class LineFacts:
             self.facts.append(self._worked_out(gpi, pq, cq, text, span, found))
         return found
 
+    def on_machines(self, fact_of_line: list[int], keys: list[str], gpus: dict[str, int]) -> list[int]:
+        """Each line's fact, a GPU meter line's spread over its key's ``gpus`` (:meth:`on_machine`)."""
+        if not self.metered:
+            return fact_of_line
+        metered = self.metered
+        return [self.on_machine(fact, gpus[key]) if fact in metered else fact for fact, key in zip(fact_of_line, keys)]
+
+    def on_machine(self, fact: int, gpus: int) -> int:
+        """The facts of a GPU meter line (``fact``) on a machine of ``gpus`` GPUs: all of them, for
+        the share of the period its GPU-hours cover (4 GPU-hours in an hour of 8 GPUs: 0.5), capped
+        at the period (kept in :attr:`over`). A machine of no GPUs (a meter line that bills none)
+        keeps the line's own facts."""
+        if gpus <= 0:
+            return fact
+        key = ("machine", fact, gpus)
+        found = self.index.get(key)
+        if found is None:
+            gpu_hours, span = self.metered[fact]
+            found = self.index[key] = len(self.facts)
+            self.facts.append((gpus, self.facts[fact][1], self._time(gpu_hours, span, gpus, "GPU-hours", found)))
+        return found
+
     def occupancy(self, code: int) -> Decimal:
         """The share of its period a line of time code ``code`` bills GPU time for (0: none)."""
         return self.occupancies[code]
@@ -58,8 +92,9 @@ class LineFacts:
     def _worked_out(self, gpi, pq, cq, text, span: Decimal, fact: int) -> tuple[int, int, int]:
         """GPUs: the instance table's, or GPU-meter hours ÷ line hours (GCP), at least one where the
         meter bills any; instances: usage hours ÷ line hours (1 for per-instance lines); time: a
-        quantity of an instance with GPUs or of a per-GPU meter bills GPU time, for the share of
-        the period its quantity covers (a quantity above what the period holds kept in :attr:`over`)."""
+        quantity of an instance with GPUs bills GPU time, for the share of the period its quantity
+        covers (a quantity above what the period holds kept in :attr:`over`); a per-GPU meter's is
+        worked out on its machine (kept in :attr:`metered` for :meth:`on_machine`)."""
         quantity = pq or cq
         count = int(gpi or 0)
         gpu_hours = ZERO
@@ -72,12 +107,18 @@ class LineFacts:
             self._meters[text] = gpu_sku_model({"charge_description": text})
         if not quantity or not (gpi or self._meters[text]):
             return count, instances, 0
-        billed = quantity if gpi else gpu_hours
-        units = instances if gpi else count
+        if not gpi:
+            self.metered[fact] = (gpu_hours, span)
+            return count, instances, ONE_CODE
+        return count, instances, self._time(quantity, span, instances, "instance-hours", fact)
+
+    def _time(self, billed: Decimal, span: Decimal, units: int, unit: str, fact: int) -> int:
+        """The time code of ``billed`` ``unit`` over ``units`` instances or GPUs of a ``span``-hour
+        period: their share of the period, at most 1 (a quantity above it kept in :attr:`over`)."""
         whole = span * units
         if whole > 0 and billed > whole:
-            self.over[fact] = (billed, whole, "instance-hours" if gpi else "GPU-hours", span, units)
-        return count, instances, self._code(min(ONE, billed / whole) if whole > 0 and billed > 0 else ONE)
+            self.over[fact] = (billed, whole, unit, span, units)
+        return self._code(min(ONE, billed / whole) if whole > 0 and billed > 0 else ONE)
 
     def _code(self, occupancy: Decimal) -> int:
         found = self._codes.get(occupancy)

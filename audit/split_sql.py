@@ -4,7 +4,8 @@ engine, money summed exactly per key, divided once on our side (METHOD §3).
 The query is written once (DuckDB text over stand-in tables, :data:`TABLES`) and rendered with
 sqlglot for DuckDB, BigQuery and Trino (Athena): :func:`render`. What the engine does, per line:
 
-* the GPU count of its resource key (the largest any of the key's lines gives);
+* its GPU count: its own (its fact's), else its resource key's (the largest any of the key's
+  lines gives: a GCP core / RAM part line's, a line of no instance type);
 * its turn among the lines of its resource, period and meter, and the nodes its instances cover
   (a scale set billed one row per VM takes the resource's nodes in turn, as
   :func:`audit.gpu_lines.taken_in_turn` does);
@@ -40,12 +41,13 @@ DIALECTS = ("duckdb", "bigquery", "trino")
 TABLES = ("split_lines", "split_facts", "split_nodes", "split_seq")
 MONEY = ("net", "gross", "priced", "committed")
 
-# Every line with its facts, its key's GPU count and its turn among its resource's lines of the
-# same period and meter; then each (line, node) placement.
+# Every line with its facts, its GPU count (its own, else its key's), its key's, and its turn among
+# its resource's lines of the same period and meter; then each (line, node) placement.
 _PLACED = """
 WITH keyed AS (
   SELECT l.*, f.instances, f.time_code,
-    MAX(f.gpus) OVER (PARTITION BY l.rkey) AS gpus,
+    CASE WHEN f.gpus > 0 THEN f.gpus ELSE MAX(f.gpus) OVER (PARTITION BY l.rkey) END AS gpus,
+    MAX(f.gpus) OVER (PARTITION BY l.rkey) AS key_gpus,
     ROW_NUMBER() OVER (PARTITION BY l.resource, l.period, l.meter ORDER BY l.ord) - 1 AS turn
   FROM split_lines AS l JOIN split_facts AS f ON f.fact = l.fact
 ), known AS (
@@ -76,8 +78,8 @@ ORDER BY first, i, p.node
 #: per resource key, in the order of its first line: that line's resource, instance type,
 #: instances and turn, the key's GPU count, and whether any of its lines bills time in the window
 COVERAGE = _PLACED + """
-SELECT rkey, resource, kind, instances, turn, gpus, has_parts FROM (
-  SELECT k.rkey, k.resource, k.kind, k.instances, k.turn, k.gpus, k.ord,
+SELECT rkey, resource, kind, instances, turn, key_gpus, has_parts FROM (
+  SELECT k.rkey, k.resource, k.kind, k.instances, k.turn, k.key_gpus, k.ord,
     MAX(CASE WHEN k.parts THEN 1 ELSE 0 END) OVER (PARTITION BY k.rkey) AS has_parts,
     ROW_NUMBER() OVER (PARTITION BY k.rkey ORDER BY k.ord) AS r
   FROM keyed AS k

@@ -418,6 +418,55 @@ def test_a_line_that_bills_part_of_its_period_pays_for_that_part_of_the_gpu_time
     assert group.paid / group.paid_seconds * 3600 == Decimal("1.0465")  # (0.4872 + 0.35) / 0.8 GPU-hours
 
 
+def test_a_vm_resized_in_the_window_spreads_each_line_over_the_gpus_it_bills():
+    """An Azure VM resized mid-day: 12 h of NC24ads_A100_v4 (1 GPU, 26.4456) and 12 h of
+    NC48ads_A100_v4 (2 GPUs, 88.152) on two daily rows of one VM. Before: both lines were spread over
+    the 2 GPUs the larger gives (GPU 0 got 13.2228 + 44.076, GPU 1 as much, 48 GPU-hours paid). Now each
+    line over its own GPUs: GPU 0 (chat's) gets 26.4456 + 88.152 / 2 = 70.5216, GPU 1 (no sample)
+    44.076, and 12 × 1 + 12 × 2 = 36 GPU-hours are paid; nothing is beyond the VM's 2 GPUs."""
+    day = {"end": H0 + 24 * HOUR, "pricing_quantity": Decimal(12), "consumed_quantity": Decimal(12)}
+    rows = [gpu_line(1, resource_id="vm-2", instance_type="Standard_NC24ads_A100_v4", gpus_per_instance=1,
+                     net=Decimal("26.4456"), **day),
+            gpu_line(2, resource_id="vm-2", instance_type="Standard_NC48ads_A100_v4", gpus_per_instance=2,
+                     net=Decimal("88.152"), **day)]
+    acts = [{"node": "n2", "gpu": "0", "ts": H0 + h * HOUR, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for h in range(24)]
+    splitter = split(rows, acts, {"vm-2": ("n2",)})
+    chat = [g for (holder, _), g in splitter.groups.items() if holder == "chat"]
+    unseen = [g for (holder, _), g in splitter.groups.items() if holder == NO_SAMPLE]
+    assert (len(chat), len(unseen)) == (24, 24)
+    assert sum(g.paid for g in chat) == Decimal("70.5216") and sum(g.paid for g in unseen) == Decimal("44.076")
+    assert (sum(g.paid_seconds for g in chat) / 3600, sum(g.paid_seconds for g in unseen) / 3600) == (24, 12)
+    cover = splitter.coverage["vm-2"]
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600, cover.gpus) == (36, 24, 2)
+    assert not [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+
+
+def test_a_gpu_meter_billing_part_of_its_machines_hour_pays_for_that_part_of_each_gpu():
+    """A GCP machine of 8 GPUs that started at 00:30 (or whose hour a negative usage row corrected
+    to half): its GPU meter bills 4 GPU-hours in hour 00 and 8 in hour 01, its core line hour 00.
+    Before: the meter's GPU count (4 GPU-hours ÷ 1 h) gave way to the machine's 8 for the whole hour:
+    8 GPU-hours paid for 4 billed (16 in all). Now each of its 8 GPUs paid for half of hour 00, as a
+    request that ran half an interval holds half a GPU-interval: 12 GPU-hours in all, the money
+    whole and spread over the 8 GPUs."""
+    meter = {"resource_id": "a3-1", "instance_type": "", "gpus_per_instance": 0,
+             "charge_description": "Nvidia H100 80GB GPU running in Americas"}
+    rows = [gpu_line(1, pricing_quantity=Decimal(4), consumed_quantity=Decimal(4), net=Decimal("39.186204"), **meter),
+            gpu_line(2, **{**meter, "charge_description": "A3 Instance Core running in Americas"},
+                     pricing_quantity=Decimal(104), consumed_quantity=Decimal(104), net=Decimal("2.5314925")),
+            gpu_line(3, start=H0 + HOUR, end=H0 + 2 * HOUR, pricing_quantity=Decimal(8), consumed_quantity=Decimal(8),
+                     net=Decimal("78.372408"), **meter)]
+    acts = [{"node": "gke-a3-1", "gpu": str(g), "ts": H0 + h * HOUR, "busy_fraction": 0.5, "pod": "chat-0",
+             "namespace": "llm"} for g in range(8) for h in range(2)]
+    splitter = split(rows, acts, {"a3-1": ("gke-a3-1",)})
+    first, second = splitter.groups[("chat", H0.to_pydatetime())], splitter.groups[("chat", (H0 + HOUR).to_pydatetime())]
+    assert (first.gpus, first.paid, first.paid_seconds / 3600) == (8, Decimal("41.7176965"), 4)
+    assert (second.gpus, second.paid, second.paid_seconds / 3600) == (8, Decimal("78.372408"), 8)
+    cover = splitter.coverage["a3-1"]
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600, cover.gpus) == (12, 12, 8)
+    assert not splitter.misfits
+
+
 def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_than_the_period():
     """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour.
     The cap is named (rule 5): before, the 0.2 instance-hours the period cannot hold went silently."""
