@@ -17,6 +17,7 @@ from audit.audit_json_months import months_section, whole_window_differences
 from audit.bridge import bridge, unamortised_reason, unpurchased_reason
 from audit.buckets import BUCKETS
 from audit.cost_columns import cost_columns
+from audit.gpumig import mig_request_notes
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import SCOPE_RULE, adjusted, basis_amount, unclassed_note
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share, table_cents
@@ -466,7 +467,7 @@ def _notes(result) -> list[str]:
             notes.append(f"Profile {p.name}: gap ratio taken over {GAP_BASIS_WORDS[p.gap_basis]}.")
     if result.extra_gpu_nodes:
         notes.append("Telemetry names more GPUs than billed on: " + ", ".join(sorted(result.extra_gpu_nodes)))
-    notes.extend(shared_gpu_notes(result.telemetry.activity))
+    notes.extend(shared_gpu_notes(result.telemetry.activity) + mig_request_notes(result.telemetry.requests))
     for m in result.collected.missing:
         notes.append(f"Source {m.spec.name} could not be read: {redact(m.reason)}")
     return notes

@@ -4,6 +4,7 @@ line's billing period, and what is worked out once per line for both ways of wal
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -15,6 +16,7 @@ from audit.line_facts import LineFacts, capped_fit
 from audit.lines import as_machine, bundled_machines, resource_key
 from audit.money import ZERO
 from audit.table_rows import column_values
+from schemas.errors import UsageError
 
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
 NEEDED = ("resource_id", "line_id", "gpus_per_instance", "start", "end", "pricing_quantity", "consumed_quantity",
@@ -148,3 +150,19 @@ def taken_in_turn(known: tuple[str, ...], instances: int, turn: int) -> list[str
     if instances >= len(known):
         return (list(known) + [""] * instances)[:instances]
     return [known[(turn * instances + i) % len(known)] for i in range(instances)]
+
+
+def walk_named(engine: str | None = None) -> str:
+    """The split's walk: ``engine``, else ``$COSTAUDIT_SPLIT``, else "python"; a name that is neither
+    "python" nor an engine of :data:`audit.split_sql.ENGINES` is a ``UsageError`` naming the choices
+    (sqlglot and DuckDB are imported only when an engine is named)."""
+    name = (engine or os.environ.get("COSTAUDIT_SPLIT", "")).strip() or "python"
+    if name == "python":
+        return name
+    from audit import split_sql
+
+    if name not in split_sql.ENGINES:
+        where = f"COSTAUDIT_SPLIT={name!r}" if not engine else f"split engine {name!r}"
+        raise UsageError(f"{where}: expected one of python, {', '.join(sorted(split_sql.ENGINES))} "
+                         "(how the GPU split walks the lines)")
+    return name

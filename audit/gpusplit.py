@@ -18,7 +18,6 @@ interval replays with its own money.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -27,9 +26,10 @@ from typing import Mapping
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn
+from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn, walk_named
 from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpu_timeless import no_gpu_time
+from audit.gpumig import MigLedger, asked_profile, mig_groups
 from audit.gpuunits import (
     UnitIds,
     device_key,
@@ -41,7 +41,6 @@ from audit.gpuunits import (
     pooled_shares,
     request_count,
     text_key,
-    units_of,
     whole_weight,
 )
 from audit.ledger import (
@@ -59,7 +58,6 @@ from audit.money import ZERO
 from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
-from schemas.errors import UsageError
 
 
 def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap, engine: str | None = None) -> GpuSplit:
@@ -80,23 +78,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
-                    splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits()))
-
-
-def walk_named(engine: str | None = None) -> str:
-    """The split's walk: ``engine``, else ``$COSTAUDIT_SPLIT``, else "python"; a name that is neither
-    "python" nor an engine of :data:`audit.split_sql.ENGINES` is a ``UsageError`` naming the choices
-    (sqlglot and DuckDB are imported only when an engine is named)."""
-    name = (engine or os.environ.get("COSTAUDIT_SPLIT", "")).strip() or "python"
-    if name == "python":
-        return name
-    from audit import split_sql
-
-    if name not in split_sql.ENGINES:
-        where = f"COSTAUDIT_SPLIT={name!r}" if not engine else f"split engine {name!r}"
-        raise UsageError(f"{where}: expected one of python, {', '.join(sorted(split_sql.ENGINES))} "
-                         "(how the GPU split walks the lines)")
-    return name
+                    splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits())
+                    + tuple(splitter.mig.misfits()))
 
 
 class GpuSplitter:
@@ -129,6 +112,8 @@ class GpuSplitter:
         #: node -> interval -> (GPUs requested, GPUs available, pods) where :meth:`_time_sliced` scaled them
         self.oversubscribed: dict[str, dict] = {}
         self._service: dict[tuple, str] = {}
+        #: MIG requests no instance took, MIG instances of unknown profile (audit/gpumig.py)
+        self.mig = MigLedger()
         #: the intervals billed beyond their GPUs and what lies beyond them (audit/gpu_over.py)
         self.beyond = Beyond()
 
@@ -370,7 +355,7 @@ class GpuSplitter:
     def _units(self, found: list[list]) -> list:
         """The units of each physical GPU (how a shared one was split is noted from the activity
         table itself: :func:`audit.gpuunits.shared_gpu_notes`)."""
-        return [unit for device in found for unit in units_of(device)[0]]
+        return [unit for device in found for unit in self.mig.units(device)]
 
     def _excluded_gpus(self, node, ts, rows) -> list[str]:
         """The metric of each GPU of the node whose samples in the interval were all excluded
@@ -418,14 +403,30 @@ class GpuSplitter:
                    if (req.namespace, req.pod) not in labelled]
         known = self.known_pods.get(node, set())
         placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
-        free = [u for u in units if not u.row.pod]
+        mig, free = self._mig_held(node, ts, [u for u in units if not u.row.pod], pending, placeable)
+        placeable = [i for i in placeable if not asked_profile(pending[i])]
         nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
-                u.weight, u.busy, u.row.source, u.row.pod) for u in units if u.row.pod or not placeable]
+                u.weight, u.busy, u.row.source, u.row.pod) for u in units
+               if u.row.pod or (not placeable and any(u is f for f in free))]
         if free and placeable:
             self._time_sliced(node, ts, sum((u.weight for u in free), ZERO) + unseen, pending, placeable)
             out += self._pooled(node, free, pending, placeable)
-        return out, [req for req in pending if req.gpus > 0]
+        return out + mig, [req for req in pending if req.gpus > 0 and not asked_profile(req)]
+
+    def _mig_held(self, node, ts, free: list, pending: list, placeable: list[int]) -> tuple[list[tuple], list]:
+        """The parts of the node's unlabelled MIG instances that the requests for their profile (at
+        ``placeable``, consumed) hold, shared as :meth:`_pooled` shares GPUs, and the unlabelled units
+        left. A profile no unlabelled instance on the node has is named (``mig_request_unplaced``)."""
+        out: list[tuple] = []
+        for profile, wanted, slots in mig_groups(free, pending, placeable):
+            if not slots:
+                self.mig.unplaced_at(node, ts, profile, [pod_name(pending[i]) for i in wanted], free)
+                continue
+            self._time_sliced(node, ts, sum((u.weight for u in slots), ZERO), pending, wanted)
+            out += self._pooled(node, slots, pending, wanted)
+            free = [u for u in free if all(u is not s for s in slots)]
+        return out, free
 
     def _time_sliced(self, node, ts, available, pending: list, placeable: list[int]) -> None:
         """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask

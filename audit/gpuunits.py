@@ -34,13 +34,15 @@ class Unit(NamedTuple):
 
 
 class Sharing(NamedTuple):
-    """How a shared GPU was split, for the notes: node, GPU, kind, pods, method."""
+    """How a shared GPU was split, for the notes: node, GPU, kind, pods, method, and the MIG
+    instances of unknown profile whose share was assumed."""
 
     node: str
     gpu: str
     kind: str  # "mig" or "time-sliced"
     pods: tuple[str, ...]
     method: str
+    unknown: tuple[str, ...] = ()  # MIG instances (GPU_I_ID) of unknown profile, split equally
 
 
 def device_key(row) -> tuple[str, str]:
@@ -78,22 +80,39 @@ def units_of(device: list) -> tuple[list[Unit], Sharing | None]:
     return _time_sliced(device)
 
 
+def instance_profile(row) -> str | None:
+    """The MIG profile of a unit's row (``GPU-…/1/3g.40gb`` -> ``3g.40gb``; "" where dcgm-exporter
+    gave none); None for a whole GPU."""
+    return row.uuid.rsplit("/", 2)[2] if mig_slice(row.uuid) is not None else None
+
+
 def _mig_units(device: list) -> tuple[list[Unit], Sharing]:
-    """MIG instances by compute slices; the GPU's free slices as one unit without a row."""
+    """MIG instances by compute slices; the GPU's free slices as one unit without a row.
+
+    An instance whose profile is missing or unreadable (no compute slices) has no known share: the
+    instances of unknown profile share equally what those of known profile leave, no slice assumed
+    free (METHOD §3 splits a shared GPU evenly where nothing measures each part, said so: the
+    Sharing's ``unknown`` instances, warned of as ``mig_profile_unknown``), so that the pods that
+    held them keep the GPU and none of it becomes "no workload held"."""
     slices = [Decimal(max(0, mig_slice(r.uuid)[2])) for r in device]  # type: ignore[index]
+    unknown = tuple(mig_slice(r.uuid)[1] for r, n in zip(device, slices) if n == 0)  # type: ignore[index]
     held = sum(slices, Decimal(0))
-    total = max(Decimal(mig_compute_slices(r.uuid.rsplit('/', 2)[2] for r in device)), held)
-    free = total - held
+    total = max(Decimal(mig_compute_slices(instance_profile(r) for r in device)), held)
+    free = Decimal(0) if unknown else total - held  # the last weight takes what the others leave
+    if unknown:
+        slices = [n or (total - held) / len(unknown) for n in slices]
     parts = slices + ([free] if free > 0 else [])
     weights = exact_weights(parts, total)
     units = [Unit(r, w, fraction(r.busy_fraction)) for r, w in zip(device, weights)]
     if free > 0:
         units.append(Unit(None, weights[-1], Decimal(0)))
-    profiles = ", ".join(f"{r.uuid.rsplit('/', 2)[2] or '?'} ({r.pod or 'no pod'})" for r in device)
+    profiles = ", ".join(f"{instance_profile(r) or '?'} ({r.pod or 'no pod'})" for r in device)
     method = (f"MIG instances {profiles}: each its compute slices of {total}"
-              + (f"; {free} free slice(s) unallocated" if free > 0 else ""))
+              + (f"; {free} free slice(s) unallocated" if free > 0 else "")
+              + (f"; profile unknown (?): the {_figure(total - held)} slice(s) the others leave split "
+                 f"equally among the {len(unknown)} such instance(s), assumed" if unknown else ""))
     return units, Sharing(device[0].node, str(device[0].gpu), "mig",
-                          tuple(r.pod for r in device if r.pod), method)
+                          tuple(r.pod for r in device if r.pod), method, unknown)
 
 
 def _time_sliced(device: list) -> tuple[list[Unit], Sharing]:

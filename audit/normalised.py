@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 ACTIVITY_COLUMNS = ["node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "ts",
                     "step_seconds", "busy_fraction", "source"]
-REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus"]
+REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus", "mig_profile"]
 TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_tokens", "generated_tokens"]
 QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
 NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]

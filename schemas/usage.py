@@ -43,7 +43,8 @@ class GpuRequest(pa.DataFrameModel):
     namespace: Series[str]
     pod: Series[str]
     node: Series[str]
-    gpus: Series[float] = pa.Field(ge=0)
+    gpus: Series[float] = pa.Field(ge=0)  # MIG instances where mig_profile is set
+    mig_profile: Series[str]  # the MIG profile asked for (nvidia.com/mig-3g.40gb -> 3g.40gb); "" whole GPUs
 
 
 class GpuEvidence(pa.DataFrameModel):

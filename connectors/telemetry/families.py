@@ -25,6 +25,9 @@ from connectors.telemetry.phase_families import PHASE_COUNTERS, phase_column
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GPU_RESOURCES = frozenset({"nvidia_com_gpu", "nvidia.com/gpu"})
+#: a MIG instance requested through the scheduler (the device plugin's mixed strategy):
+#: ``nvidia.com/mig-3g.40gb``, kube-state-metrics' ``nvidia_com_mig_3g_40gb``
+MIG_RESOURCE = re.compile(r"^nvidia(?:\.com/mig-|_com_mig_)(\d+g)[._](.+)$")
 KSM_REQUESTS = "kube_pod_container_resource_requests"
 #: kube-state-metrics v1's name of a pod's GPU request (no ``resource`` label: the name says it)
 KSM_V1_GPU_REQUESTS = "kube_pod_container_resource_requests_nvidia_gpu_devices"
@@ -192,13 +195,29 @@ def _pod_info(name: str, labels: dict[str, str]) -> tuple:
     return (label(labels, "namespace"), label(labels, "pod"), label(labels, "node"))
 
 
+def mig_request_profile(resource: str) -> str | None:
+    """The MIG profile a request of ``resource`` asks for: "" for whole GPUs (``nvidia.com/gpu``,
+    which the device plugin's single strategy also gives MIG instances as), the profile for a MIG
+    resource of the mixed strategy (``nvidia.com/mig-3g.40gb`` and kube-state-metrics'
+    ``nvidia_com_mig_3g_40gb`` -> ``3g.40gb``; ``nvidia_com_mig_1g_10gb_me`` -> ``1g.10gb+me``, the
+    sanitised name's ``_`` standing for ``+``); None for any other resource."""
+    if resource in GPU_RESOURCES:
+        return ""
+    found = MIG_RESOURCE.match(resource)
+    if found is None:
+        return None
+    return f"{found.group(1)}.{found.group(2).replace('_', '+')}"
+
+
 def _gpu_request(name: str, labels: dict[str, str]) -> tuple | None:
-    """Series metadata of a GPU resource request; None for other resources (kube-state-metrics v1
-    names the GPU request in the series name, later versions in the ``resource`` label)."""
-    if name != KSM_V1_GPU_REQUESTS and labels.get("resource") not in GPU_RESOURCES:
+    """Series metadata of a GPU resource request, with the MIG profile it asks for ("" for whole
+    GPUs); None for other resources (kube-state-metrics v1 names the GPU request in the series
+    name, later versions in the ``resource`` label)."""
+    profile = "" if name == KSM_V1_GPU_REQUESTS else mig_request_profile(labels.get("resource", ""))
+    if profile is None:
         return None
     return (label(labels, "namespace"), label(labels, "pod"), label(labels, "container"),
-            label(labels, "node"))
+            label(labels, "node"), profile)
 
 
 COUNTERS = {"vllm:request_success": "requests", "vllm:prompt_tokens": "prompt_tokens",
@@ -354,7 +373,7 @@ def new_families() -> tuple[dict[str, Family], dict[str, Family]]:
         "node_info": Family(("node", "provider_id", "instance_type"), _node_info),
         "node_labels": Family(("node", "provider_id", "instance_type"), _node_info),
         "pod_info": Family(("namespace", "pod", "node"), _pod_info),
-        "requests": Family(("namespace", "pod", "container", "node"), _gpu_request),
+        "requests": Family(("namespace", "pod", "container", "node", "mig_profile"), _gpu_request),
         "counters": Family(SERVING_COLUMNS, _serving(COUNTERS)),
         "queue": Family(SERVING_COLUMNS, _serving(QUEUE_GAUGES)),
         "server_counters": Family(SERVING_COLUMNS, _server_family(SERVING_COUNTERS)),

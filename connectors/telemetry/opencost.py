@@ -161,6 +161,7 @@ def requests(allocations: pd.DataFrame, grid: Grid) -> pd.DataFrame:
                           "start_ns": start_ns, "end_ns": end_ns})
     out = spread(spans, grid)
     out = out.groupby(["k", "ts", "namespace", "pod", "node"], as_index=False)["gpus"].sum()
+    out["mig_profile"] = ""  # OpenCost's gpuHours: whole GPUs, no MIG profile
     return finish("gpu_requests", out.sort_values(["ts", "namespace", "pod", "node"]))
 
 

@@ -40,6 +40,7 @@ from connectors.base import Connector
 from connectors.errors import InputError
 from connectors.telemetry import promsettle as ps
 from connectors.telemetry import promtables as pt
+from connectors.telemetry.distinct import by_values
 from connectors.telemetry.families import (
     DCGM_EVIDENCE,
     GPU_UTIL,
@@ -48,6 +49,7 @@ from connectors.telemetry.families import (
     REPLICA_GAUGES,
     SERVING_COLUMNS,
     SERVING_GAUGES,
+    mig_request_profile,
     mig_slice,
     new_families,
     unit_uuid,
@@ -340,8 +342,9 @@ class PrometheusConnector(Connector):
         if not frames:
             return pt.gpu_requests(pd.DataFrame(), None, self.grid, None)
         frame = pd.concat(frames, ignore_index=True)
-        rows = labelled(pt.request_sums(frame), {},
+        rows = labelled(pt.request_sums(frame), {"resource": "resource"},
                         {c: c for c in ("namespace", "pod", "container", "node")})
+        rows["mig_profile"] = by_values(lambda r: mig_request_profile(r) or "", rows["resource"])
         pods = None
         if (rows["node"] == "").any() and POD_INFO in self.names:
             template = f"sum by ({', '.join(POD_BY)}) (count_over_time({POD_INFO}{{$M}}[$R]))"

@@ -23,7 +23,9 @@ from connectors.telemetry.families import (
 
 NODE_INFO, NODE_LABELS, POD_INFO = "kube_node_info", "kube_node_labels", "kube_pod_info"
 REQUESTS = KSM_REQUESTS
-GPU_REQUEST = f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu",$M}}'
+#: whole GPUs and MIG instances (the mixed strategy's nvidia.com/mig-<profile>: families.MIG_RESOURCE)
+GPU_REQUEST = (f'{REQUESTS}{{resource=~"nvidia_com_gpu|nvidia\\\\.com/gpu|nvidia_com_mig_.+|nvidia\\\\.com/mig-.+",'
+               '$M}')
 #: the GPU-request series of each name (kube-state-metrics v1 names the resource in the series name);
 #: a container that both name is one request (its samples pooled: promtables.gpu_requests)
 REQUEST_SELECTORS = {REQUESTS: GPU_REQUEST, KSM_V1_GPU_REQUESTS: f"{KSM_V1_GPU_REQUESTS}{{$M}}"}
@@ -38,7 +40,7 @@ DCGM_BY = ["Hostname", "gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "modelName", 
            "container", "exported_pod", "exported_namespace", "exported_container"]
 NODE_BY = ["node", "exported_node", "provider_id", "label_node_kubernetes_io_instance_type",
            "label_beta_kubernetes_io_instance_type"]
-REQUEST_BY = ["namespace", "pod", "container", "node", "exported_namespace", "exported_pod",
+REQUEST_BY = ["namespace", "pod", "container", "node", "resource", "exported_namespace", "exported_pod",
               "exported_container", "exported_node"]
 POD_BY = ["namespace", "pod", "node", "exported_namespace", "exported_pod", "exported_node"]
 SERVING_BY = ["model_name", "namespace", "pod", "exported_namespace", "exported_pod", "engine"]

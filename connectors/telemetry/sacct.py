@@ -314,6 +314,7 @@ def requests(jobs: pd.DataFrame, grid: Grid) -> pd.DataFrame:
         "end_ns": end.map(lambda s: s.value).to_numpy(dtype=np.int64)})
     out = spread(spans, grid)
     out = out.groupby(["k", "ts", "namespace", "pod", "node"], as_index=False)["gpus"].sum()
+    out["mig_profile"] = ""  # Slurm's gres/gpu: whole GPUs, no MIG profile
     return finish("gpu_requests", out.sort_values(["ts", "namespace", "pod", "node"]))
 
 

@@ -51,7 +51,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "node_info": {"node": "str", "provider_id": "str", "resource_id": "str",
                   "instance_type": "str"},
     "gpu_requests": {"ts": "datetime64[ns, UTC]", "namespace": "str", "pod": "str",
-                     "node": "str", "gpus": "float64"},
+                     "node": "str", "gpus": "float64", "mig_profile": "str"},
     "traffic": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
                 "pod": "str", "requests": "float64", "prompt_tokens": "float64",
                 "generated_tokens": "float64", "family": "str"},
@@ -305,7 +305,7 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame, grid: Grid) -> 
                           counts.groupby("k").n.max(), grid)
 
 
-REQUEST_KEY = ["k", "namespace", "pod", "container", "node"]
+REQUEST_KEY = ["k", "namespace", "pod", "container", "node", "mig_profile"]
 
 
 def with_pod_nodes(frame: pd.DataFrame, per_interval: pd.DataFrame, overall: pd.DataFrame):
@@ -327,7 +327,7 @@ def requests_table(means: pd.Series, present: pd.Series, scrapes: pd.Series,
     kube-state-metrics' scrapes of the interval). A pod gone for half the interval's scrapes holds
     half its GPUs for it (METHOD §3); a scrape the exporter missed lowers both, so it is no 0."""
     share = present.to_numpy() / scrapes.reindex(present.index.get_level_values("k")).to_numpy()
-    out = (means * share).groupby(level=["k", "namespace", "pod", "node"]).sum().rename("gpus")
+    out = (means * share).groupby(level=["k", "namespace", "pod", "node", "mig_profile"]).sum().rename("gpus")
     out = out.reset_index()
     out["ts"] = grid.stamps(out["k"])
     return finish("gpu_requests", out)

@@ -62,8 +62,8 @@ def dcgm_labels(node: str, gpu: int, uuid: str, model: str, pod: str, namespace:
                 mig: tuple[str, str] | None = None) -> str:
     """dcgm-exporter's label set, in its order, with the pod mapping."""
     text = f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{gpu + 16:02X}:00.0",device="nvidia{gpu}",modelName="{model}"'
-    if mig:
-        text += f',GPU_I_PROFILE="{mig[1]}",GPU_I_ID="{mig[0]}"'
+    if mig:  # a profile of None: dcgm-exporter's series without GPU_I_PROFILE
+        text += (f',GPU_I_PROFILE="{mig[1]}"' if mig[1] is not None else "") + f',GPU_I_ID="{mig[0]}"'
     text += f',Hostname="{node}"'
     if pod:
         text += f',container="main",namespace="{namespace}",pod="{pod}"'
@@ -78,14 +78,20 @@ def in_order(lines: list[str]) -> list[str]:
     return sorted(lines, key=lambda text: (text.rsplit(" ", 2)[0], int(text.rsplit(" ", 1)[1])))
 
 
-def mig_metrics(util_on_slices: bool = False, profiling: bool = True) -> str:
-    """p5.48xlarge node mig-node: GPU 0 as three MIG instances, GPUs 1-7 whole (pod a-1, 0.6)."""
+def mig_metrics(util_on_slices: bool = False, profiling: bool = True, profiles: bool = True,
+                requests: dict[str, str] | None = None) -> str:
+    """p5.48xlarge node mig-node: GPU 0 as three MIG instances, GPUs 1-7 whole (pod a-1, 0.6).
+    ``profiles`` False: the instances carry no GPU_I_PROFILE. ``requests`` (pod -> resource): the
+    instances carry no pod label and those pods ask the scheduler for MIG instances (mixed strategy)."""
     lines = [sample("kube_node_info", 'node="mig-node",provider_id="aws:///us-east-1a/i-0mig"', "1", s)
              for s in (0, 3600)]
     for s in every_15_minutes():
+        for pod, resource in (requests or {}).items():
+            req = f'namespace="ml",pod="{pod}",container="main",node="mig-node",resource="{resource}",unit="integer"'
+            lines.append(sample("kube_pod_container_resource_requests", req, "1", s))
         for instance, profile, pod, value in MIG:
-            labels = dcgm_labels("mig-node", 0, "GPU-5a1c0f3e-0000-4000-8000-000000000000", H100, pod,
-                                 mig=(instance, profile))
+            labels = dcgm_labels("mig-node", 0, "GPU-5a1c0f3e-0000-4000-8000-000000000000", H100,
+                                 "" if requests else pod, mig=(instance, profile if profiles else None))
             if profiling:
                 lines.append(sample(GR, labels, value, s))
             if util_on_slices:
@@ -221,6 +227,52 @@ def test_gpu_util_is_not_read_on_a_mig_slice(tmp_path):
     assert cents(paid[NO_VALID_SAMPLE]) == cents(per_gpu)
     assert "b" not in paid
     assert cents(sum(paid.values(), Decimal(0))) == cents(P5_HOUR * HOURS)
+
+
+#: the MIG instances asked for through the scheduler, both spellings; b-1's 1g.5gb is on no instance
+MIG_REQUESTS = {"a-0": "nvidia_com_mig_3g_40gb", "b-0": "nvidia.com/mig-2g.20gb", "b-1": "nvidia_com_mig_1g_5gb"}
+
+
+def test_mig_requests_hold_the_instances_of_their_profile(tmp_path):
+    """No pod label on GPU 0's instances: a-0's request for a 3g.40gb holds the 3g.40gb instance (3/7),
+    b-0's nvidia.com/mig-2g.20gb the 2g.20gb (2/7); the 1g.10gb no request asks for and the free slice
+    are unallocated; b-1's 1g.5gb is on no instance of the node: it holds nothing and is named."""
+    result = run_audit(load_case(mig_case(tmp_path / "case", requests=MIG_REQUESTS)))
+    per_gpu = P5_HOUR * HOURS / 8
+    paid, busy = by_holder(result), by_holder(result, "busy")
+    assert paid["a"] == per_gpu * 7 + per_gpu * 3 / 7
+    assert (cents(paid["b"]), cents(paid[UNALLOCATED])) == (cents(per_gpu * 2 / 7), cents(per_gpu * 2 / 7))
+    assert cents(busy["b"]) == cents(per_gpu * 2 / 7 * Decimal("0.5"))
+    assert cents(sum(paid.values(), Decimal(0))) == cents(P5_HOUR * HOURS)
+    (unplaced,) = [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
+    assert unplaced.message == (
+        "node mig-node: the scheduler's MIG requests (1g.5gb by ml/b-1 in 2 intervals (2024-09-01 00:00 – "
+        "2024-09-01 01:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
+        "(its unlabelled MIG instances: 1g.10gb): they hold none of its GPU time, which stays with the pod "
+        "labels, the other requests and unallocated")
+    assert unplaced.nearest == ("1g.10gb",)
+    assert not [m for m in result.fit.misfits if m.kind == "gpu_placement_assumed"]
+    assert [n for n in to_dict(result)["notes"] if "requested through the scheduler" in n] == [
+        "MIG instances requested through the scheduler on node mig-node (1g.5gb by ml/b-1; 2g.20gb by ml/b-0; "
+        "3g.40gb by ml/a-0): each request holds an instance of its profile without a DCGM pod label on the "
+        "node, that instance's compute slices of the GPU (where none does: fit mig_request_unplaced)."]
+
+
+def test_mig_instances_of_unknown_profile_share_the_gpu_equally(tmp_path):
+    """No GPU_I_PROFILE on GPU 0's instances: their slices are unknown, so the three share the GPU
+    equally (assumed, warned of), and none of it becomes "no workload held"."""
+    result = run_audit(load_case(mig_case(tmp_path / "case", profiles=False)))
+    per_gpu = P5_HOUR * HOURS / 8
+    paid = by_holder(result)
+    assert (cents(paid["a"]), cents(paid["b"])) == (cents(per_gpu * 7 + per_gpu / 3), cents(per_gpu * 2 / 3))
+    assert UNALLOCATED not in paid
+    (unknown,) = [m for m in result.fit.misfits if m.kind == "mig_profile_unknown"]
+    assert unknown.message == (
+        "node mig-node GPU 0: the MIG instances (GPU_I_ID) 1, 2, 3 carry no readable GPU_I_PROFILE in 2 "
+        "intervals (2024-09-01 00:00 – 2024-09-01 01:00 UTC), so their compute slices are unknown: the slices "
+        "the instances of known profile leave were split equally among them (assumed, no slice free; METHOD §3 "
+        "splits a shared GPU evenly where nothing measures each part), held by the pods a-0, b-0, b-1")
+    assert unknown.nearest == ("a-0", "b-0", "b-1")
 
 
 def test_mig_note(mig):

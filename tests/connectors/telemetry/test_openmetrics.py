@@ -268,7 +268,7 @@ def test_gpu_requests_joined_to_node_via_pod_info(tmp_path):
              line(req, {"namespace": "x", "pod": "p", "container": "c", "node": "n9",
                         "resource": "nvidia_com_gpu"}, 4, 70)]
     frame = read(tmp_path, lines).tables["gpu_requests"]
-    assert list(frame.columns) == ["ts", "namespace", "pod", "node", "gpus"]
+    assert list(frame.columns) == ["ts", "namespace", "pod", "node", "gpus", "mig_profile"]
     # container b has 1 sample of the interval's 2 scrapes (a has 2): its 2 GPUs count half
     assert at(frame, 0)[["pod", "node", "gpus"]].values.tolist() == [["vllm-0", "n1", 2.0]]
     assert at(frame, 60)[["pod", "node", "gpus"]].values.tolist() == [["p", "n9", 4.0]]

@@ -16,15 +16,15 @@ from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
 from connectors.telemetry.prom_dump import PromDumpConnector
 from connectors.telemetry.prometheus import PrometheusConnector
-from tests.audit.test_shared_gpus import START, mig_metrics, shifted, sliced_metrics
+from tests.audit.test_shared_gpus import MIG_REQUESTS, START, mig_metrics, shifted, sliced_metrics
 from tests.builders import query_range_dump
 from tests.connectors.telemetry.test_prometheus import assert_same_tables
 from tests.servers.prometheus import PromServer, backfill
 
 #: day -> exposition: MIG with profiling metrics, time-sliced (copied and per-pod values), MIG with
-#: GPU_UTIL only on its instances
+#: GPU_UTIL only on its instances, MIG instances asked for through the scheduler (mixed strategy)
 DAYS = {0: lambda: mig_metrics(), 1: lambda: sliced_metrics(), 2: lambda: sliced_metrics(copied=False),
-        3: lambda: mig_metrics(util_on_slices=True, profiling=False)}
+        3: lambda: mig_metrics(util_on_slices=True, profiling=False), 4: lambda: mig_metrics(requests=MIG_REQUESTS)}
 
 
 def day_text(day: int) -> str:
@@ -80,6 +80,20 @@ def test_mig_instances_and_shared_pods_in_the_file_table(tmp_path):
     assert len(tables["unmeasured_intervals"]) == 3 * 2
 
 
+def test_mig_requests_in_the_file_table(tmp_path):
+    """kube-state-metrics' nvidia_com_mig_3g_40gb and the raw nvidia.com/mig-2g.20gb both read as the
+    profile asked for; whole-GPU requests as "" (day 1's time-sliced pods)."""
+    ctx = ReadContext(START, START + timedelta(hours=2), "USD", 3600)
+    path = tmp_path / "m.om"
+    path.write_text(shifted(mig_metrics(requests=MIG_REQUESTS), 0))
+    requests = read_file(path, ctx).tables["gpu_requests"]
+    assert sorted(zip(requests["pod"], requests["mig_profile"], requests["gpus"])) == [
+        ("a-0", "3g.40gb", 1.0), ("a-0", "3g.40gb", 1.0), ("b-0", "2g.20gb", 1.0), ("b-0", "2g.20gb", 1.0),
+        ("b-1", "1g.5gb", 1.0), ("b-1", "1g.5gb", 1.0)]
+    path.write_text(shifted(sliced_metrics(), 0))
+    assert set(read_file(path, ctx).tables["gpu_requests"]["mig_profile"]) == {""}
+
+
 @pytest.mark.parametrize("day", list(DAYS))
 def test_query_range_dump_gives_the_file_tables(tmp_path, day):
     start = START + timedelta(days=day)
@@ -89,6 +103,6 @@ def test_query_range_dump_gives_the_file_tables(tmp_path, day):
     dump = query_range_dump(path, tmp_path / "dump.json")
     expected = read_file(path, ctx)
     got = PromDumpConnector(SourceSpec("t", "telemetry", "prom_dump", dump), ctx).read()
-    for name in ("gpu_activity", "excluded_samples", "unmeasured_intervals"):
+    for name in ("gpu_activity", "excluded_samples", "unmeasured_intervals", "gpu_requests"):
         pd.testing.assert_frame_equal(expected.tables[name], got.tables[name], check_exact=False,
                                       rtol=0, atol=1e-9, obj=name)
