@@ -210,9 +210,9 @@ def _accumulate(out: dict, lines) -> None:
     """Add classified lines' totals, and the GPU-hours of their gpu_compute lines and of the Core
     lines that bill their machine's GPUs (no GPU meter of the resource bills them:
     :func:`audit.lines.bundled_machines`, counted under the machine type, as the audit counts them)."""
-    from audit.lines import as_machine, gpu_hours_of
+    from audit.lines import as_machine, gpu_hours_of, gpu_sku_model
     records = lines.to_dict("records")
-    for line, kind in zip(records, _bundled(records)):
+    for line, kind in zip(records, bundled_lines(records)):
         money = line["currency"]
         for key, value in (("by_category", (money, line["charge_category"])),
                            ("by_service", (money, line["service_name"] or "(none)")), ("by_currency", money)):
@@ -222,12 +222,14 @@ def _accumulate(out: dict, lines) -> None:
             gpus, priced, consumed = as_machine(kind, line["pricing_quantity"], line["consumed_quantity"])
             out["gpu_hours"][line["machine_type"]] += gpu_hours_of(
                 {"pricing_quantity": priced, "consumed_quantity": consumed, "gpus_per_instance": gpus})
-        elif line["resource_class"] == "gpu_compute":
+        elif line["resource_class"] == "gpu_compute" and (line["gpus_per_instance"] or gpu_sku_model(line)):
+            # a GPU meter or a GPU instance; a machine's vCPU / RAM part bills none of its GPU-hours
             out["gpu_hours"][line["instance_type"] or line["gpu_model"] or "(unknown)"] += gpu_hours_of(line)
 
 
-def _bundled(records: list[dict]) -> list:
-    """Each line's GPU machine type where it is a usage Core line billing that machine's GPUs, else None."""
+def bundled_lines(records: list[dict]) -> list:
+    """Each line's GPU machine type where it is a usage Core line billing that machine's GPUs, else None
+    (also ``costaudit init --from``'s billing facts, audit/discover/billing.py)."""
     from audit.classify import is_hourly_usage
     from audit.lines import bundled_machines, resource_key
 

@@ -89,13 +89,17 @@ def is_hourly_usage(line: Mapping) -> bool:
 
 def derived_fields(line: Mapping, extra: Mapping, cluster_resources: Collection[str],
                    gpu_resources: Collection[str]) -> dict[str, str]:
-    """The Derived.* fields rules may match."""
+    """The Derived.* fields rules may match. A vCPU / RAM / local-SSD line is a GPU machine's part
+    where telemetry sees GPUs on its resource or where its machine (GCP ``machine_spec``) is a GPU
+    machine type (g2, a2, a3 …: its GPUs may be billed in its Core line, audit/lines.py
+    ``bundled_machines``), telemetry or not."""
     itype = instance_type_of(line, extra)
     hourly = is_hourly_usage(line)
     gpu_type = gpu_instances().get(itype)
     resource = resource_key(line.get("resource_id", ""))
+    machine = gpu_instances().get(machine_type_of(itype, extra)) if not gpu_type else None
     gpu_part = (line.get("charge_category") == "Usage" and (
-        bool(gpu_sku_model(line)) or (resource in gpu_resources and bool(PART_RE.search(
+        bool(gpu_sku_model(line)) or ((resource in gpu_resources or machine is not None) and bool(PART_RE.search(
             str(line.get("charge_description", "")))) and hourly)))
     return {
         "Derived.InstanceType": itype,

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from audit.case import Rule
 from audit.discover.read import Read
-from audit.lines import basis_amount, gpu_hours_of, line_tags, resource_key
+from audit.lines import as_machine, basis_amount, gpu_hours_of, line_tags, resource_key
 
 ZERO = Decimal(0)
 #: tag keys the provider writes itself (AWS's aws:createdBy, aws:autoscaling:groupName; a CUR's
@@ -71,6 +71,7 @@ class Billing:
 
 def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective") -> Billing:
     """Classify every billing line and sum what the proposals rest on."""
+    from audit.billing_summary import bundled_lines
     from audit.classify import classify  # the audit's own classification (imports pandas)
 
     out = Billing()
@@ -78,9 +79,20 @@ def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "e
         if read.source.kind != "billing" or read.frame is None or "lines" not in read.tables:
             continue
         lines = classify(read.tables["lines"], tuple(rules), set(), set())
-        for line, amount in zip(lines.to_dict("records"), basis_amount(lines, basis)):
-            _add(out, line, amount)
+        records = lines.to_dict("records")
+        for line, amount, kind in zip(records, basis_amount(lines, basis), bundled_lines(records)):
+            _add(out, _as_machine(line, kind) if kind is not None else line, amount)
     return out
+
+
+def _as_machine(line: dict, kind) -> dict:
+    """A GCP Core line that bills its machine's GPUs (no GPU meter of the resource bills them) as an
+    instance line of that machine, as the audit and `costaudit billing` count it (audit/lines.py
+    ``as_machine``: before, its vCPU-hours were read as GPU-hours and the machine had no GPU)."""
+    gpus, priced, consumed = as_machine(kind, line["pricing_quantity"], line["consumed_quantity"])
+    return {**line, "gpus_per_instance": gpus, "pricing_quantity": priced, "consumed_quantity": consumed,
+            "gpu_model": line.get("gpu_model") or kind.gpu_model,
+            "instance_type": line.get("instance_type") or line.get("machine_type") or ""}
 
 
 def _add(out: Billing, line: dict, amount: Decimal) -> None:
