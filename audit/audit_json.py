@@ -42,10 +42,9 @@ def _hours(seconds: Decimal | None) -> str | None:
 def to_dict(result: AuditResult) -> dict:
     """The whole audit.json document."""
     case = result.case
-    total = result.reconciliation.conservation.in_scope_total  # exact: the lines, not the parts at 50 digits
     all_amounts = basis_amount(result.lines, case.cost_basis)
     months = months_section(result)
-    headline = cents(total) if months is None else Decimal(months["quarter"]["total"])
+    headline, outside = _scope_cents(result, all_amounts, None if months is None else Decimal(months["quarter"]["total"]))
     rounded = audit_cents.rounded(result, headline, None if months is None else months["quarter"]["buckets"])
     if months is not None:
         months["services_note"] = whole_window_differences(rounded, months["quarter"]["services"])
@@ -57,10 +56,10 @@ def to_dict(result: AuditResult) -> dict:
         "cost_basis": case.cost_basis,
         "total": str(headline),
         "invoice_total": str(cents(dsum(result.lines["billed_cost"]))),
-        "outside_scope": _outside(result, all_amounts),
-        "bridge": _bridge(result),
+        "outside_scope": _outside(result, all_amounts, outside),
+        "bridge": _bridge(result, headline),
         "buckets": _buckets(result, rounded, headline),
-        "classes": _classes(result),
+        "classes": _classes(result, rounded, headline),
         "services": _services(result, rounded),
         "allocation": units.allocation(result, rounded),
         "reconciliation": _reconciliation(result),
@@ -122,24 +121,41 @@ def _buckets(result, rounded: audit_cents.Cents, total: Decimal) -> dict:
     } for bucket in BUCKETS}
 
 
-def _outside(result, amounts) -> dict:
+def _scope_cents(result, amounts, months_total: Decimal | None) -> tuple[Decimal, Decimal]:
+    """The total in scope and the total outside it at the cent, rounded once (METHOD §1, §5): the
+    exact pair by largest remainder to their rounded sum, so that in scope + outside = the invoice
+    rounded where the basis is billed (the part with the larger remainder takes the cent; each
+    rounded alone, 2945.835743 and 4.8384 gave 2945.84 + 4.84 against an invoice of 2950.67). Over
+    several months the total in scope is the months' rounded totals summed (``months_total``; the
+    sum may then differ from the invoice by the months' own rounding)."""
+    inside = result.reconciliation.conservation.in_scope_total  # exact: the lines, not the parts at 50 digits
+    outside = dsum(amounts[~result.scope_mask])
+    split = largest_remainder({"in_scope": inside, "outside": outside}, cents(inside + outside))
+    return split["in_scope"] if months_total is None else months_total, split["outside"]
+
+
+def _outside(result, amounts, total: Decimal) -> dict:
+    """The lines outside the scope: ``total`` (as :func:`_scope_cents` rounded it), their count, why,
+    and per account, its amounts by largest remainder to ``total``."""
     read = [c for c in ("sub_account_id", "billing_account_id", "line_count") if c in result.lines.columns]
     outside = result.lines.loc[~result.scope_mask, read]
     by_account: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for sub, account, amount in zip(outside["sub_account_id"].to_numpy(dtype=object),
                                     outside["billing_account_id"].to_numpy(dtype=object), amounts[outside.index]):
         by_account[sub or account] += amount
-    return {"amount": str(cents(dsum(amounts[~result.scope_mask]))), "lines": line_total(outside),
-            "reason": "; ".join(result.scope_reasons) or None,
-            "by_account": [{"account": a, "amount": str(cents(v))} for a, v in sorted(by_account.items())]}
+    accounts = largest_remainder(by_account, total)
+    return {"amount": str(total), "lines": line_total(outside), "reason": "; ".join(result.scope_reasons) or None,
+            "by_account": [{"account": a, "amount": str(v)} for a, v in sorted(accounts.items())]}
 
 
-def _bridge(result) -> dict:
+def _bridge(result, total: Decimal) -> dict:
     """The bridge across the four cost bases, in scope (audit/bridge.py), at the cent: every row's
-    amount (None: not measured); ``not_measured`` says which rows and why; ``<step>_lines`` names the
-    lines that carry a step outside the commitment groups."""
+    amount (None: not measured), a total of the exact amount in scope at the audit's ``total``;
+    ``not_measured`` says which rows and why; ``<step>_lines`` names the lines that carry a step
+    outside the commitment groups."""
     found = bridge(result.lines[result.scope_mask])
-    out: dict = {key: None if value is None else plain(value) for key, value in found.rounded().items()}
+    rows = found.rounded({result.reconciliation.conservation.in_scope_total: total})
+    out: dict = {key: None if value is None else plain(value) for key, value in rows.items()}
     reasons: dict[str, list[str]] = {}
     for step in found.steps:
         if step.reason:
@@ -153,14 +169,17 @@ def _bridge(result) -> dict:
     return out
 
 
-def _classes(result) -> list[dict]:
+def _classes(result, rounded: audit_cents.Cents, total: Decimal) -> list[dict]:
+    """Each resource class's lines and amounts, its nets adding up with the rounded unapplied
+    adjustments (the credits no class carries) to the ``total`` in scope."""
     out = []
     charges = result.charges
     read = charges[[c for c in ("resource_class", "line_count", "gross", "commitment", "credits", "tax", "net")
                     if c in charges.columns]]  # not a copy of every column per class
     groups = sorted(read.groupby("resource_class"), key=lambda kv: kv[0])
     # the nets are what the buckets carry: rounded together, so that they add up to the total in scope
-    nets = largest_remainder({klass: dsum(frame["net"]) for klass, frame in groups})
+    unapplied = dsum(amount for key, amount in rounded.parts.items() if key[1] == "unapplied_adjustment")
+    nets = largest_remainder({klass: dsum(frame["net"]) for klass, frame in groups}, total - unapplied)
     # and every row and column adds up: gross, credits and tax rounded together (audit.money.table_cents)
     # to each class's net and to each column's total, the columns rounded together to the total
     exact = {klass: {"gross": dsum(frame["gross"]) + dsum(frame["commitment"]), "credits": dsum(frame["credits"]),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Mapping
 
 import pandas as pd
 
@@ -92,20 +93,24 @@ class Bridge:
 
     steps: tuple[Step, ...]
 
-    def rounded(self) -> dict[str, Decimal | None]:
-        """Every row at the cent: totals rounded each; the steps between two measured totals rounded
-        by largest remainder so that they add up to the rounded difference (each stays within a cent
-        of its exact sum); a step beside an unmeasured total rounded on its own."""
+    def rounded(self, fixed: Mapping[Decimal, Decimal] | None = None) -> dict[str, Decimal | None]:
+        """Every row at the cent: totals rounded each, a total whose exact amount ``fixed`` holds as
+        that figure rounds it (the audit's total in scope, rounded with the total outside it: on
+        every basis of the same exact amount); the steps between two measured totals rounded by
+        largest remainder so that they add up to the rounded difference (each stays within a cent of
+        its exact sum); a step beside an unmeasured total rounded on its own."""
+        fixed = fixed or {}
         out: dict[str, Decimal | None] = {}
         segment: list[Step] = []
-        previous: Step | None = None
+        start: Decimal | None = None
         for step in self.steps:
             if step.kind == STEP:
                 segment.append(step)
                 continue
-            out.update(_segment(previous, segment, step))
-            out[step.key] = None if step.amount is None else cents(step.amount)
-            previous, segment = step, []
+            end = None if step.amount is None else fixed.get(step.amount, cents(step.amount))
+            out.update(_segment(segment, start, end))
+            out[step.key] = start = end
+            segment = []
         return out
 
 
@@ -325,11 +330,10 @@ def _row(lines, groups, missing, kind, key, label, names, to, frm) -> Step:
     return Step(key, label, kind, total, line_total(moved), examples)
 
 
-def _segment(previous: Step | None, segment: list[Step], following: Step) -> dict[str, Decimal | None]:
-    """The steps between two totals at the cent (footing where both totals and every step are measured)."""
+def _segment(segment: list[Step], start: Decimal | None, end: Decimal | None) -> dict[str, Decimal | None]:
+    """The steps between two totals at the cent, ``start`` and ``end`` (None: not measured), footing
+    to their difference where both totals and every step are measured."""
     amounts = {s.key: s.amount for s in segment if s.amount is not None}
-    start = previous.amount if previous is not None else None
-    if segment and start is not None and following.amount is not None and len(amounts) == len(segment):
-        target = cents(following.amount) - cents(start)
-        return dict(largest_remainder(amounts, target))
+    if segment and start is not None and end is not None and len(amounts) == len(segment):
+        return dict(largest_remainder(amounts, end - start))
     return {s.key: None if s.amount is None else cents(s.amount) for s in segment}

@@ -36,6 +36,7 @@ from audit.normalised import (
 )
 from audit.overlap import counter_overlap_errors, overlap_errors, telemetry_overlap_errors
 from audit.services import service_of
+from connectors.base import SourceFrame
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
 from connectors.telemetry.families import REQUEST_COUNTER, REQUEST_SERIES
@@ -54,24 +55,36 @@ def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
     if lines.empty:
         paths = ", ".join(f.spec.where for f in collected.of("billing")) or str(case.path)
         raise InputError(paths, f"no billing line falls in the window {case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}"
-                         + "".join(f"; {text}" for text in _extents(collected)),
+                         + "".join(f"; {text}" for frame in collected.of("billing") for text in _extent(frame)),
                          column="ChargePeriodStart" if all(f.spec.format == "focus" for f in collected.of("billing"))
                          else None, expected="lines whose charge period overlaps the window")
+    outside = _outside_sources(case, collected)
+    if outside:
+        raise InputErrors(outside)
     return lines
 
 
-def _extents(collected: Collected) -> list[str]:
-    """Where each billing source's charge periods lie, as its reader noted for a source with no line
-    in the window (:func:`connectors.billing.focus_checks.extent_notes`)."""
-    found = []
-    for frame in collected.of("billing"):
-        if not frame.rows:
-            found.append(f"{frame.spec.name}: it holds no line at all")
-            continue
-        notes = frame.tables.get("notes")
-        if notes is not None and len(notes):
-            found += [f"{frame.spec.name}: {note}" for note in notes["note"] if str(note).startswith(WINDOW_EXTENT)]
-    return found
+def _extent(frame: SourceFrame) -> list[str]:
+    """Where a billing source's charge periods lie, as its reader noted for a source with no line in
+    the window (:func:`connectors.billing.focus_checks.extent_notes`)."""
+    if not frame.rows:
+        return [f"{frame.spec.name}: it holds no line at all"]
+    notes = frame.tables.get("notes")
+    if notes is None or not len(notes):
+        return []
+    return [f"{frame.spec.name}: {note}" for note in notes["note"] if str(note).startswith(WINDOW_EXTENT)]
+
+
+def _outside_sources(case: Case, collected: Collected) -> list[InputError]:
+    """One error per billing source whose lines all lie outside the window while another source's
+    fall in it (rule 5): an export of another month or year named beside this one's would otherwise be
+    read, dropped line by line and never mentioned. A source that holds no line at all drops nothing."""
+    return [InputError(frame.spec.where, f"no line of billing source {frame.spec.name!r} falls in the window "
+                       f"{case.start:%Y-%m-%d} – {case.end:%Y-%m-%d}; {text}",
+                       column="ChargePeriodStart" if frame.spec.format == "focus" else None,
+                       expected="lines whose charge period overlaps the window, else the source left out of the case")
+            for frame in collected.of("billing") if frame.rows and frame.tables["lines"].empty
+            for text in _extent(frame)]
 
 
 def _outside_window(collected: Collected) -> tuple[tuple[str, int, Any, Any], ...]:

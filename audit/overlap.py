@@ -109,9 +109,6 @@ def _hashes(table: pd.DataFrame, key: tuple[str, ...]):
 def _keyed(lines: pd.DataFrame) -> pd.DataFrame:
     """The lines that cost something, with their charge's 64-bit hash as ``_charge`` and the hash
     of the charge without its resource as ``_bare``."""
-    if not len(lines):
-        return pd.DataFrame({"_charge": pd.Series([], dtype="uint64"), "_bare": pd.Series([], dtype="uint64"),
-                             "start": [], "end": [], "line_id": [], "effective_cost": []})
     costs = ~((lines["billed_cost"] == 0) & (lines["effective_cost"] == 0)).to_numpy()
     kept = lines[costs]
     hashes = {name: _hashes(kept, key) for name, key in (("_charge", CHARGE), ("_bare", BARE))}

@@ -59,7 +59,7 @@ def audit_parts(document: dict, bucket: str) -> dict[str, Decimal]:
 def within_a_cent(amount: Decimal, exact: Decimal) -> bool:
     """The audit's figure is the exact figure to the cent, whichever way it was rounded: the truth
     rounds the buckets and outside_scope together (largest remainder to the invoice total), the
-    audit each figure on its own, so a small figure (one outside line of 0.7665565) can be 0.76 in
+    audit the total in scope and outside_scope together, so a small figure (one outside line of 0.7665565) can be 0.76 in
     one and 0.77 in the other, 1.3 % apart."""
     return abs(amount - exact) < Decimal("0.01")
 

@@ -26,7 +26,7 @@ from datetime import date, datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from audit.money import cents, fmt
+from audit.money import cents, fmt, largest_remainder
 from audit.review.comparable import window_of
 from audit.review.effects import to_decimal
 from audit.review.load import Audit, fraction_of
@@ -142,15 +142,17 @@ def on_committed(earlier: Audit, proposal: dict | None, amount: Fraction) -> Com
     null), the realised saving split like its projection: the rest, set against the s₀ projection,
     and the GPU time released on committed capacity, not saved until the commitment ends; the two
     add up to the whole realised saving to the cent. None where the projection holds the whole
-    saving (no committed share, or s₁ priced from a known end)."""
+    saving (no committed share, or s₁ priced from a known end). The exact saving is split once and
+    rounded by largest remainder (rounding the rest first and taking the held part as the whole less
+    it put the cent on the wrong side: 15392.15 and 25014.71 for 15392.1445 and 25014.7148)."""
     deferred = (proposal or {}).get("deferred") or {}
     if not deferred.get("committed_share") or deferred.get("months_after_window") is not None:
         return None
     where = f"options[{proposal.get('id')}].deferred.committed_share"  # type: ignore[union-attr]
     share = fraction_of(earlier, deferred["committed_share"], where)
     whole = cents(to_decimal(amount))
-    rest = cents(to_decimal(amount * (1 - share)))
-    held = whole - rest
+    split = largest_remainder({"rest": to_decimal(amount * (1 - share)), "held": to_decimal(amount * share)}, whole)
+    rest, held = split["rest"], split["held"]
     note = (f"released on committed capacity: not saved until the commitment ends ({held:,} a month, "
             f"{to_decimal(share) * 100:.1f} % of the realised {whole:,}, the earlier audit's committed share); "
             f"the rest, {rest:,}, is set against the projection, which is on the saving available now (s₀)")

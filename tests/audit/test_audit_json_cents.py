@@ -177,7 +177,8 @@ def test_the_class_nets_add_up_to_the_total_where_rounding_each_alone_misses():
     nets = {"observability": D("2.84845"), "serving_network": D("0.51268"), "unmatched": D("16.2348")}
     charges = pd.DataFrame([{"resource_class": k, "line_count": 1, "gross": v, "commitment": D(0), "credits": D(0),
                              "tax": D(0), "net": v} for k, v in nets.items()])
-    rows = {c["class"]: c["net"] for c in _classes(SimpleNamespace(charges=charges))}
+    rows = {c["class"]: c["net"] for c in _classes(SimpleNamespace(charges=charges), SimpleNamespace(parts={}),
+                                                    D("19.60"))}
     assert rows == {"observability": "2.85", "serving_network": "0.51", "unmatched": "16.24"}
 
 
@@ -213,9 +214,29 @@ def test_the_classes_add_up_by_row_and_by_column():
              "commitment_unused": (D("1058.40"), D("-24.130"), D("42.660"))}
     charges = pd.DataFrame([{"resource_class": k, "line_count": 1, "gross": g, "commitment": D(0), "credits": c,
                              "tax": t, "net": g + c + t} for k, (g, c, t) in exact.items()])
-    rows = {r["class"]: r for r in _classes(SimpleNamespace(charges=charges))}
+    rows = {r["class"]: r for r in _classes(SimpleNamespace(charges=charges), SimpleNamespace(parts={}),
+                                            D("86161.59"))}
     for r in rows.values():
         assert D(r["gross"]) + D(r["credits"]) + D(r["tax"]) == D(r["net"])
     assert [rows[k]["gross"] for k in exact] == ["82476.00", "1145.07", "1058.40"]
     assert sum(D(r["tax"]) for r in rows.values()) == D("3412.73")       # as billed
     assert sum(D(r["credits"]) for r in rows.values()) == D("-1930.61")  # as billed
+
+
+def test_in_scope_and_outside_add_up_to_the_invoice_where_rounding_each_alone_misses(tmp_path):
+    """cloudgen's EKS case of seed 7606: 2945.835743284 in scope, 4.8384 outside (account
+    222222222222), 2950.674143284 invoiced, on a basis where effective = billed. Each rounded alone
+    (before) gave 2945.84 + 4.84 against an invoice of 2950.67; rounded once by largest remainder
+    the outside's larger remainder takes the cent: 2945.83 + 4.84 = 2950.67 (cloudgen's truth says
+    2945.83), and the bridge's totals of the same exact amount, the buckets and the accounts follow."""
+    from audit.audit_json import to_dict
+    from benchmarks.cloudgen.generate import generate
+
+    truth = generate("eks", 7606, tmp_path / "eks")
+    doc = to_dict(run_audit(load_case(tmp_path / "eks")))
+    outside = doc["outside_scope"]
+    assert (doc["total"], outside["amount"], doc["invoice_total"]) == ("2945.83", "4.84", "2950.67") \
+        == (truth["total"], truth["outside_scope"]["amount"], truth["invoice_total"])
+    assert outside["by_account"] == [{"account": "222222222222", "amount": "4.84"}]
+    assert [doc["bridge"][k] for k in ("list", "contracted", "billed", "effective")] == ["2945.83"] * 4
+    assert broken_sums(doc) == []

@@ -329,3 +329,16 @@ def test_rows_foot_exactly_and_at_the_cent(rows):
     rounded = found.rounded()
     _assert_foots(found, rounded)
     assert all(abs(rounded[k] - v) <= CENT for k, v in exact.items())
+
+
+def test_a_total_of_the_audit_s_exact_amount_takes_the_audit_s_cent():
+    """The audit's total in scope is rounded with the total outside it (METHOD §1, §5): 1.005 may be
+    1.01 there though it rounds to 1.00 alone. Every basis of that exact amount shows the audit's
+    figure and the steps between them stay 0.00 (before: 1.00 beside a headline of 1.01)."""
+    amounts = {c: Decimal("0.5025") for c in ("billed_cost", "effective_cost", "list_cost", "contracted_cost")}
+    found = bridge(lines_frame([line(1, **amounts), line(2, **amounts)]))
+    assert found.rounded()["effective"] == Decimal("1.00")
+    rounded = found.rounded({Decimal("1.005"): Decimal("1.01")})
+    assert [rounded[k] for k in ("list", "contracted", "billed", "effective")] == [Decimal("1.01")] * 4
+    assert {rounded[s.key] for s in found.steps if s.kind == "step"} == {Decimal("0.00")}
+    _assert_foots(found, rounded)

@@ -91,12 +91,14 @@ def test_buckets_sum_to_total_to_the_cent(items, with_profile, basis):
     total = Decimal(document["total"])
     key = "effective_cost" if basis == "effective" else "billed_cost"
     in_scope = sum((r[key] for r in rows if r["sub_account_id"] != "222"), Decimal(0))
-    assert total == in_scope.quantize(Decimal("0.01"))
+    outside = sum((r[key] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
+    # in scope and outside rounded once, together (METHOD §1, §5): each within a cent, adding up
+    assert total + Decimal(document["outside_scope"]["amount"]) == (in_scope + outside).quantize(Decimal("0.01"))
+    assert abs(total - in_scope) < Decimal("0.01")
+    assert abs(Decimal(document["outside_scope"]["amount"]) - outside) < Decimal("0.01")
     assert sum(Decimal(b["amount"]) for b in buckets.values()) == total
     for b in buckets.values():
         assert sum((Decimal(p["amount"]) for p in b["parts"]), Decimal(0)) == Decimal(b["amount"])
-    outside = sum((r[key] for r in rows if r["sub_account_id"] == "222"), Decimal(0))
-    assert Decimal(document["outside_scope"]["amount"]) == outside.quantize(Decimal("0.01"))
 
 
 def test_gpu_lines_of_a_resource_billing_no_gpu_time_are_unattributed_by_name():

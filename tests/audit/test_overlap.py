@@ -85,6 +85,7 @@ def lines(ids, starts, ends, billed, effective=None, resource="i-1") -> pd.DataF
     (lines(["b:1"], ["2026-09-02T00"], ["2026-09-03T00"], ["3"]), None),                      # after the span
     (lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"], resource="i-2"), None),       # another resource
     (lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["0"]), None),                       # costs nothing
+    (lines([], [], [], []), None),                # no line in the window (it raised TypeError comparing dates)
 ])
 def test_the_rule_on_lines(second, shared):
     first = lines(["a:1", "a:2"], ["2026-09-01T00", "2026-09-01T12"], ["2026-09-01T12", "2026-09-02T00"], ["5", "5"])
@@ -94,6 +95,11 @@ def test_the_rule_on_lines(second, shared):
     else:
         (error,) = found
         assert shared in str(error) and "(the first: b:1, beside a:1)" in str(error)
+
+
+def test_a_source_with_no_line_in_the_window_first_overlaps_nothing():
+    second = lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"])
+    assert overlap_errors([("a", "a.csv", lines([], [], [], [])), ("b", "b.csv", second)], "USD") == []
 
 
 def test_a_source_naming_no_resource_is_compared_without_the_resource():

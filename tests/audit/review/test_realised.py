@@ -159,12 +159,12 @@ def test_an_option_projected_per_service_but_not_for_this_one_has_no_projection(
                             "right_size_replicas for service chat"
 
 
-def committed(months=None) -> dict:
-    """The earlier audit's option priced on s₀ alone: a quarter of its saving on committed capacity
-    with no known end (``months``: the commitment's end known, s₁ priced and in the projection)."""
+def committed(months=None, share="0.250000") -> dict:
+    """The earlier audit's option priced on s₀ alone: ``share`` (a quarter) of its saving on committed
+    capacity with no known end (``months``: the commitment's end known, s₁ priced and in the projection)."""
     proposal = option("1100", "1300", "1500")
     proposal["deferred"] = {"saving_now": None, "saving_later": None if months is None else {"expected": "1"},
-                            "months_after_window": months, "committed_share": "0.250000"}
+                            "months_after_window": months, "committed_share": share}
     return proposal
 
 
@@ -181,6 +181,15 @@ def test_the_saving_on_committed_capacity_is_shown_apart_and_the_rest_set_agains
     assert found["evidence"]["realised_whole"] == "1369.69"
     assert found["evidence"]["committed_share"] == (
         "0.250000 (q2/audit.json: options[right_size_replicas].deferred.committed_share)")
+
+
+def test_the_committed_share_is_split_from_the_exact_saving_by_largest_remainder():
+    """1,369.6875 × 0.380929 = 521.7536896875 released, 847.9338103125 the rest: by largest remainder
+    521.75 and 847.94 (1,369.69). Before, the rest was rounded alone and the released part taken as
+    the whole less it: 847.93 and 521.76, the cent on the smaller remainder."""
+    (found,) = pair(STEADY, [committed(share="0.380929")])
+    assert (found["realised"], found["released_on_committed"], found["evidence"]["realised_whole"]) == (
+        "847.94", "521.75", "1369.69")
 
 
 def test_a_projection_with_the_commitments_end_known_takes_the_whole_realised_saving():

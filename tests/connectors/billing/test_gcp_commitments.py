@@ -96,8 +96,12 @@ def test_a_gpu_commitment_is_a_purchase_its_covered_hours_amortised_and_its_rest
     # the fee adds no GPU-hours and no machine: the paid GPU-hours are the case's own
     assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"] == "480.00"
     assert not [f for f in document["fit"] if f["kind"] == "gpu_resource_not_in_telemetry"], document["fit"]
-    # the invoice: the fees replace the on-demand price of the covered hours, to the cent
-    assert Decimal(document["total"]) == (Decimal(plain["total"]) + fees + covered).quantize(CENT)
+    # the invoice: the fees replace the on-demand price of the covered hours, to the cent (the total in
+    # scope rounded with the outside account's, METHOD §1, §5: each within a cent, the two adding up)
+    truth = json.loads((folder / "truth.json").read_text())
+    inside, outside = Decimal(truth["total_exact"]) + fees + covered, Decimal(truth["outside_scope"]["exact"])
+    assert Decimal(document["total"]) + Decimal(document["outside_scope"]["amount"]) == (inside + outside).quantize(CENT)
+    assert abs(Decimal(document["total"]) - inside) < CENT
     # eight of ten committed GPUs used: a fifth of the fees is unused commitment, on either basis
     assert part(document, "platform_overhead", "commitment_unused") == fees / 5
     assert part(plain, "platform_overhead", "commitment_unused") == 0

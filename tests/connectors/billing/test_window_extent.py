@@ -76,3 +76,18 @@ def test_the_audit_refusal_quotes_each_source(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert ("no billing line falls in the window 2026-11-01 – 2026-12-01; aws-focus: no line in the window: "
             "its charge periods run from 2026-09-01 00:00 to 2026-10-01 00:00 UTC") in done.stderr
+
+
+def test_a_source_with_no_line_in_the_window_beside_one_with_lines_is_refused(tmp_path):
+    """Before: a traceback (TypeError comparing the empty source's dates); without it the source's lines
+    would have been dropped unnamed. Now the source is refused with where its lines lie."""
+    case = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", case)
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text() + f'\n[[billing]]\nname = "sample"\nformat = "focus"\npath = "{SAMPLE}"\n')
+    done = costaudit("validate", case)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert (f"costaudit: error: {SAMPLE}: column ChargePeriodStart: no line of billing source 'sample' falls in the "
+            "window 2026-09-01 – 2026-10-01; sample: no line in the window: its charge periods run from "
+            "2024-09-01 00:00 to 2024-10-01 00:00 UTC (expected lines whose charge period overlaps the window, else "
+            "the source left out of the case)") in " ".join(done.stderr.split())
