@@ -113,9 +113,10 @@ def file_format(path: Path) -> str:
                      expected="a .csv, .csv.gz or .parquet file")
 
 
-def load(con, path: Path, fmt: str) -> Columns:
-    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order)."""
-    header = csv_header(path, fmt) if fmt != "parquet" else parquet_header(con, path)
+def load(con, path: Path, fmt: str, kind: str = "FOCUS") -> Columns:
+    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order); ``kind``: the
+    export the messages name ("FOCUS", "Azure cost details")."""
+    header = csv_header(path, fmt, kind) if fmt != "parquet" else parquet_header(con, path)
     columns = resolve_columns(header, path)
     try:
         if fmt == "parquet":
