@@ -154,7 +154,7 @@ def _read_toml(path: Path) -> dict:
     if path.stat().st_size > MAX_CASE_BYTES:
         raise ConfigError(path, [f"larger than {MAX_CASE_BYTES >> 20} MiB: not a case file"])
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Notepad writes one) is no statement
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
     except RecursionError:
