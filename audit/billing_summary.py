@@ -154,7 +154,9 @@ def _local(source: str) -> Path:
     if source.startswith("s3://"):
         from connectors.objectstore import materialise  # boto3 only when a uri is given
         return materialise(source, {})
-    return Path(source).resolve()
+    from connectors.bounds import resolved
+
+    return resolved(source)
 
 
 def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:

@@ -23,6 +23,7 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
     Rule,
     Service,
     Shipped,
+    case_path,
     matchers,
     parse_allocation,
     parse_rules,
@@ -33,7 +34,7 @@ from audit.case_services import (  # noqa: F401  (re-exported: the case's types 
 )
 from audit.errors import ConfigError
 from connectors.base import url_credential_problems
-from connectors.bounds import check_source_path, shown
+from connectors.bounds import check_source_path, resolved, shown
 from connectors.errors import InputError
 from schemas.secrets import remember_env
 
@@ -140,7 +141,7 @@ def load_case(path: str | Path, edit: Callable[[dict], None] | None = None) -> C
     if edit is not None:
         edit(raw)
     problems: list[str] = []
-    case = _build(path.resolve(), raw, problems)
+    case = _build(resolved(path), raw, problems)
     if problems:
         raise ConfigError(path, problems)
     return case
@@ -155,7 +156,7 @@ def _read_toml(path: Path) -> dict:
     if path.stat().st_size > MAX_CASE_BYTES:
         raise ConfigError(path, [f"larger than {MAX_CASE_BYTES >> 20} MiB: not a case file"])
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Notepad writes one) is no statement
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
     except RecursionError:
@@ -345,7 +346,7 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
             options = {k: v for k, v in entry.items() if k not in ("name", "format", "path")}
             options.update(_contract_commitment(entry, folder, where, problems))
             _credentials(options, f"[[{kind}]] {shown(name)}", problems)
-            path = (folder / entry["path"]).resolve() if "path" in entry else None
+            path = case_path(folder, entry["path"], f"{where}.path", problems) if "path" in entry else None
             out.append(Source(kind, name, str(entry["format"]), path, MappingProxyType(options)))
     if not any(s.kind == "billing" for s in out):
         problems.append("no [[billing]] source: an audit needs an invoice")
@@ -380,7 +381,7 @@ def _contract_commitment(entry: dict, folder: Path, where: str, problems: list[s
         problems.append(f"{where}.contract_commitment: expected the path of a FOCUS 1.3 Contract Commitment "
                         f"file, got {shown(value)}")
         return {}
-    return {"contract_commitment": str((folder / value).resolve())}
+    return {"contract_commitment": str(case_path(folder, value, f"{where}.contract_commitment", problems))}
 
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from audit.case_services import unknown_keys
-from connectors.bounds import check_source_path, finite_number, shown
+from connectors.bounds import check_source_path, finite_number, resolved, shown
 from connectors.errors import InputError
 
 OPTION_KEYS = {"id", "recoverable", "effort_hours", "run_cost_per_month", "reason", "title",
@@ -59,18 +59,18 @@ def _traffic(entry: dict, services: Mapping, folder: Path, where: str, problems:
         problems.append(f"{where}.traffic: {', '.join(map(shown, unknown))} is no [services] entry (declared: "
                         f"{', '.join(map(shown, services)) or 'none'})")
         return {}
-    resolved = {}
+    paths = {}
     for name, relative in value.items():
         try:
-            path = (folder / relative).resolve()
+            path = resolved(folder / relative)
             check_source_path(path, expected="an Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")
-        except (OSError, RuntimeError) as exc:
+        except OSError as exc:
             problems.append(f"{where}.traffic.{name}: {shown(relative)} cannot be resolved: {exc}")
         except InputError as exc:
             problems.append(f"{where}.traffic.{name}: {exc}")
         else:
-            resolved[name] = str(path)
-    return {"traffic": resolved}
+            paths[name] = str(path)
+    return {"traffic": paths}
 
 
 #: an option's bands and each one's range; the largest loaded rate (an hour) and run cost (a month)

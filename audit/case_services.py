@@ -2,8 +2,8 @@
 
 A service is recognised in telemetry by label matchers and may claim billing lines by tags or
 resource ids (METHOD §4); a rule classes lines and may name the service that owns them; the
-allocation key splits what no service owns. :mod:`audit.case` reads the rest of the case and
-re-exports the types defined here.
+allocation key splits what no service owns; :func:`case_path` resolves a path the case names.
+:mod:`audit.case` reads the rest of the case and re-exports the types defined here.
 """
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from connectors.bounds import shown
+from connectors.bounds import resolved, shown
+from connectors.errors import InputError
 
 SERVICE_MATCH_KEYS = {"namespace", "pod", "model_name", "container"}
 SERVICE_CLAIM_KEYS = {"tags", "resource_ids"}
@@ -82,6 +84,16 @@ def unknown_keys(keys, valid, where: str, problems: list[str]) -> None:
             near = difflib.get_close_matches(key, sorted(valid), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
             problems.append(f"unknown key {shown(key)} in {where}{hint}")
+
+
+def case_path(folder: Path, value: str, where: str, problems: list[str]) -> Path:
+    """A path the case names, resolved against its folder; a symlink loop is a problem (and the
+    path is kept as written, for the message)."""
+    try:
+        return resolved(folder / value)
+    except InputError as exc:
+        problems.append(f"{where}: {exc}")
+        return folder / value
 
 
 def check_pattern(pattern: str, where: str, problems: list[str]) -> None:

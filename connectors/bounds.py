@@ -6,6 +6,8 @@ within bounded memory and time, or refused with one InputError naming the file. 
 * :func:`check_source_path`: a source is a regular file or a folder, never a device, a FIFO or a
   socket (``/dev/zero`` would be read forever, a FIFO would block); a file where a folder is
   expected (or the reverse) is named as such.
+* :func:`resolved`: a user's path made absolute, links followed; a link that leads back to itself
+  is named ("a symlink loop") where ``Path.resolve`` raises a bare RuntimeError.
 * :func:`shown`: a value echoed in an error message, cut to a readable length.
 * :func:`deeper_than`, :func:`nested_too_deep`: JSON nested past ``MAX_DEPTH`` (or past what a
   decoder accepts), and the message that says so.
@@ -15,6 +17,7 @@ No heavy import: the trace analyzer imports this module at start-up.
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import math
@@ -36,6 +39,7 @@ MAX_DEPTH = 64
 """Deepest JSON nesting accepted in a cell (Tags, SkuPriceDetails) or a document read whole."""
 
 FILE, FOLDER, EITHER = "file", "folder", "file or folder"
+SYMLINK_LOOP = "a symlink loop"
 SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
            (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
 
@@ -65,6 +69,16 @@ def special_kind(mode: int) -> str | None:
     return None
 
 
+def resolved(path: str | Path, expected: str | None = None) -> Path:
+    """``path`` absolute with its links followed (``Path.resolve``); a link that leads back to
+    itself is an InputError naming it ('a symlink loop'), where Python 3.11 raises RuntimeError.
+    Every user path is resolved here, so that no command prints a traceback for it."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        raise InputError(path, SYMLINK_LOOP, expected=expected) from None
+
+
 def check_source_path(path: Path, accepts: str = FILE, expected: str | None = None) -> None:
     """Raise an InputError unless ``path`` is a regular file or a folder, as ``accepts`` allows.
 
@@ -78,7 +92,8 @@ def check_source_path(path: Path, accepts: str = FILE, expected: str | None = No
     except FileNotFoundError:
         raise InputError(path, "file not found", expected=what) from None
     except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}", expected=what) from None
+        problem = SYMLINK_LOOP if exc.errno == errno.ELOOP else f"cannot read: {exc.strerror or exc}"
+        raise InputError(path, problem, expected=what) from None
     kind = special_kind(mode)
     if kind is not None:
         raise InputError(path, f"is {kind}, not a regular file", expected=what)

@@ -61,7 +61,8 @@ LABELS = (r"(?:aws_?)?secret_?access_?key|(?:aws_?)?session_?token|(?:aws_?)?sec
           r"|x-amz-security-token|x-amz-signature|x-amz-credential|signature|credential"
           r"|private_key(?:_id)?|client_secret|refresh_token|access_token|id_token|(?<![a-z])token"
           r"|password|passwd|api_?key")
-LABELLED = re.compile(r"((?:%s)[\"']?\s*[:=]\s*b?)(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s\"',;&}<>)]+)"
+# a label that ends a path (``/etc/passwd: unknown file extension``) is a file's name, not a label
+LABELLED = re.compile(r"((?<![/\\])(?:%s)[\"']?\s*[:=]\s*b?)(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|[^\s\"',;&}<>)]+)"
                       % LABELS, re.I)
 GOOGLE_TOKEN = re.compile(r"\bya29\.[0-9A-Za-z_-]+")
 GOOGLE_API_KEY = re.compile(r"\bAIza[0-9A-Za-z_-]{30,}")

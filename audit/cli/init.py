@@ -16,6 +16,8 @@ from typing import List, Optional, Tuple
 import typer
 
 from audit.cli.common import reports_errors
+from connectors.bounds import resolved
+from connectors.errors import InputError
 from schemas.errors import UsageError
 
 FITTED = "case.fitted.toml"
@@ -62,7 +64,7 @@ def _fitted(folder: Path, sources: list[str], window) -> None:
     from audit.discover import discover
 
     target = _target(folder, sources)
-    name = folder.resolve().name or "case"
+    name = resolved(folder).name or "case"
     found = discover(sources, folder, name, window)
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -98,8 +100,8 @@ def _target(folder: Path, sources: list[str]) -> Path:
 def _same_case(given: Path, target: Path) -> bool:
     case_file = given / "case.toml" if given.is_dir() else given
     try:
-        return case_file.resolve() == target.resolve()
-    except OSError:
+        return resolved(case_file) == resolved(target)
+    except (OSError, InputError):       # the sniffer names a loop among the sources
         return False
 
 

@@ -102,17 +102,19 @@ def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folde
 def outputs_checked(traces: list[Path], outputs: dict[str, Path | None]) -> None:
     """Each trace given once; each output a file of its own that can be written: never one of the
     traces (it would be overwritten), nor a folder, a device or a FIFO, nor under a missing folder."""
+    from connectors.bounds import resolved
+
     seen: dict[Path, Path] = {}
     for path in traces:
-        key = path.resolve()
+        key = resolved(path)
         if key in seen:
             raise UsageError(f"{path} is given twice (as {seen[key]}): each rank's trace once")
         seen[key] = path
     named = {name: Path(path) for name, path in outputs.items() if path is not None}
-    if len(named) == 2 and len({p.resolve() for p in named.values()}) == 1:
+    if len(named) == 2 and len({resolved(p) for p in named.values()}) == 1:
         raise UsageError("--folded and --idle-folded name the same file")
     for name, path in named.items():
-        if path.resolve() in seen:
+        if resolved(path) in seen:
             raise UsageError(f"{name} {path} is one of the traces: it would be overwritten")
         if path.exists() and not path.is_file():
             raise UsageError(f"{name} {path} is not a regular file (a folder, a device or a FIFO)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from connectors.bounds import DECOMPRESS_ERRORS, EITHER, check_source_path, shown
+from connectors.bounds import DECOMPRESS_ERRORS, EITHER, check_source_path, resolved, shown
 from connectors.errors import InputError
 
 HEAD_BYTES = 1 << 16
@@ -63,8 +63,9 @@ def sniff(source: str) -> Sniffed:
     if re.match(r"(?i)^[a-z][a-z0-9+.-]*://", source):
         raise InputError(source, "init reads local files and Prometheus urls only",
                          expected="a local path (download the object first) or an http(s):// Prometheus url")
-    path = Path(source).resolve()
-    check_source_path(path, EITHER, expected="a billing, telemetry or profile file or folder")
+    expected = "a billing, telemetry or profile file or folder"
+    path = resolved(source, expected)
+    check_source_path(path, EITHER, expected=expected)
     tried = Tried()
     found = _folder(path, tried) if path.is_dir() else _file(path, tried)
     if found is not None:

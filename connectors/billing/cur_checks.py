@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_commitments import DATE_FIELDS
-from connectors.billing.focus_checks import AMOUNT_RANGE, AMOUNT_TYPE
+from connectors.billing.focus_checks import AMOUNT_RANGE, AMOUNT_TYPE, TIMESTAMP_SPAN
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE
 from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS, quote_text
@@ -177,12 +177,19 @@ def raw_checks(layouts: list[sql.Layout], typed: bool = False):
         yield (f"{missing} AND coalesce({when}, FALSE)", "NULL", name, "missing amount",
                "a decimal number on every line of this type")
     low, high = TIMESTAMP_RANGE
-    def unreadable(name: str) -> str:
+    def unparsed(name: str) -> str:
+        return f"TRY_CAST({name} AS TIMESTAMPTZ) IS NULL"
+
+    def out_of_range(name: str) -> str:
         ts = f"TRY_CAST({name} AS TIMESTAMPTZ)"
-        return f"{ts} IS NULL OR {ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'"
+        return f"{ts} < TIMESTAMPTZ '{low}' OR {ts} >= TIMESTAMPTZ '{high}'"
+
+    def unreadable(name: str) -> str:
+        return f"{unparsed(name)} OR {out_of_range(name)}"
 
     for name in sql.PERIOD:
-        yield (unreadable(name), name, name, "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
+        yield (unparsed(name), name, name, "unparseable timestamp", "an ISO 8601 timestamp (no offset = UTC)")
+        yield out_of_range(name), name, name, "timestamp out of the supported range", TIMESTAMP_SPAN
     # a commitment's term (METHOD §7's t_c) may be empty, never unreadable: a date read as "not known"
     # would move the plan's paybacks with no word
     for name in (n for n in DATE_FIELDS if n in present):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from connectors.billing.cur_commitments import DATE_FIELDS
 from connectors.billing.cur_tags import flat_tags, map_tags, tag_key
-from connectors.billing.focus_load import text_or_null
+from connectors.billing.focus_load import csv_options, text_or_null
 from connectors.duck import quote_ident, quote_text
 
 # Every CUR field the mapping reads, in CUR 2.0 / Athena spelling, and the commitments' terms (cur_commitments).
@@ -239,11 +239,7 @@ def projection(layout: Layout) -> str:
 
 def csv_read(layout: Layout) -> str:
     """read_csv of one CSV file, every column VARCHAR named c0..cN, file order kept."""
-    names = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(layout.width))
-    compression = "gzip" if layout.fmt == "csv.gz" else "none"
-    return (f"read_csv({quote_text(str(layout.path))}, auto_detect=false, header=true, "
-            f"columns={{{names}}}, delim=',', quote='\"', escape='\"', strict_mode=true, "
-            f"compression='{compression}', encoding='utf-8')")
+    return f"read_csv({quote_text(str(layout.path))}, {csv_options(layout.width, layout.fmt)})"
 
 
 def parquet_read(layout: Layout) -> str:

@@ -67,14 +67,22 @@ AMOUNT_TYPE = "DECIMAL(38,20)"
 AMOUNT_RANGE = "a decimal number less than 10^18 in magnitude (DECIMAL(38, 20))"
 
 
+TIMESTAMP_SPAN = (f"a timestamp from {TIMESTAMP_RANGE[0]} to before {TIMESTAMP_RANGE[1]} "
+                  "(the span of pandas' datetime64[ns])")
+
+
 def check_timestamps(con, path: Path) -> list[InputError]:
-    """ChargePeriodStart / End cells that are null or not timestamps (or out of range)."""
+    """ChargePeriodStart / End cells that are null or not timestamps, or out of the span the audit
+    holds (the year 9999 was "unparseable")."""
     low, high = TIMESTAMP_RANGE
-    queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, {parsed} AS t "
-                      f"FROM n) WHERE t IS NULL OR t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}'")
-               for name, parsed in zip(PERIOD, ("_ps", "_pe"))]
-    return column_errors(con, path, queries, "unparseable timestamp",
-                         "an ISO 8601 timestamp (no offset = UTC)")
+    tests = {"unparseable timestamp": "t IS NULL",
+             "timestamp out of the supported range": f"t < TIMESTAMPTZ '{low}' OR t >= TIMESTAMPTZ '{high}'"}
+    errors: list[InputError] = []
+    for (what, test), expected in zip(tests.items(), ("an ISO 8601 timestamp (no offset = UTC)", TIMESTAMP_SPAN)):
+        queries = [(name, f"SELECT rn, {name} FROM (SELECT rn, {name}, {parsed} AS t FROM n) WHERE {test}")
+                   for name, parsed in zip(PERIOD, ("_ps", "_pe"))]
+        errors += column_errors(con, path, queries, what, expected, MAX_ERRORS - len(errors))
+    return errors
 
 
 def column_errors(con, path: Path, queries, what: str, expected: str,

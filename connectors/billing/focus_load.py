@@ -113,9 +113,10 @@ def file_format(path: Path) -> str:
                      expected="a .csv, .csv.gz or .parquet file")
 
 
-def load(con, path: Path, fmt: str) -> Columns:
-    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order)."""
-    header = csv_header(path, fmt) if fmt != "parquet" else parquet_header(con, path)
+def load(con, path: Path, fmt: str, kind: str = "FOCUS") -> Columns:
+    """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order); ``kind``: the
+    export the messages name ("FOCUS", "Azure cost details")."""
+    header = csv_header(path, fmt, kind) if fmt != "parquet" else parquet_header(con, path)
     columns = resolve_columns(header, path)
     try:
         if fmt == "parquet":
@@ -201,13 +202,26 @@ def parquet_header(con, path: Path) -> list[str]:
     return [name for name, *_ in described]
 
 
-def csv_sql(width: int, fmt: str) -> str:
-    """CREATE TABLE src from a CSV read with no type sniffing: every column VARCHAR."""
+MAX_CSV_LINE = 16 << 20
+"""Longest CSV line a billing reader accepts (16 MiB): DuckDB's ``max_line_size``, raised from its
+default of 2,000,000 bytes so that a long but valid field (a 3 MB ChargeDescription) reads; the
+buffer stays 32 MiB, DuckDB's default, so memory is as before."""
+LINE_LIMIT = f"{MAX_CSV_LINE:,} bytes (16 MiB, the CSV reader's max_line_size)"
+
+
+def csv_options(width: int, fmt: str) -> str:
+    """read_csv's options after the file: no type sniffing, every column VARCHAR named c0..cN,
+    RFC 4180 quoting, lines of at most MAX_CSV_LINE bytes (every billing CSV reader's)."""
     names = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
     compression = "gzip" if fmt == "csv.gz" else "none"
-    return ("CREATE TABLE src AS SELECT * FROM read_csv(?, auto_detect=false, header=true, "
-            f"columns={{{names}}}, delim=',', quote='\"', escape='\"', strict_mode=true, "
-            f"compression='{compression}', encoding='utf-8')")
+    return (f"auto_detect=false, header=true, columns={{{names}}}, delim=',', quote='\"', escape='\"', "
+            f"strict_mode=true, max_line_size={MAX_CSV_LINE}, buffer_size={2 * MAX_CSV_LINE}, "
+            f"compression='{compression}', encoding='utf-8'")
+
+
+def csv_sql(width: int, fmt: str) -> str:
+    """CREATE TABLE src from a CSV read with no type sniffing: every column VARCHAR."""
+    return f"CREATE TABLE src AS SELECT * FROM read_csv(?, {csv_options(width, fmt)})"
 
 
 def parquet_sql(con, path: Path) -> str:
@@ -341,19 +355,73 @@ def gzip_error(path: Path, exc: Exception) -> InputError:
                       expected="a complete gzip stream")
 
 
+#: what DuckDB says of a line past max_line_size (or of a quoted field running past its buffer)
+LONG_LINE_SIGNS = ("Maximum line size", "unterminated quote", "Parallel CSV Reader")
+
+
 def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
-    """Turn a DuckDB read failure into an InputError naming the file and, if known, the line."""
+    """Turn a DuckDB read failure into an InputError naming the file and, if known, the line.
+
+    A line past MAX_CSV_LINE is found by :func:`long_line` and named by its row and column; of
+    any other failure the message gives DuckDB's reason, never the raw line it quotes.
+    """
     message = str(exc)
     if fmt == "csv.gz" and "gzip" in message.replace(str(path), "").replace(path.name, "").lower():  # not the name's
         return gzip_error(path, exc)
     if fmt == "parquet":
         return InputError(path, f"not a readable Parquet file: {first_line(exc)}",
                           expected="a Parquet file")
+    found = long_line(path, fmt) if any(sign in message for sign in LONG_LINE_SIGNS) else None
+    if found is not None:
+        row, index = found
+        header = header_or_none(path, fmt) or []
+        return InputError(path, f"line longer than {LINE_LIMIT}", row=row,
+                          column=header[index] if index is not None and index < len(header) else None,
+                          expected=f"CSV lines of at most {MAX_CSV_LINE:,} bytes")
     line = re.search(r"CSV Error on Line: (\d+)", message)
-    reason = next((ln.strip() for ln in message.splitlines()[1:]
-                   if ln.strip() and not ln.startswith("Original Line")), first_line(exc))
+    reason = shown_reason(message) or first_line(exc)
     where = f"malformed CSV at file line {line.group(1)}: " if line else "unreadable CSV: "
     return InputError(path, where + reason + delimiter_hint(path, fmt), expected="RFC 4180 CSV, one value per header column")
+
+
+REASON_CHARS = 200
+"""Characters of DuckDB's reason kept in a message."""
+
+
+def shown_reason(message: str) -> str:
+    """DuckDB's reason for a CSV error, cut to REASON_CHARS: the last line before its "Possible
+    fixes", else the first after its first line; never the line it quotes (which may be megabytes,
+    on the line after "Original Line:")."""
+    lines = message.splitlines()
+    cut = next((i for i, ln in enumerate(lines) if ln.startswith("Possible")), None)
+    quoted = next((i for i, ln in enumerate(lines) if ln.startswith("Original Line")), 0)
+    skip = {quoted, quoted + 1} if lines[quoted:quoted + 1] == ["Original Line: "] else {quoted}
+    said = [ln.strip() for i, ln in enumerate(lines[:cut]) if i > 0 and i not in skip and ln.strip()]
+    reason = (said[-1] if cut is not None else said[0]) if said else ""
+    return reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…"
+
+
+def long_line(path: Path, fmt: str, limit: int = MAX_CSV_LINE) -> tuple[int, int | None] | None:
+    """(row, field index or None) of the first line longer than ``limit`` bytes, else None.
+
+    Lines are read ``limit + 1`` bytes at a time, so memory stays bounded whatever the file; the
+    row counts records (a quoted field's line breaks continue one), the header being row 0; the
+    field index counts the separators outside quotes before the cut, when the record starts on
+    that line.
+    """
+    opener = gzip.open if fmt == "csv.gz" else open
+    row, inside = 0, False
+    try:
+        with opener(path, "rb") as raw:
+            for line in iter(lambda: raw.readline(limit + 1), b""):
+                if len(line) > limit:
+                    bare = re.sub(rb'"[^"]*("|$)', b"", line)
+                    return row, None if inside else bare.count(b",")
+                inside ^= line.count(b'"') % 2 == 1
+                row += not inside
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None
 
 
 def delimiter_hint(path: Path, fmt: str) -> str:

@@ -50,7 +50,7 @@ from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
-from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_timestamp, missing_field, ndjson, shared_rows
+from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_values, missing_field, ndjson, shared_rows
 from connectors.billing.gcp_sql import (
     CONVERSION_RATE,
     CREDIT_TYPES,
@@ -63,7 +63,7 @@ from connectors.billing.gcp_sql import (
     split_table,
 )
 from connectors.bounds import EITHER
-from connectors.duck import first_line, session
+from connectors.duck import first_line, raise_all, session
 from connectors.errors import FatalSourceError, InputError, InputErrors, RetriableSourceError, missing_library
 from schemas.billing import BillingLine
 from schemas.errors import UsageError
@@ -315,8 +315,9 @@ def aggregate_local(con, path: Path, ctx, opts: dict) -> None:
     try:
         con.execute(f"CREATE TABLE agg AS {sql}")
     except duckdb.Error as exc:
-        raise (bad_timestamp(con, files, fmt) or InputError(path, f"unreadable export: {first_line(exc)}",
-                                                             expected="a Cloud Billing export (JSON or Parquet)")) from None
+        raise_all(bad_values(con, files, fmt, names))
+        raise InputError(path, f"unreadable export: {first_line(exc)}",
+                         expected="a Cloud Billing export (JSON or Parquet)") from None
     if len(files) > 1:  # once every record reads: the files that repeat each other's
         shared_rows(con, export_read(files, fmt, filename=True), path)
 

@@ -1,7 +1,8 @@
 """The files of a local GCP billing export: where their records say what the aggregate cannot.
 
-A timestamp that does not read, or a record without its time or cost, is named by file and line
-(:func:`bad_timestamp`, :func:`missing_field`); DuckDB's own errors name neither.
+A timestamp, an amount or a nested field that does not read, or a record without its time or
+cost, is named by file, line and column (:func:`bad_values`, :func:`missing_field`); DuckDB's own
+errors name neither.
 
 Files that hold the same rows (no silent misfit).
 
@@ -21,7 +22,9 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.bounds import shown
+from connectors.billing.focus_checks import column_errors
+from connectors.billing.focus_load import NUMBER_PATTERN
+from connectors.duck import MAX_ERRORS
 from connectors.duck import quote_text as quote
 from connectors.errors import InputError
 
@@ -57,34 +60,59 @@ def shared_rows(con, relation: str, path: Path) -> None:
 PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
 
 
-def bad_timestamp(con, files: list[str], fmt: str) -> InputError | None:
-    """The first usage_start_time / usage_end_time that is no timestamp, by file, line and column
-    (DuckDB's own cast error names none of them); None when every one reads.
+MONEY_COLUMNS = ("cost", "cost_at_list", "currency_conversion_rate")
+#: the JSON type of each nested field (the reader's STRUCT or list)
+NESTED_TYPES = {"service": "OBJECT", "sku": "OBJECT", "project": "OBJECT", "location": "OBJECT",
+                "resource": "OBJECT", "usage": "OBJECT", "invoice": "OBJECT",
+                "labels": "ARRAY", "system_labels": "ARRAY", "credits": "ARRAY"}
+MONEY_TYPE = "DECIMAL(38, 9)"
+MONEY_RANGE = "a decimal number of at most 29 integer digits (DECIMAL(38, 9), BigQuery NUMERIC)"
 
-    Each file is read on its own and its rows numbered in the order they arrive: a Parquet file's
-    own row number, a JSON file's records by ``row_number() OVER ()`` (one a line; a blank line,
-    which no export writes, is not counted). Numbered
-    with ``PARTITION BY filename`` over the files together, rows came out of order, and the error
-    named line 357,878 or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
-    for column in PERIOD_COLUMNS:
+
+def value_checks() -> list[tuple[str, str, str, str]]:
+    """(column, SQL true of its text ``v`` when the aggregate cannot read it, what, expected)."""
+    number = f"regexp_full_match(trim(v), {quote(NUMBER_PATTERN)})"
+    checks = [(c, "TRY_CAST(v AS TIMESTAMPTZ) IS NULL", "unreadable timestamp",
+               "a timestamp such as 2026-09-01 00:00:00 UTC") for c in PERIOD_COLUMNS]
+    checks += [(c, f"NOT {number}", "unparseable number", "a decimal number") for c in MONEY_COLUMNS]
+    checks += [(c, f"{number} AND TRY_CAST(trim(v) AS {MONEY_TYPE}) IS NULL", "number out of range", MONEY_RANGE)
+               for c in MONEY_COLUMNS]
+    return checks + [(c, f"json_type(v) <> '{kind}'", f"not a JSON {kind.lower()}:", f"a JSON {kind.lower()}")
+                     for c, kind in NESTED_TYPES.items()]
+
+
+def bad_values(con, files: list[str], fmt: str, names) -> list[InputError]:
+    """The cells the aggregate cannot read (a timestamp, an amount, a nested field of another JSON
+    type), by file, row and column, at most MAX_ERRORS; DuckDB's own cast error names no row, and its
+    JSON errors a line counted within its read buffer (line 2 for line 4).
+
+    Each file is read on its own, one column as text, and its rows numbered in the order they
+    arrive: a Parquet file's own row number, a JSON file's records by ``row_number() OVER ()`` (one
+    a line; a blank line, which no export writes, is not counted). Numbered with ``PARTITION BY
+    filename`` over the files together, rows came out of order, and the error named line 357,878
+    or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
+    errors: list[InputError] = []
+    for column, test, what, expected in value_checks():
+        if column not in names or (fmt != "json" and column in NESTED_TYPES):
+            continue                        # a Parquet file's nested columns are typed by its schema
         for file in files:
-            if fmt == "json":
-                source = (f"read_json({quote(file)}, format='newline_delimited', "
-                          f"columns={{{quote(column)}: 'VARCHAR'}})")
-                numbered = f"SELECT row_number() OVER () AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
-            else:
-                source = f"read_parquet({quote(file)}, file_row_number=true)"
-                numbered = f"SELECT file_row_number + 1 AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
+            query = f"SELECT n AS rn, v FROM ({numbered(file, fmt, column)}) WHERE v IS NOT NULL AND ({test})"
             try:
-                found = con.execute(f"SELECT n, v FROM ({numbered}) WHERE v IS NOT NULL AND "
-                                    "TRY_CAST(v AS TIMESTAMPTZ) IS NULL ORDER BY n LIMIT 1").fetchall()
+                errors += column_errors(con, Path(file), [(column, query)], what, expected, MAX_ERRORS - len(errors))
             except duckdb.Error:
                 continue
-            if found:
-                line, value = found[0]
-                return InputError(file, f"unreadable timestamp {shown(value)}", row=int(line), column=column,
-                                  expected="a timestamp such as 2026-09-01 00:00:00 UTC")
-    return None
+            if len(errors) >= MAX_ERRORS:
+                return errors
+    return errors
+
+
+def numbered(file: str, fmt: str, column: str) -> str:
+    """SQL: (n, v) of one file, ``v`` its column's text, ``n`` its row (a JSON file's line)."""
+    if fmt == "json":
+        source = f"read_json({quote(file)}, format='newline_delimited', columns={{{quote(column)}: 'VARCHAR'}})"
+        return f"SELECT row_number() OVER () AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
+    source = f"read_parquet({quote(file)}, file_row_number=true)"
+    return f"SELECT file_row_number + 1 AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
 
 
 #: the fields every record of an export has (a JSON record without one reads them as null)

@@ -103,7 +103,8 @@ def read_totals(path: Path, fmt: str, window: tuple[datetime, datetime], currenc
             load_gpu_instances(con)
             try:
                 result = con.execute(totals_sql(rows_sql, currency)).fetchall()
-            except (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.IOException) as exc:
+            except (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.IOException,
+                    duckdb.NotImplementedException) as exc:     # a CSV line past its buffer
                 explain(path, fmt, window, currency, f"DuckDB: {first_line(exc)}")
         totals, problem, inexact_lines = totals_from_rows(result)
         if not inexact_lines:

@@ -16,7 +16,7 @@ import json
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.bounds import FOLDER, nested_too_deep, shown
+from connectors.bounds import FOLDER, nested_too_deep, resolved, shown
 from connectors.errors import InputError
 from connectors.profiles.events import load_trace
 from connectors.profiles.kineto import (
@@ -50,7 +50,7 @@ class ProfileBundleConnector(Connector):
             raise InputError(self.path, window.get("reason", "the bundle has no profiler window"),
                              expected="a bundle collected from an in-process callable")
         trace_path = self.path / window.get("trace", "trace.json.gz")
-        if self.path.resolve() not in trace_path.resolve().parents:
+        if resolved(self.path) not in resolved(trace_path).parents:
             raise InputError(self.path / "profile.json", f"window.trace {shown(window.get('trace'))} is outside the bundle",
                              column="window", expected="the name of a trace file in the bundle folder")
         trace = load_trace(trace_path)

@@ -99,6 +99,9 @@ def _read(path: Path, db: sqlite3.Connection) -> Trace:
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and "CUPTI_ACTIVITY_KIND_MEMCPY" not in tables:
         raise InputError(path, "no CUPTI_ACTIVITY_KIND_KERNEL or _MEMCPY table", expected=EXPECTED)
+    if "StringIds" not in tables and KERNEL_TABLE in tables:   # every nsys export has one
+        raise InputError(path, f"no StringIds table: the names of its {KERNEL_TABLE} rows (shortName, "
+                               "demangledName) would show as bare ids", expected=EXPECTED)
     strings = {key: _text(value) for key, value in db.execute("SELECT id, value FROM StringIds")} \
         if "StringIds" in tables else {}
     names, threads, devices = Table(), Table(), Table()

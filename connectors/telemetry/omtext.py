@@ -22,6 +22,7 @@ from connectors.errors import InputError
 from connectors.telemetry.families import Family, new_families
 
 MS_THRESHOLD = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973
+MS_RANGE = (1e12, 1e14)  # a timestamp in milliseconds: 2001 to 5138 (above MS_THRESHOLD, out of range)
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _PAIR = r'[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*"(?:[^"\\\n]|\\.)*"[ \t]*'
@@ -59,9 +60,12 @@ def _timestamp(text: str, path, lineno: int) -> float:
     if not math.isfinite(t):
         raise InputError(path, f"timestamp {shown(text)} is not a number", row=lineno,
                          expected="a Unix timestamp in seconds")
-    if abs(t) > MS_THRESHOLD:
+    if abs(t) > MS_THRESHOLD and MS_RANGE[0] <= abs(t) < MS_RANGE[1]:
         raise InputError(path, "timestamp in milliseconds; expected seconds (the form promtool "
                          f"reads), got {text}", row=lineno)
+    if abs(t) > MS_THRESHOLD:       # 253402300799 (the year 9999 in seconds) is no millisecond count
+        raise InputError(path, f"timestamp {shown(text)} out of the supported range", row=lineno,
+                         expected=f"a Unix timestamp in seconds of at most {MS_THRESHOLD:,.0f} (the year 5138)")
     return t
 
 

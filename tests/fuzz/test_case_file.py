@@ -86,3 +86,10 @@ def test_case_toml(text):
 def test_seed_document_round_trips():
     """The writer is faithful: the seed, written back, loads as the demo case does."""
     assert tomllib.loads(document(SEED)) == SEED
+
+
+def test_a_case_file_with_a_utf8_bom_reads(tmp_path):
+    """A BOM (Notepad's UTF-8) was "not valid TOML: Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "case.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + (DEMO / "case.toml").read_bytes())
+    assert load_case(path).name == load_case(DEMO).name

@@ -96,3 +96,26 @@ def test_case_file_that_is_a_fifo(tmp_path):
     fifo(tmp_path / "c" / "case.toml")
     with pytest.raises(ConfigError, match="FIFO"):
         load_case(tmp_path / "c")
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "billing", "trace"])
+def test_a_symlink_loop_is_named(tmp_path, command):
+    """A source that links to itself: Path.resolve() raised RuntimeError "Symlink loop" with a
+    traceback in every command; now one line naming it (connectors.bounds.resolved)."""
+    loop = tmp_path / "bill.csv"
+    loop.symlink_to(loop)
+    case = write_case(tmp_path / "case", billing="../bill.csv")
+    args = {"validate": [case], "run": [case, "--out", tmp_path / "out"], "billing": [loop], "trace": [loop]}
+    outcome = costaudit(command, *args[command], cwd=tmp_path)
+    if command in ("validate", "run"):   # the case's problem, the path as the case wrote it
+        assert_named_error(outcome, case / "case.toml", f"[[billing]] #1.path: {case}/../bill.csv: a symlink loop")
+    else:
+        assert_named_error(outcome, loop, f"{loop}: a symlink loop")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_symlink_loop_found_by_check_source_path(tmp_path):
+    """os.stat's ELOOP was "cannot read: Too many levels of symbolic links"."""
+    (tmp_path / "a").symlink_to(tmp_path / "a")
+    with pytest.raises(InputError, match=r"a: a symlink loop \(expected a file\)$"):
+        check_source_path(tmp_path / "a")

@@ -87,3 +87,57 @@ def test_billing_gz_of_nul_bytes(tmp_path, command):
     case = write_case(tmp_path / "case", billing="../nul.csv.gz")
     outcome = costaudit(command, case, *(["--out", tmp_path / "out"] if command == "run" else []), cwd=tmp_path)
     assert_named_error(outcome, tmp_path / "nul.csv.gz", "NUL bytes", "not CSV")
+
+
+def _long_tags(path, characters: int, gz: bool = False):
+    """A FOCUS CSV whose third row holds a quoted Tags field of ``characters`` x's."""
+    import gzip
+
+    from tests.hostile.harness import HEADER, focus_row
+
+    text = HEADER + focus_row(row=1) + focus_row(row=2) + focus_row(tags='"' + "x" * characters + '"', row=3)
+    if gz:
+        path.write_bytes(gzip.compress(text.encode(), 1))
+    else:
+        path.write_text(text)
+    return path
+
+
+LONG_LINE = ("row 3, column Tags: line longer than 16,777,216 bytes (16 MiB, the CSV reader's max_line_size) "
+             "(expected CSV lines of at most 16,777,216 bytes)")
+
+
+@pytest.mark.parametrize("name", ["long.csv", "long.csv.gz"])
+@pytest.mark.parametrize("command", ["validate", "billing"])
+def test_billing_line_past_the_line_limit(tmp_path, name, command):
+    """A 17 MiB field: DuckDB said "Maximum line size of 2000000 bytes exceeded" after ~10 KB of the
+    raw line, or "please run with the single threaded error", or (gzip) "unterminated quote"; now
+    the row, the column and the limit."""
+    path = _long_tags(tmp_path / name, 17 << 20, gz=name.endswith(".gz"))
+    if command == "billing":
+        outcome = costaudit("billing", "--format", "focus", path, cwd=tmp_path)
+    else:
+        outcome = costaudit("validate", write_case(tmp_path / "case", billing=f"../{name}"), cwd=tmp_path)
+    assert_named_error(outcome, f"{path}: {LONG_LINE}")
+    assert len(outcome.stderr) < 1000
+
+
+def test_billing_field_of_3_mb_reads(tmp_path):
+    """A valid 3 MB field was refused (DuckDB's 2,000,000-byte default); it is under 16 MiB."""
+    import duckdb
+
+    from connectors.billing.focus_load import load
+
+    path = _long_tags(tmp_path / "wide.csv", 3_000_000)
+    con = duckdb.connect()
+    load(con, path, "csv")
+    assert con.execute("SELECT length(c11) FROM src").fetchall() == [(14,), (14,), (3_000_000,)]
+
+
+def test_csv_reason_never_quotes_the_line():
+    """DuckDB puts the raw line after "Original Line: "; the reason was that line (10 KB)."""
+    from connectors.billing.focus_load import shown_reason
+
+    message = ("Invalid Input Error: CSV Error on Line: 6\nOriginal Line: \n" + "x" * 10_000
+               + "\nMaximum line size of 2000000 bytes exceeded.\n\nPossible Solution: ...")
+    assert shown_reason(message) == "Maximum line size of 2000000 bytes exceeded."

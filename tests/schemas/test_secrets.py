@@ -138,3 +138,12 @@ def test_guard_logging_masks_what_the_last_resort_handler_prints(capsys):
     logging.lastResort.handle(logging.makeLogRecord({"msg": "header Authorization: Basic " + token,
                                                      "levelno": logging.WARNING, "levelname": "WARNING"}))
     assert token not in capsys.readouterr().err
+
+
+def test_a_path_ending_in_a_label_is_not_masked():
+    """/etc/passwd: unknown file extension became "/etc/passwd: *** file extension"."""
+    from schemas.secrets import redact
+
+    assert redact("/etc/passwd: unknown file extension '(none)'") == "/etc/passwd: unknown file extension '(none)'"
+    assert redact(r"C:\keys\token: not found") == r"C:\keys\token: not found"
+    assert redact("passwd: hunter2, token=abc123") == "passwd: ***, token=***"

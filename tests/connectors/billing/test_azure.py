@@ -301,6 +301,24 @@ def test_bad_cells_name_row_and_azure_column(tmp_path):
     assert "unparseable date '31/12/2023'; it reads only day first (31 December 2023): the file's dates look DD/MM/YYYY" in date
 
 
+def test_an_amount_out_of_range_is_one_error_naming_the_azure_column(tmp_path):
+    """Cost = 1e400 was two errors naming BilledCost and EffectiveCost, columns the file lacks."""
+    path = rewrite(ACTUAL, tmp_path / "big.csv", lambda i, record: {**record, "Cost": "1e400"} if i == 1 else record)
+    with pytest.raises(InputError) as err:
+        read(path)
+    assert str(err.value) == (f"{path}: row 1, column Cost: number out of range '1e400' (expected a decimal number "
+                              "less than 10^18 in magnitude (DECIMAL(38, 20)))")
+
+
+def test_a_utf16_export_is_named_in_azure_words(tmp_path):
+    """The message asked for "a header of FOCUS column names" of an Azure export."""
+    path = tmp_path / "utf16.csv"
+    path.write_bytes(ACTUAL.read_text(encoding="utf-8-sig").encode("utf-16"))
+    with pytest.raises(InputError, match=r"\(expected a UTF-8 CSV file with a header of Azure cost details column "
+                                         r"names\)$"):
+        read(path)
+
+
 @pytest.mark.parametrize("value, said", [("13/05/2024", "13 May 2024"), ("5/13/2024", None), ("31/31/2024", None),
                                          ("2024-13-01", None), ("13/5/2024", "13 May 2024")])
 def test_a_day_first_date_is_named_so(value, said):

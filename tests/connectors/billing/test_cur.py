@@ -420,6 +420,15 @@ def test_unknown_line_item_type_and_bad_timestamp(tmp_path):
     assert {(e.row, e.column) for e in errors} == {(1, "lineItem/LineItemType"), (2, "lineItem/UsageStartDate")}
 
 
+def test_a_timestamp_past_2262_is_out_of_range(tmp_path):
+    """9999-09-01T04:00:00Z was "unparseable timestamp"."""
+    path = write_legacy(tmp_path / "c.csv", [legacy_row(1, "1", **{"lineItem/UsageStartDate": "9999-09-01T04:00:00Z"})])
+    (error,) = raises(path)
+    assert str(error) == (f"{path}: row 1, column lineItem/UsageStartDate: timestamp out of the supported range "
+                          "'9999-09-01T04:00:00Z' (expected a timestamp from 1678-01-01 to before 2262-01-01 "
+                          "(the span of pandas' datetime64[ns]))")
+
+
 def test_focus_check_errors_are_retold_per_file(tmp_path):
     write_legacy(tmp_path / "a.csv", [legacy_row(1, "1.00")])
     bad = write_legacy(tmp_path / "b.csv", [legacy_row(1, "1.00"), legacy_row(

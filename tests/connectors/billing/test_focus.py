@@ -535,3 +535,14 @@ def test_a_byte_that_is_not_utf8_is_named_where_it_is(tmp_path):
     with pytest.raises(InputError) as caught:
         read(head)
     assert caught.value.row == 0 and "byte 0xe9 in column" in str(caught.value) and "is not UTF-8" in str(caught.value)
+
+
+def test_a_timestamp_past_2262_is_out_of_range_not_unparseable(tmp_path):
+    """9999-09-01T03:00:00Z was "unparseable timestamp"; it parses, past what the audit holds."""
+    path = write_csv(tmp_path / "far.csv", HEADER, ["1,1,Usage,9999-09-01T03:00:00Z,9999-09-01T04:00:00Z,"])
+    with pytest.raises(InputErrors) as raised:
+        read(path)
+    assert [str(e) for e in raised.value.errors] == [
+        f"{path}: row 1, column {name}: timestamp out of the supported range '9999-09-01T0{hour}:00:00Z' (expected a "
+        "timestamp from 1678-01-01 to before 2262-01-01 (the span of pandas' datetime64[ns]))"
+        for name, hour in (("ChargePeriodStart", 3), ("ChargePeriodEnd", 4))]

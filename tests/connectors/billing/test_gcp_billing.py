@@ -412,6 +412,30 @@ def test_a_bad_usage_time_in_a_local_export_names_file_line_and_column(tmp_path,
         connector(path=path).read()
 
 
+@pytest.mark.parametrize("line", [4, 10, 41])
+@pytest.mark.parametrize("column, value, message", [
+    ("cost", "NaN", "unparseable number 'NaN' (expected a decimal number)"),
+    ("cost", "1,234.50", "unparseable number '1,234.50' (expected a decimal number)"),
+    ("cost", [1, 2], "unparseable number '[1,2]' (expected a decimal number)"),
+    ("cost", "1e400", "number out of range '1e400' (expected a decimal number of at most 29 integer digits "
+                      "(DECIMAL(38, 9), BigQuery NUMERIC))"),
+    ("labels", {"a": "b"}, """not a JSON array: '{"a":"b"}' (expected a JSON array)"""),
+])
+def test_a_bad_cell_in_a_local_export_names_its_own_line_and_column(tmp_path, rows, line, column, value, message):
+    """An amount had no row ("Could not convert string "NaN" to DECIMAL(38,9) when casting from source
+    column cost"); labels as an object named a line counted within DuckDB's buffer ("in line 2", "5",
+    "21" for lines 4, 10, 41)."""
+    path = write_ndjson(rows, tmp_path / "export.json")
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[line - 1])
+    record[column] = value
+    lines[line - 1] = json.dumps(record, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as raised:
+        connector(path=path).read()
+    assert str(raised.value) == f"{path}: row {line}, column {column}: {message}"
+
+
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
 def test_a_bad_usage_time_deep_in_a_large_export_names_its_own_line(tmp_path, rows, fmt):
     """Two files of 200,000 rows: the line named is the bad value's own. Numbered with

@@ -184,3 +184,17 @@ def test_an_export_of_copies_alone_is_refused(tmp_path):
         assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0] > 0
     with pytest.raises(InputError, match="no CUPTI_ACTIVITY_KIND_KERNEL row, only memcpy / memset"):
         NsysConnector(SourceSpec("c", "profiles", "nsys", path), CTX).read()
+
+
+def test_an_export_without_string_ids_is_named(tmp_path):
+    """Without StringIds the kernels read as bare ids ("… > 39 → 54") with no word."""
+    import shutil
+
+    path = shutil.copy(NSYS / EXPORTS[0], tmp_path / "nostrings.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE StringIds")
+    with pytest.raises(InputError) as raised:
+        read_nsys(path)
+    assert str(raised.value) == (f"{path}: no StringIds table: the names of its CUPTI_ACTIVITY_KIND_KERNEL rows "
+                                 "(shortName, demangledName) would show as bare ids (expected an Nsight Systems "
+                                 "SQLite export (nsys export --type sqlite) with CUDA trace tables)")

@@ -363,6 +363,10 @@ def test_registry_resolves_the_connector():
     ("3bad 1", r"row 3.*no metric name"),
     (f"vllm:prompt_tokens_total 1 {T0 * 1000}",
      r"row 3: timestamp in milliseconds; expected seconds \(the form promtool reads\)"),
+    # the year 9999 in seconds was "timestamp in milliseconds"
+    ("vllm:prompt_tokens_total 1 253402300799",
+     r"row 3: timestamp '253402300799' out of the supported range \(expected a Unix timestamp in seconds of "
+     r"at most 100,000,000,000 \(the year 5138\)\)$"),
     ("x 1 2 3", r"row 3.*3 fields after the name"),
     ("x", r"row 3.*no value after the metric name"),
 ])
