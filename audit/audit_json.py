@@ -138,7 +138,9 @@ def _bridge(result) -> dict:
     """The bridge across the four cost bases, in scope (audit/bridge.py), at the cent: every row's
     amount (None: not measured); ``not_measured`` says which rows and why; ``<step>_lines`` names the
     lines that carry a step outside the commitment groups."""
-    found = bridge(result.lines[result.scope_mask])
+    folder = result.case.folder
+    found = bridge(result.lines[result.scope_mask],
+                   {f.spec.name: (_relative(f.spec, folder), f.spec.format) for f in result.collected.of("billing")})
     out: dict = {key: None if value is None else plain(value) for key, value in found.rounded().items()}
     reasons: dict[str, list[str]] = {}
     for step in found.steps:

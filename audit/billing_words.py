@@ -30,8 +30,8 @@ UNUSED_FIELDS = {
 
 #: billing format → why it has no ContractedCost at all (a format not named here spells the column)
 NO_CONTRACTED = {
-    "gcp_billing": "the GCP billing export has no contracted (negotiated, before commitments) price: "
-                   "its cost is after them and cost_at_list is the list price",
+    "gcp_billing": "the GCP billing export carries no contracted price (its cost columns are cost and "
+                   "cost_at_list, the list price)",
 }
 
 
