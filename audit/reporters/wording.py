@@ -76,6 +76,20 @@ CLASS_WORDS = {
     "commitment_unused": "unused commitment",
     "unmatched": "lines no rule matched",
 }
+
+
+def class_words(klass: str | None) -> str:
+    """A resource class in words: ``serving_network`` → 'load balancers and NAT' (an unknown one
+    with its underscores as spaces)."""
+    return CLASS_WORDS.get(klass or "", (klass or "").replace("_", " "))
+
+
+def class_label(klass: str | None) -> str:
+    """A resource class as a row label: ``serving_network`` → 'Load balancers and NAT'."""
+    words = class_words(klass)
+    return words[:1].upper() + words[1:]
+
+
 #: unattributed parts whose cost the reconciliation's top-down figure leaves out
 #: (METHOD §5: top-down covers the GPU-intervals telemetry covers and the non-GPU classes)
 OUTSIDE_TOP_DOWN = {
@@ -138,7 +152,7 @@ def measured(source: str, basis: str) -> Measured:
     found = _LINES.match(source)
     if found:
         klass = found["klass"]
-        words = f"invoice lines ({found['billing']}): {CLASS_WORDS.get(klass, klass.replace('_', ' '))}"
+        words = f"invoice lines ({found['billing']}): {class_words(klass)}"
         if found["lines"]:  # the lines by name (unmatched ones): the appendix shows them, page 1 the class
             words += f" ({found['lines']})"
         return Measured(words, (column,), _names(found["billing"]))
@@ -152,7 +166,7 @@ def in_words(text: str) -> str:
     """Free source text with each metric name replaced by what it measures and the tool that
     reports it, and invoice wording in words (a source text of a shape :func:`measured` does not know)."""
     text = _METRIC.sub(lambda m: " from ".join(metric_words(m.group(0))), text)
-    text = re.sub(r"\bclass (\w+)", lambda m: CLASS_WORDS.get(m.group(1), m.group(1).replace("_", " ")), text)
+    text = re.sub(r"\bclass (\w+)", lambda m: class_words(m.group(1)), text)
     return re.sub(r"\b" + _NOUN + r" lines \(", "invoice lines (", text)
 
 
@@ -190,7 +204,7 @@ def _bucket_phrases(parts: Iterable[dict], basis: str) -> list[str]:
         text = str(part.get("source") or "")
         found = _LINES.match(text)
         if found:
-            words = CLASS_WORDS.get(found["klass"], found["klass"].replace("_", " "))
+            words = class_words(found["klass"])
             key = f"invoice lines ({found['billing']})"
             if key not in classes:
                 classes[key] = []
