@@ -48,18 +48,26 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
     that carries tags of its own is in scope by them. One that names neither (an account's tax, a
     credit on the whole account) cannot be told apart and is kept by its account, as ``accounts``
     keeps every line.
+
+    Each reason names what its rule left out of the lines the rules before it kept (the accounts,
+    services or tag values), beside what the scope names (rule 5: a misfit names the nearest thing
+    the data holds); a rule that left nothing out gives no reason.
     """
     mask = pd.Series(True, index=lines.index)
     reasons = []
     accounts = set(scope.get("accounts") or [])
     if accounts:
-        mask &= accounts_in(lines["sub_account_id"], accounts) | accounts_in(lines["billing_account_id"], accounts)
-        reasons.append(f"account not in [scope].accounts ({', '.join(sorted(accounts))})")
+        kept = accounts_in(lines["sub_account_id"], accounts) | accounts_in(lines["billing_account_id"], accounts)
+        reasons += _left_out_accounts(lines[mask & ~kept], accounts)
+        mask &= kept
     adjustments = lines["charge_category"].isin(ADJUSTING_CATEGORIES)
     services = set(scope.get("services") or [])
     if services:
-        mask &= lines["service_name"].isin(services) | names_no_service(lines)
-        reasons.append("service not in [scope].services")
+        kept = lines["service_name"].isin(services) | names_no_service(lines)
+        left = sorted({str(s or "") or "(no service)" for s in lines.loc[mask & ~kept, "service_name"]})
+        if left:
+            reasons.append(f"{_named('service', left)} not in [scope].services ({', '.join(sorted(services))})")
+        mask &= kept
     wanted = dict(scope.get("tags") or {})
     if wanted:
         # Tags, with a FOCUS 1.3 split row's AllocatedTags over them (audit.lines.line_tags)
@@ -67,9 +75,42 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
         carries = pd.Series(True, index=lines.index)
         for key, value in wanted.items():
             carries &= tagged.map(lambda t, key=key, value=value: str(t.get(key, "")) == value)
-            reasons.append(f"tag {key}={value} absent")
-        mask &= (carries & ~adjustments) | adjustments_in_tag_scope(lines, carries, tagged)
+        kept = (carries & ~adjustments) | adjustments_in_tag_scope(lines, carries, tagged)
+        reasons += _left_out_tags(tagged[mask & ~kept], wanted)
+        mask &= kept
     return mask, reasons
+
+
+def _named(kind: str, names: list[str]) -> str:
+    """``service a`` / ``services a, b``."""
+    return f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _left_out_accounts(left: pd.DataFrame, accounts: set) -> list[str]:
+    """The accounts of the lines ``[scope].accounts`` left out: each line's SubAccountId, else its
+    BillingAccountId (as ``outside_scope.by_account`` names them)."""
+    subs = sorted({str(s) for s in left["sub_account_id"] if s})
+    billing = sorted({str(b) for s, b in zip(left["sub_account_id"], left["billing_account_id"]) if not s and b})
+    named = [_named(kind, ids) for kind, ids in (("sub account", subs), ("billing account", billing)) if ids]
+    if not named and len(left):
+        named = [f"{len(left)} line(s) naming no account"]
+    return [f"{' and '.join(named)} not in [scope].accounts ({', '.join(sorted(accounts))})"] if named else []
+
+
+def _left_out_tags(tagged: pd.Series, wanted: Mapping[str, str]) -> list[str]:
+    """The tag values of the lines ``[scope].tags`` left out (``no KEY tag`` where a line lacks one);
+    tax and credits that carry the wanted tags but apply to charges outside the scope are counted."""
+    found = []
+    for key, value in wanted.items():
+        values = {str(t.get(key, "")) for t in tagged} - {value}
+        found += sorted(f"{key}={v}" if v else f"no {key} tag" for v in values)
+    scope_text = ", ".join(f"{k}={v}" for k, v in wanted.items())
+    reasons = [f"{', '.join(found)} not in [scope].tags ({scope_text})"] if found else []
+    following = int(tagged.map(lambda t: all(str(t.get(k, "")) == v for k, v in wanted.items())).sum())
+    if following:
+        reasons.append(f"{following} tax / credit line(s) tagged {scope_text} that apply to charges outside "
+                       f"[scope].tags")
+    return reasons
 
 
 def charges_in_scope(lines: pd.DataFrame, mask: pd.Series) -> int:

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from audit.billing_words import lines_of, noun, unused_reason
 from audit.buckets import BUCKETS, CLASS_PARTS
 from audit.case import Case
 from audit.collected import Collected
@@ -60,13 +61,14 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
     """Every charge, leftover and GPU-interval group of the case into the ledger (METHOD §3);
     ``undeclared``: the pods no service matches, named in the undeclared-workload part's reason."""
     ledger = Ledger()
-    billing_names = collected.names("billing")
-    attribute_lines(ledger, charges, billing_names)
-    attribute_leftovers(ledger, leftovers, billing_names)
+    formats = {f.spec.name: f.spec.format for f in collected.of("billing")}
+    billing = lines_of(formats.values(), collected.names("billing"))
+    attribute_lines(ledger, charges, billing, formats)
+    attribute_leftovers(ledger, leftovers, noun(formats.values()), collected.names("billing"))
     gaps = {s: (p.gap_ratio, f"{p.name} ({p.path.rsplit('/', 1)[-1]})")
             for s, p in profiles.items() if p.gap_ratio is not None}
     intervals = split_groups(ledger, split.groups, gaps, case.target_utilisation,
-                             describer(collected, billing_names), undeclared_reason(undeclared))
+                             describer(collected, billing), undeclared_reason(undeclared))
     return Attribution(ledger, tuple(intervals))
 
 
@@ -74,21 +76,22 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
 ACTIVITY_TABLES = ("gpu_activity", "unmeasured_intervals")
 
 
-def describer(collected: Collected, billing_names: str) -> Describer:
+def describer(collected: Collected, billing: str) -> Describer:
     """The source text of the parts a GPU-interval group makes: its activity metrics, named with the
     telemetry sources whose activity rows carry them (a request log or a phase-timer file that holds
-    no activity sample measured none of it), × the lines' cost."""
+    no activity sample measured none of it), × the cost of ``billing`` (the billing lines, by format
+    and source: :func:`audit.billing_words.lines_of`)."""
     by_metric = activity_sources(collected)
     looked = ", ".join(dict.fromkeys(n for names in by_metric.values() for n in names)) or "none"
 
     def describe(group: Group, service: str | None) -> str:
         if group.holder == NO_GPU_TIME:
             nodes = ", ".join(sorted(group.nodes)) or "none"
-            return f"GPU lines of FOCUS lines ({billing_names}) with no GPU time (nodes {nodes})"
+            return f"GPU lines of {billing} with no GPU time (nodes {nodes})"
         metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
         names = [n for m in sorted(group.sources) for n in by_metric.get(m, ())]
         telemetry_names = ", ".join(dict.fromkeys(names)) or looked
-        return f"{metrics} ({telemetry_names}) × GPU-interval cost of FOCUS lines ({billing_names})"
+        return f"{metrics} ({telemetry_names}) × GPU-interval cost of {billing}"
     return describe
 
 
@@ -106,19 +109,22 @@ def activity_sources(collected: Collected) -> dict[str, tuple[str, ...]]:
     return {metric: tuple(names) for metric, names in out.items()}
 
 
-def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing_names: str) -> None:
+def attribute_lines(ledger: Ledger, charges: pd.DataFrame, billing: str, formats: Mapping[str, str]) -> None:
     """Non-GPU classes go whole to their bucket part: one part per class and owning service
-    (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest."""
+    (METHOD §4: a line a rule or a service's claim assigns), one shared part per class for the rest.
+    ``billing`` names the lines (:func:`audit.billing_words.lines_of`); ``formats``: billing source
+    name → format, so that a rule's reason names the field of the export its lines came from."""
     owners = charges["claimed_by"] if "claimed_by" in charges.columns else pd.Series("", index=charges.index)
-    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", "line_count", *NAME_COLUMNS)
+    read = [c for c in ("resource_class", "rule_reason", "claim_reason", "net", "line_count", "source", *NAME_COLUMNS)
             if c in charges.columns]
     narrow = charges[read]  # each group is a row take: of the columns read, not of every column
     for (klass, owner), frame in narrow.groupby([charges["resource_class"], owners.fillna("")], sort=True):
         if klass == "gpu_compute" or klass not in CLASS_PARTS:
             continue
         bucket, name = CLASS_PARTS[klass]
-        reasons = sorted(set(frame["rule_reason"]))
-        source = f"FOCUS lines ({billing_names}), class {klass}"
+        read_from = [formats.get(n, "") for n in frame["source"].drop_duplicates()] if "source" in frame else []
+        reasons = sorted({unused_reason(r, read_from) for r in set(frame["rule_reason"])})
+        source = f"{billing}, class {klass}"
         if klass == "unmatched" and set(NAME_COLUMNS) <= set(frame.columns):
             source = f"{source}: {named_lines(frame)}"[:400]  # the lines are what measured it
         reason = "; ".join(reasons)[:300]
@@ -137,11 +143,12 @@ def named_lines(frame: pd.DataFrame) -> str:
     return listed(named, 3)
 
 
-def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_names: str) -> None:
-    """Tax or credits with nothing to apply to are unattributed, never spread at random."""
+def attribute_leftovers(ledger: Ledger, leftovers: Iterable[Leftover], billing_noun: str, billing_names: str) -> None:
+    """Tax or credits with nothing to apply to are unattributed, never spread at random; each named
+    as a line of the billing format (``billing_noun``) and sources it was read from."""
     for item in leftovers:
         ledger.add("unattributed", "unapplied_adjustment", None, item.amount,
-                   f"FOCUS line {item.line_id} ({billing_names})", item.reason)
+                   f"{billing_noun} line {item.line_id} ({billing_names})", item.reason)
 
 
 #: pods named in the undeclared-workload part's reason; then how many more

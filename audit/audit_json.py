@@ -153,7 +153,9 @@ def _bridge(result, total: Decimal) -> dict:
     amount (None: not measured), a total of the exact amount in scope at the audit's ``total``;
     ``not_measured`` says which rows and why; ``<step>_lines`` names the lines that carry a step
     outside the commitment groups."""
-    found = bridge(result.lines[result.scope_mask])
+    folder = result.case.folder
+    found = bridge(result.lines[result.scope_mask],
+                   {f.spec.name: (_relative(f.spec, folder), f.spec.format) for f in result.collected.of("billing")})
     rows = found.rounded({result.reconciliation.conservation.in_scope_total: total})
     out: dict = {key: None if value is None else plain(value) for key, value in rows.items()}
     reasons: dict[str, list[str]] = {}

@@ -40,6 +40,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from audit.billing_words import NO_CONTRACTED
 from audit.lines import commitment_purchases
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum, largest_remainder
@@ -114,10 +115,12 @@ class Bridge:
         return out
 
 
-def bridge(lines: pd.DataFrame) -> Bridge:
-    """The bridge of ``lines`` (the in-scope lines)."""
+def bridge(lines: pd.DataFrame, sources: Mapping[str, tuple[str, str]] | None = None) -> Bridge:
+    """The bridge of ``lines`` (the in-scope lines); ``sources``: billing source name → (its path
+    relative to the case folder, its format), which a step not measured names (METHOD §9: the same
+    case gives the same bytes wherever its folder lies)."""
     groups = _groups(lines)
-    missing = {c: _missing(lines, groups, COLUMNS[c]) for c in ("L", "C")}
+    missing = {c: _missing(lines, groups, COLUMNS[c], sources or {}) for c in ("L", "C")}
     steps = tuple(_row(lines, groups, missing, *plan) for plan in PLAN)
     unamortised = unamortised_reason(lines)
     if unamortised:
@@ -295,16 +298,25 @@ def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:
             "other": other}
 
 
-def _missing(lines: pd.DataFrame, groups: dict[str, pd.Series], column: str) -> str | None:
-    """Why ``column`` cannot be summed over the lines the list / contracted totals count (None: it can)."""
+def _missing(lines: pd.DataFrame, groups: dict[str, pd.Series], column: str,
+             sources: Mapping[str, tuple[str, str]]) -> str | None:
+    """Why ``column`` cannot be summed over the lines the list / contracted totals count (None: it
+    can): per billing source, how many lines lack it, of which file (case-relative); a format that
+    has no such price at all says so in its own words (:data:`audit.billing_words.NO_CONTRACTED`)."""
     counted = ~groups["purchases"]
     absent = lines[counted & lines[column].isna()]
     if absent.empty:
         return None
     name = NAMES[next(k for k, v in COLUMNS.items() if v == column)]
-    paths = sorted(set(absent["source_path"].astype(str))) if "source_path" in absent.columns else []
-    where = f" of {', '.join(paths)}" if paths else ""
-    return f"{name} is missing on {line_total(absent)} in-scope line(s){where}"
+    if "source" not in absent.columns:
+        return f"{name} is missing on {line_total(absent)} in-scope line(s)"
+    parts = []
+    for source, group in absent.groupby(absent["source"].astype(str), sort=True):
+        path, fmt = sources.get(source, (source, ""))
+        text = f"{name} is missing on {line_total(group)} in-scope line(s) of {path}"
+        lacks = NO_CONTRACTED.get(fmt) if column == "contracted_cost" else None
+        parts.append(f"{lacks} ({text})" if lacks else text)
+    return "; ".join(parts)
 
 
 def _row(lines, groups, missing, kind, key, label, names, to, frm) -> Step:

@@ -116,7 +116,7 @@ def consolidate(groups: Mapping[tuple[str, datetime], Group], per_instance: Mapp
     inputs = (
         ("GPUs per instance", ", ".join(f"{t}: {per_instance[t]}" for t in types),
          "GPU split: billing instance table, or GPU meter hours ÷ line hours"),
-        ("unallocated GPU-hours", f"{free_hours:.2f}", "telemetry: GPUs no pod held (GPU split holder __unallocated__)"),
+        ("unallocated GPU-hours", f"{free_hours:.2f}", "telemetry: unallocated GPUs (held by no pod) in the GPU split"),
         ("intervals with unallocated GPUs", str(len(packable)), "GPU split per interval"),
         ("node-hours that could be released", f"{node_seconds / 3600:.2f}", "packing of the held GPUs onto whole nodes"),
         ("unallocated GPU-hours left as they are (node of unknown instance type or size)",

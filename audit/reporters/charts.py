@@ -207,6 +207,14 @@ def _short(name: str, limit: int = 14) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+def _cut_at_word(text: str, limit: int) -> str:
+    """``text`` to at most ``limit`` characters, cut after its last whole word, marked where cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
+
+
 def _busy_series(audit: dict) -> dict[str, list[tuple[date, float]]]:
     """Service → (day, kernel-busy %) of the services drawn, in day order."""
     series: dict[str, list[tuple[date, float]]] = {}
@@ -256,11 +264,14 @@ def utilisation_chart(audit: dict) -> str | None:
 
 #: most options the tornado chart draws (the first in rank order)
 TORNADO_OPTIONS = 4
+#: most characters of an option's title in a tornado row's label (the input's name follows it)
+TORNADO_TITLE = 32
 
 
 def _tornado_rows(audit: dict) -> list[tuple[str, float, float | None, float | None]]:
     """(label, expected payback, payback at the input's low, at its high) per ranked option and input,
-    the widest swing first within each option."""
+    the widest swing first within each option; the label is the option's rank and title, as the
+    options table shows them, and the input."""
     rows = []
     ranked = [o for o in audit.get("options") or [] if o.get("rank") is not None][:TORNADO_OPTIONS]
     for o in ranked:
@@ -270,7 +281,8 @@ def _tornado_rows(audit: dict) -> list[tuple[str, float, float | None, float | N
             lo, hi = (None if s.get(k) is None else _f(s[k]) for k in ("payback_at_low", "payback_at_high"))
             swing = max(abs((v if v is not None else expected * 4) - expected) for v in (lo, hi))
             what = str(s.get("input") or "").split(" (")[0]
-            mine.append((swing, f"#{o['rank']} {_short(o.get('id') or '', 24)}: {what}",
+            name = _cut_at_word(o.get("title") or o.get("id") or "", TORNADO_TITLE)
+            mine.append((swing, f"#{o['rank']} {name}: {what}",
                          expected, lo, hi))
         rows += [(name, e, lo, hi) for _, name, e, lo, hi in sorted(mine, key=lambda r: -r[0])]
     return rows

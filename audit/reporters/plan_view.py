@@ -9,6 +9,9 @@ from typing import Any, Callable
 from audit.reporters.formatting import NOT_MEASURED, label, number
 
 NO_SAVING = "no saving in this case"
+#: the kind of a sensitivity input's low / high (audit/plan.py names them); any other input: a quantity
+INPUT_KINDS = {"saving (recoverable share or model inputs)": "money", "loaded rate (per hour)": "money",
+               "effort (hours)": "qty"}
 DASH = "—"
 STATUS_WORDS = {"priced": "priced", "no_saving": NO_SAVING, "not_measured": NOT_MEASURED}
 
@@ -92,16 +95,27 @@ def _part(part: str) -> str:
     return f"{label(bucket)} · {name.replace('_', ' ')}"
 
 
-def sensitivity_rows(audit: dict) -> list[dict[str, str]]:
-    """One row per ranked option and input: the expected payback at the input's low and high."""
+def sensitivity_rows(audit: dict, m: Callable[[Any], str]) -> list[dict[str, str]]:
+    """One row per ranked option and input: the input's low and high (money as money, ``m``; effort
+    in hours) and the expected payback at each."""
     rows = []
     for o in audit.get("options") or []:
         if o.get("rank") is None:
             continue
         expected = (o.get("payback_months") or {}).get("expected")
         for s in o.get("sensitivity") or []:
+            shown = _input_value(INPUT_KINDS.get(s.get("input") or ""), m)
             rows.append({"rank": str(o["rank"]), "title": o.get("title") or "", "input": s.get("input") or "",
-                         "low": s.get("low") or "", "high": s.get("high") or "",
+                         "low": shown(s.get("low")), "high": shown(s.get("high")),
                          "at_low": months(s.get("payback_at_low")), "at_high": months(s.get("payback_at_high")),
                          "expected": months(expected)})
     return rows
+
+
+def _input_value(kind: str | None, m: Callable[[Any], str]) -> Callable[[Any], str]:
+    """How a sensitivity input's low / high is shown: money, hours, or as audit.json gives it."""
+    if kind == "money":
+        return lambda v: m(v) if v is not None else ""
+    if kind == "qty":
+        return lambda v: f"{v} h" if v is not None else ""
+    return lambda v: "" if v is None else str(v)

@@ -2,9 +2,10 @@
 differs from the total in scope, options by title, and the terms page 1 uses.
 
 Every word is derived from audit.json fields: a part's ``source`` text (audit/attribute.py writes
-it as ``<metrics> (<telemetry sources>) × GPU-interval cost of FOCUS lines (<billing sources>)``,
-optionally ``; gap ratio g = <g> from kernel profile <name> (<trace>)``, or ``FOCUS lines
-(<billing sources>), class <class>``), the ``sources`` list, ``reconciliation``, ``coverage`` and
+it as ``<metrics> (<telemetry sources>) × GPU-interval cost of <format> lines (<billing sources>)``,
+optionally ``; gap ratio g = <g> from kernel profile <name> (<trace>)``, or ``<format> lines
+(<billing sources>), class <class>``, the format as audit/billing_words.py names it: FOCUS, CUR,
+GCP billing export, …), the ``sources`` list, ``reconciliation``, ``coverage`` and
 the buckets' parts. A source text of any other shape is shown as it is, never dropped. The metric
 names themselves go to the appendix table :func:`measurements` (figure → metric names → source).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable
 
+from audit.billing_words import NOUN_PATTERN
 from audit.buckets import BUCKETS
 from audit.reporters.formatting import (
     BASIS,
@@ -28,11 +30,12 @@ from audit.reporters.formatting import (
     to_decimal,
 )
 
-_GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of FOCUS lines "
+_NOUN = NOUN_PATTERN  # the billing format's name for its lines: "FOCUS", "GCP billing export", "CUR / FOCUS"
+_GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of " + _NOUN + " lines "
                   r"\((?P<billing>[^()]*)\)(?:; gap ratio g = (?P<g>[0-9.]+) from kernel profile "
                   r"(?P<profile>.+?) \((?P<trace>[^()]*)\))?$")
-_LINES = re.compile(r"^FOCUS lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)(?:: (?P<lines>.+))?$", re.S)
-_LINE = re.compile(r"^FOCUS line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
+_LINES = re.compile(r"^" + _NOUN + r" lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)(?:: (?P<lines>.+))?$", re.S)
+_LINE = re.compile(r"^" + _NOUN + r" line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
 NO_SAMPLE = "no kernel-activity sample"
 
 #: metric name (or its prefix) → (what it measures, the tool that reports it)
@@ -73,6 +76,20 @@ CLASS_WORDS = {
     "commitment_unused": "unused commitment",
     "unmatched": "lines no rule matched",
 }
+
+
+def class_words(klass: str | None) -> str:
+    """A resource class in words: ``serving_network`` → 'load balancers and NAT' (an unknown one
+    with its underscores as spaces)."""
+    return CLASS_WORDS.get(klass or "", (klass or "").replace("_", " "))
+
+
+def class_label(klass: str | None) -> str:
+    """A resource class as a row label: ``serving_network`` → 'Load balancers and NAT'."""
+    words = class_words(klass)
+    return words[:1].upper() + words[1:]
+
+
 #: unattributed parts whose cost the reconciliation's top-down figure leaves out
 #: (METHOD §5: top-down covers the GPU-intervals telemetry covers and the non-GPU classes)
 OUTSIDE_TOP_DOWN = {
@@ -135,7 +152,7 @@ def measured(source: str, basis: str) -> Measured:
     found = _LINES.match(source)
     if found:
         klass = found["klass"]
-        words = f"invoice lines ({found['billing']}): {CLASS_WORDS.get(klass, klass.replace('_', ' '))}"
+        words = f"invoice lines ({found['billing']}): {class_words(klass)}"
         if found["lines"]:  # the lines by name (unmatched ones): the appendix shows them, page 1 the class
             words += f" ({found['lines']})"
         return Measured(words, (column,), _names(found["billing"]))
@@ -149,8 +166,8 @@ def in_words(text: str) -> str:
     """Free source text with each metric name replaced by what it measures and the tool that
     reports it, and invoice wording in words (a source text of a shape :func:`measured` does not know)."""
     text = _METRIC.sub(lambda m: " from ".join(metric_words(m.group(0))), text)
-    text = re.sub(r"\bclass (\w+)", lambda m: CLASS_WORDS.get(m.group(1), m.group(1).replace("_", " ")), text)
-    return text.replace("FOCUS lines", "invoice lines")
+    text = re.sub(r"\bclass (\w+)", lambda m: class_words(m.group(1)), text)
+    return re.sub(r"\b" + _NOUN + r" lines \(", "invoice lines (", text)
 
 
 def _gpu_measured(found: re.Match, column: str) -> Measured:
@@ -187,7 +204,7 @@ def _bucket_phrases(parts: Iterable[dict], basis: str) -> list[str]:
         text = str(part.get("source") or "")
         found = _LINES.match(text)
         if found:
-            words = CLASS_WORDS.get(found["klass"], found["klass"].replace("_", " "))
+            words = class_words(found["klass"])
             key = f"invoice lines ({found['billing']})"
             if key not in classes:
                 classes[key] = []

@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.reporters.csv import BANDS, Table, is_number
+from audit.reporters.plan_view import INPUT_KINDS
 
 BAND_GROUPS = ("monthly_saving", "one_off_cost", "payback_months", "effort_hours", "marginal_saving",
                "gross_saving", "combined_saving")
@@ -38,20 +39,19 @@ MONEY = {"amount", "bucket_amount", "cost", "owned_lines", "shared_cost", "total
                                 "combined_saving") for k in BANDS),
          "break_even_monthly_saving"}
 QTY = {*(f"{g}_{k}" for g in ("payback_months", "effort_hours") for k in BANDS), "payback_at_low", "payback_at_high"}
-INTS = {"requests", "all_requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "days",
+INTS = {"requests", "all_requests", "prompt_tokens", "generated_tokens", "gpus", "rows", "lines", "rank", "trace_rank",
+        "days",
         *(f"request_log_{k}" for k in ("lines", "successful", "failed", "health_checks", "unparseable",
                                        "other_paths"))}
 PCT = {"bucket_share", "share", "mean_busy_fraction", "gap_ratio", "gap", "tolerance", "prefill_share",
        "decode_share"}
-#: the kind of a sensitivity input's low / high (audit/plan.py names them); any other input: a quantity
-INPUT_KINDS = {"saving (recoverable share or model inputs)": "money", "loaded rate (per hour)": "money",
-               "effort (hours)": "qty"}
 QTY_SUFFIXES = ("_hours", "_months", "_gpu_hours", "_ms")
 UNIT_PREFIXES = ("cost_per_", "price_per_")
 MIN_DECIMALS = {"money": 2, "unit": 6, "qty": 0, "pct": 0, "int": 0}
 EXACT_DIGITS = 15
 
 HEADERS = {
+    "trace_rank": "Trace Rank (Process)",
     "acts_on": "Part", "id": "ID", "sha256": "SHA-256", "gpus": "GPUs", "cost_per_1k_requests":
     "Cost per 1,000 Requests", "cost_per_1m_tokens": "Cost per 1 M Tokens", "gpu_ms": "GPU ms",
     "covered_hours": "Covered Hours", "one_off_cost": "One-off Cost", "effort_hours": "Engineering Hours",
@@ -164,8 +164,10 @@ def summary_table(a: dict) -> tuple[Table, list[str | None]]:
     return (["field", "value"], [[label, value] for label, value, _ in rows]), [kind for *_, kind in rows]
 
 
-FINDING_COLUMNS = ("rank", "title", "service", "bucket", "part", "cost", "share", "gpu_ms", "kernel",
-                   "profile", "trace", "device", "fix", "cost_basis", "price_per_gpu_hour", "profile_cost",
+#: a finding's ``rank`` is its trace's process rank (docs/trace.md), not an order: it is shown beside
+#: the trace, headed so; the rows keep audit.json's order (by GPU time)
+FINDING_COLUMNS = ("title", "service", "bucket", "part", "cost", "share", "gpu_ms", "kernel",
+                   "profile", "trace", "trace_rank", "device", "fix", "cost_basis", "price_per_gpu_hour", "profile_cost",
                    "evidence", "reason", "id", "call_path")
 
 
@@ -174,5 +176,5 @@ def findings_table(a: dict) -> Table:
     def value(f: dict, column: str) -> Any:
         if column == "evidence":
             return "; ".join(f"{k}={v}" for k, v in sorted((f.get("evidence") or {}).items()))
-        return f.get(column)
+        return f.get("rank" if column == "trace_rank" else column)
     return list(FINDING_COLUMNS), [[value(f, c) for c in FINDING_COLUMNS] for f in a.get("findings") or []]

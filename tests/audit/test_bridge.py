@@ -342,3 +342,20 @@ def test_a_total_of_the_audit_s_exact_amount_takes_the_audit_s_cent():
     assert [rounded[k] for k in ("list", "contracted", "billed", "effective")] == [Decimal("1.01")] * 4
     assert {rounded[s.key] for s in found.steps if s.kind == "step"} == {Decimal("0.00")}
     _assert_foots(found, rounded)
+
+
+def test_a_step_not_measured_names_the_case_relative_file_and_the_exports_own_columns():
+    """Before: 'ContractedCost is missing on 2 in-scope line(s) of /tmp/…/billing/export.jsonl', the
+    absolute path of the input, and only the FOCUS column name for a GCP export that has no such price."""
+    rows = [line(1, list_cost=Decimal("2")), line(2, list_cost=Decimal("3")),
+            line(3, list_cost=Decimal("1"), contracted_cost=Decimal("1"))]
+    lines = lines_frame(rows).assign(source=["gcp", "gcp", "focus"],
+                                     source_path=["/tmp/s8/in/billing/export.jsonl"] * 2 + ["/tmp/s8/in/f.csv"])
+    found = bridge(lines, {"gcp": ("billing/export.jsonl", "gcp_billing"), "focus": ("billing/f.csv", "focus")})
+    reasons = {s.key: s.reason for s in found.steps if s.reason}
+    assert reasons["contracted"] == (
+        "the GCP billing export carries no contracted price (its cost columns are cost and cost_at_list, the list "
+        "price) (ContractedCost is missing on 2 in-scope line(s) of billing/export.jsonl)")
+    focus_only = bridge(lines.assign(source="focus"), {"focus": ("billing/f.csv", "focus")})
+    assert {s.reason for s in focus_only.steps if s.reason} == {
+        "ContractedCost is missing on 2 in-scope line(s) of billing/f.csv"}

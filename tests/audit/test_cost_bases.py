@@ -81,4 +81,6 @@ def test_the_bridge_says_what_it_cannot_measure(tmp_path):
     bridge = to_dict(run_audit(load_case(tmp_path)))["bridge"]
     assert bridge["contracted"] is None and bridge["list"] is not None
     assert "contracted" in bridge["not_measured"] and "ContractedCost is missing on 7" in bridge["not_measured"]
+    # the file by its path relative to the case folder (here outside it: its name), never the absolute path
+    assert bridge["not_measured"].endswith(": ContractedCost is missing on 7 in-scope line(s) of focus_sample_1000.csv")
     assert bridge["other_billed_to_effective_lines"].split(" ")[0].isdigit()

@@ -134,6 +134,9 @@ def test_packing_frees_the_nodes_the_held_gpus_do_not_need():
     assert instant is not None and instant.saving["low"] == instant.saving["expected"]
     inputs = {name: value for name, value, _ in found.inputs}
     assert inputs["node-hours that could be released"] == "1.00"
+    # before: "telemetry: GPUs no pod held (GPU split holder __unallocated__)", an internal name
+    sources = {name: source for name, _, source in found.inputs}
+    assert sources["unallocated GPU-hours"] == "telemetry: unallocated GPUs (held by no pod) in the GPU split"
 
 
 def test_a_holder_on_several_types_is_packed_type_by_type():

@@ -156,6 +156,7 @@ def test_the_report_shows_the_plan(wa_labs):
     from audit.audit_json import _option, _plan
     from audit.reporters import plan_view
     from audit.reporters.charts import build_charts
+    from audit.reporters.formatting import money
     from audit.reporters.view import _option as option_view
 
     options = plan([option("real", Decimal(100)), option("tiny", Decimal("0.0001"))],
@@ -176,7 +177,11 @@ def test_the_report_shows_the_plan(wa_labs):
     rows = plan_view.plan_rows(audit, lambda v: f"${v}")
     assert [r["part"] for r in rows] == ["Serving path · in flight idle", "Whole plan"]
     assert rows[-1]["expected"] == "$100.00"
-    assert len(plan_view.sensitivity_rows(audit)) == 3
+    sensitivity = plan_view.sensitivity_rows(audit, lambda v: money(v, "USD"))
+    # before: the money inputs' low and high bare ("2474.39"), effort without its unit
+    assert [(r["input"], r["low"], r["high"]) for r in sensitivity] == [
+        ("saving (recoverable share or model inputs)", "$50.00", "$150.00"), ("effort (hours)", "5 h", "20 h"),
+        ("loaded rate (per hour)", "$75.00", "$125.00")]
     from audit.reporters.charts import tornado_chart
     assert tornado_chart(audit).startswith("data:image/svg+xml;base64,")
     assert tornado_chart({"options": audit["options"][1:]}) is None

@@ -190,6 +190,15 @@ def test_html_is_one_self_contained_file(rendered):
     assert "<script" not in html
 
 
+def test_resource_classes_are_shown_by_name_with_their_id_small(sample, rendered):
+    """Before: the Resource classes table's rows were the raw ids (commitment_unused, gpu_compute, …)."""
+    assert [c["label"] for c in build_model(sample).classes] == [
+        "GPU instances", "CPU nodes on the request path", "Load balancers and NAT", "Data transfer out",
+        "Logging and monitoring", "Cluster control plane and registry", "Unused commitment", "Lines no rule matched"]
+    html = (rendered[0] / "report.html").read_text(encoding="utf-8")
+    assert '<tr><td>Unused commitment<br><code class="muted">commitment_unused</code></td>' in html
+
+
 def test_charts_are_deterministic(sample):
     from audit.reporters.charts import build_charts
 

@@ -41,3 +41,30 @@ def test_scope_fit_names_only_the_subscription_no_line_carries(tmp_path: Path):
     case = make_case(accounts=(f"/subscriptions/{GUID.upper()}", "0000"))
     found = scope_fit(case, lines(GUID, "111111111111"))
     assert [m.subject for m in found] == ["[scope] account 0000"]
+
+
+def test_the_reason_names_the_accounts_left_out_beside_the_scope():
+    """Before: 'account not in [scope].accounts (111111111111)', naming the account kept."""
+    frame = lines("111111111111", "222222222222", "222222222222")
+    mask, reasons = in_scope(frame, {"accounts": ["111111111111"]})
+    assert mask.tolist() == [True, False, False]
+    assert reasons == ["sub account 222222222222 not in [scope].accounts (111111111111)"]
+    frame = pd.concat([lines("333", "444"), lines("")]).assign(billing_account_id=["1", "1", "9"])
+    _, reasons = in_scope(frame, {"accounts": ["1", "9"]})
+    assert reasons == []  # every line's billing account is in scope: nothing left out
+    _, reasons = in_scope(frame, {"accounts": ["555"]})
+    assert reasons == ["sub accounts 333, 444 and billing account 9 not in [scope].accounts (555)"]
+
+
+def test_the_reason_names_the_services_and_tag_values_left_out():
+    frame = lines("1", "1", "1").assign(service_name=["Virtual Machines", "Storage", "Bandwidth"],
+                                        tags=['{"team": "ml"}', '{"team": "data"}', "{}"],
+                                        resource_id=["r1", "r2", "r3"])
+    _, reasons = in_scope(frame, {"services": ["Virtual Machines"]})
+    assert reasons == ["services Bandwidth, Storage not in [scope].services (Virtual Machines)"]
+    _, reasons = in_scope(frame, {"tags": {"team": "ml"}})
+    assert reasons == ["no team tag, team=data not in [scope].tags (team=ml)"]
+    _, reasons = in_scope(frame, {"accounts": ["1"], "services": ["Storage", "Virtual Machines"],
+                                  "tags": {"team": "ml"}})
+    assert reasons == ["service Bandwidth not in [scope].services (Storage, Virtual Machines)",
+                       "team=data not in [scope].tags (team=ml)"]

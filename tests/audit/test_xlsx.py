@@ -123,7 +123,10 @@ def test_findings_sheet(book, audit):
     sheet = workbook["Findings"]
     col = columns(sheet)
     assert sheet.max_row - 1 == len(audit["findings"])
+    # before: a first column "Rank", 0 on every row: the trace's process rank read as the finding's order
+    assert sheet.cell(1, 1).value == "Title" and "Rank" not in col
     for r, finding in enumerate(audit["findings"], 2):
+        assert sheet.cell(r, col["Trace Rank (Process)"]).value == finding["rank"]
         assert sheet.cell(r, col["Title"]).value == finding["title"]
         assert sheet.cell(r, col["Kernel"]).value == finding["kernel"]
         money_cell(sheet.cell(r, col["Cost"]), finding["cost"])

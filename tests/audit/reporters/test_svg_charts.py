@@ -138,3 +138,13 @@ def test_the_report_path_imports_no_matplotlib(tmp_path):
             "print('matplotlib' in sys.modules, (Path(" + repr(str(tmp_path / 'out')) + ") / 'report.pdf').exists())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_the_tornado_labels_an_option_by_its_title():
+    """Before: '#1 right_size_replicas: effort', the option's internal id."""
+    from audit.reporters.charts import _tornado_rows
+    option = {"rank": 1, "id": "right_size_replicas", "title": "Right-size replicas to demand at target utilisation",
+              "payback_months": {"expected": "0.60"},
+              "sensitivity": [{"input": "effort (hours)", "low": "16", "high": "80",
+                               "payback_at_low": "0.24", "payback_at_high": "1.20"}]}
+    assert [r[0] for r in _tornado_rows({"options": [option]})] == ["#1 Right-size replicas to demand…: effort"]

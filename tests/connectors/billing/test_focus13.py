@@ -95,7 +95,9 @@ def test_generated_13_scope_tag_matches_split_rows_by_allocated_tags(generated, 
     assert wanted and all(r["AllocatedMethodId"] for r in wanted)  # only split rows carry the workload tag
     assert int(kept["line_count"].sum()) == len(wanted)
     assert sum(kept["effective_cost"], Decimal(0)) == sum((Decimal(r["EffectiveCost"]) for r in wanted), Decimal(0))
-    assert reasons == [f"tag workload={workload} absent"]
+    others = sorted({str(effective_tags(r).get("workload", "")) for r in rows} - {workload})
+    named = sorted(f"workload={v}" if v else "no workload tag" for v in others)
+    assert reasons == [f"{', '.join(named)} not in [scope].tags (workload={workload})"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
