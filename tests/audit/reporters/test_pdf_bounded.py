@@ -339,13 +339,15 @@ def test_a_cut_table_with_a_total_sums_the_rows_it_leaves_out_so_the_total_adds_
 def test_a_findings_part_reads_in_words_that_break_between_words_and_stays_escaped():
     """The Part column is narrow: "model_compute.kernel_active" broke mid-word ("model_compute.k" /
     "ernel_active"), a <wbr> after the dot being overridden by code's overflow-wrap: anywhere. The
-    part now reads as the report labels it elsewhere, in words with spaces to break at; a part name
-    the labels do not know is still shown (in words) and escaped."""
+    part now reads as the report labels it elsewhere, each word kept whole ("In-flight" does not
+    break at its hyphen), breaking at the spaces between; a part name the labels do not know is still
+    shown (in words) and escaped."""
     audit = ranked_only()
     finding = {"id": "f1", "title": "Chains", "service": "chat", "kernel": "gemm", "call_path": "a ← b",
                "share": "0.01", "bucket": "model_compute", "part": "kernel_active", "cost": "1.00", "fix": "fuse"}
     audit["findings"] = [finding, {**finding, "id": "f2", "bucket": "serving_path", "part": "in_flight_idle<i>"}]
     for html in (pdf_html(build_model(audit)), render_html(build_model(audit))):
-        assert "<td>Model compute · Kernel-active time</td>" in html
-        assert "<td>Serving path · In flight idle&lt;i&gt;</td>" in html
+        assert ('<td><span class="nowrap">Model</span> <span class="nowrap">compute</span> <span class="nowrap">·'
+                '</span> <span class="nowrap">Kernel-active</span> <span class="nowrap">time</span></td>') in html
+        assert '<span class="nowrap">idle&lt;i&gt;</span></td>' in html
         assert "model_compute.<wbr>" not in html
