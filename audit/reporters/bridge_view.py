@@ -2,7 +2,7 @@
 
 Totals are always shown; a step only when it moves money or is not measured (a step of 0.00 says
 nothing a reader needs). A row's note is why it is not measured, or which lines carry a step outside
-the commitment groups.
+the commitment groups; a note the row above already gave reads "as above".
 """
 from __future__ import annotations
 
@@ -28,10 +28,15 @@ ROWS = (
 )
 
 
+#: a row's note where it repeats the last note shown (five steps one missing column leaves unmeasured
+#: printed the same three lines five times, running page 1 onto page 2)
+AS_ABOVE = "as above"
+
+
 def bridge_rows(bridge: dict, money: Callable[[object], str]) -> list[tuple[str, str, str, bool]]:
     """(label, amount, note, is_total) of every row to show, in bridge order."""
     reasons = _reasons(str(bridge.get("not_measured") or ""))
-    rows = []
+    rows, said = [], ""
     for key, label, total in ROWS:
         if key not in bridge:
             continue
@@ -39,7 +44,8 @@ def bridge_rows(bridge: dict, money: Callable[[object], str]) -> list[tuple[str,
         if not total and value is not None and _zero(value):
             continue
         note = reasons.get(key, "") if value is None else str(bridge.get(f"{key}_lines") or "")
-        rows.append((label, money(value), note, total))
+        rows.append((label, money(value), AS_ABOVE if note and note == said else note, total))
+        said = note or said
     return rows
 
 

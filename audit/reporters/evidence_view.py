@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from audit.reporters.formatting import NOT_MEASURED, number, percent
+from audit.reporters.wording import option_target
 
 #: serving evidence figures shown, in order: key -> (label, formatter)
 EVIDENCE_ROWS = (
@@ -63,11 +64,14 @@ def mismatch_row(x: dict) -> dict[str, str]:
 
 
 def finding_row(f: dict, m) -> dict[str, str]:
-    """A kernel-level finding for display (kernel names and call paths are untrusted text)."""
+    """A kernel-level finding for display (kernel names and call paths are untrusted text). Its part
+    reads as the report names parts elsewhere ('Model compute · Kernel-active time'): words that
+    break between words in the PDF's narrow Part column, where 'model_compute.kernel_active' could
+    only break inside a name."""
     share = f.get("share")
     return {"title": str(f.get("title") or f.get("id") or ""), "service": str(f.get("service") or ""),
             "kernel": str(f.get("kernel") or ""), "call_path": str(f.get("call_path") or "")[-300:],
             "share": f"{float(share) * 100:.2f} %" if share not in (None, "") else "—",
-            "part": f"{f.get('bucket', '')}.{f.get('part', '')}",
+            "part": option_target(f"{f.get('bucket', '')}.{f.get('part', '')}"),
             "cost": m(f["cost"]) if f.get("cost") is not None else "not measured",
             "fix": str(f.get("fix") or "")}

@@ -97,6 +97,14 @@ def money(value: Any, currency: str) -> str:
     return f"-{body}" if d < 0 else body
 
 
+def plain_number(value: Any) -> str:
+    """A decimal string with thousands separators, its places kept ("6491.809" → "6,491.809")."""
+    if value is None:
+        return "—"
+    whole, _, places = str(value).partition(".")
+    return f"{int(whole):,}" + (f".{places}" if places else "")
+
+
 def percent(value: Any, places: int = 1) -> str:
     """A fraction as a percentage: '0.412345' → '41.2 %'."""
     d = to_decimal(value)

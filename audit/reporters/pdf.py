@@ -18,6 +18,7 @@ page keeps every row; it is the same template, rendered without the limit
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import mimetypes
 import os
@@ -85,8 +86,8 @@ def make_fetcher(root: Path = TEMPLATES):
     return fetcher_class()(root)
 
 
-def write_pdf(html: str, path: Path, fetcher=None) -> None:
-    """Print ``html`` to ``path``; relative URLs resolve inside templates/."""
+def _document(html: str, fetcher=None):
+    """weasyprint's document of ``html``; relative URLs resolve inside templates/."""
     try:
         module = weasyprint()
     except ImportError as error:
@@ -94,9 +95,30 @@ def write_pdf(html: str, path: Path, fetcher=None) -> None:
             from error
 
     fetcher = fetcher if fetcher is not None else make_fetcher()
-    document = module.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
+    return module.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
+
+
+def write_pdf(html: str, path: Path, fetcher=None) -> None:
+    """Print ``html`` to ``path``; relative URLs resolve inside templates/."""
+    document = _document(html, fetcher)
     with fixed_font_dates():
         document.write_pdf(str(path))
+
+
+def page_one_pages(html: str) -> int:
+    """The pages the executive summary (the report's first section) prints on, laid out alone: one
+    page of layout, a small part of the whole PDF's."""
+    end = html.index("</section>") + len("</section>")
+    return len(_document(html[:end] + "\n</body>\n</html>").render().pages)
+
+
+def fitted_html(model: ReportModel, limit: int = PDF_ROWS) -> str:
+    """The HTML the PDF prints, with page 1 on one page: where the executive summary would run onto
+    page 2 (a long bridge with a note per step, a long account id in the invoice box), it prints
+    tight (``summary tight`` in templates/report.css: smaller type, each note cut to its first
+    lines with "…", the full text in report.html)."""
+    html = pdf_html(model, limit)
+    return html if page_one_pages(html) <= 1 else pdf_html(model, limit, tight=True)
 
 
 @contextmanager
@@ -121,11 +143,15 @@ class PdfReporter:
     is_dir = False
 
     def report(self, model: ReportModel, path: Path) -> None:
-        write_pdf(pdf_html(model), path)
+        write_pdf(fitted_html(model), path)
 
 
-def pdf_html(model: ReportModel, limit: int = PDF_ROWS) -> str:
+def pdf_html(model: ReportModel, limit: int = PDF_ROWS, tight: bool = False) -> str:
     """The HTML the PDF prints: the model cut as :func:`audit.reporters.print_view.for_print` says
     (each long table to its top ``limit`` rows, with the line naming how many there are and where
-    all of them are: templates/_partials.html.j2 cut_note)."""
-    return render_html(for_print(model, limit), charts=charts_of(model), limit=limit)
+    all of them are: templates/_partials.html.j2 cut_note); ``tight``: page 1 set tight
+    (:func:`fitted_html`)."""
+    printed = for_print(model, limit)
+    if tight:
+        printed = dataclasses.replace(printed, print_limits={**printed.print_limits, "tight": 1})
+    return render_html(printed, charts=charts_of(model), limit=limit)

@@ -21,13 +21,19 @@ def status_words(status: str | None) -> str:
     return STATUS_WORDS.get(status or "", NOT_MEASURED)
 
 
-def unpriced(o: dict, figure: str) -> str:
-    """An unpriced option's saving, cost or payback cell: "not measured" where its part was not;
-    where there is no saving in this case (measured, and nothing now), "none" for the saving and a
-    dash for its cost and payback."""
+def unpriced(o: dict, figure: str, m: Callable[[Any], str]) -> tuple[str, str, str, bool]:
+    """An unpriced option's saving, cost or payback cell as (shown, low, high, has a band): "not
+    measured" where its part was not; where there is no saving in this case (measured, and nothing
+    now), "none" for the saving and a dash for its cost and payback. Where audit.json still has the
+    saving's bands (a high band above zero, which the reason explains) and the one-off cost, they
+    are shown: "none" over the saving's low – high, and the cost as priced, as the exports give them."""
     if o.get("status") != "no_saving":
-        return NOT_MEASURED
-    return "none" if figure == "saving" else DASH
+        return NOT_MEASURED, "", "", False
+    values = o.get({"saving": "monthly_saving", "cost": "one_off_cost"}.get(figure, "")) or {}
+    if not values:
+        return ("none" if figure == "saving" else DASH), "", "", False
+    low, high = m(values.get("low")), m(values.get("high"))
+    return ("none" if figure == "saving" else m(values.get("expected"))), low, high, True
 
 
 def months(value: Any) -> str:

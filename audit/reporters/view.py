@@ -26,6 +26,7 @@ from audit.reporters.formatting import (
     number,
     percent,
     plain,
+    plain_number,
     ratio,
     short_hash,
     to_decimal,
@@ -132,6 +133,8 @@ class ServiceView:
     #: requests per currency unit (successful, all), and the request log's classes behind them
     per_unit: str = "—"
     per_unit_all: str = "—"
+    #: cost per 1,000 of all requests (failures and health checks too), where a request log counts them
+    per_1k_all: str = "—"
     counts: list[tuple[str, str]] = field(default_factory=list)
     allocation_key: str = ""
 
@@ -355,20 +358,13 @@ def _service(name: str, s: dict, m) -> ServiceView:
         traffic_source=s.get("traffic_source") or "—",
         per_unit=plain_number((s.get("requests_per_currency_unit") or {}).get("successful")),
         per_unit_all=plain_number((s.get("requests_per_currency_unit") or {}).get("all")),
+        per_1k_all=m(s["cost_per_1k_all_requests"]) if s.get("cost_per_1k_all_requests") is not None else "—",
         counts=[(words, number(counts.get(key))) for key, words in COUNT_WORDS]
         + [("The denominator", "their successful requests" if counts.get("denominator")
             else s.get("traffic_source") or "—")]
         if (counts := s.get("request_counts")) else [],
         allocation_key=str(s.get("allocation_key") or ""),
     )
-
-
-def plain_number(value: Any) -> str:
-    """A decimal string with thousands separators, its places kept ("6491.809" → "6,491.809")."""
-    if value is None:
-        return "—"
-    whole, _, places = str(value).partition(".")
-    return f"{int(whole):,}" + (f".{places}" if places else "")
 
 
 def _sum(*values: Any) -> Decimal | None:
@@ -449,7 +445,7 @@ def _clip(text: str, limit: int = 220) -> str:
 
 def _option(o: dict, m) -> OptionView:
     priced = o.get("status") == "priced" and o.get("monthly_saving") is not None
-    unpriced = {f: Band(plan_view.unpriced(o, f), "", "", False) for f in ("saving", "cost", "payback")}
+    unpriced = {f: Band(*plan_view.unpriced(o, f, m)) for f in ("saving", "cost", "payback")}
     return OptionView(
         rank=str(o["rank"]) if o.get("rank") is not None else "—",
         id=o.get("id") or "", title=o.get("title") or "", bucket=label(o.get("bucket")),

@@ -156,3 +156,25 @@ def test_a_zero_saving_says_in_this_case_once():
     (priced,) = plan([option], PlanInput(part_monthly={}))
     assert (priced.status, priced.reason) == ("no_saving", "no saving in this case: the saving is zero (or below "
                                                            "the run cost)")
+
+
+def test_a_high_band_above_a_zero_expected_saving_is_named_in_the_reason():
+    """consolidate_models on the demo: low and expected 0.00, high 14,830.04 (every unallocated GPU
+    released, as if nodes came one GPU at a time). Before: "the saving is zero (or below the run
+    cost)", while audit.json, tables.xlsx and the CSV gave the high band 14830.04; now the reason
+    names the high band and what it assumes, and why it is no saving."""
+    from audit.plan import PlanInput, plan
+    from audit.pricing import Modelled
+
+    spec = dict(next(s for s in catalogue() if s["id"] == "consolidate_models"))
+    model = Modelled({"low": Decimal(0), "expected": Decimal(0), "high": Decimal("14830.04")}, (),
+                     "low: nodes free throughout the longest scale reaction either side; high: every unallocated "
+                     "GPU released (as if nodes came one GPU at a time)")
+    option = _price(spec, False, spec["acts_on"], Decimal("14830.04"), Decimal(1), CASE, {spec["acts_on"]},
+                    None, model, None, False)
+    (priced,) = plan([option], PlanInput(part_monthly={}))
+    assert priced.status == "no_saving" and priced.saving["high"] == Decimal("14830.04")
+    assert priced.reason == ("no saving in this case: the expected saving is 0.00 a month and the low 0.00; only "
+                             "the high band saves, 14830.04 a month, on its most favourable assumption (every "
+                             "unallocated GPU released (as if nodes came one GPU at a time)): not a saving to plan "
+                             "on, and an option with no expected saving is not ranked")

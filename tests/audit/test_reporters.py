@@ -82,10 +82,33 @@ def test_model_shows_unmeasured_figures_with_their_reason(sample):
     option.update(status="no_saving", monthly_saving={"low": "0.00", "expected": "0.00", "high": "120.00"},
                   reason="no saving in this case: the saving is zero (or below the run cost)")
     shown = next(o for o in build_model(measured).options if o.id == option["id"])
+    # its bands, as audit.json and tables.xlsx give them (before: "none" and "—" with no figure)
+    cost = option["one_off_cost"]
+    assert (shown.saving.expected, shown.saving.range, shown.payback.expected) == ("none", "$0.00 – $120.00", "—")
+    assert (shown.one_off.expected, shown.one_off.range) == (f"${float(cost['expected']):,.2f}",
+                                                             f"${float(cost['low']):,.2f} – ${float(cost['high']):,.2f}")
+    # without bands (a part made negative by credits): "none" and a dash, as before
+    option.update(monthly_saving=None, one_off_cost=None)
+    shown = next(o for o in build_model(measured).options if o.id == option["id"])
     assert (shown.saving.expected, shown.one_off.expected, shown.payback.expected) == ("none", "—", "—")
     assert not shown.priced and shown.reason
     assert all(o.priced for o in model.top_options) and len(model.top_options) <= 3
     assert [b.key for b in model.buckets] == list(BUCKETS)
+
+
+def test_the_cost_per_1000_of_all_requests_is_shown_beside_the_unit_costs(sample):
+    """audit.json services.*.cost_per_1k_all_requests (a gateway's request log: failures and health
+    checks too; 1.543349 on cloudgen gke 9301) was in tables.xlsx and the CSV, not in the report."""
+    from audit.reporters.html import render_html
+
+    audit = copy.deepcopy(sample)
+    name, service = next(iter(audit["services"].items()))
+    service["cost_per_1k_all_requests"] = "1.543349"
+    shown = next(s for s in build_model(audit).services if s.name == name)
+    assert shown.per_1k_all == "$1.543349"
+    assert '<br><span class="small muted">all: $1.543349</span></td>' in render_html(build_model(audit))
+    service["cost_per_1k_all_requests"] = None
+    assert next(s for s in build_model(audit).services if s.name == name).per_1k_all == "—"
 
 
 # ---- registry and API -------------------------------------------------------------------------

@@ -41,12 +41,18 @@ window.addEventListener("load", function () {
       bad.push({tag: el.tagName, cls: String(el.className), left: Math.round(r.left),
                 right: Math.round(r.right), text: (el.textContent || "").trim().slice(0, 60)});
   });
-  var scrollers = Array.prototype.filter.call(document.querySelectorAll("table.data"), function (t) {
-    return t.scrollWidth > t.clientWidth + 1; }).length;
+  var scrolling = Array.prototype.filter.call(document.querySelectorAll("table.data"), function (t) {
+    return t.scrollWidth > t.clientWidth + 1; });
+  var cut = Array.prototype.filter.call(document.querySelectorAll(".sub-note, tr.detail td"), function (el) {
+    var r = el.getBoundingClientRect(); return r.width && r.right > vw + 1; }).length;
+  var charts = Array.prototype.map.call(document.querySelectorAll("img.chart"), function (i) {
+    return Math.round(i.getBoundingClientRect().width); });
   var out = parent.document.createElement("pre");
   out.id = "overflow-report";
   out.textContent = JSON.stringify({viewport: vw, page_width: document.documentElement.scrollWidth,
-                                    overflowing: bad.slice(0, 40), count: bad.length, scrolling_tables: scrollers});
+                                    overflowing: bad.slice(0, 40), count: bad.length, scrolling_tables: scrolling.length,
+                                    scrolling: scrolling.map(function (t) { return String(t.className); }),
+                                    notes_cut: cut, chart_widths: charts});
   parent.document.body.appendChild(out);
 });
 </script>"""
@@ -89,6 +95,20 @@ def test_the_demo_report_has_no_horizontal_overflow(demo_page, tmp_path, width):
     assert found["viewport"] == width, found
     assert found["page_width"] <= width, found
     assert found["count"] == 0, json.dumps(found["overflowing"], indent=1)
+
+
+def test_on_a_phone_the_options_and_notes_read_without_sideways_scrolling(demo_page, tmp_path):
+    """Before, at 390 px: the options table was 534 px wide in a 367 px scroll box (payback, effort
+    and marginal saving off-screen, each detail line cut at the right edge), a service's reason under
+    the unit costs spanned the 566 px table, and the charts' labels were about 5 px tall. Now each
+    option is a card (figures under their names, detail wrapped to the screen), a row's note wraps
+    to the screen, and a chart keeps its 720 px (labels about 11 px) and scrolls inside its figure."""
+    found = measure(demo_page, 375, tmp_path / "profile")
+    assert not [c for c in found["scrolling"] if "options" in c], found["scrolling"]
+    assert found["notes_cut"] == 0 and found["count"] == 0, found
+    assert found["chart_widths"] and set(found["chart_widths"]) == {720}, found["chart_widths"]
+    desktop = measure(demo_page, 1280, tmp_path / "profile-desktop")
+    assert desktop["scrolling_tables"] == 0 and set(desktop["chart_widths"]) == {756}, desktop  # 200 mm, as before
 
 
 def test_the_probe_finds_an_element_wider_than_a_phone(tmp_path):

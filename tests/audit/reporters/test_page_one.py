@@ -204,3 +204,39 @@ def test_page_one_shows_a_few_measurements_per_bucket_and_counts_the_rest():
                      "and 3 more measurements (Evidence appendix: bucket parts)"]
     assert len(wording.bucket_sources(parts[:3], "effective")) == 3
 
+
+
+def test_a_bridge_note_the_row_above_gave_reads_as_above():
+    """gke 9301: one missing column left six steps unmeasured, each printing the same three-line
+    reason (with the billing file's path) on page 1."""
+    from audit.reporters.bridge_view import bridge_rows
+
+    why = "ContractedCost is missing on 579 in-scope line(s) of /data/billing/gcp_billing_export_resource_v1.jsonl"
+    rows = bridge_rows({"list": "4469.52", "negotiated_discounts": None, "contracted": None, "billed": "3879.84",
+                        "not_measured": f"negotiated_discounts, contracted: {why}"}, str)
+    assert [note for _, _, note, _ in rows] == ["", why, "as above", ""]
+
+
+def test_page_one_stays_one_page_when_its_notes_and_ids_are_long():
+    """Before: gke 9301's bridge notes and aks 9302's subscription id in the invoice box ran the
+    executive summary onto page 2 (the top options, or the Terms paragraph alone). Where it would,
+    the PDF now sets page 1 tight; a page 1 that fits is printed as before."""
+    from audit.reporters.pdf import fitted_html, page_one_pages, pdf_html
+
+    audit = demo_shaped()
+    assert page_one_pages(fitted_html(build_model(audit))) == 1 and "summary tight" not in fitted_html(
+        build_model(audit))
+    why = ("ContractedCost is missing on 579 in-scope line(s) of "
+           "/tmp/s8/r3/in9301/billing/gcp_billing_export_resource_v1.jsonl")
+    steps = ("negotiated_discounts", "adjustments_list_to_contracted", "contracted", "covered_usage",
+             "unused_commitment_billed", "other_contracted_to_billed")
+    audit["bridge"] = {"list": "4469.52", **dict.fromkeys(steps), "billed": "3879.84", "amortised_commitment":
+                       "1047.94", "purchases_amortised": "-1047.94", "effective": "3879.84",
+                       "not_measured": f"{', '.join(steps)}: {why}"}
+    audit["outside_scope"]["reason"] = ("account not in [scope].accounts "
+                                        "(/subscriptions/c406def1-5459-4735-8820-b258e9edfd17)")
+    audit["buckets"]["unattributed"]["parts"] *= 3
+    model = build_model(audit)
+    assert page_one_pages(pdf_html(model)) == 2
+    fitted = fitted_html(model)
+    assert "summary tight" in fitted and page_one_pages(fitted) == 1

@@ -336,12 +336,18 @@ def test_a_cut_table_with_a_total_sums_the_rows_it_leaves_out_so_the_total_adds_
     assert "The other" not in render_html(model)
 
 
-def test_a_findings_part_breaks_only_after_its_dots_and_stays_escaped():
+def test_a_findings_part_reads_in_words_that_break_between_words_and_stays_escaped():
     """The Part column is narrow: "model_compute.kernel_active" broke mid-word ("model_compute.k" /
-    "ernel_active") where the only break allowed was anywhere; it now breaks after the dot."""
+    "ernel_active"), a <wbr> after the dot being overridden by code's overflow-wrap: anywhere. The
+    part now reads as the report labels it elsewhere, each word kept whole ("In-flight" does not
+    break at its hyphen), breaking at the spaces between; a part name the labels do not know is still
+    shown (in words) and escaped."""
     audit = ranked_only()
-    audit["findings"] = [{"id": "f1", "title": "Chains", "service": "chat", "kernel": "gemm", "call_path": "a ← b",
-                          "share": "0.01", "bucket": "model_compute", "part": "kernel_active<i>", "cost": "1.00",
-                          "fix": "fuse"}]
+    finding = {"id": "f1", "title": "Chains", "service": "chat", "kernel": "gemm", "call_path": "a ← b",
+               "share": "0.01", "bucket": "model_compute", "part": "kernel_active", "cost": "1.00", "fix": "fuse"}
+    audit["findings"] = [finding, {**finding, "id": "f2", "bucket": "serving_path", "part": "in_flight_idle<i>"}]
     for html in (pdf_html(build_model(audit)), render_html(build_model(audit))):
-        assert "<code>model_compute.<wbr>kernel_active&lt;i&gt;</code>" in html
+        assert ('<td><span class="nowrap">Model</span> <span class="nowrap">compute</span> <span class="nowrap">·'
+                '</span> <span class="nowrap">Kernel-active</span> <span class="nowrap">time</span></td>') in html
+        assert '<span class="nowrap">idle&lt;i&gt;</span></td>' in html
+        assert "model_compute.<wbr>" not in html
