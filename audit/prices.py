@@ -1,6 +1,9 @@
 """Each charge priced bottom-up: quantity × unit price, for reconciliation (METHOD §5).
 
-The contracted unit price is used, else the list price (flagged as a fallback); commitment-covered
+The basis's own unit price is used: on the list basis the list price (ListCost is quantity × ListUnitPrice,
+so a rate below on-demand, a spot price, a capacity block or a negotiated discount, is no price gap
+there), on the others the contracted price; where a line lacks it, the other price (flagged as a fallback,
+``price_fallback``); commitment-covered
 usage at its commitment rate on the effective and billed bases (:func:`priced`); a line without a
 quantity or a unit price, and a purchase, is taken at its cost; so is the unused part of a commitment
 on the list and contracted bases, which count it at 0 (METHOD §1: they price the usage before
@@ -18,10 +21,14 @@ from audit.lines import PRE_COMMITMENT
 PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price", "charge_category", "gross",
                  "commitment", "commitment_discount_status")
 
-
 def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> pd.DataFrame:
-    """The charges with ``priced``, ``has_price``, ``list_price_fallback``, ``effective_rate``,
+    """The charges with ``priced``, ``has_price``, ``price_fallback``, ``effective_rate``,
     ``unpurchased`` and ``pretax`` columns, on the case's cost ``basis``.
+
+    On the list basis a line is priced at its ListUnitPrice, else its ContractedUnitPrice (flagged);
+    on every other basis at its ContractedUnitPrice, else its ListUnitPrice (flagged). Priced at the
+    contracted price on the list basis, a spot hour at 30 % of on-demand or a capacity block showed as
+    a price gap of the whole discount (v2_capblock: gap 0.4735 against ListCost).
 
     On the effective basis, usage a commitment covers (CommitmentDiscountStatus Used) is priced at
     its effective rate, EffectiveCost ÷ quantity (METHOD §5's "or EffectiveCost ÷ quantity"): its
@@ -41,23 +48,24 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
     amounts, has_price, fallback, effective, unpurchased = [], [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
     ids = charges["commitment_discount_id"] if lacking else [""] * len(charges)
-    for quantity, unit, listed, category, gross, commitment, status, cid in zip(
+    for quantity, contracted, listed, category, gross, commitment, status, cid in zip(
             *(charges[c] for c in PRICE_COLUMNS), ids):
-        used_list = False
+        unit, other = (listed, contracted) if basis == "list" else (contracted, listed)
+        used_other = False
         shown = not (gross + commitment == 0 and cid in lacking)
         at_rate = status == "Used" and bool(quantity) and ((basis == "effective" and shown)
                                                           or (basis == "billed" and commitment != 0))
-        if unit is None and listed is not None and not at_rate:
-            unit, used_list = listed, True
+        if unit is None and other is not None and not at_rate:
+            unit, used_other = other, True
         ok = at_rate or (quantity is not None and unit is not None and category != "Purchase"
                          and not (before_commitments and status == "Unused"))
         amounts.append(quantity * unit if ok and not at_rate else gross + commitment)
         has_price.append(ok)
-        fallback.append(ok and used_list)
+        fallback.append(ok and used_other)
         effective.append(at_rate)
         unpurchased.append(status == "Used" and not at_rate and gross + commitment == 0
                            and (basis == "billed" or (basis == "effective" and not shown)))
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
-    return charges.assign(priced=amounts, has_price=has_price, list_price_fallback=fallback, effective_rate=effective,
+    return charges.assign(priced=amounts, has_price=has_price, price_fallback=fallback, effective_rate=effective,
                           unpurchased=unpurchased, pretax=pretax)
 

@@ -184,6 +184,8 @@ def _serving_gap_drivers(profiles: Mapping[str, ProfileSummary], intervals: Sequ
     return out
 
 
+#: the price a line lacking its basis's unit price was priced at (audit/prices.py ``price_fallback``)
+FALLBACK_WORDS = {"list": "ContractedUnitPrice (no list price)"}
 #: how a commitment-covered line's rate is taken, per basis (audit/prices.py)
 RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
               "billed": "their commitment rate (the commitment purchase spread onto them ÷ quantity"}
@@ -191,7 +193,7 @@ RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
 
 def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
     out = []
-    read = charges[["resource_class", "pretax", "priced", "has_price", "list_price_fallback", "effective_rate",
+    read = charges[["resource_class", "pretax", "priced", "has_price", "price_fallback", "effective_rate",
                     "unpurchased"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
@@ -200,9 +202,9 @@ def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
         if unpriced:
             detail += (f"; {unpriced} line(s) taken at cost (no quantity or unit price, a purchase, or unused "
                        "commitment that the list / contracted basis counts at 0)")
-        fallback = int(frame["list_price_fallback"].sum())
+        fallback = int(frame["price_fallback"].sum())
         if fallback:
-            detail += f"; {fallback} line(s) priced at ListUnitPrice (no contracted price)"
+            detail += f"; {fallback} line(s) priced at {FALLBACK_WORDS.get(basis, 'ListUnitPrice (no contracted price)')}"
         covered = int(frame["effective_rate"].sum())
         if covered:
             detail += (f"; {covered} commitment-covered line(s) priced at {RATE_WORDS[basis]}: the contracted price "

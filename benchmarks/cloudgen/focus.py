@@ -3,8 +3,9 @@
 A :class:`Line` holds what the truth needs (its class, its cost, the GPU nodes it bills, the hours
 it covers) beside the FOCUS columns the provider writes. A charge is on-demand usage: billed =
 effective = list = contracted = quantity x unit price, exactly (no rounding anywhere). A case with
-adjustments (adjustments.py) adds credit and tax lines: billed = effective = their amount, list and
-contracted 0.
+adjustments (adjustments.py) adds credit and tax lines: billed = effective = list = contracted = their
+amount, as FOCUS has it where a line has no unit price (ListCost, ContractedCost): a credit at its
+BilledCost, a tax at its rate of the list and contracted cost of what it taxes (here its billed cost).
 """
 from __future__ import annotations
 
@@ -100,10 +101,11 @@ def write_csv(lines: list[Line], columns: list[str], stamp: Callable[[datetime],
             values["BilledCost"] = decimal_text(line.billed)
         if line.listed is not None:
             values["ListCost"] = values["ContractedCost"] = decimal_text(line.listed)
-        if line.kind in ("credit", "tax", "sp_fee", "cud_fee"):  # money only, nothing listed or priced
-            values.update({"ListCost": "0", "ContractedCost": "0", "PricingQuantity": None, "ListUnitPrice": None,
-                           "ContractedUnitPrice": None, "ConsumedQuantity": None, "PricingUnit": None,
-                           "ConsumedUnit": None})
+        if line.kind in ("credit", "tax", "sp_fee", "cud_fee"):  # money only, no quantity or unit price
+            values.update({"PricingQuantity": None, "ListUnitPrice": None, "ContractedUnitPrice": None,
+                           "ConsumedQuantity": None, "PricingUnit": None, "ConsumedUnit": None})
+        if line.kind in ("sp_fee", "cud_fee"):  # a commitment's fee lists no usage
+            values.update({"ListCost": "0", "ContractedCost": "0"})
         for column, source in period_columns.items():
             values[column] = stamp(START if source == "start" else START + timedelta(days=30))
         row = []

@@ -291,12 +291,19 @@ COSTS: dict[str, tuple[dict[str, str], str]] = {
         "Fee": f"CASE WHEN {RI_FEE} THEN '0' ELSE {UNBLENDED} END"}, UNBLENDED),
     # The public on-demand price of the line (AWS: of the highest tier where a SKU is tiered). A
     # negation repeats its covered usage's public on-demand cost (positive, not negated): counted, it
-    # would list the covered usage twice, so it lists nothing, as it bills nothing.
-    "ListCost": ({"SavingsPlanNegation": "'0'"}, "pricing_public_on_demand_cost"),
+    # would list the covered usage twice, so it lists nothing, as it bills nothing. Tax, credits and
+    # refunds have no list price (their public on-demand cost is 0 or empty): FOCUS (ListCost) lists a
+    # credit at its BilledCost and a tax on the list cost of what it taxes; the CUR's tax line is the
+    # nearest figure to that, so each lists at its unblended cost, as AWS's
+    # own FOCUS export lists a credit. A negotiated discount (``*Discount``) is the gap between list and
+    # contracted: it lists at its public on-demand cost (0).
+    "ListCost": ({"SavingsPlanNegation": "'0'", **{t: UNBLENDED for t in ("Tax", "Credit", "Refund")}},
+                 "pricing_public_on_demand_cost"),
     # Before commitments, at the account's own rates: a CUR prices every line at them in its unblended
     # cost (negotiated discounts are lines of their own, ``*Discount`` types), except reservation-covered
     # usage, which it bills at 0 with no rate of the account: there only the public on-demand cost says
     # what the usage costs before the reservation. A negation takes nothing back before commitments.
+    # Tax, credits and refunds are contracted at their unblended cost, as FOCUS (ContractedCost) has it.
     "ContractedCost": ({"DiscountedUsage": "pricing_public_on_demand_cost", "SavingsPlanNegation": "'0'"},
                        UNBLENDED),
 }

@@ -156,6 +156,32 @@ def test_the_report_states_the_one_scoping_rule_and_the_format_whose_timestamps_
     assert [(c["class"], c["credits"], c["net"]) for c in doc["classes"]] == [("observability", "-1.00", "2.00")]
 
 
+def test_a_credit_on_a_resource_whose_charges_cost_0_has_a_classes_row():
+    """A capacity block bills its instance 0 an hour, and a credit names that instance (v2_capblock on
+    the contracted basis: −330.24). Nothing to spread it over, it is unattributed; before, no classes[]
+    row carried it (nets 3.00 against a total of 2.00; v2_capblock 2251.82 against 1921.58). Now a row
+    unapplied_adjustment holds it: the rows' gross + credits + tax = the total, column by column."""
+    from dataclasses import replace
+
+    from audit.audit_json import to_dict
+    from audit.collected import Collected
+    from audit.pipeline import audit_collected
+    from tests.builders import frame, make_case
+
+    rows = [at(1, 0, 24, service_name="AmazonCloudWatch", resource_id="log-group", **money("3")),
+            at(2, 0, 24, service_name="AmazonCloudWatch", resource_id="i-block", **money("0")),
+            at(3, 0, 24, service_name="AmazonCloudWatch", resource_id="i-block", charge_category="Credit",
+               **money("-1"))]
+    billing = frame("billing", "focus", {"lines": lines_frame(rows)})
+    doc = to_dict(audit_collected(replace(make_case(accounts=()), services={}), Collected((billing,))))
+    got = [(c["class"], c["gross"], c["credits"], c["tax"], c["net"], c["lines"]) for c in doc["classes"]]
+    assert got == [("observability", "3.00", "0.00", "0.00", "3.00", 2),
+                   ("unapplied_adjustment", "0.00", "-1.00", "0.00", "-1.00", 0)]
+    assert doc["total"] == "2.00"
+    (part,) = [p for p in doc["buckets"]["unattributed"]["parts"] if p["name"] == "unapplied_adjustment"]
+    assert part["amount"] == "-1.00"
+
+
 def test_lines_no_class_counts_are_counted_and_named_by_their_charge_type():
     """The Oct 2018 workshop CUR read 119,310 lines, its classes counted 119,301: the 9 RIFee purchase
     lines (EffectiveCost 0) moved onto their reservations' usage and no class or note counted them."""

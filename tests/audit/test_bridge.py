@@ -359,3 +359,37 @@ def test_a_step_not_measured_names_the_case_relative_file_and_the_exports_own_co
     focus_only = bridge(lines.assign(source="focus"), {"focus": ("billing/f.csv", "focus")})
     assert {s.reason for s in focus_only.steps if s.reason} == {
         "ContractedCost is missing on 2 in-scope line(s) of billing/f.csv"}
+
+
+def twin_lines(folder: Path):
+    """The billing lines of a cloudgen case folder, read by the connector its case names."""
+    from connectors.billing.cur import CurConnector
+    source = next((folder / "billing").iterdir())
+    cur = source.is_dir()
+    spec = SourceSpec(name="cur" if cur else "focus", kind="billing", format="cur" if cur else "focus",
+                      path=source)
+    connector = (CurConnector if cur else FocusConnector)(spec, ReadContext(*ALWAYS, currency="USD"))
+    return connector.read().tables["lines"]
+
+
+def test_a_cur_and_its_focus_twin_give_one_bridge_with_credits_and_tax(tmp_path):
+    """cloudgen eks 9402 with credits and tax, as a CUR 2.0 and as its FOCUS twin. FOCUS lists and
+    contracts a credit at its BilledCost and a tax on the list and contracted cost of what it taxes
+    (ListCost, ContractedCost where the unit price is null). Before: the CUR contracted its credits
+    and tax at their unblended cost (−467.19 net, in adjustments_list_to_contracted) and listed them
+    at 0, the FOCUS twin listed and contracted them at 0 (the −467.19 in other_contracted_to_billed):
+    contracted totals 2487.40 against 2954.59 on the account in scope. Now both list and contract
+    them at their billed amount, and every total and step is the same."""
+    from benchmarks.cloudgen.generate import generate
+    bridges = {}
+    for billing in ("native", "focus"):
+        generate("eks", 9402, tmp_path / billing, billing=billing, adjustments=True)
+        lines = twin_lines(tmp_path / billing)
+        sums = {column: [sum(lines.loc[lines.charge_category == category, column], Decimal(0))
+                         for category in ("Credit", "Tax")] for column in ("list_cost", "contracted_cost", "billed_cost")}
+        assert sums == dict.fromkeys(sums, [Decimal("-728.9316"), Decimal("260.96053304616")]), billing
+        bridges[billing] = bridge(lines).rounded()
+    assert bridges["native"] == bridges["focus"]
+    # the whole invoice (both accounts): no step between the bases, every total the same
+    assert {k: str(v) for k, v in bridges["focus"].items() if v} == dict.fromkeys(
+        ("list", "contracted", "billed", "effective"), "2491.46")

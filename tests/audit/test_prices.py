@@ -36,7 +36,7 @@ def test_usage_purchase_and_the_list_fallback():
     out = priced(charges({"gross": D(99)}, {"charge_category": "Purchase", "gross": D(500)},
                          {"contracted_unit_price": None, "gross": D(120)}), "contracted")
     assert out["priced"].tolist() == [D("99.0456"), D(500), D(120)]
-    assert out["has_price"].tolist() == [True, False, True] and out["list_price_fallback"].tolist() == [False, False, True]
+    assert out["has_price"].tolist() == [True, False, True] and out["price_fallback"].tolist() == [False, False, True]
 
 
 def test_commitment_covered_usage_is_priced_at_its_effective_rate_on_the_effective_basis():
@@ -74,3 +74,28 @@ def test_covered_usage_no_purchase_reached_is_marked_for_the_price_driver_on_the
     assert out["unpurchased"].tolist() == [False, True, False]
     assert out["priced"].tolist() == [D("2.40"), D("99.0456"), D("99.0456")]
     assert priced(charges(covered), "effective")["unpurchased"].tolist() == [False]
+
+
+def test_the_list_basis_prices_at_the_list_price_and_falls_back_to_the_contracted_one():
+    """The list basis's top-down is ListCost = quantity × ListUnitPrice. Before, it was priced at the
+    contracted price like every basis: a c7i spot hour at 30 % of on-demand (v1_edp_ri_spot) showed a
+    serving_compute price gap 0.700 (17.14 vs 5.14) and a capacity block (v2_capblock) a gpu_compute gap
+    (2893.75 vs 1572.79). Now 24 × 5 = 120, and a line without ListUnitPrice 24 × 4.1269, flagged."""
+    out = priced(charges({"gross": D(120)}, {"list_unit_price": None, "gross": D(120)}), "list")
+    assert out["priced"].tolist() == [D(120), D("99.0456")]
+    assert out["price_fallback"].tolist() == [False, True] and out["has_price"].tolist() == [True, True]
+    assert priced(charges({"gross": D(99)}), "contracted")["priced"].tolist() == [D("99.0456")]
+
+
+def test_the_list_basis_price_driver_of_a_spot_hour_and_a_line_without_a_list_price():
+    """A c7i.2xlarge spot day at 30 % of on-demand (24 h × 0.1071, list 24 × 0.357 = 8.568) and a line
+    with no ListUnitPrice (24 × 0.1071). Before: cost 11.14 vs quantity × unit price 5.14, gap 0.5385;
+    now the spot day is priced at its list price and the other line at its contracted one, named."""
+    from audit.reconcile import _price_drivers
+    spot = {"contracted_unit_price": D("0.1071"), "list_unit_price": D("0.357"), "gross": D("8.568"),
+            "resource_class": "serving_compute"}
+    out = priced(charges(spot, {**spot, "list_unit_price": None, "gross": D("2.5704")}), "list")
+    (driver,) = _price_drivers(out, "list")
+    assert (driver.subject, driver.gap) == ("serving_compute", D(0))
+    assert driver.detail == ("cost 11.14 vs quantity × unit price 11.14; 1 line(s) priced at ContractedUnitPrice "
+                             "(no list price)")

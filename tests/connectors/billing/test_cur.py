@@ -609,3 +609,18 @@ def test_a_line_repeating_another_s_id_and_interval_with_other_usage_dates_is_no
         "line dup.csv:3 repeats the identity/LineItemId and identity/TimeInterval of line dup.csv:1 with other "
         "usage dates (2026-09-01T03:00:00Z to 2026-09-01T04:00:00Z, not 2026-09-01T00:00:00Z to "
         "2026-09-01T01:00:00Z): both are read as billed"]
+
+
+def test_cur2_tax_and_credits_list_at_their_cost_a_negotiated_discount_at_0(tmp_path):
+    """FOCUS lists a credit at its BilledCost and a tax on the list cost of what it taxes (ListCost,
+    where ListUnitPrice is null); AWS writes public on-demand cost 0 on these lines. Before: the tax
+    12.34 and the credit −5 listed 0, so the list basis left them out while the contracted basis
+    counted them. Now both list and contract at their cost; the EdpDiscount −2.5, the gap between list
+    and contracted prices, lists 0 and is contracted at −2.5."""
+    rows = [dict(r, pricing_public_on_demand_cost=0.0) if r["line_item_line_item_type"] in ("Tax", "Credit", "EdpDiscount")
+            else r for r in cur2_rows()]
+    lines = read_cur(write_cur2(tmp_path / "x.parquet", rows), start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    got = {kind: (total(line_type(lines, kind).list_cost), total(line_type(lines, kind).contracted_cost))
+           for kind in ("Tax", "Credit", "EdpDiscount")}
+    assert got == {"Tax": (Decimal("12.34"), Decimal("12.34")), "Credit": (Decimal(-5), Decimal(-5)),
+                   "EdpDiscount": (Decimal(0), Decimal("-2.5"))}
