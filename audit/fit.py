@@ -112,7 +112,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
              + unmatched_fit(case, classified) + purchases_fit(case, classified, lines)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
-             + list_fit(classified)
+             + list_fit(classified, case.cost_basis)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found), tuple(sorted({pod_name(p) for p in orphans})))
