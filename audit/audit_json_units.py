@@ -8,7 +8,7 @@ tokens to 6 places and requests per currency unit to 3, rounded half-even.
 """
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -132,11 +132,16 @@ def uncounted_span(result: AuditResult, t: TrafficTotals | None) -> list[str]:
         counted, whole = max(hi - lo, timedelta(0)), end - start
         if counted >= whole:
             continue
-        out.append(f"its requests are counted by {f.spec.name} between its samples from {lo:%Y-%m-%d %H:%M} to "
-                   f"{hi:%Y-%m-%d %H:%M} UTC, {_percent(counted, whole)} % "
+        out.append(f"its requests are counted by {f.spec.name} between its samples from {_moment(lo)} to "
+                   f"{_moment(hi)} UTC, {_percent(counted, whole)} % "
                    "of the window (counters are never extrapolated): its unit costs divide the whole window's cost "
                    "by the requests of that part")
     return out
+
+
+def _moment(moment: datetime) -> str:
+    """A sample's time to the minute, with its seconds where they are not 0 (00:14:50, not 00:14)."""
+    return f"{moment:%Y-%m-%d %H:%M}" + (f":{moment:%S}" if moment.second else "")
 
 
 def _percent(part: timedelta, whole: timedelta) -> str:

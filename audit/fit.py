@@ -92,13 +92,14 @@ def activity_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: 
 
 
 def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, tele: Telemetry, nodes: NodeMap,
-        devices: Mapping[str, tuple[str, str]] | None = None) -> Fit:
+        devices: Mapping[str, tuple[str, str]] | None = None, beyond: pd.DataFrame | None = None) -> Fit:
     """Every misfit of the case against its data.
 
     ``lines`` are every billing line read (before the scope), ``scoped`` how many charges among them
     the scope keeps (tax and credits apart), ``classified`` the lines in scope with their class and
     owner (audit/classify.py), ``nodes`` the billed resource → telemetry node map, ``devices``
-    each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
+    each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``), ``beyond``
+    the sources' commitment purchases outside the window (audit/fit_commitments.py ``window_purchases``).
     """
     gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
     pods = pod_labels(tele)
@@ -110,9 +111,9 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + nodes_fit(case, lines, gpu_lines, tele, nodes) + gpu_models_fit(gpu_lines, tele, nodes)
              + claims_fit(case, lines, request_log_services(case), lines.index.isin(classified.index))
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
-             + unmatched_fit(case, classified) + purchases_fit(case, classified, lines)
+             + unmatched_fit(case, classified) + purchases_fit(case, classified, lines, beyond)
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
-             + list_fit(classified)
+             + list_fit(classified, case.cost_basis)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
     return Fit(tuple(found), tuple(sorted({pod_name(p) for p in orphans})))

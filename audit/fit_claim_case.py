@@ -1,7 +1,8 @@
 """Tag keys a claim names in another case than the lines carry them (rule 5: no silent misfit).
 
-A tags claim matches its keys case-sensitively (docs/case.md), but Azure treats tag names
-case-insensitively: one scale set's lines may carry ``AKS-Managed-PoolName`` where the others carry
+A tags claim matches its keys case-sensitively (docs/case.md), as AWS reads tag keys (lines whose
+keys differ in case are tagged differently there), but Azure treats tag names case-insensitively:
+one scale set's lines may carry ``AKS-Managed-PoolName`` where the others carry
 ``aks-managed-poolName``. A claim of the one key then leaves the lines of the other to no service
 without a word (each VM of a scale set is its own ResourceId, so no resource is claimed in part).
 These helpers find such keys: :func:`cased_match` (a tag set the claim would match if its keys were
@@ -16,8 +17,24 @@ from audit.case import Service
 from audit.misfit import LISTED, text
 from audit.services import matches
 
-#: why a key in another case is named
-CASE_RULE = "tag keys match case-sensitively; Azure reads them case-insensitively"
+#: the ProviderNames (FOCUS; the Azure readers' Microsoft) of a provider that reads tag names case-insensitively
+INSENSITIVE = ("Microsoft", "Azure")
+
+
+def case_rule(providers) -> str:
+    """Why a key in another case is named, by the providers of the lines: Azure reads tag names
+    case-insensitively (its lines carry one tag, written two ways); AWS and the others read tag keys
+    case-sensitively (their lines are simply tagged differently); a provider unknown, neither said."""
+    names = sorted({str(p) for p in providers if str(p)})
+    azure = any(a.lower() in p.lower() for p in names for a in INSENSITIVE)
+    others = [p for p in names if not any(a.lower() in p.lower() for a in INSENSITIVE)]
+    said = ["tag keys match case-sensitively"]
+    if azure:
+        said.append("Azure reads them case-insensitively, so its lines carry one tag written two ways")
+    if others:
+        said.append(f"{' and '.join(others)} read{'s' if len(others) < 2 else ''} them case-sensitively too, so "
+                    f"{'their' if azure else 'the'} lines are tagged differently")
+    return "; ".join(said)
 
 
 def _other_cases(key: str, tags: Mapping) -> list[str]:
@@ -40,9 +57,10 @@ def cased_match(service: Service, tags: Mapping) -> dict[str, str] | None:
     return swapped or None
 
 
-def cased_hint(key: str, pattern: str, tags: Sequence[Mapping]) -> tuple[str, list[str]]:
+def cased_hint(key: str, pattern: str, tags: Sequence[Mapping], rule: str) -> tuple[str, list[str]]:
     """For one claimed key: the keys in another case that the tag sets carry with a value the
-    pattern matches, as a clause of the warning, and as nearest values (``KEY = value``)."""
+    pattern matches, as a clause of the warning (``rule``: :func:`case_rule` of the lines), and as
+    nearest values (``KEY = value``)."""
     found: dict[str, set[str]] = {}
     for t in tags:
         for other in _other_cases(key, t):
@@ -52,5 +70,5 @@ def cased_hint(key: str, pattern: str, tags: Sequence[Mapping]) -> tuple[str, li
         return "", []
     pairs = [(k, v) for k in sorted(found) for v in sorted(found[k])]
     written = ", ".join(f'{text(k)} = "{text(v)}"' for k, v in pairs[:LISTED])
-    return (f"; the lines carry {written}, the key in another case ({CASE_RULE}): claim it as the lines write it",
+    return (f"; the lines carry {written}, the key in another case ({rule}): claim it as the lines write it",
             [f"{k} = {v}" for k, v in pairs])

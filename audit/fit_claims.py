@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from audit.case import Case, Service
-from audit.fit_claim_case import CASE_RULE, cased_hint, cased_match
+from audit.fit_claim_case import case_rule, cased_hint, cased_match
 from audit.fit_scope import left_out_by
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -60,14 +60,15 @@ def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]],
     missed = any(not hit for found in hits.values() for hit in found.values())
     ids_by_name = _ids_by_name(lines) if missed else {}  # read once, and only where a claim missed
     inside = None if kept is None or bool(np.all(kept)) else lines_where(lines, kept)
+    rule = case_rule(lines["provider"].unique()) if "provider" in lines.columns else case_rule(())
     out: list[Misfit] = []
     for service in claimants:
         tags_hit = _tags_claim_lines(service, tags)
         resource_hits = hits[service.name]
-        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, ids_by_name))
+        out.extend(_claim_misfits(service, tags, resources, tags_hit, resource_hits, ids_by_name, rule))
         if inside is not None:
             found = [c for c in _claims(service, tags_hit, resource_hits) if not _claims_any(c, inside)]
-            out.extend(_out_of_scope(case, c, lines[~np.asarray(kept, dtype=bool)], inside) for c in found)
+            out.extend(_out_of_scope(case, c, lines[~np.asarray(kept, dtype=bool)], inside, rule) for c in found)
         if not tags_hit and not any(resource_hits.values()) and not service.match and service.name not in logs:
             subject = f"service {text(service.name)}"
             out.append(Misfit("service_unmatched", subject,
@@ -90,7 +91,7 @@ def _claims_any(claim: Service, lines: pd.DataFrame) -> bool:
     return any(matches(p, str(r)) for r in lines["resource_id"].unique() if str(r) for p in claim.resource_ids)
 
 
-def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.DataFrame) -> Misfit:
+def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.DataFrame, rule: str) -> Misfit:
     """A ``claim_out_of_scope`` warning: the claim matches only lines the scope leaves out (so it owns
     nothing), with how many, their money, the scope rule that leaves them out and the nearest
     values the lines in scope carry."""
@@ -98,7 +99,7 @@ def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.
     subject = f"service {text(claim.name)}"
     if claim.tags:
         written = "tags claim " + ", ".join(f'{text(k)} = "{text(p)}"' for k, p in claim.tags.items())
-        present, near = _tags_present(claim, distinct_tags(inside))
+        present, near = _tags_present(claim, distinct_tags(inside), rule)
     else:
         written = f'resource_ids claim "{text(claim.resource_ids[0])}"'
         near = nearest(claim.resource_ids[0], {str(r) for r in inside["resource_id"].unique()})
@@ -111,21 +112,22 @@ def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.
                   f"so it claims nothing; in scope, {present}", tuple(near))
 
 
-def _tags_present(service: Service, tags: Sequence[Mapping]) -> tuple[str, list[str]]:
+def _tags_present(service: Service, tags: Sequence[Mapping], rule: str) -> tuple[str, list[str]]:
     """Per claimed key, the nearest tag keys (a key no line carries) or values of it the lines carry."""
     keys = {str(k) for t in tags for k in t}
     parts, near_all = [], []
     for key, pattern in service.tags.items():
-        present, near = _key_present(key, pattern, tags, keys)
+        present, near = _key_present(key, pattern, tags, keys, rule)
         parts.append(present)
         near_all.extend(text(v) for v in near[:LISTED])
     return "; ".join(parts), near_all
 
 
-def _key_present(key: str, pattern: str, tags: Sequence[Mapping], keys: set[str]) -> tuple[str, list[str]]:
+def _key_present(key: str, pattern: str, tags: Sequence[Mapping], keys: set[str], rule: str) -> tuple[str, list[str]]:
     """The nearest tag keys (where no line carries ``key``) or values of ``key`` the lines carry,
-    the key in another case first where the lines carry it with a value the claim matches."""
-    cased, first = cased_hint(key, pattern, tags)
+    the key in another case first where the lines carry it with a value the claim matches (why:
+    ``rule``, :func:`audit.fit_claim_case.case_rule`)."""
+    cased, first = cased_hint(key, pattern, tags, rule)
     if key not in keys:
         near = nearest(key, keys)
         return f"tag keys present: {listing(near)}{cased}", first + near
@@ -154,8 +156,8 @@ def _ids_by_name(lines: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[str], tags_hit: bool,
-                   resource_hits: Mapping[str, bool], ids_by_name: Mapping[str, list[str]] | None = None
-                   ) -> list[Misfit]:
+                   resource_hits: Mapping[str, bool], ids_by_name: Mapping[str, list[str]] | None = None,
+                   rule: str = "") -> list[Misfit]:
     """A misfit per claim that matched no line (each claim evaluated once, by the caller); a
     resource_ids claim that is some lines' ResourceName names the ResourceIds to claim instead."""
     subject = f"service {text(service.name)}"
@@ -163,7 +165,7 @@ def _claim_misfits(service: Service, tags: Sequence[Mapping], resources: list[st
     if service.tags and not tags_hit:
         keys = {str(k) for t in tags for k in t}
         for key, pattern in service.tags.items():
-            present, near = _key_present(key, pattern, tags, keys)
+            present, near = _key_present(key, pattern, tags, keys, rule)
             out.append(Misfit("service_claim", subject,
                               f"{subject}: tags claim {text(key)} = \"{text(pattern)}\" matches no billing line; "
                               f"{present}", tuple(text(v) for v in near[:LISTED])))
@@ -282,7 +284,7 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     codes = classified.groupby(by, sort=False, dropna=False).ngroup().to_numpy()
     # groups are numbered in order of first appearance, so the n-th first occurrence has code n;
     # a resource is named by the ResourceName of its first line
-    shown = by + ["resource_name"] if "resource_name" in classified.columns else by
+    shown = by + [c for c in ("resource_name", "provider") if c in classified.columns]
     combos = classified[shown].iloc[pd.Series(codes).drop_duplicates().index].fillna("").astype(str).to_dict("records")
     # charges of a resource, not GPU compute: the combinations whose lines a claim can take
     takable = [i for i, c in enumerate(combos) if c["resource_id"] and c["charge_category"] not in ADJUSTING_CATEGORIES
@@ -392,6 +394,7 @@ def _cased_misfit(service: Service, combos: list[dict], counts: list[int], costs
         found[1] += cost
         found[2].update(keys.values())
     ordered = sorted(kept.items(), key=lambda item: (-abs(item[1][1]), item[0][0]))
+    rule = case_rule(c.get("provider", "") for c in combos)
     each = "; ".join(f"{_resource_named(Partial(rid, name, '', n, n, cost, ''))}: {n:,} line(s), {cents(cost)} "
                      f"{currency}, carrying {', '.join(text(k) for k in sorted(keys))}"
                      for (rid, name), (n, cost, keys) in ordered[:LISTED])
@@ -401,5 +404,5 @@ def _cased_misfit(service: Service, combos: list[dict], counts: list[int], costs
     return Misfit("claim_key_case", subject,
                   f"{subject}: tags claim {claim} leaves {sum(counts):,} line(s) in scope, "
                   f"{cents(sum(costs, ZERO))} {currency} before tax and credits, to no service whose tag key is "
-                  f"written in another case ({CASE_RULE}): {each}{more}. Write the key alike on those lines, or "
+                  f"written in another case ({rule}): {each}{more}. Write the key alike on those lines, or "
                   "claim the resources by resource_ids", tuple(text(rid, ID_CHARS) for (rid, _), _ in ordered[:LISTED]))

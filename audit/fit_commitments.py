@@ -11,7 +11,10 @@ commitments), on the effective basis as well. ``commitment_purchases_missing`` n
 commitments (:func:`audit.bridge.unpurchased`), and the exports or basis that hold them. Where the
 data does hold a priced purchase of such a commitment that the ``[scope]`` leaves out (an ActualCost
 purchase row with an empty SubscriptionId, outside ``[scope].accounts``), the warning names those
-lines (``file:row``, amount) and the scope rule that leaves them out (nearest: those lines).
+lines (``file:row``, amount) and the scope rule that leaves them out (nearest: those lines); where a
+source holds one outside the window (the reader's table ``purchases_outside``: a recurring purchase
+dated later in the month than a one-day window), those rows (``file:row``, date, amount; nearest:
+those rows), not "the export has none".
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import pandas as pd
 
 from audit.bridge import EXAMPLES, related, unpurchased, unpurchased_reason
 from audit.case import Case
+from audit.collected import Collected
 from audit.fit_scope import left_out_by
 from audit.lines import commitment_purchases, lines_read
 from audit.misfit import Misfit, text
@@ -29,10 +33,12 @@ from audit.money import cents
 BASES = ("billed", "effective")
 
 
-def purchases_fit(case: Case, classified: pd.DataFrame, lines: pd.DataFrame | None = None) -> list[Misfit]:
+def purchases_fit(case: Case, classified: pd.DataFrame, lines: pd.DataFrame | None = None,
+                  beyond: pd.DataFrame | None = None) -> list[Misfit]:
     """A ``commitment_purchases_missing`` warning where the billed or effective basis lacks
     commitment purchases (``classified``: the lines in scope; ``lines``: every line read, where
-    the purchases the scope leaves out are looked for)."""
+    the purchases the scope leaves out are looked for; ``beyond``: the sources' purchases outside
+    the window, :func:`window_purchases`)."""
     if case.cost_basis not in BASES or classified.empty:
         return []
     found = unpurchased(classified, case.cost_basis)
@@ -49,7 +55,34 @@ def purchases_fit(case: Case, classified: pd.DataFrame, lines: pd.DataFrame | No
         message += (f". The data does hold {lines_read(outside):,} purchase line(s) of these commitment(s) outside "
                     f"the scope: {', '.join(shown)}{more}, left out by {left_out_by(case.scope, outside)}")
         nearest = tuple(text(i) for i in outside["line_id"][:EXAMPLES])
+    later = _mine(beyond, found.commitments) if beyond is not None else None
+    if later is not None and len(later):
+        message += (f". The data does hold {int(later['rows'].sum()):,} purchase row(s) of these commitment(s) "
+                    f"outside the window: {', '.join(_dated(row, case.currency) for row in later[:EXAMPLES].itertuples())}"
+                    f"{', …' if len(later) > EXAMPLES else ''}")
+        nearest = tuple(text(i) for i in later["first_line"][:EXAMPLES])
     return [Misfit("commitment_purchases_missing", subject, message, nearest)]
+
+
+def window_purchases(collected: Collected) -> pd.DataFrame | None:
+    """The billing sources' commitment purchases outside the window, per source and commitment (their
+    readers' table ``purchases_outside``), in source order; None where no reader keeps the table."""
+    found = [t for t in (f.tables.get("purchases_outside") for f in collected.of("billing")) if t is not None]
+    return pd.concat(found, ignore_index=True) if found else None
+
+
+def _mine(rows: pd.DataFrame, commitments: tuple[str, ...]) -> pd.DataFrame:
+    """The ``rows`` whose commitment is one of ``commitments`` or holds one, with money on them."""
+    ids = rows["commitment_discount_id"].fillna("").astype(str).str.rstrip("/")
+    return rows[np.array([bool(i) and bool(b) and any(related(c, {i}) for c in commitments)
+                          for i, b in zip(ids, rows["billed_cost"])], dtype=bool)]
+
+
+def _dated(row, currency: str) -> str:
+    """One commitment's purchase rows outside the window: the first row, the dates, the amount."""
+    days = f"{row.first_start:%Y-%m-%d}" + (f" – {row.last_start:%Y-%m-%d}" if row.last_start != row.first_start else "")
+    more = f" and {row.rows - 1:,} more row(s)" if row.rows > 1 else ""
+    return f"{text(row.first_line)}{more} ({days}, {cents(row.billed_cost)} {currency} billed)"
 
 
 def _purchases_outside(lines: pd.DataFrame, classified: pd.DataFrame, commitments: tuple[str, ...]) -> pd.DataFrame:
@@ -58,8 +91,4 @@ def _purchases_outside(lines: pd.DataFrame, classified: pd.DataFrame, commitment
     chosen = commitment_purchases(lines).to_numpy(dtype=bool) & ~lines.index.isin(classified.index)
     if not chosen.any():
         return lines.iloc[:0]
-    bought = lines[chosen]
-    ids = bought["commitment_discount_id"].fillna("").astype(str).str.rstrip("/")
-    mine = np.array([bool(i) and bool(b) and any(related(c, {i}) for c in commitments)
-                     for i, b in zip(ids, bought["billed_cost"])], dtype=bool)
-    return bought[mine]
+    return _mine(lines[chosen], commitments)

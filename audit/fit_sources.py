@@ -7,9 +7,11 @@ line and so in neither the invoice total nor the bridge: ``split_rows_money`` na
 (``file:row``), the amounts and why (nearest: the rows).
 
 A request log's ``path_filter`` that matches none of the window's 2xx / 3xx requests leaves the
-service with 0 requests, every one of them counted *outside the path filter*: ``path_filter`` names
-the filter and the paths the log does hold, most frequent first (nearest: those paths), from the
-reader's table ``other_paths`` (:mod:`connectors.telemetry.access_log`).
+service with 0 requests: ``path_filter`` names the filter and, where it matches requests that all
+failed, how many and their statuses (nearest: the statuses; the filter is right, the requests
+failed), else the paths the log does hold, most frequent first, every request counted *outside the
+path filter* (nearest: those paths), from the reader's tables ``filter_failed`` and ``other_paths``
+(:mod:`connectors.telemetry.access_log`).
 """
 from __future__ import annotations
 
@@ -33,21 +35,30 @@ def split_money_fit(collected: Collected) -> list[Misfit]:
 
 def path_filter_fit(collected: Collected) -> list[Misfit]:
     """A ``path_filter`` warning per request-log source whose path filter matches no 2xx / 3xx
-    request of the window while the log holds some (all of them counted outside the filter)."""
+    request of the window while the log holds some (all of them counted outside the filter), or
+    matches only failed ones."""
     out = []
     for frame in collected.of("telemetry"):
         paths = frame.tables.get("other_paths")
         detail = frame.tables.get("requests_detail")
-        if paths is None or not len(paths) or detail is None or int(detail["successful"].sum()):
+        failed = frame.tables.get("filter_failed")
+        if paths is None or detail is None or int(detail["successful"].sum()):
             continue
         subject = f"telemetry source {text(frame.spec.name)}"
         service = frame.spec.options.get("service")
-        who = f"service {text(service)} counts 0 requests from it" if service else "it counts 0 requests"
-        listed = ", ".join(f"{text(p)} ({n:,})" for p, n in zip(paths["path"][:LISTED], paths["lines"][:LISTED]))
-        more = " …" if len(paths) > LISTED else ""
-        out.append(Misfit("path_filter", subject,
-                          f"{subject}: path_filter \"{text(frame.spec.options.get('path_filter'))}\" matches no "
-                          f"request: the {int(detail['other_paths'].sum()):,} 2xx / 3xx request(s) of the window "
-                          f"are all outside it, so {who}; paths the log holds, most frequent first: "
-                          f"{listed}{more}", tuple(text(p) for p in paths["path"][:LISTED])))
+        who = f"service {text(service)} counts 0" if service else "it counts 0"
+        said = f"{subject}: path_filter \"{text(frame.spec.options.get('path_filter'))}\" matches"
+        if failed is not None and len(failed):
+            statuses = tuple(f"{text(s)} ({n:,})" for s, n in zip(failed["status"], failed["lines"]))
+            out.append(Misfit("path_filter", subject,
+                              f"{said} {int(failed['lines'].sum()):,} request(s) of the window, all failed (5xx / "
+                              f"4xx; statuses {', '.join(statuses)}): {who} successful requests from it",
+                              statuses[:LISTED]))
+        elif len(paths):
+            listed = ", ".join(f"{text(p)} ({n:,})" for p, n in zip(paths["path"][:LISTED], paths["lines"][:LISTED]))
+            more = " …" if len(paths) > LISTED else ""
+            out.append(Misfit("path_filter", subject,
+                              f"{said} no request: the {int(detail['other_paths'].sum()):,} 2xx / 3xx request(s) "
+                              f"of the window are all outside it, so {who} requests from it; paths the log holds, "
+                              f"most frequent first: {listed}{more}", tuple(text(p) for p in paths["path"][:LISTED])))
     return out

@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from audit.gpuunits import instance_profile, units_of, whole_weight
@@ -47,15 +47,23 @@ class MigLedger:
     """What the split could not read whole on MIG GPUs, for the warnings: requests no instance of their
     profile took, per node; instances of unknown profile, per GPU."""
 
-    def __init__(self):
+    def __init__(self, step: int):
+        #: the telemetry interval in seconds: a span of intervals ends where its last one does
+        self.step = timedelta(seconds=step)
         #: node -> MIG profile -> (pods, intervals, the node's unlabelled instances' profiles then)
         self.unplaced: dict[str, dict[str, tuple[set, set, set]]] = {}
         #: (node, GPU) -> (instances, pods, intervals) of MIG instances of unknown profile
         self.unknown: dict[tuple[str, str], tuple[set, set, set]] = {}
+        #: node -> MIG profile -> instance ("GPU 0 instance 1") -> the intervals it was sampled in
+        self.instances: dict[str, dict[str, dict[str, set]]] = {}
 
     def units(self, device: list) -> list:
-        """The units of one physical GPU (:func:`audit.gpuunits.units_of`), its instances of unknown
-        profile noted."""
+        """The units of one physical GPU (:func:`audit.gpuunits.units_of`), its MIG instances and those
+        of unknown profile noted."""
+        for row in device:
+            if instance_profile(row):
+                seen = self.instances.setdefault(row.node, {}).setdefault(instance_profile(row), {})
+                seen.setdefault(f"GPU {row.gpu} instance {row.uuid.rsplit('/', 2)[1]}", set()).add(row.ts)
         units, share = units_of(device)
         if share is not None and share.unknown:
             instances, pods, times = self.unknown.setdefault((share.node, share.gpu), (set(), set(), set()))
@@ -64,8 +72,13 @@ class MigLedger:
             times.add(device[0].ts)
         return units
 
-    def unplaced_at(self, node: str, ts: datetime, profile: str, pods: list[str], free: list) -> None:
-        """Requests of ``pods`` for ``profile`` that no unlabelled instance on the node took in ``ts``."""
+    def unplaced_at(self, node: str, ts: datetime, profile: str, pods: list[str], free: list, units: list) -> None:
+        """Requests of ``pods`` for ``profile`` that no unlabelled instance on the node (``free``: those
+        the requests before them left) took in ``ts``. Not where none of the node's observed ``units``
+        then is a MIG instance: the exporter was silent on its MIG GPUs, which are unmeasured
+        (no_activity_sample), not misplaced."""
+        if all(instance_profile(u.row) is None for u in units):
+            return
         named, times, seen = self.unplaced.setdefault(node, {}).setdefault(profile, (set(), set(), set()))
         named.update(pods)
         times.add(ts)
@@ -73,39 +86,47 @@ class MigLedger:
 
     def misfits(self) -> list[Misfit]:
         """``mig_request_unplaced`` per node, then ``mig_profile_unknown`` per GPU, in node order."""
-        return ([unplaced_misfit(node, found) for node, found in sorted(self.unplaced.items())]
-                + [unknown_profile_misfit(*key, *found) for key, found in sorted(self.unknown.items())])
+        return ([unplaced_misfit(node, found, self.instances.get(node, {}), self.step)
+                 for node, found in sorted(self.unplaced.items())]
+                + [unknown_profile_misfit(*key, *found, self.step) for key, found in sorted(self.unknown.items())])
 
 
-def _span(times: set) -> str:
-    """How many intervals, and the first and last."""
+def _span(times: set, step: timedelta) -> str:
+    """How many intervals, from the start of the first to the end of the last."""
     return (f"{len(times)} interval{'s' if len(times) > 1 else ''} "
-            f"({min(times):%Y-%m-%d %H:%M} – {max(times):%Y-%m-%d %H:%M} UTC)")
+            f"({min(times):%Y-%m-%d %H:%M} – {max(times) + step:%Y-%m-%d %H:%M} UTC)")
 
 
-def unplaced_misfit(node: str, found: dict[str, tuple[set, set, set]]) -> Misfit:
+def unplaced_misfit(node: str, found: dict[str, tuple[set, set, set]], instances: dict[str, dict[str, set]],
+                    step: timedelta) -> Misfit:
     """A ``mig_request_unplaced`` warning: ``found`` (profile -> pods, intervals, the profiles of the
     node's unlabelled MIG instances then) are MIG requests that no unlabelled instance of their profile
-    on the node takes; they hold nothing, and the node's GPU time stays with the pod labels, the other
-    requests and unallocated (rule 5: named, with the instances the node does have)."""
-    parts, seen = [], set()
+    on the node takes in intervals where the node's MIG instances were sampled; they hold nothing, and
+    the node's GPU time stays with the pod labels, the other requests and unallocated (rule 5: named,
+    with the instances the node does have: ``instances`` (profile -> instance -> intervals sampled) of
+    the requested profiles in the window, else the unlabelled ones then)."""
+    parts, seen, alike = [], set(), []
     for profile, (pods, times, there) in sorted(found.items()):
         seen |= there
-        parts.append(f"{text(profile)} by {listing(sorted(pods))} in {_span(times)}")
+        parts.append(f"{text(profile)} by {listing(sorted(pods))} in {_span(times, step)}")
+        alike += [(f"{name} ({profile})", at) for name, at in sorted(instances.get(profile, {}).items())]
+    elsewhere = "".join(f"; {text(name)} in {_span(at, step)}" for name, at in alike)
+    nearest = [name for name, _ in alike] or sorted(seen)
     return Misfit("mig_request_unplaced", f"node {text(node)}",
                   f"node {text(node)}: the scheduler's MIG requests ({'; '.join(parts)}) find no MIG instance of "
-                  f"their profile without a DCGM pod label on the node (its unlabelled MIG instances: "
-                  f"{listing(sorted(seen))}): they hold none of its GPU time, which stays with the pod labels, "
-                  "the other requests and unallocated", tuple(text(p) for p in sorted(seen)[:LISTED]))
+                  f"their profile without a DCGM pod label on the node (its unlabelled MIG instances then: "
+                  f"{listing(sorted(seen))}; its instances of those profiles sampled in the window: "
+                  f"{elsewhere[2:] or 'none'}): they hold none of its GPU time, which stays with the pod labels, "
+                  "the other requests and unallocated", tuple(text(p) for p in nearest[:LISTED]))
 
 
-def unknown_profile_misfit(node: str, gpu: str, instances: set, pods: set, times: set) -> Misfit:
+def unknown_profile_misfit(node: str, gpu: str, instances: set, pods: set, times: set, step: timedelta) -> Misfit:
     """A ``mig_profile_unknown`` warning: GPU ``gpu`` of the node is split into MIG instances some of
     which carry no readable ``GPU_I_PROFILE``, so their compute slices are unknown: they shared equally
     what the instances of known profile leave, no slice assumed free (audit/gpuunits.py ``_mig_units``)."""
     return Misfit("mig_profile_unknown", f"node {text(node)} GPU {text(gpu)}",
                   f"node {text(node)} GPU {text(gpu)}: the MIG instances (GPU_I_ID) {listing(sorted(instances))} "
-                  f"carry no readable GPU_I_PROFILE in {_span(times)}, so their compute slices are unknown: the "
+                  f"carry no readable GPU_I_PROFILE in {_span(times, step)}, so their compute slices are unknown: the "
                   "slices the instances of known profile leave were split equally among them (assumed, no slice "
                   "free; METHOD §3 splits a shared GPU evenly where nothing measures each part), held by the "
                   f"pods {listing(sorted(pods))}", tuple(text(p) for p in sorted(pods)[:LISTED]))

@@ -113,7 +113,7 @@ class GpuSplitter:
         self.oversubscribed: dict[str, dict] = {}
         self._service: dict[tuple, str] = {}
         #: MIG requests no instance took, MIG instances of unknown profile (audit/gpumig.py)
-        self.mig = MigLedger()
+        self.mig = MigLedger(step)
         #: the intervals billed beyond their GPUs and what lies beyond them (audit/gpu_over.py)
         self.beyond = Beyond()
 
@@ -403,7 +403,7 @@ class GpuSplitter:
                    if (req.namespace, req.pod) not in labelled]
         known = self.known_pods.get(node, set())
         placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
-        mig, free = self._mig_held(node, ts, [u for u in units if not u.row.pod], pending, placeable)
+        mig, free = self._mig_held(node, ts, units, pending, placeable)
         placeable = [i for i in placeable if not asked_profile(pending[i])]
         nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
@@ -414,14 +414,16 @@ class GpuSplitter:
             out += self._pooled(node, free, pending, placeable)
         return out + mig, [req for req in pending if req.gpus > 0 and not asked_profile(req)]
 
-    def _mig_held(self, node, ts, free: list, pending: list, placeable: list[int]) -> tuple[list[tuple], list]:
-        """The parts of the node's unlabelled MIG instances that the requests for their profile (at
-        ``placeable``, consumed) hold, shared as :meth:`_pooled` shares GPUs, and the unlabelled units
-        left. A profile no unlabelled instance on the node has is named (``mig_request_unplaced``)."""
+    def _mig_held(self, node, ts, units: list, pending: list, placeable: list[int]) -> tuple[list[tuple], list]:
+        """The parts of the node's unlabelled MIG instances (of its observed ``units``) that the requests
+        for their profile (at ``placeable``, consumed) hold, shared as :meth:`_pooled` shares GPUs, and
+        the unlabelled units left. A profile no unlabelled instance on the node has is named
+        (``mig_request_unplaced``; :meth:`audit.gpumig.MigLedger.unplaced_at`)."""
         out: list[tuple] = []
+        free = [u for u in units if not u.row.pod]
         for profile, wanted, slots in mig_groups(free, pending, placeable):
             if not slots:
-                self.mig.unplaced_at(node, ts, profile, [pod_name(pending[i]) for i in wanted], free)
+                self.mig.unplaced_at(node, ts, profile, [pod_name(pending[i]) for i in wanted], free, units)
                 continue
             self._time_sliced(node, ts, sum((u.weight for u in slots), ZERO), pending, wanted)
             out += self._pooled(node, slots, pending, wanted)

@@ -63,7 +63,7 @@ from connectors.billing.focus_checks import (
     repeated_lines,
 )
 from connectors.billing.focus_commitments import read_commitments
-from connectors.billing.focus_lines import build_lines, covered, file_currency, select_window
+from connectors.billing.focus_lines import build_lines, covered, file_currency, purchases_outside, select_window
 from connectors.billing.focus_load import ID_COLUMNS, Columns, create_view, file_format, load, require, resolve_columns
 from connectors.bounds import check_source_path
 from connectors.duck import quote_ident, raise_all, session
@@ -116,7 +116,9 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
     calls :func:`load_focus_named` and then this, so checks, window and normalisation are written once.
     ``duplicates``: ``"note"`` counts identical lines and notes them, ``"error"`` refuses them.
-    Table ``notes`` (row, column, note) lists what was read in a way the file did not spell out.
+    Table ``notes`` (row, column, note) lists what was read in a way the file did not spell out;
+    table ``purchases_outside`` the commitment purchases outside the window, per commitment
+    (:func:`connectors.billing.focus_lines.purchases_outside`).
     ``normalised``: the dialect turned every null literal into NULL already
     (:func:`connectors.billing.focus_load.create_view`).
     """
@@ -131,10 +133,11 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     currency = file_currency(con, columns, ctx.currency)
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
+    beyond = purchases_outside(con, (ctx.start, ctx.end), path.name)
     lines, clipped = clip_to_window(build_lines(kept, columns, path), (ctx.start, ctx.end))
     notes = hour_notes(con) + clipped + (repeat_notes(repeated) if duplicates == "note" else [])
     notes += extent_notes(con) if lines.empty and rows else []
-    return {"lines": lines, "notes": notes_table(notes)}, int(rows), covered(lines)
+    return {"lines": lines, "notes": notes_table(notes), "purchases_outside": beyond}, int(rows), covered(lines)
 
 
 GRAINS = ("auto", "line")

@@ -87,6 +87,25 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     return table
 
 
+def purchases_outside(con, window: tuple[datetime, datetime], name: str) -> pd.DataFrame:
+    """Table ``purchases_outside``: per commitment, the purchase rows naming it (ChargeCategory
+    Purchase, a CommitmentDiscountId) whose charge period lies outside the window, left out of the
+    lines with every other row there: how many, the first (``file:row``), the first and last period
+    start, the BilledCost summed (exact). Where the window lacks a commitment's purchase, the audit
+    names these rather than say the file holds none (audit/fit_commitments.py)."""
+    lo, hi = (quote_text(utc_text(moment)) for moment in window)
+    table = con.sql(f"""SELECT CommitmentDiscountId AS commitment_discount_id, sum(_n) AS rows,
+        arg_min({quote_text(name)} || ':' || rn, rn) AS first_line, min(_ps) AS first_start, max(_ps) AS last_start,
+        CAST(sum(TRY_CAST(trim(BilledCost) AS {SUM_TYPE})) AS VARCHAR) AS billed_cost
+        FROM n WHERE ChargeCategory = 'Purchase' AND coalesce(CommitmentDiscountId, '') <> ''
+          AND NOT (_ps < CAST({hi} AS TIMESTAMPTZ) AND (_ps >= CAST({lo} AS TIMESTAMPTZ) OR _pe > CAST({lo} AS TIMESTAMPTZ)))
+        GROUP BY 1 ORDER BY min(rn)""").df()
+    return table.assign(rows=table["rows"].astype("int64"), first_start=utc_series(table["first_start"]),
+                        last_start=utc_series(table["last_start"]),
+                        billed_cost=object_series([None if v is None or v != v else Decimal(v).normalize()
+                                                   for v in table["billed_cost"]]))
+
+
 # Summed columns: money and quantities. Unit prices are keys (lines at other prices stay apart).
 SUMMED = ("billed_cost", "effective_cost", "list_cost", "contracted_cost", "pricing_quantity",
           "consumed_quantity")

@@ -27,9 +27,10 @@ Each line falls in exactly one class:
 tokens 0. ``requests_detail`` has the same intervals with ``lines``, ``successful``, ``failed``,
 ``health_checks``, ``unparseable`` and ``other_paths``. Lines outside the window are dropped (counted in ``rows``);
 ``covered`` is (first, last) request time kept. With a ``path_filter``, table ``other_paths`` holds the paths of
-the window's other_paths lines, most frequent first (the first 10). A timestamp without an offset is UTC; ELB / ALB
-stamps are UTC by definition. ``row`` numbers in errors count data records from 1 (a text file's
-blank lines are not counted).
+the window's other_paths lines, most frequent first (the first 10), and table ``filter_failed`` the statuses of
+the window's failed lines the filter matches, with their lines (``status`` "-" where the log gave none). A
+timestamp without an offset is UTC; ELB / ALB stamps are UTC by definition. ``row`` numbers in errors count
+data records from 1 (a text file's blank lines are not counted).
 """
 from __future__ import annotations
 
@@ -90,11 +91,12 @@ class AccessLogConnector(Connector):
             first, last = con.execute("SELECT min(ts), max(ts) FROM classed WHERE class <> 'unparseable'").fetchall()[0]
             self.extent = (_utc(first), _utc(last))
             outside = outside_paths(con, self.ctx) if self.path_filter else None
+            matched = filter_failures(con, self.ctx, self.path_filter) if self.path_filter else None
         pod = str(self.spec.options.get("service") or "")
         detail.insert(1, "pod", pod)
         tables = {"traffic": traffic_table(detail), "requests_detail": detail[DETAIL_COLUMNS]}
         if outside is not None:
-            tables["other_paths"] = outside
+            tables["other_paths"], tables["filter_failed"] = outside, matched
         return tables, int(rows), covered
 
     @property
@@ -310,6 +312,18 @@ def outside_paths(con, ctx) -> pd.DataFrame:
         FROM classed c JOIN req r USING (rn)
         WHERE c.class = 'other_paths' AND c.ts >= CAST({start} AS TIMESTAMPTZ) AND c.ts < CAST({end} AS TIMESTAMPTZ)
         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT {OTHER_PATHS}""").df().astype({"path": "str", "lines": "int64"})
+
+
+def filter_failures(con, ctx, path_filter: str) -> pd.DataFrame:
+    """Table ``filter_failed``: the statuses of the window's failed requests the ``path_filter``
+    matches, with their lines, most frequent first: a filter whose every match failed matches
+    requests, none of them successful (audit/fit_sources.py)."""
+    start, end = window_sql(ctx)
+    return con.sql(f"""SELECT coalesce(CAST(r.status AS VARCHAR), '-') AS status, count(*) AS lines
+        FROM classed c JOIN req r USING (rn)
+        WHERE c.class = 'failed' AND {path_sql(path_filter)}
+          AND c.ts >= CAST({start} AS TIMESTAMPTZ) AND c.ts < CAST({end} AS TIMESTAMPTZ)
+        GROUP BY 1 ORDER BY 2 DESC, 1""").df().astype({"status": "str", "lines": "int64"})
 
 
 def traffic_table(detail: pd.DataFrame) -> pd.DataFrame:

@@ -249,3 +249,19 @@ def test_purchases_the_scope_leaves_out_are_named_as_the_nearest(aks, tmp_path):
         "on the effective basis. The data does hold 2 purchase line(s) of these commitment(s) outside the scope: "
         "ea_actual.csv:16 (1415.81 USD billed), ea_actual.csv:17 (211.56 USD billed), left out by [scope].accounts = "
         "['/subscriptions/28d9fa8e-4961-7e0d-8314-fa811f10c638'] (their account(s): 8611537 (SubAccountId empty))")
+
+
+def test_purchases_outside_the_window_are_named_as_the_nearest(aks, tmp_path):
+    """The ActualCost export with both purchase rows dated 09/15, in the file but outside the one-day
+    window (a verifier's find on aks 9213): the reader dropped them with the other rows outside the
+    window, and the warning said the export had no purchase. Now the reader keeps them per commitment
+    (table purchases_outside) and the warning names those rows, their dates and amounts."""
+    rows = actual_rows(aks)
+    assert {r["Date"] for r in rows if r["ChargeType"] == "Purchase"} == {"09/01/2026"}
+    rows = [{**r, "Date": "09/15/2026"} if r["ChargeType"] == "Purchase" else r for r in rows]
+    document = audit_document(variant(aks, tmp_path / "case", rows, "ea_actual.csv", "actual"))
+    [found] = document["fit"]
+    assert (found["kind"], found["nearest"]) == ("commitment_purchases_missing", ["ea_actual.csv:16", "ea_actual.csv:17"])
+    assert found["message"].endswith(
+        "on the effective basis. The data does hold 2 purchase row(s) of these commitment(s) outside the window: "
+        "ea_actual.csv:16 (2026-09-15, 1415.81 USD billed), ea_actual.csv:17 (2026-09-15, 211.56 USD billed)")

@@ -48,3 +48,24 @@ def test_a_window_between_samples_says_what_part_the_counters_count(eks):
 def test_a_window_on_the_samples_says_nothing_of_it(eks):
     services = windowed(eks, 'window = ["2026-09-01T06:00:00", "2026-09-01T18:00:00"]')["services"]
     assert not any("between its samples" in (s["reason"] or "") for s in services.values())
+
+
+def test_the_span_counted_keeps_the_seconds_of_its_samples():
+    """Counters sampled at 00:14:50 (a verifier's find): before, the reason printed 00:14; now 00:14:50
+    (a time on the minute keeps its short form)."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from audit.audit_json_units import uncounted_span
+
+    def utc(*hms):
+        return datetime(2026, 9, 1, *hms, tzinfo=timezone.utc)
+
+    frame = SimpleNamespace(covered=(utc(0, 14, 50), utc(23, 0)), spec=SimpleNamespace(name="prom"))
+    result = SimpleNamespace(collected=SimpleNamespace(frames=[frame]),
+                             case=SimpleNamespace(start=utc(0), end=datetime(2026, 9, 2, tzinfo=timezone.utc)))
+    t = SimpleNamespace(requests=1, counted_by_logs=False, sources=frozenset({"prom"}))
+    assert uncounted_span(result, t) == [
+        "its requests are counted by prom between its samples from 2026-09-01 00:14:50 to 2026-09-01 23:00 UTC, "
+        "94.8 % of the window (counters are never extrapolated): its unit costs divide the whole window's cost by "
+        "the requests of that part"]

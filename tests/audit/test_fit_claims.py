@@ -142,11 +142,12 @@ def test_a_resource_id_claim_outside_the_scope_names_the_nearest_in_scope():
     assert misfit.nearest == ("i-web1", "i-web2", "i-web3")
 
 
-def _pool_lines(keys: tuple[str, ...]):
+def _pool_lines(keys: tuple[str, ...], provider: str = "Microsoft"):
     """One instance-hour line per key, each of its own VM (ResourceId vm-N of scale set ss), tagged key = "system"."""
     return lines_frame([line(n, resource_id=f"vm-{n}", resource_name="ss", tags=json.dumps({key: "system"}),
                              effective_cost=Decimal("9.89"), billed_cost=Decimal("9.89"), line_count=24,
-                             charge_description="instance hour") for n, key in enumerate(keys, 1)])
+                             charge_description="instance hour", provider=provider)
+                        for n, key in enumerate(keys, 1)])
 
 
 def test_lines_whose_tag_key_differs_in_case_are_named():
@@ -162,9 +163,22 @@ def test_lines_whose_tag_key_differs_in_case_are_named():
     assert misfit.message == (
         'service gateway: tags claim aks-managed-poolName = "system" leaves 24 line(s) in scope, 9.89 USD effective '
         "before tax and credits, to no service whose tag key is written in another case (tag keys match "
-        "case-sensitively; Azure reads them case-insensitively): ss (ResourceId vm-2): 24 line(s), 9.89 USD "
+        "case-sensitively; Azure reads them case-insensitively, so its lines carry one tag written two ways): ss "
+        "(ResourceId vm-2): 24 line(s), 9.89 USD "
         "effective, carrying AKS-Managed-PoolName. Write the key alike on those lines, or claim the resources by "
         "resource_ids")
+
+
+def test_on_an_aws_bill_a_key_in_another_case_is_another_tag():
+    """AWS reads tag keys case-sensitively: a verifier's find on eks 9201 (EKS:NodeGroup-Name beside
+    eks:nodegroup-name) said "Azure reads them case-insensitively" on an AWS bill; now the rule is
+    said by provider: the lines are tagged differently."""
+    services = {"gateway": Service("gateway", {}, tags={"eks:nodegroup-name": "system"})}
+    case = replace(make_case(), services=services)
+    lines = _pool_lines(("eks:nodegroup-name", "EKS:NodeGroup-Name"), provider="AWS")
+    [misfit] = claims_partial_fit(case, classify(lines, RULES, set(), set(), services))
+    assert "(tag keys match case-sensitively; AWS reads them case-sensitively too, so the lines are tagged " \
+           "differently): ss (ResourceId vm-2)" in misfit.message and "Azure" not in misfit.message
 
 
 def test_a_claim_matching_no_line_names_its_key_in_another_case():
@@ -179,5 +193,6 @@ def test_a_claim_matching_no_line_names_its_key_in_another_case():
     assert misfit.message == (
         'service gateway: tags claim aks-managed-poolName = "system" matches no billing line; values of '
         'aks-managed-poolName present: h100pool; the lines carry AKS-Managed-PoolName = "system", the key in another '
-        "case (tag keys match case-sensitively; Azure reads them case-insensitively): claim it as the lines write it")
+        "case (tag keys match case-sensitively; Azure reads them case-insensitively, so its lines carry one tag "
+        "written two ways): claim it as the lines write it")
     assert misfit.nearest == ("AKS-Managed-PoolName = system", "h100pool")

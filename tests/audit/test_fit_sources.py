@@ -1,6 +1,8 @@
 """audit/fit_sources.py: split cost allocation rows that carry money of their own, named as a fit warning."""
 from __future__ import annotations
 
+import re
+
 from audit.collected import Collected
 from audit.fit_sources import split_money_fit
 from tests.audit.test_fit import costaudit, edited, warnings_of
@@ -37,3 +39,17 @@ def test_a_path_filter_matching_no_request_names_the_paths_the_log_holds(eks, tm
         'telemetry source gateway-access: path_filter "/nope" matches no request: the 6,722 2xx / 3xx request(s) of '
         "the window are all outside it, so service gateway counts 0 requests from it; paths the log holds, most "
         "frequent first: /v1/chat/completions (4,015), /v1/embeddings (2,185), /v1/models (522)"]
+
+
+def test_a_path_filter_whose_requests_all_failed_says_so(eks, tmp_path):
+    """path_filter = "/v1/models" while every GET /v1/models of the log answered 503 (a verifier's find on
+    eks 9201): before, the warning said the filter matched no request and listed the other paths, as if
+    it were wrong; now it says the filter matches those requests, all failed, with their statuses."""
+    case = edited(eks, tmp_path, 'health_path = "/healthz"', 'health_path = "/healthz"\npath_filter = "/v1/models"')
+    log = case / "telemetry" / "gateway-access.log"
+    log.write_text(re.sub(r'("GET /v1/models[^"]*") \d{3}', r"\1 503", log.read_text()))
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    assert [w for w in warnings_of(result.stderr) if "path_filter" in w] == [
+        'telemetry source gateway-access: path_filter "/v1/models" matches 522 request(s) of the window, all failed '
+        "(5xx / 4xx; statuses 503 (522)): service gateway counts 0 successful requests from it"]

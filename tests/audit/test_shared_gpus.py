@@ -21,7 +21,7 @@ import pytest
 
 from audit.audit_json import to_dict
 from audit.case import load_case
-from audit.ledger import NO_VALID_SAMPLE, UNALLOCATED
+from audit.ledger import NO_SAMPLE, NO_VALID_SAMPLE, UNALLOCATED
 from audit.pipeline import run_audit
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
@@ -247,15 +247,53 @@ def test_mig_requests_hold_the_instances_of_their_profile(tmp_path):
     (unplaced,) = [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
     assert unplaced.message == (
         "node mig-node: the scheduler's MIG requests (1g.5gb by ml/b-1 in 2 intervals (2024-09-01 00:00 – "
-        "2024-09-01 01:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
-        "(its unlabelled MIG instances: 1g.10gb): they hold none of its GPU time, which stays with the pod "
-        "labels, the other requests and unallocated")
+        "2024-09-01 02:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
+        "(its unlabelled MIG instances then: 1g.10gb; its instances of those profiles sampled in the window: "
+        "none): they hold none of its GPU time, which stays with the pod labels, the other requests and "
+        "unallocated")
     assert unplaced.nearest == ("1g.10gb",)
     assert not [m for m in result.fit.misfits if m.kind == "gpu_placement_assumed"]
     assert [n for n in to_dict(result)["notes"] if "requested through the scheduler" in n] == [
         "MIG instances requested through the scheduler on node mig-node (1g.5gb by ml/b-1; 2g.20gb by ml/b-0; "
         "3g.40gb by ml/a-0): each request holds an instance of its profile without a DCGM pod label on the "
         "node, that instance's compute slices of the GPU (where none does: fit mig_request_unplaced)."]
+
+
+#: every request on an instance GPU 0 has
+MIG_PLACED = {"a-0": "nvidia_com_mig_3g_40gb", "b-0": "nvidia.com/mig-2g.20gb", "b-1": "nvidia_com_mig_1g_10gb"}
+
+
+def without_gpu0_samples(folder: Path, instance: str) -> Path:
+    """The MIG case with ``MIG_PLACED`` whose GPU 0 instances matching ``instance`` (GPU_I_ID="1", or
+    GPU_I_ID for all) have no sample in the second hour (the exporter silent on them)."""
+    case = mig_case(folder, requests=MIG_PLACED)
+    metrics = case / "metrics.om"
+    metrics.write_text("\n".join(line for line in metrics.read_text().splitlines()
+                                 if instance not in line or int(line.rsplit(" ", 1)[1]) < T0 + 3600) + "\n")
+    return case
+
+
+def test_mig_requests_are_not_unplaced_where_no_mig_instance_was_sampled(tmp_path):
+    """GPU 0's instances unsampled in the second hour: that hour of GPU 0 is unmeasured (no activity
+    sample), and the requests are not named unplaced (before: mig_request_unplaced named all three in
+    "1 interval (2024-09-01 01:00 – 2024-09-01 01:00 UTC)", its unlabelled MIG instances "none")."""
+    result = run_audit(load_case(without_gpu0_samples(tmp_path / "case", "GPU_I_ID")))
+    assert not [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
+    assert by_holder(result)[NO_SAMPLE] == P5_HOUR / 8
+
+
+def test_mig_request_unplaced_names_the_instances_of_its_profile_sampled_elsewhere(tmp_path):
+    """The 3g.40gb instance unsampled in the second hour (the others sampled): a-0's request is
+    unplaced then, and the warning names that instance, sampled in the first hour, as the nearest."""
+    result = run_audit(load_case(without_gpu0_samples(tmp_path / "case", 'GPU_I_ID="1"')))
+    (unplaced,) = [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
+    assert unplaced.message == (
+        "node mig-node: the scheduler's MIG requests (3g.40gb by ml/a-0 in 1 interval (2024-09-01 01:00 – "
+        "2024-09-01 02:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
+        "(its unlabelled MIG instances then: 1g.10gb, 2g.20gb; its instances of those profiles sampled in the "
+        "window: GPU 0 instance 1 (3g.40gb) in 1 interval (2024-09-01 00:00 – 2024-09-01 01:00 UTC)): they "
+        "hold none of its GPU time, which stays with the pod labels, the other requests and unallocated")
+    assert unplaced.nearest == ("GPU 0 instance 1 (3g.40gb)",)
 
 
 def test_mig_instances_of_unknown_profile_share_the_gpu_equally(tmp_path):
@@ -269,7 +307,7 @@ def test_mig_instances_of_unknown_profile_share_the_gpu_equally(tmp_path):
     (unknown,) = [m for m in result.fit.misfits if m.kind == "mig_profile_unknown"]
     assert unknown.message == (
         "node mig-node GPU 0: the MIG instances (GPU_I_ID) 1, 2, 3 carry no readable GPU_I_PROFILE in 2 "
-        "intervals (2024-09-01 00:00 – 2024-09-01 01:00 UTC), so their compute slices are unknown: the slices "
+        "intervals (2024-09-01 00:00 – 2024-09-01 02:00 UTC), so their compute slices are unknown: the slices "
         "the instances of known profile leave were split equally among them (assumed, no slice free; METHOD §3 "
         "splits a shared GPU evenly where nothing measures each part), held by the pods a-0, b-0, b-1")
     assert unknown.nearest == ("a-0", "b-0", "b-1")
