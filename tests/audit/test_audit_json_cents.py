@@ -171,7 +171,7 @@ def test_the_class_nets_add_up_to_the_total_where_rounding_each_alone_misses():
     (before); rounded together by largest remainder they are 2.85 + 0.51 + 16.24 = 19.60."""
     import pandas as pd
 
-    from audit.audit_json import class_rows
+    from audit.audit_json_classes import class_rows
 
     nets = {"observability": D("2.84845"), "serving_network": D("0.51268"), "unmatched": D("16.2348")}
     charges = pd.DataFrame([{"resource_class": k, "line_count": 1, "gross": v, "commitment": D(0), "credits": D(0),
@@ -206,7 +206,7 @@ def test_the_classes_add_up_by_row_and_by_column():
     3,323.92 = 83,919.55 against a net of 83,919.54, and the tax column 3,535.39 against 3,535.38 billed)."""
     import pandas as pd
 
-    from audit.audit_json import class_rows
+    from audit.audit_json_classes import class_rows
     exact = {"gpu_compute": (D("82476.00"), D("-1880.374"), D("3323.916")),
              "serving_network": (D("1145.07"), D("-26.106"), D("46.154")),
              "commitment_unused": (D("1058.40"), D("-24.130"), D("42.660"))}
