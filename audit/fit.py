@@ -54,6 +54,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from audit.capacity_blocks import moved_fees
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
@@ -100,7 +101,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
     owner (audit/classify.py), ``nodes`` the billed resource → telemetry node map, ``devices``
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``).
     """
-    gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
+    gpu_lines = classified[(classified["resource_class"] == "gpu_compute") & ~classified.index.isin(moved_fees(classified))]
     pods = pod_labels(tele)
     orphans, owned = orphan_pods(case, pods)
     found = (telemetry_window_fit(case, tele) + services_fit(case, tele, pods) + undeclared_fit(case, orphans, owned)

@@ -40,7 +40,7 @@ FIELDS = (
     "reservation_unused_amortized_upfront_fee_for_billing_period", "reservation_unused_recurring_fee",
     "savings_plan_savings_plan_effective_cost", "savings_plan_savings_plan_arn",
     "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
-    "split_line_item_parent_resource_id",
+    "split_line_item_parent_resource_id", "capacity_reservation_capacity_reservation_arn",
     "split_line_item_split_cost", "split_line_item_unused_cost", *DATE_FIELDS,
 )
 REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date", "line_item_usage_end_date")
@@ -72,6 +72,9 @@ DISCOUNT_SUFFIX = "Discount"
 # Split cost allocation rows (EKS pods, ECS tasks on EC2) split an instance line that is already billed.
 SPLIT_OPERATIONS = ("EKSPod-EC2", "ECSTask-EC2")
 DEC = "DECIMAL(38,20)"
+# An EC2 Capacity Block for ML's upfront fee: usage type ``USE2-CapacityBlockFee:p5.48xlarge``
+# (grafana/cloudcost-exporter, pkg/aws/client/billing.go), resource its capacity reservation.
+CAPACITY_BLOCK = "CapacityBlock"
 
 
 @dataclass(frozen=True)
@@ -387,6 +390,10 @@ def base_columns() -> dict[str, str]:
                                    f"t IN ('DiscountedUsage', 'RIFee') OR (t = 'Fee' AND {ri_fee}) "
                                    "THEN 'Reservation' END"),
         "ResourceId": "line_item_resource_id",
+        # the capacity reservation a line ran in (CUR 2.0 "include capacity reservation data"), else the
+        # reservation an EC2 Capacity Block's fee buys (its resource): audit/capacity_blocks.py joins them
+        "CapacityReservationId": ("coalesce(capacity_reservation_capacity_reservation_arn, CASE WHEN "
+                                  f"line_item_usage_type ILIKE '%{CAPACITY_BLOCK}%' THEN line_item_resource_id END)"),
         "RegionId": "coalesce(product_region_code, product_region)",
         "SkuId": "product_sku",
         "BillingCurrency": "line_item_currency_code",

@@ -74,3 +74,14 @@ def test_covered_usage_no_purchase_reached_is_marked_for_the_price_driver_on_the
     assert out["unpurchased"].tolist() == [False, True, False]
     assert out["priced"].tolist() == [D("2.40"), D("99.0456"), D("99.0456")]
     assert priced(charges(covered), "effective")["unpurchased"].tolist() == [False]
+
+
+@pytest.mark.parametrize("basis", ["effective", "billed", "list", "contracted"])
+def test_usage_of_no_commitment_a_capacity_block_s_fee_was_spread_onto_is_priced_at_the_spread_rate(basis):
+    """An EC2 Capacity Block's instance-hours: billed 0 at unit price 0, the block's fee spread onto
+    them (audit/capacity_blocks.py). Priced at 24 × 0, the tied block of cloudgen eks 9402 did not
+    reconcile (gap 0.47); now at the spread amount ÷ quantity, flagged ``spread_rate``."""
+    block = {"contracted_unit_price": D(0), "gross": D(0), "commitment": D("755.136")}
+    out = priced(charges(block, {**block, "commitment": D(0)}), basis)
+    assert out["priced"].tolist() == [D("755.136"), D(0)]
+    assert out["spread_rate"].tolist() == [True, False] and out["effective_rate"].tolist() == [False, False]
