@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from audit.capacity_blocks import block_spreads
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -139,7 +140,9 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     if basis in PRE_COMMITMENT:  # priced before commitments: the purchases count 0 and leave
         spent = list(lines.index[is_purchase])
     else:
-        spent = _spread_purchases(work, lines[is_purchase], amount)
+        spent = _spread_purchases(work, purchase_spreads(work, lines[is_purchase]), amount)
+    # an EC2 Capacity Block's fee, on every basis: AWS bills its instance-hours 0 and the block up front
+    spent += _spread_purchases(work, block_spreads(lines[is_charge & ~lines.index.isin(spent)]), amount)
     if spent:
         is_charge &= ~lines.index.isin(spent)
         work = work[~work.index.isin(spent)]
@@ -155,14 +158,15 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     return charges, leftovers
 
 
-def _spread_purchases(charges, purchases, amount) -> list:
-    """A commitment purchase moves onto the lines that used (or left unused) that commitment
-    (:func:`audit.lines.purchase_spreads` says which, and their weights). Returns the purchase lines
-    whose amount moved; they leave the charges (their money is in the ``commitment`` column of the
-    lines they paid for)."""
+def _spread_purchases(charges, spreads, amount) -> list:
+    """A commitment purchase moves onto the lines that used (or left unused) that commitment, a
+    Capacity Block's fee onto the lines that ran in it (``spreads``: :func:`audit.lines.purchase_spreads`,
+    :func:`audit.capacity_blocks.block_spreads`, which say which, and their weights). Returns the
+    purchase lines whose amount moved; they leave the charges (their money is in the ``commitment``
+    column of the lines they paid for)."""
     added: dict = {}
     spent = []
-    for own, targets, weights in purchase_spreads(charges, purchases):
+    for own, targets, weights in spreads:
         spent += own
         for t, share in zip(targets, split_evenly(dsum(amount[i] for i in own), weights)):
             added[t] = added.get(t, ZERO) + share

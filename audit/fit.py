@@ -54,6 +54,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from audit.capacity_blocks import moved_fees
 from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
@@ -101,7 +102,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
     each profile's service and the GPU its trace names (audit/fit_profiles.py ``devices_of``), ``beyond``
     the sources' commitment purchases outside the window (audit/fit_commitments.py ``window_purchases``).
     """
-    gpu_lines = classified[classified["resource_class"] == "gpu_compute"]
+    gpu_lines = classified[(classified["resource_class"] == "gpu_compute") & ~classified.index.isin(moved_fees(classified))]
     pods = pod_labels(tele)
     orphans, owned = orphan_pods(case, pods)
     found = (telemetry_window_fit(case, tele) + services_fit(case, tele, pods) + undeclared_fit(case, orphans, owned)

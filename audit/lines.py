@@ -237,9 +237,12 @@ def members_by_commitment(ids: pd.Series) -> dict[str, list]:
     return members
 
 
-def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame) -> list[tuple[list, list, list[Decimal]]]:
+def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame,
+                     column: str = "commitment_discount_id") -> list[tuple[list, list, list[Decimal]]]:
     """(the purchase lines of one commitment, the ``charges`` they move onto, the weights) per
     commitment whose purchase moves (audit/adjust.py spreads it; the fit does not call it unmatched).
+    ``column`` names the commitment: a Capacity Block's fee and the lines that ran in it name their
+    capacity reservation instead (audit/capacity_blocks.py).
 
     A line belongs to a commitment when its CommitmentDiscountId is the purchase's or lies under it
     (Azure bills a reservation *order*, ``…/reservationOrders/O``, and its usage names the
@@ -250,9 +253,9 @@ def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame) -> list[tup
     of one commitment (an hourly recurring fee, month-long) go together: the split is linear, so
     each line gets what splitting them one by one would give it.
     """
-    members = members_by_commitment(charges["commitment_discount_id"])
+    members = members_by_commitment(charges[column])
     by_commitment: dict[str, list] = {}
-    for idx, commitment in purchases["commitment_discount_id"].items():
+    for idx, commitment in purchases[column].items():
         by_commitment.setdefault(commitment, []).append(idx)
     out = []
     for commitment, own in by_commitment.items():

@@ -21,9 +21,10 @@ from audit.lines import PRE_COMMITMENT
 PRICE_COLUMNS = ("pricing_quantity", "contracted_unit_price", "list_unit_price", "charge_category", "gross",
                  "commitment", "commitment_discount_status")
 
+
 def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> pd.DataFrame:
     """The charges with ``priced``, ``has_price``, ``price_fallback``, ``effective_rate``,
-    ``unpurchased`` and ``pretax`` columns, on the case's cost ``basis``.
+    ``unpurchased``, ``spread_rate`` and ``pretax`` columns, on the case's cost ``basis``.
 
     On the list basis a line is priced at its ListUnitPrice, else its ContractedUnitPrice (flagged);
     on every other basis at its ContractedUnitPrice, else its ListUnitPrice (flagged). Priced at the
@@ -44,8 +45,13 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
     :func:`~audit.bridge.unpurchased_reason` says so); ``unpurchased`` marks such lines costing 0, so
     that the price driver names them. So does covered usage costing 0 on the effective basis whose
     commitment is in ``lacking`` (:func:`audit.bridge.unpurchased`: an ActualCost export without its
-    purchase): its rate, 0, is no price."""
-    amounts, has_price, fallback, effective, unpurchased = [], [], [], [], []
+    purchase): its rate, 0, is no price.
+
+    On every basis, usage of no commitment that a purchase was spread onto (an EC2 Capacity Block's
+    instance-hours, billed 0, and the block's fee: audit/capacity_blocks.py) is priced at the spread
+    amount ÷ quantity (``spread_rate``): its unit price, 0, is not what the block cost (a block tied to
+    its instance priced the instance's day at 0 bottom-up against the fee top-down: gap 0.47)."""
+    amounts, has_price, fallback, effective, unpurchased, spread = [], [], [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
     ids = charges["commitment_discount_id"] if lacking else [""] * len(charges)
     for quantity, contracted, listed, category, gross, commitment, status, cid in zip(
@@ -53,8 +59,9 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
         unit, other = (listed, contracted) if basis == "list" else (contracted, listed)
         used_other = False
         shown = not (gross + commitment == 0 and cid in lacking)
-        at_rate = status == "Used" and bool(quantity) and ((basis == "effective" and shown)
-                                                          or (basis == "billed" and commitment != 0))
+        block = bool(quantity) and status not in ("Used", "Unused") and commitment != 0
+        at_rate = block or (status == "Used" and bool(quantity) and ((basis == "effective" and shown)
+                                                                     or (basis == "billed" and commitment != 0)))
         if unit is None and other is not None and not at_rate:
             unit, used_other = other, True
         ok = at_rate or (quantity is not None and unit is not None and category != "Purchase"
@@ -62,10 +69,11 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
         amounts.append(quantity * unit if ok and not at_rate else gross + commitment)
         has_price.append(ok)
         fallback.append(ok and used_other)
-        effective.append(at_rate)
+        effective.append(at_rate and not block)
+        spread.append(block)
         unpurchased.append(status == "Used" and not at_rate and gross + commitment == 0
                            and (basis == "billed" or (basis == "effective" and not shown)))
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]
     return charges.assign(priced=amounts, has_price=has_price, price_fallback=fallback, effective_rate=effective,
-                          unpurchased=unpurchased, pretax=pretax)
+                          unpurchased=unpurchased, spread_rate=spread, pretax=pretax)
 

@@ -194,7 +194,7 @@ RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
 def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
     out = []
     read = charges[["resource_class", "pretax", "priced", "has_price", "price_fallback", "effective_rate",
-                    "unpurchased"]]
+                    "unpurchased", "spread_rate"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
         unpriced = int((~frame["has_price"]).sum())
@@ -209,6 +209,10 @@ def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
         if covered:
             detail += (f"; {covered} commitment-covered line(s) priced at {RATE_WORDS[basis]}: the contracted price "
                        "excludes the commitment discount)")
+        blocks = int(frame["spread_rate"].sum())
+        if blocks:
+            detail += (f"; {blocks} line(s) of no commitment priced at the purchase spread onto them ÷ quantity "
+                       "(an EC2 Capacity Block's instance-hours, billed 0: the block's fee)")
         unpurchased = int(frame["unpurchased"].sum())
         if unpurchased:
             detail += (f"; {unpurchased} commitment-covered line(s) cost 0 for want of their commitment's purchase in "

@@ -40,7 +40,7 @@ FIELDS = (
     "reservation_unused_amortized_upfront_fee_for_billing_period", "reservation_unused_recurring_fee",
     "savings_plan_savings_plan_effective_cost", "savings_plan_savings_plan_arn",
     "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
-    "split_line_item_parent_resource_id",
+    "split_line_item_parent_resource_id", "capacity_reservation_capacity_reservation_arn",
     "split_line_item_split_cost", "split_line_item_unused_cost", *DATE_FIELDS,
 )
 REQUIRED = ("line_item_unblended_cost", "line_item_line_item_type", "line_item_usage_start_date", "line_item_usage_end_date")
@@ -72,6 +72,9 @@ DISCOUNT_SUFFIX = "Discount"
 # Split cost allocation rows (EKS pods, ECS tasks on EC2) split an instance line that is already billed.
 SPLIT_OPERATIONS = ("EKSPod-EC2", "ECSTask-EC2")
 DEC = "DECIMAL(38,20)"
+# An EC2 Capacity Block for ML's upfront fee: usage type ``USE2-CapacityBlockFee:p5.48xlarge``
+# (grafana/cloudcost-exporter, pkg/aws/client/billing.go), resource its capacity reservation.
+CAPACITY_BLOCK = "CapacityBlock"
 
 
 @dataclass(frozen=True)
@@ -308,11 +311,10 @@ COSTS: dict[str, tuple[dict[str, str], str]] = {
                        UNBLENDED),
 }
 # ContractedUnitPrice per line item type: the rate of ContractedCost, so that ContractedCost =
-# PricingQuantity × ContractedUnitPrice on usage (METHOD §5), as in AWS's FOCUS export, where covered
-# usage carries its rate before the commitment discount. Savings Plan-covered usage has its unblended
-# rate (``savings_plan_savings_plan_rate`` is after the plan's discount: priced at it, the contracted
-# bottom-up lost the discount, gap 16.9 % on cloudgen eks 8705); reservation-covered usage, whose
-# ContractedCost is its public on-demand cost, the public on-demand rate.
+# PricingQuantity × ContractedUnitPrice on usage (METHOD §5), as in AWS's FOCUS export: covered usage at
+# its rate before the commitment discount, Savings Plan-covered usage its unblended rate (the plan's
+# rate is after its discount: cloudgen eks 8705 lost it, gap 16.9 %), reservation-covered usage its
+# public on-demand rate.
 CONTRACTED_RATES = {"Usage": "line_item_unblended_rate", "SavingsPlanCoveredUsage": "line_item_unblended_rate",
                     "DiscountedUsage": "pricing_public_on_demand_rate"}
 # An unused-commitment row (:data:`UNUSED`) bills nothing and is no usage: list and contracted 0.
@@ -390,6 +392,9 @@ def base_columns() -> dict[str, str]:
                                    f"t IN ('DiscountedUsage', 'RIFee') OR (t = 'Fee' AND {ri_fee}) "
                                    "THEN 'Reservation' END"),
         "ResourceId": "line_item_resource_id",
+        # the capacity reservation a line ran in, else the one a Capacity Block's fee buys (audit/capacity_blocks.py)
+        "CapacityReservationId": ("coalesce(capacity_reservation_capacity_reservation_arn, CASE WHEN "
+                                  f"line_item_usage_type ILIKE '%{CAPACITY_BLOCK}%' THEN line_item_resource_id END)"),
         "RegionId": "coalesce(product_region_code, product_region)",
         "SkuId": "product_sku",
         "BillingCurrency": "line_item_currency_code",

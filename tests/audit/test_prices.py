@@ -99,3 +99,15 @@ def test_the_list_basis_price_driver_of_a_spot_hour_and_a_line_without_a_list_pr
     assert (driver.subject, driver.gap) == ("serving_compute", D(0))
     assert driver.detail == ("cost 11.14 vs quantity × unit price 11.14; 1 line(s) priced at ContractedUnitPrice "
                              "(no list price)")
+
+
+@pytest.mark.parametrize("basis", ["effective", "billed", "list", "contracted"])
+def test_usage_of_no_commitment_a_capacity_block_s_fee_was_spread_onto_is_priced_at_the_spread_rate(basis):
+    """An EC2 Capacity Block's instance-hours: billed 0 at unit price 0, the block's fee spread onto
+    them (audit/capacity_blocks.py). Priced at 24 × 0, the tied block of cloudgen eks 9402 did not
+    reconcile (gap 0.47); now at the spread amount ÷ quantity, flagged ``spread_rate``."""
+    block = {"contracted_unit_price": D(0), "gross": D(0), "commitment": D("755.136")}
+    out = priced(charges(block, {**block, "commitment": D(0)}), basis)
+    # the other hour, no fee spread onto it, at its unit price: 0, or on the list basis its list price
+    assert out["priced"].tolist() == [D("755.136"), D(120) if basis == "list" else D(0)]
+    assert out["spread_rate"].tolist() == [True, False] and out["effective_rate"].tolist() == [False, False]

@@ -1,0 +1,96 @@
+"""EC2 Capacity Blocks for ML: the upfront fee that pays for a block's GPU instance-hours, and the lines
+of the instances that ran in it (METHOD §2: the fee is gpu_compute of those instances).
+
+What AWS writes, as far as public sources show it:
+
+* the fee is one charge per block, paid up front when the block is bought (AWS EC2 User Guide,
+  "Capacity Blocks pricing and billing" and "Extend Capacity Blocks": the price is charged up front,
+  the operating system by the hour while instances run), under the usage type
+  ``<region>-CapacityBlockFee:<instance type>`` (``USE2-CapacityBlockFee:p5.48xlarge``; us-east-1 may
+  go without the prefix), booked once and not amortised by AWS (Cost Explorer record type ``Upfront``,
+  a cancelled block's money back as ``Refund``): grafana/cloudcost-exporter,
+  ``pkg/aws/client/billing.go`` ``getCapacityBlockCosts``. That the CUR line is a ``Fee`` (FOCUS
+  ChargeCategory Purchase) whose resource is the block's capacity reservation (``cr-…``) is not in
+  those sources but assumed (how a reservation's upfront fee is billed): the class does not depend on
+  it (the usage type decides), the tie does (the fee's CapacityReservationId, else its resource);
+* the lines of an instance that ran in a capacity reservation name it in CUR 2.0's
+  ``capacity_reservation_capacity_reservation_arn`` (AWS Data Exports, "Capacity reservation
+  columns": set when a charge is related to a capacity reservation; exported only with "include
+  capacity reservation data") and in FOCUS 1.1+'s CapacityReservationId (an id or an ARN).
+
+The fee moves onto the lines that name its reservation as a commitment purchase moves onto the lines
+of its commitment (:func:`audit.lines.purchase_spreads`), so the GPU split prices the block's
+instance-hours at what the block cost (and audit/prices.py prices them bottom-up at that spread). A
+fee whose reservation no other line names stays a charge of its own, gpu_compute by the shipped rule
+with the GPUs of the instance type its usage type names, its resource the reservation: the split
+leaves it unattributed (GPU not in telemetry) and the fit names it with the nodes that carry its GPU
+model (``gpu_resource_not_in_telemetry``), never ``unmatched``.
+"""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from audit.lines import json_object, purchase_spreads
+
+#: a Capacity Block's usage type (the verifier's ``USE1-CapacityBlock:p5.48xlarge`` spelling too)
+BLOCK_USAGE = re.compile(r"(?i)(^|-)capacityblock(fee)?:")
+RESERVATION = re.compile(r"(?i)\bcr-[0-9a-z]+")
+#: the extra keys that may hold what this module reads (FOCUS keeps a header's own spelling)
+KEYS = ("capacityreservationid", "x_usagetype")
+
+
+def reservation_key(value) -> str:
+    """A capacity reservation named by its id or its ARN, as its id in lower case (``cr-…``); ""
+    when the value names none."""
+    found = RESERVATION.search(str(value or ""))
+    return found.group(0).lower() if found else ""
+
+
+def _named(extra: str) -> dict[str, str]:
+    """The values of :data:`KEYS` a line's ``extra`` holds, keyed in lower case."""
+    return {k.lower(): str(v or "") for k, v in json_object(extra).items() if k.lower() in KEYS}
+
+
+def block_ties(lines: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(whether each line is a Capacity Block's fee: a Purchase of a Capacity Block usage type, the
+    capacity reservation each line names, "" where none). A fee names its CapacityReservationId,
+    else its resource; any other line its CapacityReservationId. Only the Purchase lines are looked
+    at unless one of them is a fee (a bill without a Capacity Block reads no other line's ``extra``),
+    and then only the lines whose ``extra`` mentions a capacity reservation."""
+    fee = pd.Series(False, index=lines.index)
+    reservation = pd.Series("", index=lines.index, dtype=object)
+    if "extra" not in lines.columns or not len(lines):
+        return fee, reservation
+    text = lines["extra"].fillna("").astype(str)
+    purchases = lines.index[(lines["charge_category"] == "Purchase").to_numpy(dtype=bool)]
+    for idx in purchases[text[purchases].str.contains("capacityblock", case=False, regex=False).to_numpy(dtype=bool)]:
+        named = _named(text[idx])
+        if BLOCK_USAGE.search(named.get("x_usagetype", "")):
+            fee[idx] = True
+            reservation[idx] = reservation_key(named.get("capacityreservationid")) or reservation_key(
+                lines.at[idx, "resource_id"])
+    if not fee.any():
+        return fee, reservation
+    others = ~fee & text.str.contains("capacityreservation", case=False, regex=False)
+    for idx in lines.index[others.to_numpy(dtype=bool)]:
+        reservation[idx] = reservation_key(_named(text[idx]).get("capacityreservationid"))
+    return fee, reservation
+
+
+def block_spreads(charges: pd.DataFrame) -> list[tuple[list, list, list]]:
+    """(a Capacity Block's fee lines, the ``charges`` that ran in its reservation, their weights) per
+    block whose fee moves onto its instances' lines (:func:`audit.lines.purchase_spreads`, as a
+    commitment purchase onto its commitment's lines)."""
+    fee, reservation = block_ties(charges)
+    if not fee.any():
+        return []
+    keyed = charges.assign(capacity_reservation=reservation)
+    return purchase_spreads(keyed, keyed[fee], "capacity_reservation")
+
+
+def moved_fees(charges: pd.DataFrame) -> list:
+    """The Capacity Block fee lines among ``charges`` whose money moves onto their instances' lines:
+    no GPU resource of their own (the fit does not look for their reservation in telemetry)."""
+    return [i for own, _, _ in block_spreads(charges) for i in own]
