@@ -254,6 +254,20 @@ def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
     assert (UNALLOCATED, H0.to_pydatetime()) not in splitter.groups
 
 
+def test_lines_that_bill_one_node_in_an_interval_count_its_gpus_once():
+    """A node resized mid-hour: half an hour as a g6e.12xlarge (4 GPUs), half as a g6e.48xlarge (8),
+    chat holding the same 4 GPUs throughout. Before: chat held 8 GPUs that hour (4 per line), 8 of
+    the resource's type (its coverage's, the first line's). Now: 4, each counted once; its paid GPU
+    time the two half hours (4 GPU-hours)."""
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for g in range(4)]
+    half = {"pricing_quantity": Decimal("0.5"), "consumed_quantity": Decimal("0.5")}
+    rows = [gpu_line(1, end=H0 + HOUR / 2, instance_type="g6e.12xlarge", gpus_per_instance=4, **half),
+            gpu_line(2, start=H0 + HOUR / 2, instance_type="g6e.48xlarge", gpus_per_instance=8, **half)]
+    chat = split(rows, acts, {"i-1": ("n1",)}).groups[("chat", H0.to_pydatetime())]
+    assert (chat.gpus, chat.types, chat.paid_seconds / 3600) == (4, {"g6e.12xlarge": 4}, 4)
+
+
 def test_a_scale_sets_rows_beyond_its_vms_are_weighed_across_its_nodes():
     """Three hourly rows of an 8-GPU scale set that telemetry shows as two VMs (no VM
     named): 24 GPU-hours billed where 2 × 8 fit. Before: the warning weighed the one full node,
