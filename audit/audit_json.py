@@ -194,7 +194,7 @@ def _coverage(result) -> dict:
 
 def _gpu_split(result) -> list[dict]:
     agg: defaultdict[str, defaultdict[str, Decimal]] = defaultdict(lambda: defaultdict(lambda: ZERO))
-    gpus: defaultdict[str, int] = defaultdict(int)
+    gpus: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     for iv in result.intervals:
         a = agg[iv.service]
         a["paid"] += iv.paid_seconds
@@ -205,7 +205,7 @@ def _gpu_split(result) -> list[dict]:
     for service, a in sorted(agg.items()):
         profile = result.profiles.get(service)
         sources = sorted({s for (h, _), g in result.groups.items() if h == service for s in g.sources})
-        out.append({"service": service, "gpus": gpus[service], "paid_gpu_hours": _hours(a["paid"]),
+        out.append({"service": service, "gpus": units.gpu_count(gpus[service]), "paid_gpu_hours": _hours(a["paid"]),
                     "kernel_active_gpu_hours": _hours(a["busy"]),
                     "in_flight_idle_gpu_hours": _hours(a["serving"]) if profile else None,
                     "overhead_gpu_hours": _hours(a["paid"] - a["busy"] - a["serving"]),

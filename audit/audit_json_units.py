@@ -231,3 +231,11 @@ def allocation(result: AuditResult, rounded: Cents) -> dict[str, Any] | None:
     return {"key": split.key, "used": split.used, "note": split.note,
             "shared_cost": str(rounded.pool), "unallocated": str(rounded.unallocated),
             "weights": {s: share(w, total) for s, w in sorted(split.weights.items())}}
+
+
+def gpu_count(value) -> int | float:
+    """A count of GPUs as audit.json's number: whole GPUs an integer, a sum of MIG slices (a
+    fraction of a GPU each, at 50 digits) at 2 places, as the GPU-hours beside it."""
+    if value == int(value):
+        return int(value)
+    return float(fmt(Decimal(value), 2))

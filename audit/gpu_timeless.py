@@ -28,12 +28,15 @@ def no_gpu_time(groups: dict, plan, lines, coverage: Mapping, currency: str) -> 
         return ()
     money: dict[str, Decimal] = {}
     counts: dict[str, int] = {}
+    billed: set[str] = set()  # the keys a line of which names its machine type
     columns = zip(plan.keys, plan.period, plan.line_counts, lines["net"], lines["pretax"], lines["priced"],
-                  lines["committed"])
-    for key, period, count, net, gross, priced, committed in columns:
+                  lines["committed"], lines["machine"])
+    for key, period, count, net, gross, priced, committed, machine in columns:
         grid, parts = plan.grids[period]
         if key not in keys or not parts:
             continue
+        if machine:
+            billed.add(key)
         for (ts, _), part in zip(grid, parts):
             group = groups.get((NO_GPU_TIME, ts))
             if group is None:
@@ -46,27 +49,34 @@ def no_gpu_time(groups: dict, plan, lines, coverage: Mapping, currency: str) -> 
             group.nodes.update(n for n in coverage[key].node.split(", ") if n)
         money[key] = money.get(key, ZERO) + net
         counts[key] = counts.get(key, 0) + int(count)
-    return (_named(money, counts, coverage, currency),) if money else ()
+    return (_named(money, counts, coverage, currency, billed),) if money else ()
 
 
-def _named(money: dict[str, Decimal], counts: dict[str, int], coverage: Mapping, currency: str) -> Misfit:
-    """The ``gpu_time_not_billed`` warning: each resource, its lines and money, largest first."""
+def _named(money: dict[str, Decimal], counts: dict[str, int], coverage: Mapping, currency: str,
+           billed: set[str]) -> Misfit:
+    """The ``gpu_time_not_billed`` warning: each resource, its lines and money, largest first; the
+    machine type its lines name (``billed``), else the one telemetry reports for its node."""
     order = sorted(money, key=lambda key: (-abs(money[key]), key))
     names = [text(coverage[key].resource_id or key) for key in order]
-    shown = "; ".join(f"{name}{_machine(coverage[key])}: {counts[key]} line(s), {money[key]:.2f} {currency}"
+    shown = "; ".join(f"{name}{_machine(coverage[key], key in billed)}: {counts[key]} line(s), "
+                      f"{money[key]:.2f} {currency}"
                       for name, key in zip(names[:LISTED], order))
     more = f"; … {len(order) - LISTED} more" if len(order) > LISTED else ""
     total = sum(money.values(), ZERO)
     message = (f"{len(order):,} GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, "
-               f"no instance or machine type with GPUs in the shipped table): {shown}{more}. How many GPUs "
+               f"no line naming an instance or machine type with GPUs in the shipped table): {shown}{more}. How many GPUs "
                f"their {total:.2f} {currency} paid for, and for how long, is not in the bill: it is unattributed "
                "(gpu_time_not_billed), in no GPU-interval. The GPU meter's lines, or the machine type (GCP "
                "machine_spec) on the lines, would place it.")
     return Misfit("gpu_time_not_billed", "billing quantities", message, tuple(names[:LISTED]))
 
 
-def _machine(cover) -> str:
-    """" (machine m, node n)" as far as the coverage names them."""
+def _machine(cover, billed: bool) -> str:
+    """" (machine m, node n)" as far as the coverage names them; where no line names the machine
+    type (``billed`` false) and telemetry does, says so: the nearest type, which the bill lacks."""
+    if cover.instance_type and not billed:
+        return (f" (the bill names no machine type; telemetry reports node {text(cover.node)} as "
+                f"{text(cover.instance_type)}, the nearest)")
     said = [f"machine {text(cover.instance_type)}" if cover.instance_type else "",
             f"node {text(cover.node)}" if cover.node else ""]
     return f" ({', '.join(s for s in said if s)})" if any(said) else ""

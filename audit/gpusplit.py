@@ -285,7 +285,8 @@ class GpuSplitter:
         placements), added to each holder's group. Its GPU time is the overlap × the line's occupancy
         (:mod:`audit.line_facts`: the share of its period it bills); a line that bills no GPU time (the
         core / RAM part of a machine billed in parts, occupancy 0) adds money only: neither seconds nor
-        GPUs, which the GPU meter's line counts (once). In a full interval of ``key`` (one billed beyond
+        GPUs, which the GPU meter's line counts (once); lines that bill one named node in the interval
+        count its GPUs once (:meth:`Group.count_gpus`). In a full interval of ``key`` (one billed beyond
         its GPUs, :mod:`audit.gpu_over`) the holders keep the fit of it (:meth:`Beyond.split`)."""
         counts_time = occupancy != 0
         time = (overlap if occupancy == 1 else overlap * occupancy) * lines
@@ -297,13 +298,13 @@ class GpuSplitter:
         observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
         cover.observed_seconds += time * observed
         net, gross, priced, committed = money
+        counted: dict = {}
         for holder, n, busy, source, pod, owner in holdings:
             group = self.groups.get((holder, ts))
             if group is None:
                 group = self.groups[(holder, ts)] = Group(holder, ts)
-            if counts_time:
-                group.gpus += n * lines
-                group.types[cover.instance_type] = group.types.get(cover.instance_type, 0) + n * lines
+            if counts_time and lines:
+                counted[holder] = counted.get(holder, 0) + n
             if owner:  # unmeasured GPUs of a service's pods (:meth:`_unmeasured`)
                 group.owned_paid[owner] = group.owned_paid.get(owner, ZERO) + net * n
                 group.owned_seconds[owner] = group.owned_seconds.get(owner, ZERO) + time * n
@@ -326,6 +327,8 @@ class GpuSplitter:
                 group.nodes.add(node)
             if pod:
                 group.pods.add(pod)
+        for holder, n in counted.items():
+            self.groups[(holder, ts)].count_gpus(node, cover.instance_type, n, lines)
 
     def _holdings(self, node, ts, gpus) -> tuple[int, tuple]:
         """What telemetry says of ``gpus`` billed GPUs of a node in an interval: how many it observed,

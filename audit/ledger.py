@@ -72,6 +72,25 @@ class Group:
     #: sample, not in telemetry): GPUs the scheduler's requests place under the service's pods
     owned_paid: dict[str, Decimal] = field(default_factory=dict)
     owned_seconds: dict[str, Decimal] = field(default_factory=dict)
+    #: the most GPUs any one line placed on each named node (and on each node and instance type):
+    #: lines that bill the same node in the interval (two half hours, a GPU meter in two rows) bill
+    #: the same GPUs, counted once in ``gpus`` and ``types``
+    node_gpus: dict[tuple, Decimal] = field(default_factory=dict)
+
+    def count_gpus(self, node: str, kind: str, gpus, lines: int = 1) -> None:
+        """Count ``gpus`` held on ``node`` (of instance type ``kind``) by ``lines`` lines or placements:
+        on a named node only what exceeds the most an earlier line placed there; lines with no node
+        (billed instances telemetry does not name) add theirs each, their GPUs known to no other."""
+        self.gpus += self._beyond((node,), gpus) if node else gpus * lines
+        self.types[kind] = self.types.get(kind, 0) + (self._beyond((node, kind), gpus) if node else gpus * lines)
+
+    def _beyond(self, where: tuple, gpus):
+        """What ``gpus`` adds to the most counted at ``where`` so far (kept)."""
+        most = self.node_gpus.get(where, 0)
+        if gpus <= most:
+            return 0
+        self.node_gpus[where] = gpus
+        return gpus - most
 
 
 @dataclass

@@ -52,10 +52,12 @@ def walk(request):
     WALK["name"] = "python"
 
 
-def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None):
+def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None,
+          node_types=None):
     case = make_case()
     splitter = GpuSplitter(case, case.services, activity(acts) if acts else empty_table(ACTIVITY_COLUMNS),
-                           nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600)
+                           nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600,
+                           node_types=node_types)
     lines = GpuLines(lines_frame(rows))
     if WALK["name"] == "python":
         splitter.add_lines(lines)
@@ -254,6 +256,20 @@ def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
     assert (UNALLOCATED, H0.to_pydatetime()) not in splitter.groups
 
 
+def test_lines_that_bill_one_node_in_an_interval_count_its_gpus_once():
+    """A node resized mid-hour: half an hour as a g6e.12xlarge (4 GPUs), half as a g6e.48xlarge (8),
+    chat holding the same 4 GPUs throughout. Before: chat held 8 GPUs that hour (4 per line), 8 of
+    the resource's type (its coverage's, the first line's). Now: 4, each counted once; its paid GPU
+    time the two half hours (4 GPU-hours)."""
+    acts = [{"node": "n1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0", "namespace": "llm"}
+            for g in range(4)]
+    half = {"pricing_quantity": Decimal("0.5"), "consumed_quantity": Decimal("0.5")}
+    rows = [gpu_line(1, end=H0 + HOUR / 2, instance_type="g6e.12xlarge", gpus_per_instance=4, **half),
+            gpu_line(2, start=H0 + HOUR / 2, instance_type="g6e.48xlarge", gpus_per_instance=8, **half)]
+    chat = split(rows, acts, {"i-1": ("n1",)}).groups[("chat", H0.to_pydatetime())]
+    assert (chat.gpus, chat.types, chat.paid_seconds / 3600) == (4, {"g6e.12xlarge": 4}, 4)
+
+
 def test_a_scale_sets_rows_beyond_its_vms_are_weighed_across_its_nodes():
     """Three hourly rows of an 8-GPU scale set that telemetry shows as two VMs (no VM
     named): 24 GPU-hours billed where 2 × 8 fit. Before: the warning weighed the one full node,
@@ -314,8 +330,8 @@ def test_a_line_with_no_gpu_bills_no_gpu_interval_and_its_money_is_unattributed_
     [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
     assert misfit.nearest == ("i-1",)
     assert misfit.message == (
-        "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no instance or machine "
-        "type with GPUs in the shipped table): i-1 (machine p5.48xlarge): 1 line(s), 98.32 USD. How many GPUs "
+        "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no line naming an "
+        "instance or machine type with GPUs in the shipped table): i-1 (machine p5.48xlarge): 1 line(s), 98.32 USD. How many GPUs "
         "their 98.32 USD paid for, and for how long, is not in the bill: it is unattributed "
         "(gpu_time_not_billed), in no GPU-interval. The GPU meter's lines, or the machine type (GCP machine_spec) "
         "on the lines, would place it.")
@@ -343,6 +359,20 @@ def test_a_g2_core_line_with_no_gpu_meter_bills_its_machines_four_l4s():
     cover = splitter.coverage["g2-1"]
     assert (cover.gpus, cover.paid_seconds, cover.instance_type) == (4, 4 * 3600, "g2-standard-48")
     assert not [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+
+
+def test_a_machine_type_only_telemetry_reports_is_named_as_the_nearest():
+    """A g2's Core line without its machine_spec label (no GPU meter): the node's telemetry label says
+    g2-standard-48. Before: "(no instance or machine type with GPUs in the shipped table): g2-1
+    (machine g2-standard-48, node gke-g2-1)", a type in the table. Now the bill is said to name none,
+    and telemetry's type for the node is the nearest."""
+    splitter = split([g2_part(1, "Core", "6", machine_type="")], None, {"g2-1": ("gke-g2-1",)},
+                     node_types={"gke-g2-1": "g2-standard-48"})
+    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+    assert misfit.message.startswith(
+        "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no line naming an "
+        "instance or machine type with GPUs in the shipped table): g2-1 (the bill names no machine type; "
+        "telemetry reports node gke-g2-1 as g2-standard-48, the nearest): 1 line(s), 6.00 USD. ")
 
 
 def test_a_g2_core_line_beside_its_gpu_meter_bills_no_gpu_time():

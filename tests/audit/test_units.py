@@ -362,3 +362,20 @@ def test_all_requests_not_measured_name_the_missing_series(monkeypatch):
     assert partial["cost_per_1k_all_requests"] is None and partial["reason"].split("; ")[1] == (
         "cost per 1,000 of all requests not measured: nv_inference_request_failure measured 1 of the 2 "
         "pod-intervals the denominator (prom (openmetrics): nv_inference_request_success) counted")
+
+
+def test_gpu_split_gpus_are_a_number_at_two_places_where_mig_slices_make_a_fraction():
+    """A service holding 12 GPUs and three 1g.10gb MIG slices (1/7 of a GPU each) in one interval, 8
+    whole GPUs in another. Before: gpus was the 50-digit string "12.428571428571…" (and "8" for
+    whole Decimal GPUs); now the JSON number 12.43 (2 places, as the GPU-hours), and 8 an integer."""
+    from audit.audit_json import _gpu_split
+
+    def interval(service, gpus):
+        return SimpleNamespace(service=service, paid_seconds=Decimal(3600), busy_seconds=Decimal(1800),
+                               serving_seconds=None, gpus=gpus)
+
+    result = SimpleNamespace(intervals=[interval("chat", Decimal(12) + Decimal(3) / Decimal(7)),
+                                        interval("chat", 8), interval("embed", Decimal(8))],
+                             profiles={}, groups={})
+    assert [(row["service"], row["gpus"]) for row in _gpu_split(result)] == [("chat", 12.43), ("embed", 8)]
+    assert [type(row["gpus"]) for row in _gpu_split(result)] == [float, int]
