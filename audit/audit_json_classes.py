@@ -11,6 +11,7 @@ from schemas.billing import line_total
 
 #: the classes[] row of the tax and credits no charge took (unattributed as unapplied_adjustment)
 UNAPPLIED = "unapplied_adjustment"
+HALF_CENT = Decimal("0.005")
 
 
 def classes_of(result, headline: Decimal) -> list[dict]:
@@ -36,7 +37,9 @@ def class_rows(charges, total: Decimal, tax: Decimal, headline: Decimal | None =
     lines = {klass: line_total(frame) for klass, frame in groups}
     left_tax = tax - dsum(row["tax"] for row in exact.values())
     left = total - dsum(dsum(row.values()) for row in exact.values())
-    if left or left_tax:  # its lines are counted in the notes' "Lines in no class", not here
+    # its lines are counted in the notes' "Lines in no class", not here; a residue below half a cent (the
+    # exact division of a spread, read from Parquet or text alike) is no row
+    if max(abs(left), abs(left_tax)) >= HALF_CENT:
         exact[UNAPPLIED], lines[UNAPPLIED] = {"gross": ZERO, "credits": left - left_tax, "tax": left_tax}, 0
     # the nets are what the buckets carry: rounded together, so that they add up to the total in scope
     nets = largest_remainder({klass: dsum(row.values()) for klass, row in exact.items()}, headline)

@@ -103,7 +103,7 @@ def test_the_cut_table_shows_the_largest_amounts(large):
     classes = large.audit["classes"]
     largest = sorted(classes, key=lambda c: -abs(Decimal(c["net"])))[:PDF_ROWS]
     table = html.split("Resource classes: gross, tax, credits, net", 1)[1].split("</table>", 1)[0]
-    shown = re.findall(r"<td>(class_\d{5})</td>", table)
+    shown = re.findall(r'<code class="muted">(class_\d{5})</code>', table)
     assert shown == [c["class"] for c in largest]
 
 

@@ -51,13 +51,14 @@ def may_case():
     return replace(make_case(accounts=()), name="gcp-may", start=MAY, end=JUNE, services={})
 
 
-def document(frame, read: str) -> str:
-    """audit.json without ``sources``, as text, the name of what was ``read`` (a table, a file)
+def document(frame, read: str, shown: str | None = None) -> str:
+    """audit.json without ``sources``, as text, the name of what was ``read`` (a table, a file) and
+    the name the audit shows for it (``shown``: a file outside the case folder by its name)
     replaced, and each line id by its position."""
     doc = to_dict(audit_collected(may_case(), Collected((frame,))))
     text = json.dumps({k: v for k, v in doc.items() if k != "sources"}, sort_keys=True)
-    assert read in text  # the bridge says on which source ListCost and ContractedCost are missing
-    text = text.replace(read, "<source>")
+    assert (shown or read) in text  # the bridge says on which source ListCost and ContractedCost are missing
+    text = text.replace(read, "<source>").replace(shown or read, "<source>")
     ids = list(frame.tables["lines"]["line_id"])
     for position, line_id in sorted(enumerate(ids), key=lambda p: -len(p[1])):
         text = text.replace(line_id, f"<line {position}>")
@@ -70,7 +71,7 @@ def test_the_audit_from_bigquery_equals_the_audit_of_the_local_export(from_bigqu
     local = connector(path=local_files[fmt]).read()
     assert remote.spec.name == local.spec.name
     through_bigquery = document(remote, DETAILED)
-    assert through_bigquery == document(local, str(local_files[fmt]))
+    assert through_bigquery == document(local, str(local_files[fmt]), local_files[fmt].name)
     # not an empty agreement: the month's money, GPU lines among it
     doc = json.loads(through_bigquery)
     assert doc["invoice_total"] == doc["total"] and float(doc["total"]) > 1000
@@ -114,11 +115,14 @@ def local_and_bigquery(port: int, folder: Path, records: list[dict], target: Pat
     return audit_document(folder), audit_document(remote)
 
 
-def comparable_text(document: dict, read: str) -> str:
-    """audit.json without ``sources``, the name of what was read (and the row numbers a line id
-    appends to it) replaced."""
+def comparable_text(document: dict, *read: str) -> str:
+    """audit.json without ``sources``, the names of what was read (and the row numbers a line id
+    appends to it; a file by its path and by its path in the case folder, as the bridge shows it)
+    replaced."""
     text = json.dumps({k: v for k, v in document.items() if k != "sources"}, sort_keys=True)
-    return re.sub(re.escape(read) + r"(:\d+)?", "<source>", text)
+    for name in read:
+        text = re.sub(re.escape(name) + r"(:\d+)?", "<source>", text)
+    return text
 
 
 def test_a_held_out_style_gke_case_through_bigquery_equals_its_local_export(emulator, gke_day, tmp_path):
@@ -130,7 +134,8 @@ def test_a_held_out_style_gke_case_through_bigquery_equals_its_local_export(emul
     records = [json.loads(line) for line in export.read_text().splitlines()]
     local_doc, remote_doc = local_and_bigquery(emulator, folder, records, tmp_path / "bigquery")
     assert CLOUDGEN_TABLE in json.dumps(remote_doc["sources"]) and str(export) not in json.dumps(remote_doc["sources"])
-    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(export))
+    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(
+        local_doc, str(export), "billing/gcp_billing_export_resource_v1.jsonl")
     result = compare(remote_doc, truth)
     assert result["ok"] and not result["parts"], result
     assert remote_doc["coverage"]["paid_gpu_hours"] == "480.00" and float(remote_doc["total"]) > 1000
