@@ -238,4 +238,4 @@ def gpu_count(value) -> int | float:
     fraction of a GPU each, at 50 digits) at 2 places, as the GPU-hours beside it."""
     if value == int(value):
         return int(value)
-    return float(fmt(Decimal(value), 2))
+    return float(fmt(Decimal(value), 2) or 0)

@@ -227,14 +227,14 @@ def unpurchased(lines: pd.DataFrame, basis: str = "billed") -> Unpurchased | Non
     blind = alone["unshown"].to_numpy(dtype=bool)
     shown, unseen = alone[~blind], alone[blind]
     used = (shown["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
-    contracted = unseen["contracted_cost"] if "contracted_cost" in unseen.columns else pd.Series([], dtype=object)
-    unshown = dsum(c for c in contracted if c is not None)
+    prices = unseen["contracted_cost"] if "contracted_cost" in unseen.columns else pd.Series([], dtype=object)
+    priced_at = dsum(c for c in prices if c is not None)
     if basis == "effective":
-        return Unpurchased(ZERO, ZERO, tuple(sorted(set(unseen["commitment_discount_id"].fillna("")))), 0, unshown,
+        return Unpurchased(ZERO, ZERO, tuple(sorted(set(unseen["commitment_discount_id"].fillna("")))), 0, priced_at,
                            line_total(unseen), basis) if not unseen.empty else None
     return Unpurchased(dsum(shown["amortised"][used]), dsum(shown["amortised"][~used]),
                        tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(shown),
-                       unshown, line_total(unseen))
+                       priced_at, line_total(unseen))
 
 
 def related(commitment: str, others: set[str]) -> bool:

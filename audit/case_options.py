@@ -24,7 +24,8 @@ LATENCY_PERCENTILES = ("p50", "p95", "p99")
 def parse_options(raw, services: Mapping, folder: Path, duration: Callable, problems: list[str]) -> dict[str, dict]:
     """The case's option entries by id; an id given twice is a problem naming both (else the last won).
     ``duration`` reads a duration key (audit/case.py ``_duration``)."""
-    out, first = {}, {}
+    out: dict[str, dict] = {}
+    first: dict[str, int] = {}
     for i, entry in raw:
         where = f"[[options]] #{i}"
         unknown_keys(entry, OPTION_KEYS | FILE_KEYS, where, problems)

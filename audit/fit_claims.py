@@ -115,7 +115,8 @@ def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.
 def _tags_present(service: Service, tags: Sequence[Mapping], rule: str) -> tuple[str, list[str]]:
     """Per claimed key, the nearest tag keys (a key no line carries) or values of it the lines carry."""
     keys = {str(k) for t in tags for k in t}
-    parts, near_all = [], []
+    parts: list[str] = []
+    near_all: list[str] = []
     for key, pattern in service.tags.items():
         present, near = _key_present(key, pattern, tags, keys, rule)
         parts.append(present)
@@ -306,9 +307,9 @@ def claims_partial_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
                                      f"{case.currency} {case.cost_basis}"))
         left = [i for i in free if _part(combos[i]) in claimed and i not in cased]
         if left:
-            found = _partial_resources(service, [combos[i] for i in takable], [counts[i] for i in takable],
-                                       [(combos[i], tags[i], counts[i]) for i in left], _costs(left, codes, amounts))
-            out.append(_partial_misfit(service, found, f"{case.currency} {case.cost_basis}"))
+            partial = _partial_resources(service, [combos[i] for i in takable], [counts[i] for i in takable],
+                                         [(combos[i], tags[i], counts[i]) for i in left], _costs(left, codes, amounts))
+            out.append(_partial_misfit(service, partial, f"{case.currency} {case.cost_basis}"))
     return out
 
 

@@ -117,7 +117,7 @@ class LinePlan:
         facts = self.facts = LineFacts()
         bundled = bundled_machines(self.keys, [lines.periods[p] for p in lines.period], lines["machine"],
                                    lines["charge_description"], lines["gpus_per_instance"])
-        self.fact = [facts.of(*(as_machine(kind, pq, cq) if kind else (gpi, pq, cq)), text, hours[period])
+        self.fact = [_fact_of(facts, kind, gpi, pq, cq, text, hours[period])
                      for kind, gpi, pq, cq, text, period in zip(
                          bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
                          lines["charge_description"], lines.period)]
@@ -131,6 +131,12 @@ class LinePlan:
         codes = np.fromiter((code for _, _, code in facts.facts), dtype=np.int64, count=len(facts.facts))
         self.stacked = stacked_keys(self.keys, lines.period, lines.periods,
                                     codes[np.asarray(self.fact, dtype=np.int64)] != 0 if self.fact else np.zeros(0, bool))
+
+
+def _fact_of(facts: LineFacts, kind, gpi, pq, cq, text, span) -> int:
+    """A line's facts, a Core line billing its machine's GPUs (``kind``) as an instance line of it."""
+    gpus, priced, consumed = as_machine(kind, pq, cq) if kind else (gpi, pq, cq)
+    return facts.of(gpus, priced, consumed, text, span)
 
 
 def _most_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts) -> dict[str, int]:

@@ -61,8 +61,9 @@ class MigLedger:
         """The units of one physical GPU (:func:`audit.gpuunits.units_of`), its MIG instances and those
         of unknown profile noted."""
         for row in device:
-            if instance_profile(row):
-                seen = self.instances.setdefault(row.node, {}).setdefault(instance_profile(row), {})
+            profile = instance_profile(row)
+            if profile:
+                seen = self.instances.setdefault(row.node, {}).setdefault(profile, {})
                 seen.setdefault(f"GPU {row.gpu} instance {row.uuid.rsplit('/', 2)[1]}", set()).add(row.ts)
         units, share = units_of(device)
         if share is not None and share.unknown:

@@ -339,7 +339,8 @@ def bundled_machines(resources: Sequence, periods: Sequence[tuple], machines: Se
 def as_machine(kind: GpuType, pricing_quantity, consumed_quantity) -> tuple[int, Decimal | None, Decimal | None]:
     """A Core line that bills its machine's GPUs (:func:`bundled_machines`) as an instance line of that
     machine: (GPUs per instance, its quantities ÷ the machine's vCPUs: instance-hours)."""
-    return (kind.gpus, *(None if q is None else Decimal(q) / kind.vcpus for q in (pricing_quantity, consumed_quantity)))
+    priced, consumed = (None if q is None else Decimal(q) / kind.vcpus for q in (pricing_quantity, consumed_quantity))
+    return kind.gpus, priced, consumed
 
 
 class _Spans:

@@ -276,7 +276,7 @@ def shared_by_part(ledger: Ledger, pool: Decimal, shares: Mapping[str, Decimal])
 
 
 def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, TrafficTotals],
-               own: Mapping[str, Decimal], allocation: Allocation) -> dict[str, Mapping[str, Decimal]]:
+               own: Mapping[str, Decimal], allocation: Allocation) -> dict[str, Mapping[str, Decimal | None]]:
     """Each allocation key's value per service: paid GPU cost, requests (None where the service's
     source has no request series: not measured, not 0), owned cost, fixed weights."""
     paid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
@@ -287,7 +287,7 @@ def key_values(intervals: Sequence[ServiceInterval], traffic: Mapping[str, Traff
 
 
 def shared_split(allocation: Allocation, names: Sequence[str], pool: Decimal,
-                 values: Mapping[str, Mapping[str, Decimal]]) -> SharedSplit:
+                 values: Mapping[str, Mapping[str, Decimal | None]]) -> SharedSplit:
     """The weights that split the shared pool: the case's key, else requests, else equal weights
     (METHOD §4), and the note that says which fell back and why. Requests split nothing where a
     service's are not measured (:func:`unmeasured_requests`): weighing it 0 would give it none of the pool."""
@@ -296,7 +296,7 @@ def shared_split(allocation: Allocation, names: Sequence[str], pool: Decimal,
         if key == "requests" and (unmeasured := unmeasured_requests(names, values[key])):
             note = ((note + "; ") if note else "") + unmeasured
             continue
-        weights = {s: max(ZERO, values[key].get(s, ZERO)) for s in names}
+        weights = {s: max(ZERO, values[key].get(s) or ZERO) for s in names}  # None only where unmeasured above
         if sum(weights.values(), ZERO) > 0:
             said = _joined(note, f"split by {key}") if note else None
             return SharedSplit(allocation.key, key, said, pool, ZERO, {s: w for s, w in weights.items() if w > 0})

@@ -111,17 +111,17 @@ def generation_cap(spec: Mapping[str, Any], given) -> Modelled | str:
         edges, counts, source = found
         family = "tgi" if source.startswith("tgi") else "vllm"
         generated = _generated_tokens(given.serving, given.case.services, name, family, edges, counts)
-        shares = bucket_share(edges, counts, generated, cap)
-        if isinstance(shares, str):
-            missing.append(f"{name}: {shares}")
+        bands = bucket_share(edges, counts, generated, cap)
+        if isinstance(bands, str):
+            missing.append(f"{name}: {bands}")
             continue
         decode = _decode_cost(given, name, split)
         for band in totals:
-            totals[band] += decode * shares[band]
+            totals[band] += decode * bands[band]
         inputs += [(f"{name}: decode share", f"{1 - split.used.share:.6f}", split.used.source),
                    (f"{name}: decode cost over the window", f"{decode:.2f}", "kernel_active × decode share"),
                    (f"{name}: share of generated tokens above the cap",
-                    f"{shares['low']:.6f} / {shares['expected']:.6f} / {shares['high']:.6f}",
+                    f"{bands['low']:.6f} / {bands['expected']:.6f} / {bands['high']:.6f}",
                     f"{source}, bucket edges (low / even within buckets / high)"),
                    (f"{name}: generated tokens over the window", f"{generated:.0f}",
                     "generated-token counter (vllm:generation_tokens_total / tgi_request_generated_tokens_sum), "
