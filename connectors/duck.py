@@ -53,6 +53,16 @@ def interrupt_all() -> None:
             pass
 
 
+def close_all() -> None:
+    """Close every live session (a run that is stopping, once its reads' threads ended): a session
+    left to the interpreter's exit after an interrupted query can abort the process there."""
+    for con in list(_LIVE):
+        try:
+            con.close()
+        except duckdb.Error:
+            pass
+
+
 def bound(con, memory_limit: str | None = None) -> None:
     """A memory limit and a spill folder under the cache for a DuckDB session (never the cwd)."""
     _LIVE.add(con)

@@ -36,11 +36,18 @@ def generate(cloud: str, seed: int, out: Path, trace: Path | None = None, with_p
     ``"focus"`` (the provider's FOCUS CSV) or ``"native"`` (its own export format, native.py);
     ``adjustments`` adds credits and tax (adjustments.py; GKE and EKS), ``commitments`` an AKS
     reservation, an EKS Savings Plan or GKE committed use discounts (resource- and spend-based), each partly
-    unused (commitments.py)."""
+    unused (commitments.py). It computes at 60 digits in a context of its own: the caller's is left
+    as it was (set to 60 in place, the audit's shared context was, and a later audit ran at 60)."""
     if adjustments and commitments:
         raise ValueError("one variant at a time: --adjustments or --commitments (a commitment replaces the "
                          "charges the credits ride on)")
-    decimal.getcontext().prec = 60
+    with decimal.localcontext() as context:
+        context.prec = 60
+        return _generate(cloud, seed, out, trace, with_profile, billing, adjustments, commitments)
+
+
+def _generate(cloud: str, seed: int, out: Path, trace: Path | None, with_profile: bool, billing: str,
+              adjustments: bool, commitments: bool) -> dict:
     profile = prof.read_profile(prof.find_trace(trace)) if with_profile else None
     kps = profile.kernel_seconds_per_request if profile else 0.0028395
     rng = np.random.default_rng([seed, SALT[cloud]])

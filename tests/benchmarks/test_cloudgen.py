@@ -372,3 +372,19 @@ def test_a_committed_use_discount_is_written_as_each_format_writes_it(cud_cases)
 @pytest.mark.parametrize("billing", ["focus", "native"])
 def test_audit_with_a_committed_use_discount_within_a_cent_of_truth(billing, cud_cases):
     assert_matches_truth(*cud_cases[billing], parts=True)
+
+
+def test_generate_leaves_the_callers_decimal_context_as_it_was(tmp_path):
+    """cloudgen computes at 60 digits in a context of its own. Before, it set the caller's context to
+    60 in place: after an audit, that context is the audit's shared one (audit/money.py CONTEXT), so
+    every later audit in the process ran at 60 and its readers' threads too (a test asserting the
+    readers' 50 digits failed when it ran after one calling generate())."""
+    import decimal
+
+    from audit.money import use_context
+    from benchmarks.cloudgen.generate import generate
+
+    use_context()
+    before = decimal.getcontext()
+    generate("eks", 1, tmp_path / "case", with_profile=False)
+    assert decimal.getcontext() is before and before.prec == 50

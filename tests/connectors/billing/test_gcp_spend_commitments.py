@@ -287,7 +287,7 @@ def test_a_spend_based_commitment_through_bigquery_equals_its_local_export(emula
     spent = with_spend_commitment(records, model, Decimal("0.8"))
     (local / EXPORT).write_text("".join(json.dumps(r) + "\n" for r in spent))
     local_doc, remote_doc = local_and_bigquery(emulator, local, spent, tmp_path / "bigquery")
-    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(local / EXPORT))
+    assert comparable_text(remote_doc, CLOUDGEN_TABLE) == comparable_text(local_doc, str(local / EXPORT), EXPORT)
     assert part(remote_doc, "platform_overhead", "commitment_unused") > 0
 
 
