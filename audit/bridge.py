@@ -205,36 +205,46 @@ def unpurchased(lines: pd.DataFrame, basis: str = "billed") -> Unpurchased | Non
     amortised view: its amortisation on the effective basis), or when it is covered usage costing 0
     on both bases (Azure's ActualCost export, whose covered usage costs 0 and whose purchase alone
     carries the price: without the purchase, its amortised cost is in no line)."""
-    purchases = commitment_purchases(lines)
+    purchases = commitment_purchases(lines).to_numpy(dtype=bool)
     status = lines["commitment_discount_status"].fillna("").str.lower()
-    read = lines.loc[status.isin(("used", "unused")).to_numpy(dtype=bool) & ~purchases.to_numpy(dtype=bool),
-                     [c for c in ("commitment_discount_id", "commitment_discount_status", "billed_cost", "effective_cost",
-                                  "contracted_cost", "line_count") if c in lines.columns]]
-    amortised = [None if b is None or e is None else e - b for b, e in zip(read["billed_cost"], read["effective_cost"])]
-    used = (read["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
-    unshown = [u and b == 0 and e == 0 for u, b, e in zip(used, read["billed_cost"], read["effective_cost"])]
-    read = read.assign(amortised=amortised, unshown=unshown)[
-        [(a is not None and a != 0) or u for a, u in zip(amortised, unshown)]]
-    if read.empty:
+    where = status.isin(("used", "unused")).to_numpy(dtype=bool) & ~purchases
+    used = (status == "used").to_numpy(dtype=bool)[where].tolist()
+    billed, effective = _values(lines, "billed_cost", where), _values(lines, "effective_cost", where)
+    amortised = [None if b is None or e is None else e - b for b, e in zip(billed, effective)]
+    unshown = [u and b == 0 and e == 0 for u, b, e in zip(used, billed, effective)]
+    ids = lines["commitment_discount_id"].fillna("").to_numpy(dtype=object)[where].tolist()
+    bought = _bought(lines, purchases)
+    apart = {c: not related(c, bought) for c in set(ids)}
+    blind = {c for c, u in zip(ids, unshown) if u and apart[c]}
+    costed = _costed(lines) if blind else set()
+    seen = {c: _in_view(c, costed) for c in blind}
+    keep = [((a is not None and a != 0) or u) and apart[c] and not (u and seen[c])
+            for a, u, c in zip(amortised, unshown, ids)]
+    if not any(keep):
         return None
-    priced = lines.loc[purchases, ["commitment_discount_id", "billed_cost"]]
-    bought = {c.rstrip("/") for c, b in zip(priced["commitment_discount_id"], priced["billed_cost"]) if b}
-    costed = _costed(lines)
-    alone = read[[not related(c, bought) and not (u and _in_view(c, costed))
-                  for c, u in zip(read["commitment_discount_id"].fillna(""), read["unshown"])]]
-    if alone.empty:
-        return None
-    blind = alone["unshown"].to_numpy(dtype=bool)
-    shown, unseen = alone[~blind], alone[blind]
-    used = (shown["commitment_discount_status"].str.lower() == "used").to_numpy(dtype=bool)
-    prices = unseen["contracted_cost"] if "contracted_cost" in unseen.columns else pd.Series([], dtype=object)
-    priced_at = dsum(c for c in prices if c is not None)
+    counts = _values(lines, "line_count", where) if "line_count" in lines.columns else [1] * len(ids)
+    prices = _values(lines, "contracted_cost", where) if "contracted_cost" in lines.columns else [None] * len(ids)
+    rows = [(c, u, a, s, p, n) for c, u, a, s, p, n, k in zip(ids, used, amortised, unshown, prices, counts, keep) if k]
+    unseen = [r for r in rows if r[3]]
+    priced_at = dsum(r[4] for r in unseen if r[4] is not None)
+    unseen_lines = sum(int(r[5]) for r in unseen)
     if basis == "effective":
-        return Unpurchased(ZERO, ZERO, tuple(sorted(set(unseen["commitment_discount_id"].fillna("")))), 0, priced_at,
-                           line_total(unseen), basis) if not unseen.empty else None
-    return Unpurchased(dsum(shown["amortised"][used]), dsum(shown["amortised"][~used]),
-                       tuple(sorted(set(alone["commitment_discount_id"].fillna("")))), line_total(shown),
-                       priced_at, line_total(unseen))
+        return Unpurchased(ZERO, ZERO, tuple(sorted({r[0] for r in unseen})), 0, priced_at, unseen_lines,
+                           basis) if unseen else None
+    shown = [r for r in rows if not r[3]]
+    return Unpurchased(dsum(r[2] for r in shown if r[1]), dsum(r[2] for r in shown if not r[1]),
+                       tuple(sorted({r[0] for r in rows})), sum(int(r[5]) for r in shown), priced_at, unseen_lines)
+
+
+def _values(lines: pd.DataFrame, column: str, where) -> list:
+    """The values of ``column`` on the rows ``where`` selects, as a list (no per-row pandas access)."""
+    return lines[column].to_numpy(dtype=object)[where].tolist()
+
+
+def _bought(lines: pd.DataFrame, purchases) -> set[str]:
+    """The commitments (without a trailing ``/``) some in-scope purchase line with a BilledCost buys."""
+    return {c.rstrip("/") for c, b in zip(_values(lines, "commitment_discount_id", purchases),
+                                          _values(lines, "billed_cost", purchases)) if b}
 
 
 def related(commitment: str, others: set[str]) -> bool:
@@ -253,8 +263,8 @@ def _costed(lines: pd.DataFrame) -> set[str]:
     """The commitments some line of which carries a cost on either basis: where one does, a covered
     line of that commitment costing 0 on both still has its commitment's cost in view."""
     read = lines[["commitment_discount_id", "billed_cost", "effective_cost"]]
-    return {c.rstrip("/") for c, billed, effective in zip(read["commitment_discount_id"].fillna(""),
-                                                         read["billed_cost"], read["effective_cost"])
+    return {c.rstrip("/") for c, billed, effective in zip(read["commitment_discount_id"].fillna("").tolist(),
+                                                         read["billed_cost"].tolist(), read["effective_cost"].tolist())
             if c.strip("/") and (billed or effective)}
 
 
