@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from audit.capacity_blocks import block_spreads
+from audit.capacity_blocks import Block, block_spreads, idle_reason
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -142,7 +142,8 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     else:
         spent = _spread_purchases(work, purchase_spreads(work, lines[is_purchase]), amount)
     # an EC2 Capacity Block's fee, on every basis: AWS bills its instance-hours 0 and the block up front
-    spent += _spread_purchases(work, block_spreads(lines[is_charge & ~lines.index.isin(spent)]), amount)
+    blocks = block_spreads(lines[is_charge & ~lines.index.isin(spent)])
+    spent += _spread_blocks(work, blocks, amount)
     if spent:
         is_charge &= ~lines.index.isin(spent)
         work = work[~work.index.isin(spent)]
@@ -155,7 +156,7 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     charges["credits"] = credits
     charges["tax"] = tax
     charges["net"] = [g + c + k + t for g, c, k, t in zip(charges["gross"], charges["commitment"], credits, tax)]
-    return charges, leftovers
+    return _idle_blocks(charges, blocks), leftovers
 
 
 def _spread_purchases(charges, spreads, amount) -> list:
@@ -173,6 +174,34 @@ def _spread_purchases(charges, spreads, amount) -> list:
     if added:
         charges["commitment"] = [c + added.get(t, ZERO) for t, c in zip(charges.index, charges["commitment"])]
     return spent
+
+
+def _spread_blocks(work: pd.DataFrame, blocks: list[Block], amount: pd.Series) -> list:
+    """An EC2 Capacity Block's fee moves onto the lines that ran in it in the share of its
+    instance-hours they ran (:func:`_spread_purchases`); the share no instance ran stays on the fee
+    line, its ``gross`` (:func:`_idle_blocks` classes it). Returns the fee lines that moved whole."""
+    moving = amount.copy()
+    for block in blocks:
+        if block.idle():
+            for i in block.own:
+                moving[i], work.at[i, "gross"] = split_evenly(amount[i], [block.ran, block.idle()])
+    spent = _spread_purchases(work, [(b.own, b.targets, b.weights) for b in blocks], moving)
+    kept = {i for b in blocks if b.idle() for i in b.own}
+    return [i for i in spent if i not in kept]
+
+
+def _idle_blocks(charges: pd.DataFrame, blocks: list[Block]) -> pd.DataFrame:
+    """The charges with each fee line that keeps its block's idle share classed ``commitment_unused``
+    (paid GPU capacity no instance ran is platform overhead, never model compute: METHOD §2, §4), its
+    reason naming the reservation and its hours (:func:`audit.capacity_blocks.idle_reason`)."""
+    idle = {i: idle_reason(b) for b in blocks if b.idle() for i in b.own}
+    if not idle:
+        return charges
+    charges = charges.copy()
+    at = list(idle)
+    charges.loc[at, "resource_class"] = "commitment_unused"
+    charges.loc[at, "rule_reason"] = list(idle.values())
+    return charges
 
 
 class _Targets:

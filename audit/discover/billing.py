@@ -3,7 +3,12 @@
 Every line is classified by the shipped rules (and the rules of a case given to ``--from``), as
 the audit and ``costaudit billing`` classify them, so that "GPU spend" here means what the audit
 will call ``gpu_compute``. Amounts are on the case's cost basis (EffectiveCost by default), summed
-as Decimal.
+as Decimal. The spends compared with one another (an account's GPU lines and its charges, the
+instances without GPUs and their tags) are of charges before credits and tax: a credit or tax line
+is in an account's ``total`` only, so that a share never sets a gross part against a net whole (before:
+cloudgen EKS 9621 with adjustments, "GPU 2,893.75 of 2,480.49", the GPU lines before their credits
+against the account after its credits and tax, and the GPU instances' credits counted as spend on
+instances without GPUs).
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from typing import Iterable
 
 from audit.case import Rule
 from audit.discover.read import Read
-from audit.lines import as_machine, basis_amount, gpu_hours_of, line_tags, resource_key
+from audit.lines import ADJUSTING_CATEGORIES, as_machine, basis_amount, gpu_hours_of, line_tags, resource_key
 
 ZERO = Decimal(0)
 #: tag keys the provider writes itself (AWS's aws:createdBy, aws:autoscaling:groupName; a CUR's
@@ -24,11 +29,13 @@ PROVIDER_TAGS = ("aws:", "aws_")
 
 @dataclass
 class Account:
-    """One billing account (its SubAccountId, else its BillingAccountId) and its spend."""
+    """One billing account (its SubAccountId, else its BillingAccountId) and its spend: ``total`` after
+    credits and tax, ``charges`` before them (as ``gpu``, the GPU lines' spend, is)."""
 
     id: str
     name: str = ""
     total: Decimal = ZERO
+    charges: Decimal = ZERO
     gpu: Decimal = ZERO
     gpu_hours: Decimal = ZERO
 
@@ -106,6 +113,9 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     account = out.accounts.setdefault(account_id, Account(account_id, name))
     account.total += amount
     out.total += amount
+    if line["charge_category"] in ADJUSTING_CATEGORIES:
+        return  # a credit or tax: in the totals after them only (module docstring)
+    account.charges += amount
     if line["resource_class"] != "gpu_compute" and str(line.get("instance_type") or ""):
         _add_instance(out, line, amount, account_id)
         return

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from audit.case import Case
-from audit.discover.billing import ZERO, Billing, billing_facts, gpu_accounts, scoped_instances
+from audit.discover.billing import ZERO, Account, Billing, billing_facts, gpu_accounts, scoped_instances
 from audit.discover.nodes import NodeFit, fit_nodes, telemetry_nodes
 from audit.discover.read import Read
 from audit.discover.workloads import Workload, fit_matchers, gather
@@ -139,21 +139,30 @@ def duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
+def _charges(account: Account, currency: str) -> str:
+    """An account's charges, before credits and tax as its GPU lines' spend is, with what it comes to
+    after them where they differ."""
+    if account.charges == account.total:
+        return f"{account.charges:,.2f} {currency}"
+    return f"{account.charges:,.2f} {currency} before credits and tax ({account.total:,.2f} after them)"
+
+
 def _scope(billing: Billing, currency: str) -> tuple[list[str], list[str]]:
     """The accounts with GPU spend, when some accounts have none; notes with every account's totals."""
     if not billing.lines:
         return [], []
     gpu, other = gpu_accounts(billing)
     notes = [f"{a.id or '(no account id)'}{' ' + repr(a.name) if a.name else ''}: GPU {a.gpu:,.2f} of "
-             f"{a.total:,.2f} {currency} ({a.gpu_hours:,.1f} GPU-hours)" for a in gpu]
+             f"{_charges(a, currency)}, {a.gpu_hours:,.1f} GPU-hours" for a in gpu]
     scoped = bool(gpu and other and all(a.id for a in gpu))
     after = "outside the scope" if scoped else "no GPU spend"
-    notes += [f"{a.id or '(no account id)'}: {'no GPU spend, ' if scoped else ''}{a.total:,.2f} {currency}"
+    notes += [f"{a.id or '(no account id)'}: {'no GPU spend, ' if scoped else ''}{_charges(a, currency)}"
               f"{', ' + after if scoped else ' (' + after + ')'}" for a in other[:SHOWN_ACCOUNTS]]
     if len(other) > SHOWN_ACCOUNTS:
-        rest = sum((a.total for a in other[SHOWN_ACCOUNTS:]), Decimal(0))
+        rest = Account("", total=sum((a.total for a in other[SHOWN_ACCOUNTS:]), ZERO),
+                       charges=sum((a.charges for a in other[SHOWN_ACCOUNTS:]), ZERO))
         notes.append(f"… and {len(other) - SHOWN_ACCOUNTS} more accounts without GPU spend "
-                     f"({rest:,.2f} {currency} together)")
+                     f"({_charges(rest, currency)} together)")
     if not gpu:
         notes.append("no account has GPU spend: no scope is proposed")
     elif not other:

@@ -36,13 +36,19 @@ FEE = Decimal("1320.96")  # 24 h of the p5.48xlarge at its on-demand 55.04: the 
 INSTANCE = "i-0f496c526d88e2588"
 
 
-def cur_block(rows: list[dict], tied: bool) -> list[dict]:
-    """The CUR 2.0 export with the instance's day in the block: its lines billed 0 (naming the
-    reservation where ``tied``: the export includes capacity reservation data) and the fee."""
+def in_block(start: str, ran: int) -> bool:
+    """Whether an instance hour starting at ``start`` (an ISO time on the case's day) ran in the
+    block, whose first ``ran`` hours the instance ran in (it ran the rest of the day on demand)."""
+    return int(start[11:13]) < ran
+
+
+def cur_block(rows: list[dict], tied: bool, ran: int = 24) -> list[dict]:
+    """The CUR 2.0 export with the instance's first ``ran`` hours in a 24-hour block: its lines billed 0
+    (naming the reservation where ``tied``: the export includes capacity reservation data) and the fee."""
     out = []
     for row in rows:
         row = {**row, "capacity_reservation_capacity_reservation_arn": ""}
-        if row["line_item_resource_id"] == INSTANCE:
+        if row["line_item_resource_id"] == INSTANCE and in_block(row["line_item_usage_start_date"], ran):
             row.update({c: "0" for c in ("line_item_unblended_cost", "line_item_unblended_rate",
                                          "line_item_blended_cost", "line_item_blended_rate")})
             row["capacity_reservation_capacity_reservation_arn"] = ARN if tied else ""
@@ -62,11 +68,12 @@ def cur_block(rows: list[dict], tied: bool) -> list[dict]:
     return out
 
 
-def focus_block(rows: list[dict]) -> list[dict]:
-    """AWS's FOCUS file with the same block: the instance's rows billed 0, naming the reservation."""
+def focus_block(rows: list[dict], ran: int = 24) -> list[dict]:
+    """AWS's FOCUS file with the same block: the instance's rows of its first ``ran`` hours billed 0,
+    naming the reservation."""
     zero = ("BilledCost", "EffectiveCost", "ContractedCost", "ContractedUnitPrice")
     out = [{**r, **{c: "0" for c in zero}, "CapacityReservationId": ARN, "CapacityReservationStatus": "Used"}
-           if r["ResourceId"] == INSTANCE else r for r in rows]
+           if r["ResourceId"] == INSTANCE and in_block(r["ChargePeriodStart"], ran) else r for r in rows]
     template = next(r for r in rows if r["ResourceId"] == INSTANCE)
     start, end = hours(0)
     out.append({**template, "ChargeCategory": "Purchase", "ChargeFrequency": "One-Time", "ResourceId": RESERVATION,
@@ -124,6 +131,32 @@ def test_a_capacity_block_s_fee_prices_the_instance_hours_that_ran_in_it(eks, tm
     assert price["detail"] == ("cost 2893.75 vs quantity × unit price 2893.75; 1 line(s) of no commitment "
                                "priced at the purchase spread onto them ÷ quantity (an EC2 Capacity Block's "
                                "instance-hours, billed 0: the block's fee)")
+
+
+def test_a_capacity_block_s_hours_no_instance_ran_are_unused_reserved_capacity(eks, tmp_path):
+    """A 24-hour block the instance ran 10 hours in (it ran the day's other 14 on demand). By hand:
+    the fee 1320.96 (24 × 55.04) × 10 ÷ 24 = 550.40 moves onto the instance's 10 hours, which cost what
+    they cost on demand (the day's GPU figures are the plain day's); 1320.96 × 14 ÷ 24 = 770.56 is
+    reserved capacity paid but not run: platform overhead (commitment_unused), named by its
+    reservation and hours, never model compute (METHOD §2, §4). The total is the plain day's + 1320.96
+    − the 10 on-demand hours (550.40) = + 770.56. Before: the whole fee went onto the 10 hours, the
+    GPU buckets 770.56 higher and no overhead row."""
+    folder, kind, plain = eks
+    change = (lambda rows: focus_block(rows, ran=10)) if kind == "focus" else (
+        lambda rows: cur_block(rows, tied=True, ran=10))
+    document = audit_document(rewritten(folder, tmp_path / "case", change))
+    idle = Decimal("770.56")
+    assert Decimal(document["total"]) == Decimal(plain["total"]) + idle
+    assert part(document, "platform_overhead", "commitment_unused") == part(
+        plain, "platform_overhead", "commitment_unused") + idle
+    for bucket in ("model_compute", "serving_path", "unattributed"):
+        assert document["buckets"][bucket]["amount"] == plain["buckets"][bucket]["amount"], bucket
+    assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"] == "480.00"
+    row = next(p for p in document["buckets"]["platform_overhead"]["parts"] if p["name"] == "commitment_unused")
+    assert row["reason"] == (f"an EC2 Capacity Block paid but not run (unused reserved capacity): reservation "
+                             f"{RESERVATION}, 24 instance-hours reserved (its fee's PricingQuantity), 10 run in "
+                             "it (its instances' lines), 14 idle")
+    assert document["reconciliation"]["verdict"] == plain["reconciliation"]["verdict"]
 
 
 def test_a_capacity_block_no_line_ties_to_an_instance_is_gpu_compute_named(eks, tmp_path):

@@ -363,3 +363,27 @@ def test_a_request_log_service_claims_the_node_group_tag_not_the_clusters(tmp_pa
                           text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0
     assert [w for w in done.stderr.splitlines() if "gateway" in w] == []
+
+
+def test_an_account_s_gpu_share_sets_charges_against_charges_before_credits_and_tax(tmp_path):
+    """cloudgen EKS 9621 with credits and tax. From the raw file (EffectiveCost), account 111111111111:
+    GPU instance-hours 2641.92 (p5.48xlarge) + 251.832 (g6e.12xlarge) = 2,893.75; its charges 2,947.92
+    before its credits (−727.722, −723.438 of them on the GPU instances) and tax (+260.289), 2,480.49
+    after them. Before: "GPU 2,893.75 of 2,480.49 USD", the GPU lines before their credits against the
+    account after its credits and tax (a share above 1); and the GPU instances' credits counted as spend
+    on instances without GPUs (the gateway's claim: "12.85 of -710.59", its c7i credit netted). Now both sides of each share
+    are charges before credits and tax, the total after them beside."""
+    import decimal
+
+    from benchmarks.cloudgen.generate import generate
+
+    made = tmp_path / "eks"
+    with decimal.localcontext():  # cloudgen sets its own precision
+        generate("eks", 9621, made, adjustments=True)
+    (tmp_path / "init").mkdir()
+    found = discover([str(made / p) for p in ("billing/focus_aws.csv", "telemetry/gateway-access.log")],
+                     tmp_path / "init", "eks")
+    assert ("#   111111111111: GPU 2,893.75 of 2,947.92 USD before credits and tax (2,480.49 after them), "
+            "480.0 GPU-hours\n#   222222222222: no GPU spend, 4.84 USD before credits and tax (4.06 after them), "
+            "outside the scope\n") in found.text
+    assert "the tag the most spend on instances without GPUs carries (17.14 of 17.14 in scope)" in found.text
