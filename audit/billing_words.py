@@ -34,6 +34,46 @@ NO_CONTRACTED = {
                    "cost_at_list, the list price)",
 }
 
+#: the FOCUS cost column of each cost basis
+FOCUS_COLUMNS = {"effective": "EffectiveCost", "billed": "BilledCost", "list": "ListCost",
+                 "contracted": "ContractedCost"}
+_CUR = {  # connectors/billing/cur_sql.py COSTS: the CUR columns each FOCUS cost column is read from
+    "billed": "CUR line_item_unblended_cost, Savings Plan covered usage and its negation 0",
+    "effective": "CUR line_item_unblended_cost, reservation-covered usage at reservation_effective_cost, Savings "
+                 "Plan covered usage at savings_plan_savings_plan_effective_cost, commitment fees 0 and their "
+                 "unused part as lines of its own",
+    "list": "CUR pricing_public_on_demand_cost, tax, credits and refunds at line_item_unblended_cost",
+    "contracted": "CUR line_item_unblended_cost, reservation-covered usage at pricing_public_on_demand_cost",
+}
+#: billing format → cost basis → the export's own column(s) its connector reads that basis from
+#: (a format not named here is read from the FOCUS column itself)
+BASIS_FIELDS = {
+    "cur": _CUR,
+    "athena": _CUR,
+    "azure": {  # connectors/billing/azure.py mapped_sql, azure_contracted.py
+        "billed": "Azure costInBillingCurrency (EA: CostInBillingCurrency or Cost), covered usage and Unused* lines 0 in an "
+                  "AmortizedCost export",
+        "effective": "Azure costInBillingCurrency (EA: CostInBillingCurrency or Cost), commitment purchases and refunds 0",
+        "list": "Azure PaygCostInBillingCurrency, Unused* lines 0",
+        "contracted": "Azure UnitPrice × Quantity, Unused* lines 0",
+    },
+    "gcp_billing": {  # connectors/billing/gcp_billing.py, gcp_commitments.py charge_columns
+        "billed": "GCP billing export cost + credits",
+        "effective": "GCP billing export cost + credits, committed use discount fees spread over the usage "
+                     "their credits cover",
+        "list": "GCP billing export cost_at_list, credits 0",
+        "contracted": f"none: {NO_CONTRACTED['gcp_billing']}",
+    },
+}
+
+
+def basis_fields(basis: str, formats: Iterable[str]) -> str:
+    """The columns the lines of these billing formats give ``basis`` from, in first-seen order
+    ("FOCUS EffectiveCost"; "CUR line_item_unblended_cost, …"), joined by "; "."""
+    focus = f"FOCUS {FOCUS_COLUMNS.get(basis, basis)}"
+    found = [BASIS_FIELDS.get(f, {}).get(basis, focus) for f in formats]
+    return "; ".join(dict.fromkeys(found)) or focus
+
 
 def noun(formats: Iterable[str]) -> str:
     """What lines of these billing formats are called, in first-seen order ("CUR / FOCUS")."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import unicodedata
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Iterable
+
+from audit.billing_words import FOCUS_COLUMNS, basis_fields
 
 NOT_MEASURED = "not measured"
 SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
@@ -43,16 +45,27 @@ VERDICTS = {
     "does_not_reconcile": ("Does not reconcile", "the gap exceeds the tolerance; see its drivers"),
     "not_measured": ("Not measured", "one side of the reconciliation could not be measured"),
 }
-BASIS = {
-    "effective": "effective: what the usage cost once commitments are spread over the hours they cover "
-                 "(FOCUS EffectiveCost)",
-    "billed": "billed: as invoiced, commitments charged when bought (FOCUS BilledCost)",
-    "list": "list: at the provider's public prices, before any discount (FOCUS ListCost)",
-    "contracted": "contracted: at the negotiated prices, before commitments (FOCUS ContractedCost)",
+#: what each cost basis means; :func:`basis_words` adds the columns it was read from
+BASIS_MEANING = {
+    "effective": "effective: what the usage cost once commitments are spread over the hours they cover",
+    "billed": "billed: as invoiced, commitments charged when bought",
+    "list": "list: at the provider's public prices, before any discount",
+    "contracted": "contracted: at the negotiated prices, before commitments",
 }
 #: the FOCUS cost column of each cost basis
-BASIS_COLUMNS = {"effective": "EffectiveCost", "billed": "BilledCost", "list": "ListCost",
-                 "contracted": "ContractedCost"}
+BASIS_COLUMNS = FOCUS_COLUMNS
+
+
+def basis_words(basis: str, formats: Iterable[str] = ("focus",)) -> str:
+    """A cost basis in words with the columns the billing formats read it from: "billed: as invoiced,
+    commitments charged when bought (CUR line_item_unblended_cost, …)"; an unknown basis as given."""
+    if basis not in BASIS_MEANING:
+        return basis
+    return f"{BASIS_MEANING[basis]} ({basis_fields(basis, formats)})"
+
+
+#: each cost basis in words, as FOCUS data gives it
+BASIS = {basis: basis_words(basis) for basis in BASIS_MEANING}
 #: the Unicode categories a data string may not show raw: controls (newline, NUL), formats (the bidi
 #: overrides U+202A–U+202E and isolates U+2066–U+2069, the marks U+200E/F and U+061C, zero-widths),
 #: lone surrogates, and the line and paragraph separators

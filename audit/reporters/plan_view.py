@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from audit.reporters.formatting import NOT_MEASURED, label, number
+from audit.reporters.formatting import NOT_MEASURED, number
+from audit.reporters.wording import option_target
 
 NO_SAVING = "no saving in this case"
 #: the kind of a sensitivity input's low / high (audit/plan.py names them); any other input: a quantity
@@ -87,18 +88,13 @@ def plan_rows(audit: dict, m: Callable[[Any], str]) -> list[dict[str, str]]:
     rows = []
     for p in list(plan.get("by_part") or []) + ([plan["total"]] if plan.get("total") else []):
         saving = p.get("combined_saving") or {}
-        rows.append({"part": "Whole plan" if p.get("part") == "total" else _part(p.get("part") or ""),
+        rows.append({"part": "Whole plan" if p.get("part") == "total" else option_target(p.get("part") or ""),
                      "total": str(p.get("part") == "total").lower(),
                      "part_monthly": m(p.get("part_monthly")), "options": ", ".join(p.get("options") or []),
                      "expected": m(saving.get("expected")),
                      "range": f"{m(saving.get('low'))} – {m(saving.get('high'))}",
                      "run_cost": m(p.get("run_cost_monthly"))})
     return rows
-
-
-def _part(part: str) -> str:
-    bucket, _, name = part.partition(".")
-    return f"{label(bucket)} · {name.replace('_', ' ')}"
 
 
 def sensitivity_rows(audit: dict, m: Callable[[Any], str]) -> list[dict[str, str]]:

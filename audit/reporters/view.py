@@ -16,7 +16,6 @@ from audit.buckets import BUCKETS
 from audit.reporters import evidence_view, phases_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
 from audit.reporters.formatting import (
-    BASIS,
     BUCKET_LABELS,
     NOT_MEASURED,
     VERDICTS,
@@ -278,7 +277,7 @@ def build_model(audit: dict) -> ReportModel:
         days=plain(window.get("days")),
         currency=cur,
         cost_basis=basis,
-        cost_basis_words=BASIS.get(basis, basis),
+        cost_basis_words=wording.cost_basis_words(audit),
         total=m(audit.get("total")),
         invoice_total=m(audit.get("invoice_total")),
         outside_scope={

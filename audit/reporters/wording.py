@@ -20,10 +20,10 @@ from typing import Any, Iterable
 from audit.billing_words import NOUN_PATTERN
 from audit.buckets import BUCKETS
 from audit.reporters.formatting import (
-    BASIS,
     BASIS_COLUMNS,
     BUCKET_LABELS,
     VERDICTS,
+    basis_words,
     label,
     money,
     number,
@@ -129,6 +129,13 @@ class Measured:
 def source_formats(audit: dict) -> dict[str, str]:
     """Source name → format, from audit.json ``sources``."""
     return {str(s.get("name")): str(s.get("format") or "") for s in audit.get("sources") or []}
+
+
+def cost_basis_words(audit: dict) -> str:
+    """The audit's cost basis in words, naming the columns its billing sources' own formats give it
+    (a CUR's line_item_unblended_cost, not FOCUS BilledCost: the column the data has)."""
+    formats = [str(s.get("format") or "") for s in audit.get("sources") or [] if s.get("kind") == "billing"]
+    return basis_words(str(audit.get("cost_basis") or ""), formats or ("focus",))
 
 
 def metric_words(metric: str) -> tuple[str, str]:
@@ -322,7 +329,7 @@ def glossary(texts: Iterable[Any]) -> list[tuple[str, str]]:
 def page_one_texts(audit: dict) -> list[str]:
     """Every text page 1 shows, for :func:`glossary` to find its terms in."""
     basis = str(audit.get("cost_basis") or "")
-    texts = list(PAGE_ONE_WORDS) + [BASIS.get(basis, basis), top_down_line(audit)]
+    texts = list(PAGE_ONE_WORDS) + [cost_basis_words(audit), top_down_line(audit)]
     texts += [" ".join(VERDICTS.get(str((audit.get("reconciliation") or {}).get("verdict")), ("", "")))]
     for key in BUCKETS:
         bucket = (audit.get("buckets") or {}).get(key) or {}

@@ -175,7 +175,8 @@ def test_the_report_shows_the_plan(wa_labs):
     assert views[0].who["owners"] == "team-chat" and views[0].who["next_step"] == "try it"
     assert views[1].marginal == "—" and views[1].break_even == "$83.33 a month within 12 months"
     rows = plan_view.plan_rows(audit, lambda v: f"${v}")
-    assert [r["part"] for r in rows] == ["Serving path · in flight idle", "Whole plan"]
+    # the part in the options' words (wording.option_target); before: "Serving path · in flight idle"
+    assert [r["part"] for r in rows] == ["Serving path · In-flight idle", "Whole plan"]
     assert rows[-1]["expected"] == "$100.00"
     sensitivity = plan_view.sensitivity_rows(audit, lambda v: money(v, "USD"))
     # before: the money inputs' low and high bare ("2474.39"), effort without its unit

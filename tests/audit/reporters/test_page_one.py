@@ -240,3 +240,43 @@ def test_page_one_stays_one_page_when_its_notes_and_ids_are_long():
     assert page_one_pages(pdf_html(model)) == 2
     fitted = fitted_html(model)
     assert "summary tight" in fitted and page_one_pages(fitted) == 1
+
+
+def _basis_of(fmt: str, basis: str) -> str:
+    """Page 1's cost basis line of an audit read from one billing source of ``fmt``."""
+    audit = {"cost_basis": basis, "sources": [{"name": "bill", "kind": "billing", "format": fmt},
+                                              {"name": "prom", "kind": "telemetry", "format": "openmetrics"}]}
+    return build_model(audit).cost_basis_words
+
+
+def test_the_cost_basis_names_the_columns_of_the_format_read():
+    """Before: every format read "(FOCUS EffectiveCost)", a column a CUR, Azure or GCP export lacks."""
+    assert _basis_of("focus", "effective") == ("effective: what the usage cost once commitments are spread over "
+                                               "the hours they cover (FOCUS EffectiveCost)")
+    assert _basis_of("cur", "billed") == ("billed: as invoiced, commitments charged when bought (CUR "
+                                          "line_item_unblended_cost, Savings Plan covered usage and its negation 0)")
+    assert _basis_of("athena", "list") == (
+        "list: at the provider's public prices, before any discount (CUR pricing_public_on_demand_cost, tax, "
+        "credits and refunds at line_item_unblended_cost)")
+    assert _basis_of("cur", "effective") == (
+        "effective: what the usage cost once commitments are spread over the hours they cover (CUR "
+        "line_item_unblended_cost, reservation-covered usage at reservation_effective_cost, Savings Plan covered "
+        "usage at savings_plan_savings_plan_effective_cost, commitment fees 0 and their unused part as lines of "
+        "its own)")
+    assert _basis_of("gcp_billing", "billed") == ("billed: as invoiced, commitments charged when bought (GCP "
+                                                  "billing export cost + credits)")
+    assert _basis_of("azure", "effective") == (
+        "effective: what the usage cost once commitments are spread over the hours they cover (Azure "
+        "costInBillingCurrency (EA: CostInBillingCurrency or Cost), commitment purchases and refunds 0)")
+    assert _basis_of("azure", "contracted") == ("contracted: at the negotiated prices, before commitments "
+                                                "(Azure UnitPrice × Quantity, Unused* lines 0)")
+    assert "EffectiveCost" not in _basis_of("gcp_billing", "effective")
+
+
+def test_two_billing_formats_name_both_and_page_one_glossary_reads_the_same_words():
+    audit = {"cost_basis": "billed", "sources": [{"name": "a", "kind": "billing", "format": "cur"},
+                                                 {"name": "b", "kind": "billing", "format": "focus"}]}
+    assert wording.cost_basis_words(audit) == (
+        "billed: as invoiced, commitments charged when bought (CUR line_item_unblended_cost, Savings Plan "
+        "covered usage and its negation 0; FOCUS BilledCost)")
+    assert wording.cost_basis_words(audit) in wording.page_one_texts(audit)
