@@ -393,3 +393,29 @@ def test_a_cur_and_its_focus_twin_give_one_bridge_with_credits_and_tax(tmp_path)
     # the whole invoice (both accounts): no step between the bases, every total the same
     assert {k: str(v) for k, v in bridges["focus"].items() if v} == dict.fromkeys(
         ("list", "contracted", "billed", "effective"), "2491.46")
+
+
+def test_a_gcp_export_and_its_focus_twin_give_one_list_total_with_credits(tmp_path):
+    """cloudgen gke 9611 with credits (sustained use discounts) and tax, as the native billing export
+    and as its FOCUS twin. FOCUS lists a credit at its BilledCost. Before: the export reader listed
+    every credit at 0, so its list total was above the twin's by the credits, −444.28 (4762.63 against
+    4318.35 on the whole invoice; the audit in scope 4752.72 against 4309.38); now both list 4318.35,
+    and every step the export measures (it has no contracted price) is the twin's."""
+    from benchmarks.cloudgen.generate import generate
+    from connectors.billing.gcp_billing import GcpBillingConnector
+    bridges = {}
+    for billing in ("native", "focus"):
+        generate("gke", 9611, tmp_path / billing, billing=billing, adjustments=True)
+        if billing == "native":
+            spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing",
+                              path=next((tmp_path / billing / "billing").iterdir()))
+            lines = GcpBillingConnector(spec, ReadContext(*ALWAYS, currency="USD")).read().tables["lines"]
+        else:
+            lines = twin_lines(tmp_path / billing)
+        credits = lines[lines.charge_category == "Credit"]
+        assert sum(credits.list_cost, Decimal(0)) == sum(credits.billed_cost, Decimal(0)) != 0, billing
+        bridges[billing] = bridge(lines).rounded()
+    measured = {k: v for k, v in bridges["native"].items() if v is not None}
+    assert measured == {k: bridges["focus"][k] for k in measured}
+    assert [measured[k] for k in ("list", "billed", "effective")] == [Decimal("4318.35")] * 3
+    assert round(sum(credits.list_cost, Decimal(0)), 2) == Decimal("-444.28")
