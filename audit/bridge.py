@@ -11,7 +11,11 @@ and no plug is needed. The groups:
   covered usage itself, before commitments;
 * ``covered``: usage a commitment covered (CommitmentDiscountStatus ``Used``);
 * ``unused``: the unused part of a commitment (status ``Unused``);
-* ``adjustments``: tax, credits, refunds and adjustments;
+* ``negotiated``: negotiated discounts billed as lines of their own (a CUR's ``EdpDiscount``,
+  ``PrivateRateDiscount``, ``BundledDiscount``): a credit, refund or adjustment that lists at 0 and is
+  contracted at its cost (:func:`negotiated_discounts`). They lie between the list and the contracted
+  total (METHOD §1), so they are a part of the negotiated discounts step, not of the credits;
+* ``adjustments``: tax, credits, refunds and adjustments (the negotiated discounts aside);
 * ``other``: every other line (on-demand usage, other purchases).
 
 A difference a group other than the named commitment groups carries (``other`` and ``adjustments``
@@ -41,7 +45,7 @@ from typing import Mapping
 import pandas as pd
 
 from audit.billing_words import NO_CONTRACTED
-from audit.lines import commitment_purchases
+from audit.lines import CREDIT_CATEGORIES, commitment_purchases
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum, largest_remainder
 from schemas.billing import line_total
@@ -54,22 +58,26 @@ EXAMPLES = 3  # line ids named for a step carried by lines outside the commitmen
 #: (key, label, groups, to-column, from-column); a total sums its column over its groups
 TOTAL, STEP = "total", "step"
 PLAN = (
-    (TOTAL, "list", "List (public on-demand)", ("covered", "unused", "adjustments", "other"), "L", None),
-    (STEP, "negotiated_discounts", "Negotiated discounts", ("covered", "unused", "other"), "C", "L"),
+    (TOTAL, "list", "List (public on-demand)", ("covered", "unused", "negotiated", "adjustments", "other"), "L", None),
+    (STEP, "negotiated_discounts", "Negotiated discounts", ("covered", "unused", "negotiated", "other"), "C", "L"),
     (STEP, "adjustments_list_to_contracted", "Tax, credits and adjustments: contracted vs list",
      ("adjustments",), "C", "L"),
-    (TOTAL, "contracted", "Contracted (negotiated rates)", ("covered", "unused", "adjustments", "other"), "C", None),
+    (TOTAL, "contracted", "Contracted (negotiated rates)", ("covered", "unused", "negotiated", "adjustments", "other"),
+     "C", None),
     (STEP, "covered_usage", "Commitment-covered usage (0 on the invoice)", ("covered",), "B", "C"),
     (STEP, "commitment_purchases", "Commitment purchases and fees", ("purchases",), "B", None),
     (STEP, "unused_commitment_billed", "Unused commitment: billed vs contracted", ("unused",), "B", "C"),
-    (STEP, "other_contracted_to_billed", "Other lines: billed vs contracted", ("adjustments", "other"), "B", "C"),
-    (TOTAL, "billed", "Billed (invoiced)", ("purchases", "covered", "unused", "adjustments", "other"), "B", None),
+    (STEP, "other_contracted_to_billed", "Other lines: billed vs contracted", ("negotiated", "adjustments", "other"),
+     "B", "C"),
+    (TOTAL, "billed", "Billed (invoiced)", ("purchases", "covered", "unused", "negotiated", "adjustments", "other"), "B",
+     None),
     (STEP, "amortised_commitment", "Amortised commitment on covered usage", ("covered",), "E", "B"),
     (STEP, "unused_commitment", "Unused commitment", ("unused",), "E", "B"),
     (STEP, "purchases_amortised", "Purchases and fees, replaced by their amortisation", ("purchases",), "E", "B"),
-    (STEP, "other_billed_to_effective", "Other lines: effective vs billed", ("adjustments", "other"), "E", "B"),
-    (TOTAL, "effective", "Effective (commitments amortised)", ("purchases", "covered", "unused", "adjustments",
-                                                                "other"), "E", None),
+    (STEP, "other_billed_to_effective", "Other lines: effective vs billed", ("negotiated", "adjustments", "other"),
+     "E", "B"),
+    (TOTAL, "effective", "Effective (commitments amortised)", ("purchases", "covered", "unused", "negotiated",
+                                                                "adjustments", "other"), "E", None),
 )
 #: steps carried by lines outside the commitment groups: their lines are named
 NAMED_LINES = ("adjustments_list_to_contracted", "other_contracted_to_billed", "other_billed_to_effective")
@@ -297,15 +305,31 @@ def unpurchased_reason(lines: pd.DataFrame, basis: str = "billed") -> str | None
     return f"{found.lacks()}: {'. '.join(why)}"
 
 
+def negotiated_discounts(lines: pd.DataFrame) -> pd.Series:
+    """Whether each line is a negotiated discount billed as a line of its own: a credit, refund or
+    adjustment with ListCost 0 and a ContractedCost other than 0. FOCUS lists and contracts a credit at
+    its BilledCost (ListCost, ContractedCost where the unit price is null), so a credit that takes
+    nothing off the list price but its cost off the contracted one is the gap between list and
+    contracted prices: a CUR's ``*Discount`` line (EdpDiscount, PrivateRateDiscount, BundledDiscount),
+    read so (connectors/billing/cur_sql.py)."""
+    credits = lines["charge_category"].isin(CREDIT_CATEGORIES)
+    listed, contracted = lines["list_cost"], lines["contracted_cost"]
+    known = listed.notna() & contracted.notna()
+    return credits & known & pd.Series([bool(k) and lc == 0 and c != 0 for k, lc, c in zip(known, listed, contracted)],
+                                       index=lines.index, dtype=bool)
+
+
 def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:
     purchases = commitment_purchases(lines)
     status = lines["commitment_discount_status"].fillna("").str.lower()
     covered = (status == "used") & ~purchases
     unused = (status == "unused") & ~purchases
-    adjustments = lines["charge_category"].isin(ADJUSTMENTS) & ~purchases & ~covered & ~unused
-    other = ~(purchases | covered | unused | adjustments)
-    return {"purchases": purchases, "covered": covered, "unused": unused, "adjustments": adjustments,
-            "other": other}
+    adjusting = lines["charge_category"].isin(ADJUSTMENTS) & ~purchases & ~covered & ~unused
+    negotiated = adjusting & negotiated_discounts(lines)
+    adjustments = adjusting & ~negotiated
+    other = ~(purchases | covered | unused | adjusting)
+    return {"purchases": purchases, "covered": covered, "unused": unused, "negotiated": negotiated,
+            "adjustments": adjustments, "other": other}
 
 
 def _missing(lines: pd.DataFrame, groups: dict[str, pd.Series], column: str,

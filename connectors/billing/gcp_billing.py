@@ -21,7 +21,9 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the
 * a Credit row per group and credit type with a non-zero sum (FOCUS keeps credits as lines of
   their own), carrying the group's project, resource and SKU so the engine nets it into what it
   applies to; credits of a type not in ``CREDIT_TYPES`` (or of no type) are summed as OTHER;
-  ListCost 0 (a credit does not change the list price of the usage);
+  ListCost = BilledCost, as FOCUS lists a credit (:data:`UNLISTED_CREDITS` list 0: a committed use
+  discount, whose usage lists at its on-demand price before commitments, and a contractual discount,
+  the gap between list and contracted prices, as the CUR's ``EdpDiscount`` lists at 0);
 * ServiceName = service.description, ChargeDescription = sku.description, ResourceId = resource.name
   (detailed export), PricingQuantity / PricingUnit = usage.amount_in_pricing_units / pricing_unit,
   ConsumedQuantity / ConsumedUnit = usage.amount / unit, SubAccountId = project.id, Tags = labels;
@@ -82,6 +84,11 @@ JSON_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson
 PARQUET_SUFFIXES = (".parquet",)
 TRANSIENT_REASONS = {"rateLimitExceeded", "backendError", "internalError"}
 CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
+#: the credit columns that list at 0, not at their cost: commitment credits (the list basis prices the
+#: usage they cover before commitments, at its cost_at_list, as a CUR lists a Savings Plan negation at 0)
+#: and contractual discounts (negotiated: the gap between list and contracted, which FOCUS puts in
+#: ContractedCost, never in ListCost)
+UNLISTED_CREDITS = (cud.CUD_CREDIT, cud.SPEND_CREDIT, cud.OFFSET_CREDIT, "credit_discount")
 
 # The export's columns as the local reader types them: every leaf VARCHAR (money and quantities
 # keep their text; the query casts them to DECIMAL), absent keys read as NULL.
@@ -449,7 +456,8 @@ def focus_sql(commitments: bool = True) -> str:
       FROM cud WHERE NOT ((is_fee OR is_spend_fee) AND cud_id IS NOT NULL)),
     credits AS (
       SELECT {common}, 'Credit' AS ChargeCategory, amount AS BilledCost, amount AS EffectiveCost,
-        0::DECIMAL(38, 9) AS ListCost,
+        CASE WHEN kind IN ({", ".join(f"'{c}'" for c in UNLISTED_CREDITS)}) THEN 0::DECIMAL(38, 9)
+          ELSE amount END AS ListCost,
         NULL::DECIMAL(38, 9) AS PricingQuantity, NULL::VARCHAR AS PricingUnit,
         NULL::DECIMAL(38, 9) AS ConsumedQuantity, NULL::VARCHAR AS ConsumedUnit,
         upper(substr(kind, 8)) AS x_CreditType, NULL::BIGINT AS x_ExportRows, 1 AS part

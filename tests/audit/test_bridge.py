@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ WITH g AS (SELECT *,
     ChargeCategory = 'Purchase' AND coalesce(CommitmentDiscountId, '') <> '' AS is_p,
     lower(coalesce(CommitmentDiscountStatus, '')) AS st FROM lines_sql),
 h AS (SELECT *, CASE WHEN is_p THEN 'purchases' WHEN st = 'used' THEN 'covered' WHEN st = 'unused' THEN 'unused'
+                     WHEN ChargeCategory IN ('Credit', 'Refund', 'Adjustment') AND L = 0 AND C <> 0 THEN 'negotiated'
                      WHEN ChargeCategory IN {ADJUSTMENTS} THEN 'adjustments' ELSE 'other' END AS grp FROM g)
 SELECT grp, sum(L), sum(C), sum(B), sum(E), count(*) FILTER (WHERE L IS NULL), count(*) FILTER (WHERE C IS NULL)
 FROM h GROUP BY grp
@@ -393,3 +395,78 @@ def test_a_cur_and_its_focus_twin_give_one_bridge_with_credits_and_tax(tmp_path)
     # the whole invoice (both accounts): no step between the bases, every total the same
     assert {k: str(v) for k, v in bridges["focus"].items() if v} == dict.fromkeys(
         ("list", "contracted", "billed", "effective"), "2491.46")
+
+
+def test_a_gcp_export_and_its_focus_twin_give_one_list_total_with_credits(tmp_path):
+    """cloudgen gke 9611 with credits (sustained use discounts) and tax, as the native billing export
+    and as its FOCUS twin. FOCUS lists a credit at its BilledCost. Before: the export reader listed
+    every credit at 0, so its list total was above the twin's by the credits, −444.28 (4762.63 against
+    4318.35 on the whole invoice; the audit in scope 4752.72 against 4309.38); now both list 4318.35,
+    and every step the export measures (it has no contracted price) is the twin's."""
+    from benchmarks.cloudgen.generate import generate
+    from connectors.billing.gcp_billing import GcpBillingConnector
+    bridges = {}
+    for billing in ("native", "focus"):
+        generate("gke", 9611, tmp_path / billing, billing=billing, adjustments=True)
+        if billing == "native":
+            spec = SourceSpec(name="gcp", kind="billing", format="gcp_billing",
+                              path=next((tmp_path / billing / "billing").iterdir()))
+            lines = GcpBillingConnector(spec, ReadContext(*ALWAYS, currency="USD")).read().tables["lines"]
+        else:
+            lines = twin_lines(tmp_path / billing)
+        credits = lines[lines.charge_category == "Credit"]
+        assert sum(credits.list_cost, Decimal(0)) == sum(credits.billed_cost, Decimal(0)) != 0, billing
+        bridges[billing] = bridge(lines).rounded()
+    measured = {k: v for k, v in bridges["native"].items() if v is not None}
+    assert measured == {k: bridges["focus"][k] for k in measured}
+    assert [measured[k] for k in ("list", "billed", "effective")] == [Decimal("4318.35")] * 3
+    assert round(sum(credits.list_cost, Decimal(0)), 2) == Decimal("-444.28")
+
+
+def negotiated_cur_rows() -> list[dict]:
+    """tests/builders' CUR 2.0 hours with an EDP discount of 3 % on each on-demand p5 and g6e hour, a
+    private rate discount on the p5 hours and a bundled discount, as AWS writes them: lines of their
+    own (EdpDiscount, PrivateRateDiscount, BundledDiscount), public on-demand cost 0."""
+    from tests.builders import cur2_rows, instance_hour
+    rows = [r for r in cur2_rows() if r["line_item_line_item_type"] != "EdpDiscount"]
+    hours = [r for r in rows if r["line_item_line_item_type"] == "Usage" and r["line_item_unblended_cost"]]
+    for r in hours:
+        hour, cost = r["line_item_usage_start_date"].hour, Decimal(repr(r["line_item_unblended_cost"]))
+        kinds = [("EdpDiscount", -(cost * Decimal("0.03")).quantize(Decimal("0.000001")))]
+        kinds += [("PrivateRateDiscount", Decimal("-4.5"))] * (r["line_item_resource_id"] == "i-0p5b")
+        for kind, amount in kinds:
+            rows.append(instance_hour(hour, kind, "", str(amount), r["line_item_resource_id"], pricing_public_on_demand_cost=0.0,
+                                      pricing_public_on_demand_rate=None, line_item_usage_amount=None))
+    rows.append(instance_hour(0, "BundledDiscount", "", "-0.75", None, pricing_public_on_demand_cost=0.0))
+    return rows
+
+
+def test_negotiated_discount_lines_of_a_cur_are_the_negotiated_discounts_step(tmp_path):
+    """METHOD §1: negotiated discounts lie between the list and the contracted total. A CUR bills them
+    as lines of their own, read as credits (their class nets and buckets as they were) that list at 0
+    and are contracted at their cost. Before: the bridge put them with the credits and tax,
+    adjustments_list_to_contracted −26.61 beside negotiated_discounts 0.00; now negotiated_discounts
+    −26.61 (EDP −7.86, private rate −18.00, bundled −0.75) and adjustments_list_to_contracted 0.00 (a
+    credit and a tax list and contract at their cost); the totals as they were. The expected figures
+    are summed here from the raw CUR rows with pandas and Decimal."""
+    from tests.builders import write_cur2
+    rows = negotiated_cur_rows()
+    lines = read_cur_once(write_cur2(tmp_path / "edp.parquet", rows), *ALWAYS).tables["lines"]
+    raw = pd.DataFrame(rows)
+    t = raw["line_item_line_item_type"]
+    unblended = raw["line_item_unblended_cost"].map(lambda v: Decimal(repr(v)))
+    public = raw["pricing_public_on_demand_cost"].map(lambda v: Decimal(0) if v is None or pd.isna(v) else Decimal(repr(v)))
+    purchase = t.isin(["SavingsPlanRecurringFee", "RIFee", "Fee"])
+    listed = public.where(~t.isin(["Tax", "Credit", "Refund"]), unblended).where(t != "SavingsPlanNegation", Decimal(0))
+    contracted = unblended.where(t != "DiscountedUsage", public).where(t != "SavingsPlanNegation", Decimal(0))
+    discount = t.str.endswith("Discount")
+    adjusting = t.isin(["Tax", "Credit", "Refund"])
+    want = {"list": sum(listed[~purchase], Decimal(0)), "contracted": sum(contracted[~purchase], Decimal(0)),
+            "negotiated_discounts": sum((contracted - listed)[~purchase & ~adjusting], Decimal(0)),
+            "adjustments_list_to_contracted": sum((contracted - listed)[adjusting], Decimal(0))}
+    assert sum(unblended[discount], Decimal(0)) == Decimal("-26.613916")
+    assert want["negotiated_discounts"] == Decimal("-26.613916") and want["adjustments_list_to_contracted"] == 0
+    found = {s.key: s.amount for s in bridge(lines).steps}
+    assert {k: found[k] for k in want} == want
+    assert bridge(lines).rounded()["negotiated_discounts"] == Decimal("-26.61")
+    assert set(lines.loc[lines.extra.str.contains("Discount\""), "charge_category"]) == {"Credit"}  # netted as before

@@ -3,7 +3,8 @@
 Before, the reader never read ``cost_at_list``, so ``cost_basis = "list"`` was refused on every GCP
 export. Now a group's ListCost is the sum of its rows' ``cost_at_list`` where every row has one
 (else NULL: the list basis refuses that line by name, never counts part of its list price), credit
-rows and commitment fee rows list 0, and an export without the column reads as before. The rows are
+rows list at their cost as FOCUS has it (commitment and contractual-discount credits, and commitment
+fee rows, at 0), and an export without the column reads as before. The rows are
 the synthetic May 2024 detailed export of tests/servers/gcp_export.py.
 """
 from __future__ import annotations
@@ -52,13 +53,22 @@ def with_list_prices(records: list[dict]) -> list[dict]:
     return out
 
 
+#: credit types that list at 0 (commitment credits, contractual discounts); every other credit lists at its cost
+UNLISTED = {"COMMITTED_USAGE_DISCOUNT", "COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE", "FEE_UTILIZATION_OFFSET", "DISCOUNT"}
+
+
+def listed_credits(record: dict) -> Decimal:
+    """The row's credits that list at their cost (FOCUS: a credit's ListCost is its BilledCost)."""
+    return sum((Decimal(c["amount"]) for c in record["credits"] if c["type"] not in UNLISTED), Decimal(0))
+
+
 def list_total(records: list[dict]) -> Decimal:
-    """The oracle: Σ cost_at_list of the rows in the window, from the floats' shortest text, each
-    clipped to May pro rata by time (the Pacific invoice month's tax: 737 of its 744 hours)."""
+    """The oracle: Σ cost_at_list + the listed credits of the rows in the window, from the floats' shortest
+    text, each clipped to May pro rata by time (the Pacific invoice month's tax: 737 of its 744 hours)."""
     total = Decimal(0)
     for r in in_window(records):
         inside, whole = seconds_in_may(r)
-        total += Decimal(repr(r["cost_at_list"])) * inside / whole
+        total += (Decimal(repr(r["cost_at_list"])) + listed_credits(r)) * inside / whole
     return total
 
 
@@ -78,16 +88,22 @@ def refusal(frame) -> str:
 
 def test_cost_at_list_on_every_row_gives_the_list_basis(tmp_path):
     """Before: refused ("missing on 1680 line(s)", credits included). Now every line's ListCost is known: the list
-    total is Σ cost_at_list of the window's rows to the last digit, credits list 0."""
+    total is Σ cost_at_list + the credits of the window's rows to the last digit. Before, credits listed 0 (list
+    18,018.18, above FOCUS's figure by the sustained-use, free-tier, promotion and unknown-type credits); now
+    they list at their cost, the committed use discount credits at 0 (their usage lists before commitments)."""
     records = with_list_prices(export_rows())
     frame = connector(path=write_ndjson(records, tmp_path / "listed.json")).read()
     lines = frame.tables["lines"]
     assert basis_amount(lines, "list").sum() == list_total(records)
-    assert list_total(records).quantize(Decimal("0.000001")) == Decimal("18018.183309")  # 18,029.798793 unclipped
-    assert set(lines[lines.charge_category == "Credit"].list_cost) == {Decimal(0)}
+    assert list_total(records).quantize(Decimal("0.000001")) == Decimal("17865.643783")
+    credits = lines[lines.charge_category == "Credit"]
+    kinds = credits.extra.map(lambda extra: json.loads(extra)["x_CreditType"])
+    assert (credits.list_cost[kinds != "COMMITTED_USAGE_DISCOUNT"] == credits.billed_cost[kinds != "COMMITTED_USAGE_DISCOUNT"]).all()
+    assert set(credits.list_cost[kinds == "COMMITTED_USAGE_DISCOUNT"]) == {Decimal(0)}
+    assert set(kinds) == {"COMMITTED_USAGE_DISCOUNT", "SUSTAINED_USAGE_DISCOUNT", "FREE_TIER", "PROMOTION", "OTHER"}
     document = audit_on_list(frame)
     assert document["bridge"]["list"] == str(list_total(records).quantize(Decimal("0.01"), ROUND_HALF_EVEN))
-    assert document["total"] == "18018.18"
+    assert document["total"] == "17865.64"
 
 
 def test_a_group_with_one_row_without_cost_at_list_is_refused_by_name(tmp_path):
@@ -113,14 +129,16 @@ def test_a_group_with_one_row_without_cost_at_list_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
 def test_an_export_without_cost_at_list_reads_as_before(tmp_path, fmt):
     """No column at all (Parquet: no such column; NDJSON: no such key): every charge line's ListCost is
-    unknown and the list basis is refused as before, naming the charge lines (credits list 0)."""
+    unknown and the list basis is refused as before, naming the charge lines (credits list at their cost, a
+    committed use discount's at 0)."""
     records = export_rows()
     path = write_ndjson(records, tmp_path / "e.json") if fmt == "json" else write_parquet(records, tmp_path / "e.parquet")
     frame = connector(path=path).read()
     lines = frame.tables["lines"]
     charges = lines[lines.charge_category != "Credit"]
     assert charges.list_cost.isna().all()
-    assert set(lines[lines.charge_category == "Credit"].list_cost) == {Decimal(0)}
+    credits = lines[lines.charge_category == "Credit"]
+    assert credits.list_cost.notna().all() and credits.list_cost.sum() == Decimal("-152.539526")
     message = refusal(frame)
     assert REFUSAL.format(count=line_total(charges), rows="")[:-1] in message
     assert [int(r) for r in re.findall(r"(?:rows |\), )(\d+) \(", message)] == sorted(charges.row)[:5]
