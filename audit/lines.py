@@ -224,17 +224,26 @@ def commitment_purchases(lines: pd.DataFrame) -> pd.Series:
     return (lines["charge_category"] == "Purchase") & (lines["commitment_discount_id"].fillna("") != "")
 
 
-def members_by_commitment(ids: pd.Series) -> dict[str, list]:
-    """Commitment id → the lines under it: their own id and every ``/``-prefix of it (Azure bills a
-    reservation *order*, ``…/reservationOrders/O``, and its usage names the reservation under it)."""
-    members: dict[str, list] = {}
-    for idx, commitment in ids[ids != ""].items():
+def members_by_commitment(ids: pd.Series, wanted: set[str] | None = None) -> dict[str, list]:
+    """Commitment id → the lines under it, in line order: their own id and every ``/``-prefix of it
+    (Azure bills a reservation *order*, ``…/reservationOrders/O``, and its usage names the reservation
+    under it); only the commitments in ``wanted`` where it is given. Worked out per distinct id, so a
+    month of hourly covered lines costs one pass over the ids."""
+    codes, distinct = pd.factorize(ids, use_na_sentinel=True)
+    order = np.argsort(codes, kind="stable")
+    starts = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
+    under: dict[str, list[int]] = {}
+    for code, commitment in enumerate(distinct):
+        if commitment == "":
+            continue
         parts = commitment.split("/")
         for end in range(len(parts), 0, -1):
             prefix = "/".join(parts[:end])
-            if prefix.strip("/"):
-                members.setdefault(prefix, []).append(idx)
-    return members
+            if prefix.strip("/") and (wanted is None or prefix in wanted):
+                under.setdefault(prefix, []).append(code)
+    labels = ids.index
+    return {prefix: list(labels[np.sort(np.concatenate([order[starts[c]:starts[c + 1]] for c in codes_of]))])
+            for prefix, codes_of in under.items()}
 
 
 def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame,
@@ -253,10 +262,10 @@ def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame,
     of one commitment (an hourly recurring fee, month-long) go together: the split is linear, so
     each line gets what splitting them one by one would give it.
     """
-    members = members_by_commitment(charges[column])
     by_commitment: dict[str, list] = {}
     for idx, commitment in purchases[column].items():
         by_commitment.setdefault(commitment, []).append(idx)
+    members = members_by_commitment(charges[column], set(by_commitment))
     out = []
     for commitment, own in by_commitment.items():
         mine = set(own)
