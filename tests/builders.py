@@ -1,10 +1,11 @@
-"""Builders of test inputs: in-memory tables and cases (so engine tests need no files), synthetic
-CUR exports, synthetic Kineto traces, a query_range dump of an OpenMetrics file, and a collector
-bundle around a trace."""
+"""Builders of test inputs: in-memory tables and cases (so engine tests need no files), cloudgen
+cases and copies with their billing rows rewritten, synthetic CUR exports, synthetic Kineto traces,
+a query_range dump of an OpenMetrics file, and a collector bundle around a trace."""
 from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import shutil
 from datetime import datetime, timezone
@@ -16,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from audit.case import Case, Service
+from benchmarks.cloudgen.generate import generate
 from connectors.base import ReadContext, SourceFrame, SourceSpec
 from connectors.billing.cur import CurConnector
 
@@ -89,6 +91,33 @@ def billing_case(folder: Path, name: str, window: tuple[str, str], basis: str, *
 def _toml(value) -> str:
     """A TOML string literal (paths and URLs, as JSON escapes them)."""
     return json.dumps(str(value))
+
+
+# --- cloudgen cases, and copies with billing rows rewritten ----------------------------------------
+
+def generated(tmp_path_factory, label: str, cloud: str, seed: int, **options) -> Path:
+    """cloudgen's case of ``cloud`` and ``seed`` (``options``: billing, commitments, …), written once
+    into a fresh folder ``label``/case of the session's temporary tree."""
+    folder = tmp_path_factory.mktemp(label) / "case"
+    generate(cloud, seed, folder, **options)
+    return folder
+
+
+def rewritten_billing(folder: Path, target: Path, change) -> Path:
+    """A copy of the case at ``target`` whose billing CSV files' rows (gzipped or not) are
+    ``change(rows)``; the header is every column the rows carry, in their order (new columns allowed)."""
+    shutil.copytree(folder, target)
+    for path in (target / "billing").rglob("*.csv*"):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", newline="") as handle:
+            rows = change(list(csv.DictReader(handle)))
+        out = io.StringIO()
+        writer = csv.DictWriter(out, list(dict.fromkeys(k for r in rows for k in r)), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        with opener(path, "wt", encoding="utf-8", newline="") as handle:
+            handle.write(out.getvalue())
+    return target
 
 
 # --- CUR: reading, synthetic CUR 2.0 and legacy exports ---------------------------------------
@@ -393,6 +422,11 @@ def gpu_line(n: int, **over) -> dict:
            "pretax": Decimal("98.32"), "priced": Decimal("98.32"), "resource_class": "gpu_compute"}
     row.update(over)
     return row
+
+
+def misfits_of(misfits, kind: str) -> list:
+    """The misfits of ``kind`` among ``misfits`` (a split's, or an audit's fit), in their order."""
+    return [m for m in misfits if m.kind == kind]
 
 
 def assert_same_split(got, want, *, within: Decimal, ordered: bool = True, to_the_cent: bool = False) -> None:

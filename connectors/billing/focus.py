@@ -64,7 +64,16 @@ from connectors.billing.focus_checks import (
 )
 from connectors.billing.focus_commitments import read_commitments
 from connectors.billing.focus_lines import build_lines, covered, file_currency, purchases_outside, select_window
-from connectors.billing.focus_load import ID_COLUMNS, Columns, create_view, file_format, load, require, resolve_columns
+from connectors.billing.focus_load import (
+    ID_COLUMNS,
+    Columns,
+    create_view,
+    file_format,
+    load,
+    require,
+    resolve_columns,
+    varchar_columns,
+)
 from connectors.bounds import check_source_path
 from connectors.duck import quote_ident, raise_all, session
 from connectors.errors import InputError
@@ -170,13 +179,7 @@ def load_focus_named(con, table: str, path: Path, consume: bool = False, weight:
         for i, name in enumerate(header):
             con.execute(f"ALTER TABLE src RENAME COLUMN {quote_ident(name)} TO c{i}")
         return weighted(resolve_columns(header, path), header, weight)
-    parts = []
-    for i, (name, dtype, *_) in enumerate(described):
-        ident = quote_ident(name)
-        nested = dtype.startswith(("MAP", "STRUCT")) or dtype.endswith("]") or dtype == "JSON"
-        expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
-        parts.append(f"{expr} AS c{i}")
-    con.execute(f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {quote_ident(table)}")
+    con.execute(f"CREATE TABLE src AS SELECT {varchar_columns(described)} FROM {quote_ident(table)}")
     return weighted(resolve_columns(header, path), header, weight)
 
 

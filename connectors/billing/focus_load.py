@@ -231,14 +231,21 @@ def parquet_sql(con, path: Path) -> str:
     DOUBLE column (a file that already stored money as float) becomes its shortest round-trip text.
     """
     described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+    source = f"read_parquet({quote_text(str(path))}, file_row_number=true)"
+    return f"CREATE TABLE src AS SELECT {varchar_columns(described)} FROM {source} ORDER BY file_row_number"
+
+
+def varchar_columns(described: list[tuple]) -> str:
+    """The select list of the columns of a DESCRIBE result, each cast to VARCHAR as c0, c1, … in
+    their order: the reader's ``src`` columns. A nested column (MAP, STRUCT, a list, JSON) becomes
+    its JSON text, so that no tag or nested value is lost to a cast."""
     parts = []
     for i, (name, dtype, *_) in enumerate(described):
         ident = quote_ident(name)
         nested = dtype.startswith(("MAP", "STRUCT")) or dtype.endswith("]") or dtype == "JSON"
         expr = f"CAST(to_json({ident}) AS VARCHAR)" if nested else f"CAST({ident} AS VARCHAR)"
         parts.append(f"{expr} AS c{i}")
-    source = f"read_parquet({quote_text(str(path))}, file_row_number=true)"
-    return f"CREATE TABLE src AS SELECT {', '.join(parts)} FROM {source} ORDER BY file_row_number"
+    return ", ".join(parts)
 
 
 #: FOCUS columns kept in a line's ``extra`` as they are (lower-cased): what rules may match beside the

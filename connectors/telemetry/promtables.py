@@ -27,6 +27,7 @@ from connectors.telemetry.tables import (
     requests_table,
     resource_id,
     traffic_from_increases,
+    with_pod_nodes,
 )
 from connectors.telemetry.validity import counter_reasons
 
@@ -254,12 +255,7 @@ def gpu_requests(requests: pd.DataFrame, pod_info: pd.DataFrame | None, grid,
     if (frame["node"] == "").any() and pod_info is not None and len(pod_info):
         per_interval = pick(pod_info, ["namespace", "pod", "k"], "node", (), raw_pods)
         overall = pick(pod_info, ["namespace", "pod"], "node", (), raw_pods)
-        frame = frame.merge(per_interval.rename(columns={"node": "node_k"}),
-                            on=["namespace", "pod", "k"], how="left")
-        frame = frame.merge(overall.rename(columns={"node": "node_all"}),
-                            on=["namespace", "pod"], how="left")
-        fill = frame["node_k"].fillna(frame["node_all"]).fillna("")
-        frame["node"] = frame["node"].where(frame["node"] != "", fill)
+        frame = with_pod_nodes(frame, per_interval, overall)
     grouped = frame.groupby(REQUEST_KEY)
     pooled = grouped[["sum", "n"]].sum()
     return requests_table(pooled["sum"] / pooled["n"], grouped["most"].max(),

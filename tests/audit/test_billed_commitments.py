@@ -16,7 +16,6 @@ seed 7105, Microsoft's FOCUS export; both with an H100 and an A100 reservation, 
 from __future__ import annotations
 
 import csv
-import decimal
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 
 from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
+from tests.builders import generated
 
 AMORTIZED = "ea_amortized_2026-09.csv"
 A100_ORDER = "/providers/Microsoft.Capacity/reservationOrders/6e7c1675-8238-b424-c36c-4428fabfbbd5"
@@ -40,10 +40,7 @@ PURCHASE_KEEPS = ("BillingAccountId", "BillingAccountName", "BillingPeriodStartD
 @pytest.fixture(scope="module")
 def aks(tmp_path_factory) -> Path:
     """cloudgen's AKS day with reservations, its EA AmortizedCost export."""
-    folder = tmp_path_factory.mktemp("aks7102") / "case"
-    with decimal.localcontext():  # cloudgen sets its own precision
-        generate("aks", 7102, folder, billing="native", commitments=True)
-    return folder
+    return generated(tmp_path_factory, "aks7102", "aks", 7102, billing="native", commitments=True)
 
 
 def variant(base: Path, target: Path, rows: list[dict] | None, file: str, view: str) -> Path:
@@ -88,6 +85,25 @@ def actual_rows(aks: Path) -> list[dict]:
     return out
 
 
+def reconciliation(document: dict) -> tuple[str, str, str, str, str]:
+    """The reconciliation's verdict, gap, top-down and bottom-up totals, and reason."""
+    recon = document["reconciliation"]
+    return recon["verdict"], recon["gap"], recon["top_down"], recon["bottom_up"], recon["reason"]
+
+
+def lacks_at_contracted(basis: str, usage: str, commitments: str) -> str:
+    """What the ``basis`` total lacks: the purchases behind covered ``usage`` (its contracted price)
+    that no in-scope line carries, of ``commitments``."""
+    return (f"the {basis} total lacks the purchases behind commitment-covered usage of {usage} at its contracted "
+            f"price, whose amortised cost no line shows (commitment(s) {commitments})")
+
+
+def lacking_reason(gap: str, lacks: str, basis: str) -> str:
+    """The reason a reconciliation gives for its ``gap`` where the ``basis`` total ``lacks`` purchases."""
+    return (f"|gap| {gap} > tolerance 0.02; {lacks}: their usage costs 0 on the {basis} basis while the bottom-up "
+            "prices it (fit commitment_purchases_missing)")
+
+
 def price_detail(document: dict, subject: str) -> str:
     return next(d["detail"] for d in document["reconciliation"]["drivers"]
                 if d["name"] == "price" and d["subject"] == subject)
@@ -122,8 +138,7 @@ def test_purchases_moved_onto_their_reservations_are_no_unmatched_charge(actual)
 def test_a_billed_basis_without_the_purchases_names_what_it_lacks(aks, tmp_path, export):
     if export == "focus":
         base = tmp_path / "focus"
-        with decimal.localcontext():
-            generate("aks", 7105, base, billing="focus", commitments=True)
+        generate("aks", 7105, base, billing="focus", commitments=True)
         case = variant(base, tmp_path / "billed", None, "", "")
         gap = "-1.255419"
     else:
@@ -134,8 +149,7 @@ def test_a_billed_basis_without_the_purchases_names_what_it_lacks(aks, tmp_path,
              f"commitment (commitment(s) {A100}, {H100})")
     recon = document["reconciliation"]
     assert (recon["verdict"], recon["gap"]) == ("does_not_reconcile", gap)
-    assert recon["reason"] == (f"|gap| {abs(Decimal(gap)):.4f} > tolerance 0.02; {lacks}: their usage costs 0 on the "
-                               "billed basis while the bottom-up prices it (fit commitment_purchases_missing)")
+    assert recon["reason"] == lacking_reason(f"{abs(Decimal(gap)):.4f}", lacks, "billed")
     why = (f"{lacks}: 5 commitment-covered or unused line(s) are billed 0 (invoiced through their commitment's "
            "purchase) and no in-scope purchase line of their commitment carries a price, so on the billed basis that "
            "usage costs 0. An export of the amortised view (Azure's AmortizedCost export, Microsoft's FOCUS export) "
@@ -180,13 +194,9 @@ def test_an_actualcost_export_without_a_purchase_names_what_it_lacks(aks, tmp_pa
     commitment = SAVINGS_PLAN if savings_plan else H100
     rows = without_h100_purchase(actual_rows(aks), savings_plan)
     document = audit_document(variant(aks, tmp_path / "case", rows, "ea_actual.csv", "actual"))
-    lacks = ("the billed total lacks the purchases behind commitment-covered usage of 2359.68 at its contracted "
-             f"price, whose amortised cost no line shows (commitment(s) {commitment})")
-    recon = document["reconciliation"]
-    assert (recon["verdict"], recon["gap"], recon["top_down"], recon["bottom_up"]) == (
-        "does_not_reconcile", "-1.015449", "2323.76", "4683.43")
-    assert recon["reason"] == (f"|gap| 1.0154 > tolerance 0.02; {lacks}: their usage costs 0 on the billed basis "
-                               "while the bottom-up prices it (fit commitment_purchases_missing)")
+    lacks = lacks_at_contracted("billed", "2359.68", commitment)
+    assert reconciliation(document) == (
+        "does_not_reconcile", "-1.015449", "2323.76", "4683.43", lacking_reason("1.0154", lacks, "billed"))
     why = (f"{lacks}: 1 commitment-covered line(s) cost 0 on both the billed and the effective basis and no in-scope "
            "line of their commitment carries a price or an amortisation (no purchase, no unused commitment), so that "
            "usage costs 0 and what it cost is in no line. An export of the billed view (Azure's ActualCost export) "
@@ -215,13 +225,9 @@ def test_the_effective_basis_names_covered_usage_no_purchase_or_amortisation_pri
     (tmp_path / "case" / "case.toml").write_text(case.replace('cost_basis = "billed"', 'cost_basis = "effective"'),
                                                  encoding="utf-8")
     document = audit_document(tmp_path / "case")
-    lacks = ("the effective total lacks the purchases behind commitment-covered usage of 2359.68 at its contracted "
-             f"price, whose amortised cost no line shows (commitment(s) {H100})")
-    recon = document["reconciliation"]
-    assert (recon["verdict"], recon["gap"], recon["top_down"], recon["bottom_up"]) == (
-        "does_not_reconcile", "-1.117160", "2112.20", "4471.86")
-    assert recon["reason"] == (f"|gap| 1.1172 > tolerance 0.02; {lacks}: their usage costs 0 on the effective "
-                               "basis while the bottom-up prices it (fit commitment_purchases_missing)")
+    lacks = lacks_at_contracted("effective", "2359.68", H100)
+    assert reconciliation(document) == (
+        "does_not_reconcile", "-1.117160", "2112.20", "4471.86", lacking_reason("1.1172", lacks, "effective"))
     assert [(f["kind"], f["subject"], f["nearest"]) for f in document["fit"]] == [
         ("commitment_purchases_missing", "[case] cost_basis effective", [H100])]
     assert document["fit"][0]["message"].startswith(f"[case] cost_basis effective: {lacks}: 1 commitment-covered")
@@ -241,10 +247,10 @@ def test_purchases_the_scope_leaves_out_are_named_as_the_nearest(aks, tmp_path):
     document = audit_document(variant(aks, tmp_path / "case", rows, "ea_actual.csv", "actual"))
     [found] = document["fit"]
     assert (found["kind"], found["nearest"]) == ("commitment_purchases_missing", ["ea_actual.csv:16", "ea_actual.csv:17"])
+    lacks = lacks_at_contracted("billed", "2624.14", f"{A100}, {H100}")
     assert found["message"].startswith(
-        "[case] cost_basis billed: the billed total lacks the purchases behind commitment-covered usage of 2624.14 at "
-        f"its contracted price, whose amortised cost no line shows (commitment(s) {A100}, {H100}): 4 commitment-covered "
-        "line(s) cost 0 on both the billed and the effective basis")
+        f"[case] cost_basis billed: {lacks}: 4 commitment-covered line(s) cost 0 on both the billed and the effective "
+        "basis")
     assert found["message"].endswith(
         "on the effective basis. The data does hold 2 purchase line(s) of these commitment(s) outside the scope: "
         "ea_actual.csv:16 (1415.81 USD billed), ea_actual.csv:17 (211.56 USD billed), left out by [scope].accounts = "

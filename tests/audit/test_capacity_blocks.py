@@ -13,22 +13,15 @@ the fee was ``unmatched`` (unattributed) and the block's 192 GPU-hours were pric
 """
 from __future__ import annotations
 
-import csv
-import decimal
-import gzip
-import io
 import json
-import shutil
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
 from audit.classify import classify
-from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
 from tests.audit.test_capacity_reservations import hours, part
-from tests.builders import line, lines_frame
+from tests.builders import generated, line, lines_frame, rewritten_billing
 
 RESERVATION = "cr-0a1b2c3d4e5f60718"
 ARN = f"arn:aws:ec2:us-east-1:111111111111:capacity-reservation/{RESERVATION}"
@@ -87,28 +80,10 @@ def focus_block(rows: list[dict], ran: int = 24) -> list[dict]:
     return out
 
 
-def rewritten(folder: Path, target: Path, change) -> Path:
-    """A copy of the case whose billing file's rows are ``change(rows)`` (new columns allowed)."""
-    shutil.copytree(folder, target)
-    for path in (target / "billing").rglob("*.csv*"):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", newline="") as handle:
-            rows = change(list(csv.DictReader(handle)))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, list(dict.fromkeys(k for r in rows for k in r)), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        with opener(path, "wt", encoding="utf-8", newline="") as handle:
-            handle.write(out.getvalue())
-    return target
-
-
 @pytest.fixture(scope="module", params=["focus", "native"])
 def eks(request, tmp_path_factory):
     """cloudgen's EKS day in AWS's FOCUS file or its CUR 2.0 export, and its audit."""
-    folder = tmp_path_factory.mktemp(f"eks-{request.param}") / "case"
-    with decimal.localcontext():  # cloudgen sets its own precision
-        generate("eks", 3, folder, billing=request.param)
+    folder = generated(tmp_path_factory, f"eks-{request.param}", "eks", 3, billing=request.param)
     return folder, request.param, audit_document(folder)
 
 
@@ -117,7 +92,7 @@ def test_a_capacity_block_s_fee_prices_the_instance_hours_that_ran_in_it(eks, tm
     cost what the block cost, and the audit is the one of the same day billed on demand."""
     folder, kind, plain = eks
     change = focus_block if kind == "focus" else (lambda rows: cur_block(rows, tied=True))
-    document = audit_document(rewritten(folder, tmp_path / "case", change))
+    document = audit_document(rewritten_billing(folder, tmp_path / "case", change))
     assert document["total"] == plain["total"]
     assert document["buckets"] == plain["buckets"]
     assert document["coverage"]["paid_gpu_hours"] == plain["coverage"]["paid_gpu_hours"] == "480.00"
@@ -166,7 +141,7 @@ def test_a_capacity_block_no_line_ties_to_an_instance_is_gpu_compute_named(eks, 
     folder, kind, plain = eks
     if kind == "focus":
         pytest.skip("AWS's FOCUS file names the reservation on the instance's rows")
-    document = audit_document(rewritten(folder, tmp_path / "case", lambda rows: cur_block(rows, tied=False)))
+    document = audit_document(rewritten_billing(folder, tmp_path / "case", lambda rows: cur_block(rows, tied=False)))
     assert document["total"] == plain["total"]
     assert part(document, "unattributed", "unmatched_line") == part(plain, "unattributed", "unmatched_line") == 0
     assert part(document, "unattributed", "gpu_not_in_telemetry") == part(plain, "unattributed",

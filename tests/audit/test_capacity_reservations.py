@@ -10,18 +10,13 @@ could join it.
 """
 from __future__ import annotations
 
-import csv
-import decimal
-import gzip
-import io
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
+from tests.builders import generated, rewritten_billing
 
 ARN = "arn:aws:ec2:us-east-1:111111111111:capacity-reservation/cr-0a1b2c3d4e5f60718"
 HOURLY = Decimal("55.04")
@@ -79,29 +74,18 @@ def used_cur_rows(template: dict) -> list[dict]:
 
 
 def with_rows(folder: Path, target: Path, make) -> Path:
-    """A copy of the case with the reservation's rows appended to its billing file."""
-    shutil.copytree(folder, target)
-    for path in (target / "billing").rglob("*.csv*"):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
-        header = list(rows[0])
+    """A copy of the case with the reservation's rows appended to its billing file (``make`` builds
+    them from the file's first p5.48xlarge line)."""
+    def appended(rows: list[dict]) -> list[dict]:
         template = next(r for r in rows if "p5.48xlarge" in r.get("x_UsageType", r.get("line_item_usage_type", "")))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, header, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows + make(template))
-        with opener(path, "wt", encoding="utf-8", newline="") as handle:
-            handle.write(out.getvalue())
-    return target
+        return rows + make(template)
+    return rewritten_billing(folder, target, appended)
 
 
 @pytest.fixture(scope="module", params=["focus", "native"])
 def eks(request, tmp_path_factory):
     """cloudgen's EKS day in AWS's FOCUS file or its CUR 2.0 export, and its audit."""
-    folder = tmp_path_factory.mktemp(f"eks-{request.param}") / "case"
-    with decimal.localcontext():  # cloudgen sets its own precision
-        generate("eks", 3, folder, billing=request.param)
+    folder = generated(tmp_path_factory, f"eks-{request.param}", "eks", 3, billing=request.param)
     makers = (unused_focus_rows, used_focus_rows) if request.param == "focus" else (unused_cur_rows, used_cur_rows)
     return folder, makers, audit_document(folder)
 

@@ -64,6 +64,13 @@ def warnings_of(stderr: str) -> list[str]:
             if line.startswith("costaudit: warning: ")]
 
 
+def validated(case: Path) -> list[str]:
+    """The warnings of ``costaudit validate`` on ``case``, which passes (exit 0)."""
+    result = costaudit("validate", case)
+    assert result.returncode == 0, result.stderr
+    return warnings_of(result.stderr)
+
+
 def errors_of(stderr: str) -> list[str]:
     """The errors, each without its ``costaudit: error: <case.toml>:`` prefix."""
     return [line.split(": ", 3)[3] for line in stderr.splitlines() if line.startswith("costaudit: error: ")]
@@ -112,9 +119,7 @@ def test_a_request_log_naming_an_undeclared_service(eks, tmp_path):
     with (case / CASE).open("a", encoding="utf-8") as toml:
         toml.write('\n[[telemetry]]\nname = "alb"\nformat = "access_log"\npath = "telemetry/access.log"\n'
                    'service = "chatt"\n')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    (warning,) = warnings_of(result.stderr)
+    (warning,) = validated(case)
     assert ("request-log source alb names service chatt, which has no [services] entry: its 3 requests count "
             "for no service; services declared: chat, gateway, embed — did you mean chat?") == warning
     out = tmp_path / "out"
@@ -146,9 +151,7 @@ def test_a_scope_tag_no_line_carries(eks, tmp_path):
 
 def test_a_scope_account_no_line_carries_beside_one_that_does(eks, tmp_path):
     case = edited(eks, tmp_path, 'accounts = ["111111111111"]', 'accounts = ["111111111111", "11111111111"]')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    (found,) = warnings_of(result.stderr)
+    (found,) = validated(case)
     assert found == ("[scope] account 11111111111 matches no line; accounts present: 111111111111, "
                      "222222222222, 999999999999")
     out = tmp_path / "out"
@@ -286,9 +289,7 @@ def test_a_service_every_pod_of_which_an_earlier_service_owns(eks, tmp_path):
     broader one got 0.00 in silence while the broader one counted its GPU time."""
     case = edited(eks, tmp_path, "[services.embed]", '[services.chat_canary]\nnamespace = "llm"\n'
                   'pod = "re:^chat-"\n\n[services.embed]')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    found = warnings_of(result.stderr)
+    found = validated(case)
     assert len(found) == 1 and found[0].startswith("service chat_canary matches ")
     assert ("and every one belongs to service chat, declared before it (a pod belongs to the first service "
             "whose matchers all hold): chat_canary gets none of their GPU time and service chat counts it all; "
@@ -531,9 +532,7 @@ def test_gpu_replica_settings_on_a_cpu_tier_are_named(eks, tmp_path):
     are named as applying to nothing. The default values written out are no warning."""
     claim = '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }'
     case = edited(eks, tmp_path, claim, claim + '\ngpus_per_replica = 2\nmin_replicas = 3\nscale_reaction = "5m"')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    assert warnings_of(result.stderr) == [
+    assert validated(case) == [
         'service gateway sets gpus_per_replica = 2, min_replicas = 3, scale_reaction = "5m", which apply to nothing: '
         "it has no telemetry matchers and holds no GPU in the data (the GPU split gives GPU time by pods, never by a "
         "claim), and these settings size the GPU replicas of the right-size and autoscaling options; remove them (a "
@@ -697,9 +696,7 @@ def test_a_claim_whose_lines_another_service_owns_is_named(eks, tmp_path):
     case = edited(eks, tmp_path, '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }',
                   '[services.gateway]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }\n\n'
                   '[services.gw2]\ntags = { "eks:nodegroup-name" = "cpu-gateway" }')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    [found] = [w for w in warnings_of(result.stderr) if w.startswith("service gw2:")]
+    [found] = [w for w in validated(case) if w.startswith("service gw2:")]
     assert re.fullmatch(r"service gw2: its claims match (\d[\d,]*) line\(s\) in scope and it owns 0 of them; \1 are "
                         r"serving_compute lines owned by service gateway \(its rule, or its claim first in file "
                         r"order\): \d+\.\d\d USD", found), found

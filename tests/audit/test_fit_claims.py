@@ -19,7 +19,7 @@ import pandas as pd
 from audit.case import Rule, Service
 from audit.classify import classify
 from audit.fit_claims import claims_fit, claims_partial_fit
-from tests.audit.test_fit import costaudit, edited, warnings_of
+from tests.audit.test_fit import costaudit, edited, validated
 from tests.builders import line, lines_frame, make_case
 from tests.paths import ROOT
 
@@ -101,9 +101,7 @@ def _gke_without_labels(tmp_path):
 
 def test_the_gke_case_with_labels_missing_on_some_lines_names_them(tmp_path):
     case = _gke_without_labels(tmp_path)
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    assert warnings_of(result.stderr) == [NOLABELS]
+    assert validated(case) == [NOLABELS]
     out = tmp_path / "out"
     assert costaudit("run", case, "--out", out, "--format", "json").returncode == 0
     audit = json.loads((out / "audit.json").read_text(encoding="utf-8"))
@@ -117,9 +115,7 @@ def test_a_claim_matching_only_lines_outside_the_scope_is_named(eks, tmp_path):
     validate and run said nothing and the gateway owned 0.00; now the claim is named with those
     lines, their money, the scope rule and the tags the lines in scope carry."""
     case = edited(eks, tmp_path, 'tags = { "eks:nodegroup-name" = "cpu-gateway" }', 'tags = { "team" = "analytics" }')
-    result = costaudit("validate", case)
-    assert result.returncode == 0, result.stderr
-    assert warnings_of(result.stderr) == [
+    assert validated(case) == [
         'service gateway: tags claim team = "analytics" matches only lines outside [scope]: 24 line(s), 4.84 USD '
         "effective, left out by [scope].accounts = ['111111111111'] (their account(s): 222222222222), so it claims "
         "nothing; in scope, tag keys present: eks:cluster-name, eks:nodegroup-name, elbv2.k8s.aws/cluster"]

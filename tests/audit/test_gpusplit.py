@@ -28,7 +28,7 @@ from audit.mismatches import label_mismatches
 from audit.money import CONTEXT
 from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
 from audit.table_rows import column_values
-from tests.builders import activity, gpu_line, lines_frame, make_case, rendered_on_duckdb
+from tests.builders import activity, gpu_line, lines_frame, make_case, misfits_of, rendered_on_duckdb
 
 H0 = pd.Timestamp("2026-09-01T00:00:00Z")
 HOUR = timedelta(hours=1)
@@ -230,15 +230,14 @@ def test_an_hour_billed_twice_is_gpu_time_beyond_the_gpus_named_and_unallocated(
     assert (free.gpus, free.paid, free.paid_seconds / 3600, free.types, free.nodes) == (
         0, Decimal("54.715"), 8, {}, {"n1"})
     assert splitter.groups[("chat", H0.to_pydatetime())].paid == Decimal("98.32")
-    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
-    assert misfit.nearest == ("i-1",)
-    assert misfit.message == (
+    [misfit] = misfits_of(splitter.misfits, "gpu_time_over_capacity")
+    assert (misfit.nearest, misfit.message) == (("i-1",), (
         "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 54.72 USD "
         "beyond): i-1 (8 GPUs, node n1): 1 interval(s): 2026-09-01T01:00Z (16 GPU-hours billed, at most 8); "
         "8 GPU-hours and 54.72 USD beyond its GPUs; lines cur.csv:2 (2026-09-01T01:00Z–2026-09-01T02:00Z), "
         "cur.csv:3 (2026-09-01T01:00Z–2026-09-01T02:00Z). The GPU time beyond the GPUs is paid, not observed, "
         "and no workload held it: with its share of each line's money (every line of a full interval by the "
-        "same share) it is platform overhead (unallocated), not the time of the GPUs' holders.")
+        "same share) it is platform overhead (unallocated), not the time of the GPUs' holders."))
 
 
 def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
@@ -251,7 +250,7 @@ def test_lines_that_share_an_interval_within_its_gpus_are_not_beyond_them():
             gpu_line(2, start=H0 + HOUR / 2, pricing_quantity=Decimal("0.5"), consumed_quantity=Decimal("0.5")),
             gpu_line(3, resource_id=vmss), gpu_line(4, resource_id=vmss)]
     splitter = split(rows, acts, {"i-1": ("n1",), vmss: ("vm-0", "vm-1", "vm-2")})
-    assert not [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert not misfits_of(splitter.misfits, "gpu_time_over_capacity")
     assert splitter.groups[("chat", H0.to_pydatetime())].paid == 4 * Decimal("98.32")
     assert (UNALLOCATED, H0.to_pydatetime()) not in splitter.groups
 
@@ -281,7 +280,7 @@ def test_a_scale_sets_rows_beyond_its_vms_are_weighed_across_its_nodes():
     vmss = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/gpu"
     splitter = split([gpu_line(n, resource_id=vmss) for n in (1, 2, 3)], acts, {vmss: ("vm-0", "vm-1")})
     assert splitter.groups[(UNALLOCATED, H0.to_pydatetime())].paid == Decimal("98.32")
-    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    [misfit] = misfits_of(splitter.misfits, "gpu_time_over_capacity")
     assert misfit.message == (
         "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 98.32 USD "
         "beyond): /subscriptions/s/resourc…compute/virtualmachinescalesets/gpu (16 GPUs: 8 a node "
@@ -307,7 +306,7 @@ def test_a_summed_line_billing_a_full_interval_says_it_is_summed():
             gpu_line(365, line_id="focus_aws.csv:365", line_count=1, start=H0 + 3 * HOUR, end=H0 + 4 * HOUR,
                      net=Decimal("30.00"), pretax=Decimal("30.00"), priced=Decimal("30.00"))]
     splitter = split(rows, acts, {"i-1": ("n1",)})
-    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    [misfit] = misfits_of(splitter.misfits, "gpu_time_over_capacity")
     assert misfit.message == (
         "1 GPU resource(s) bill more GPU time in an interval than their GPUs can give (8 GPU-hours, 64.16 USD "
         "beyond): i-1 (8 GPUs, node n1): 1 interval(s): 2026-09-01T03:00Z (16 GPU-hours billed, at most 8); "
@@ -327,14 +326,13 @@ def test_a_line_with_no_gpu_bills_no_gpu_interval_and_its_money_is_unattributed_
     assert (group.holder, group.paid, group.gross, group.gpus, group.paid_seconds) == (
         NO_GPU_TIME, Decimal("98.32"), Decimal("98.32"), 0, 0)
     assert splitter.coverage["i-1"].paid_seconds == 0
-    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
-    assert misfit.nearest == ("i-1",)
-    assert misfit.message == (
+    [misfit] = misfits_of(splitter.misfits, "gpu_time_not_billed")
+    assert (misfit.nearest, misfit.message) == (("i-1",), (
         "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no line naming an "
         "instance or machine type with GPUs in the shipped table): i-1 (machine p5.48xlarge): 1 line(s), 98.32 USD. How many GPUs "
         "their 98.32 USD paid for, and for how long, is not in the bill: it is unattributed "
         "(gpu_time_not_billed), in no GPU-interval. The GPU meter's lines, or the machine type (GCP machine_spec) "
-        "on the lines, would place it.")
+        "on the lines, would place it."))
 
 
 def g2_part(n: int, description: str, net: str, **over) -> dict:
@@ -358,7 +356,7 @@ def test_a_g2_core_line_with_no_gpu_meter_bills_its_machines_four_l4s():
     assert (group.gpus, group.paid, group.paid_seconds, group.busy_seconds) == (4, Decimal(8), 4 * 3600, 2 * 3600)
     cover = splitter.coverage["g2-1"]
     assert (cover.gpus, cover.paid_seconds, cover.instance_type) == (4, 4 * 3600, "g2-standard-48")
-    assert not [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+    assert not misfits_of(splitter.misfits, "gpu_time_not_billed")
 
 
 def test_a_machine_type_only_telemetry_reports_is_named_as_the_nearest():
@@ -368,7 +366,7 @@ def test_a_machine_type_only_telemetry_reports_is_named_as_the_nearest():
     and telemetry's type for the node is the nearest."""
     splitter = split([g2_part(1, "Core", "6", machine_type="")], None, {"g2-1": ("gke-g2-1",)},
                      node_types={"gke-g2-1": "g2-standard-48"})
-    [misfit] = [m for m in splitter.misfits if m.kind == "gpu_time_not_billed"]
+    [misfit] = misfits_of(splitter.misfits, "gpu_time_not_billed")
     assert misfit.message.startswith(
         "1 GPU resource(s) have GPU lines but no line that bills GPU time (no GPU meter, no line naming an "
         "instance or machine type with GPUs in the shipped table): g2-1 (the bill names no machine type; "
@@ -469,7 +467,7 @@ def test_a_vm_resized_in_the_window_spreads_each_line_over_the_gpus_it_bills():
     assert (sum(g.paid_seconds for g in chat) / 3600, sum(g.paid_seconds for g in unseen) / 3600) == (24, 12)
     cover = splitter.coverage["vm-2"]
     assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600, cover.gpus) == (36, 24, 2)
-    assert not [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+    assert not misfits_of(splitter.misfits, "gpu_time_over_capacity")
 
 
 def test_a_gpu_meter_billing_part_of_its_machines_hour_pays_for_that_part_of_each_gpu():

@@ -25,6 +25,7 @@ from audit.ledger import NO_SAMPLE, NO_VALID_SAMPLE, UNALLOCATED
 from audit.pipeline import run_audit
 from connectors.base import ReadContext, SourceSpec
 from connectors.telemetry.openmetrics import OpenMetricsConnector
+from tests.builders import misfits_of
 
 GR = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -233,6 +234,16 @@ def test_gpu_util_is_not_read_on_a_mig_slice(tmp_path):
 MIG_REQUESTS = {"a-0": "nvidia_com_mig_3g_40gb", "b-0": "nvidia.com/mig-2g.20gb", "b-1": "nvidia_com_mig_1g_5gb"}
 
 
+def unplaced_message(requests: str, unlabelled: str, sampled: str) -> str:
+    """mig_request_unplaced's message on node mig-node: the ``requests`` left unplaced (profile by pod
+    in which intervals), the node's ``unlabelled`` MIG instances then and its instances of those
+    profiles ``sampled`` in the window."""
+    return (f"node mig-node: the scheduler's MIG requests ({requests}) find no MIG instance of their profile "
+            f"without a DCGM pod label on the node (its unlabelled MIG instances then: {unlabelled}; its instances "
+            f"of those profiles sampled in the window: {sampled}): they hold none of its GPU time, which stays "
+            "with the pod labels, the other requests and unallocated")
+
+
 def test_mig_requests_hold_the_instances_of_their_profile(tmp_path):
     """No pod label on GPU 0's instances: a-0's request for a 3g.40gb holds the 3g.40gb instance (3/7),
     b-0's nvidia.com/mig-2g.20gb the 2g.20gb (2/7); the 1g.10gb no request asks for and the free slice
@@ -244,15 +255,11 @@ def test_mig_requests_hold_the_instances_of_their_profile(tmp_path):
     assert (cents(paid["b"]), cents(paid[UNALLOCATED])) == (cents(per_gpu * 2 / 7), cents(per_gpu * 2 / 7))
     assert cents(busy["b"]) == cents(per_gpu * 2 / 7 * Decimal("0.5"))
     assert cents(sum(paid.values(), Decimal(0))) == cents(P5_HOUR * HOURS)
-    (unplaced,) = [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
-    assert unplaced.message == (
-        "node mig-node: the scheduler's MIG requests (1g.5gb by ml/b-1 in 2 intervals (2024-09-01 00:00 – "
-        "2024-09-01 02:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
-        "(its unlabelled MIG instances then: 1g.10gb; its instances of those profiles sampled in the window: "
-        "none): they hold none of its GPU time, which stays with the pod labels, the other requests and "
-        "unallocated")
+    (unplaced,) = misfits_of(result.fit.misfits, "mig_request_unplaced")
+    assert unplaced.message == unplaced_message(
+        "1g.5gb by ml/b-1 in 2 intervals (2024-09-01 00:00 – 2024-09-01 02:00 UTC)", "1g.10gb", "none")
     assert unplaced.nearest == ("1g.10gb",)
-    assert not [m for m in result.fit.misfits if m.kind == "gpu_placement_assumed"]
+    assert not misfits_of(result.fit.misfits, "gpu_placement_assumed")
     assert [n for n in to_dict(result)["notes"] if "requested through the scheduler" in n] == [
         "MIG instances requested through the scheduler on node mig-node (1g.5gb by ml/b-1; 2g.20gb by ml/b-0; "
         "3g.40gb by ml/a-0): each request holds an instance of its profile without a DCGM pod label on the "
@@ -278,7 +285,7 @@ def test_mig_requests_are_not_unplaced_where_no_mig_instance_was_sampled(tmp_pat
     sample), and the requests are not named unplaced (before: mig_request_unplaced named all three in
     "1 interval (2024-09-01 01:00 – 2024-09-01 01:00 UTC)", its unlabelled MIG instances "none")."""
     result = run_audit(load_case(without_gpu0_samples(tmp_path / "case", "GPU_I_ID")))
-    assert not [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
+    assert not misfits_of(result.fit.misfits, "mig_request_unplaced")
     assert by_holder(result)[NO_SAMPLE] == P5_HOUR / 8
 
 
@@ -286,13 +293,10 @@ def test_mig_request_unplaced_names_the_instances_of_its_profile_sampled_elsewhe
     """The 3g.40gb instance unsampled in the second hour (the others sampled): a-0's request is
     unplaced then, and the warning names that instance, sampled in the first hour, as the nearest."""
     result = run_audit(load_case(without_gpu0_samples(tmp_path / "case", 'GPU_I_ID="1"')))
-    (unplaced,) = [m for m in result.fit.misfits if m.kind == "mig_request_unplaced"]
-    assert unplaced.message == (
-        "node mig-node: the scheduler's MIG requests (3g.40gb by ml/a-0 in 1 interval (2024-09-01 01:00 – "
-        "2024-09-01 02:00 UTC)) find no MIG instance of their profile without a DCGM pod label on the node "
-        "(its unlabelled MIG instances then: 1g.10gb, 2g.20gb; its instances of those profiles sampled in the "
-        "window: GPU 0 instance 1 (3g.40gb) in 1 interval (2024-09-01 00:00 – 2024-09-01 01:00 UTC)): they "
-        "hold none of its GPU time, which stays with the pod labels, the other requests and unallocated")
+    (unplaced,) = misfits_of(result.fit.misfits, "mig_request_unplaced")
+    assert unplaced.message == unplaced_message(
+        "3g.40gb by ml/a-0 in 1 interval (2024-09-01 01:00 – 2024-09-01 02:00 UTC)", "1g.10gb, 2g.20gb",
+        "GPU 0 instance 1 (3g.40gb) in 1 interval (2024-09-01 00:00 – 2024-09-01 01:00 UTC)")
     assert unplaced.nearest == ("GPU 0 instance 1 (3g.40gb)",)
 
 
@@ -304,7 +308,7 @@ def test_mig_instances_of_unknown_profile_share_the_gpu_equally(tmp_path):
     paid = by_holder(result)
     assert (cents(paid["a"]), cents(paid["b"])) == (cents(per_gpu * 7 + per_gpu / 3), cents(per_gpu * 2 / 3))
     assert UNALLOCATED not in paid
-    (unknown,) = [m for m in result.fit.misfits if m.kind == "mig_profile_unknown"]
+    (unknown,) = misfits_of(result.fit.misfits, "mig_profile_unknown")
     assert unknown.message == (
         "node mig-node GPU 0: the MIG instances (GPU_I_ID) 1, 2, 3 carry no readable GPU_I_PROFILE in 2 "
         "intervals (2024-09-01 00:00 – 2024-09-01 02:00 UTC), so their compute slices are unknown: the slices "
