@@ -124,7 +124,7 @@ class LinePlan:
                          bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
                          lines["charge_description"], lines.period)]
         self.gpus = _machine_gpus(self.keys, self.fact, facts, lines.columns.get("machine_type") or [""] * lines.size,
-                                  lines.period)
+                                  lines["charge_description"], lines.period)
         self.fact = facts.on_machines(self.fact, self.keys, self.gpus)
         self.line_gpus = [facts.facts[fact][0] or self.gpus[key] for key, fact in zip(self.keys, self.fact)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
@@ -142,24 +142,28 @@ def _fact_of(facts: LineFacts, kind, gpi, pq, cq, text, span) -> int:
     return facts.of(gpus, priced, consumed, text, span)
 
 
-def _machine_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts, machines: list,
+def _machine_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts, machines: list, texts: list,
                   periods: list[int]) -> dict[str, int]:
     """Each key's GPU count: the most any of its lines gives (0 where none gives any). A GPU meter
     line (GCP) gives its machine type's in the instance table (``machine_type``, from ``machine_spec``:
     a g2-standard-48 has 4 L4s, however its meters bill them), else the GPU-hours of the key's meter
-    lines of its billing period together: a machine billed 1 GPU-hour on a Spot SKU and 3 on the
-    on-demand one in an hour has 4 GPUs, not the 3 one line gives."""
+    SKUs of its billing period together: a machine billed 1 GPU-hour on a Spot SKU and 3 on the
+    on-demand one in an hour has 4 GPUs, not the 3 one line gives. Lines of one SKU do not add (the
+    most of them counts), so that a row billed twice is GPU time beyond the GPUs (audit/gpu_over.py),
+    not GPUs of their own."""
     catalogue, gpus, metered = gpu_instances(), {}, {}
-    for key, fact, machine, period in zip(keys, fact_of_line, machines, periods):
+    for key, fact, machine, text, period in zip(keys, fact_of_line, machines, texts, periods):
         kind = catalogue.get(machine) if machine and fact in facts.metered else None
         if fact in facts.metered and kind is None:
             hours, span = facts.metered[fact]
-            metered[(key, period)] = metered.get((key, period), ZERO) + (hours / span if span else ZERO)
+            skus = metered.setdefault((key, period), {})
+            skus[text] = max(skus.get(text, ZERO), hours / span if span else ZERO)
             count = 0
         else:
             count = kind.gpus if kind is not None else facts.facts[fact][0]
         gpus[key] = max(gpus.get(key, 0), count)
-    for (key, _), per_hour in metered.items():
+    for (key, _), skus in metered.items():
+        per_hour = sum(skus.values(), ZERO)
         gpus[key] = max(gpus[key], max(1, int(per_hour.to_integral_value())) if per_hour > 0 else 0)
     return gpus
 

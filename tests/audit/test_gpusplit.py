@@ -504,7 +504,8 @@ def test_a_machine_billed_by_two_gpu_meters_in_an_hour_keeps_its_machine_s_gpus(
     them as a third of each, and the 4th GPU (unlabelled: unallocated) paid for nothing. Now its 4 GPUs are the
     machine type's: the two lines' 4 GPU-hours are the hour of each, and their 1.90012 is spread over
     the same 4 GPUs, 0.47503 each: chat's 3 hold 1.42509, the unlabelled one 0.47503. Without the
-    machine_spec (a FOCUS export), the period's meter lines add up to the same 4 GPUs."""
+    machine_spec (a FOCUS export), the period's meter SKUs add up to the same 4 GPUs; a row of one SKU
+    billed twice does not (3 GPU-hours twice: 3 GPUs, and GPU time beyond them, named)."""
     meter = {"resource_id": "g2-1", "instance_type": "", "machine_type": "g2-standard-48", "gpus_per_instance": 0}
     rows = [gpu_line(1, **meter, pricing_quantity=Decimal(1), consumed_quantity=Decimal(1), net=Decimal("0.22"),
                      pretax=Decimal("0.22"), priced=Decimal("0.22"),
@@ -523,6 +524,10 @@ def test_a_machine_billed_by_two_gpu_meters_in_an_hour_keeps_its_machine_s_gpus(
         cover = splitter.coverage["g2-1"]
         assert (cover.gpus, cover.paid_seconds / 3600) == (4, 4), spec
         assert not splitter.misfits, spec
+    twice = split([{**rows[1], "machine_type": ""}, {**rows[1], "line_id": "cur.csv:3", "machine_type": ""}], acts,
+                  {"g2-1": ("gke-g2-1",)})  # one SKU's row billed twice adds no GPUs: it is beyond them
+    assert twice.coverage["g2-1"].gpus == 3
+    assert [m.nearest for m in twice.misfits if m.kind == "gpu_time_over_capacity"] == [("g2-1",)]
 
 
 def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_than_the_period():
