@@ -16,6 +16,7 @@ from audit.line_facts import LineFacts, capped_fit
 from audit.lines import as_machine, bundled_machines, resource_key
 from audit.money import ZERO
 from audit.table_rows import column_values
+from connectors.billing.catalogue import gpu_instances
 from schemas.errors import UsageError
 
 #: the columns of a gpu_compute line that the split reads; the first eight even when there is no line
@@ -103,9 +104,10 @@ class LinePlan:
     its GPU count (``line_gpus``: its own, else its key's), its billing
     period's grid, the lines whose quantity the facts cap at their period, named, and the keys whose
     GPU-time lines overlap in time (``stacked``: only they can bill an interval beyond their GPUs,
-    :mod:`audit.gpu_over`). A key's GPU count (``gpus``: the most any of its lines gives) is its
-    machine's: a GPU meter line's GPUs (:meth:`LineFacts.on_machine`), and those of the lines that
-    give none (the core / RAM part of a machine billed in parts, a line of no instance type)."""
+    :mod:`audit.gpu_over`). A key's GPU count (``gpus``: the most any of its lines gives,
+    :func:`_machine_gpus`) is its machine's: a GPU meter line's machine type's, else its period's meter
+    lines' together, spread over by each meter line (:meth:`LineFacts.on_machine`) and by the lines
+    that give none (the core / RAM part of a machine billed in parts, a line of no instance type)."""
 
     def __init__(self, lines: GpuLines, grid_of):
         ids = lines["resource_id"]
@@ -121,7 +123,8 @@ class LinePlan:
                      for kind, gpi, pq, cq, text, period in zip(
                          bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],
                          lines["charge_description"], lines.period)]
-        self.gpus = _most_gpus(self.keys, self.fact, facts)
+        self.gpus = _machine_gpus(self.keys, self.fact, facts, lines.columns.get("machine_type") or [""] * lines.size,
+                                  lines["charge_description"], lines.period)
         self.fact = facts.on_machines(self.fact, self.keys, self.gpus)
         self.line_gpus = [facts.facts[fact][0] or self.gpus[key] for key, fact in zip(self.keys, self.fact)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
@@ -139,13 +142,29 @@ def _fact_of(facts: LineFacts, kind, gpi, pq, cq, text, span) -> int:
     return facts.of(gpus, priced, consumed, text, span)
 
 
-def _most_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts) -> dict[str, int]:
-    """Each key's GPU count: the most any of its lines gives (0 where none gives any)."""
-    gpus: dict[str, int] = {}
-    for key, fact in zip(keys, fact_of_line):
-        count = facts.facts[fact][0]
-        if count > gpus.get(key, -1):
-            gpus[key] = count
+def _machine_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts, machines: list, texts: list,
+                  periods: list[int]) -> dict[str, int]:
+    """Each key's GPU count: the most any of its lines gives (0 where none gives any). A GPU meter
+    line (GCP) gives its machine type's in the instance table (``machine_type``, from ``machine_spec``:
+    a g2-standard-48 has 4 L4s, however its meters bill them), else the GPU-hours of the key's meter
+    SKUs of its billing period together: a machine billed 1 GPU-hour on a Spot SKU and 3 on the
+    on-demand one in an hour has 4 GPUs, not the 3 one line gives. Lines of one SKU do not add (the
+    most of them counts), so that a row billed twice is GPU time beyond the GPUs (audit/gpu_over.py),
+    not GPUs of their own."""
+    catalogue, gpus, metered = gpu_instances(), {}, {}
+    for key, fact, machine, text, period in zip(keys, fact_of_line, machines, texts, periods):
+        kind = catalogue.get(machine) if machine and fact in facts.metered else None
+        if fact in facts.metered and kind is None:
+            hours, span = facts.metered[fact]
+            skus = metered.setdefault((key, period), {})
+            skus[text] = max(skus.get(text, ZERO), hours / span if span else ZERO)
+            count = 0
+        else:
+            count = kind.gpus if kind is not None else facts.facts[fact][0]
+        gpus[key] = max(gpus.get(key, 0), count)
+    for (key, _), skus in metered.items():
+        per_hour = sum(skus.values(), ZERO)
+        gpus[key] = max(gpus[key], max(1, int(per_hour.to_integral_value())) if per_hour > 0 else 0)
     return gpus
 
 

@@ -6,7 +6,8 @@
   compute-slice share (METHOD §3: allocation from the scheduler's requests; a MIG instance is its
   share), and requests for one profile share that profile's unlabelled instances as requests share a
   node's unlabelled GPUs (audit/gpusplit.py ``GpuSplitter._mig_held``). A request no such instance
-  takes holds nothing and is named (``mig_request_unplaced``, rule 5).
+  takes holds nothing and is named (``mig_request_unplaced``, rule 5). A whole-GPU request
+  (``nvidia.com/gpu``) on such a node holds only GPUs not in MIG mode (:func:`whole_gpu_units`).
 - A MIG instance without a readable ``GPU_I_PROFILE`` has no known share: audit/gpuunits.py splits
   what the instances of known profile leave equally among such instances, and
   :class:`MigLedger` names each GPU where it did (``mig_profile_unknown``).
@@ -16,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from audit.gpuunits import instance_profile, units_of, whole_weight
+from audit.gpuunits import instance_profile, pod_name, units_of, whole_weight
 from audit.misfit import LISTED, Misfit, listing, text
 
 
@@ -43,6 +44,25 @@ def mig_groups(free: list, pending: list, placeable: list[int]) -> list[tuple[st
     return out
 
 
+def whole_gpu_units(free: list, units: list, requests: list | None) -> tuple[list, set[int]]:
+    """The unlabelled units of ``free`` that requests for whole GPUs (``nvidia.com/gpu``) may hold (none
+    where ``requests`` is None: no such request to place), and the ids of those no such request may
+    hold, which stay unallocated.
+    Under the device plugin's mixed strategy (the node's observed ``units`` include a GPU not in MIG
+    mode, or a pod on it asks for a MIG profile: its ``requests``) ``nvidia.com/gpu`` counts only the
+    GPUs not in MIG mode, whose series carry no GPU_I_ID: a MIG instance is asked for by its profile,
+    and one no such request took is unallocated, not a whole-GPU pod's. Under the single strategy
+    (every GPU of the node in MIG mode, no profile asked for) ``nvidia.com/gpu`` is what the device
+    plugin gives MIG instances as: all of ``free``."""
+    if requests is None:
+        whole = []
+    elif all(instance_profile(u.row) is not None for u in units) and not any(asked_profile(r) for r in requests):
+        whole = free
+    else:
+        whole = [u for u in free if instance_profile(u.row) is None]
+    return whole, {id(u) for u in free} - {id(u) for u in whole}
+
+
 class MigLedger:
     """What the split could not read whole on MIG GPUs, for the warnings: requests no instance of their
     profile took, per node; instances of unknown profile, per GPU."""
@@ -56,6 +76,9 @@ class MigLedger:
         self.unknown: dict[tuple[str, str], tuple[set, set, set]] = {}
         #: node -> MIG profile -> instance ("GPU 0 instance 1") -> the intervals it was sampled in
         self.instances: dict[str, dict[str, dict[str, set]]] = {}
+        #: node -> (pods, intervals, the unlabelled MIG instances' profiles then) of whole-GPU requests
+        #: that no GPU outside MIG mode took beside MIG instances they may not hold (:func:`whole_gpu_units`)
+        self.whole: dict[str, tuple[set, set, set]] = {}
 
     def units(self, device: list) -> list:
         """The units of one physical GPU (:func:`audit.gpuunits.units_of`), its MIG instances and those
@@ -85,10 +108,22 @@ class MigLedger:
         times.add(ts)
         seen.update(instance_profile(u.row) or "?" for u in free if instance_profile(u.row) is not None)
 
+    def whole_unplaced_at(self, node: str, ts: datetime, requests: list, instances: list) -> None:
+        """Whole-GPU ``requests`` (after pooling: what each still asks for) left unplaced in ``ts`` on a
+        node whose unlabelled MIG ``instances`` they may not hold (the mixed strategy)."""
+        pods = [pod_name(req) for req in requests if req.gpus > 0]
+        if pods and instances:
+            named, times, seen = self.whole.setdefault(node, (set(), set(), set()))
+            named.update(pods)
+            times.add(ts)
+            seen.update(instance_profile(u.row) or "?" for u in instances)
+
     def misfits(self) -> list[Misfit]:
-        """``mig_request_unplaced`` per node, then ``mig_profile_unknown`` per GPU, in node order."""
+        """``mig_request_unplaced`` per node, ``whole_gpu_request_unplaced`` per node, then
+        ``mig_profile_unknown`` per GPU, in node order."""
         return ([unplaced_misfit(node, found, self.instances.get(node, {}), self.step)
                  for node, found in sorted(self.unplaced.items())]
+                + [whole_unplaced_misfit(node, *found, self.step) for node, found in sorted(self.whole.items())]
                 + [unknown_profile_misfit(*key, *found, self.step) for key, found in sorted(self.unknown.items())])
 
 
@@ -119,6 +154,20 @@ def unplaced_misfit(node: str, found: dict[str, tuple[set, set, set]], instances
                   f"{listing(sorted(seen))}; its instances of those profiles sampled in the window: "
                   f"{elsewhere[2:] or 'none'}): they hold none of its GPU time, which stays with the pod labels, "
                   "the other requests and unallocated", tuple(text(p) for p in nearest[:LISTED]))
+
+
+def whole_unplaced_misfit(node: str, pods: set, times: set, profiles: set, step: timedelta) -> Misfit:
+    """A ``whole_gpu_request_unplaced`` warning: whole-GPU requests (``nvidia.com/gpu``) of ``pods``
+    that no unlabelled GPU outside MIG mode on the node took in ``times``, beside unlabelled MIG
+    instances (of ``profiles``) that under the mixed strategy only a request for their profile holds:
+    those stay unallocated, and the requests hold none of the node's observed GPU time (rule 5: named,
+    with the instances the node does have)."""
+    return Misfit("whole_gpu_request_unplaced", f"node {text(node)}",
+                  f"node {text(node)}: the scheduler's whole-GPU requests (nvidia.com/gpu) by {listing(sorted(pods))} "
+                  f"in {_span(times, step)} find no GPU outside MIG mode without a DCGM pod label on the node (its "
+                  f"unlabelled MIG instances then: {listing(sorted(profiles))}, which only a request for their "
+                  "profile holds under the mixed strategy: unallocated): they hold none of its observed GPU time, "
+                  "only its GPUs billed without a sample where it has them", tuple(sorted(profiles))[:LISTED])
 
 
 def unknown_profile_misfit(node: str, gpu: str, instances: set, pods: set, times: set, step: timedelta) -> Misfit:

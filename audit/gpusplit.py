@@ -29,7 +29,7 @@ from audit.case import Case, Service
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn, walk_named
 from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpu_timeless import no_gpu_time
-from audit.gpumig import MigLedger, asked_profile, mig_groups
+from audit.gpumig import MigLedger, asked_profile, mig_groups, whole_gpu_units
 from audit.gpuunits import (
     UnitIds,
     device_key,
@@ -394,27 +394,27 @@ class GpuSplitter:
         """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label
         names its unit's holder; the units without one are shared by the scheduler's GPU requests of
         the node's pods that no DCGM label names in the window (all of them where telemetry labels no
-        GPU with a pod; :meth:`_pooled`); and the requests no observed GPU took (their GPUs went
-        unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own GPU:
-        where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod, and is
-        unallocated, not the pod's. Without a request to place, an unlabelled unit is unallocated
-        (the exporter maps pods, or the scheduler reports the node), else allocation unknown.
-        Requests that ask for more than the unlabelled units and the ``unseen`` GPUs (billed, without
-        a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
+        GPU with a pod; :meth:`_pooled`; MIG instances by profile, :func:`~audit.gpumig.whole_gpu_units`);
+        and the requests no observed GPU took (unmeasured, :meth:`_unmeasured`). A pod a label names
+        keeps its request for its own GPU: where that GPU has no sample in the interval, an unlabelled
+        GPU beside it held no pod, and is unallocated, not the pod's. Without a request to place, an
+        unlabelled unit is unallocated (the exporter maps pods, or the scheduler reports the node), else
+        allocation unknown. Requests that ask for more than the unlabelled units and the ``unseen`` GPUs
+        (billed, without a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
         labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
         pending = [req._replace(gpus=request_count(req.gpus)) for req in self.requests.get((node, ts), [])
                    if (req.namespace, req.pod) not in labelled]
-        known = self.known_pods.get(node, set())
-        placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
+        placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in self.known_pods.get(node, ())]
         mig, free = self._mig_held(node, ts, units, pending, placeable)
         placeable = [i for i in placeable if not asked_profile(pending[i])]
+        whole, left = whole_gpu_units(free, units, self.requests.get((node, ts), []) if placeable else None)
         nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
-                u.weight, u.busy, u.row.source, u.row.pod) for u in units
-               if u.row.pod or (not placeable and any(u is f for f in free))]
-        if free and placeable:
-            self._time_sliced(node, ts, sum((u.weight for u in free), ZERO) + unseen, pending, placeable)
-            out += self._pooled(node, free, pending, placeable)
+                u.weight, u.busy, u.row.source, u.row.pod) for u in units if u.row.pod or id(u) in left]
+        if whole:
+            self._time_sliced(node, ts, sum((u.weight for u in whole), ZERO) + unseen, pending, placeable)
+            out += self._pooled(node, whole, pending, placeable)
+        self.mig.whole_unplaced_at(node, ts, [pending[i] for i in placeable], [u for u in free if id(u) in left])
         return out + mig, [req for req in pending if req.gpus > 0 and not asked_profile(req)]
 
     def _mig_held(self, node, ts, units: list, pending: list, placeable: list[int]) -> tuple[list[tuple], list]:

@@ -13,7 +13,9 @@ GPU-second's price is the line's cost over the time it paid.
 
 A line bills its own GPUs: the instance table's for its instance type (a VM resized in the window
 bills 1 GPU on its NC24ads line and 2 on its NC48ads one). A GPU meter (GCP) bills GPU-hours of its
-machine, whose GPUs are the most any of the resource's lines bills in a period: a machine that ran
+machine, whose GPUs are its machine type's (``machine_spec``), else the most the resource's lines bill
+in a period, its meter SKUs of the period together (a Spot and an on-demand SKU billing parts of one
+hour add up: audit/gpu_lines.py ``_machine_gpus``): a machine that ran
 from 00:30 is billed 4 GPU-hours of its 8 GPUs in hour 00, so each of its 8 GPUs paid for half of
 the hour (occupancy 0.5), as a request that ran part of an interval holds a fraction of it
 (audit/gpuunits.py), not 4 of them the whole hour (:meth:`LineFacts.on_machine`).

@@ -495,6 +495,39 @@ def test_a_gpu_meter_billing_part_of_its_machines_hour_pays_for_that_part_of_eac
     assert not splitter.misfits
 
 
+def test_a_machine_billed_by_two_gpu_meters_in_an_hour_keeps_its_machine_s_gpus():
+    """A g2-standard-48 (4 L4, its machine_spec) billed in hour 00 by two L4 meters: 1 GPU-hour on the
+    Spot SKU (0.22) and 3 on the on-demand one (1.68012). Before: the GPU count came from the meters,
+    the most one line gives (3 GPU-hours ÷ 1 h): the machine had 3 GPUs, the Spot hour spread over
+    them as a third of each, and the 4th GPU (unlabelled: unallocated) paid for nothing. Now its 4 GPUs are the
+    machine type's: the two lines' 4 GPU-hours are the hour of each, and their 1.90012 is spread over
+    the same 4 GPUs, 0.47503 each: chat's 3 hold 1.42509, the unlabelled one 0.47503. Without the
+    machine_spec (a FOCUS export), the period's meter SKUs add up to the same 4 GPUs; a row of one SKU
+    billed twice does not (3 GPU-hours twice: 3 GPUs, and GPU time beyond them, named)."""
+    meter = {"resource_id": "g2-1", "instance_type": "", "machine_type": "g2-standard-48", "gpus_per_instance": 0}
+    rows = [gpu_line(1, **meter, pricing_quantity=Decimal(1), consumed_quantity=Decimal(1), net=Decimal("0.22"),
+                     pretax=Decimal("0.22"), priced=Decimal("0.22"),
+                     charge_description="Spot Preemptible Nvidia L4 GPU running in Americas"),
+            gpu_line(2, **meter, pricing_quantity=Decimal(3), consumed_quantity=Decimal(3), net=Decimal("1.68012"),
+                     pretax=Decimal("1.68012"), priced=Decimal("1.68012"),
+                     charge_description="Nvidia L4 GPU running in Americas")]
+    acts = [{"node": "gke-g2-1", "gpu": str(g), "ts": H0, "busy_fraction": 0.5, "pod": "chat-0" if g < 3 else "",
+             "namespace": "llm" if g < 3 else ""} for g in range(4)]
+    for spec in ("g2-standard-48", ""):
+        splitter = split([{**row, "machine_type": spec} for row in rows], acts, {"g2-1": ("gke-g2-1",)})
+        chat, unlabelled = (splitter.groups[("chat", H0.to_pydatetime())],
+                             splitter.groups[(UNALLOCATED, H0.to_pydatetime())])
+        assert (chat.gpus, chat.paid, chat.paid_seconds / 3600) == (3, Decimal("1.42509"), 3), spec
+        assert (unlabelled.gpus, unlabelled.paid, unlabelled.paid_seconds / 3600) == (1, Decimal("0.47503"), 1), spec
+        cover = splitter.coverage["g2-1"]
+        assert (cover.gpus, cover.paid_seconds / 3600) == (4, 4), spec
+        assert not splitter.misfits, spec
+    twice = split([{**rows[1], "machine_type": ""}, {**rows[1], "line_id": "cur.csv:3", "machine_type": ""}], acts,
+                  {"g2-1": ("gke-g2-1",)})  # one SKU's row billed twice adds no GPUs: it is beyond them
+    assert twice.coverage["g2-1"].gpus == 3
+    assert [m.nearest for m in twice.misfits if m.kind == "gpu_time_over_capacity"] == [("g2-1",)]
+
+
 def test_a_line_billing_more_than_its_instances_whole_hours_pays_for_no_more_than_the_period():
     """Occupancy is at most 1: 1.2 instance-hours in an hour round to one instance, billed the hour.
     The cap is named (rule 5): before, the 0.2 instance-hours the period cannot hold went silently."""

@@ -15,12 +15,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from audit.audit_json import to_dict
 from audit.case import load_case
+from audit.gpumig import whole_gpu_units
+from audit.gpuunits import Unit, UnitIds
 from audit.ledger import NO_SAMPLE, NO_VALID_SAMPLE, UNALLOCATED
 from audit.pipeline import run_audit
 from connectors.base import ReadContext, SourceSpec
@@ -264,6 +267,45 @@ def test_mig_requests_hold_the_instances_of_their_profile(tmp_path):
         "MIG instances requested through the scheduler on node mig-node (1g.5gb by ml/b-1; 2g.20gb by ml/b-0; "
         "3g.40gb by ml/a-0): each request holds an instance of its profile without a DCGM pod label on the "
         "node, that instance's compute slices of the GPU (where none does: fit mig_request_unplaced)."]
+
+
+def test_a_whole_gpu_request_holds_no_leftover_mig_instance(tmp_path):
+    """Mixed strategy: a-0 asks for a 3g.40gb (nvidia_com_mig_3g_40gb), b-0 for a whole GPU
+    (nvidia_com_gpu); GPUs 1-7, the node's whole GPUs, are pod a-1's by label, so no whole GPU is left
+    for b-0. Before: b-0's request was pooled over the leftover 2g.20gb and 1g.10gb instances (3/7 of
+    GPU 0's 24.58: 10.53) and named as exceeding them, only the free slice unallocated (3.51). Now a
+    whole-GPU request holds only GPUs not in MIG mode: b-0 holds none of them, and the 2g.20gb, the
+    1g.10gb and the free slice (4/7 of GPU 0: 14.05) are unallocated, and its request is named."""
+    result = run_audit(load_case(mig_case(tmp_path / "case", requests={"a-0": "nvidia_com_mig_3g_40gb",
+                                                                       "b-0": "nvidia_com_gpu"})))
+    per_gpu = P5_HOUR * HOURS / 8
+    paid = by_holder(result)
+    assert paid["a"] == per_gpu * 7 + per_gpu * 3 / 7
+    assert "b" not in paid
+    assert cents(paid[UNALLOCATED]) == cents(per_gpu * 4 / 7) == Decimal("14.05")
+    assert cents(sum(paid.values(), Decimal(0))) == cents(P5_HOUR * HOURS)
+    assert not [m for m in result.fit.misfits if m.kind == "gpu_requests_exceed_gpus"]
+    (unplaced,) = [m for m in result.fit.misfits if m.kind == "whole_gpu_request_unplaced"]
+    assert unplaced.message == (
+        "node mig-node: the scheduler's whole-GPU requests (nvidia.com/gpu) by ml/b-0 in 2 intervals (2024-09-01 "
+        "00:00 – 2024-09-01 02:00 UTC) find no GPU outside MIG mode without a DCGM pod label on the node (its "
+        "unlabelled MIG instances then: 1g.10gb, 2g.20gb, which only a request for their profile holds under the "
+        "mixed strategy: unallocated): they hold none of its observed GPU time, only its GPUs billed without a "
+        "sample where it has them")
+    assert unplaced.nearest == ("1g.10gb", "2g.20gb")
+
+
+def test_whole_gpu_requests_hold_mig_instances_only_under_the_single_strategy():
+    """Every GPU of a node in MIG mode and no profile asked for (the single strategy: nvidia.com/gpu
+    is a MIG instance): a whole-GPU request may hold the instances, as before. A whole GPU beside them,
+    or a request for a profile (the mixed strategy): only the whole GPU; the instances stay unallocated."""
+    slice_1, slice_2 = (Unit(UnitIds("0", f"GPU-0/{i}/3g.40gb"), Decimal(3) / 7, Decimal(0)) for i in (1, 2))
+    whole = Unit(UnitIds("1", "GPU-1"), 1, Decimal(0))
+    gpu, mig = SimpleNamespace(mig_profile=""), SimpleNamespace(mig_profile="3g.40gb")
+    assert whole_gpu_units([slice_1, slice_2], [slice_1, slice_2], [gpu]) == ([slice_1, slice_2], set())
+    assert whole_gpu_units([slice_2], [slice_1, slice_2], [gpu, mig]) == ([], {id(slice_2)})
+    assert whole_gpu_units([slice_2, whole], [slice_1, slice_2, whole], [gpu]) == ([whole], {id(slice_2)})
+    assert whole_gpu_units([slice_2, whole], [slice_1, slice_2, whole], None) == ([], {id(slice_2), id(whole)})
 
 
 #: every request on an instance GPU 0 has
