@@ -91,7 +91,8 @@ def describer(collected: Collected, billing: str) -> Describer:
         metrics = "/".join(sorted(group.sources)) or "no kernel-activity sample"
         names = [n for m in sorted(group.sources) for n in by_metric.get(m, ())]
         telemetry_names = ", ".join(dict.fromkeys(names)) or looked
-        return f"{metrics} ({telemetry_names}) × GPU-interval cost of {billing}"
+        placed = "".join(f"; {note}" for note in sorted(group.placed))
+        return f"{metrics} ({telemetry_names}) × GPU-interval cost of {billing}{placed}"
     return describe
 
 

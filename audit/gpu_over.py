@@ -84,7 +84,7 @@ class Beyond:
         self.nodes: dict[str, set[str]] = {}
         self._counted: set[tuple] = set()
 
-    def full(self, rows: Iterable[tuple], grids: list, occupancy: Callable[[int], Decimal],
+    def full(self, rows: Iterable[tuple], spread: Callable[[str, int, int], list],
              room: Callable[[datetime], Decimal], gpus_of: Mapping[str, int]) -> None:
         """The fit of each interval whose GPU-seconds billed on a node exceed its GPUs (``gpus_of`` a
         key: its machine's, whatever GPUs each line bills: a VM resized in the window bills 1 on one
@@ -93,15 +93,16 @@ class Beyond:
         GPU-seconds its lines bill on all its nodes and what those nodes' GPUs hold (a scale set's
         rows spread over its VMs: 24 GPU-hours billed of 2 × 8 GPUs, not one node's 16 of 8).
         ``rows``: (key, node, period, gpus, time code, placements) of the stacked keys' lines,
-        summed per key, node, period and facts (:func:`held_back`)."""
+        summed per key, node, period and facts (:func:`held_back`); ``spread`` of (node, period, time
+        code): the (interval, overlap, part, occupancy) its lines pay GPU time in
+        (:meth:`audit.gpu_presence.Presence.spread`)."""
         paid: defaultdict = defaultdict(Decimal)
         for key, node, period, gpus, code, placements in rows:
             if not node or not code:
                 continue
-            each = occupancy(code) * placements * gpus
             self.nodes.setdefault(key, set()).add(node)
-            for ts, overlap in grids[period][0]:
-                paid[(key, node, ts)] += overlap * each
+            for ts, overlap, _, occupancy in spread(node, period, code):
+                paid[(key, node, ts)] += overlap * (occupancy * placements * gpus)
         self.fits = {found: room(found[2]) * gpus_of[found[0]] / seconds for found, seconds in paid.items()
                      if seconds > room(found[2]) * gpus_of[found[0]]}
         full = {(key, ts) for key, _, ts in self.fits}

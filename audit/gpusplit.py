@@ -1,9 +1,11 @@
 """GPU-intervals: the cost of each paid GPU per telemetry interval, with its holder and activity.
 
 A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
-line bills (METHOD §3). Each GPU-interval goes to its holders: a declared service, no workload
-(unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured,
-and so is one whose every sample was excluded (out of range or not finite), under a reason of its own.
+line bills (METHOD §3); a line that bills part of its period is placed in the intervals telemetry
+saw its node, where it saw it in some but not all (:mod:`audit.gpu_presence`). Each GPU-interval
+goes to its holders: a declared service, no workload (unallocated), an undeclared pod, or nobody
+known; one without a kernel-activity sample is unmeasured, and so is one whose every sample was
+excluded (out of range or not finite), under a reason of its own.
 A scheduler request holds the GPUs it asks for, a fraction of a GPU-interval where its pod ran part of
 the interval; requests that share a node's unlabelled GPUs take them at their mean activity (which GPU
 each pod held is not in the data), and the node is named (``gpu_placement_assumed``); requests that
@@ -18,7 +20,7 @@ interval replays with its own money.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import datetime
 from decimal import Decimal
 from typing import Mapping
@@ -26,6 +28,7 @@ from typing import Mapping
 import pandas as pd
 
 from audit.case import Case, Service
+from audit.gpu_index import index_activity, index_labelled, index_requests, index_unmeasured, node_presence
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn, walk_named
 from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpu_timeless import no_gpu_time
@@ -40,7 +43,6 @@ from audit.gpuunits import (
     pod_name,
     pooled_shares,
     request_count,
-    text_key,
     whole_weight,
 )
 from audit.ledger import (
@@ -55,9 +57,9 @@ from audit.ledger import (
     NodeCoverage,
 )
 from audit.money import ZERO
-from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types
+from audit.normalised import NodeMap, Telemetry, node_types
 from audit.services import PodModels, pod_models, service_of
-from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
+from audit.table_rows import column_values
 
 
 def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap, engine: str | None = None) -> GpuSplit:
@@ -92,15 +94,16 @@ class GpuSplitter:
         self.node_types = node_types or {}
         self.nodes_of_resource = nodes_of_resource
         self.pod_models = pod_models
-        self.samples = self._index_activity(activity)
-        self.excluded = self._index_unmeasured(unmeasured)
+        self.samples = index_activity(activity)
+        self.excluded = index_unmeasured(unmeasured)
         self.nodes_seen = set(column_values(activity["node"])) if len(activity) else set()
         self.nodes_seen |= {node for node, _ in self.excluded}
+        self.presence = node_presence(activity, self.samples, self.excluded)
         # dcgm-exporter maps GPUs to pods cluster-wide: once any GPU carries a pod label, an empty
         # label means no pod held that GPU, unless the scheduler places a pod there that no label names.
-        self.known_pods = self._index_labelled(activity)
+        self.known_pods = index_labelled(activity)
         self.pod_mapping = bool(self.known_pods)
-        self.requests = self._index_requests(requests)
+        self.requests = index_requests(requests)
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
         self.extra_gpus: set[str] = set()
@@ -116,38 +119,6 @@ class GpuSplitter:
         self.mig = MigLedger(step)
         #: the intervals billed beyond their GPUs and what lies beyond them (audit/gpu_over.py)
         self.beyond = Beyond()
-
-    @staticmethod
-    def _index_activity(activity: pd.DataFrame) -> Mapping:
-        """(node, interval) -> its activity rows, in GPU order (index, then UUID; ties in table order)."""
-        if not len(activity):
-            return {}
-        return rows_by_node_interval(activity, [ranks(activity["gpu"], gpu_key), ranks(activity["uuid"], text_key)])
-
-    @staticmethod
-    def _index_unmeasured(unmeasured: pd.DataFrame | None) -> dict:
-        """(node, interval) -> {(gpu, uuid): metric} of GPU-intervals whose samples were all excluded."""
-        index: defaultdict = defaultdict(dict)
-        if unmeasured is None:
-            return index
-        for row in table_rows(unmeasured):
-            index[(row.node, row.ts)].setdefault((row.gpu, row.uuid), row.metric)
-        return index
-
-    @staticmethod
-    def _index_labelled(activity: pd.DataFrame) -> dict[str, set]:
-        """node -> the (namespace, pod) pairs DCGM labels name on it in any interval of the window."""
-        known: defaultdict = defaultdict(set)
-        for node, namespace, pod in labelled_pods(activity).itertuples(index=False, name=None):
-            known[node].add((namespace, pod))
-        return dict(known)
-
-    @staticmethod
-    def _index_requests(requests: pd.DataFrame) -> Mapping:
-        """(node, interval) -> its GPU requests of at least one GPU, in table order."""
-        if not len(requests):
-            return {}
-        return rows_by_node_interval(requests.loc[(requests["gpus"] > 0).to_numpy(dtype=bool)], [])
 
     def add_lines(self, lines: GpuLines) -> None:
         """Spread every line over its GPUs and intervals, in order.
@@ -178,11 +149,16 @@ class GpuSplitter:
                     if row is not None:
                         self._add_row(plan, key, node, period, count, time_code, instances, *row)
                 continue
-            share = count * instances
-            occupancy = plan.facts.occupancy(time_code)
+            share, occupancy = count * instances, plan.facts.occupancy(time_code)
+            spreads = [self._spread(plan, node, period, time_code) for node in nodes] if ZERO < occupancy < 1 else ()
+            if any(note for _, note in spreads):  # placed by node presence: node by node
+                for node, (spread, note) in zip(nodes, spreads):
+                    for ts, overlap, part, held in spread:
+                        money = _shares((net, gross, priced, committed), part, share)
+                        self._add_interval(node, ts, overlap, held, count, money, cover, placed=note)
+                continue
             for (ts, overlap), part in zip(grid, parts):
-                money = (net * part / share, gross * part / share, priced * part / share,
-                         committed * part / share if committed else ZERO)
+                money = _shares((net, gross, priced, committed), part, share)
                 for node in nodes:
                     self._add_interval(node, ts, overlap, occupancy, count, money, cover)
         self.misfits += tuple(over_fit(self.beyond, plan, self.coverage, self.case.currency))
@@ -212,7 +188,7 @@ class GpuSplitter:
         """The full intervals of the stacked keys' summed ``rows`` (an interval holds its seconds,
         the last one clipped to the window)."""
         end = self.case.end
-        self.beyond.full(rows, plan.grids, plan.facts.occupancy,
+        self.beyond.full(rows, lambda node, period, code: self._spread(plan, node, period, code)[0],
                          lambda ts: Decimal(min(self.step, int((end - ts).total_seconds()))), plan.gpus)
 
     def _cover(self, resource: str, known, nodes: list[str], kind) -> NodeCoverage:
@@ -271,16 +247,21 @@ class GpuSplitter:
     def _add_row(self, plan: LinePlan, key, node, period, gpus, time_code, instances, placements,
                  net, gross, priced, committed) -> None:
         """The summed money of ``placements`` (line, node) placements of a key, divided once and
-        added to each interval of their period by its part."""
-        grid, parts = plan.grids[period]
+        added to each interval of their period by its part (placed by node presence: :meth:`_spread`)."""
         cover, share = self.coverage[key], gpus * instances
-        occupancy = plan.facts.occupancy(time_code)
-        for (ts, overlap), part in zip(grid, parts):
-            money = (net * part / share, gross * part / share, priced * part / share,
-                     committed * part / share if committed else ZERO)
-            self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements, key)
+        spread, note = self._spread(plan, node, period, time_code)
+        for ts, overlap, part, occupancy in spread:
+            money = _shares((net, gross, priced, committed), part, share)
+            self._add_interval(node, ts, overlap, occupancy, gpus, money, cover, placements, key, note)
 
-    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1, key=None) -> None:
+    def _spread(self, plan: LinePlan, node, period, time_code) -> tuple[list[tuple], str]:
+        """(interval, overlap, part, occupancy) of each interval of ``period`` a line of ``time_code``
+        on ``node`` pays in, and the note of its placement (:mod:`audit.gpu_presence`)."""
+        grid, parts = plan.grids[period]
+        return self.presence.spread(node, plan.periods[period], grid, parts, plan.facts.occupancy(time_code))
+
+    def _add_interval(self, node, ts, overlap, occupancy, gpus, money, cover, lines: int = 1, key=None,
+                      placed: str = "") -> None:
         """One line's share of one node's GPUs in one interval (or the summed money of ``lines`` such
         placements), added to each holder's group. Its GPU time is the overlap × the line's occupancy
         (:mod:`audit.line_facts`: the share of its period it bills); a line that bills no GPU time (the
@@ -327,6 +308,8 @@ class GpuSplitter:
                 group.nodes.add(node)
             if pod:
                 group.pods.add(pod)
+            if placed:
+                group.placed.add(placed)
         for holder, n in counted.items():
             self.groups[(holder, ts)].count_gpus(node, cover.instance_type, n, lines)
 
@@ -498,3 +481,11 @@ class GpuSplitter:
             labels = {"namespace": namespace, "pod": pod, "container": container}
             found = self._service[key] = service_of(labels, self.services, self.pod_models) or f"{UNDECLARED}"
         return found
+
+
+def _shares(money: tuple, part: Decimal, share: int) -> tuple:
+    """A line's (net, gross, priced, committed) money of one interval (``part`` of its period) per GPU
+    of its ``share`` (GPUs × instances)."""
+    net, gross, priced, committed = money
+    return (net * part / share, gross * part / share, priced * part / share,
+            committed * part / share if committed else ZERO)

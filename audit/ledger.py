@@ -62,6 +62,8 @@ class Group:
     sources: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     pods: set[str] = field(default_factory=set)
+    #: the notes of lines placed in the intervals telemetry saw their node (audit/gpu_presence.py)
+    placed: set[str] = field(default_factory=set)
     #: GPUs per instance type of their nodes ("" where neither billing nor telemetry names it)
     types: dict[str, int] = field(default_factory=dict)
     #: paid cost and paid GPU-seconds per instance type, kept for the unallocated holder only

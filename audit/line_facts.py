@@ -3,7 +3,8 @@ many instances, and how much of its billing period it bills GPU time for.
 
 A line bills a period (an hour, mostly) and a quantity. An instance that ran 18 minutes of the hour
 is billed 0.3 instance-hours over a one-hour period: its money spreads over the period's intervals as
-any line's does (the bill does not say which minutes), but the GPU time it paid for is 0.3 h, not the
+any line's does (the bill does not say which minutes; where telemetry saw its node in only some of
+them, audit/gpu_presence.py places it there), but the GPU time it paid for is 0.3 h, not the
 hour, so each interval's paid GPU-seconds are its overlap × the line's *occupancy*: the quantity ÷
 (period hours × instances), at most 1. A line that bills more than its instances can run in its
 period (1.2 instance-hours of one instance in an hour) is a value out of range: its paid GPU time is

@@ -162,7 +162,7 @@ def _activity(seed: int, n: int = 600) -> pd.DataFrame:
 def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
     from collections import defaultdict
 
-    from audit.gpusplit import GpuSplitter
+    from audit.gpu_index import index_activity, index_requests
     from audit.gpuunits import gpu_key as _gpu_key
     from audit.table_rows import table_rows
 
@@ -174,9 +174,9 @@ def test_the_split_indexes_hold_the_rows_the_append_and_sort_held(seed):
             old_requests[(row.node, row.ts)].append(row)
     for rows in old_activity.values():
         rows.sort(key=lambda r: (_gpu_key(r.gpu), r.uuid))
-    assert GpuSplitter._index_activity(frame) == dict(old_activity)
-    assert GpuSplitter._index_requests(frame) == dict(old_requests)
-    assert GpuSplitter._index_activity(frame.iloc[0:0]) == {} == GpuSplitter._index_requests(frame.iloc[0:0])
+    assert index_activity(frame) == dict(old_activity)
+    assert index_requests(frame) == dict(old_requests)
+    assert index_activity(frame.iloc[0:0]) == {} == index_requests(frame.iloc[0:0])
 
 
 @pytest.mark.parametrize("seed", range(4))

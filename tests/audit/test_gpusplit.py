@@ -761,3 +761,68 @@ def test_placement_misfit_names_hostile_pods_cut_and_escaped_as_every_fit_value(
     misfit = placement_misfit("n1", {"llm/\u202e" + "P" * 100, "llm/chat-a"})
     assert misfit.nearest == ("llm/chat-a", "llm/\\u202ePPPPPPPPPPPPPP…" + "P" * 35)
     assert "the pods llm/chat-a, llm/\\u202ePPPPPPPPPPPPPP…" in misfit.message
+
+
+VMSS = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/h100"
+ND96 = {"resource_id": VMSS, "instance_type": "ND96isr_H100_v5", "end": H0 + 24 * HOUR}
+
+
+def _day_rows(*hours: int) -> list[dict]:
+    """Daily rows of the ND96 scale set, one VM each (not named: taken in turn), of ``hours`` hours."""
+    return [gpu_line(n, **ND96, pricing_quantity=Decimal(h), consumed_quantity=Decimal(h), net=Decimal("98.32") * h,
+                     pretax=Decimal("98.32") * h, priced=Decimal("98.32") * h) for n, h in enumerate(hours, 1)]
+
+
+def _idle(node: str, hours: range, pod: str = "") -> list[dict]:
+    """DCGM samples of a node's 8 GPUs in ``hours``, idle, held by ``pod`` (chat's) or by none."""
+    return [{"node": node, "gpu": str(g), "ts": H0 + h * HOUR, "busy_fraction": 0.0, "pod": pod,
+             "namespace": "llm" if pod else ""} for g in range(8) for h in hours]
+
+
+def test_a_line_of_half_its_day_is_placed_in_the_hours_its_node_was_seen():
+    """A scale set grown by one VM at 12:00: its daily row bills 12 h (1179.84) and DCGM sees the node
+    from 12:00 on, its 8 GPUs idle (no pod). Before: the 12 h were spread as occupancy 0.5 over the
+    24 hours, so 00:00-12:00 (no node) took 589.92 and 48 GPU-hours with no activity sample and
+    coverage read 48 of 96 GPU-hours observed. Now: 98.32 and 8 GPU-hours in each hour from 12:00,
+    unallocated, 96 of 96 observed, the placement named; the 24 h row beside it, seen all day,
+    keeps its even spread."""
+    splitter = split(_day_rows(24, 12), _idle("vm-0", range(24), "chat-0") + _idle("vm-1", range(12, 24)),
+                     {VMSS: ("vm-0", "vm-1")})
+    by_holder: dict = {}
+    for (holder, ts), group in splitter.groups.items():
+        by_holder.setdefault(holder, []).append((ts.hour, group))
+    assert set(by_holder) == {"chat", UNALLOCATED}
+    assert [h for h, _ in by_holder[UNALLOCATED]] == list(range(12, 24))
+    assert {(g.paid, g.paid_seconds, g.gpus, frozenset(g.nodes)) for _, g in by_holder[UNALLOCATED]} == {
+        (Decimal("98.32"), 8 * 3600, 8, frozenset({"vm-1"}))}
+    assert {frozenset(g.placed) for _, g in by_holder[UNALLOCATED]} == {
+        frozenset({"placed by node presence in DCGM_FI_PROF_GR_ENGINE_ACTIVE (vm-1)"})}
+    assert {(g.paid, g.paid_seconds, frozenset(g.placed)) for _, g in by_holder["chat"]} == {
+        (Decimal("98.32"), 8 * 3600, frozenset())}
+    cover = splitter.coverage[VMSS]
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600) == (24 * 8 + 12 * 8, 24 * 8 + 12 * 8)
+    assert not [m for m in splitter.misfits if m.kind == "gpu_time_over_capacity"]
+
+
+def test_hours_billed_beyond_those_the_node_was_seen_are_spread_over_the_rest_of_the_period():
+    """12 h billed, the node seen 6 h (18:00-24:00): those 6 hours hold their whole GPU time (98.32
+    each), the 6 h left go evenly over the other 18 hours (a third of each, 32.77 3̅), unmeasured."""
+    splitter = split(_day_rows(12), _idle("vm-0", range(18, 24)) + _idle("vm-9", range(1), "chat-0"),
+                     {VMSS: ("vm-0",)})
+    seen = [g for (holder, _), g in splitter.groups.items() if holder == UNALLOCATED]
+    unseen = [g for (holder, _), g in splitter.groups.items() if holder == NO_SAMPLE]
+    assert [g.ts.hour for g in seen] == list(range(18, 24)) and [g.ts.hour for g in unseen] == list(range(18))
+    assert {(g.paid, g.paid_seconds) for g in seen} == {(Decimal("98.32"), 8 * 3600)}
+    assert {(g.paid.quantize(Decimal("1E-40")), g.paid_seconds) for g in unseen} == {
+        ((Decimal("98.32") / 3).quantize(Decimal("1E-40")), 8 * 1200)}
+    assert abs(sum((g.paid for g in seen + unseen), Decimal(0)) - Decimal("1179.84")) < Decimal("1E-40")
+    cover = splitter.coverage[VMSS]
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600) == (96, 48)
+
+
+def test_a_line_of_part_of_its_day_on_a_node_never_seen_keeps_the_even_spread():
+    """No sample of the node: which hours it ran is not in the data; the 12 h stay 0.5 of each hour."""
+    splitter = split(_day_rows(12), _idle("vm-9", range(1), "chat-0"), {VMSS: ("vm-0",)})
+    unseen = [g for (holder, _), g in splitter.groups.items() if holder == NOT_IN_TELEMETRY]
+    assert len(unseen) == 24
+    assert {(g.paid, g.paid_seconds, frozenset(g.placed)) for g in unseen} == {(Decimal("49.16"), 8 * 1800, frozenset())}
