@@ -80,6 +80,20 @@ def noun(formats: Iterable[str]) -> str:
     return " / ".join(dict.fromkeys(NOUNS.get(f, f) for f in formats)) or "billing"
 
 
+def billing_formats(sources: Iterable[dict]) -> list[str]:
+    """The formats of an audit.json ``sources`` list's billing sources, in its order."""
+    return [str(s.get("format") or "") for s in sources if s.get("kind") == "billing"]
+
+
+def formats_named(nouns: str) -> list[str]:
+    """The billing formats a :func:`noun` names, in its order ("CUR / FOCUS" → cur, focus): the first
+    format of each noun (a CUR and an Athena CUR read the same columns); an unknown noun as given."""
+    first: dict[str, str] = {}
+    for fmt, name in NOUNS.items():
+        first.setdefault(name, fmt)
+    return [first.get(name, name) for name in nouns.split(" / ")]
+
+
 def lines_of(formats: Iterable[str], names: str) -> str:
     """``<noun> lines (<source names>)``: the lines a figure was measured on."""
     return f"{noun(formats)} lines ({names})"

@@ -12,7 +12,7 @@ import unicodedata
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Iterable
 
-from audit.billing_words import FOCUS_COLUMNS, basis_fields
+from audit.billing_words import basis_fields
 
 NOT_MEASURED = "not measured"
 SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
@@ -52,8 +52,6 @@ BASIS_MEANING = {
     "list": "list: at the provider's public prices, before any discount",
     "contracted": "contracted: at the negotiated prices, before commitments",
 }
-#: the FOCUS cost column of each cost basis
-BASIS_COLUMNS = FOCUS_COLUMNS
 
 
 def basis_words(basis: str, formats: Iterable[str] = ("focus",)) -> str:
@@ -64,8 +62,6 @@ def basis_words(basis: str, formats: Iterable[str] = ("focus",)) -> str:
     return f"{BASIS_MEANING[basis]} ({basis_fields(basis, formats)})"
 
 
-#: each cost basis in words, as FOCUS data gives it
-BASIS = {basis: basis_words(basis) for basis in BASIS_MEANING}
 #: the Unicode categories a data string may not show raw: controls (newline, NUL), formats (the bidi
 #: overrides U+202A–U+202E and isolates U+2066–U+2069, the marks U+200E/F and U+061C, zero-widths),
 #: lone surrogates, and the line and paragraph separators

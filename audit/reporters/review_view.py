@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from audit.reporters.formatting import BASIS, NOT_MEASURED, day, label, money, number, percent, to_decimal
+from audit.reporters.formatting import NOT_MEASURED, basis_words, day, label, money, number, percent, to_decimal
 
 EFFECTS = ("volume", "price", "efficiency", "overhead")
 EFFECT_WORDS = {
@@ -137,7 +137,8 @@ def _audit(a: dict, cur: str) -> AuditView:
     window = a.get("window") or {}
     basis = str(a.get("cost_basis") or "")
     return AuditView(case=str(a.get("case") or ""), window=f"{day(window.get('start'))} – {day(window.get('end'))}",
-                     basis=basis, basis_words=BASIS.get(basis, basis), method=str(a.get("method") or "—"),
+                     basis=basis, basis_words=basis_words(basis, a.get("billing_formats") or ("focus",)),
+                     method=str(a.get("method") or "—"),
                      currency=str(a.get("currency") or cur), total=money(a.get("total"), str(a.get("currency") or cur)),
                      coverage=percent(a.get("coverage_share")), path=str(a.get("path") or ""))
 

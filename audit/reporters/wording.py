@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable
 
-from audit.billing_words import NOUN_PATTERN
+from audit.billing_words import NOUN_PATTERN, basis_fields, billing_formats, formats_named
 from audit.buckets import BUCKETS
 from audit.reporters.formatting import (
-    BASIS_COLUMNS,
     BUCKET_LABELS,
     VERDICTS,
     basis_words,
@@ -31,11 +30,12 @@ from audit.reporters.formatting import (
 )
 
 _NOUN = NOUN_PATTERN  # the billing format's name for its lines: "FOCUS", "GCP billing export", "CUR / FOCUS"
-_GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of " + _NOUN + " lines "
+_NAMED = f"(?P<noun>{_NOUN})"  # the same, kept: the formats whose cost columns measured the figure
+_GPU = re.compile(r"^(?P<metrics>.+?) \((?P<telemetry>[^()]*)\) × GPU-interval cost of " + _NAMED + " lines "
                   r"\((?P<billing>[^()]*)\)(?:; gap ratio g = (?P<g>[0-9.]+) from kernel profile "
                   r"(?P<profile>.+?) \((?P<trace>[^()]*)\))?$")
-_LINES = re.compile(r"^" + _NOUN + r" lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)(?:: (?P<lines>.+))?$", re.S)
-_LINE = re.compile(r"^" + _NOUN + r" line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
+_LINES = re.compile(r"^" + _NAMED + r" lines \((?P<billing>[^()]*)\), class (?P<klass>\w+)(?:: (?P<lines>.+))?$", re.S)
+_LINE = re.compile(r"^" + _NAMED + r" line (?P<line>\S+) \((?P<billing>[^()]*)\)$")
 NO_SAMPLE = "no kernel-activity sample"
 
 #: metric name (or its prefix) → (what it measures, the tool that reports it)
@@ -134,8 +134,7 @@ def source_formats(audit: dict) -> dict[str, str]:
 def cost_basis_words(audit: dict) -> str:
     """The audit's cost basis in words, naming the columns its billing sources' own formats give it
     (a CUR's line_item_unblended_cost, not FOCUS BilledCost: the column the data has)."""
-    formats = [str(s.get("format") or "") for s in audit.get("sources") or [] if s.get("kind") == "billing"]
-    return basis_words(str(audit.get("cost_basis") or ""), formats or ("focus",))
+    return basis_words(str(audit.get("cost_basis") or ""), billing_formats(audit.get("sources") or []) or ("focus",))
 
 
 def metric_words(metric: str) -> tuple[str, str]:
@@ -151,19 +150,19 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def measured(source: str, basis: str) -> Measured:
-    """A part's audit.json ``source`` in words; unknown shapes are kept as they are."""
-    column = BASIS_COLUMNS.get(basis, "cost")
-    found = _GPU.match(source)
-    if found:
+    """A part's audit.json ``source`` in words; unknown shapes are kept as they are. The cost column
+    is the one the source's billing formats give ``basis`` from (:func:`audit.billing_words.basis_fields`:
+    "CUR line_item_unblended_cost, …", not a FOCUS column a CUR does not have)."""
+    found = _GPU.match(source) or _LINES.match(source) or _LINE.match(source)
+    column = basis_fields(basis, formats_named(found["noun"])) if found else ""
+    if found and found.re is _GPU:
         return _gpu_measured(found, column)
-    found = _LINES.match(source)
-    if found:
+    if found and found.re is _LINES:
         klass = found["klass"]
         words = f"invoice lines ({found['billing']}): {class_words(klass)}"
         if found["lines"]:  # the lines by name (unmatched ones): the appendix shows them, page 1 the class
             words += f" ({found['lines']})"
         return Measured(words, (column,), _names(found["billing"]))
-    found = _LINE.match(source)
     if found:
         return Measured(f"invoice line {found['line']} ({found['billing']})", (column,), _names(found["billing"]))
     return Measured(in_words(source), tuple(dict.fromkeys(m.group(0) for m in _METRIC.finditer(source))), ())

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from audit import __version__
+from audit.billing_words import billing_formats
 from audit.money import cents, fmt
 from audit.review.bridge import pair_bridge, side_by_side
 from audit.review.buckets import bucket_rows
@@ -44,7 +45,8 @@ def audit_entry(audit: Audit) -> dict:
     window = audit.get("window")
     share = coverage_share(audit)
     return {"case": audit.get("case"), "window": {"start": window.get("start"), "end": window.get("end")},
-            "currency": audit.get("currency"), "cost_basis": audit.get("cost_basis"), "method": method_of(audit),
+            "currency": audit.get("currency"), "cost_basis": audit.get("cost_basis"),
+            "billing_formats": billing_formats(audit.get("sources", default=[]) or []), "method": method_of(audit),
             "scope": audit.get("scope", default=None), "total": str(cents(audit.money("total"))),
             "coverage_share": fmt(share, 6), "path": audit.path}
 

@@ -126,24 +126,32 @@ def test_the_probe_finds_an_element_wider_than_a_phone(tmp_path):
 CARD_LABELS = [
     ["Options, in rank order", "Part a month", "Combined saving a month: expected (low – high)", "Run cost a month"],
     ["Input", "Low", "High", "Payback at low", "Payback at high", "Expected"],
+    ["Own cost", "Shared cost", "Own + shared", "Per request", "Per 1,000 requests", "Per 1 M tokens", "Requests per USD",
+     "Unattributed (left out)"],
+    ["Requests", "Prompt tokens", "Generated tokens", "GPU-hours", "Requests counted from"],
+    ["Prefill share", "Prefill cost", "Decode share", "Decode cost", "Per 1 M prompt tokens", "Per 1 M generated tokens",
+     "Measured by"],
     ["GPUs", "Paid GPU-h", "Kernel-active GPU-h", "In-flight idle GPU-h", "Overhead GPU-h", "Mean busy", "Gap ratio g",
      "Busy fraction from"],
+    ["Resource id", "Instance type", "Paid GPU-h", "Observed GPU-h", "Observed"],
+    ["Kind / format", "Path", "Rows", "Covered", "sha256", "Status"],
 ]
 
 
-def test_on_a_phone_the_plan_sensitivity_and_gpu_split_are_cards(demo_page, tmp_path):
+def test_on_a_phone_the_tables_of_figures_are_cards(demo_page, tmp_path):
     """Before, at 390 px: the plan (416 px), its sensitivity (452 px) and the GPU split (472 px) scrolled
-    sideways in a 352 px box. Now each row is a card, its figures under their names; only the unit-cost,
-    traffic, prefill / decode and GPU-hour coverage tables still scroll inside themselves (first column
-    in view)."""
+    sideways in a 352 px box, and after them the unit-cost, traffic, prefill / decode and GPU-hour
+    coverage tables still did (a sources row was 7 columns in 352 px, its sha256 broken every few
+    letters). Now each row of these is a card, its figures under their names, and no table scrolls."""
     found = measure(demo_page, 390, tmp_path / "profile")
     assert found["count"] == 0, found
-    assert found["scrolling"] == ["data", "data traffic", "data", "data print-fixed"], found["scrolling"]
+    assert found["scrolling"] == [], found["scrolling"]
     page = demo_page.read_text(encoding="utf-8")
     tables = re.findall(r'<table class="data [^"]*cards">(.*?)</table>', page, re.S)
     rows = [re.search(r"<tbody>\s*<tr[^>]*>(.*?)</tr>", t, re.S)[1] for t in tables]
     assert [re.findall(r'data-label="([^"]*)"', r) for r in rows] == CARD_LABELS
-    # every figure named: the cells without a name are the card's heading (part; rank and option; service)
-    assert [r.count("<td") - len(labels) for r, labels in zip(rows, CARD_LABELS)] == [1, 2, 1]
+    # every figure named: the cells without a name are the card's heading (part; rank and option; service;
+    # node; source)
+    assert [r.count("<td") - len(labels) for r, labels in zip(rows, CARD_LABELS)] == [1, 2, 1, 1, 1, 1, 1, 1]
     desktop = measure(demo_page, 1280, tmp_path / "profile-desktop")
     assert desktop["scrolling_tables"] == 0 and desktop["count"] == 0, desktop

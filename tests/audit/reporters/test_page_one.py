@@ -63,9 +63,23 @@ def demo_shaped() -> dict:
 def test_a_gpu_part_reads_as_the_measurement_in_words_and_the_source_names():
     found = wording.measured(GPU_SOURCE, "effective")
     assert found.words == "GPU activity from DCGM (prometheus-export) × GPU cost from the invoice (aws-focus)"
-    assert found.metrics == ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "EffectiveCost")
+    assert found.metrics == ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "FOCUS EffectiveCost")
     assert found.sources == ("prometheus-export", "aws-focus")
     assert wording.measured(BOTH, "billed").words == found.words  # utilisation and engine activity: one kind
+
+
+def test_the_appendix_names_the_cost_columns_of_the_format_the_figure_was_measured_on():
+    """Before: "EffectiveCost" for every input, a column a CUR does not have."""
+    cur = GPU_SOURCE.replace("FOCUS lines", "CUR lines")
+    assert wording.measured(cur, "billed").metrics == (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "CUR line_item_unblended_cost, Savings Plan covered usage and its negation 0")
+    assert wording.measured("CUR lines (bill), class egress", "list").metrics == (
+        "CUR pricing_public_on_demand_cost, tax, credits and refunds at line_item_unblended_cost",)
+    assert wording.measured("FOCUS lines (aws-focus), class egress", "billed").metrics == ("FOCUS BilledCost",)
+    assert wording.measured("GCP billing export line L7 (gcp)", "billed").metrics == (
+        "GCP billing export cost + credits",)
+    assert wording.measured("CUR / FOCUS lines (a, b), class egress", "billed").metrics == (
+        "CUR line_item_unblended_cost, Savings Plan covered usage and its negation 0; FOCUS BilledCost",)
 
 
 def test_the_serving_part_names_the_profile_and_its_ratio():
@@ -133,7 +147,7 @@ def test_the_glossary_explains_the_terms_page_one_uses_only():
 def test_the_appendix_table_carries_every_metric_name_with_its_source():
     rows = build_model(demo_shaped()).measurements
     model = next(r for r in rows if r["figure"].startswith("Model compute"))
-    assert model["metrics"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE, EffectiveCost"
+    assert model["metrics"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE, FOCUS EffectiveCost"
     assert model["source"] == "prometheus-export (openmetrics), aws-focus (focus)"
     assert any(r["figure"] == "Requests (chat)" and r["metrics"] == "vllm:request_success_total" for r in rows)
 

@@ -18,6 +18,7 @@ import pytest
 from audit.errors import ReportError
 from audit.reporters.review_chart import axis_floor, bridge_bars
 from audit.reporters.review_render import check_review_target, render_review, review_html
+from audit.reporters.review_view import build_review_model
 
 HOSTILE = "<script>alert(1)</script>"
 FORMULA = '=HYPERLINK("http://evil.example","x")'
@@ -280,3 +281,18 @@ def test_the_gpu_time_released_on_committed_capacity_is_shown_apart(tmp_path):
     render_review(doc, tmp_path / "review", ["xlsx"])
     sheet = load_workbook(tmp_path / "review" / "review.xlsx")["Realised savings"]
     assert sheet.cell(1, 9).value == "Released on Committed Monthly" and Decimal(str(sheet.cell(2, 9).value)) == Decimal("912.30")
+
+
+def test_each_audits_cost_basis_names_the_columns_of_its_billing_format():
+    """Before: "(FOCUS EffectiveCost)" for every audit, a column a CUR does not have."""
+    doc = review_document()
+    doc["audits"][0]["billing_formats"] = ["cur"]
+    doc["audits"][1]["billing_formats"] = ["focus"]
+    cur, focus = build_review_model(doc).audits
+    assert cur.basis_words == (
+        "effective: what the usage cost once commitments are spread over the hours they cover (CUR "
+        "line_item_unblended_cost, reservation-covered usage at reservation_effective_cost, Savings Plan covered "
+        "usage at savings_plan_savings_plan_effective_cost, commitment fees 0 and their unused part as lines of "
+        "its own)")
+    assert focus.basis_words == ("effective: what the usage cost once commitments are spread over the hours they "
+                                 "cover (FOCUS EffectiveCost)")

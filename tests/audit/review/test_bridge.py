@@ -158,3 +158,14 @@ def test_steps_run_from_the_earlier_total_to_the_later_to_the_cent(earlier, late
     for row in document["pairs"][0]["services"]:
         if row["effects"] is not None:
             assert sum(Decimal(v) for v in row["effects"].values()) == Decimal(row["change"])
+
+
+def test_each_audit_entry_names_its_billing_sources_formats():
+    """The review report names the cost basis's columns from them (before: not in review.json, so FOCUS's)."""
+    services = {"chat": {"requests": 10, "components": {"gpu": component("100.00")}}}
+    earlier, later = audit("q2", services), audit("q3", services)
+    earlier["sources"] = [{"name": "bill", "kind": "billing", "format": "cur"},
+                          {"name": "prom", "kind": "telemetry", "format": "openmetrics"}]
+    later["sources"] = [{"name": "bill", "kind": "billing", "format": "focus"}]
+    entries = two(earlier, later)["audits"]
+    assert [e["billing_formats"] for e in entries] == [["cur"], ["focus"]]
