@@ -18,7 +18,7 @@ from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, plan
+from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, no_saving_reason, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
@@ -309,32 +309,11 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                          basis_note=why or assumed.NO_MODEL)
     if saving["low"] <= 0:
         return replace(option, part_monthly=monthly, saving=saving, status="no_saving",
-                       reason=_no_saving_reason(saving, model is not None, run_cost,
+                       reason=no_saving_reason(saving, model is not None, run_cost,
                                                 model.bands if model is not None else ""))
     payback = {"low": cost["low"] / saving["high"], "expected": cost["expected"] / saving["expected"],
                "high": cost["high"] / saving["low"]}
     return replace(option, part_monthly=monthly, saving=saving, payback=payback)
-
-
-def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: Decimal, bands: str = "") -> str:
-    """Why an option saves nothing: a negative modelled saving says the change would cost more than
-    what is paid now (its inputs give both costs), never shown as a zero. A high band above zero
-    where the expected is not (the model's most favourable bound, e.g. every unallocated GPU released
-    as if nodes came one GPU at a time) is named with what it assumes, so that the exports' high
-    figure and the report's "no saving" agree: an option is ranked on its expected saving (METHOD §7)."""
-    if modelled and saving["expected"] + run_cost < 0:
-        return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
-                "expected): what is in place already costs less (see the inputs)")
-    if saving["expected"] <= 0 < saving["high"]:
-        _, said, assumes = bands.rpartition("high: ")
-        return (f"the expected saving is {saving['expected']:.2f} a month and the low {saving['low']:.2f}; only "
-                f"the high band saves, {saving['high']:.2f} a month"
-                + (f", on its most favourable assumption ({assumes})" if said else "")
-                + ": not a saving to plan on, and an option with no expected saving is not ranked")
-    if saving["expected"] <= 0:
-        return "the saving is zero (or below the run cost)"
-    return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
-            "option does not pay in every band")
 
 
 def _catalogue_inputs(part: str, base: Decimal | None, recover: Mapping[str, Decimal],
