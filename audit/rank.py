@@ -12,6 +12,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import pandas as pd
 
+from audit.buckets import CLASS_PARTS
 from audit.case import Case
 from audit.catalogue import catalogue
 from audit.errors import ConfigError
@@ -193,7 +194,7 @@ def rank_options(given: RankInput) -> list[Option]:
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
                         modelled, why, "recoverable" in (case.option_overrides.get(spec["id"]) or {}))
-        options.append(uncommitted(option, given.charges))  # audit/plan.py: what of its saving is committed
+        options.append(unbilled(option, given.charges))  # a billing-class part with no line: 0.00, not unmeasured
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         specs, committed, target_models(specs, given)))
@@ -201,6 +202,28 @@ def rank_options(given: RankInput) -> list[Option]:
 
 NO_COMMITMENT = (f"{NO_SAVING}: no commitment line is in scope (no invoice line is billed under a commitment "
                  "discount or as unused commitment): there is no commitment to right-size")
+
+
+#: bucket.part -> the billing class whose lines make it (audit/buckets.py): the billing measures it,
+#: so a case whose billing holds no line of the class has the part at 0.00, measured
+BILLED_PARTS = {f"{bucket}.{name}": kind for kind, (bucket, name) in CLASS_PARTS.items()}
+
+
+def unbilled(option: Option, charges: pd.DataFrame) -> Option:
+    """An option on a part made of one billing class's lines, where the billing (read) holds no line
+    of that class in scope: the part is 0.00 a month, measured by the billing, so no saving, said
+    so; never a part that was not measured (unused commitment: :func:`uncommitted`)."""
+    kind = BILLED_PARTS.get(option.acts_on)
+    if option.status != "not_measured" or kind is None:
+        return option
+    if option.acts_on in WHOLLY_COMMITTED:
+        return uncommitted(option, charges)
+    if (charges["resource_class"] == kind).any():
+        return option
+    source = f"billing: no invoice line in scope is of class {kind}"
+    return replace(option, status="no_saving", part_monthly=ZERO, inputs=((f"{option.acts_on} a month", "0.00", source),),
+                   reason=f"{NO_SAVING}: the part is 0.00 a month: the billing was read and no invoice line in "
+                          f"scope is of class {kind!r}, the lines this part is made of")
 
 
 def uncommitted(option: Option, charges: pd.DataFrame) -> Option:

@@ -147,6 +147,29 @@ def test_no_commitment_line_in_scope_is_no_saving_not_an_unmeasured_part():
     assert uncommitted(_commitment_option(), committed).status == "not_measured"
 
 
+def test_a_billing_class_part_with_no_line_is_measured_zero_not_unmeasured():
+    """The demo with its 90 DataTransfer-Out-Bytes lines deleted and no profiles: before, cache_egress was
+    not_measured ("part not measured: no measurement in this case produced it") though the billing was
+    read and holds no egress line; now no_saving on a part of 0.00 the billing measured."""
+    import pandas as pd
+
+    from audit.rank import unbilled
+
+    spec = next(dict(s) for s in catalogue() if s["id"] == "cache_egress")
+    unmeasured = _price(spec, False, spec["acts_on"], None, Decimal(1), CASE, set(), None)
+    assert unmeasured.reason == "part not measured: no measurement in this case produced it"
+    plain = pd.DataFrame({"commitment_discount_id": [None], "resource_class": ["gpu_compute"]})
+    option = unbilled(unmeasured, plain)
+    assert (option.status, option.part_monthly, option.saving) == ("no_saving", Decimal(0), None)
+    assert option.reason == ("no saving in this case: the part is 0.00 a month: the billing was read and no invoice "
+                             "line in scope is of class 'egress', the lines this part is made of")
+    assert option.inputs == (("platform_overhead.egress a month", "0.00",
+                              "billing: no invoice line in scope is of class egress"),)
+    billed = pd.DataFrame({"commitment_discount_id": [None], "resource_class": ["egress"]})
+    assert unbilled(unmeasured, billed).status == "not_measured"
+    assert unbilled(_commitment_option(), plain).reason.startswith("no saving in this case: no commitment line")
+
+
 def test_a_zero_saving_says_in_this_case_once():
     """Before: "no saving in this case: the saving is zero (or below the run cost) in this case"."""
     from audit.plan import PlanInput, plan
