@@ -74,25 +74,44 @@ def _traffic(entry: dict, services: Mapping, folder: Path, where: str, problems:
     return {"traffic": paths}
 
 
-#: an option's bands and each one's range; the largest loaded rate (an hour) and run cost (a month)
+#: an option's bands and each band table's range (``costaudit whatif`` sets each band of these); the
+#: band-valued model inputs, where one number may also stand for all three bands; the largest loaded
+#: rate (an hour) and run cost (a month)
 OPTION_BANDS, BAND_KEYS = ("low", "expected", "high"), {"recoverable": (0, 1), "effort_hours": (0, 1e6)}
+BAND_INPUTS = {"hit_rate": (0, 1)}
 MAX_RATE, MAX_RUN_COST = Decimal(10) ** 9, 1e12
 
 
+def _bands_fit(value, low: float, high: float, single: bool) -> bool:
+    """``value`` is ``{ low, expected, high }`` of numbers from ``low`` to ``high`` with
+    low ≤ expected ≤ high (or, where ``single``, one such number): bands out of order would give a
+    payback.low above the expected, a share above 1 a saving above its part."""
+    if single and finite_number(value):
+        return low <= value <= high
+    if not isinstance(value, dict) or set(value) != set(OPTION_BANDS):
+        return False
+    bands = [value[b] for b in OPTION_BANDS]
+    return all(finite_number(v) and low <= v <= high for v in bands) and bands == sorted(bands)
+
+
+def _band_problem(entry: dict, key: str, bounds: tuple[float, float], where: str, single: bool = False) -> list[str]:
+    """The case error of a band-valued key that does not fit (:func:`_bands_fit`), naming the option's
+    id, the key and the order expected; [] where it fits or is not given."""
+    low, high = bounds
+    if key not in entry or _bands_fit(entry[key], low, high, single):
+        return []
+    bound = f"from {low} to {high:,.0f}"
+    expected = (f"a number {bound}, or {{ low, expected, high }} of them" if single
+                else f"{{ low, expected, high }} of numbers {bound}")
+    return [f"{where}.{key} (option {shown(entry.get('id'))}): expected {expected}, low ≤ expected ≤ high, "
+            f"got {shown(entry[key])}"]
+
+
 def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
-    """An option's band tables (three numbers in their range, low ≤ expected ≤ high: a recoverable
-    share above 1 would save more than the part, bands out of order give a payback.low above the
-    expected), its run cost (a number ≥ 0), its title and reason (strings)."""
-    for key, (low, high) in BAND_KEYS.items():
-        if key not in entry:
-            continue
-        value = entry[key]
-        given = [value[b] for b in OPTION_BANDS] if isinstance(value, dict) and set(value) == set(OPTION_BANDS) else []
-        bands = [float(v) for v in given if finite_number(v)]
-        if len(bands) != len(OPTION_BANDS) or not all(low <= v <= high for v in bands) or bands != sorted(bands):
-            bound = f"from {low} to {high:,.0f}"
-            problems.append(f"{where}.{key}: expected {{ low, expected, high }} of numbers {bound}, "
-                            f"low ≤ expected ≤ high, got {shown(value)}")
+    """An option's band tables (:func:`_band_problem`), its run cost (a number ≥ 0), its title and
+    reason (strings)."""
+    for key, bounds in BAND_KEYS.items():
+        problems += _band_problem(entry, key, bounds, where)
     run = entry.get("run_cost_per_month", 0)
     if not (finite_number(run) and 0 <= run < MAX_RUN_COST):
         problems.append(f"{where}.run_cost_per_month: expected a number from 0 to {MAX_RUN_COST:g} (money a "
@@ -104,7 +123,8 @@ def _option_figures(entry: dict, where: str, problems: list[str]) -> None:
 
 def _model_inputs(entry: dict, where: str, problems: list[str], duration: Callable) -> dict:
     """An option's model inputs, checked: scale_reaction (a duration, as seconds), target_utilisation
-    (0.01–1), latency_bound_ms (> 0), latency_percentile (p50, p95 or p99)."""
+    (0.01–1), latency_bound_ms (> 0), hit_rate (a number 0–1 or a band table of them,
+    :func:`_band_problem`), cap_tokens (a whole number ≥ 1), latency_percentile (p50, p95 or p99)."""
     out: dict = {}
     if "scale_reaction" in entry:
         seconds = duration(entry, "scale_reaction", None, where, problems)
@@ -123,14 +143,11 @@ def _model_inputs(entry: dict, where: str, problems: list[str], duration: Callab
                 problems.append(f"{where}.{key}: expected a number from {low} to {high:,}, got {shown(value)}")
             else:
                 out[key] = number
-    for key, value in (("hit_rate", entry.get("hit_rate")), ("cap_tokens", entry.get("cap_tokens"))):
-        values = list(value.values()) if key == "hit_rate" and isinstance(value, dict) else [value]
-        ok = (value is None or (key == "cap_tokens" and isinstance(value, int) and not isinstance(value, bool) and value >= 1)
-              or (key == "hit_rate" and (not isinstance(value, dict) or set(value) == {"low", "expected", "high"})
-                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in values)))
-        if not ok:
-            problems.append(f"{where}.{key}: expected " + ("a whole number of tokens >= 1" if key == "cap_tokens" else
-                            "a number from 0 to 1, or { low, expected, high } of them") + f", got {shown(value)}")
+    for key, bounds in BAND_INPUTS.items():
+        problems += _band_problem(entry, key, bounds, where, single=True)
+    cap = entry.get("cap_tokens")
+    if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
+        problems.append(f"{where}.cap_tokens: expected a whole number of tokens >= 1, got {shown(cap)}")
     percentile = entry.get("latency_percentile")
     if percentile is not None and percentile not in LATENCY_PERCENTILES:
         problems.append(f"{where}.latency_percentile: expected one of {', '.join(LATENCY_PERCENTILES)}, "

@@ -152,9 +152,9 @@ def price(option: Option, given: PlanInput) -> Option:
                      committed_share=deferral.share or None,
                      assumptions=option.assumptions + notes, **extras)
     if is_empty(option, _available(gross, run, deferral)):
-        option = replace(option, status="no_saving", payback=None, rank=None,
-                         reason=_empty_reason(option, gross, deferral))
-        return on_now_alone(option, deferral) if deferral.share and deferral.months is None else option
+        shown = on_now_alone(option, deferral) if deferral.share and deferral.months is None else option
+        return replace(shown, status="no_saving", payback=None, rank=None,
+                       reason=_empty_reason(option, shown, gross, deferral))
     paybacks = _paybacks(option, gross, run, deferral)
     option = replace(option, status="priced", reason=None, payback=paybacks)
     if deferral.share and deferral.months is None:
@@ -189,14 +189,42 @@ def _dated(deferral: Deferral, option: Option, given: PlanInput) -> Deferral:
     return replace(deferral, months=max(ZERO, seconds / (MONTH_DAYS * 86400)))
 
 
-def _empty_reason(option: Option, gross: Mapping[str, Decimal], deferral: Deferral) -> str:
+def _empty_reason(option: Option, shown: Option, gross: Mapping[str, Decimal], deferral: Deferral) -> str:
+    """Why an empty option saves nothing, quoting the saving ``shown`` (s₀ alone where the committed
+    share's end is not known: :func:`on_now_alone`), never the one before that share was left out."""
     if deferral.share and deferral.months is None and cents(gross["expected"]) > 0 and option.saving is not None:
         return (f"{NO_SAVING} yet: the saving ({cents(option.saving['expected']):,} a month, expected) lies on "
                 "committed capacity whose end date is not known (s₁ not measured), and nothing of it is "
                 "available now")
     if option.status == "no_saving" and option.reason:
-        return f"{NO_SAVING}: {option.reason}"
+        if shown is option or shown.saving is None or option.saving is None:
+            return f"{NO_SAVING}: {option.reason}"
+        return (f"{NO_SAVING}: " + no_saving_reason(shown.saving, option.basis == "modelled", shown.run_cost,
+                                                    option.basis_note if option.basis == "modelled" else "")
+                + f" (the saving available now, s₀; before the {deferral.share:.0%} on committed capacity whose "
+                f"end is not known was left out: {_slashed(option.saving)} a month, low / expected / high)")
     return f"{NO_SAVING}: the expected saving is 0.00 or less"
+
+
+def no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: Decimal, bands: str = "") -> str:
+    """Why an option saves nothing: a negative modelled saving says the change would cost more than
+    what is paid now (its inputs give both costs), never shown as a zero. A high band above zero
+    where the expected is not (the model's most favourable bound, e.g. every unallocated GPU released
+    as if nodes came one GPU at a time) is named with what it assumes, so that the exports' high
+    figure and the report's "no saving" agree: an option is ranked on its expected saving (METHOD §7)."""
+    if modelled and saving["expected"] + run_cost < 0:
+        return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
+                "expected): what is in place already costs less (see the inputs)")
+    if saving["expected"] <= 0 < saving["high"]:
+        _, said, assumes = bands.rpartition("high: ")
+        return (f"the expected saving is {saving['expected']:.2f} a month and the low {saving['low']:.2f}; only "
+                f"the high band saves, {saving['high']:.2f} a month"
+                + (f", on its most favourable assumption ({assumes})" if said else "")
+                + ": not a saving to plan on, and an option with no expected saving is not ranked")
+    if saving["expected"] <= 0:
+        return "the saving is zero (or below the run cost)"
+    return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
+            "option does not pay in every band")
 
 
 def _who(option: Option, given: PlanInput) -> dict:
@@ -249,6 +277,11 @@ def target_range(given: PlanInput) -> tuple[Decimal, Decimal]:
         return given.target_range
     u = given.target_utilisation
     return max(Decimal("0.01"), u - DEFAULT_TARGET_SPREAD), min(ONE, u + DEFAULT_TARGET_SPREAD)
+
+
+def _slashed(bands: Mapping[str, Decimal]) -> str:
+    """Three bands as ``low / expected / high`` to the cent."""
+    return " / ".join(f"{bands[b]:.2f}" for b in BANDS)
 
 
 def _money(bands: Bands | None, band: str) -> str:

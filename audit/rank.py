@@ -12,13 +12,14 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 import pandas as pd
 
+from audit.buckets import CLASS_PARTS
 from audit.case import Case
 from audit.catalogue import catalogue
 from audit.errors import ConfigError
 from audit.ledger import Group, Ledger, NodeCoverage, ServiceInterval
 from audit.money import ZERO
 from audit.normalised import ProfileSummary
-from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, plan
+from audit.plan import NO_SAVING, WHOLLY_COMMITTED, PlanInput, no_saving_reason, plan
 from audit.plan_input import plan_input
 from audit.pricing import Modelled, assumed
 from audit.pricing.autoscale import autoscale
@@ -193,7 +194,7 @@ def rank_options(given: RankInput) -> list[Option]:
         modelled, why = model_of(spec, given)
         option = _price(spec, overridden, part, amounts.get(part), per_month, case, measured, None,
                         modelled, why, "recoverable" in (case.option_overrides.get(spec["id"]) or {}))
-        options.append(uncommitted(option, given.charges))  # audit/plan.py: what of its saving is committed
+        options.append(unbilled(option, given.charges))  # a billing-class part with no line: 0.00, not unmeasured
     return _ranked(options, plan_input(
         case, given.ledger, given.charges, given.commitments, {p: a * per_month for p, a in amounts.items()},
         specs, committed, target_models(specs, given)))
@@ -201,6 +202,28 @@ def rank_options(given: RankInput) -> list[Option]:
 
 NO_COMMITMENT = (f"{NO_SAVING}: no commitment line is in scope (no invoice line is billed under a commitment "
                  "discount or as unused commitment): there is no commitment to right-size")
+
+
+#: bucket.part -> the billing class whose lines make it (audit/buckets.py): the billing measures it,
+#: so a case whose billing holds no line of the class has the part at 0.00, measured
+BILLED_PARTS = {f"{bucket}.{name}": kind for kind, (bucket, name) in CLASS_PARTS.items()}
+
+
+def unbilled(option: Option, charges: pd.DataFrame) -> Option:
+    """An option on a part made of one billing class's lines, where the billing (read) holds no line
+    of that class in scope: the part is 0.00 a month, measured by the billing, so no saving, said
+    so; never a part that was not measured (unused commitment: :func:`uncommitted`)."""
+    kind = BILLED_PARTS.get(option.acts_on)
+    if option.status != "not_measured" or kind is None:
+        return option
+    if option.acts_on in WHOLLY_COMMITTED:
+        return uncommitted(option, charges)
+    if (charges["resource_class"] == kind).any():
+        return option
+    source = f"billing: no invoice line in scope is of class {kind}"
+    return replace(option, status="no_saving", part_monthly=ZERO, inputs=((f"{option.acts_on} a month", "0.00", source),),
+                   reason=f"{NO_SAVING}: the part is 0.00 a month: the billing was read and no invoice line in "
+                          f"scope is of class {kind!r}, the lines this part is made of")
 
 
 def uncommitted(option: Option, charges: pd.DataFrame) -> Option:
@@ -309,32 +332,11 @@ def _price(spec: Mapping[str, Any], overridden: bool, part: str, base: Decimal |
                          basis_note=why or assumed.NO_MODEL)
     if saving["low"] <= 0:
         return replace(option, part_monthly=monthly, saving=saving, status="no_saving",
-                       reason=_no_saving_reason(saving, model is not None, run_cost,
+                       reason=no_saving_reason(saving, model is not None, run_cost,
                                                 model.bands if model is not None else ""))
     payback = {"low": cost["low"] / saving["high"], "expected": cost["expected"] / saving["expected"],
                "high": cost["high"] / saving["low"]}
     return replace(option, part_monthly=monthly, saving=saving, payback=payback)
-
-
-def _no_saving_reason(saving: Mapping[str, Decimal], modelled: bool, run_cost: Decimal, bands: str = "") -> str:
-    """Why an option saves nothing: a negative modelled saving says the change would cost more than
-    what is paid now (its inputs give both costs), never shown as a zero. A high band above zero
-    where the expected is not (the model's most favourable bound, e.g. every unallocated GPU released
-    as if nodes came one GPU at a time) is named with what it assumes, so that the exports' high
-    figure and the report's "no saving" agree: an option is ranked on its expected saving (METHOD §7)."""
-    if modelled and saving["expected"] + run_cost < 0:
-        return (f"the model finds the change would cost more than now ({saving['expected']:.2f} a month "
-                "expected): what is in place already costs less (see the inputs)")
-    if saving["expected"] <= 0 < saving["high"]:
-        _, said, assumes = bands.rpartition("high: ")
-        return (f"the expected saving is {saving['expected']:.2f} a month and the low {saving['low']:.2f}; only "
-                f"the high band saves, {saving['high']:.2f} a month"
-                + (f", on its most favourable assumption ({assumes})" if said else "")
-                + ": not a saving to plan on, and an option with no expected saving is not ranked")
-    if saving["expected"] <= 0:
-        return "the saving is zero (or below the run cost)"
-    return (f"the low band's saving is {saving['low']:.2f} a month (zero or below the run cost): the "
-            "option does not pay in every band")
 
 
 def _catalogue_inputs(part: str, base: Decimal | None, recover: Mapping[str, Decimal],

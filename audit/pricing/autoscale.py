@@ -67,7 +67,7 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
         runs = (replay(ivs, policy_of(services[n], t, reaction), step, shed_under(t)) for n, ivs in by_service.items())
         saving[band] = max(ZERO, sum((r.saving for r in runs), ZERO) - max(now, right_sized[band]))
     inputs = (("case target utilisation", f"{case_target}", "case: target_utilisation"),
-              ("policy target utilisation", f"{reach}", "options.toml / case [[options]]: target_utilisation"),
+              ("policy target utilisation", f"{reach}", target_source(case_target, target)),
               ("policy scale reaction", "the case's" if reaction is None else f"{reaction} s",
                "options.toml / case [[options]]: scale_reaction"),
               ("services replayed", ", ".join(sorted(by_service)), TELEMETRY),
@@ -76,7 +76,24 @@ def autoscale(intervals: Sequence[ServiceInterval], services: Mapping[str, Servi
                     f"low / high: the policy replayed at target utilisation {bands['low']} / {bands['high']}; "
                     f"each less what right-sizing at the case's policy sheds at {sized['expected']}, the high "
                     f"less its own high (at {sized['high']})"
+                    + raised_target(case_target, target)
                     + unresolved_reaction(services, list(by_service), step, reaction) + left_out(intervals, by_service))
+
+
+def target_source(case_target: Decimal, stated: Decimal | None) -> str:
+    """Where the policy's target came from: the option's, or the case's where the option's is below
+    it (:func:`policy_target`) or gives none."""
+    if stated is not None and policy_target(case_target, stated) == clamp_target(stated):
+        return "options.toml / case [[options]]: target_utilisation"
+    return "case: target_utilisation" + (f" (the option's {stated} is below it)" if stated is not None else "")
+
+
+def raised_target(case_target: Decimal, stated: Decimal | None) -> str:
+    """Rule 5, no silent misfit: an option's target below the case's is named, with the target used."""
+    if stated is None or policy_target(case_target, stated) == clamp_target(stated):
+        return ""
+    return (f"; the option's target utilisation {stated} is below the case's {case_target}: the policy is "
+            f"replayed at {case_target} (a policy never holds less than the case's target)")
 
 
 def unresolved_reaction(services: Mapping[str, Service], names: Sequence[str], step: int, reaction: int | None) -> str:

@@ -92,6 +92,22 @@ def test_autoscale_is_the_extra_a_faster_reaction_sheds():
     assert "changes nothing" not in found.bands
 
 
+def test_a_policy_target_below_the_case_is_named_with_the_target_used():
+    """Rule 5: the demo with autoscaling_policy target_utilisation = 0.7 under the case's 0.8 was
+    replayed at 0.8 in silence, its input "policy target utilisation = 0.8, source: options.toml /
+    case [[options]]". Now the input credits the case's target and the bands say what was raised."""
+    ivs = [interval(i, 8, d, TARGET) for i, d in enumerate([Decimal(2), Decimal(6), Decimal(2)])]
+    found = autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, Decimal("0.4"), 0)
+    assert found is not None
+    assert found.inputs[1] == ("policy target utilisation", "0.5", "case: target_utilisation (the option's 0.4 "
+                                                                  "is below it)")
+    assert ("; the option's target utilisation 0.4 is below the case's 0.5: the policy is replayed at 0.5 (a "
+            "policy never holds less than the case's target)") in found.bands
+    above = autoscale(ivs, service(reaction=HOUR), TARGET, HOUR, Decimal("0.6"), 0)
+    assert above is not None and "is below the case's" not in above.bands
+    assert above.inputs[1] == ("policy target utilisation", "0.6", "options.toml / case [[options]]: target_utilisation")
+
+
 def test_a_reaction_the_step_cannot_resolve_is_said_to_change_nothing():
     """Before: 300 s, 1 h and 2 h replayed alike at a 1 h step, the inputs saying 300 s, with no word."""
     demand = [Decimal(2), Decimal(2), Decimal(6), Decimal(2), Decimal(2)]

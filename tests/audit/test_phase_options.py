@@ -58,7 +58,8 @@ def test_exact_share_by_hand():
 
 
 @pytest.mark.parametrize("entry,problem", [
-    ({"hit_rate": 1.5}, "hit_rate: expected a number from 0 to 1"), ({"hit_rate": {"low": 0.2}}, "hit_rate: expected"),
+    ({"hit_rate": 1.5}, "hit_rate (option None): expected a number from 0 to 1"),
+    ({"hit_rate": {"low": 0.2}}, "hit_rate (option None): expected"),
     ({"cap_tokens": 0}, "cap_tokens: expected a whole number of tokens >= 1"), ({"cap_tokens": "many"}, "cap_tokens")])
 def test_the_case_checks_h1_and_the_cap(entry, problem):
     from audit.case import _duration

@@ -242,9 +242,27 @@ def test_option_figures_out_of_range_or_order_are_refused_by_the_case():
     with pytest.raises(ConfigError) as refused:
         load_case(folder, options(*bad))
     text = str(refused.value)
-    assert "#1.recoverable: expected { low, expected, high } of numbers from 0 to 1" in text
+    assert "#1.recoverable (option 'quantise'): expected { low, expected, high } of numbers from 0 to 1" in text
     assert "#2.effort_hours" in text and "low ≤ expected ≤ high, got" in text
     assert "#3.recoverable" in text and "#3.run_cost_per_month" in text and "#3.title" in text
+
+
+def test_a_reversed_hit_rate_band_is_a_case_error_naming_the_option():
+    """Before: hit_rate = { low = 0.7, expected = 0.5, high = 0.3 } on prefix_kv_cache validated (exit 0):
+    hit_rate was checked for 0–1 only, recoverable and effort_hours for order too. Now every
+    band-valued key has the one check, and the error names the option."""
+    from audit.case import load_case
+    from audit.errors import ConfigError
+    folder = Path(__file__).parents[2] / "fixtures" / "wa_labs_efficiency"
+
+    def options(value):
+        return lambda raw: raw.update(options=[{"id": "prefix_kv_cache", "hit_rate": value}])
+    assert load_case(folder, options(0.6)).option_overrides["prefix_kv_cache"]["hit_rate"] == 0.6
+    with pytest.raises(ConfigError) as refused:
+        load_case(folder, options({"low": 0.7, "expected": 0.5, "high": 0.3}))
+    assert refused.value.problems == [
+        "[[options]] #1.hit_rate (option 'prefix_kv_cache'): expected a number from 0 to 1, or { low, expected, "
+        "high } of them, low ≤ expected ≤ high, got {'low': 0.7, 'expected': 0.5, 'high': 0.3}"]
 
 
 def test_an_option_id_given_twice_is_a_case_error_naming_both_entries():

@@ -147,6 +147,29 @@ def test_no_commitment_line_in_scope_is_no_saving_not_an_unmeasured_part():
     assert uncommitted(_commitment_option(), committed).status == "not_measured"
 
 
+def test_a_billing_class_part_with_no_line_is_measured_zero_not_unmeasured():
+    """The demo with its 90 DataTransfer-Out-Bytes lines deleted and no profiles: before, cache_egress was
+    not_measured ("part not measured: no measurement in this case produced it") though the billing was
+    read and holds no egress line; now no_saving on a part of 0.00 the billing measured."""
+    import pandas as pd
+
+    from audit.rank import unbilled
+
+    spec = next(dict(s) for s in catalogue() if s["id"] == "cache_egress")
+    unmeasured = _price(spec, False, spec["acts_on"], None, Decimal(1), CASE, set(), None)
+    assert unmeasured.reason == "part not measured: no measurement in this case produced it"
+    plain = pd.DataFrame({"commitment_discount_id": [None], "resource_class": ["gpu_compute"]})
+    option = unbilled(unmeasured, plain)
+    assert (option.status, option.part_monthly, option.saving) == ("no_saving", Decimal(0), None)
+    assert option.reason == ("no saving in this case: the part is 0.00 a month: the billing was read and no invoice "
+                             "line in scope is of class 'egress', the lines this part is made of")
+    assert option.inputs == (("platform_overhead.egress a month", "0.00",
+                              "billing: no invoice line in scope is of class egress"),)
+    billed = pd.DataFrame({"commitment_discount_id": [None], "resource_class": ["egress"]})
+    assert unbilled(unmeasured, billed).status == "not_measured"
+    assert unbilled(_commitment_option(), plain).reason.startswith("no saving in this case: no commitment line")
+
+
 def test_a_zero_saving_says_in_this_case_once():
     """Before: "no saving in this case: the saving is zero (or below the run cost) in this case"."""
     from audit.plan import PlanInput, plan
@@ -178,3 +201,25 @@ def test_a_high_band_above_a_zero_expected_saving_is_named_in_the_reason():
                              "the high band saves, 14830.04 a month, on its most favourable assumption (every "
                              "unallocated GPU released (as if nodes came one GPU at a time)): not a saving to plan "
                              "on, and an option with no expected saving is not ranked")
+
+
+def test_a_no_saving_reason_quotes_the_saving_after_the_committed_share_is_left_out():
+    """The demo with autoscaling_policy at target 0.7: monthly_saving.high 281.02 (s₀: 616.80 less the
+    committed 4022.14 / 7388.37, end unknown), but the reason said "only the high band saves, 616.80
+    a month", the saving before the deferral. Now it quotes the figure shown, and the gross beside."""
+    from audit.plan import Deferral, PlanInput, plan
+    from audit.pricing import Modelled
+
+    spec = dict(next(s for s in catalogue() if s["id"] == "autoscaling_policy"))
+    model = Modelled({"low": Decimal(0), "expected": Decimal(0), "high": Decimal("616.80")}, (),
+                     "low / high: the policy replayed at target utilisation 0.8 / 0.9")
+    option = _price(spec, True, spec["acts_on"], Decimal("7388.37"), Decimal(1), CASE, {spec["acts_on"]},
+                    None, model, None, False)
+    share = Decimal("4022.14") / Decimal("7388.37")
+    (priced,) = plan([option], PlanInput(part_monthly={}, deferrals={spec["id"]: Deferral(share, None)}))
+    assert priced.status == "no_saving" and f"{priced.saving['high']:.2f}" == "281.02"
+    assert priced.reason == ("no saving in this case: the expected saving is 0.00 a month and the low 0.00; only "
+                             "the high band saves, 281.02 a month, on its most favourable assumption (the policy "
+                             "replayed at target utilisation 0.8 / 0.9): not a saving to plan on, and an option "
+                             "with no expected saving is not ranked (the saving available now, s₀; before the 54% on committed capacity whose end is not known was "
+                             "left out: 0.00 / 0.00 / 616.80 a month, low / expected / high)")
