@@ -52,7 +52,15 @@ from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
-from connectors.billing.gcp_files import PERIOD_COLUMNS, bad_values, missing_field, ndjson, shared_rows
+from connectors.billing.gcp_files import (
+    JSON_COLUMNS,
+    PERIOD_COLUMNS,
+    bad_values,
+    missing_field,
+    ndjson,
+    parquet_nested,
+    shared_rows,
+)
 from connectors.billing.gcp_sql import (
     CONVERSION_RATE,
     CREDIT_TYPES,
@@ -90,23 +98,6 @@ CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
 #: ContractedCost, never in ListCost)
 UNLISTED_CREDITS = (cud.CUD_CREDIT, cud.SPEND_CREDIT, cud.OFFSET_CREDIT, "credit_discount")
 
-# The export's columns as the local reader types them: every leaf VARCHAR (money and quantities
-# keep their text; the query casts them to DECIMAL), absent keys read as NULL.
-_KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
-JSON_COLUMNS = {
-    **{name: "VARCHAR" for name in ("billing_account_id", "usage_start_time", "usage_end_time",
-                                    "cost", "currency", "cost_type", "currency_conversion_rate",
-                                    "cost_at_list")},
-    "service": "STRUCT(id VARCHAR, description VARCHAR)",
-    "sku": "STRUCT(id VARCHAR, description VARCHAR)",
-    "project": "STRUCT(id VARCHAR, number VARCHAR, name VARCHAR)",
-    "labels": _KV, "system_labels": _KV,
-    "location": "STRUCT(location VARCHAR, country VARCHAR, region VARCHAR, zone VARCHAR)",
-    "resource": "STRUCT(name VARCHAR, global_name VARCHAR)",
-    "usage": "STRUCT(amount VARCHAR, unit VARCHAR, amount_in_pricing_units VARCHAR, pricing_unit VARCHAR)",
-    "credits": "STRUCT(name VARCHAR, amount VARCHAR, full_name VARCHAR, id VARCHAR, type VARCHAR)[]",
-    "invoice": "STRUCT(month VARCHAR)",
-}
 
 
 class GcpBillingConnector(Connector):
@@ -366,9 +357,11 @@ def export_view(con, files: list[str], fmt: str, path: Path) -> set[str]:
         names = set(JSON_COLUMNS)
     else:
         try:
-            names = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            types = {row[0]: row[1] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
         except duckdb.Error as exc:
             raise InputError(path, f"not a readable Parquet file: {first_line(exc)}") from None
+        raise_all(parquet_nested(path, types))
+        names = set(types)
     missing = [name for name in REQUIRED if name not in names]
     if missing:
         raise InputError(path, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",

@@ -24,6 +24,7 @@ import duckdb
 
 from connectors.billing.focus_checks import column_errors
 from connectors.billing.focus_load import NUMBER_PATTERN
+from connectors.bounds import shown
 from connectors.duck import MAX_ERRORS
 from connectors.duck import quote_text as quote
 from connectors.errors import InputError
@@ -61,10 +62,28 @@ PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
 
 
 MONEY_COLUMNS = ("cost", "cost_at_list", "currency_conversion_rate")
-#: the JSON type of each nested field (the reader's STRUCT or list)
-NESTED_TYPES = {"service": "OBJECT", "sku": "OBJECT", "project": "OBJECT", "location": "OBJECT",
-                "resource": "OBJECT", "usage": "OBJECT", "invoice": "OBJECT",
-                "labels": "ARRAY", "system_labels": "ARRAY", "credits": "ARRAY"}
+# The export's columns as the local reader types them: every leaf VARCHAR (money and quantities
+# keep their text; the query casts them to DECIMAL), absent keys read as NULL.
+_KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
+JSON_COLUMNS = {
+    **{name: "VARCHAR" for name in ("billing_account_id", "usage_start_time", "usage_end_time",
+                                    "cost", "currency", "cost_type", "currency_conversion_rate",
+                                    "cost_at_list")},
+    "service": "STRUCT(id VARCHAR, description VARCHAR)",
+    "sku": "STRUCT(id VARCHAR, description VARCHAR)",
+    "project": "STRUCT(id VARCHAR, number VARCHAR, name VARCHAR)",
+    "labels": _KV, "system_labels": _KV,
+    "location": "STRUCT(location VARCHAR, country VARCHAR, region VARCHAR, zone VARCHAR)",
+    "resource": "STRUCT(name VARCHAR, global_name VARCHAR)",
+    "usage": "STRUCT(amount VARCHAR, unit VARCHAR, amount_in_pricing_units VARCHAR, pricing_unit VARCHAR)",
+    "credits": "STRUCT(name VARCHAR, amount VARCHAR, full_name VARCHAR, id VARCHAR, type VARCHAR)[]",
+    "invoice": "STRUCT(month VARCHAR)",
+}
+#: the nested fields of :data:`JSON_COLUMNS` (an object, or an array of objects)
+NESTED = [name for name, kind in JSON_COLUMNS.items() if kind.startswith("STRUCT")]
+#: the words for json_type's names
+JSON_KINDS = {"VARCHAR": "string", "BIGINT": "number", "UBIGINT": "number", "DOUBLE": "number",
+              "BOOLEAN": "boolean", "OBJECT": "object", "ARRAY": "array"}
 MONEY_TYPE = "DECIMAL(38, 9)"
 MONEY_RANGE = "a decimal number of at most 29 integer digits (DECIMAL(38, 9), BigQuery NUMERIC)"
 
@@ -77,14 +96,13 @@ def value_checks() -> list[tuple[str, str, str, str]]:
     checks += [(c, f"NOT {number}", "unparseable number", "a decimal number") for c in MONEY_COLUMNS]
     checks += [(c, f"{number} AND TRY_CAST(trim(v) AS {MONEY_TYPE}) IS NULL", "number out of range", MONEY_RANGE)
                for c in MONEY_COLUMNS]
-    return checks + [(c, f"json_type(v) <> '{kind}'", f"not a JSON {kind.lower()}:", f"a JSON {kind.lower()}")
-                     for c, kind in NESTED_TYPES.items()]
+    return checks
 
 
 def bad_values(con, files: list[str], fmt: str, names) -> list[InputError]:
-    """The cells the aggregate cannot read (a timestamp, an amount, a nested field of another JSON
-    type), by file, row and column, at most MAX_ERRORS; DuckDB's own cast error names no row, and its
-    JSON errors a line counted within its read buffer (line 2 for line 4).
+    """The cells the aggregate cannot read (a timestamp, an amount; in JSON, a nested field of another
+    JSON type: :func:`nested_errors`), by file, row and column, at most MAX_ERRORS; DuckDB's own cast
+    error names no row, and its JSON errors a line counted within its read buffer (line 2 for line 4).
 
     Each file is read on its own, one column as text, and its rows numbered in the order they
     arrive: a Parquet file's own row number, a JSON file's records by ``row_number() OVER ()`` (one
@@ -93,8 +111,8 @@ def bad_values(con, files: list[str], fmt: str, names) -> list[InputError]:
     or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
     errors: list[InputError] = []
     for column, test, what, expected in value_checks():
-        if column not in names or (fmt != "json" and column in NESTED_TYPES):
-            continue                        # a Parquet file's nested columns are typed by its schema
+        if column not in names:
+            continue
         for file in files:
             query = f"SELECT n AS rn, v FROM ({numbered(file, fmt, column)}) WHERE v IS NOT NULL AND ({test})"
             try:
@@ -103,7 +121,70 @@ def bad_values(con, files: list[str], fmt: str, names) -> list[InputError]:
                 continue
             if len(errors) >= MAX_ERRORS:
                 return errors
+    # a Parquet file's nested columns are typed by its schema
+    return errors + (nested_errors(con, files, MAX_ERRORS - len(errors)) if fmt == "json" else [])
+
+
+def nested_errors(con, files: list[str], limit: int) -> list[InputError]:
+    """The nested fields of JSON records that hold another JSON type than the reader's STRUCT or list of
+    STRUCTs (labels written as a string, credits as an object, sku as a string), by file, line and field,
+    at most ``limit``. DuckDB named none of them, only "in line 100: Expected ARRAY, but got VARCHAR"
+    for line 200, and the read as VARCHAR that checks the scalars cannot tell a string ``"[…]"`` from
+    an array ``[…]``: each field is read as JSON."""
+    errors: list[InputError] = []
+    for column in NESTED:
+        listed, fields = nested_shape(column)
+        expected = f"a JSON array of {{{fields}}} objects" if listed else f"a JSON object {{{fields}}}"
+        for file in files:
+            try:
+                found = con.execute(nested_query(file, column, listed, limit - len(errors))).fetchall()
+            except duckdb.Error:
+                continue                    # a file that does not read as JSON lines: DuckDB's error says so
+            errors += [InputError(file, nested_message(kind, element, text, listed), row=int(line),
+                                  column=column, expected=expected) for line, kind, element, text in found]
+            if len(errors) >= limit:
+                return errors
     return errors
+
+
+def nested_shape(column: str) -> tuple[bool, str]:
+    """Whether a nested field of :data:`JSON_COLUMNS` is a list, and its fields ("key, value")."""
+    kind = JSON_COLUMNS[column]
+    return kind.endswith("[]"), kind.split("(", 1)[1].split(")", 1)[0].replace(" VARCHAR", "")
+
+
+def parquet_nested(path: Path, types: dict[str, str]) -> list[InputError]:
+    """The nested columns of a Parquet export typed otherwise (labels written as text): the column's
+    type is the file's, so the error names the file and column. DuckDB's own error named neither
+    ("Binder Error: Invalid LIST argument during lambda function binding!")."""
+    errors = []
+    for column in NESTED:
+        listed, fields = nested_shape(column)
+        kind = types.get(column)
+        if kind and (not kind.startswith("STRUCT") or kind.endswith("[]") != listed):
+            errors.append(InputError(path, f"a {kind} column", column=column, expected=(
+                f"a list of {{{fields}}} structs" if listed else f"a struct {{{fields}}}")))
+    return errors
+
+
+def nested_query(file: str, column: str, listed: bool, limit: int) -> str:
+    """SQL: (line, json_type, the first element's json_type that is no object, text) of the records of
+    one JSON file whose ``column`` is not an object (``listed``: not an array of objects or nulls)."""
+    source = f"read_json({quote(file)}, format='newline_delimited', columns={{{quote(column)}: 'JSON'}})"
+    element = ("list_filter(list_transform(json_extract(v, '$[*]'), lambda e: json_type(e)), "
+               "lambda t: t NOT IN ('OBJECT', 'NULL'))[1]") if listed else "NULL"
+    kind = "ARRAY" if listed else "OBJECT"
+    return (f"SELECT n, k, e, CASE k WHEN 'VARCHAR' THEN json_extract_string(v, '$') ELSE CAST(v AS VARCHAR) END "
+            f"FROM (SELECT n, v, json_type(v) AS k, {element} AS e FROM (SELECT row_number() OVER () AS n, "
+            f"{column} AS v FROM {source})) WHERE v IS NOT NULL AND (k <> '{kind}' OR e IS NOT NULL) "
+            f"ORDER BY n LIMIT {limit}")
+
+
+def nested_message(kind: str, element: str | None, text: str, listed: bool) -> str:
+    """What a nested field holds instead (a string's own text shown, not its JSON quoting)."""
+    if element is not None:
+        return f"an array holding a JSON {JSON_KINDS.get(element, element)}, not objects: {shown(text)}"
+    return f"a JSON {JSON_KINDS.get(kind, kind)}, not an {'array' if listed else 'object'}: {shown(text)}"
 
 
 def numbered(file: str, fmt: str, column: str) -> str:

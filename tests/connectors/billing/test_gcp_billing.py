@@ -419,7 +419,11 @@ def test_a_bad_usage_time_in_a_local_export_names_file_line_and_column(tmp_path,
     ("cost", [1, 2], "unparseable number '[1,2]' (expected a decimal number)"),
     ("cost", "1e400", "number out of range '1e400' (expected a decimal number of at most 29 integer digits "
                       "(DECIMAL(38, 9), BigQuery NUMERIC))"),
-    ("labels", {"a": "b"}, """not a JSON array: '{"a":"b"}' (expected a JSON array)"""),
+    ("labels", {"a": "b"}, """a JSON object, not an array: '{"a":"b"}' (expected a JSON array of {key, value} """
+                           "objects)"),
+    ("labels", '[{"key":"team"}]', """a JSON string, not an array: '[{"key":"team"}]' (expected a JSON array of """
+                                   "{key, value} objects)"),
+    ("sku", "A100", "a JSON string, not an object: 'A100' (expected a JSON object {id, description})"),
 ])
 def test_a_bad_cell_in_a_local_export_names_its_own_line_and_column(tmp_path, rows, line, column, value, message):
     """An amount had no row ("Could not convert string "NaN" to DECIMAL(38,9) when casting from source
@@ -545,6 +549,19 @@ def test_local_folder_day_grain_and_bad_inputs(tmp_path, rows):
     pq.write_table(pa.table({"cost": [1.0]}), bad)
     with pytest.raises(InputError, match="usage_start_time"):
         connector(path=bad).read()
+
+
+def test_a_parquet_export_with_labels_as_text_names_the_column(tmp_path, rows):
+    """Before: "unreadable export: Binder Error: Invalid LIST argument during lambda function binding!",
+    naming no column."""
+    good = write_parquet(rows[:20], tmp_path / "good.parquet")
+    bad = tmp_path / "bad.parquet"
+    table = pq.read_table(good)
+    labels = pa.array([json.dumps(v) for v in table.column("labels").to_pylist()])
+    pq.write_table(table.set_column(table.schema.get_field_index("labels"), "labels", labels), bad)
+    with pytest.raises(InputError) as raised:
+        connector(path=bad).read()
+    assert str(raised.value) == f"{bad}: column labels: a VARCHAR column (expected a list of {{key, value}} structs)"
 
 
 def test_a_row_that_starts_before_the_window_and_runs_into_it_is_read_and_clipped(tmp_path):
