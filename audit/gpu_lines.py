@@ -151,7 +151,9 @@ def _machine_gpus(keys: list[str], fact_of_line: list[int], facts: LineFacts, ma
     on-demand one in an hour has 4 GPUs, not the 3 one line gives. Lines of one SKU do not add (the
     most of them counts), so that a row billed twice is GPU time beyond the GPUs (audit/gpu_over.py),
     not GPUs of their own."""
-    catalogue, gpus, metered = gpu_instances(), {}, {}
+    catalogue = gpu_instances()
+    gpus: dict[str, int] = {}
+    metered: dict[tuple[str, int], dict[str, Decimal]] = {}
     for key, fact, machine, text, period in zip(keys, fact_of_line, machines, texts, periods):
         kind = catalogue.get(machine) if machine and fact in facts.metered else None
         if fact in facts.metered and kind is None:

@@ -200,7 +200,7 @@ def _empty_reason(option: Option, shown: Option, gross: Mapping[str, Decimal], d
         if shown is option or shown.saving is None or option.saving is None:
             return f"{NO_SAVING}: {option.reason}"
         return (f"{NO_SAVING}: " + no_saving_reason(shown.saving, option.basis == "modelled", shown.run_cost,
-                                                    option.basis_note if option.basis == "modelled" else "")
+                                                    (option.basis_note or "") if option.basis == "modelled" else "")
                 + f" (the saving available now, s₀; before the {deferral.share:.0%} on committed capacity whose "
                 f"end is not known was left out: {_slashed(option.saving)} a month, low / expected / high)")
     return f"{NO_SAVING}: the expected saving is 0.00 or less"
