@@ -153,9 +153,9 @@ class GpuSplitter:
             spreads = [self._spread(plan, node, period, time_code) for node in nodes] if ZERO < occupancy < 1 else ()
             if any(note for _, note in spreads):  # placed by node presence: node by node
                 for node, (spread, note) in zip(nodes, spreads):
-                    for ts, overlap, part, held in spread:
+                    for ts, overlap, part, occupied in spread:
                         money = _shares((net, gross, priced, committed), part, share)
-                        self._add_interval(node, ts, overlap, held, count, money, cover, placed=note)
+                        self._add_interval(node, ts, overlap, occupied, count, money, cover, placed=note)
                 continue
             for (ts, overlap), part in zip(grid, parts):
                 money = _shares((net, gross, priced, committed), part, share)
