@@ -53,9 +53,9 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
     its instance priced the instance's day at 0 bottom-up against the fee top-down: gap 0.47)."""
     amounts, has_price, fallback, effective, unpurchased, spread = [], [], [], [], [], []
     before_commitments = basis in PRE_COMMITMENT
-    ids = charges["commitment_discount_id"] if lacking else [""] * len(charges)
+    ids = charges["commitment_discount_id"].tolist() if lacking else [""] * len(charges)
     for quantity, contracted, listed, category, gross, commitment, status, cid in zip(
-            *(charges[c] for c in PRICE_COLUMNS), ids):
+            *(charges[c].tolist() for c in PRICE_COLUMNS), ids):
         unit, other = (listed, contracted) if basis == "list" else (contracted, listed)
         used_other = False
         shown = not (gross + commitment == 0 and cid in lacking)
