@@ -1,27 +1,25 @@
 """GPU-intervals: the cost of each paid GPU per telemetry interval, with its holder and activity.
 
-A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the
-line bills (METHOD §3). Each GPU-interval goes to its holders: a declared service, no workload
-(unallocated), an undeclared pod, or nobody known; one without a kernel-activity sample is unmeasured,
-and so is one whose every sample was excluded (out of range or not finite), under a reason of its own.
-A scheduler request holds the GPUs it asks for, a fraction of a GPU-interval where its pod ran part of
-the interval; requests that share a node's unlabelled GPUs take them at their mean activity (which GPU
-each pod held is not in the data), and the node is named (``gpu_placement_assumed``); requests that
-ask for more of them than the node has are scaled to them (``gpu_requests_exceed_gpus``).
+A GPU-interval's cost is the cost of the line that bills it, spread evenly over the GPU-seconds the line bills (METHOD
+§3). Each GPU-interval goes to its holders: a declared service, no workload (unallocated), an undeclared pod, or
+nobody known; one without a kernel-activity sample is unmeasured, and so is one whose every sample was excluded (out
+of range or not finite), under a reason of its own. A scheduler request holds the GPUs it asks for, a fraction of a
+GPU-interval where its pod ran part of the interval; requests that share a node's unlabelled GPUs take them at their
+mean activity (which GPU each pod held is not in the data), and the node is named (``gpu_placement_assumed``);
+requests that ask for more of them than the node has are scaled to them (``gpu_requests_exceed_gpus``).
 :func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 
-The walk is per line, in the lines' order, and every sum is added to in the order it always was
-(Decimal sums at 50 digits round, so the order is part of the result). What does not depend on the
-line is worked out once: a billing period's intervals, a resource's key, and what telemetry says of a
-node's GPUs in an interval (:meth:`GpuSplitter._holdings`), which every line billing that node and
-interval replays with its own money.
+The walk is per line, in the lines' order, and every sum is added to in the order it always was (Decimal sums at 50
+digits round, so the order is part of the result). What does not depend on the line is worked out once: a billing
+period's intervals, a resource's key, and what telemetry says of a node's GPUs in an interval
+(:meth:`GpuSplitter._holdings`), which every line billing that node and interval replays with its own money.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from datetime import datetime
 from decimal import Decimal
-from typing import Mapping
+from typing import Container, Mapping
 
 import pandas as pd
 
@@ -55,7 +53,7 @@ from audit.ledger import (
     NodeCoverage,
 )
 from audit.money import ZERO
-from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types
+from audit.normalised import NodeMap, Telemetry, labelled_pods, node_types, scheduled_spans
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values, ranks, rows_by_node_interval, table_rows
 
@@ -70,7 +68,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
-                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes))
+                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes),
+                           scheduled_spans(tele.scheduled, tele.step, case.end))
     if walk == "python":
         splitter.add_lines(lines)
     else:
@@ -87,7 +86,8 @@ class GpuSplitter:
 
     def __init__(self, case: Case, services: Mapping[str, Service], activity: pd.DataFrame,
                  nodes_of_resource: Mapping[str, tuple[str, ...]], requests: pd.DataFrame, pod_models: PodModels,
-                 step: int, unmeasured: pd.DataFrame | None = None, node_types: Mapping[str, str] | None = None):
+                 step: int, unmeasured: pd.DataFrame | None = None, node_types: Mapping[str, str] | None = None,
+                 scheduled: Container = frozenset()):
         self.case, self.services, self.step = case, services, step
         self.node_types = node_types or {}
         self.nodes_of_resource = nodes_of_resource
@@ -101,6 +101,8 @@ class GpuSplitter:
         self.known_pods = self._index_labelled(activity)
         self.pod_mapping = bool(self.known_pods)
         self.requests = self._index_requests(requests)
+        #: ``(node, interval) in`` it: a scheduler source lists every job of the node-interval (audit.normalised.Scheduled)
+        self.scheduled = scheduled
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
         self.extra_gpus: set[str] = set()
@@ -391,16 +393,15 @@ class GpuSplitter:
         return out + ([(holder, whole_weight(missing), ZERO, "", "", "")] if missing > 0 else [])
 
     def _holders(self, node, ts, units: list, unseen=0) -> tuple[list[tuple], list]:
-        """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label
-        names its unit's holder; the units without one are shared by the scheduler's GPU requests of
-        the node's pods that no DCGM label names in the window (all of them where telemetry labels no
-        GPU with a pod; :meth:`_pooled`); and the requests no observed GPU took (their GPUs went
-        unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for its own GPU:
-        where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod, and is
-        unallocated, not the pod's. Without a request to place, an unlabelled unit is unallocated
-        (the exporter maps pods, or the scheduler reports the node), else allocation unknown.
-        Requests that ask for more than the unlabelled units and the ``unseen`` GPUs (billed, without
-        a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
+        """(holder, weight, busy, source, pod) of each part of the observed GPU units: a pod label names its unit's
+        holder; the units without one are shared by the scheduler's GPU requests of the node's pods that no DCGM label
+        names in the window (all of them where telemetry labels no GPU with a pod; :meth:`_pooled`); and the requests no
+        observed GPU took (their GPUs went unmeasured, :meth:`_unmeasured`). A pod a label names keeps its request for
+        its own GPU: where that GPU has no sample in the interval, an unlabelled GPU beside it held no pod, and is
+        unallocated, not the pod's. Without a request to place, an unlabelled unit is unallocated (the exporter maps
+        pods, or the scheduler reports the node-interval: a request or all its jobs), else allocation unknown. Requests
+        that ask for more than the unlabelled units and the ``unseen`` GPUs (billed, without a sample) hold are scaled
+        to them first (:meth:`_time_sliced`)."""
         labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
         pending = [req._replace(gpus=request_count(req.gpus)) for req in self.requests.get((node, ts), [])
                    if (req.namespace, req.pod) not in labelled]
@@ -408,7 +409,7 @@ class GpuSplitter:
         placeable = [i for i, req in enumerate(pending) if (req.namespace, req.pod) not in known]
         mig, free = self._mig_held(node, ts, units, pending, placeable)
         placeable = [i for i in placeable if not asked_profile(pending[i])]
-        nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
+        nobody = UNALLOCATED if (node, ts) in self.requests or (node, ts) in self.scheduled or self.pod_mapping else UNKNOWN
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
                 u.weight, u.busy, u.row.source, u.row.pod) for u in units
                if u.row.pod or (not placeable and any(u is f for f in free))]
@@ -434,12 +435,11 @@ class GpuSplitter:
         return out, free
 
     def _time_sliced(self, node, ts, available, pending: list, placeable: list[int]) -> None:
-        """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask
-        for more GPUs than the node's unlabelled ones (``available``) hold in the interval: the GPUs
-        were time-sliced between the pods, or the requests over-report, and nothing measures each
-        pod's part, so each pod gets the same share of what it asked for (METHOD §3: split evenly,
-        said so: :meth:`oversubscription_misfits`). The last request takes what the others left, so
-        the scaled requests hold exactly ``available``."""
+        """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask for more GPUs
+        than the node's unlabelled ones (``available``) hold in the interval: the GPUs were time-sliced between the
+        pods, or the requests over-report, and nothing measures each pod's part, so each pod gets the same share of what
+        it asked for (METHOD §3: split evenly, said so: :meth:`oversubscription_misfits`). The last request takes what
+        the others left, so the scaled requests hold exactly ``available``."""
         asked = sum((pending[i].gpus for i in placeable), ZERO)
         if asked <= available:
             return
@@ -453,12 +453,12 @@ class GpuSplitter:
         self.oversubscribed.setdefault(node, {})[ts] = (asked, available, pods)
 
     def _pooled(self, node, free: list, pending: list, placeable: list[int]) -> list[tuple]:
-        """The node's unlabelled GPU units shared by the requests that place pods on them (``pending``
-        at ``placeable``, consumed). Nothing in the data says which GPU each pod held, so each request
-        takes the GPUs it asks for (a fraction where its pod ran part of the interval) at the mean
-        activity of those units, not at the activity of whichever GPU came first; what no request
-        takes is unallocated at the same mean, so the units' GPU time and activity are conserved. The
-        node and its pods are named (:meth:`placement_misfits`) unless one pod took every unit."""
+        """The node's unlabelled GPU units shared by the requests that place pods on them (``pending`` at ``placeable``,
+        consumed). Nothing in the data says which GPU each pod held, so each request takes the GPUs it asks for (a
+        fraction where its pod ran part of the interval) at the mean activity of those units, not at the activity of
+        whichever GPU came first; what no request takes is unallocated at the same mean, so the units' GPU time and
+        activity are conserved. The node and its pods are named (:meth:`placement_misfits`) unless one pod took every
+        unit."""
         pool: dict[str, list] = {}  # activity source -> [weight, Σ weight × busy] of its units
         for unit in free:
             sums = pool.setdefault(unit.row.source, [ZERO, ZERO])
