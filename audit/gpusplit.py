@@ -12,18 +12,17 @@ each pod held is not in the data), and the node is named (``gpu_placement_assume
 ask for more of them than the node has are scaled to them (``gpu_requests_exceed_gpus``).
 :func:`split_gpus` walks the gpu_compute charges and returns the sums per holder and interval.
 
-The walk is per line, in the lines' order, and every sum is added to in the order it always was
-(Decimal sums at 50 digits round, so the order is part of the result). What does not depend on the
-line is worked out once: a billing period's intervals, a resource's key, and what telemetry says of a
-node's GPUs in an interval (:meth:`GpuSplitter._holdings`), which every line billing that node and
-interval replays with its own money.
+The walk is per line, in the lines' order, and every sum is added to in the order it always was (Decimal sums at 50
+digits round, so the order is part of the result). What does not depend on the line is worked out once: a billing
+period's intervals, a resource's key, and what telemetry says of a node's GPUs in an interval
+(:meth:`GpuSplitter._holdings`), which every line billing that node and interval replays with its own money.
 """
 from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
 from decimal import Decimal
-from typing import Mapping
+from typing import Container, Mapping
 
 import pandas as pd
 
@@ -57,7 +56,7 @@ from audit.ledger import (
     NodeCoverage,
 )
 from audit.money import ZERO
-from audit.normalised import NodeMap, Telemetry, node_types
+from audit.normalised import NodeMap, Telemetry, node_types, scheduled_spans
 from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values
 
@@ -72,7 +71,8 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
-                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes))
+                           pod_models(tele.traffic), tele.step, tele.unmeasured_intervals, node_types(tele.nodes),
+                           scheduled_spans(tele.scheduled, tele.step, case.end))
     if walk == "python":
         splitter.add_lines(lines)
     else:
@@ -89,7 +89,8 @@ class GpuSplitter:
 
     def __init__(self, case: Case, services: Mapping[str, Service], activity: pd.DataFrame,
                  nodes_of_resource: Mapping[str, tuple[str, ...]], requests: pd.DataFrame, pod_models: PodModels,
-                 step: int, unmeasured: pd.DataFrame | None = None, node_types: Mapping[str, str] | None = None):
+                 step: int, unmeasured: pd.DataFrame | None = None, node_types: Mapping[str, str] | None = None,
+                 scheduled: Container = frozenset()):
         self.case, self.services, self.step = case, services, step
         self.node_types = node_types or {}
         self.nodes_of_resource = nodes_of_resource
@@ -104,6 +105,8 @@ class GpuSplitter:
         self.known_pods = index_labelled(activity)
         self.pod_mapping = bool(self.known_pods)
         self.requests = index_requests(requests)
+        #: ``(node, interval) in`` it: a scheduler source lists every job of the node-interval (audit.normalised.Scheduled)
+        self.scheduled = scheduled
         self.groups: dict[tuple[str, datetime], Group] = {}
         self.coverage: dict[str, NodeCoverage] = {}
         self.extra_gpus: set[str] = set()
@@ -381,9 +384,10 @@ class GpuSplitter:
         and the requests no observed GPU took (unmeasured, :meth:`_unmeasured`). A pod a label names
         keeps its request for its own GPU: where that GPU has no sample in the interval, an unlabelled
         GPU beside it held no pod, and is unallocated, not the pod's. Without a request to place, an
-        unlabelled unit is unallocated (the exporter maps pods, or the scheduler reports the node), else
-        allocation unknown. Requests that ask for more than the unlabelled units and the ``unseen`` GPUs
-        (billed, without a sample) hold are scaled to them first (:meth:`_time_sliced`)."""
+        unlabelled unit is unallocated (the exporter maps pods, or the scheduler reports the node-interval:
+        a request or all its jobs), else allocation unknown. Requests that ask for more than the
+        unlabelled units and the ``unseen`` GPUs (billed, without a sample) hold are scaled to them
+        first (:meth:`_time_sliced`)."""
         labelled = {(u.row.namespace, u.row.pod) for u in units if u.row.pod}
         pending = [req._replace(gpus=request_count(req.gpus)) for req in self.requests.get((node, ts), [])
                    if (req.namespace, req.pod) not in labelled]
@@ -391,7 +395,7 @@ class GpuSplitter:
         mig, free = self._mig_held(node, ts, units, pending, placeable)
         placeable = [i for i in placeable if not asked_profile(pending[i])]
         whole, left = whole_gpu_units(free, units, self.requests.get((node, ts), []) if placeable else None)
-        nobody = UNALLOCATED if (node, ts) in self.requests or self.pod_mapping else UNKNOWN
+        nobody = UNALLOCATED if (node, ts) in self.requests or (node, ts) in self.scheduled or self.pod_mapping else UNKNOWN
         out = [(self._service_or_undeclared(u.row.namespace, u.row.pod, u.row.container) if u.row.pod else nobody,
                 u.weight, u.busy, u.row.source, u.row.pod) for u in units if u.row.pod or id(u) in left]
         if whole:
@@ -417,12 +421,11 @@ class GpuSplitter:
         return out, free
 
     def _time_sliced(self, node, ts, available, pending: list, placeable: list[int]) -> None:
-        """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask
-        for more GPUs than the node's unlabelled ones (``available``) hold in the interval: the GPUs
-        were time-sliced between the pods, or the requests over-report, and nothing measures each
-        pod's part, so each pod gets the same share of what it asked for (METHOD §3: split evenly,
-        said so: :meth:`oversubscription_misfits`). The last request takes what the others left, so
-        the scaled requests hold exactly ``available``."""
+        """Scale the requests at ``placeable`` (in ``pending``) by available ÷ requested where they ask for more GPUs
+        than the node's unlabelled ones (``available``) hold in the interval: the GPUs were time-sliced between the
+        pods, or the requests over-report, and nothing measures each pod's part, so each pod gets the same share of what
+        it asked for (METHOD §3: split evenly, said so: :meth:`oversubscription_misfits`). The last request takes what
+        the others left, so the scaled requests hold exactly ``available``."""
         asked = sum((pending[i].gpus for i in placeable), ZERO)
         if asked <= available:
             return
@@ -436,12 +439,12 @@ class GpuSplitter:
         self.oversubscribed.setdefault(node, {})[ts] = (asked, available, pods)
 
     def _pooled(self, node, free: list, pending: list, placeable: list[int]) -> list[tuple]:
-        """The node's unlabelled GPU units shared by the requests that place pods on them (``pending``
-        at ``placeable``, consumed). Nothing in the data says which GPU each pod held, so each request
-        takes the GPUs it asks for (a fraction where its pod ran part of the interval) at the mean
-        activity of those units, not at the activity of whichever GPU came first; what no request
-        takes is unallocated at the same mean, so the units' GPU time and activity are conserved. The
-        node and its pods are named (:meth:`placement_misfits`) unless one pod took every unit."""
+        """The node's unlabelled GPU units shared by the requests that place pods on them (``pending`` at ``placeable``,
+        consumed). Nothing in the data says which GPU each pod held, so each request takes the GPUs it asks for (a
+        fraction where its pod ran part of the interval) at the mean activity of those units, not at the activity of
+        whichever GPU came first; what no request takes is unallocated at the same mean, so the units' GPU time and
+        activity are conserved. The node and its pods are named (:meth:`placement_misfits`) unless one pod took every
+        unit."""
         pool: dict[str, list] = {}  # activity source -> [weight, Σ weight × busy] of its units
         for unit in free:
             sums = pool.setdefault(unit.row.source, [ZERO, ZERO])

@@ -23,6 +23,7 @@ from audit.normalised import (
     REQUEST_COLUMNS,
     REQUEST_COUNT_COLUMNS,
     RESET_COLUMNS,
+    SCHEDULED_COLUMNS,
     SERIES_LABEL_COLUMNS,
     SERVING_STATS_COLUMNS,
     SWEEP_COLUMNS,
@@ -161,6 +162,7 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                      histograms=_sourced(collected, "token_histograms", HISTOGRAM_COLUMNS),
                      unread_series=_sourced(collected, "unread_series", ["metric"]),
                      series_labels=_sourced(collected, "series_labels", SERIES_LABEL_COLUMNS),
+                     scheduled=_sourced(collected, "scheduled_nodes", SCHEDULED_COLUMNS),
                      outside_window=_outside_window(collected))
     tele = replace(tele, replica_services=replica_services(tele, case.services))
     return replace(tele, label_mismatches=tuple(label_mismatches(tele) + gpu_pods_without_requests(tele, case.services)))

@@ -8,6 +8,7 @@ schemas/serving.py), and is empty with those columns where no source has it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 ACTIVITY_COLUMNS = ["node", "gpu", "uuid", "model_name", "pod", "namespace", "container", "ts",
                     "step_seconds", "busy_fraction", "source"]
 REQUEST_COLUMNS = ["ts", "namespace", "pod", "node", "gpus", "mig_profile"]
+#: the nodes a scheduler source lists every job of, from start to end (schemas.usage.ScheduledNode)
+SCHEDULED_COLUMNS = ["node", "start", "end"]
 TRAFFIC_COLUMNS = ["ts", "model_name", "namespace", "pod", "requests", "prompt_tokens", "generated_tokens"]
 QUEUE_COLUMNS = ["ts", "model_name", "namespace", "pod", "running", "waiting"]
 NODE_COLUMNS = ["node", "provider_id", "resource_id", "instance_type"]
@@ -148,6 +151,9 @@ class Telemetry:
     #: the telemetry sources that read samples but none in the window: (name, samples read, first and
     #: last sample time of the source where its reader knows them, else None)
     outside_window: tuple[tuple[str, int, Any, Any], ...] = ()
+    #: the nodes a scheduler source (``sacct``) lists every job of, from start to end, each row with
+    #: its ``source``: a GPU there that no request holds was held by no workload (unallocated)
+    scheduled: pd.DataFrame = field(default_factory=lambda: empty_table(SCHEDULED_COLUMNS + ["source"]))
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,30 @@ def node_types(nodes: pd.DataFrame) -> dict[str, str]:
         return {}
     return {str(node): str(kind) for node, kind in zip(nodes["node"], nodes["instance_type"])
             if isinstance(kind, str) and kind}
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """The node-spans a scheduler source lists every job of (``Telemetry.scheduled``), asked of an
+    interval: ``(node, ts) in scheduled`` where the interval from ``ts`` (``step`` long, cut at the
+    window's ``end``) lies wholly in one of the node's spans."""
+
+    spans: Mapping[str, tuple[tuple[datetime, datetime], ...]]
+    step: timedelta
+    end: datetime
+
+    def __contains__(self, key) -> bool:
+        node, ts = key
+        stop = min(ts + self.step, self.end)
+        return any(start <= ts and stop <= end for start, end in self.spans.get(node, ()))
+
+
+def scheduled_spans(scheduled: pd.DataFrame, step: int, end: datetime) -> Scheduled:
+    """:class:`Scheduled` of the ``scheduled`` table (node, start, end), on the split's grid."""
+    spans: dict[str, list] = {}
+    for node, start, stop in zip(scheduled["node"], scheduled["start"], scheduled["end"]):
+        spans.setdefault(str(node), []).append((pd.Timestamp(start).to_pydatetime(), pd.Timestamp(stop).to_pydatetime()))
+    return Scheduled({node: tuple(found) for node, found in spans.items()}, timedelta(seconds=step), end)
 
 
 def labelled_pods(activity: pd.DataFrame) -> pd.DataFrame:

@@ -47,6 +47,15 @@ class GpuRequest(pa.DataFrameModel):
     mig_profile: Series[str]  # the MIG profile asked for (nvidia.com/mig-3g.40gb -> 3g.40gb); "" whole GPUs
 
 
+class ScheduledNode(pa.DataFrameModel):
+    """A node whose every job a scheduler source lists from start to end (a GPU there no job held
+    was held by no workload: unallocated, not of unknown allocation)."""
+
+    node: Series[str]
+    start: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+    end: Series[pd.DatetimeTZDtype] = pa.Field(dtype_kwargs={"unit": "ns", "tz": "UTC"})
+
+
 class GpuEvidence(pa.DataFrameModel):
     """DCGM evidence of one GPU over one interval (interval means; NaN = not measured).
 

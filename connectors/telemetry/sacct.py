@@ -2,7 +2,7 @@
 
 Expected command::
 
-    sacct --parsable2 \
+    sacct --allusers --parsable2 \
         --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,Start,End,State
 
 A header line, then ``|``-separated rows. Steps (``123.batch``, ``123.extern``, ``123.0``) are
@@ -14,6 +14,8 @@ NodeList is expanded (``gpu[01-03,07]`` -> gpu01, gpu02, gpu03, gpu07).
 Case options: ``utc_offset`` (``+02:00``…), the offset of the cluster's local time in which sacct
 writes Start and End; default UTC. A job still running (End ``Unknown``) is counted up to
 Start + Elapsed (sacct's Elapsed of a running job is its time so far); its ``end`` stays empty.
+Without an Elapsed (an export without the column) the export does not say when it was taken: such
+a job is counted up to the window end, and table ``notes`` names it and says so.
 
 Tables:
 
@@ -22,6 +24,11 @@ Tables:
   the job ran (fractional at the job's edges), so gpus × step sums to the GPU-seconds.
 - ``jobs``: job, name, user, partition, nodes (comma-joined), gpus (all nodes), start, end, state,
   gpu_hours = gpus × Elapsed.
+- ``scheduled_nodes``: node, start, end: each node any job of the export names, over the period the
+  export covers (its first job's start to its last job's end, clipped to the window): the export
+  lists every job there, so a GPU there that no job held was held by no workload (unallocated,
+  METHOD §3), not one of unknown allocation. The export is taken to list every user's jobs
+  (``sacct --allusers``).
 """
 from __future__ import annotations
 
@@ -36,15 +43,16 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from connectors.base import Connector
+from connectors.billing.focus_checks import notes_table
 from connectors.bounds import DECOMPRESS_ERRORS, read_lines, shown
 from connectors.errors import InputError
 from connectors.telemetry.grid import DEFAULT_STEP, NS, Grid, utc_ns
 from connectors.telemetry.nvidia_smi import utc_offset
 from connectors.telemetry.tables import empty_table, finish
-from schemas.usage import GpuRequest
+from schemas.usage import GpuRequest, ScheduledNode
 
 NEEDED = ("JobID", "JobName", "Partition", "NodeList", "AllocTRES", "Start", "End")
-FORMAT = ("sacct --parsable2 --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,"
+FORMAT = ("sacct --allusers --parsable2 --format=JobID,JobName,User,Partition,NodeList,AllocTRES,Elapsed,"
           "Start,End,State")
 NO_TIME = {"Unknown", "None", ""}
 MAX_HOSTS = 100_000
@@ -267,6 +275,8 @@ def parse_job(job: dict[str, str], offset: timedelta, path, row: int) -> tuple:
                          column="End", expected="End >= Start")
     if job.get("Elapsed"):
         elapsed = elapsed_seconds(job["Elapsed"], path, row)
+    elif start is not None and end is None:
+        elapsed = math.nan  # running, and no Elapsed: :func:`to_window_end`
     else:
         elapsed = (end - start).total_seconds() if start is not None and end is not None else 0.0
     return (job["JobID"], job["JobName"], job.get("User", ""), job["Partition"], hosts,
@@ -318,9 +328,37 @@ def requests(jobs: pd.DataFrame, grid: Grid) -> pd.DataFrame:
     return finish("gpu_requests", out.sort_values(["ts", "namespace", "pod", "node"]))
 
 
+def to_window_end(jobs: pd.DataFrame, grid: Grid) -> tuple[pd.DataFrame, list[tuple[int, str, str]]]:
+    """The jobs, each started one with neither End nor Elapsed (running, in an export without the
+    Elapsed column) counted up to the window end (the export does not say when it was taken); and
+    a note (row, column, note) naming each such job and the GPU-hours so counted."""
+    unknown = jobs["elapsed"].isna()
+    if not unknown.any():
+        return jobs, []
+    window_end = pd.Timestamp(grid.end_ns, tz="UTC")
+    seconds = (window_end - jobs.loc[unknown, "start"]).dt.total_seconds().clip(lower=0)
+    jobs = jobs.assign(elapsed=jobs["elapsed"].where(~unknown, seconds))
+    counted = jobs.loc[unknown]
+    return jobs, [(row, "End", f"job {job} ({state or 'no State'}) has no End and no Elapsed: counted up to "
+                   f"the window end {window_end:%Y-%m-%dT%H:%M:%SZ}, {gpus * elapsed / 3600:.2f} GPU-hours "
+                   f"(the export does not say when it was taken)")
+                  for row, job, state, gpus, elapsed in zip(counted["row"], counted["job"], counted["state"],
+                                                            counted["gpus"], counted["elapsed"])]
+
+
 def run_end(jobs: pd.DataFrame) -> pd.Series:
     """Start + Elapsed: where a job without an End (still running) is counted up to."""
     return jobs["start"] + pd.to_timedelta(jobs["elapsed"], unit="s")
+
+
+def scheduled(jobs: pd.DataFrame, covered: tuple) -> pd.DataFrame:
+    """Table ``scheduled_nodes``: each node a job of the export names, over ``covered`` (the export's
+    first start and last end in the window)."""
+    nodes = sorted({host for hosts in jobs["hosts"] for host in hosts})
+    if covered[0] is None or covered[1] <= covered[0] or not nodes:
+        return empty_table("scheduled_nodes")
+    start, end = (pd.Timestamp(moment).tz_convert("UTC") for moment in covered)
+    return finish("scheduled_nodes", pd.DataFrame({"node": nodes, "start": start, "end": end}))
 
 
 def job_table(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -342,7 +380,8 @@ class SacctConnector(Connector):
 
     format_name: ClassVar[str] = "sacct"
     kind: ClassVar[str] = "telemetry"
-    schemas: ClassVar[dict] = {"gpu_requests": GpuRequest, "jobs": SlurmJob}
+    schemas: ClassVar[dict] = {"gpu_requests": GpuRequest, "jobs": SlurmJob,
+                               "scheduled_nodes": ScheduledNode}
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Parse the jobs, then spread their GPUs over the window grid."""
@@ -354,8 +393,11 @@ class SacctConnector(Connector):
         if end_ns <= start_ns:
             raise InputError(self.path, "the case window is empty", expected="start < end")
         grid = Grid(start_ns, end_ns, int(self.ctx.step_seconds or DEFAULT_STEP))
-        tables = {"gpu_requests": requests(jobs, grid), "jobs": job_table(jobs)}
-        return tables, len(jobs), self._covered(jobs, grid)
+        jobs, notes = to_window_end(jobs, grid)
+        covered = self._covered(jobs, grid)
+        tables = {"gpu_requests": requests(jobs, grid), "jobs": job_table(jobs),
+                  "scheduled_nodes": scheduled(jobs, covered)}
+        return tables | ({"notes": notes_table(notes)} if notes else {}), len(jobs), covered
 
     @staticmethod
     def _covered(jobs: pd.DataFrame, grid: Grid) -> tuple:

@@ -52,6 +52,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                   "instance_type": "str"},
     "gpu_requests": {"ts": "datetime64[ns, UTC]", "namespace": "str", "pod": "str",
                      "node": "str", "gpus": "float64", "mig_profile": "str"},
+    "scheduled_nodes": {"node": "str", "start": "datetime64[ns, UTC]", "end": "datetime64[ns, UTC]"},
     "traffic": {"ts": "datetime64[ns, UTC]", "model_name": "str", "namespace": "str",
                 "pod": "str", "requests": "float64", "prompt_tokens": "float64",
                 "generated_tokens": "float64", "family": "str"},

@@ -26,7 +26,7 @@ from audit.ledger import NO_GPU_TIME, NO_SAMPLE, NOT_IN_TELEMETRY, UNALLOCATED, 
 from audit.lines import resource_key, vm_key
 from audit.mismatches import label_mismatches
 from audit.money import CONTEXT
-from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table
+from audit.normalised import ACTIVITY_COLUMNS, REQUEST_COLUMNS, NodeMap, Telemetry, empty_table, scheduled_spans
 from audit.table_rows import column_values
 from tests.builders import activity, gpu_line, lines_frame, make_case, misfits_of, rendered_on_duckdb
 
@@ -53,11 +53,11 @@ def walk(request):
 
 
 def split(rows: list[dict], acts: list[dict] | None = None, nodes_of=None, requests: pd.DataFrame | None = None,
-          node_types=None):
+          node_types=None, scheduled: frozenset = frozenset()):
     case = make_case()
     splitter = GpuSplitter(case, case.services, activity(acts) if acts else empty_table(ACTIVITY_COLUMNS),
                            nodes_of or {}, empty_table(REQUEST_COLUMNS) if requests is None else requests, {}, 3600,
-                           node_types=node_types)
+                           node_types=node_types, scheduled=scheduled)
     lines = GpuLines(lines_frame(rows))
     if WALK["name"] == "python":
         splitter.add_lines(lines)
@@ -652,6 +652,24 @@ def test_a_fractional_request_holds_its_fraction_of_a_gpu_interval():
         (Decimal("1.295556"), Decimal("5.18"), Decimal("4664.000000"), Decimal("1865.600000"))]
     assert sum((g.paid for g in groups.values()), Decimal(0)) == Decimal("8")
     assert splitter.coverage["i-1"].paid_seconds == 2 * 3600
+
+
+def test_gpus_no_job_held_where_the_scheduler_lists_every_job_are_unallocated():
+    """A Slurm export lists every job of n1 over 00:00-01:00 (``scheduled_nodes``) and none ran there:
+    its two unlabelled GPUs were held by no workload, unallocated (METHOD §3/§4); before, without a
+    request row there, allocation unknown. Where no scheduler source lists the node over the whole
+    interval (another node; n1 up to 00:59; as with Kubernetes requests: no request, no pod label)
+    they stay allocation unknown."""
+    acts, _ = unlabelled([0.4, 0.4], [])
+    line = [gpu_line(1, gpus_per_instance=2, net=Decimal("8"))]
+
+    def held(node: str, end: pd.Timestamp) -> list[tuple]:
+        spans = scheduled_spans(pd.DataFrame({"node": [node], "start": [H0], "end": [end]}), 3600, make_case().end)
+        splitter = split(line, acts, {"i-1": ("n1",)}, scheduled=spans)
+        return [(key[0], g.gpus, g.paid, g.paid_seconds) for key, g in splitter.groups.items()]
+
+    assert held("n1", H0 + HOUR) == [(UNALLOCATED, 2, Decimal("8"), 7200)]
+    assert held("n2", H0 + HOUR) == held("n1", H0 + HOUR - timedelta(minutes=1)) == [(UNKNOWN, 2, Decimal("8"), 7200)]
 
 
 def test_pods_sharing_unlabelled_gpus_take_their_mean_activity_and_are_named():

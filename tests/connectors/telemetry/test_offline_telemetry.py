@@ -355,6 +355,39 @@ def test_sacct_local_time_offset(tmp_path):
     assert requests[["ts", "gpus"]].values.tolist() == [[pd.Timestamp(START), 0.5]]
 
 
+def test_sacct_running_job_without_elapsed_counts_to_the_window_end_and_says_so(tmp_path):
+    """An export without the Elapsed column: job 8 (2 GPUs, running since 09:30) is counted up to the
+    window end, 12:00, 5 GPU-hours, and the source's notes name it; a finished job is counted from
+    its End. Before, its elapsed was 0: no GPU request, 0 GPU-hours, nothing said."""
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobName|User|Partition|NodeList|AllocTRES|Start|End|State\n"
+                    "7|x|u|p|n1|gres/gpu=1,node=1|2026-09-01T08:00:00|2026-09-01T08:30:00|COMPLETED\n"
+                    "8|y|u|p|n2|gres/gpu=2,node=1|2026-09-01T09:30:00|Unknown|RUNNING\n")
+    frame = read(SacctConnector, path, step=3600, hours=4)
+    jobs = frame.tables["jobs"].set_index("job")
+    assert jobs["gpu_hours"].to_dict() == {"7": 0.5, "8": 5.0}
+    requests = frame.tables["gpu_requests"]
+    assert requests.loc[requests["node"] == "n2", "gpus"].tolist() == [1.0, 2.0, 2.0]
+    assert frame.tables["notes"].values.tolist() == [[3, "End", (
+        "job 8 (RUNNING) has no End and no Elapsed: counted up to the window end 2026-09-01T12:00:00Z, "
+        "5.00 GPU-hours (the export does not say when it was taken)")]]
+    assert frame.covered[1] == START + timedelta(hours=4)
+
+
+def test_sacct_scheduled_nodes_are_the_nodes_it_names_over_the_period_it_covers(tmp_path):
+    """Jobs 08:30-10:15 on n1 and c1 (a CPU job's node too), one pending: the export lists every
+    job of n1 and c1 over 08:30-10:15, its covered period."""
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobName|User|Partition|NodeList|AllocTRES|Elapsed|Start|End|State\n"
+                    "7|x|u|p|n1|gres/gpu=1,node=1|00:30:00|2026-09-01T08:30:00|2026-09-01T09:00:00|COMPLETED\n"
+                    "8|y|u|p|c1|cpu=4,node=1|01:00:00|2026-09-01T09:15:00|2026-09-01T10:15:00|COMPLETED\n"
+                    "9|z|u|p|None assigned||00:00:00|Unknown|Unknown|PENDING\n")
+    frame = read(SacctConnector, path, step=3600, hours=4)
+    start, end = pd.Timestamp(START) + pd.Timedelta(minutes=30), pd.Timestamp(START) + pd.Timedelta(minutes=135)
+    assert frame.tables["scheduled_nodes"].values.tolist() == [["c1", start, end], ["n1", start, end]]
+    assert frame.covered == (start.to_pydatetime(), end.to_pydatetime())
+
+
 @pytest.mark.parametrize("field, bad, column", [
     ("gpu[01-03,07]", "gpu[01-x]", "NodeList"),
     ("gres/gpu=2,", "gres/gpu=two,", "AllocTRES"),
