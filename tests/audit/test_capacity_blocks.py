@@ -119,7 +119,7 @@ def test_a_capacity_block_s_hours_no_instance_ran_are_unused_reserved_capacity(e
     folder, kind, plain = eks
     change = (lambda rows: focus_block(rows, ran=10)) if kind == "focus" else (
         lambda rows: cur_block(rows, tied=True, ran=10))
-    document = audit_document(rewritten(folder, tmp_path / "case", change))
+    document = audit_document(rewritten_billing(folder, tmp_path / "case", change))
     idle = Decimal("770.56")
     assert Decimal(document["total"]) == Decimal(plain["total"]) + idle
     assert part(document, "platform_overhead", "commitment_unused") == part(
