@@ -260,16 +260,18 @@ def purchase_spreads(charges: pd.DataFrame, purchases: pd.DataFrame,
     their PricingQuantity. A commitment with no such line, or none of those known on all and not all
     zero, is left out: its purchases stay charges of their own, classified by the rules. Purchases
     of one commitment (an hourly recurring fee, month-long) go together: the split is linear, so
-    each line gets what splitting them one by one would give it.
+    each line gets what splitting them one by one would give it. No purchase line is a target: a
+    refund of a reservation under an order (a negative purchase) lies under the order's purchase
+    but is no usage of it; it moves onto its own reservation's lines.
     """
     by_commitment: dict[str, list] = {}
     for idx, commitment in purchases[column].items():
         by_commitment.setdefault(commitment, []).append(idx)
     members = members_by_commitment(charges[column], set(by_commitment))
+    buying = set(purchases.index)
     out = []
     for commitment, own in by_commitment.items():
-        mine = set(own)
-        targets = [t for t in members.get(commitment, ()) if t not in mine]
+        targets = [t for t in members.get(commitment, ()) if t not in buying]
         weights = _purchase_weights(charges.loc[targets, ["effective_cost", "list_cost", "pricing_quantity"]]) \
             if targets else None
         if weights is not None:

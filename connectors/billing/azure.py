@@ -35,7 +35,9 @@ Billed and effective cost (Microsoft's FOCUS conversion rules, and METHOD §1's 
 Contracted and list cost (METHOD §1's list and contracted bases; :mod:`connectors.billing.azure_contracted`)
     ContractedCost = UnitPrice × Quantity (Microsoft's conversion; exact; the block cancels), in both
     views, covered usage included (its pre-commitment price). Unused* lines: 0 (no usage priced; the
-    unused share is effective cost only). Refund, Tax, Credit, adjustments: the line's cost. A usage
+    unused share is effective cost only). Refund, Tax, Credit, adjustments: the line's cost (a
+    commitment refund's cost is −UnitPrice × Quantity, as a purchase's is UnitPrice × Quantity; as a
+    purchase, the contracted basis counts it 0). A usage
     or purchase line without UnitPrice, or a Marketplace line priced 0 with a cost, takes its cost;
     covered usage without UnitPrice is null; an export with no UnitPrice column has no ContractedCost
     (null: the contracted basis then names the file, the column and the rows). ``x_ContractedCostSource``
@@ -46,10 +48,12 @@ Contracted and list cost (METHOD §1's list and contracted bases; :mod:`connecto
 Other columns
     ChargeCategory ← ChargeType (Usage, Purchase, Refund, Tax, Credit, Adjustment as named;
     UnusedReservation / UnusedSavingsPlan → Usage with CommitmentDiscountStatus "Unused";
-    RoundingAdjustment → Adjustment; any other value is an InputError). Refund lines get ChargeClass
-    "Correction". ChargePeriodStart ← Date (MM/DD/YYYY with or without leading zeros, YYYY-MM-DD, or
-    ISO 8601; UTC), end = start + 1 day (cost details are daily). ServiceName ← MeterCategory (else
-    ServiceName / ConsumedService); ChargeDescription ← "MeterName - MeterSubCategory".
+    RoundingAdjustment → Adjustment; any other value is an InputError), except a commitment refund
+    (a Refund naming a reservation or savings plan: a return or exchange), which is Purchase, the
+    negative of the purchase it reverses. Refund lines get ChargeClass "Correction".
+    ChargePeriodStart ← Date (MM/DD/YYYY with or without leading zeros, YYYY-MM-DD, or ISO 8601; UTC),
+    end = start + 1 day (cost details are daily). ServiceName ← MeterCategory (else ServiceName /
+    ConsumedService); ChargeDescription ← "MeterName - MeterSubCategory".
     PricingUnit / ConsumedUnit ← UnitOfMeasure through ``data/azure_pricing_units.csv`` (the FinOps
     toolkit's table): the export's Quantity and prices are per block of PricingBlockSize units (on
     the EA samples, "10K" quantities × 10 000 are whole operation counts), so PricingQuantity =
@@ -409,9 +413,13 @@ def mapped_sql(view: str, source: str) -> list[str]:
 
 
 def charge_category_sql() -> str:
-    """SQL: ChargeType → FOCUS ChargeCategory (values checked already)."""
+    """SQL: ChargeType → FOCUS ChargeCategory (values checked already). A commitment refund (a
+    reservation returned or exchanged) is the negative of a purchase: ChargeCategory Purchase, as
+    FOCUS has no Refund category and a correction keeps the category of the charge it corrects, so
+    the audit treats it as the purchase it reverses (contracted basis 0, a commitment step of the
+    bridge, spread onto the lines of the commitment it names)."""
     cases = " ".join(f"WHEN {quote_text(k)} THEN {quote_text(v)}" for k, v in CHARGE_TYPES.items())
-    return f"CASE ct {cases} END"
+    return f"CASE WHEN commitment_charge AND ct = 'refund' THEN 'Purchase' ELSE CASE ct {cases} END END"
 
 
 def commitment_id_sql() -> str:

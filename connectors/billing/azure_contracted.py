@@ -14,7 +14,9 @@ retail one). Per line, by ChargeType (``x_ContractedCostSource`` says which rule
   0, not a contracted price), so the contracted basis names those rows.
 * UnusedReservation / UnusedSavingsPlan: 0, as FOCUS and the CUR connector give an unused commitment
   on the pre-commitment bases (no usage is priced; the unused share shows on the effective basis).
-* Refund: the line's cost (a correction, which FOCUS lets differ from price × quantity).
+* Refund: the line's cost (a correction, which FOCUS lets differ from price × quantity). A
+  commitment refund's cost is −UnitPrice × Quantity, the negative of a purchase's contracted cost;
+  it is read as a purchase (ChargeCategory Purchase), which the contracted basis counts 0.
 * Tax, Credit, Adjustment, RoundingAdjustment: the line's cost (FOCUS: = BilledCost when unpriced).
 * No UnitPrice column at all: null on every line, so ``cost_basis = "contracted"`` fails with the
   basis-missing-column error naming the file, ContractedCost and the rows.
@@ -37,6 +39,7 @@ SOURCES = {
     "product": "UnitPrice × Quantity",
     "unused": "unused commitment: no usage priced, 0",
     "refund": "refund: the line's cost (a correction)",
+    "commitment_refund": "commitment refund: the line's cost, the negative of a purchase (0 on the contracted basis)",
     "unpriced": "tax, credit or adjustment: the line's cost",
     "no_price": "no UnitPrice on the line: the line's cost",
     "no_quantity": "no Quantity on the line: the line's cost",
@@ -49,7 +52,8 @@ SOURCES = {
 def rule_sql() -> str:
     """SQL over view ``az``: which rule of :data:`SOURCES` gives each line's ContractedCost."""
     zero = "TRY_CAST({} AS DOUBLE) = 0"  # a zero test only: a DOUBLE cannot change an amount
-    return ("CASE WHEN unused THEN 'unused' WHEN ct = 'refund' THEN 'refund' "
+    return ("CASE WHEN unused THEN 'unused' WHEN ct = 'refund' AND commitment_charge THEN 'commitment_refund' "
+            "WHEN ct = 'refund' THEN 'refund' "
             "WHEN ct NOT IN ('usage', 'purchase') THEN 'unpriced' "
             "WHEN unit_price IS NULL AND covered THEN 'covered_no_price' "
             "WHEN unit_price IS NULL THEN 'no_price' "

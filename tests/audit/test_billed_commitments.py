@@ -271,3 +271,48 @@ def test_purchases_outside_the_window_are_named_as_the_nearest(aks, tmp_path):
     assert found["message"].endswith(
         "on the effective basis. The data does hold 2 purchase row(s) of these commitment(s) outside the window: "
         "ea_actual.csv:16 (2026-09-15, 1415.81 USD billed), ea_actual.csv:17 (2026-09-15, 211.56 USD billed)")
+
+
+def with_a100_refund(rows: list[dict]) -> list[dict]:
+    """The rows and a refund of 100 naming the A100 reservation (returned or exchanged), as EA writes it."""
+    template = next(r for r in rows if r["benefitId"] == A100 and r["ChargeType"] == "Usage")
+    refund = {k: template[k] if k in PURCHASE_KEEPS else "" for k in template}
+    refund.update(Quantity="1", Cost="-100", EffectivePrice="100", UnitPrice="100", ChargeType="Refund",
+                  Frequency="OneTime", PricingModel="Reservation", PayGPrice="0", ConsumedService="Microsoft.Capacity",
+                  ReservationId=A100.rsplit("/", 1)[1], benefitId=A100)
+    return rows + [refund]
+
+
+def test_a_commitment_refund_moves_onto_the_reservation_it_names(aks, tmp_path):
+    """The ActualCost export with a refund of 100 naming the A100 reservation, on the billed basis: a
+    negative purchase, it moves onto the A100 reservation's usage (embed's GPUs) as the A100 purchase
+    does, and sits in the bridge's commitment purchases (1415.808 + 211.5648 − 100)."""
+    document = audit_document(variant(aks, tmp_path / "case", with_a100_refund(actual_rows(aks)), "ea_actual.csv",
+                                      "actual"))
+    assert document["bridge"]["commitment_purchases"] == "1527.37"
+    assert document["bridge"]["other_billed_to_effective"] == "0.00"
+    assert next(c["net"] for c in document["classes"] if c["class"] == "gpu_compute") == "3887.05"  # 3987.05 − 100
+    parts = {p["id"]: p["amount"] for b in document["buckets"].values() for p in b.get("parts", ())}
+    # embed's A100s and the free A100 (unallocated), without the refund 77.69, 63.36 and 586.70: a third
+    # of the −100 on each of the reservation's 3 lines; chat's H100s as without it
+    assert [parts[k] for k in ("platform_overhead.idle_not_separated/embed", "unattributed.no_kernel_profile/embed",
+                               "platform_overhead.unallocated/-")] == ["40.97", "33.41", "553.37"]
+    assert document["services"]["chat"]["by_bucket"] == {
+        "model_compute": "1368.78", "serving_path": "127.55", "platform_overhead": "1209.92"}
+    assert document["fit"] == []
+
+
+def test_a_commitment_refund_is_no_part_of_the_contracted_basis(aks, tmp_path):
+    """The AmortizedCost export with the same refund, on the contracted basis: the total is the usage at
+    UnitPrice × Quantity, as without the refund. Before: 4931.29, the refund inside the contracted total."""
+    with open(aks / "billing" / AMORTIZED, encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    variant(aks, tmp_path / "case", with_a100_refund(rows), "ea_amortized_refund.csv", "amortized")
+    case = (tmp_path / "case" / "case.toml").read_text(encoding="utf-8")
+    (tmp_path / "case" / "case.toml").write_text(case.replace('cost_basis = "billed"', 'cost_basis = "contracted"'),
+                                                 encoding="utf-8")
+    document = audit_document(tmp_path / "case")
+    # 5031.295524625 = Σ UnitPrice × Quantity of the in-scope usage rows (the total rounded with the lines
+    # outside the scope, by largest remainder); the refund is the amortised export's one commitment transaction
+    assert (document["total"], document["bridge"]["contracted"], document["bridge"]["commitment_purchases"]) == (
+        "5031.29", "5031.29", "-100.00")

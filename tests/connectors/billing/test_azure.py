@@ -483,3 +483,37 @@ def test_an_actual_export_on_the_effective_basis_names_the_purchase_it_cannot_am
     assert doc["notes"][1].startswith(f"Commitment amortisation not measured: {named}")
     assert "(Azure: the AmortizedCost export)" in doc["notes"][1]
     assert not any("FOCUS" in note for note in doc["notes"])
+
+
+def test_a_commitment_refund_spreads_onto_the_reservation_it_names_not_onto_the_purchase(tmp_path):
+    """ActualCost on the billed basis: a reservation purchase (order O, 3.25) and a refund of −1 naming
+    reservation r-2 under O. The refund is the negative of a purchase: it moves onto r-2's usage alone,
+    and the order's purchase moves onto r-1 and r-2, not onto the refund line (which lies under O).
+    Before: the refund was a credit netted into other charges, r-2 carried 0.8125."""
+    from audit.adjust import spread
+
+    order = "/providers/Microsoft.Capacity/reservationOrders/49ed0e4d-8e0c-4f1f-af2c-67c865056615"
+    covered = {2: ("r-1", "0.10", "3"), 3: ("r-2", "0.10", "1")}  # row → reservation, PayGPrice, Quantity
+
+    def change(i, record):
+        if i in covered:
+            reservation, price, quantity = covered[i]
+            record.update(ChargeType="Usage", PricingModel="Reservation", Cost="0", EffectivePrice="0",
+                          PayGPrice=price, Quantity=quantity, UnitOfMeasure="1 Hour", ReservationId=reservation,
+                          benefitId=f"{order}/reservations/{reservation}")
+        if i == 4:
+            record.update(ChargeType="Refund", PricingModel="Reservation", Cost="-1", UnitPrice="1", Quantity="1",
+                          EffectivePrice="1", PayGPrice="0", ReservationId="r-2", benefitId=f"{order}/reservations/r-2")
+        return record
+
+    lines = read(rewrite(ACTUAL, tmp_path / "actual.csv", change)).tables["lines"]
+    refund = lines[lines["row"] == 4].iloc[0]
+    assert (refund["charge_category"], refund["charge_class"]) == ("Purchase", "Correction")
+    assert (refund["billed_cost"], refund["effective_cost"]) == (Decimal("-1"), Decimal("0"))
+    charges, leftovers = spread(lines, "billed")
+    assert not leftovers
+    assert "Purchase" not in set(charges["charge_category"])  # both moved onto their usage
+    moved = charges[charges["commitment"] != 0]
+    assert list(moved["commitment_discount_id"]) == [f"{order}/reservations/r-1", f"{order}/reservations/r-2"]
+    assert list(moved["commitment"]) == [Decimal("2.4375"), Decimal("-0.1875")]  # r-2: 0.8125 − 1
+    assert sum(charges["net"]) == sum(lines["billed_cost"])  # nothing lost, nothing added

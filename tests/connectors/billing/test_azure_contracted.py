@@ -205,3 +205,34 @@ def test_azure_case_audited_on_the_contracted_basis(tmp_path):
     assert doc["total"] == "2602.47"
     assert (doc["bridge"]["list"], doc["bridge"]["billed"], doc["bridge"]["effective"]) == (
         "2655.20", "644.29", "2564.29")
+
+
+def test_a_commitment_refund_is_a_negative_purchase_on_every_basis(tmp_path):
+    """The MCA export with a reservation bought (25000) and another refunded (−5000, exchanged): the
+    refund is ChargeCategory Purchase (a correction), no part of the contracted total and a part of the
+    commitment purchases step. Before: contracted −2344.8004812 (the refund inside it), commitment
+    purchases 25000, other_billed_to_effective 5000."""
+    header, records = mca_records()
+    reserved = records[0]
+    bought = "/providers/Microsoft.Capacity/reservationOrders/ro-new/reservations/r-new"
+    commitment = dict(reserved, chargeType="Purchase", quantity="1", unitOfMeasure="1 Hour", effectivePrice="25000",
+                      unitPrice="25000", PayGPrice="", paygCostInBillingCurrency="", ResourceId="", additionalInfo="",
+                      tags="")
+    extra = [dict(commitment, costInBillingCurrency="25000", benefitId=bought, reservationId="r-new"),
+             dict(commitment, chargeType="Refund", costInBillingCurrency="-5000", unitPrice="5000",
+                  effectivePrice="5000")]  # names the fixture's reservation
+    lines = read(write(tmp_path / "exchange.csv", header, records + extra)).tables["lines"]
+    refund = by_row(lines)[8]
+    assert (refund["charge_category"], refund["charge_class"]) == ("Purchase", "Correction")
+    assert (refund["billed_cost"], refund["effective_cost"], refund["contracted_cost"]) == (
+        Decimal("-5000"), Decimal("0"), Decimal("-5000"))
+    assert source(refund).startswith("commitment refund")
+    assert basis_amount(lines, "contracted")[refund.name] == 0
+    found = {s.key: s.amount for s in bridge(lines).steps}
+    # 1958.184 + 652.728 + 0 (unused) + 0.0000188 + 43.2 + 1.0875, every usage line at UnitPrice × Quantity
+    assert found["contracted"] == Decimal("2655.1995188")
+    assert found["commitment_purchases"] == Decimal("20000")  # 25000 − 5000
+    assert found["billed"] == Decimal("20697.0155188")  # 652.728 + 0.0000188 + 43.2 + 1.0875 + 20000
+    assert found["purchases_amortised"] == Decimal("-20000")
+    assert found["other_contracted_to_billed"] == found["other_billed_to_effective"] == 0
+    assert found["effective"] == Decimal("2617.0155188")  # 1440 + 652.728 + 480 + 0.0000188 + 43.2 + 1.0875
