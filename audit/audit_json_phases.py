@@ -8,7 +8,8 @@ so that prefill + decode = the service's cost), ``share`` (decimal-string fracti
 ``cost_per_1m_prompt_tokens`` = prefill service cost × 10⁶ / prompt tokens and
 ``cost_per_1m_generated_tokens`` = decode service cost × 10⁶ / generated tokens, to 6 places
 (METHOD §4). ``also`` lists the other sources that measured the split (their prefill share), for
-comparison. Where nothing measures both phases every figure is null and ``reason`` says why.
+comparison. Where nothing measures both phases every figure is null and ``reason`` says why; where
+the timers of some pod-intervals time one phase only, ``reason`` names them (left out of the split).
 """
 from __future__ import annotations
 
@@ -76,5 +77,5 @@ def phases_entry(result, uc, held: ServiceCents) -> dict[str, Any]:
         "cost_per_1m_prompt_tokens": _per_million(prefill_whole, prompt),
         "cost_per_1m_generated_tokens": _per_million(whole - prefill_whole, generated),
         "also": [{"source": m.source, "prefill_share": share(m.prefill, m.prefill + m.decode)} for m in split.others],
-        "reason": "; ".join(reasons) or None,
+        "reason": "; ".join([used.note, *reasons] if used.note else reasons) or None,
     }

@@ -7,7 +7,9 @@ prefill + decode time, from
 1. its kernel profile, where the profile tells prefill from decode steps and holds both
    (connectors.profiles.phases: phase annotations, else attention shapes and kernels): kernel time,
    the quantity ``model_compute.kernel_active`` measures;
-2. else the servers' phase timers over the window, summed over the service's pods: vLLM
+2. else the servers' phase timers over the window, summed over the service's pod-intervals that time
+   both phases (a pod-interval timing one phase only would weigh that phase with time the other
+   phase never measured: it is left out and named, :func:`one_phase`): vLLM
    ``vllm:request_prefill_time_seconds_sum`` and ``vllm:request_decode_time_seconds_sum`` (decode
    falls back to ``vllm:time_per_output_token_seconds_sum`` or ``vllm:inter_token_latency_seconds_sum``,
    one observation per generated token after the first: their sum is decode time), TGI
@@ -29,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from audit.misfit import listing
 from audit.money import ZERO
 from audit.services import service_of
 from connectors.profiles.phases import PhaseSplit, split_phases
@@ -57,6 +60,8 @@ class Measured:
     prefill: Decimal
     decode: Decimal
     source: str
+    note: str | None = None      # the pod-intervals left out: they time one phase only (rule 5)
+    one_phase: tuple[str, ...] = ()  # the pods with such pod-intervals, by name
 
     @property
     def share(self) -> Decimal:
@@ -75,7 +80,7 @@ class Split:
     others: tuple[Measured, ...] = ()
 
 
-def _rows_of(table: pd.DataFrame, services: Mapping[str, Any]) -> pd.DataFrame:
+def service_rows(table: pd.DataFrame, services: Mapping[str, Any]) -> pd.DataFrame:
     """The table's rows with the declared service their pod labels match (``service`` column)."""
     if table is None or table.empty:
         return pd.DataFrame(columns=[*(table.columns if table is not None else []), "service"])
@@ -97,7 +102,7 @@ def _total(rows: pd.DataFrame, column: str) -> float:
 def serving_total(serving: pd.DataFrame, services: Mapping[str, Any], service: str, column: str,
                   family: str | None = None) -> float:
     """Sum of a serving-stats column over the service's pods (NaN where no row measures it)."""
-    rows = _rows_of(serving, services)
+    rows = service_rows(serving, services)
     rows = rows.loc[rows["service"] == service]
     if family is not None and "family" in rows:
         rows = rows.loc[rows["family"] == family]
@@ -105,23 +110,54 @@ def serving_total(serving: pd.DataFrame, services: Mapping[str, Any], service: s
 
 
 def timer_split(rows: pd.DataFrame, service: str) -> Measured | str:
-    """The service's phase timers over the window, or why they measure no split."""
+    """The service's phase timers over its pod-intervals that time both phases, or why they measure
+    no split."""
     for family in ("vllm", "tgi"):
         mine = rows.loc[rows["family"] == family] if "family" in rows else rows.iloc[0:0]
         prefill = _total(mine, "prefill_seconds")
         if not math.isfinite(prefill):
             continue
+        apart = False
         for key, (column, name) in DECODE_TIMERS.items():
             if not key.startswith(family):
                 continue
-            decode = _total(mine, column)
-            if math.isfinite(decode) and prefill > 0 and decode > 0:
-                return Measured(_dec(prefill), _dec(decode),
+            both = mine.loc[mine["prefill_seconds"].notna() & mine[column].notna()] if column in mine else mine.iloc[0:0]
+            timed, decode = _total(both, "prefill_seconds"), _total(both, column)
+            apart = apart or math.isfinite(_total(mine, column))
+            if math.isfinite(decode) and timed > 0 and decode > 0:
+                note, pods = one_phase(mine, column, PREFILL_TIMERS[family], name)
+                return Measured(_dec(timed), _dec(decode),
                                 f"{PREFILL_TIMERS[family]} and {name} over the window "
-                                f"({measured_by(mine, ['prefill_seconds', column])})")
+                                f"({measured_by(both, ['prefill_seconds', column])})", note, pods)
+        if apart:
+            return f"{service}: its phase timers time prefill and decode on no common pod and interval"
         return (f"{service}: its phase timers measure {prefill:g} s of prefill and no decode time"
                 if prefill > 0 else f"{service}: its phase timers measure no prefill time")
     return f"{service}: {NO_TIMERS}"
+
+
+def one_phase(rows: pd.DataFrame, column: str, prefill_name: str, decode_name: str) -> tuple[str | None, tuple[str, ...]]:
+    """The words naming the pod-intervals of ``rows`` that time one phase only (prefill without the
+    decode timer ``column``, or the reverse), left out of the split, with the pods that time both
+    beside them; and those one-phase pods (None, () where every pod-interval times both or neither)."""
+    has_prefill, has_decode = rows["prefill_seconds"].notna(), rows[column].notna()
+    clauses, pods = [], []
+    for only, timer, missing, seconds in ((has_prefill & ~has_decode, prefill_name, decode_name, "prefill_seconds"),
+                                          (has_decode & ~has_prefill, decode_name, prefill_name, column)):
+        left = rows.loc[only]
+        if not len(left):
+            continue
+        per_pod = left.groupby("pod", sort=True).size()
+        pods.extend(str(p) for p in per_pod.index)
+        clauses.append(f"{len(left)} pod-intervals of {len(per_pod)} pod(s) time {timer} without {missing} "
+                       f"({float(left[seconds].sum()):g} s left out): "
+                       + listing([f"{p} ({n})" for p, n in per_pod.items()]))
+    if not clauses:
+        return None, ()
+    both = rows.loc[has_prefill & has_decode, "pod"].astype(str)
+    return ("phase split over the pod-intervals that time both phases only; " + "; ".join(clauses)
+            + f"; the split stands on {len(both)} pod-intervals of {both.nunique()} pod(s): "
+            + listing(sorted(set(both))), tuple(pods))
 
 
 def measured_by(rows: pd.DataFrame, columns: list[str]) -> str:
@@ -180,7 +216,7 @@ def service_split(service: str, serving: pd.DataFrame, services: Mapping[str, An
         reasons.append(f"{service}: profile {profile.name}: {phases.reason()}")
     elif profile is None:
         reasons.append(f"{service}: no kernel profile")
-    rows = _rows_of(serving, services)
+    rows = service_rows(serving, services)
     timers = timer_split(rows.loc[rows["service"] == service], service)
     if isinstance(timers, Measured):
         found.append(timers)
@@ -195,7 +231,7 @@ def hit_rate(serving: pd.DataFrame, services: Mapping[str, Any], service: str) -
     """The measured prefix-cache hit rate h0 of the service over the window, or why it is not measured:
     vLLM V1 ``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries`` (tokens), else the mean of V0's
     ``vllm:gpu_prefix_cache_hit_rate`` gauge."""
-    rows = _rows_of(serving, services)
+    rows = service_rows(serving, services)
     rows = rows.loc[rows["service"] == service]
     queries, hits = _total(rows, "prefix_queries"), _total(rows, "prefix_hits")
     if math.isfinite(queries) and queries > 0 and math.isfinite(hits):
@@ -212,7 +248,7 @@ def generated_distribution(histograms: pd.DataFrame, services: Mapping[str, Any]
                            service: str) -> tuple[np.ndarray, np.ndarray, str] | str:
     """(bucket upper edges, requests per bucket, source) of the service's generated tokens per request,
     from the servers' histograms over the window, or why there is none."""
-    rows = _rows_of(histograms, services)
+    rows = service_rows(histograms, services)
     rows = rows.loc[rows["service"] == service] if len(rows) else rows
     for family, name in GENERATION_HISTOGRAMS.items():
         mine = rows.loc[rows["family"] == family] if len(rows) else rows

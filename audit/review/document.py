@@ -3,7 +3,9 @@ side, coverage, the lines that appeared or vanished and the realised savings (do
 
 The headline is the last pair. A pair whose audits differ in method version, cost basis, scope or
 currency gets no bridge (``bridge`` null, effects null) and says why in ``reasons``; the top-level
-``comparable`` and ``reasons`` are the last pair's, with every other pair's reasons after them.
+``comparable`` and ``reasons`` are the last pair's, with every other pair's reasons after them; the
+top-level ``notes`` carry each pair's ``notes`` (what the effects read differently: a component with
+a cost but no quantity read as currency, audit/review/effects.py).
 """
 from __future__ import annotations
 
@@ -55,10 +57,11 @@ def pair(i: int, earlier: Audit, j: int, later: Audit) -> dict:
     """One consecutive pair: bridge (or the reasons there is none) and what is shown beside it."""
     why = reasons(earlier, later)
     same_currency = earlier.get("currency") == later.get("currency")
+    splits = {}
     if why:
         bridge, services = None, side_by_side(earlier, later, why[0])
     else:
-        bridge, services, _ = pair_bridge(earlier, later)
+        bridge, services, splits = pair_bridge(earlier, later)
     if not same_currency:
         for row in services:
             row["change"] = None
@@ -66,13 +69,17 @@ def pair(i: int, earlier: Audit, j: int, later: Audit) -> dict:
             "buckets": bucket_rows(earlier, later, compare=same_currency), "coverage": coverage(earlier, later),
             "lines": changed_lines(earlier, later) if same_currency else
             {"threshold": None, "appeared": [], "vanished": [], "note": "not compared: the currencies differ"},
-            "realised": realised(earlier, later, why)}
+            "realised": realised(earlier, later, why),
+            "notes": [f"{name}: {note}" for name, found in splits.items() for note in found.notes]}
 
 
 def notes(audits: Sequence[Audit], pairs: list[dict]) -> list[str]:
+    """The review's notes: how the bridge reads, then each pair's own (a component read as currency),
+    prefixed by its audits where there are several pairs."""
     out = ["Each bridge runs from the earlier total to the later one; per service the change splits exactly into "
            "volume, price, efficiency and overhead (METHOD §10), rounded once by largest remainder to the change "
            "of the rounded figures."]
     if len(pairs) > 1:
         out.append(f"{len(audits)} audits: each consecutive pair is compared; the headline is the last pair.")
-    return out
+    return out + [f"audits {p['from'] + 1} → {p['to'] + 1}: {n}" if len(pairs) > 1 else n
+                  for p in pairs for n in p["notes"]]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from audit.case import Service
 from audit.mismatches import _keys_in, pods_of
 from audit.normalise import _traffic
-from audit.phases import _rows_of
+from audit.phases import service_rows
 from audit.services import service_of
 from audit.unit_costs import traffic_by_service
 from connectors.telemetry.promquery import long_frame, series_id
@@ -73,7 +73,7 @@ def test_pods_gives_what_the_row_loop_gave(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_rows_of_matches_each_row_as_before(seed):
     frame = _table(seed)
-    got = _rows_of(frame, SERVICES)
+    got = service_rows(frame, SERVICES)
     names = [service_of({"namespace": str(ns), "pod": str(pod), "model_name": str(model), "container": ""},
                         SERVICES, {}) for ns, pod, model in frame[["namespace", "pod", "model_name"]].to_numpy(object)]
     expected = frame.assign(service=names)

@@ -164,6 +164,33 @@ def test_resnet_without_workers_waits_for_input_bert_is_launch_bound():
     assert max(bert, key=bert.get) == "launch_bound" and bert["launch_bound"] + bert["host_compute"] > 0.85 * sum(bert.values())
 
 
+IDLE_TABLE = "| trace | idle ms | sync drain | host compute | launch-bound | input wait | copy-bound | GPU-side | untraced |"
+IDLE_ORDER = ("sync_drain", "host_compute", "launch_bound", "input_wait", "copy_bound", "gpu_side", "untraced")
+
+
+def idle_row(relative: str) -> str:
+    """The row of docs/trace.md's idle-class table for one shared trace, from its idle by class."""
+    found = idle_by_category(view_of(str(TRACES / relative)))
+    total = sum(found.values())
+    ms = total / 1000
+    label = relative.replace(".pt.trace.json.gz", "").replace(".json.gz", "")
+    shares = " | ".join(f"{100 * found[k] / total:.1f}" for k in IDLE_ORDER)
+    return f"| `{label}` | {f'{ms:,.1f}' if ms >= 1 else f'{ms:.2f}'} | {shares} |"
+
+
+def test_the_documented_idle_classes_are_the_traces_own():
+    """docs/trace.md's "idle ms; shares of it" table: every row has the header's 9 cells (before: the
+    HTA-comparison rows, 11 cells of window and idle %, stood under it) and the small traces' rows
+    are what the analysis gives."""
+    lines = (ROOT / "docs" / "trace.md").read_text().splitlines()
+    start = lines.index(IDLE_TABLE) + 2
+    rows = lines[start:start + next(i for i, line in enumerate(lines[start:]) if not line.startswith("|"))]
+    assert len(rows) == 15 and all(row.count("|") == IDLE_TABLE.count("|") for row in rows)
+    for relative in ("tracelens/h100_bert-small-uncased.json.gz", "tracelens/h100_qwen1.5-0.5b-chat.json.gz",
+                     "tracelens/mi300x_vllm_decode_cudagraph_graph_execution.json.gz"):
+        assert idle_row(relative) in rows
+
+
 # ---------------------------------------------------------------- the remove-sync-points model
 
 def test_sync_points_model_prices_the_costed_sync_and_host_idle():

@@ -286,3 +286,25 @@ def test_a_traffic_file_with_a_bad_row_is_one_input_error(metrics, tmp_path):
     with pytest.raises(TraceFileError) as raised:
         audit_collected(replace(result.case, option_overrides=overrides), result.collected)
     assert str(raised.value).startswith(f"{trace}: row 2, column GeneratedTokens: ")
+
+
+def test_pods_timing_prefill_alone_are_left_out_of_the_split_and_named(metrics):
+    """A second pod whose scrape kept the prefill timer and no decode timer (the verifier's c9901q:
+    decode over 6 of 13 pods): before, its prefill was summed against the first pod's decode alone
+    (share 0.535950 there); now the split stands on the pod-intervals that time both, the same as the
+    first pod's own, and the reason and a fit warning name the pod left out."""
+    read, _ = metrics
+    serving = read.tables["serving_stats"]
+    alone = to_dict(audited({"vllm": dict(read.tables)}))["services"]["chat"]["phases"]["prefill"]["share"]
+    other = serving.assign(pod="vllm-qwen-7d9f8-fghij", decode_seconds=float("nan"), tpot_seconds=float("nan"),
+                           itl_seconds=float("nan"))
+    document = to_dict(audited({"vllm": {**read.tables, "serving_stats": pd.concat([serving, other])}}))
+    phases = document["services"]["chat"]["phases"]
+    assert phases["prefill"]["share"] == alone
+    left = float(other["prefill_seconds"].sum())
+    words = (f"phase split over the pod-intervals that time both phases only; 12 pod-intervals of 1 pod(s) time "
+             f"vllm:request_prefill_time_seconds_sum without vllm:request_decode_time_seconds_sum ({left:g} s left "
+             "out): vllm-qwen-7d9f8-fghij (12); the split stands on 12 pod-intervals of 1 pod(s): vllm-qwen-7d9f8-abcde")
+    assert phases["reason"] == words
+    [warning] = [m for m in document["fit"] if m["kind"] == "phase_timers_one_phase"]
+    assert warning["message"] == f"service chat: {words}" and warning["nearest"] == ["vllm-qwen-7d9f8-fghij"]

@@ -208,6 +208,23 @@ def test_the_pdf_shows_the_headline_figures_on_page_one(tmp_path):
         assert figure in text, figure
 
 
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext (poppler-utils) is not installed")
+def test_the_cost_basis_is_shown_in_words_with_its_cost_column_on_page_one(tmp_path):
+    """The audits table's basis key ("effective") with its words and the export's cost column under
+    it, once for the audits that share it (before: the key alone; AuditView.basis_words unrendered),
+    and page 1 still holds the headline down to the realised saving."""
+    words = ("Cost basis effective: what the usage cost once commitments are spread over the hours they cover "
+             "(FOCUS EffectiveCost)")
+    head = review_html(review_document()).split('<section class="major">')[0]
+    assert head.count(words) == 1
+    out = tmp_path / "review"
+    render_review(review_document(), out, ["pdf"])
+    text = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(out / "review.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    flat = " ".join(text.split())
+    assert words in flat and "$2,712.48" in flat
+
+
 def test_an_unknown_format_and_a_foreign_folder_are_refused(tmp_path):
     with pytest.raises(ReportError, match="unknown review format.*'csv'"):
         render_review(review_document(), tmp_path / "a", ["html", "csv"])

@@ -49,6 +49,20 @@ def test_hand_computed_bridge_with_a_new_and_a_vanished_service():
     assert kinds["old/service"] == "service" and kinds["chat/price"] == "price" and "rounding" not in kinds
 
 
+def test_a_component_with_a_cost_and_no_quantity_is_named_in_the_notes():
+    """effects.split reads a component billed with no quantity as currency and says so; before, the
+    note was made and dropped (review.json's notes held the bridge's words alone)."""
+    later = audit("q3", {"chat": {**CHAT_Q3, "components": {**CHAT_Q3["components"],
+                                                            "gpu_busy": component("97.2", "0")}}})
+    document = two(audit("q2", {"chat": CHAT_Q2}), later)
+    note = "chat: component gpu_busy has a cost but no quantity: read as currency (no price effect)"
+    assert document["pairs"][0]["notes"] == [note]
+    assert document["notes"][1:] == [note]
+    three = review([checked(audit("q1", {"chat": CHAT_Q2}), "q1/audit.json"),
+                    checked(audit("q2", {"chat": CHAT_Q2}), "q2/audit.json"), checked(later, "q3/audit.json")])
+    assert three["notes"][2:] == [f"audits 2 → 3: {note}"]
+
+
 def test_a_service_without_requests_in_one_audit_is_one_step():
     earlier = audit("q2", {"chat": {**CHAT_Q2, "requests": None}})
     later = audit("q3", {"chat": CHAT_Q3})
