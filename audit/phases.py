@@ -141,7 +141,8 @@ def one_phase(rows: pd.DataFrame, column: str, prefill_name: str, decode_name: s
     decode timer ``column``, or the reverse), left out of the split, with the pods that time both
     beside them; and those one-phase pods (None, () where every pod-interval times both or neither)."""
     has_prefill, has_decode = rows["prefill_seconds"].notna(), rows[column].notna()
-    clauses, pods = [], []
+    clauses: list[str] = []
+    pods: list[str] = []
     for only, timer, missing, seconds in ((has_prefill & ~has_decode, prefill_name, decode_name, "prefill_seconds"),
                                           (has_decode & ~has_prefill, decode_name, prefill_name, column)):
         left = rows.loc[only]

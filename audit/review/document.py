@@ -17,6 +17,7 @@ from audit.money import cents, fmt
 from audit.review.bridge import pair_bridge, side_by_side
 from audit.review.buckets import bucket_rows
 from audit.review.comparable import coverage, coverage_share, method_of, reasons
+from audit.review.effects import Split
 from audit.review.lines import changed_lines
 from audit.review.load import Audit
 from audit.review.realised import realised
@@ -57,7 +58,7 @@ def pair(i: int, earlier: Audit, j: int, later: Audit) -> dict:
     """One consecutive pair: bridge (or the reasons there is none) and what is shown beside it."""
     why = reasons(earlier, later)
     same_currency = earlier.get("currency") == later.get("currency")
-    splits = {}
+    splits: dict[str, Split] = {}
     if why:
         bridge, services = None, side_by_side(earlier, later, why[0])
     else:
