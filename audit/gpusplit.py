@@ -19,7 +19,6 @@ period's intervals, a resource's key, and what telemetry says of a node's GPUs i
 """
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
 from decimal import Decimal
 from typing import Container, Mapping
@@ -31,6 +30,7 @@ from audit.gpu_index import index_activity, index_labelled, index_requests, inde
 from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, taken_in_turn, walk_named
 from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpu_timeless import no_gpu_time
+from audit.gpu_turns import line_turns
 from audit.gpumig import MigLedger, asked_profile, mig_groups, whole_gpu_units
 from audit.gpuunits import (
     UnitIds,
@@ -168,17 +168,15 @@ class GpuSplitter:
         self.misfits += no_gpu_time(self.groups, plan, lines, self.coverage, self.case.currency)
 
     def _placed(self, plan: LinePlan, lines: GpuLines) -> list[list[str]]:
-        """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`), each resource
-        key's coverage made at its first line."""
+        """Each line's nodes (its resource's, taken in turn: :func:`taken_in_turn`, the turn of
+        :func:`line_turns`), each resource key's coverage made at its first line."""
         node_lists: dict = {}
-        turns: Counter = Counter()
         out = []
-        for resource, key, period, fact, text, kind in zip(plan.resources, plan.keys, lines.period, plan.fact,
-                                                          lines["charge_description"], lines["machine"]):
+        for resource, key, fact, turn, kind in zip(plan.resources, plan.keys, plan.fact, self._turns(plan, lines),
+                                                  lines["machine"]):
             instances = plan.facts.facts[fact][1]
             known = self.nodes_of_resource.get(resource, ())
-            turn = turns[(resource, period, text)] if 0 < instances < len(known) else 0
-            turns[(resource, period, text)] += 1
+            turn = turn if 0 < instances < len(known) else 0
             nodes = node_lists.get((resource, instances, turn))
             if nodes is None:
                 nodes = node_lists[(resource, instances, turn)] = taken_in_turn(known, instances, turn)
@@ -186,6 +184,10 @@ class GpuSplitter:
                 self.coverage[key] = self._cover(resource, known, nodes, kind)
             out.append(nodes)
         return out
+
+    def _turns(self, plan: LinePlan, lines: GpuLines) -> list[int]:
+        """Each line's turn among its resource's lines of its period and meter (:func:`line_turns`)."""
+        return line_turns(plan, lines["charge_description"], self.nodes_of_resource, self.presence.seen)
 
     def _full(self, plan: LinePlan, rows: list) -> None:
         """The full intervals of the stacked keys' summed ``rows`` (an interval holds its seconds,
@@ -220,7 +222,7 @@ class GpuSplitter:
         meters: dict = {}
         rows = {"ord": range(lines.size), "rkey": plan.keys, "resource": plan.resources, "period": lines.period,
                 "meter": [meters.setdefault(text, len(meters)) for text in lines["charge_description"]],
-                "fact": plan.fact, "kind": lines["machine"],
+                "turn": self._turns(plan, lines), "fact": plan.fact, "kind": lines["machine"],
                 "parts": [bool(plan.grids[p][1]) for p in lines.period],
                 "net": lines["net"], "gross": lines["pretax"], "priced": lines["priced"],
                 "committed": lines["committed"]}

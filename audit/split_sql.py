@@ -6,9 +6,10 @@ sqlglot for DuckDB, BigQuery and Trino (Athena): :func:`render`. What the engine
 
 * its GPU count: its own (its fact's), else its resource key's (the largest any of the key's
   lines gives: a GCP core / RAM part line's, a line of no instance type);
-* its turn among the lines of its resource, period and meter, and the nodes its instances cover
-  (a scale set billed one row per VM takes the resource's nodes in turn, as
-  :func:`audit.gpu_lines.taken_in_turn` does);
+* the nodes its instances cover, by its turn among the lines of its resource, period and meter
+  (a scale set billed one row per VM, the VM not named, takes the resource's nodes in turn, as
+  :func:`audit.gpu_lines.taken_in_turn` does; the turn, which pairs such rows with the VMs whose
+  seen hours match their billed hours best, is worked out on our side: :mod:`audit.gpu_turns`);
 * per (resource key, node, billing period, GPU count, time code, instances) the sums of its
   net, gross, priced and committed money (the net of lines a commitment discount bills) and the
   number of (line, node) placements: :data:`SUMS`.
@@ -41,14 +42,13 @@ DIALECTS = ("duckdb", "bigquery", "trino")
 TABLES = ("split_lines", "split_facts", "split_nodes", "split_seq")
 MONEY = ("net", "gross", "priced", "committed")
 
-# Every line with its facts, its GPU count (its own, else its key's), its key's, and its turn among
-# its resource's lines of the same period and meter; then each (line, node) placement.
+# Every line with its facts, its GPU count (its own, else its key's) and its key's; then each
+# (line, node) placement, by the line's turn (worked out on our side: audit/gpu_turns.py).
 _PLACED = """
 WITH keyed AS (
   SELECT l.*, f.instances, f.time_code,
     CASE WHEN f.gpus > 0 THEN f.gpus ELSE MAX(f.gpus) OVER (PARTITION BY l.rkey) END AS gpus,
-    MAX(f.gpus) OVER (PARTITION BY l.rkey) AS key_gpus,
-    ROW_NUMBER() OVER (PARTITION BY l.resource, l.period, l.meter ORDER BY l.ord) - 1 AS turn
+    MAX(f.gpus) OVER (PARTITION BY l.rkey) AS key_gpus
   FROM split_lines AS l JOIN split_facts AS f ON f.fact = l.fact
 ), known AS (
   SELECT resource, MAX(known) AS known FROM split_nodes GROUP BY resource
@@ -100,14 +100,14 @@ class Tables:
 
 def tables(line_rows: Mapping[str, Sequence], facts: pd.DataFrame, nodes_of_resource: Mapping[str, Sequence[str]]) -> Tables:
     """The stand-in tables: ``line_rows`` holds each line's ord, rkey, resource, period, meter,
-    fact, kind, parts (whether its period bills time in the window) and money (Decimals);
+    turn, fact, kind, parts (whether its period bills time in the window) and money (Decimals);
     ``facts`` (fact, gpus, instances, time_code) is ready; the known nodes come from telemetry."""
     money = [list(line_rows[m]) for m in MONEY]
     scale = scale_of(money)
     split = [limbs(values, scale) for values in money]
     count = max(len(columns) for columns in split)
-    lines = pd.DataFrame({k: line_rows[k] for k in ("ord", "rkey", "resource", "period", "meter", "fact", "kind",
-                                                  "parts")})
+    lines = pd.DataFrame({k: line_rows[k] for k in ("ord", "rkey", "resource", "period", "meter", "turn", "fact",
+                                                  "kind", "parts")})
     for name, columns in zip(MONEY, split):
         for j in range(count):
             lines[f"{name}_{j}"] = columns[j] if j < len(columns) else np.zeros(len(lines), dtype=np.int64)

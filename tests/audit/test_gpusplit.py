@@ -844,3 +844,31 @@ def test_a_line_of_part_of_its_day_on_a_node_never_seen_keeps_the_even_spread():
     unseen = [g for (holder, _), g in splitter.groups.items() if holder == NOT_IN_TELEMETRY]
     assert len(unseen) == 24
     assert {(g.paid, g.paid_seconds, frozenset(g.placed)) for g in unseen} == {(Decimal("49.16"), 8 * 1800, frozenset())}
+
+
+def test_rows_naming_no_vm_go_to_the_nodes_whose_seen_hours_match_their_billed_hours():
+    """A scale set's two daily rows name no VM; the first bills 8 h (its VM scaled in at 08:00), the
+    second 24 h; DCGM sees vm-0 all day (chat's pod) and vm-1 until 08:00 (idle). Before: taken in
+    file order, the 8 h row went to vm-0 and the 24 h one to vm-1: 64 + 64 of 256 GPU-hours
+    observed, 128 GPU-hours (16 h of vm-1 × 8 GPUs, 1573.12) on GPU-intervals with no sample. Now
+    the 8 h row is paired with vm-1 (seen 8 h), the 24 h one with vm-0: 256 of 256 observed, no
+    interval without a sample, and vm-1's 786.56 unallocated in hours 0-7."""
+    splitter = split(_day_rows(8, 24), _idle("vm-0", range(24), "chat-0") + _idle("vm-1", range(8)),
+                     {VMSS: ("vm-0", "vm-1")})
+    cover = splitter.coverage[VMSS]
+    assert (cover.paid_seconds / 3600, cover.observed_seconds / 3600) == (256, 256)
+    assert not [g for (holder, _), g in splitter.groups.items() if holder == NO_SAMPLE]
+    idle = [g for (holder, _), g in splitter.groups.items() if holder == UNALLOCATED]
+    assert [g.ts.hour for g in idle] == list(range(8))
+    assert {(g.paid, g.paid_seconds, frozenset(g.nodes)) for g in idle} == {(Decimal("98.32"), 8 * 3600,
+                                                                             frozenset({"vm-1"}))}
+    chat = [g for (holder, _), g in splitter.groups.items() if holder == "chat"]
+    assert sum((g.paid for g in chat), Decimal(0)) == Decimal("2359.68") and {frozenset(g.nodes) for g in chat} == {frozenset({"vm-0"})}
+
+
+def test_rows_telemetry_cannot_tell_apart_keep_their_turn():
+    """Both VMs seen all day: the 8 h row keeps its turn (vm-0), the 24 h row vm-1, as before."""
+    splitter = split(_day_rows(8, 24), _idle("vm-0", range(24), "chat-0") + _idle("vm-1", range(24)),
+                     {VMSS: ("vm-0", "vm-1")})
+    chat = [g for (holder, _), g in splitter.groups.items() if holder == "chat"]
+    assert sum((g.paid for g in chat), Decimal(0)).quantize(Decimal("0.01")) == Decimal("786.56")
