@@ -49,11 +49,31 @@ def resource_key(resource_id: str) -> str:
     rid = (resource_id or "").strip()
     if rid.startswith("arn:aws:ec2:") and ":instance/" in rid:
         return rid.rsplit("/", 1)[-1]
-    if "/instances/" in rid and ("compute.googleapis.com" in rid or rid.startswith("projects/")):
+    if _gcp_instance(rid):
         return rid.rsplit("/", 1)[-1]
     if rid.lower().startswith("/subscriptions/"):
         return rid.lower()
     return rid
+
+
+def _gcp_instance(rid: str) -> bool:
+    """Whether a ResourceId is a GCP compute instance's full resource name (``…/instances/NAME``)."""
+    return "/instances/" in rid and ("compute.googleapis.com" in rid or rid.startswith("projects/"))
+
+
+AZURE_VM = re.compile(r"/subscriptions/.+/providers/microsoft\.compute/"
+                      r"(?:virtualmachines/[^/]+|virtualmachinescalesets/[^/]+(?:/virtualmachines/[^/]+)?)/?")
+
+
+def names_machine(resource_id: str) -> bool | None:
+    """Whether a ResourceId names a machine, where its form tells: True for a GCP compute instance (its
+    Core and Ram lines name no instance type) and an Azure VM, scale set or scale set VM (``AZURE_VM``); False for
+    another Azure ARM id (a NAT gateway's or a reservation's ``/providers/…``, meter names read as
+    instance types all the same); None for any other (an AWS usage type names an instance only there)."""
+    rid = (resource_id or "").strip()
+    if _gcp_instance(rid):
+        return True
+    return bool(AZURE_VM.fullmatch(rid.lower())) if rid.lower().startswith(("/subscriptions/", "/providers/")) else None
 
 
 def vm_key(provider_id: str) -> str:

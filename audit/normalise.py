@@ -136,9 +136,6 @@ def _check_currency(case: Case, lines: pd.DataFrame) -> None:
 
 def telemetry(case: Case, collected: Collected) -> Telemetry:
     """Telemetry tables, empty with the right columns where no source has them."""
-    def table(name, columns):
-        found = collected.table("telemetry", name)
-        return found if found is not None else pd.DataFrame({c: [] for c in columns})
     sources = collected.of("telemetry")
     overlaps = telemetry_overlap_errors([(f.spec.name, f.spec.where, f.tables["gpu_activity"])
                                          for f in sources if "gpu_activity" in f.tables])
@@ -146,11 +143,11 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
                                                    for f in sources if "traffic" in f.tables])
     if overlaps:
         raise InputErrors(overlaps)
-    activity = table("gpu_activity", ACTIVITY_COLUMNS)
+    activity = _table(collected, "gpu_activity", ACTIVITY_COLUMNS)
     step = case.step_seconds or (int(activity["step_seconds"].iloc[0]) if len(activity) else 3600)
-    nodes = table("node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
+    nodes = node_table(collected)
     tele = Telemetry(activity, nodes, _sourced(collected, "gpu_requests", REQUEST_COLUMNS, REQUEST_SERIES), _traffic(collected),
-                     table("queue", QUEUE_COLUMNS), step,
+                     _table(collected, "queue", QUEUE_COLUMNS), step,
                      serving=_sourced(collected, "serving_stats", SERVING_STATS_COLUMNS),
                      gpu_evidence=_sourced(collected, "gpu_evidence", EVIDENCE_COLUMNS),
                      replicas=_sourced(collected, "replicas", REPLICA_COLUMNS),
@@ -168,25 +165,53 @@ def telemetry(case: Case, collected: Collected) -> Telemetry:
     return replace(tele, label_mismatches=tuple(label_mismatches(tele) + gpu_pods_without_requests(tele, case.services)))
 
 
+def _table(collected: Collected, name: str, columns: list[str]) -> pd.DataFrame:
+    """One telemetry table over every source, empty with ``columns`` where no source has it."""
+    found = collected.table("telemetry", name)
+    return found if found is not None else pd.DataFrame({c: [] for c in columns})
+
+
+def node_table(collected: Collected) -> pd.DataFrame:
+    """The telemetry's node table: one row per node (the last a source gives)."""
+    return _table(collected, "node_info", NODE_COLUMNS).drop_duplicates("node", keep="last")
+
+
 def node_map(case: Case, tele: Telemetry, lines: pd.DataFrame | None = None) -> NodeMap:
-    """Billing resource key -> telemetry nodes: the node table's provider ids and the case's [nodes].
+    """Billing resource key -> telemetry nodes: the node table's provider ids and the case's [nodes]
+    (:func:`nodes_billed`)."""
+    return nodes_billed(tele.nodes, tele.activity["node"], case.nodes, lines)
+
+
+def collected_node_map(collected: Collected, declared: Mapping[str, str],
+                       lines: pd.DataFrame | None = None) -> NodeMap:
+    """:func:`node_map` from the source frames, as :func:`telemetry` reads their node and activity
+    tables: what ``costaudit init --from`` classifies its billing by (audit/discover/billing.py), so
+    that its GPU spend is the audit's ``gpu_compute``."""
+    return nodes_billed(node_table(collected), _table(collected, "gpu_activity", ACTIVITY_COLUMNS)["node"],
+                        declared, lines)
+
+
+def nodes_billed(nodes: pd.DataFrame, active: pd.Series, declared: Mapping[str, str],
+                 lines: pd.DataFrame | None = None) -> NodeMap:
+    """Billing resource key -> telemetry nodes: the provider ids of the node table (``nodes``) and the
+    ``[nodes]`` entries (``declared``); ``active``: the nodes of the GPU activity (``with_gpus``).
 
     A GCP line names its machine by the numeric instance id (ResourceId) and the instance name
     (ResourceName), while the scheduler's ``gce://`` provider id carries the name: the numeric key
     of such a line is joined to the node of its name (METHOD §2).
     """
     nodes_of = defaultdict(set)
-    for r in tele.nodes.itertuples(index=False):
+    for r in nodes.itertuples(index=False):
         if r.resource_id:
             nodes_of[resource_key(r.resource_id)].add(r.node)
         if vm := vm_key(r.provider_id):  # a scale set's VM, which a per-VM cost details row bills
             nodes_of[vm].add(r.node)
-    for node, resource in case.nodes.items():
+    for node, resource in declared.items():
         nodes_of[resource_key(resource)].add(node)
     for numeric, name in _named_instances(lines):
         if name in nodes_of and numeric not in nodes_of:
             nodes_of[numeric] = set(nodes_of[name])
-    seen = set(tele.activity["node"].drop_duplicates().tolist())
+    seen = set(active.drop_duplicates().tolist())
     return NodeMap({k: tuple(sorted(v)) for k, v in nodes_of.items()}, frozenset(nodes_of),
                    frozenset(r for r, nodes in nodes_of.items() if seen & set(nodes)))
 

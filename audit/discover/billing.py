@@ -1,9 +1,12 @@
 """What the billing sources ``costaudit init --from`` was given say: currencies, accounts, GPU resources.
 
 Every line is classified by the shipped rules (and the rules of a case given to ``--from``), as
-the audit and ``costaudit billing`` classify them, so that "GPU spend" here means what the audit
-will call ``gpu_compute``. Amounts are on the case's cost basis (EffectiveCost by default), summed
-as Decimal. The spends compared with one another (an account's GPU lines and its charges, the
+the audit classifies them, by the telemetry's nodes too (the pipeline's node map: a GPU machine's
+vCPU and RAM lines are ``gpu_compute`` where telemetry sees GPUs on it, though a FOCUS bill names
+no machine type), so that "GPU spend" here means what the audit will call ``gpu_compute`` (before:
+cloudgen GKE 10206's FOCUS bill, "GPU 3,815.64", its GPU meters alone, where the audit's
+gpu_compute and the native export's both are 4,414.78). Amounts are on the case's cost basis
+(EffectiveCost by default), summed as Decimal. The spends compared with one another (an account's GPU lines and its charges, the
 instances without GPUs and their tags) are of charges before credits and tax: a credit or tax line
 is in an account's ``total`` only, so that a share never sets a gross part against a net whole (before:
 cloudgen EKS 9621 with adjustments, "GPU 2,893.75 of 2,480.49", the GPU lines before their credits
@@ -15,11 +18,20 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from audit.case import Rule
+from audit.collected import Collected
 from audit.discover.read import Read
-from audit.lines import ADJUSTING_CATEGORIES, as_machine, basis_amount, gpu_hours_of, line_tags, resource_key
+from audit.lines import (
+    ADJUSTING_CATEGORIES,
+    as_machine,
+    basis_amount,
+    gpu_hours_of,
+    line_tags,
+    names_machine,
+    resource_key,
+)
 
 ZERO = Decimal(0)
 #: tag keys the provider writes itself (AWS's aws:createdBy, aws:autoscaling:groupName; a CUR's
@@ -76,16 +88,21 @@ class Billing:
     shared_tags: dict[tuple[str, str], Decimal] = field(default_factory=dict)
 
 
-def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective") -> Billing:
-    """Classify every billing line and sum what the proposals rest on."""
+def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective",
+                  declared: Mapping[str, str] | None = None) -> Billing:
+    """Classify every billing line, as the pipeline does by the telemetry's nodes and the case's
+    ``[nodes]`` (``declared``), and sum what the proposals rest on."""
     from audit.billing_summary import bundled_lines
     from audit.classify import classify  # the audit's own classification (imports pandas)
+    from audit.normalise import collected_node_map
 
+    telemetry = Collected(tuple(r.frame for r in reads if r.source.kind == "telemetry" and r.frame is not None))
     out = Billing()
     for read in reads:
         if read.source.kind != "billing" or read.frame is None or "lines" not in read.tables:
             continue
-        lines = classify(read.tables["lines"], tuple(rules), set(), set())
+        nodes = collected_node_map(telemetry, declared or {}, read.tables["lines"])
+        lines = classify(read.tables["lines"], tuple(rules), nodes.cluster, nodes.with_gpus)
         records = lines.to_dict("records")
         for line, amount, kind in zip(records, basis_amount(lines, basis), bundled_lines(records)):
             _add(out, _as_machine(line, kind) if kind is not None else line, amount)
@@ -116,7 +133,7 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     if line["charge_category"] in ADJUSTING_CATEGORIES:
         return  # a credit or tax: in the totals after them only (module docstring)
     account.charges += amount
-    if line["resource_class"] != "gpu_compute" and str(line.get("instance_type") or ""):
+    if line["resource_class"] != "gpu_compute" and bills_machine(line):
         _add_instance(out, line, amount, account_id)
         return
     for tag in _tags(line):
@@ -141,8 +158,24 @@ def _add(out: Billing, line: dict, amount: Decimal) -> None:
     found.cost += amount
 
 
+def bills_machine(line: dict) -> bool:
+    """Whether a line is an instance line: where its ResourceId's form tells whether it names a machine
+    (:func:`audit.lines.names_machine`: a GCP instance's Core and Ram lines, which name no instance
+    type; an Azure VM's or scale set's lines, not a NAT gateway's or a reservation's, whose meter names
+    read as instance types too), a machine's hours (not its bandwidth); else a line that names an
+    instance or machine type (before: the instance type only, so a GKE node pool billed in parts had
+    no instance line, and an AKS CPU tier's share was "19.78 of 106.67", every Azure meter of the
+    scope counted)."""
+    from audit.classify import is_hourly_usage
+
+    said = names_machine(str(line.get("resource_id") or ""))
+    if said is None:
+        return bool(line.get("instance_type") or line.get("machine_type"))
+    return said and is_hourly_usage(line)
+
+
 def _add_instance(out: Billing, line: dict, amount: Decimal, account: str) -> None:
-    """Count a line of an instance without GPUs (its instance type named) by its account and the tags
+    """Count a line of an instance without GPUs (:func:`bills_machine`) by its account and the tags
     it carries."""
     out.instances[account] = out.instances.get(account, ZERO) + amount
     for key, value in _tags(line):

@@ -24,6 +24,12 @@ from audit.discover.workloads import Workload, fit_matchers, gather
 from schemas.secrets import mask_url
 
 SHOWN_ACCOUNTS = 10
+#: a tag that changes whenever its nodes are made again, a poor claim: its key names an operation's or
+#: request's id, or its value is a uuid or a hex hash (AKS's aks-managed-createOperationID = 59115b41)
+VOLATILE_KEY = re.compile(r"(?i)operation|request.?id|uuid|guid|creat\w*.?id")
+VOLATILE_VALUE = re.compile(r"(?i)[0-9a-f]{8}(?:-?[0-9a-f]{4}){3}-?[0-9a-f]{12}|(?=[a-f]*\d)[0-9a-f]{8,}")
+#: a node pool's or node group's name, the claim of a CPU tier's nodes to prefer
+POOL_KEY = re.compile(r"(?i)pool|node.?group")
 DEFAULTS = {"cost_basis": "effective", "tolerance": "0.02", "target_utilisation": "0.8", "loaded_rate": "150"}
 
 
@@ -79,13 +85,13 @@ def propose(name: str, reads: list[Read], window: tuple[datetime, datetime], win
     """The proposal for the sources as read over ``window``."""
     rules = tuple(case.rules) if case is not None else ()
     basis = case.cost_basis if case is not None else "effective"
-    billing = billing_facts(reads, rules, basis)
+    declared = dict(case.nodes) if case is not None else {}
+    billing = billing_facts(reads, rules, basis, declared)
     workloads = gather(reads, window)
     fit_matchers(workloads)
     currency, currency_note = _currency(billing, case)
     accounts, scope_notes = _scope(billing, currency or "")
     services = _services(workloads, billing, accounts)
-    declared = dict(case.nodes) if case is not None else {}
     nodes = fit_nodes(billing.resources, telemetry_nodes(reads), declared)
     step, step_note = _step(reads, case)
     proposal = Proposal(
@@ -191,12 +197,14 @@ def _log_claim(entry: ServiceEntry, billing: Billing, accounts: list[str]) -> No
     """A request log's service has no pod (docs/case.md: a service with claims and no matcher, a CPU
     tier, so no ``gpus_per_replica`` or ``min_replicas``): it claims the lines of the tag the most spend
     on instances without GPUs in the proposed scope carries, a tag no GPU line and no line of no instance
-    carries first (a node group's, not the cluster's that the GPU nodes and control plane carry too);
-    where no such instance carries a tag, it is written commented out (no matcher or claim the data holds)."""
+    carries first (a node group's, not the cluster's that the GPU nodes and control plane carry too),
+    a stable one before a :func:`volatile` one, of the same spend a node pool's name first; where no
+    such instance carries a tag, it is written commented out (no matcher or claim the data holds)."""
     entry.gpus_per_replica = entry.min_replicas = None
     tags, total = scoped_instances(billing, accounts)
     shared = billing.shared_tags
-    ranked = sorted(tags.items(), key=lambda kv: (kv[0] in shared, -kv[1], shared.get(kv[0], ZERO), kv[0]))
+    ranked = sorted(tags.items(), key=lambda kv: (kv[0] in shared, volatile(*kv[0]), -kv[1],
+                                                  not POOL_KEY.search(kv[0][0]), shared.get(kv[0], ZERO), kv[0]))
     if not ranked:
         entry.disabled = True
         entry.comments.append("no pod serves it and no instance line carries a tag: write its claim (tags = { … } "
@@ -204,11 +212,19 @@ def _log_claim(entry: ServiceEntry, billing: Billing, accounts: list[str]) -> No
         return
     (key, value), spend = ranked[0]
     entry.tags = {key: value}
-    others = ", ".join(f"{k} = {v} {a:,.2f}{_shared(shared, (k, v))}" for (k, v), a in ranked[1:4])
+    others = ", ".join(f"{k} = {v} {a:,.2f}{_shared(shared, (k, v))}{' (volatile)' if volatile(k, v) else ''}"
+                       for (k, v), a in ranked[1:4])
     entry.comments.append(f"no pod serves it (a CPU tier): it claims the lines tagged {key} = {value}, the tag the most "
                           f"spend on instances without GPUs carries ({spend:,.2f} of {total:,.2f}"
                           f"{' in scope' if accounts else ''}){_shared(shared, (key, value))}; "
                           + (f"others: {others}" if others else "no other tag"))
+
+
+def volatile(key: str, value: str) -> bool:
+    """Whether a tag names one operation (an id of it, a uuid, a hash) rather than what its nodes are:
+    it changes when they are made again (before: AKS's aks-managed-createOperationID = 59115b41 was
+    claimed over aks-managed-poolName = system, of the same spend)."""
+    return bool(VOLATILE_KEY.search(key) or VOLATILE_VALUE.fullmatch(value))
 
 
 def _shared(shared: dict[tuple[str, str], Decimal], tag: tuple[str, str]) -> str:

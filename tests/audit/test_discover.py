@@ -387,3 +387,56 @@ def test_an_account_s_gpu_share_sets_charges_against_charges_before_credits_and_
             "480.0 GPU-hours\n#   222222222222: no GPU spend, 4.84 USD before credits and tax (4.06 after them), "
             "outside the scope\n") in found.text
     assert "the tag the most spend on instances without GPUs carries (17.14 of 17.14 in scope)" in found.text
+
+
+@pytest.mark.parametrize("billing, path", [("focus", "billing/focus_gcp.csv"),
+                                           ("native", "billing/gcp_billing_export_resource_v1.jsonl")])
+def test_gke_gpu_spend_is_the_audit_s_gpu_compute_and_its_node_pool_is_claimed(tmp_path, billing, path):
+    """cloudgen GKE 10206, machines billed in parts: the audit's gpu_compute is 4,414.78 (H100 GPU
+    3,761.875584 + L4 GPU 53.76384 + A3 Core 252.3456 + A3 Ram 304.521984 + G2 Core 28.786176 + G2 Ram
+    13.487616). Before, on the FOCUS bill (no machine type named), "GPU 3,815.64", the GPU meters alone:
+    the A3 / G2 Core and Ram lines are the GPU machines' parts only by the telemetry's nodes, which the
+    audit classifies by and init did not. And on both forms the gateway was written commented out ("no
+    instance line carries a tag"): the n2 default-pool's Core and Ram lines name no instance type (they
+    are instance lines by their ResourceId, a compute instance); now its node pool's tag is claimed, as
+    the generator's case.toml has it."""
+    import decimal
+
+    from benchmarks.cloudgen.generate import generate
+
+    made = tmp_path / "gke"
+    with decimal.localcontext():  # cloudgen sets its own precision
+        generate("gke", 10206, made, billing=billing)
+    (tmp_path / "init").mkdir()
+    found = discover([str(made / p) for p in (path, "telemetry/metrics.om.gz", "telemetry/gateway-access.log")],
+                     tmp_path / "init", "gke")
+    assert "#   acme-inference-prod: GPU 4,414.78 of 4,484.44 USD, 480.0 GPU-hours\n" in found.text
+    assert tomllib.loads(found.text)["services"]["gateway"] == {"tags": {"goog-k8s-node-pool-name": "default-pool"}}
+    assert ("# no pod serves it (a CPU tier): it claims the lines tagged goog-k8s-node-pool-name = default-pool, the "
+            "tag the most spend on instances without GPUs carries (18.65 of 18.65 in scope); others: "
+            "goog-k8s-cluster-name = inference 18.65 (also on 4,414.78 of GPU lines and lines of no instance)\n"
+            ) in found.text
+
+
+def test_aks_cpu_tier_claims_its_pool_of_its_vms_spend_not_an_operation_id(tmp_path):
+    """cloudgen AKS 10202 with a reservation: the system pool's D8ads v5 VMs, 19.776, carry
+    aks-managed-poolName = system and aks-managed-createOperationID = 59115b41 alike. Before: "19.78 of
+    106.67 in scope", every Azure line of the scope counted as an instance's (a meter name reads as an
+    instance type: NAT gateway, Log Analytics, load balancer, the AKS fee, bandwidth, the unused
+    reservation), and the operation id claimed (the first key of the same spend); now the VMs' hours
+    alone, and the pool's name (an operation id or hash is volatile: it changes with the nodes)."""
+    import decimal
+
+    from benchmarks.cloudgen.generate import generate
+
+    made = tmp_path / "aks"
+    with decimal.localcontext():  # cloudgen sets its own precision
+        generate("aks", 10202, made, commitments=True)
+    (tmp_path / "init").mkdir()
+    paths = ("billing/focus_azure.csv", "telemetry/metrics.om.gz", "telemetry/gateway-access.log")
+    found = discover([str(made / p) for p in paths], tmp_path / "init", "aks")
+    assert tomllib.loads(found.text)["services"]["gateway"] == {"tags": {"aks-managed-poolName": "system"}}
+    assert ("# no pod serves it (a CPU tier): it claims the lines tagged aks-managed-poolName = system, the tag the "
+            "most spend on instances without GPUs carries (19.78 of 19.78 in scope); others: "
+            "aks-managed-createOperationID = 59115b41 19.78 (volatile), aks-managed-orchestrator = Kubernetes:1.31.4 "
+            "19.78 (also on 3,934.16 of GPU lines and lines of no instance)\n") in found.text
