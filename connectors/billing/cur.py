@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from connectors.base import Connector
 from connectors.billing import cur_sql as sql
-from connectors.billing.cur_checks import HASHES_TABLE, check_raw, hash_rows_sql, repeated_ids
+from connectors.billing.cur_checks import HASHES_TABLE, check_raw, hash_rows_sql, map_errors, repeated_ids
 from connectors.billing.cur_commitments import commitment_terms
 from connectors.billing.cur_compact import compact
 from connectors.billing.cur_split import split_notes, split_summary
@@ -319,6 +319,7 @@ def load_file(con, layouts: list[sql.Layout], index: int) -> None:
     layout = layouts[index]
     try:
         con.execute(sql.file_relation_sql(layout, index))
+        map_errors(con, layout, index)
         con.execute(f"INSERT INTO _hashes {hash_rows_sql(layouts, index)}")
     except duckdb.Error as exc:
         raise read_error(layout.path, layout.fmt, exc) from None

@@ -127,7 +127,7 @@ def plan(columns: list[tuple[str, str]]) -> Plan:
     """Resolve a table's columns (name, type) to CUR fields, tags and partition columns."""
     kinds = [(name, kind_of(dtype)) for name, dtype in columns]
     described = [(name, "MAP(VARCHAR, VARCHAR)" if kind == "map" else "VARCHAR") for name, kind in kinds]
-    layout = sql.layout_of(Path("table"), "parquet", "table", described)
+    layout = sql.layout_of(Path("table"), "parquet", "table", described, text_maps=False)
     names = {name for name, _ in kinds}
     maps = {sql.MAP_COLUMNS[name.lower()]: name for name, kind in kinds
             if kind == "map" and name.lower() in sql.MAP_COLUMNS}

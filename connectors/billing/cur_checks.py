@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_commitments import DATE_FIELDS
+from connectors.billing.cur_tags import is_text, map_of_text
 from connectors.billing.focus_checks import AMOUNT_RANGE, AMOUNT_TYPE, TIMESTAMP_SPAN
-from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE
+from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, text_or_null
 from connectors.bounds import shown
-from connectors.duck import MAX_ERRORS, quote_text
+from connectors.duck import MAX_ERRORS, quote_ident, quote_text
 from connectors.errors import InputError
 
 #: the table the hash pass fills (:func:`hash_rows_sql`): candidate hash, check flag, id hash
@@ -30,6 +31,26 @@ def hash_rows_sql(layouts: list[sql.Layout], index: int) -> str:
     failing = " OR ".join(f"({condition})" for condition, *_rest in raw_checks(layouts, typed=True))
     return (f"SELECT h, coalesce({failing}, FALSE) AS bad, i FROM "
             f"(SELECT {own.candidate_key()} AS h, {id_key(own)} AS i, {checked_columns(layouts, index)} FROM f{index})")
+
+
+def map_errors(con, layout: sql.Layout, index: int) -> None:
+    """An InputError for a Parquet file's MAP column (``product``, ``resource_tags``, ``tags``) that
+    is neither a MAP nor JSON object text (naming its first line whose text is no JSON object): read
+    as no MAP, its tags and product attributes would be lost with no word."""
+    if layout.fmt != "parquet":
+        return
+    for name, dtype, *_ in con.execute(f"DESCRIBE f{index}").fetchall():
+        if name.lower() not in sql.MAP_COLUMNS or dtype.startswith("MAP"):
+            continue
+        expected = "a MAP or a JSON object"
+        if not is_text(dtype):
+            raise InputError(layout.path, f"type {dtype}", column=name, expected=expected)
+        ref = quote_ident(name)
+        bad = con.execute(f"SELECT {sql.ROW}, {ref} FROM f{index} WHERE {text_or_null(ref)} IS NOT NULL "
+                          f"AND {map_of_text(ref)} IS NULL ORDER BY {sql.ROW} LIMIT 1").fetchall()
+        if bad:
+            raise InputError(layout.path, f"not a JSON object: {shown(bad[0][1])}", row=bad[0][0], column=name,
+                             expected=expected)
 
 
 def flagged(con) -> bool:

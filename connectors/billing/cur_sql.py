@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.billing.cur_commitments import DATE_FIELDS
-from connectors.billing.cur_tags import flat_tags, map_tags, tag_key
+from connectors.billing.cur_tags import flat_tags, is_text, map_of_text, map_tags, tag_key
 from connectors.billing.focus_load import csv_options, text_or_null
 from connectors.duck import quote_ident, quote_text
 
@@ -132,9 +132,9 @@ def canonical(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]) -> Layout:
-    """Resolve a file's columns (name, DuckDB type) to fields, MAP columns and tag columns (CSV
-    columns are read as ``c0..cN``, VARCHAR; Parquet columns by their own names)."""
+def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]], text_maps: bool = True) -> Layout:
+    """Resolve a file's columns (name, DuckDB type) to fields, MAP columns (text ones as JSON objects:
+    CSV; Parquet ``text_maps``) and tag columns (CSV: ``c0..cN``, VARCHAR; Parquet: by their names)."""
     csv = fmt != "parquet"
     refs = [f"c{i}" if csv else quote_ident(name) for i, (name, _) in enumerate(described)]
     by_key: dict[str, tuple[str, str, str]] = {}
@@ -143,8 +143,8 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     tag_columns: list[tuple[str, str]] = []
     for ref, (name, dtype) in zip(refs, described):
         kind = MAP_COLUMNS.get(name.lower())
-        if kind and (dtype.startswith("MAP") or csv):
-            maps[kind] = f"TRY_CAST(TRY_CAST({text_or_null(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))" if csv else ref
+        if kind and (dtype.startswith("MAP") or csv or (text_maps and is_text(dtype))):
+            maps[kind] = ref if dtype.startswith("MAP") and not csv else map_of_text(ref)
             map_refs[kind] = ref
             continue
         prefix = next((p for p in TAG_PREFIXES if name.startswith(p)), None)

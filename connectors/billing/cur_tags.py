@@ -43,3 +43,14 @@ def map_tags(ref: str) -> str:
     spelled = f"map_from_entries([struct_pack(k := e.key, v := e.value) FOR e IN {kept}])"
     chosen = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN {stripped} ELSE {spelled} END"
     return f"coalesce(CAST(to_json({chosen}) AS VARCHAR), '{{}}')"
+
+
+def is_text(dtype: str) -> bool:
+    """Whether a DuckDB column type is text (a CUR 2.0 MAP column written as its JSON text)."""
+    return dtype.upper() in ("VARCHAR", "JSON")
+
+
+def map_of_text(ref: str) -> str:
+    """SQL: a MAP column written as JSON object text (a CSV export; a Parquet file that keeps it as
+    text) as its MAP; NULL where empty (text that is no JSON object: :func:`cur_checks.map_errors`)."""
+    return f"TRY_CAST(TRY_CAST({text_or_null(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))"

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import zlib
 from array import array
 from itertools import compress, repeat
@@ -53,6 +54,7 @@ from connectors.telemetry.omtext import MS_THRESHOLD, Scan
 
 BLOCK = 1 << 20  # bytes read at a time (whole lines are handed on)
 UNWANTED = -1  # a series no family keeps (its samples are counted, checked, not stored)
+_COMMENTS = re.compile(rb"^# (?:TYPE|UNIT) [^\n]*", re.M)  # the lines `_sniff` reads
 #: characters that make a block go line by line: whitespace the line pattern treats as a separator
 #: (or float() strips) other than the space
 SEPARATORS = (b"\t", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
@@ -155,6 +157,7 @@ class Reader:
         after a ``# EOF`` line when there is one, else None."""
         if b"\r" in data:
             raise _Exact  # universal newlines: lines are not what a split on \n gives
+        self._sniff(data)
         plain = data.isascii() and not any(c in data for c in SEPARATORS)
         if plain and not (data.startswith(b"# EOF") or b"\n# EOF" in data):
             if self._block(data):
@@ -166,9 +169,23 @@ class Reader:
             eof = next(i for i, line in enumerate(lines) if line.startswith("# EOF"))
             self._lines(lines[:eof], plain)
             self.lineno += 1  # the '# EOF' line
+            self.scan.eof = True
             return lines[eof + 1:]
         self._lines(lines, plain)
         return None
+
+    def _sniff(self, data: bytes) -> None:
+        """Note what whole lines ``data`` say of the format (``omtext.see_comment``): a ``# UNIT``
+        line, a counter family named without ``_total`` and then its ``x_total`` samples. Substring
+        tests over the block, not a look at each line."""
+        scan = self.scan
+        if scan.openmetrics:
+            return
+        if b"# TYPE" in data or b"# UNIT" in data:
+            for line in _COMMENTS.findall(data):
+                omtext.see_comment(line.decode("utf-8", "replace"), scan)
+        scan.openmetrics = scan.openmetrics or any(
+            data.startswith(total) or b"\n" + total in data for total in (f"{c}_total".encode() for c in scan.counters))
 
     def _after_eof(self, raw, rest: list[str], carry: bytes = b"") -> None:
         """Nothing but blank lines may follow ``# EOF``."""
@@ -416,6 +433,7 @@ def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan, dict
     except (_Exact, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
         roles, scan = omtext.read_families(path)
         return roles, scan, (reduced(roles, grid) if grid else None)
+    omtext.check_eof(path, reader.scan, reader.lineno)
     return reader.roles, reader.scan, reader.cells or None
 
 

@@ -30,6 +30,7 @@ _LABELS = rf"\{{(?:{_PAIR}(?:,{_PAIR})*,?[ \t]*)?\}}"
 _LINE = re.compile(
     rf"({_NAME})({_LABELS})?[ \t]+(\S+)(?:[ \t]+([^\s#]\S*))?(?:[ \t]+#.*)?[ \t]*\r?$")
 SAMPLE_FORM = 'name{label="value",...} value [timestamp in seconds]'
+COUNTER_SUFFIXES = ("_total", "_created")
 
 
 @contextmanager
@@ -102,6 +103,11 @@ class Scan:
         #: the names of the series no family reads (rule 5: a series the audit passes over is
         #: named, e.g. a GPU-request series under another name)
         self.unread: set[str] = set()
+        #: a ``# EOF`` line was read; the file uses syntax only OpenMetrics has (:func:`openmetrics_only`)
+        self.eof = False
+        self.openmetrics = False
+        #: counter families named without ``_total`` (OpenMetrics names their samples ``x_total``)
+        self.counters: set[str] = set()
 
     def see_one(self, t: float) -> None:
         """Widen :attr:`first` and :attr:`last` by one timestamp (NaN: none)."""
@@ -131,7 +137,10 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
         scan.eof_line = lineno
         if line[:1] == "#":
             if line.startswith("# EOF"):
+                scan.eof = True
                 _after_eof(lines, path, lineno)
+            else:
+                see_comment(line, scan)
             continue
         if line[-1:] != "\n":
             cut_short(line, path, lineno)
@@ -141,6 +150,8 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
                 continue
             raise _bad_line(line, path, lineno)
         name, raw, value, stamp = m.groups()
+        if "#" in line[m.end(3):] or name.endswith(COUNTER_SUFFIXES) and name.rpartition("_")[0] in scan.counters:
+            scan.openmetrics = True  # an exemplar, or a counter's x_total / x_created sample
         v = _number(value, path, lineno)
         t = _timestamp(stamp, path, lineno) if stamp is not None else nan
         scan.rows += 1
@@ -151,6 +162,31 @@ def scan_lines(lines, path, by_name: dict[str, Family], scan: Scan, first: int =
             family.add(name, raw, v, t, path, lineno)
         else:
             scan.unread.add(name)
+
+
+def see_comment(line: str, scan: Scan) -> None:
+    """Note in ``scan`` what a comment line says of the format: ``# UNIT`` is OpenMetrics only; a
+    counter family named without ``_total`` is OpenMetrics once its ``x_total`` samples come."""
+    if line.startswith("# UNIT"):
+        scan.openmetrics = True
+    elif line.startswith("# TYPE"):
+        words = line.split()
+        if len(words) == 4 and words[3] == "counter" and not words[2].endswith("_total"):
+            scan.counters.add(words[2])
+
+
+def openmetrics_only(path, scan: Scan) -> bool:
+    """Whether the file is OpenMetrics (named ``.om`` / ``.om.gz``, or using its own syntax), not
+    the Prometheus text format (0.0.4), which has no ``# EOF``."""
+    return str(path).endswith((".om", ".om.gz")) or scan.openmetrics
+
+
+def check_eof(path, scan: Scan, last_line: int) -> None:
+    """An OpenMetrics file ends with ``# EOF``: one without it was cut at a line boundary (a copy or
+    a download that stopped), and its missing samples would go unnoticed."""
+    if not scan.eof and openmetrics_only(path, scan):
+        raise InputError(path, f"OpenMetrics text ends at line {last_line:,} without '# EOF'", row=last_line,
+                         expected="`# EOF` as the last line (the file looks cut)")
 
 
 def cut_short(line: str, path, lineno: int) -> None:
@@ -184,5 +220,6 @@ def read_families(path) -> tuple[dict[str, Family], Scan]:
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text ({exc.reason})", row=scan.eof_line + 1,
                          expected="UTF-8 OpenMetrics text") from None
+    check_eof(path, scan, scan.eof_line)
     return roles, scan
 

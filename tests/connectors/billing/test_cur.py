@@ -235,6 +235,23 @@ def test_cur2_csv_export_with_json_map_columns(tmp_path, cur2):
     assert list(lines.tags) == list(expected.tags) and list(lines.extra) == list(expected.extra)
 
 
+def test_cur2_parquet_with_json_text_map_columns(tmp_path, cur2):
+    """A Parquet export whose MAP columns are VARCHAR JSON text is read as the CSV export's text is.
+    Before: product and resource_tags were read as no MAP, every tag lost with no word (cloudgen eks
+    10205: gateway 0.00 USD where the CSV export gives 14.372820)."""
+    parquet = write_cur2(tmp_path / "x.parquet", cur2_rows())
+    path = tmp_path / "export-00001.snappy.parquet"
+    duckdb.sql(f"COPY (SELECT * REPLACE (CAST(to_json(product) AS VARCHAR) AS product, "
+               f"CAST(to_json(resource_tags) AS VARCHAR) AS resource_tags) "
+               f"FROM read_parquet('{parquet}')) TO '{path}' (FORMAT parquet)")
+    lines = read_cur(path, start=utc(2026, 9, 1), end=utc(2026, 10, 1)).tables["lines"]
+    expected = cur2.tables["lines"]
+    assert total(lines.effective_cost) == total(expected.effective_cost)
+    assert list(lines.tags) == list(expected.tags) and list(lines.extra) == list(expected.extra)
+    p5 = lines[lines.resource_id == "i-0p5b"]
+    assert json.loads(p5.tags.iloc[0]) == {"team": "ml", "service": "chat", "aws_eks_cluster_name": "inference-prod"}
+
+
 def test_cur2_tags_and_instance_type_come_from_the_maps(cur2):
     lines = cur2.tables["lines"]
     p5 = lines[lines.resource_id == "i-0p5b"]

@@ -124,7 +124,7 @@ def test_any_counters_stream_alike(tmp_path_factory, series, order, interleave, 
         order.shuffle(lines)
         lines.sort(key=lambda line: int(line.rsplit(" ", 1)[1]))
     path = tmp_path_factory.mktemp("counters") / "c.om"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n# EOF\n")
     old = om_stream.BLOCK
     om_stream.BLOCK = block
     try:

@@ -41,7 +41,7 @@ def test_streamed_families_hold_no_samples(tmp_path, monkeypatch):
                   f'resource="nvidia.com/gpu",node=""}} 1 {T0 + 30 * i}' for i in range(400)]
     lines += [f'kube_node_info{{node="n0",provider_id="aws:///z/i-0"}} 1 {T0 + 30 * i}'
               for i in range(400)]
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n# EOF\n")
     grid = Grid(START * NS, (START + 86400) * NS, 3600)
     roles, scan, cells = om_stream.read_reduced(path, grid)
     assert scan.rows == 400 * 9
@@ -161,7 +161,7 @@ def test_any_series_stream_alike(tmp_path_factory, series, order, interleave, st
         order.shuffle(lines)
         lines.sort(key=lambda line: line[0])
     path = tmp_path_factory.mktemp("series") / "s.om"
-    path.write_text("\n".join(text for _, text in lines) + "\n")
+    path.write_text("\n".join(text for _, text in lines) + "\n# EOF\n")
     old = om_stream.BLOCK
     om_stream.BLOCK = block
     try:

@@ -33,7 +33,7 @@ def test_plain_blocks_take_the_vector_path(tmp_path, monkeypatch):
     monkeypatch.setattr(om_stream.Reader, "_fast", lambda *a: pytest.fail("per-line path"))
     lines = ["# TYPE x gauge", ""] + [sample(GR, DCGM + f',i="{i % 7}"', f"{i / 3}", T0 + i)
                                      for i in range(500)]
-    path = tmp_path / "plain.om"
+    path = tmp_path / "plain.txt"  # Prometheus text: no '# EOF', whose block would go line by line
     path.write_text("\n".join(lines) + "\n")
     roles, scan = om_stream.read_families(path)
     assert calls and all(calls) and scan.rows == 500
@@ -187,7 +187,7 @@ def test_fingerprint_is_hashed_while_reading(tmp_path, monkeypatch, gz):
 def test_fingerprint_of_a_file_the_exact_reader_reads(tmp_path):
     from connectors import base
     path = tmp_path / "crlf.om"
-    path.write_bytes(("\r\n".join(sample(GR, DCGM, "0.5", T0 + i) for i in range(9)) + "\r\n").encode())
+    path.write_bytes(("\r\n".join(sample(GR, DCGM, "0.5", T0 + i) for i in range(9)) + "\r\n# EOF\r\n").encode())
     assert om_stream.read_families(path)[1].sha256 is None
     start = datetime.fromtimestamp(T0, timezone.utc)
     ctx = ReadContext(start, start + timedelta(hours=1), "USD", 60)
