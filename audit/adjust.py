@@ -38,6 +38,7 @@ from audit.lines import (
     tags_of,
 )
 from audit.money import ZERO, dsum, split_evenly
+from schemas.billing import line_total
 
 
 def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, list[str]]:
@@ -77,7 +78,7 @@ def in_scope(lines: pd.DataFrame, scope: Mapping[str, Any]) -> tuple[pd.Series, 
         for key, value in wanted.items():
             carries &= tagged.map(lambda t, key=key, value=value: str(t.get(key, "")) == value)
         kept = (carries & ~adjustments) | adjustments_in_tag_scope(lines, carries, tagged)
-        reasons += _left_out_tags(tagged[mask & ~kept], wanted)
+        reasons += _left_out_tags(tagged[mask & ~kept], wanted, lines[mask & ~kept])
         mask &= kept
     return mask, reasons
 
@@ -94,20 +95,21 @@ def _left_out_accounts(left: pd.DataFrame, accounts: set) -> list[str]:
     billing = sorted({str(b) for s, b in zip(left["sub_account_id"], left["billing_account_id"]) if not s and b})
     named = [_named(kind, ids) for kind, ids in (("sub account", subs), ("billing account", billing)) if ids]
     if not named and len(left):
-        named = [f"{len(left)} line(s) naming no account"]
+        named = [f"{line_total(left)} line(s) naming no account"]
     return [f"{' and '.join(named)} not in [scope].accounts ({', '.join(sorted(accounts))})"] if named else []
 
 
-def _left_out_tags(tagged: pd.Series, wanted: Mapping[str, str]) -> list[str]:
-    """The tag values of the lines ``[scope].tags`` left out (``no KEY tag`` where a line lacks one);
-    tax and credits that carry the wanted tags but apply to charges outside the scope are counted."""
+def _left_out_tags(tagged: pd.Series, wanted: Mapping[str, str], left: pd.DataFrame) -> list[str]:
+    """The tag values of the lines ``[scope].tags`` left out (``left``, its tags ``tagged``; ``no KEY
+    tag`` where a line lacks one); tax and credits that carry the wanted tags but apply to charges
+    outside the scope are counted, as invoice lines."""
     found = []
     for key, value in wanted.items():
         values = {str(t.get(key, "")) for t in tagged} - {value}
         found += sorted(f"{key}={v}" if v else f"no {key} tag" for v in values)
     scope_text = ", ".join(f"{k}={v}" for k, v in wanted.items())
     reasons = [f"{', '.join(found)} not in [scope].tags ({scope_text})"] if found else []
-    following = int(tagged.map(lambda t: all(str(t.get(k, "")) == v for k, v in wanted.items())).sum())
+    following = line_total(left[tagged.map(lambda t: all(str(t.get(k, "")) == v for k, v in wanted.items()))])
     if following:
         reasons.append(f"{following} tax / credit line(s) tagged {scope_text} that apply to charges outside "
                        f"[scope].tags")

@@ -67,7 +67,7 @@ from audit.fit_step import step_fit
 from audit.fit_undeclared import orphan_pods, pod_name, pods_elsewhere, undeclared_fit, unread_pods
 from audit.fit_unmatched import unmatched_fit
 from audit.fit_window import telemetry_days_fit, telemetry_window_fit, window_fit
-from audit.lines import account_key, distinct_tags, lines_read, resource_key
+from audit.lines import account_key, distinct_tags, resource_key
 from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too)
     LISTED,
     MATCH_KEYS,
@@ -83,6 +83,7 @@ from audit.misfit import (  # noqa: F401  (Fit and Misfit are read from here too
 )
 from audit.normalised import NodeMap, Telemetry
 from audit.services import pod_models, service_of, telemetry_owners
+from schemas.billing import line_total
 
 
 def activity_fit(case: Case, devices: Mapping[str, tuple[str, str]], gpu_lines: pd.DataFrame, tele: Telemetry,
@@ -265,8 +266,8 @@ def scope_fit(case: Case, lines: pd.DataFrame, scoped: int | None = None) -> lis
         return out
     if not out:  # each piece is in the data, but no line has them together
         out = [Misfit("scope_empty", "[scope]", f"[scope] {_scope_text(case.scope)} keeps no charge of the "
-                      f"{len(lines):,} billing lines read: each is in the data, but no line has them together", ())]
-    return [replace(m, severity="error", message=f"{m.message}; the scope keeps no charge of the {len(lines):,} billing "
+                      f"{line_total(lines):,} billing lines read: each is in the data, but no line has them together", ())]
+    return [replace(m, severity="error", message=f"{m.message}; the scope keeps no charge of the {line_total(lines):,} billing "
                     "lines read (a report would show 0.00, or tax and credits alone)") if m.kind != "scope_empty"
             else replace(m, severity="error") for m in out]
 
@@ -409,7 +410,7 @@ def _anonymous_gpu_lines(gpu_lines: pd.DataFrame, carried: Mapping[str, str], se
         return []
     kinds = sorted({str(v) for v in anonymous.get("instance_type", pd.Series(dtype=object)).dropna() if str(v)})
     billing = f" billing {listing(kinds)}" if kinds else ""
-    count = lines_read(anonymous)
+    count = line_total(anonymous)
     near = sorted(seen)
     return [Misfit("gpu_lines_without_resource", "GPU lines without a resource",
                    f"{count:,} GPU line(s) in scope{billing} name no resource (ResourceId, or a CUR's "

@@ -37,13 +37,13 @@ from audit.lines import (
     basis_amount,
     distinct_tags,
     line_tags,
-    lines_read,
     lines_where,
     tags_of,
 )
 from audit.misfit import LISTED, VALUE_CHARS, Misfit, listing, nearest, text
 from audit.money import ZERO, cents, dsum
 from audit.services import matches
+from schemas.billing import line_total
 
 
 def claims_fit(case: Case, lines: pd.DataFrame, logs: Mapping[str, list[str]],
@@ -107,7 +107,7 @@ def _out_of_scope(case: Case, claim: Service, outside: pd.DataFrame, inside: pd.
         near = [text(v) for v in near[:LISTED]]
     cost = cents(dsum(basis_amount(matched, case.cost_basis)))
     return Misfit("claim_out_of_scope", subject,
-                  f"{subject}: {written} matches only lines outside [scope]: {lines_read(matched):,} line(s), "
+                  f"{subject}: {written} matches only lines outside [scope]: {line_total(matched):,} line(s), "
                   f"{cost} {case.currency} {case.cost_basis}, left out by {left_out_by(case.scope, matched)}, "
                   f"so it claims nothing; in scope, {present}", tuple(near))
 

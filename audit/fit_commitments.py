@@ -25,9 +25,10 @@ from audit.bridge import EXAMPLES, related, unpurchased, unpurchased_reason
 from audit.case import Case
 from audit.collected import Collected
 from audit.fit_scope import left_out_by
-from audit.lines import commitment_purchases, lines_read
+from audit.lines import commitment_purchases
 from audit.misfit import Misfit, text
 from audit.money import cents
+from schemas.billing import line_total
 
 #: the bases whose total a missing purchase leaves short
 BASES = ("billed", "effective")
@@ -52,7 +53,7 @@ def purchases_fit(case: Case, classified: pd.DataFrame, lines: pd.DataFrame | No
         shown = [f"{text(i)} ({cents(b)} {case.currency} billed)" for i, b in
                  zip(outside["line_id"][:EXAMPLES], outside["billed_cost"][:EXAMPLES])]
         more = ", …" if len(outside) > EXAMPLES else ""
-        message += (f". The data does hold {lines_read(outside):,} purchase line(s) of these commitment(s) outside "
+        message += (f". The data does hold {line_total(outside):,} purchase line(s) of these commitment(s) outside "
                     f"the scope: {', '.join(shown)}{more}, left out by {left_out_by(case.scope, outside)}")
         nearest = tuple(text(i) for i in outside["line_id"][:EXAMPLES])
     later = _mine(beyond, found.commitments) if beyond is not None else None

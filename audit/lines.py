@@ -471,12 +471,6 @@ def line_name(key: tuple[str, str, str]) -> str:
     return text(service or resource or described, 50) or "(no service, resource or description)"
 
 
-def lines_read(lines: pd.DataFrame) -> int:
-    """How many lines of the bill ``lines`` stand for: the readers sum identical lines into one
-    (its ``line_count``), so the rows of the frame undercount them."""
-    return int(lines["line_count"].sum()) if "line_count" in lines.columns else len(lines)
-
-
 #: the columns :func:`named_amounts` names a line by
 NAME_COLUMNS = ("service_name", "resource_id", "charge_description")
 

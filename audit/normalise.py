@@ -10,7 +10,7 @@ import pandas as pd
 
 from audit.case import Case, Service
 from audit.collected import Collected
-from audit.lines import lines_read, resource_key, vm_key
+from audit.lines import resource_key, vm_key
 from audit.mismatches import gpu_pods_without_requests, label_mismatches, pods_of
 from audit.normalised import (
     ACTIVITY_COLUMNS,
@@ -41,6 +41,7 @@ from connectors.base import SourceFrame
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
 from connectors.telemetry.families import REQUEST_COUNTER, REQUEST_SERIES
+from schemas.billing import line_total
 
 
 def billing_lines(case: Case, collected: Collected) -> pd.DataFrame:
@@ -127,7 +128,7 @@ def _check_currency(case: Case, lines: pd.DataFrame) -> None:
         first = group.iloc[0]
         every = len(group) == int((lines["source_path"] == path).sum())
         advice = f'; set currency = "{currency}" in [case]' if every else ""
-        errors.append(InputError(path, f"currency {currency!r} differs from the case's on {lines_read(group):,} line(s) "
+        errors.append(InputError(path, f"currency {currency!r} differs from the case's on {line_total(group):,} line(s) "
                                  f"in the window{' (every one)' if every else ''}, the first {first.line_id}{advice} "
                                  f"(amounts are never converted between currencies)",
                                  row=int(first.row), column="BillingCurrency", expected=case.currency))

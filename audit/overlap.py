@@ -28,6 +28,7 @@ import pandas as pd
 from audit.lines import account_key, resource_key
 from audit.money import cents
 from connectors.errors import InputError
+from schemas.billing import line_total
 
 #: what makes two billing lines bill the same charge (columns of schemas.billing.BillingLine)
 CHARGE = ("provider", "billing_account_id", "sub_account_id", "charge_category", "charge_description", "sku_id",
@@ -108,12 +109,14 @@ def _hashes(table: pd.DataFrame, key: tuple[str, ...]):
 
 def _keyed(lines: pd.DataFrame) -> pd.DataFrame:
     """The lines that cost something, with their charge's 64-bit hash as ``_charge`` and the hash
-    of the charge without its resource as ``_bare``."""
+    of the charge without its resource as ``_bare`` (and the invoice lines each row stands for, to count them)."""
     costs = ~((lines["billed_cost"] == 0) & (lines["effective_cost"] == 0)).to_numpy()
     kept = lines[costs]
     hashes = {name: _hashes(kept, key) for name, key in (("_charge", CHARGE), ("_bare", BARE))}
+    counted = {"line_count": kept["line_count"].to_numpy()} if "line_count" in kept.columns else {}
     return pd.DataFrame({**hashes, "start": kept["start"].to_numpy(), "end": kept["end"].to_numpy(),
-                         "line_id": kept["line_id"].to_numpy(), "effective_cost": kept["effective_cost"].to_numpy()})
+                         "line_id": kept["line_id"].to_numpy(), "effective_cost": kept["effective_cost"].to_numpy(),
+                         **counted})
 
 
 def _spans(keyed: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -137,7 +140,7 @@ def _error(first: str, second: str, where: str, inside: pd.DataFrame, first_line
     twin = same["line_id"].iloc[0] if len(same) else "a line"
     span = f"{inside['start'].min():%Y-%m-%d %H:%M} – {inside['end'].max():%Y-%m-%d %H:%M} UTC"
     return InputError(where, f"billing sources {first!r} and {second!r} bill the same charges over the same hours: "
-                      f"{len(inside):,} line(s) of {second!r} ({amount:,.2f} {currency} effective, {span}) fall in "
+                      f"{line_total(inside):,} line(s) of {second!r} ({amount:,.2f} {currency} effective, {span}) fall in "
                       f"periods {first!r} bills for the same {_compared(unnamed)} (the first: "
                       f"{example['line_id']}, beside {twin}); an overlapping export would count them twice and "
                       "overstate the invoice",

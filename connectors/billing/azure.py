@@ -286,7 +286,7 @@ def check_azure_numbers(con, roles: Roles, path: Path) -> list[InputError]:
                                    + number.format(r)) for r in present]
     out_of_range = [(roles.name(r), f"SELECT rn, {r} FROM az WHERE {number.format(r)} AND "
                                     f"TRY_CAST(trim({r}) AS {AMOUNT_TYPE}) IS NULL") for r in present]
-    errors = column_errors(con, path, unparseable, "unparseable number", "a decimal number")
+    errors = column_errors(con, path, unparseable, "unparseable number", "a decimal number", commas=True)
     return errors + column_errors(con, path, out_of_range, "number out of range", AMOUNT_RANGE, MAX_ERRORS - len(errors))
 
 

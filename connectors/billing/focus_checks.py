@@ -1,7 +1,7 @@
 """The FOCUS reader's row checks, repeated lines and notes, all in SQL over view ``n``.
 
 Every data row is checked (numbers, timestamps, period order, categories, currency, duplicate
-ids); each check reports at most ``MAX_ERRORS`` rows. Lines identical in every column to an
+ids); each check reports at most ``MAX_ERRORS`` rows, then how many more fail. Lines identical in every column to an
 earlier one are found once (:func:`repeated_lines`) and become errors or notes as the dialect
 asks (see :mod:`connectors.billing.focus`). Table ``notes`` lists what was read in a way the file
 did not spell out.
@@ -58,7 +58,7 @@ def check_numbers(con, path: Path) -> list[InputError]:
         ranges.append((name, f"SELECT rn, {name} FROM n WHERE {name} IS NOT NULL AND "
                              f"regexp_full_match(trim({name}), {quote_text(NUMBER_PATTERN)}) AND "
                              f"TRY_CAST(trim({name}) AS {AMOUNT_TYPE}) IS NULL"))
-    errors = column_errors(con, path, queries, "unparseable number", "a decimal number")
+    errors = column_errors(con, path, queries, "unparseable number", "a decimal number", commas=True)
     return errors + column_errors(con, path, ranges, "number out of range", AMOUNT_RANGE,
                                   MAX_ERRORS - len(errors))
 
@@ -86,16 +86,38 @@ def check_timestamps(con, path: Path) -> list[InputError]:
 
 
 def column_errors(con, path: Path, queries, what: str, expected: str,
-                  limit: int = MAX_ERRORS) -> list[InputError]:
-    """Run (column, query selecting rn and the bad value) checks; at most ``limit`` errors in all."""
+                  limit: int = MAX_ERRORS, commas: bool = False) -> list[InputError]:
+    """Run (column, query selecting rn and the bad value) checks; at most ``limit`` rows named in
+    all, each column's followed by :func:`column_tail` (how many more rows fail; with ``commas``,
+    whether they are decimal commas)."""
     errors: list[InputError] = []
     for name, sql in queries:
         if len(errors) >= limit:
             break
-        for rn, value in con.execute(f"{sql} ORDER BY rn LIMIT {limit - len(errors)}").fetchall():
-            message = "missing value" if value is None else f"{what} {shown(value)}"
-            errors.append(InputError(path, message, row=rn, column=name, expected=expected))
+        found = con.execute(f"{sql} ORDER BY rn LIMIT {limit - len(errors)}").fetchall()
+        errors += [InputError(path, "missing value" if value is None else f"{what} {shown(value)}", row=rn,
+                              column=name, expected=expected) for rn, value in found]
+        errors += column_tail(con, path, (name, sql), len(found), what, expected, commas)
     return errors
+
+
+#: a decimal number written with a comma for its point (``5,2572``, ``-0,5``)
+COMMA_DECIMAL = r"[-+]?[0-9]+,[0-9]+"
+COMMA_HINT = "the column uses a comma as the decimal separator; export with a point"
+
+
+def column_tail(con, path: Path, check: tuple[str, str], named: int, what: str, expected: str,
+                commas: bool) -> list[InputError]:
+    """One error after a column's ``named`` rows: how many more rows fail its check (the rows named
+    are capped, the count is not), and, with ``commas``, the hint where every failing value is a
+    decimal comma. None where all were named and no hint applies."""
+    name, sql = check
+    total, other = con.execute(f"SELECT count(*), count(*) FILTER (WHERE v IS NULL OR NOT regexp_full_match("
+                               f"trim(CAST(v AS VARCHAR)), {quote_text(COMMA_DECIMAL)})) FROM ({sql}) AS q(rn, v)"
+                               ).fetchone()
+    parts = [f"{what} in {total - named:,} more row(s)"] if total > named else []
+    parts += [COMMA_HINT] if commas and total and not other else []
+    return [InputError(path, "; ".join(parts), column=name, expected=expected)] if parts else []
 
 
 def check_period_order(con, path: Path) -> list[InputError]:

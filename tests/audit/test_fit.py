@@ -136,7 +136,8 @@ def test_a_request_log_naming_an_undeclared_service(eks, tmp_path):
 
 
 def test_a_scope_tag_no_line_carries(eks, tmp_path):
-    """The tag empties the scope: an error (it was audited to 0.00 with a warning)."""
+    """The tag empties the scope: an error (it was audited to 0.00 with a warning), counting the bill's 364
+    invoice lines (it counted the 19 rows the reader summed them into)."""
     case = edited(eks, tmp_path, 'accounts = ["111111111111"]',
                   'accounts = ["111111111111"]\ntags = { "eks:nodegroup" = "p5-chat" }')
     out = tmp_path / "out"
@@ -144,7 +145,7 @@ def test_a_scope_tag_no_line_carries(eks, tmp_path):
         assert result.returncode == 1, result.stderr
         (found,) = errors_of(result.stderr)
         assert found.startswith("[scope] tag eks:nodegroup matches no line; tag keys present: eks:nodegroup-name, ")
-        assert found.endswith("the scope keeps no charge of the 19 billing lines read (a report would show 0.00, "
+        assert found.endswith("the scope keeps no charge of the 364 billing lines read (a report would show 0.00, "
                               "or tax and credits alone)")
     assert not out.exists()
 

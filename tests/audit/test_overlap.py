@@ -97,6 +97,14 @@ def test_the_rule_on_lines(second, shared):
         assert shared in str(error) and "(the first: b:1, beside a:1)" in str(error)
 
 
+def test_the_lines_billed_twice_are_counted_as_invoice_lines():
+    """A row the reader summed from identical lines counts as all of them (it counted 1 row for 4 lines)."""
+    first = lines(["a:1"], ["2026-09-01T00"], ["2026-09-02T00"], ["5"])
+    second = lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"]).assign(line_count=4)
+    (error,) = overlap_errors([("a", "a.csv", first), ("b", "b.csv", second)], "USD")
+    assert "4 line(s) of 'b' (3.00 USD effective" in str(error)
+
+
 def test_a_source_with_no_line_in_the_window_first_overlaps_nothing():
     second = lines(["b:1"], ["2026-09-01T05"], ["2026-09-01T06"], ["3"])
     assert overlap_errors([("a", "a.csv", lines([], [], [], [])), ("b", "b.csv", second)], "USD") == []

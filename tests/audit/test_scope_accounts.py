@@ -68,3 +68,17 @@ def test_the_reason_names_the_services_and_tag_values_left_out():
                                   "tags": {"team": "ml"}})
     assert reasons == ["service Bandwidth not in [scope].services (Storage, Virtual Machines)",
                        "team=data not in [scope].tags (team=ml)"]
+
+
+def test_the_lines_left_out_are_counted_as_invoice_lines():
+    """A row the reader summed from identical lines (``line_count``) counts as all of them: the
+    reasons counted rows (1 line naming no account; 1 tax / credit line) where 3 and 2 were left out."""
+    frame = lines("111", "").assign(billing_account_id=["1", ""], line_count=[1, 3])
+    _, reasons = in_scope(frame, {"accounts": ["111"]})
+    assert reasons == ["3 line(s) naming no account not in [scope].accounts (111)"]
+    frame = lines("1", "1", "1").assign(charge_category=["Usage", "Usage", "Tax"], resource_id=["r1", "r2", "r2"],
+                                        tags=['{"team": "ml"}', '{"team": "data"}', '{"team": "ml"}'],
+                                        line_count=[1, 1, 2])
+    _, reasons = in_scope(frame, {"tags": {"team": "ml"}})
+    assert reasons == ["team=data not in [scope].tags (team=ml)",
+                       "2 tax / credit line(s) tagged team=ml that apply to charges outside [scope].tags"]

@@ -59,6 +59,14 @@ def test_an_absent_account_beside_one_that_keeps_lines_stays_a_warning():
     assert scope_fit(make_case(accounts=()), lines(), scoped=0) == []  # no scope: every line is in it
 
 
+def test_the_lines_read_are_invoice_lines_not_summed_rows():
+    """The readers sum identical lines into one row (``line_count``): the message counted the 2 rows
+    (a FOCUS export of 505 lines read as 22); it counts the 7 invoice lines they stand for."""
+    (misfit,) = scope_fit(make_case(accounts=("333",)), lines().assign(line_count=[3, 4]), scoped=0)
+    assert misfit.message == ("[scope] account 333 matches no line; accounts present: 111, 222, 9; the scope keeps "
+                              "no charge of the 7 billing lines read (a report would show 0.00, or tax and credits alone)")
+
+
 def test_a_scope_that_keeps_only_tax_and_credits_is_an_error(tmp_path):
     """Tax and credits stay in scope by their account alone: a tag no charge carries left the demo's
     tax line and credit in scope, and the audit would have reported their sum as the total."""

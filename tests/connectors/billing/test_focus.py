@@ -359,9 +359,29 @@ def test_bad_cells_are_collected_and_capped(tmp_path):
     rows = [f"x{i},1,Usage,2024-09-01,2024-09-02," for i in range(30)]
     with pytest.raises(InputErrors) as caught:
         read(write_csv(tmp_path / "many.csv", HEADER, rows))
-    assert len(caught.value.errors) == 20
-    assert [e.row for e in caught.value.errors] == list(range(1, 21))
+    *named, tail = caught.value.errors
+    assert [e.row for e in named] == list(range(1, 21))
     assert all(e.column == "BilledCost" and e.expected == "a decimal number" for e in caught.value.errors)
+    # the rows are capped, the count is not (it stopped at row 20 and said nothing of the 10 others)
+    assert str(tail).endswith("many.csv: column BilledCost: unparseable number in 10 more row(s) "
+                              "(expected a decimal number)")
+
+
+def test_decimal_commas_are_named_as_such(tmp_path):
+    """Every failing BilledCost is a decimal comma ('5,2572'): the last line says so, once."""
+    rows = [f'"{i},2572",1,Usage,2024-09-01,2024-09-02,' for i in range(25)] + ['"-0,5",1,Usage,2024-09-01,2024-09-02,']
+    with pytest.raises(InputErrors) as caught:
+        read(write_csv(tmp_path / "comma.csv", HEADER, rows))
+    assert str(caught.value.errors[0]).endswith("comma.csv: row 1, column BilledCost: unparseable number '0,2572' "
+                                                "(expected a decimal number)")
+    assert str(caught.value.errors[-1]).endswith(
+        "comma.csv: column BilledCost: unparseable number in 6 more row(s); the column uses a comma as the decimal "
+        "separator; export with a point (expected a decimal number)")
+    few = write_csv(tmp_path / "few.csv", HEADER, ['"5,25",1,Usage,2024-09-01,2024-09-02,',
+                                                    'x,1,Usage,2024-09-01,2024-09-02,'])
+    with pytest.raises(InputErrors) as caught:  # one value is no decimal comma: no hint, and none left unnamed
+        read(few)
+    assert [e.row for e in caught.value.errors] == [1, 2]
 
 
 def test_errors_of_different_kinds_are_raised_together(tmp_path):
