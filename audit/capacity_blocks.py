@@ -25,7 +25,9 @@ Only the share of the fee the instances ran moves: the block's instance-hours ar
 PricingQuantity (24 for one instance's day; the fee's usage amount, as the tests read it), those run
 in it its instances' lines' PricingQuantity, and fee × run ÷ reserved moves onto them. The rest,
 reserved hours no instance ran, is paid-but-idle capacity, never model compute (METHOD §2 "unused
-reserved capacity", §4): the fee line keeps it, classed ``commitment_unused`` with a reason naming the
+reserved capacity", §4): the fee line keeps it (the reader has clipped off the fee's share for hours
+run outside W, or not in the data after W, so its PricingQuantity is the hours reserved for W:
+connectors/billing/block_window.py), classed ``commitment_unused`` with a reason naming the
 reservation and its hours (:func:`idle_reason`). A fee without a quantity, or whose instances ran as
 many hours as it reserved or more (a block of several instances whose fee counts block hours, not
 instance-hours), moves whole: no idle share is read where the bill does not show one. A
