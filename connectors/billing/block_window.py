@@ -34,6 +34,18 @@ def extra_sql(columns: Columns, key: str) -> str:
     return found[0] if found else "NULL::VARCHAR"
 
 
+def blocks_to_window(con, columns: Columns, lines: pd.DataFrame, window: tuple[datetime, datetime],
+                     name: str) -> tuple[pd.DataFrame, list]:
+    """``lines`` with their Capacity Block fees clipped to W (:func:`clip_block_fees`) and the notes;
+    a file with no Capacity Block purchase is looked at once, for one (the purchases only)."""
+    usage = extra_sql(columns, "x_usagetype")
+    if not con.execute(f"SELECT EXISTS (SELECT 1 FROM n WHERE ChargeCategory = 'Purchase' "
+                       f"AND {usage} ILIKE '%capacityblock%')").fetchall()[0][0]:
+        return lines, []
+    data_end = con.execute("SELECT max(_pe) FROM n").fetchall()[0][0]
+    return clip_block_fees(lines, block_hours(con, columns, window, name), data_end, window[1])
+
+
 def block_hours(con, columns: Columns, window: tuple[datetime, datetime], name: str) -> pd.DataFrame:
     """Per line that ran in a reservation a Capacity Block fee in W buys, in W or not: the
     reservation, its PricingQuantity (exact text), its period start, the microseconds of its period
