@@ -19,6 +19,7 @@ from decimal import Decimal
 import pytest
 
 from audit.classify import classify
+from audit.lines import basis_amount
 from benchmarks.cloudgen_check import audit_document
 from tests.audit.test_capacity_reservations import hours, part
 from tests.builders import generated, line, lines_frame, rewritten_billing
@@ -204,6 +205,8 @@ def test_a_capacity_block_s_hours_run_after_the_window_are_not_idle(eks, tmp_pat
     assert document["total"] == plain["total"]
     assert document["buckets"] == plain["buckets"]
     assert part(document, "platform_overhead", "commitment_unused") == 0
+    if kind == "native":  # the bridge (the FOCUS file's ContractedCost of the block's rows is the file's own)
+        assert_block_bridge(document, plain, FEE)
     notes = block_notes(document)
     first = "inference-prod:90" if kind == "native" else "focus_aws.csv:366"
     assert notes == [f"EC2 Capacity Block {RESERVATION}: 24 of its 48 reserved instance-hours ran outside the "
@@ -230,3 +233,31 @@ def test_a_capacity_block_s_hours_after_a_window_the_file_ends_with_are_not_idle
         f"EC2 Capacity Block {RESERVATION}: 24 of its 48 reserved instance-hours ran in the window and the file "
         "holds no line after its end (2026-09-02 00:00 UTC), so whether the other 24 ran after it is not in the "
         "data; 1,320.96 USD of its fee is for them and left out as for time after the window (not read as idle)"]
+
+
+def assert_block_bridge(document: dict, plain: dict, fee: Decimal) -> None:
+    """The bridge of a CUR whose block ran the instance's 24 hours of the window, its fee in the window
+    ``fee``: the fee is a purchase of reserved capacity (listed at its cost, FOCUS ListCost, and out of
+    the list and contracted totals), the block's hours covered usage contracted at their public on-demand
+    price (1320.96) and billed 0: list, negotiated discounts and contracted are the plain day's;
+    covered usage −1320.96 and purchases +fee. Before: the fee listed 0 and counted in the contracted
+    total, negotiated discounts +1320.95 (the verifier's eks 10104)."""
+    got, want = document["bridge"], plain["bridge"]
+    for step in ("list", "negotiated_discounts", "contracted", "billed", "effective"):
+        assert got[step] == want[step], step
+    assert Decimal(got["covered_usage"]) == Decimal(want["covered_usage"]) - FEE
+    assert Decimal(got["commitment_purchases"]) == Decimal(want["commitment_purchases"]) + fee
+
+
+def test_a_capacity_block_s_fee_counts_0_before_commitments():
+    """On the list and contracted bases the block's fee counts 0, as a commitment purchase does: its
+    instance-hours carry their own public on-demand price there (the CUR reader contracts them at it),
+    so counting the fee too would count the block twice. On the billed basis it counts its cost."""
+    fee = line(1, charge_category="Purchase", charge_frequency="One-Time", resource_id=RESERVATION,
+               billed_cost=FEE, effective_cost=FEE, list_cost=FEE, contracted_cost=FEE, pricing_quantity=Decimal(24),
+               extra=json.dumps({"x_UsageType": "CapacityBlockFee:p5.48xlarge", "CapacityReservationId": ARN}))
+    ran = line(2, resource_id=INSTANCE, billed_cost=Decimal(0), effective_cost=Decimal(0), list_cost=FEE,
+               contracted_cost=FEE, pricing_quantity=Decimal(24), extra=json.dumps({"CapacityReservationId": ARN}))
+    frame = lines_frame([fee, ran])
+    assert basis_amount(frame, "contracted").tolist() == basis_amount(frame, "list").tolist() == [0, FEE]
+    assert basis_amount(frame, "billed").tolist() == [FEE, 0]
