@@ -34,6 +34,7 @@ from audit.lines import (
     commitment_purchases,
     lines_where,
     names_no_service,
+    prepaid,
     purchase_spreads,
     tags_of,
 )
@@ -139,13 +140,14 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
     work["gross"] = amount[work.index]
     work["commitment"] = [ZERO] * len(work)
     leftovers: list[Leftover] = []
-    if basis in PRE_COMMITMENT:  # priced before commitments: the purchases count 0 and leave
-        spent = list(lines.index[is_purchase])
+    blocks: list[Block] = []
+    if basis in PRE_COMMITMENT:  # priced before commitments: the purchases (a Capacity Block's fee too) count 0
+        spent = list(lines.index[prepaid(lines)])
     else:
         spent = _spread_purchases(work, purchase_spreads(work, lines[is_purchase]), amount)
-    # an EC2 Capacity Block's fee, on every basis: AWS bills its instance-hours 0 and the block up front
-    blocks = block_spreads(lines[is_charge & ~lines.index.isin(spent)])
-    spent += _spread_blocks(work, blocks, amount)
+        # an EC2 Capacity Block's fee: AWS bills its instance-hours 0 and the block up front
+        blocks = block_spreads(lines[is_charge & ~lines.index.isin(spent)])
+        spent += _spread_blocks(work, blocks, amount)
     if spent:
         is_charge &= ~lines.index.isin(spent)
         work = work[~work.index.isin(spent)]

@@ -45,6 +45,7 @@ from typing import Mapping
 import pandas as pd
 
 from audit.billing_words import NO_CONTRACTED
+from audit.block_ties import block_lines
 from audit.lines import CREDIT_CATEGORIES, commitment_purchases
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum, largest_remainder
@@ -320,9 +321,12 @@ def negotiated_discounts(lines: pd.DataFrame) -> pd.Series:
 
 
 def _groups(lines: pd.DataFrame) -> dict[str, pd.Series]:
-    purchases = commitment_purchases(lines)
+    """The bridge's groups of lines; an EC2 Capacity Block's fee is a purchase (of reserved capacity)
+    and the usage run in it covered usage (audit/capacity_blocks.py)."""
+    fee, ran = block_lines(lines)
+    purchases = commitment_purchases(lines) | fee
     status = lines["commitment_discount_status"].fillna("").str.lower()
-    covered = (status == "used") & ~purchases
+    covered = ((status == "used") | ran) & ~purchases
     unused = (status == "unused") & ~purchases
     adjusting = lines["charge_category"].isin(ADJUSTMENTS) & ~purchases & ~covered & ~unused
     negotiated = adjusting & negotiated_discounts(lines)

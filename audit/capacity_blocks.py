@@ -25,7 +25,9 @@ Only the share of the fee the instances ran moves: the block's instance-hours ar
 PricingQuantity (24 for one instance's day; the fee's usage amount, as the tests read it), those run
 in it its instances' lines' PricingQuantity, and fee × run ÷ reserved moves onto them. The rest,
 reserved hours no instance ran, is paid-but-idle capacity, never model compute (METHOD §2 "unused
-reserved capacity", §4): the fee line keeps it, classed ``commitment_unused`` with a reason naming the
+reserved capacity", §4): the fee line keeps it (the reader has clipped off the fee's share for hours
+run outside W, or not in the data after W, so its PricingQuantity is the hours reserved for W:
+connectors/billing/block_window.py), classed ``commitment_unused`` with a reason naming the
 reservation and its hours (:func:`idle_reason`). A fee without a quantity, or whose instances ran as
 many hours as it reserved or more (a block of several instances whose fee counts block hours, not
 instance-hours), moves whole: no idle share is read where the bill does not show one. A
@@ -36,58 +38,14 @@ model (``gpu_resource_not_in_telemetry``), never ``unmatched``.
 """
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import NamedTuple
 
 import pandas as pd
 
-from audit.lines import json_object, purchase_spreads
+from audit.block_ties import block_ties
+from audit.lines import purchase_spreads
 from audit.money import ZERO, dsum, plain
-
-#: a Capacity Block's usage type (the verifier's ``USE1-CapacityBlock:p5.48xlarge`` spelling too)
-BLOCK_USAGE = re.compile(r"(?i)(^|-)capacityblock(fee)?:")
-RESERVATION = re.compile(r"(?i)\bcr-[0-9a-z]+")
-#: the extra keys that may hold what this module reads (FOCUS keeps a header's own spelling)
-KEYS = ("capacityreservationid", "x_usagetype")
-
-
-def reservation_key(value) -> str:
-    """A capacity reservation named by its id or its ARN, as its id in lower case (``cr-…``); ""
-    when the value names none."""
-    found = RESERVATION.search(str(value or ""))
-    return found.group(0).lower() if found else ""
-
-
-def _named(extra: str) -> dict[str, str]:
-    """The values of :data:`KEYS` a line's ``extra`` holds, keyed in lower case."""
-    return {k.lower(): str(v or "") for k, v in json_object(extra).items() if k.lower() in KEYS}
-
-
-def block_ties(lines: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """(whether each line is a Capacity Block's fee: a Purchase of a Capacity Block usage type, the
-    capacity reservation each line names, "" where none). A fee names its CapacityReservationId,
-    else its resource; any other line its CapacityReservationId. Only the Purchase lines are looked
-    at unless one of them is a fee (a bill without a Capacity Block reads no other line's ``extra``),
-    and then only the lines whose ``extra`` mentions a capacity reservation."""
-    fee = pd.Series(False, index=lines.index)
-    reservation = pd.Series("", index=lines.index, dtype=object)
-    if "extra" not in lines.columns or not len(lines):
-        return fee, reservation
-    text = lines["extra"].fillna("").astype(str)
-    purchases = lines.index[(lines["charge_category"] == "Purchase").to_numpy(dtype=bool)]
-    for idx in purchases[text[purchases].str.contains("capacityblock", case=False, regex=False).to_numpy(dtype=bool)]:
-        named = _named(text[idx])
-        if BLOCK_USAGE.search(named.get("x_usagetype", "")):
-            fee[idx] = True
-            reservation[idx] = reservation_key(named.get("capacityreservationid")) or reservation_key(
-                lines.at[idx, "resource_id"])
-    if not fee.any():
-        return fee, reservation
-    others = ~fee & text.str.contains("capacityreservation", case=False, regex=False)
-    for idx in lines.index[others.to_numpy(dtype=bool)]:
-        reservation[idx] = reservation_key(_named(text[idx]).get("capacityreservationid"))
-    return fee, reservation
 
 
 class Block(NamedTuple):

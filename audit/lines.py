@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from audit.block_ties import block_lines, json_object
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum
 from connectors.billing.catalogue import GpuType, bundling_machine, gpu_skus
@@ -222,8 +223,9 @@ def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:
     """The cost-basis amount of every line (Decimal): its EffectiveCost, BilledCost, ListCost or
     ContractedCost (METHOD §1).
 
-    On the list and contracted bases a commitment purchase or fee counts 0: those bases price the
-    usage before commitments, and the covered usage carries its own ListCost / ContractedCost. A line
+    On the list and contracted bases a commitment purchase or fee counts 0, an EC2 Capacity Block's
+    fee too (:func:`prepaid`): those bases price the usage before commitments, and the covered usage
+    carries its own ListCost / ContractedCost. A line
     the basis counts whose column is missing (an export without ListCost / ContractedCost, or a null
     cell) is an error naming the source file, the column and the rows, never a 0.
     """
@@ -231,11 +233,17 @@ def basis_amount(lines: pd.DataFrame, basis: str) -> pd.Series:
     values = lines[column]
     if basis not in PRE_COMMITMENT:
         return values
-    purchase = commitment_purchases(lines)
+    purchase = prepaid(lines)
     missing = values.isna() & ~purchase
     if missing.any():
         raise missing_basis(lines[missing], column, basis)
     return values.where(~purchase, Decimal(0))
+
+
+def prepaid(lines: pd.DataFrame) -> pd.Series:
+    """Whether each line buys capacity ahead of its use: a commitment purchase, or an EC2 Capacity
+    Block's fee (:func:`audit.block_ties.block_lines`)."""
+    return commitment_purchases(lines) | block_lines(lines)[0]
 
 
 def commitment_purchases(lines: pd.DataFrame) -> pd.Series:
@@ -399,17 +407,6 @@ def gpu_hours_of(line: Mapping) -> Decimal:
     if gpu_sku_model(line):
         return quantity
     return Decimal(0)
-
-
-def json_object(text) -> dict:
-    """A JSON object's text (a line's ``extra``) as a dict; {} for empty, unreadable or other JSON."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 #: how an adjustment is scoped, narrowest first (METHOD §2): the same rule for tax and credits

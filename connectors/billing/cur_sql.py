@@ -72,9 +72,12 @@ DISCOUNT_SUFFIX = "Discount"
 # Split cost allocation rows (EKS pods, ECS tasks on EC2) split an instance line that is already billed.
 SPLIT_OPERATIONS = ("EKSPod-EC2", "ECSTask-EC2")
 DEC = "DECIMAL(38,20)"
-# An EC2 Capacity Block for ML's upfront fee: usage type ``USE2-CapacityBlockFee:p5.48xlarge``
-# (grafana/cloudcost-exporter, pkg/aws/client/billing.go), resource its capacity reservation.
+# An EC2 Capacity Block for ML's upfront fee (``USE2-CapacityBlockFee:p5.48xlarge``, grafana/cloudcost-exporter
+# billing.go; resource its reservation), a purchase with no list price: it lists at its cost (FOCUS ListCost).
+# Usage run in a block (billed 0, naming it) is contracted at its public on-demand price, as RI-covered usage.
 CAPACITY_BLOCK = "CapacityBlock"
+BLOCK_FEE, BLOCK_RUN = (f"line_item_usage_type ILIKE '%{CAPACITY_BLOCK}%'", "coalesce(capacity_reservation_capacity_"
+                        "reservation_arn, '') <> '' AND TRY_CAST(line_item_unblended_cost AS DECIMAL(38,20)) = 0")
 
 
 @dataclass(frozen=True)
@@ -181,8 +184,6 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
                   csv else "", f"hash({line_id[0]}, {interval[0]})" if line_id and interval else "")
 
 
-# --- table raw ---------------------------------------------------------------------------------
-
 ROW = "__costaudit_row"
 
 
@@ -250,8 +251,6 @@ def parquet_read(layout: Layout) -> str:
     return f"read_parquet({quote_text(str(layout.path))}, file_row_number=true)"
 
 
-# --- mapping to FOCUS names ---------------------------------------------------------------------
-
 def is_split(prefix: str = "") -> str:
     """SQL: the line is a split cost allocation row (a pod or task share of an instance line), over
     the fields as ``raw`` names them (each name after ``prefix``)."""
@@ -286,36 +285,37 @@ COSTS: dict[str, tuple[dict[str, str], str]] = {
     # carry BilledCost 0 (the Savings Plan fee is what was billed), so no line carries money
     # that another line takes back.
     "BilledCost": ({"SavingsPlanCoveredUsage": "'0'", "SavingsPlanNegation": "'0'"}, UNBLENDED),
-    "EffectiveCost": ({
-        "DiscountedUsage": "reservation_effective_cost",
-        "SavingsPlanCoveredUsage": "savings_plan_savings_plan_effective_cost",
-        "SavingsPlanNegation": "'0'", "SavingsPlanUpfrontFee": "'0'",
-        "SavingsPlanRecurringFee": "'0'", "RIFee": "'0'",
-        "Fee": f"CASE WHEN {RI_FEE} THEN '0' ELSE {UNBLENDED} END"}, UNBLENDED),
+    "EffectiveCost": ({"DiscountedUsage": "reservation_effective_cost", "SavingsPlanNegation": "'0'",
+                       "SavingsPlanCoveredUsage": "savings_plan_savings_plan_effective_cost", "RIFee": "'0'",
+                       "SavingsPlanUpfrontFee": "'0'", "SavingsPlanRecurringFee": "'0'",
+                       "Fee": f"CASE WHEN {RI_FEE} THEN '0' ELSE {UNBLENDED} END"}, UNBLENDED),
     # The public on-demand price of the line (AWS: of the highest tier where a SKU is tiered). A
     # negation repeats its covered usage's public on-demand cost (positive, not negated): counted, it
     # would list the covered usage twice, so it lists nothing, as it bills nothing. Tax, credits and
     # refunds have no list price (their public on-demand cost is 0 or empty): FOCUS (ListCost) lists a
-    # credit at its BilledCost and a tax on the list cost of what it taxes; the CUR's tax line is the
-    # nearest figure to that, so each lists at its unblended cost, as AWS's
-    # own FOCUS export lists a credit. A negotiated discount (``*Discount``) is the gap between list and
-    # contracted: it lists at its public on-demand cost (0).
-    "ListCost": ({"SavingsPlanNegation": "'0'", **{t: UNBLENDED for t in ("Tax", "Credit", "Refund")}},
+    # credit at its BilledCost and a tax on the list cost of what it taxes; the CUR's tax line is the nearest
+    # figure to that, so each lists at its unblended cost, as AWS's own FOCUS export lists a credit. A
+    # negotiated discount (``*Discount``) is the gap between list and contracted: it lists at its public
+    # on-demand cost (0). A Capacity Block's fee lists at its cost (:data:`BLOCK_FEE`).
+    "ListCost": ({"SavingsPlanNegation": "'0'", **{t: UNBLENDED for t in ("Tax", "Credit", "Refund")},
+                  "Fee": f"CASE WHEN {BLOCK_FEE} THEN {UNBLENDED} ELSE pricing_public_on_demand_cost END"},
                  "pricing_public_on_demand_cost"),
     # Before commitments, at the account's own rates: a CUR prices every line at them in its unblended
     # cost (negotiated discounts are lines of their own, ``*Discount`` types), except reservation-covered
     # usage, which it bills at 0 with no rate of the account: there only the public on-demand cost says
     # what the usage costs before the reservation. A negation takes nothing back before commitments.
     # Tax, credits and refunds are contracted at their unblended cost, as FOCUS (ContractedCost) has it.
-    "ContractedCost": ({"DiscountedUsage": "pricing_public_on_demand_cost", "SavingsPlanNegation": "'0'"},
+    "ContractedCost": ({"DiscountedUsage": "pricing_public_on_demand_cost", "SavingsPlanNegation": "'0'",
+                        "Usage": f"CASE WHEN {BLOCK_RUN} THEN pricing_public_on_demand_cost ELSE {UNBLENDED} END"},
                        UNBLENDED),
 }
 # ContractedUnitPrice per line item type: the rate of ContractedCost, so that ContractedCost =
 # PricingQuantity × ContractedUnitPrice on usage (METHOD §5), as in AWS's FOCUS export: covered usage at
 # its rate before the commitment discount, Savings Plan-covered usage its unblended rate (the plan's
-# rate is after its discount: cloudgen eks 8705 lost it, gap 16.9 %), reservation-covered usage its
-# public on-demand rate.
-CONTRACTED_RATES = {"Usage": "line_item_unblended_rate", "SavingsPlanCoveredUsage": "line_item_unblended_rate",
+# rate is after its discount: cloudgen eks 8705 lost it, gap 16.9 %), reservation- and block-covered usage
+# its public on-demand rate.
+CONTRACTED_RATES = {"Usage": f"CASE WHEN {BLOCK_RUN} THEN pricing_public_on_demand_rate ELSE line_item_unblended_rate END",
+                    "SavingsPlanCoveredUsage": "line_item_unblended_rate",
                     "DiscountedUsage": "pricing_public_on_demand_rate"}
 # An unused-commitment row (:data:`UNUSED`) bills nothing and is no usage: list and contracted 0.
 UNUSED_COSTS = {"BilledCost": "'0'", "ListCost": "'0'", "ContractedCost": "'0'"}
@@ -393,8 +393,8 @@ def base_columns() -> dict[str, str]:
                                    "THEN 'Reservation' END"),
         "ResourceId": "line_item_resource_id",
         # the capacity reservation a line ran in, else the one a Capacity Block's fee buys (audit/capacity_blocks.py)
-        "CapacityReservationId": ("coalesce(capacity_reservation_capacity_reservation_arn, CASE WHEN "
-                                  f"line_item_usage_type ILIKE '%{CAPACITY_BLOCK}%' THEN line_item_resource_id END)"),
+        "CapacityReservationId": f"coalesce(capacity_reservation_capacity_reservation_arn, CASE WHEN {BLOCK_FEE} "
+                                 "THEN line_item_resource_id END)",
         "RegionId": "coalesce(product_region_code, product_region)",
         "SkuId": "product_sku",
         "BillingCurrency": "line_item_currency_code",

@@ -52,6 +52,7 @@ from pathlib import Path
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing.block_window import blocks_to_window
 from connectors.billing.clip import clip_to_window
 from connectors.billing.focus_checks import (
     check_rows,
@@ -144,6 +145,8 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
     beyond = purchases_outside(con, (ctx.start, ctx.end), path.name)
     lines, clipped = clip_to_window(build_lines(kept, columns, path), (ctx.start, ctx.end))
+    lines, blocks = blocks_to_window(con, columns, lines, (ctx.start, ctx.end), path.name)
+    clipped += blocks
     notes = hour_notes(con) + clipped + (repeat_notes(repeated) if duplicates == "note" else [])
     notes += extent_notes(con) if lines.empty and rows else []
     return {"lines": lines, "notes": notes_table(notes), "purchases_outside": beyond}, int(rows), covered(lines)

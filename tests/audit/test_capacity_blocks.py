@@ -19,6 +19,7 @@ from decimal import Decimal
 import pytest
 
 from audit.classify import classify
+from audit.lines import basis_amount
 from benchmarks.cloudgen_check import audit_document
 from tests.audit.test_capacity_reservations import hours, part
 from tests.builders import generated, line, lines_frame, rewritten_billing
@@ -131,6 +132,8 @@ def test_a_capacity_block_s_hours_no_instance_ran_are_unused_reserved_capacity(e
     assert row["reason"] == (f"an EC2 Capacity Block paid but not run (unused reserved capacity): reservation "
                              f"{RESERVATION}, 24 instance-hours reserved (its fee's PricingQuantity), 10 run in "
                              "it (its instances' lines), 14 idle")
+    # its 24 hours from the instance's first (00:00) end with the window: the block is all in it
+    assert block_notes(document) == []
     assert document["reconciliation"]["verdict"] == plain["reconciliation"]["verdict"]
 
 
@@ -162,3 +165,99 @@ def test_a_capacity_block_s_fee_is_gpu_compute_with_its_instance_type_s_gpus(usa
     assert classified["rule_reason"].startswith("shipped rule: an EC2 Capacity Block for ML")
     assert (classified["instance_type"], classified["gpus_per_instance"], classified["gpu_model"]) == (
         "p5.48xlarge", 8, "H100 80GB")
+
+
+PERIOD_KEYS = ("line_item_usage_start_date", "line_item_usage_end_date", "identity_time_interval",
+               "ChargePeriodStart", "ChargePeriodEnd")
+
+
+def next_day(row: dict) -> dict:
+    """``row`` one day later (its period and, for a CUR line, its line item id)."""
+    moved = {k: row[k].replace("2026-09-02", "2026-09-03").replace("2026-09-01", "2026-09-02")
+             for k in PERIOD_KEYS if k in row}
+    if "identity_line_item_id" in row:
+        moved["identity_line_item_id"] = f"{row['identity_line_item_id']}-next"
+    return {**row, **moved}
+
+
+def block_beyond(kind: str, after: bool = True):
+    """The block reserves 48 instance-hours (fee 48 × 55.04 = 2641.92): the instance ran its 24 of the
+    window in it and, where ``after``, 24 the next day, outside the window (its lines there name the
+    reservation; without them the file ends with the window)."""
+    def change(rows: list[dict]) -> list[dict]:
+        out = focus_block(rows) if kind == "focus" else cur_block(rows, tied=True)
+        names = ("PricingQuantity", "BilledCost", "EffectiveCost", "ContractedCost") if kind == "focus" else (
+            "line_item_usage_amount", "line_item_unblended_cost", "line_item_blended_cost")
+        out[-1].update(dict(zip(names, ("48", *[str(FEE * 2)] * (len(names) - 1)))))
+        key = "CapacityReservationId" if kind == "focus" else "capacity_reservation_capacity_reservation_arn"
+        return out + [next_day(r) for r in out[:-1] if after and r.get(key) == ARN]
+    return change
+
+
+def test_a_capacity_block_s_hours_run_after_the_window_are_not_idle(eks, tmp_path):
+    """By hand: 48 instance-hours reserved, 24 run in the window, 24 after it, none idle. The fee's
+    share for the hours after the window, 2641.92 × 24 ÷ 48 = 1320.96, is for time outside the window
+    and clipped off (METHOD §1), as a straddling line's time outside is; the 1320.96 left moves onto the
+    24 hours in the window: the audit is the plain day's, with no commitment_unused row. Before: 1320.96
+    "48 reserved, 24 run in it, 24 idle" (the lines after the window unread), the total 1320.96 high."""
+    folder, kind, plain = eks
+    document = audit_document(rewritten_billing(folder, tmp_path / "case", block_beyond(kind)))
+    assert document["total"] == plain["total"]
+    assert document["buckets"] == plain["buckets"]
+    assert part(document, "platform_overhead", "commitment_unused") == 0
+    if kind == "native":  # the bridge (the FOCUS file's ContractedCost of the block's rows is the file's own)
+        assert_block_bridge(document, plain, FEE)
+    notes = block_notes(document)
+    first = "inference-prod:90" if kind == "native" else "focus_aws.csv:366"
+    assert notes == [f"EC2 Capacity Block {RESERVATION}: 24 of its 48 reserved instance-hours ran outside the "
+                     f"window (the lines naming it there, first {first}); 1,320.96 USD of its fee is for them "
+                     "and left out (clipped pro rata by hours, as billing is clipped to the window)"]
+
+
+def block_notes(document: dict) -> list[str]:
+    """The sources' notes that name the block's reservation."""
+    return [n["note"] for s in document["sources"] for n in s.get("notes", ()) if RESERVATION in n["note"]]
+
+
+def test_a_capacity_block_s_hours_after_a_window_the_file_ends_with_are_not_idle(eks, tmp_path):
+    """The same 48-hour block in a file that ends with the window: its 24 hours after it are not in
+    the data. By hand: the fee for them, 2641.92 × (48 − 24) ÷ 48 = 1320.96, is left out as for time
+    after the window, named, never idle; the audit is the plain day's. Before: 1320.96 commitment_unused
+    "24 idle"."""
+    folder, kind, plain = eks
+    document = audit_document(rewritten_billing(folder, tmp_path / "case", block_beyond(kind, after=False)))
+    assert document["total"] == plain["total"]
+    assert document["buckets"] == plain["buckets"]
+    assert part(document, "platform_overhead", "commitment_unused") == 0
+    assert block_notes(document) == [
+        f"EC2 Capacity Block {RESERVATION}: 24 of its 48 reserved instance-hours ran in the window and the file "
+        "holds no line after its end (2026-09-02 00:00 UTC), so whether the other 24 ran after it is not in the "
+        "data; 1,320.96 USD of its fee is for them and left out as for time after the window (not read as idle)"]
+
+
+def assert_block_bridge(document: dict, plain: dict, fee: Decimal) -> None:
+    """The bridge of a CUR whose block ran the instance's 24 hours of the window, its fee in the window
+    ``fee``: the fee is a purchase of reserved capacity (listed at its cost, FOCUS ListCost, and out of
+    the list and contracted totals), the block's hours covered usage contracted at their public on-demand
+    price (1320.96) and billed 0: list, negotiated discounts and contracted are the plain day's;
+    covered usage −1320.96 and purchases +fee. Before: the fee listed 0 and counted in the contracted
+    total, negotiated discounts +1320.95 (the verifier's eks 10104)."""
+    got, want = document["bridge"], plain["bridge"]
+    for step in ("list", "negotiated_discounts", "contracted", "billed", "effective"):
+        assert got[step] == want[step], step
+    assert Decimal(got["covered_usage"]) == Decimal(want["covered_usage"]) - FEE
+    assert Decimal(got["commitment_purchases"]) == Decimal(want["commitment_purchases"]) + fee
+
+
+def test_a_capacity_block_s_fee_counts_0_before_commitments():
+    """On the list and contracted bases the block's fee counts 0, as a commitment purchase does: its
+    instance-hours carry their own public on-demand price there (the CUR reader contracts them at it),
+    so counting the fee too would count the block twice. On the billed basis it counts its cost."""
+    fee = line(1, charge_category="Purchase", charge_frequency="One-Time", resource_id=RESERVATION,
+               billed_cost=FEE, effective_cost=FEE, list_cost=FEE, contracted_cost=FEE, pricing_quantity=Decimal(24),
+               extra=json.dumps({"x_UsageType": "CapacityBlockFee:p5.48xlarge", "CapacityReservationId": ARN}))
+    ran = line(2, resource_id=INSTANCE, billed_cost=Decimal(0), effective_cost=Decimal(0), list_cost=FEE,
+               contracted_cost=FEE, pricing_quantity=Decimal(24), extra=json.dumps({"CapacityReservationId": ARN}))
+    frame = lines_frame([fee, ran])
+    assert basis_amount(frame, "contracted").tolist() == basis_amount(frame, "list").tolist() == [0, FEE]
+    assert basis_amount(frame, "billed").tolist() == [FEE, 0]
