@@ -153,7 +153,8 @@ def _bridge(result, total: Decimal) -> dict:
     """The bridge across the four cost bases, in scope (audit/bridge.py), at the cent: every row's
     amount (None: not measured), a total of the exact amount in scope at the audit's ``total``;
     ``not_measured`` says which rows and why; ``<step>_lines`` names the lines that carry a step
-    outside the commitment groups."""
+    outside the commitment groups; ``<step>_lacks`` what a measured step leaves out (a purchase whose
+    amortisation no line carries, beside commitments whose lines carry theirs)."""
     folder = result.case.folder
     found = bridge(result.lines[result.scope_mask],
                    {f.spec.name: (_relative(f.spec, folder), f.spec.format) for f in result.collected.of("billing")})
@@ -163,6 +164,8 @@ def _bridge(result, total: Decimal) -> dict:
     for step in found.steps:
         if step.reason:
             reasons.setdefault(step.reason, []).append(step.key)
+        if step.lacks:
+            out[f"{step.key}_lacks"] = step.lacks
         elif step.examples and step.amount != 0:
             more = ", …" if step.lines > len(step.examples) else ""
             named = ", ".join(redact(mask_url(line_id)) for line_id in step.examples)  # ids may carry a url

@@ -10,7 +10,10 @@ and no plug is needed. The groups:
   no part of the list and contracted totals (:func:`audit.lines.basis_amount`): those bases price the
   covered usage itself, before commitments;
 * ``covered``: usage a commitment covered (CommitmentDiscountStatus ``Used``);
-* ``unused``: the unused part of a commitment (status ``Unused``);
+* ``unused``: the unused part of a commitment (status ``Unused``). One billed at its own price (the
+  GCP billing export's fee rest, connectors/billing/gcp_commitments.py) is read as FOCUS writes it,
+  a purchase of that price and an unused commitment billed 0 (:func:`split_billed_unused`), so that
+  the bridge equals that of a FOCUS export of the same fees;
 * ``negotiated``: negotiated discounts billed as lines of their own (a CUR's ``EdpDiscount``,
   ``PrivateRateDiscount``, ``BundledDiscount``): a credit, refund or adjustment that lists at 0 and is
   contracted at its cost (:func:`negotiated_discounts`). They lie between the list and the contracted
@@ -23,7 +26,8 @@ lines whose BilledCost differs from their ContractedCost or EffectiveCost) is a 
 with the lines that carry it. A step that needs a column the lines lack (ListCost, ContractedCost
 missing on some in-scope line) is not measured: None, with the reason. So is the amortisation of
 commitments where a purchase leaves the effective basis (EffectiveCost 0, its price billed) and no
-in-scope line of its commitment carries any amortisation (:func:`unamortised_reason`): an export of
+in-scope line of its commitment carries any amortisation (:func:`unamortised_reason`), unless other
+commitments' lines carry theirs: then it is measured and its ``lacks`` names that purchase: an export of
 the billed view (Azure ActualCost) shows the purchase but not its amortisation, which would
 otherwise leave the effective total without a word. Its mirror, for an audit on the billed basis:
 commitment-covered or unused lines billed 0 against their amortisation whose commitment has no
@@ -54,6 +58,9 @@ from schemas.billing import line_total
 ADJUSTMENTS = ("Tax", "Credit", "Refund", "Adjustment")
 COLUMNS = {"L": "list_cost", "C": "contracted_cost", "B": "billed_cost", "E": "effective_cost"}
 NAMES = {"L": "ListCost", "C": "ContractedCost", "B": "BilledCost", "E": "EffectiveCost"}
+#: the columns the bridge reads (a narrow copy of the lines, split by :func:`split_billed_unused`)
+READ = ("charge_category", "commitment_discount_id", "commitment_discount_status", *COLUMNS.values(), "line_id",
+        "line_count", "source")
 EXAMPLES = 3  # line ids named for a step carried by lines outside the commitment groups
 
 #: (key, label, groups, to-column, from-column); a total sums its column over its groups
@@ -94,7 +101,8 @@ class Step:
     amount: Decimal | None
     lines: int = 0  # invoice lines whose difference is not zero (steps only)
     examples: tuple[str, ...] = ()  # their first line ids, for the steps in NAMED_LINES
-    reason: str | None = None
+    reason: str | None = None  # why it is not measured
+    lacks: str | None = None  # what a measured step leaves out, and why
 
 
 @dataclass(frozen=True)
@@ -128,14 +136,48 @@ def bridge(lines: pd.DataFrame, sources: Mapping[str, tuple[str, str]] | None = 
     """The bridge of ``lines`` (the in-scope lines); ``sources``: billing source name → (its path
     relative to the case folder, its format), which a step not measured names (METHOD §9: the same
     case gives the same bytes wherever its folder lies)."""
-    groups = _groups(lines)
-    missing = {c: _missing(lines, groups, COLUMNS[c], sources or {}) for c in ("L", "C")}
-    steps = tuple(_row(lines, groups, missing, *plan) for plan in PLAN)
+    read = split_billed_unused(lines[[c for c in READ if c in lines.columns]])
+    groups = _groups(read)
+    missing = {c: _missing(read, groups, COLUMNS[c], sources or {}) for c in ("L", "C")}
+    steps = tuple(_row(read, groups, missing, *plan) for plan in PLAN)
     unamortised = unamortised_reason(lines)
     if unamortised:
-        steps = tuple(replace(s, amount=None, lines=0, reason=unamortised) if s.key == "amortised_commitment" else s
-                      for s in steps)
+        steps = tuple(_unamortised(s, unamortised) if s.key == "amortised_commitment" else s for s in steps)
     return Bridge(steps)
+
+
+def _unamortised(step: Step, reason: str) -> Step:
+    """The amortisation step where some purchase's amortisation is in no line (``reason``): still
+    measured where other commitments' covered lines carry theirs (it sums what those lines say, and
+    ``lacks`` names the purchases it leaves out), else not measured (None, with the reason)."""
+    if step.lines:
+        return replace(step, lacks=reason)
+    return replace(step, amount=None, lines=0, reason=reason)
+
+
+def billed_unused(lines: pd.DataFrame) -> pd.Series:
+    """Whether each line is an unused commitment billed at its own price (status ``Unused``, not a
+    purchase, BilledCost other than 0): a fee's unused rest invoiced as a line of its own, as the GCP
+    billing export's commitment fees are read (connectors/billing/gcp_commitments.py: per pool a
+    Purchase of the part used and an Unused row of the rest, on both bases)."""
+    status = lines["commitment_discount_status"].fillna("").str.lower()
+    billed = pd.Series([b is not None and b != 0 for b in lines["billed_cost"]], index=lines.index,
+                       dtype=bool)
+    return (status == "unused") & ~commitment_purchases(lines) & billed
+
+
+def split_billed_unused(lines: pd.DataFrame) -> pd.DataFrame:
+    """``lines`` with each :func:`billed_unused` line read as the two lines FOCUS writes for it: the
+    purchase of that rest (a Purchase, BilledCost its price, EffectiveCost 0) and the unused
+    commitment (BilledCost 0, EffectiveCost its amount). The bridge then counts its price among the
+    commitment purchases and its amount as unused commitment, as it does a FOCUS export of the same
+    fees, and every total is the same (the two lines add up to the one)."""
+    split = billed_unused(lines).to_numpy(dtype=bool)
+    if not split.any():
+        return lines
+    fees = lines[split].assign(charge_category="Purchase", effective_cost=ZERO)
+    rest = lines[split].assign(billed_cost=ZERO)
+    return pd.concat([lines[~split], fees, rest], ignore_index=True)
 
 
 def _carries(lines: pd.DataFrame) -> bool:

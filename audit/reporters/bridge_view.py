@@ -1,8 +1,9 @@
 """The bridge across the cost bases (audit.json ``bridge``, METHOD §1) as rows of the report.
 
 Totals are always shown; a step only when it moves money or is not measured (a step of 0.00 says
-nothing a reader needs). A row's note is why it is not measured, or which lines carry a step outside
-the commitment groups; a note the row above already gave reads "as above".
+nothing a reader needs). A row's note is why it is not measured, which lines carry a step outside
+the commitment groups, or what a measured step leaves out (``<step>_lacks``); a note the row above
+already gave reads "as above".
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def bridge_rows(bridge: dict, money: Callable[[object], str]) -> list[tuple[str,
         value = bridge[key]
         if not total and value is not None and _zero(value):
             continue
-        note = reasons.get(key, "") if value is None else str(bridge.get(f"{key}_lines") or "")
+        note = reasons.get(key, "") if value is None else str(bridge.get(f"{key}_lines") or bridge.get(f"{key}_lacks")
+                                                              or "")
         rows.append((label, money(value), AS_ABOVE if note and note == said else note, total))
         said = note or said
     return rows

@@ -470,3 +470,50 @@ def test_negotiated_discount_lines_of_a_cur_are_the_negotiated_discounts_step(tm
     assert {k: found[k] for k in want} == want
     assert bridge(lines).rounded()["negotiated_discounts"] == Decimal("-26.61")
     assert set(lines.loc[lines.extra.str.contains("Discount\""), "charge_category"]) == {"Credit"}  # netted as before
+
+
+def fee_lines(native: bool) -> list[dict]:
+    """A commitment fee of 100, 80 of it used by one covered line (listed 120): as FOCUS writes it
+    (the purchase of all of it, the unused 20 billed 0), or as the GCP billing export is read
+    (connectors/billing/gcp_commitments.py: the purchase of the part used, the unused rest billed as a
+    line of its own)."""
+    def d(text):
+        return Decimal(text)
+    pool = "gcp-cud/acct/us-central1/nvidia h100 80gb gpu in americas"
+    used, billed = (d("80"), d("20")) if native else (d("100"), d("0"))
+    return [line(1, charge_category="Purchase", commitment_discount_id=pool, billed_cost=used, effective_cost=d("0")),
+            line(2, commitment_discount_id=pool, commitment_discount_status="Used", billed_cost=d("0"),
+                 effective_cost=d("80"), list_cost=d("120")),
+            line(3, commitment_discount_id=pool.replace("gcp-cud/", "gcp-cud-unused/"),
+                 commitment_discount_status="Unused", billed_cost=billed, effective_cost=d("20"), list_cost=d("0"))]
+
+
+def test_an_unused_commitment_billed_as_its_own_line_bridges_as_its_focus_twin():
+    """Before (cloudgen gke 10102 with commitments, native export): commitment_purchases 1047.94,
+    purchases_amortised −1047.94 and unused_commitment 0.00, against 1309.91, −1309.91 and 261.97 in
+    the FOCUS twin of the same fees. Here: 80 / −80 / 0 before, 100 / −100 / 20 now, as FOCUS's."""
+    native, focus = (dict((s.key, s.amount) for s in bridge(lines_frame(fee_lines(n))).steps) for n in (True, False))
+    assert native == focus
+    assert [native[k] for k in ("list", "commitment_purchases", "billed", "amortised_commitment", "unused_commitment",
+                                "purchases_amortised", "effective")] == [Decimal(v) for v in (120, 100, 100, 80, 20,
+                                                                                             -100, 100)]
+
+
+def test_a_purchase_without_amortisation_leaves_the_others_measured_and_is_named():
+    """A reservation's covered usage carries 1574.48 of amortisation; a savings plan bought (1000) and
+    partly refunded (−400) has no line of its own in scope. Before (cloudgen aks 10105 with that plan):
+    amortised_commitment null. Now 1574.48, measured, and ``lacks`` names the plan's two lines."""
+    reservation = "/providers/Microsoft.Capacity/reservationOrders/o/reservations/r"
+    rows = [line(1, commitment_discount_id=reservation, commitment_discount_status="Used", billed_cost=Decimal(0),
+                 effective_cost=Decimal("1574.48")),
+            line(2, charge_category="Purchase", commitment_discount_id=SAVINGS_PLAN, billed_cost=Decimal(1000),
+                 effective_cost=Decimal(0)),
+            line(3, charge_category="Purchase", commitment_discount_id=SAVINGS_PLAN, billed_cost=Decimal(-400),
+                 effective_cost=Decimal(0))]
+    found = {s.key: s for s in bridge(lines_frame(rows)).steps}
+    step = found["amortised_commitment"]
+    assert (step.amount, step.reason) == (Decimal("1574.48"), None)
+    assert step.lacks.startswith("2 commitment purchase line(s) (inline.csv:2, inline.csv:3), billed 600.00, leave "
+                                 "the effective basis (EffectiveCost 0) and no in-scope line carries their amortisation")
+    assert (found["commitment_purchases"].amount, found["purchases_amortised"].amount) == (Decimal(600), Decimal(-600))
+    assert found["effective"].amount == Decimal("1574.48")

@@ -517,3 +517,40 @@ def test_a_commitment_refund_spreads_onto_the_reservation_it_names_not_onto_the_
     assert list(moved["commitment_discount_id"]) == [f"{order}/reservations/r-1", f"{order}/reservations/r-2"]
     assert list(moved["commitment"]) == [Decimal("2.4375"), Decimal("-0.1875")]  # r-2: 0.8125 − 1
     assert sum(charges["net"]) == sum(lines["billed_cost"])  # nothing lost, nothing added
+
+
+SAVINGS_PLAN = ("/providers/Microsoft.BillingBenefits/savingsPlanOrders/5b1c0d3e-1111-2222-3333-444455556666/"
+                "savingsPlans/9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff")
+
+
+def test_commitment_purchases_no_line_used_are_unused_commitment_not_unmatched(tmp_path):
+    """ActualCost on the billed basis: the reservation purchase (3.25) and a savings plan bought (1000)
+    and partly refunded (−400, PricingModel blank, only its benefitId naming the plan), none of whose
+    usage is in the export. Before: the three lines were class unmatched (unmatched 608.54, 11 lines;
+    cloudgen aks 10105 with such a plan: 600.00 unattributed); now they are paid
+    commitment that nothing audited used, commitment_unused (platform overhead), by a shipped rule."""
+    from dataclasses import replace
+
+    from audit.audit_json import to_dict
+    from audit.collected import Collected
+    from audit.pipeline import audit_collected
+    from tests.builders import make_case
+
+    plan = {2: ("Purchase", "SavingsPlan", "1000"), 3: ("Refund", "", "-400")}
+
+    def change(i, record):
+        if i in plan:
+            kind, model, cost = plan[i]
+            record.update(ChargeType=kind, PricingModel=model, Cost=cost, UnitPrice=cost.lstrip("-"), Quantity="1",
+                          EffectivePrice=cost.lstrip("-"), PayGPrice="0", MeterCategory="Savings Plan",
+                          benefitId=SAVINGS_PLAN, ResourceId="", ReservationId="")
+        return record
+
+    september = (utc(2023, 9, 1), utc(2023, 10, 1))
+    case = replace(make_case(accounts=(), basis="billed"), start=september[0], end=september[1], services={})
+    source = read(rewrite(ACTUAL, tmp_path / "actual.csv", change), start=september[0], end=september[1])
+    doc = to_dict(audit_collected(case, Collected((source,))))
+    classes = {c["class"]: (c["net"], c["lines"]) for c in doc["classes"]}
+    # the case names no service: the export's eight other lines stay unmatched, as before
+    assert classes == {"commitment_unused": ("603.25", 3), "unmatched": ("5.29", 8)}
+    assert doc["bridge"]["commitment_purchases"] == "603.25"

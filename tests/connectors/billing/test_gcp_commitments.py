@@ -106,7 +106,11 @@ def test_a_gpu_commitment_is_a_purchase_its_covered_hours_amortised_and_its_rest
     assert part(document, "platform_overhead", "commitment_unused") == fees / 5
     assert part(plain, "platform_overhead", "commitment_unused") == 0
     bridge = document["bridge"]
-    assert Decimal(bridge["commitment_purchases"]) == Decimal(bridge["amortised_commitment"]) == fees * 4 / 5
+    # the bridge as for a FOCUS export of the same fees: the purchase of all of them, its unused fifth
+    # unused commitment (before: commitment_purchases 4/5 of the fees, unused_commitment 0.00)
+    assert Decimal(bridge["commitment_purchases"]) == -Decimal(bridge["purchases_amortised"]) == fees
+    assert Decimal(bridge["amortised_commitment"]) == fees * 4 / 5
+    assert Decimal(bridge["unused_commitment"]) == fees / 5
     assert Decimal(bridge["billed"]) == Decimal(bridge["effective"]) == Decimal(document["total"])
     # the covered machine's GPU time is priced at the commitment's rate (lower): model compute falls
     assert Decimal(document["buckets"]["model_compute"]["amount"]) < Decimal(plain["buckets"]["model_compute"]["amount"])
