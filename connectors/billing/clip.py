@@ -49,8 +49,8 @@ def utc(moment: datetime) -> pd.Timestamp:
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
-def share(amount: Decimal, part: int, total: int) -> Decimal:
-    """``amount`` × ``part`` / ``total`` (microseconds inside W over the period's), one division."""
+def share(amount: Decimal, part: int | Decimal, total: int | Decimal) -> Decimal:
+    """``amount`` × ``part`` / ``total`` (microseconds, or hours, inside W over the period's), one division."""
     return amount * part / total
 
 

@@ -282,7 +282,7 @@ def test_a_single_scrape_has_no_step_measured(tmp_path):
     samples = ['vllm:request_success_total{model_name="m",finished_reason="stop"} 3',
                'vllm:num_requests_running{model_name="m"} 1']
     window = (datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 2, 1, tzinfo=timezone.utc))
-    (tmp_path / "scrape.prom").write_text("# TYPE vllm:request_success counter\n" + "\n".join(samples) + "\n")
+    (tmp_path / "scrape.prom").write_text("# TYPE vllm:request_success counter\n" + "\n".join(samples) + "\n# EOF\n")
     found = discover([str(tmp_path / "scrape.prom")], tmp_path / "one", "one", window)
     assert "# read: 2 rows, no time span, step unknown (not measured: no spacing between samples)\n" in found.text
     assert "# no telemetry step was measured: each source keeps its own\n" in found.text
