@@ -58,9 +58,10 @@ from schemas.billing import line_total
 ADJUSTMENTS = ("Tax", "Credit", "Refund", "Adjustment")
 COLUMNS = {"L": "list_cost", "C": "contracted_cost", "B": "billed_cost", "E": "effective_cost"}
 NAMES = {"L": "ListCost", "C": "ContractedCost", "B": "BilledCost", "E": "EffectiveCost"}
-#: the columns the bridge reads (a narrow copy of the lines, split by :func:`split_billed_unused`)
+#: the columns the bridge reads (a narrow copy of the lines, split by :func:`split_billed_unused`);
+#: ``extra`` and ``resource_id`` tie a Capacity Block's fee to its usage (audit/block_ties.py)
 READ = ("charge_category", "commitment_discount_id", "commitment_discount_status", *COLUMNS.values(), "line_id",
-        "line_count", "source")
+        "line_count", "source", "extra", "resource_id")
 EXAMPLES = 3  # line ids named for a step carried by lines outside the commitment groups
 
 #: (key, label, groups, to-column, from-column); a total sums its column over its groups
