@@ -103,6 +103,15 @@ def generated(tmp_path_factory, label: str, cloud: str, seed: int, **options) ->
     return folder
 
 
+def generated_over(tmp_path_factory, label: str, cloud: str, seed: int, fixture: Path) -> Path:
+    """cloudgen's FOCUS case of ``cloud`` and ``seed`` with a fixture folder's edited files over it
+    (its ``focus_azure.csv`` as the billing, its ``metrics.om.gz`` as the telemetry)."""
+    folder = generated(tmp_path_factory, label, cloud, seed, billing="focus")
+    shutil.copyfile(fixture / "focus_azure.csv", folder / "billing" / "focus_azure.csv")
+    shutil.copyfile(fixture / "metrics.om.gz", folder / "telemetry" / "metrics.om.gz")
+    return folder
+
+
 def rewritten_billing(folder: Path, target: Path, change) -> Path:
     """A copy of the case at ``target`` whose billing CSV files' rows (gzipped or not) are
     ``change(rows)``; the header is every column the rows carry, in their order (new columns allowed)."""

@@ -4,14 +4,12 @@ was seen (unallocated), not half of it to the hours before it existed (no activi
 Python walk and the engine's alike (METHOD §3; audit/gpu_presence.py)."""
 from __future__ import annotations
 
-import decimal
-import shutil
 from pathlib import Path
 
 import pytest
 
-from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
+from tests.builders import generated_over
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "aks_scale_out"
 NODE = "aks-h100pool-14976468-vmss000002"
@@ -20,12 +18,7 @@ NODE = "aks-h100pool-14976468-vmss000002"
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     """The AKS case of seed 9714 with the fixture's billing and telemetry over it."""
-    out = tmp_path_factory.mktemp("aks-scale-out") / "case"
-    with decimal.localcontext():  # cloudgen sets its own precision
-        generate("aks", 9714, out, billing="focus")
-    shutil.copyfile(FIXTURE / "focus_azure.csv", out / "billing" / "focus_azure.csv")
-    shutil.copyfile(FIXTURE / "metrics.om.gz", out / "telemetry" / "metrics.om.gz")
-    return out
+    return generated_over(tmp_path_factory, "aks-scale-out", "aks", 9714, FIXTURE)
 
 
 def _figures(document: dict) -> dict:

@@ -6,15 +6,14 @@ walk and the engine's alike: either way 192 / 192 GPU-hours on VM 0, 64 / 64 on 
 from __future__ import annotations
 
 import csv
-import decimal
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from benchmarks.cloudgen.generate import generate
 from benchmarks.cloudgen_check import audit_document
+from tests.builders import generated_over
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "aks_scale_in"
 H100 = "aks-h100pool-76659146-vmss"
@@ -23,12 +22,7 @@ H100 = "aks-h100pool-76659146-vmss"
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     """The AKS case of seed 10103 with the fixture's billing and telemetry over it."""
-    out = tmp_path_factory.mktemp("aks-scale-in") / "case"
-    with decimal.localcontext():  # cloudgen sets its own precision
-        generate("aks", 10103, out, billing="focus")
-    shutil.copyfile(FIXTURE / "focus_azure.csv", out / "billing" / "focus_azure.csv")
-    shutil.copyfile(FIXTURE / "metrics.om.gz", out / "telemetry" / "metrics.om.gz")
-    return out
+    return generated_over(tmp_path_factory, "aks-scale-in", "aks", 10103, FIXTURE)
 
 
 def _without_vm_names(path: Path) -> None:
