@@ -406,6 +406,15 @@ def test_other_charge_types_map_to_focus_categories(tmp_path):
     assert lines.iloc[1]["effective_cost"] == lines.iloc[1]["billed_cost"]  # not a commitment refund
 
 
+def covered_by(record: dict, order: str, reservation: str, price: str, quantity: str) -> dict:
+    """An ActualCost row made usage a reservation covers (cost 0): ``reservation`` under the
+    reservation ``order``, at its pay-as-you-go ``price`` × ``quantity`` hours."""
+    record.update(ChargeType="Usage", PricingModel="Reservation", Cost="0", EffectivePrice="0", PayGPrice=price,
+                  Quantity=quantity, UnitOfMeasure="1 Hour", ReservationId=reservation,
+                  benefitId=f"{order}/reservations/{reservation}")
+    return record
+
+
 def test_actual_reservation_purchase_spreads_over_its_reservations_by_payg_cost(tmp_path):
     """ActualCost: the purchase names the reservation order, covered usage (cost 0) its reservations."""
     from audit.adjust import spread
@@ -415,10 +424,7 @@ def test_actual_reservation_purchase_spreads_over_its_reservations_by_payg_cost(
 
     def change(i, record):
         if i in covered:
-            reservation, price, quantity = covered[i]
-            record.update(ChargeType="Usage", PricingModel="Reservation", Cost="0", EffectivePrice="0",
-                          PayGPrice=price, Quantity=quantity, UnitOfMeasure="1 Hour", ReservationId=reservation,
-                          benefitId=f"/providers/Microsoft.Capacity/reservationOrders/{order}/reservations/{reservation}")
+            covered_by(record, f"/providers/Microsoft.Capacity/reservationOrders/{order}", *covered[i])
         return record
 
     lines = read(rewrite(ACTUAL, tmp_path / "actual.csv", change)).tables["lines"]
@@ -497,10 +503,7 @@ def test_a_commitment_refund_spreads_onto_the_reservation_it_names_not_onto_the_
 
     def change(i, record):
         if i in covered:
-            reservation, price, quantity = covered[i]
-            record.update(ChargeType="Usage", PricingModel="Reservation", Cost="0", EffectivePrice="0",
-                          PayGPrice=price, Quantity=quantity, UnitOfMeasure="1 Hour", ReservationId=reservation,
-                          benefitId=f"{order}/reservations/{reservation}")
+            covered_by(record, order, *covered[i])
         if i == 4:
             record.update(ChargeType="Refund", PricingModel="Reservation", Cost="-1", UnitPrice="1", Quantity="1",
                           EffectivePrice="1", PayGPrice="0", ReservationId="r-2", benefitId=f"{order}/reservations/r-2")
