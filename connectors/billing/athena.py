@@ -1,4 +1,4 @@
-"""AWS CUR tables in Athena → table ``lines`` (``BillingLine``), aggregated where the data lives.
+"""AWS CUR and FOCUS tables in Athena → table ``lines`` (``BillingLine``), aggregated where the data lives.
 
 A source such as ``format = "athena"``, ``table = "cur_db.cur_table"`` (or ``database`` +
 ``table``), ``workgroup`` (default ``primary``), ``output_location`` (``s3://…`` for the query
@@ -9,7 +9,10 @@ endpoint, for tests) is read in three steps:
 1. The table's columns come from the Glue Data Catalog (``glue:GetTable``; another catalog:
    ``athena:GetTableMetadata``) and are resolved to CUR fields: legacy CUR through Athena
    (``line_item_unblended_cost``, flat ``resource_tags_user_*``) or CUR 2.0 (``product`` and
-   ``resource_tags`` MAPs).
+   ``resource_tags`` MAPs). A table with FOCUS's columns instead (AWS Data Exports' FOCUS export
+   in Glue, lower-case names, ``tags`` a MAP) is read as FOCUS (:mod:`connectors.billing.focus_remote`):
+   the query of :mod:`connectors.billing.focus_aggregate`, its rows through the FOCUS connector.
+   Any other table is one error naming the columns expected and the nearest found.
 2. One query (``connectors/billing/cur_aggregate.py``, rendered for Trino / Athena engine v3) sums the
    lines of the window by every key the CUR mapping reads, hour by hour for lines that may bill GPU
    time and day by day for the others, money as DECIMAL(38, 18). It is started in the workgroup,
@@ -45,9 +48,11 @@ from connectors.base import Connector
 from connectors.billing import athena_results as results
 from connectors.billing import cur_aggregate as agg
 from connectors.billing import cur_sql as sql
+from connectors.billing import focus_aggregate as fagg
 from connectors.billing.athena_results import read_results
 from connectors.billing.cur import read_raw
 from connectors.billing.focus_checks import extent_note, notes_table
+from connectors.billing.focus_remote import focus_plan, read_rows
 from connectors.duck import first_line, session
 from connectors.errors import (
     FatalSourceError,
@@ -186,17 +191,17 @@ class AthenaConnector(Connector):
                 clients.append(athena)
                 columns = table_columns(opts, athena, clients)
                 plan = agg.plan(columns)
-                if plan.missing:
-                    missing = ", ".join(plan.missing)
-                    raise InputError(opts.name, f"not a CUR table: no column(s) {missing}", column=missing,
-                                     expected="a Cost and Usage Report table (legacy CUR or CUR 2.0)")
-                tree = agg.aggregate_query(plan, self.ctx.start, self.ctx.end)
-                self.query = agg.render(tree, "trino", opts.name)
+                focus = plan.missing and focus_plan(opts.name, columns, "a CUR table (legacy or 2.0)", plan.missing)
+                tree = (fagg.aggregate_query(focus, self.ctx.start, self.ctx.end) if focus else
+                        agg.aggregate_query(plan, self.ctx.start, self.ctx.end))
+                self.query = (fagg if focus else agg).render(tree, "trino", opts.name)
                 execution = self._run(athena, opts)
                 landed = results.land(con, athena, execution, opts.results, opts.name, self.query,
                                       {"region": opts.region, "profile": opts.profile,
                                        "endpoint_url": opts.endpoint_url})
-                extent = None if landed.rows else table_extent(athena, plan, opts)
+                extent = None if landed.rows else table_extent(
+                    athena, fagg.render(fagg.extent_query(focus), "trino", opts.name) if focus else
+                    agg.render(agg.extent_query(plan), "trino", opts.name), opts)
             except Exception as exc:  # every client fault becomes one of our errors
                 raise source_error(exc, opts) from None
             finally:
@@ -207,13 +212,16 @@ class AthenaConnector(Connector):
                 raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
                                        f"columns {landed.names[:5]}…, not those of the query")
             self._digest = landed.digest
-            layout, lines = load_rows(con, plan, expected, Path(opts.name), str(self.query_execution_id))
-            tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines, weighted=True)
-        tables["notes"] = notes_table(
-            [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
-                     f"{self.bytes_scanned} bytes of {opts.name}; {landed.rows} result rows summing {lines} "
-                     f"CUR lines, {landed.how}")]
-            + (extent_note(*extent) if extent else []))
+            if focus:
+                tables, lines, covered = read_rows(con, results.TABLE, expected, Path(opts.name),
+                                                   str(self.query_execution_id), self.ctx)
+            else:
+                layout, lines = load_rows(con, plan, expected, Path(opts.name), str(self.query_execution_id))
+                tables, _, covered = read_raw(con, [layout], Path(opts.name), self.ctx, rows=lines, weighted=True)
+        notes = [(0, "", f"Athena query {self.query_execution_id} in workgroup {opts.workgroup} scanned "
+                         f"{self.bytes_scanned} bytes of {opts.name}; {landed.rows} result rows summing {lines} "
+                         f"{'FOCUS' if focus else 'CUR'} lines, {landed.how}")] + (extent_note(*extent) if extent else [])
+        tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True) if focus else notes_table(notes)
         return tables, lines, covered
 
     def _run(self, client, opts: Options) -> dict:
@@ -248,11 +256,11 @@ def start_kwargs(query: str, opts: Options) -> dict:
     return kwargs
 
 
-def table_extent(client, plan: agg.Plan, opts: Options) -> tuple[datetime, datetime] | None:
-    """The first usage start and the last usage end of the whole table, for a window that holds no
-    line (rule 5: say where the lines lie): one more query, asked only then. None where it fails,
-    or the table holds no line: the refusal stands, without the extent."""
-    query = agg.render(agg.extent_query(plan), "trino", opts.name)
+def table_extent(client, query: str, opts: Options) -> tuple[datetime, datetime] | None:
+    """The first usage start and the last usage end of the whole table (``query``: the extent query
+    of its format), for a window that holds no line (rule 5: say where the lines lie): one more
+    query, asked only then. None where it fails, or the table holds no line: the refusal stands,
+    without the extent."""
     try:
         qid = client.start_query_execution(**start_kwargs(query, opts))["QueryExecutionId"]
         if wait(client, qid, opts)["Status"]["State"] != "SUCCEEDED":

@@ -120,7 +120,8 @@ def commitment_path(value, lines_path: Path) -> Path | None:
 
 
 def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "note",
-                     grain: str = "auto", normalised: bool = False) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+                     grain: str = "auto", normalised: bool = False,
+                     label: str | None = None) -> tuple[dict[str, pd.DataFrame], int, tuple]:
     """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
 
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
@@ -130,7 +131,8 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     table ``purchases_outside`` the commitment purchases outside the window, per commitment
     (:func:`connectors.billing.focus_lines.purchases_outside`).
     ``normalised``: the dialect turned every null literal into NULL already
-    (:func:`connectors.billing.focus_load.create_view`).
+    (:func:`connectors.billing.focus_load.create_view`). ``label``: what line ids start with
+    (default the file's name; a table read in place: its query's id).
     """
     require(columns, path)
     create_view(con, columns, normalised)
@@ -142,10 +144,11 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     raise_all((duplicate_errors(repeated, path) if duplicates == "error" else []) + errors)
     rows = con.execute("SELECT count(*) FROM src").fetchall()[0][0]
     currency = file_currency(con, columns, ctx.currency)
-    kept = select_window(con, columns, (ctx.start, ctx.end), path.name, currency, line_grain(grain, path))
-    beyond = purchases_outside(con, (ctx.start, ctx.end), path.name)
+    label = label or path.name
+    kept = select_window(con, columns, (ctx.start, ctx.end), label, currency, line_grain(grain, path))
+    beyond = purchases_outside(con, (ctx.start, ctx.end), label)
     lines, clipped = clip_to_window(build_lines(kept, columns, path), (ctx.start, ctx.end))
-    lines, blocks = blocks_to_window(con, columns, lines, (ctx.start, ctx.end), path.name)
+    lines, blocks = blocks_to_window(con, columns, lines, (ctx.start, ctx.end), label)
     clipped += blocks
     notes = hour_notes(con) + clipped + (repeat_notes(repeated) if duplicates == "note" else [])
     notes += extent_notes(con) if lines.empty and rows else []

@@ -32,6 +32,8 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the
   would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and x_ExportRows go to ``extra``.
 
 ``rows`` is the number of export rows aggregated (those whose usage period overlaps the window).
+A BigQuery table with FOCUS's columns instead (GCP's FOCUS export or view, a FOCUS export loaded
+into BigQuery) is read as FOCUS: :mod:`connectors.billing.focus_remote`.
 """
 from __future__ import annotations
 
@@ -46,12 +48,14 @@ import duckdb
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.billing import focus_aggregate as fagg
 from connectors.billing import gcp_commitments as cud
 from connectors.billing.bigquery_jobs import QueryTimeout, dry_run, guard, no_retry, run_query, table_extent
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
+from connectors.billing.focus_remote import bigquery_columns, focus_plan, read_focus_rows
 from connectors.billing.gcp_files import (
     JSON_COLUMNS,
     PERIOD_COLUMNS,
@@ -113,6 +117,8 @@ class GcpBillingConnector(Connector):
         self.bytes_scanned: int | None = None
         self.bytes_billed: int | None = None
         self.table_extent: tuple | None = None
+        self.focus: fagg.Plan | None = None  # the plan of a FOCUS table in BigQuery
+        self.job_id = ""
         self._digest = ""
 
     @property
@@ -127,6 +133,9 @@ class GcpBillingConnector(Connector):
         with session() as con:
             if self.in_bigquery:
                 self._aggregate_bigquery(con)
+                if self.focus is not None:  # a FOCUS table in BigQuery
+                    self._digest = result_digest(con, self.spec.where, "agg")
+                    return read_focus_rows(con, self.focus.names, where, self.job_id, self.ctx, self.table_extent)
             else:
                 aggregate_local(con, self.path, self.ctx, self.options())
             regroup_labels(con)
@@ -202,24 +211,26 @@ class GcpBillingConnector(Connector):
             guard(table, self.bytes_scanned, limit)
             job, result = run_query(client, sql, limit, opts["timeout_s"])
             if not result.num_rows:  # no row in the window: where the table's rows lie (rule 5)
-                self.table_extent = table_extent(client, table, PERIOD_COLUMNS, limit, opts["timeout_s"])
+                period = tuple(c for _, c, _ in self.focus.period) if self.focus else PERIOD_COLUMNS
+                self.table_extent = table_extent(client, table, period, limit, opts["timeout_s"])
         except Exception as exc:  # every client fault becomes one of our errors
             raise source_error(exc, table, limit) from None
         finally:
             if client is not None:
                 client.close()
-        self.bytes_billed = job.total_bytes_billed
+        self.bytes_billed, self.job_id = job.total_bytes_billed, str(job.job_id)
         con.register("agg_arrow", result)
         con.execute("CREATE TABLE agg AS SELECT * FROM agg_arrow")
         con.unregister("agg_arrow")
 
     def _bigquery_sql(self, client, table: str, opts: dict) -> str:
         """The BigQuery rendering, after checking the table has the export's columns."""
-        names = {field.name for field in client.get_table(table, retry=no_retry()).schema}
+        schema = client.get_table(table, retry=no_retry()).schema
+        names = {field.name for field in schema}
         missing = [name for name in REQUIRED if name not in names]
-        if missing:
-            raise InputError(table, f"not a Cloud Billing export: no column(s) {', '.join(missing)}",
-                             column=", ".join(missing), expected="a gcp_billing_export_*_v1 table")
+        if missing:  # a FOCUS table (or the error naming what the table lacks)
+            self.focus = focus_plan(table, bigquery_columns(schema), "a Cloud Billing export", missing)
+            return fagg.render(fagg.aggregate_query(self.focus, self.ctx.start, self.ctx.end), "bigquery", table)
         return render("gcp_lines", "bigquery", table=table, start=self.ctx.start, end=self.ctx.end,
                       grain=opts["grain"], partition_slack_days=opts["partition_slack_days"],
                       **optional_columns(names))
@@ -474,10 +485,10 @@ def commitment_notes(con) -> list[tuple[int, str, str]]:
     return cud.unpaired_notes(con)
 
 
-def result_digest(con, table: str) -> str:
+def result_digest(con, table: str, rows: str = "gcp_focus") -> str:
     """sha256 of the table name and every aggregated row (the provenance of a BigQuery read)."""
     digest = hashlib.sha256(table.encode() + b"\0")
-    for row in con.execute("SELECT * FROM gcp_focus").fetchall():
+    for row in con.execute(f"SELECT * FROM {rows} ORDER BY rowid").fetchall():
         digest.update(json.dumps([str(v) for v in row]).encode() + b"\n")
     return digest.hexdigest()
 
