@@ -61,7 +61,7 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
     """Every charge, leftover and GPU-interval group of the case into the ledger (METHOD §3);
     ``undeclared``: the pods no service matches, named in the undeclared-workload part's reason."""
     ledger = Ledger()
-    formats = {f.spec.name: f.spec.format for f in collected.of("billing")}
+    formats = {f.spec.name: f.data_format for f in collected.of("billing")}
     billing = lines_of(formats.values(), collected.names("billing"))
     attribute_lines(ledger, charges, billing, formats)
     attribute_leftovers(ledger, leftovers, noun(formats.values()), collected.names("billing"))

@@ -157,7 +157,7 @@ def _bridge(result, total: Decimal) -> dict:
     amortisation no line carries, beside commitments whose lines carry theirs)."""
     folder = result.case.folder
     found = bridge(result.lines[result.scope_mask],
-                   {f.spec.name: (_relative(f.spec, folder), f.spec.format) for f in result.collected.of("billing")})
+                   {f.spec.name: (_relative(f.spec, folder), f.data_format) for f in result.collected.of("billing")})
     rows = found.rounded({result.reconciliation.conservation.in_scope_total: total})
     out: dict = {key: None if value is None else plain(value) for key, value in rows.items()}
     reasons: dict[str, list[str]] = {}
@@ -381,7 +381,7 @@ def _sources(result) -> list[dict]:
                     "path": _relative(f.spec, folder), "rows": f.rows,
                     "covered": {"start": _iso(f.covered[0]), "end": _iso(f.covered[1])},
                     "sha256": f.sha256, "status": "read", "reason": None, **_read_notes(f),
-                    **cost_columns(f.spec)})
+                    **({} if f.read_as else cost_columns(f.spec))})
     for m in result.collected.missing:
         out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
                     "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,
@@ -442,7 +442,7 @@ TIMESTAMP_WORDS = {
 
 
 def _notes(result) -> list[str]:
-    billing = sorted({f.spec.format for f in result.collected.frames if f.spec.kind == "billing"})
+    billing = sorted({f.data_format for f in result.collected.frames if f.spec.kind == "billing"})
     # a CUR read in Athena is the same CUR (where it was read is in ``sources``): the same words, once
     notes = list(dict.fromkeys(TIMESTAMP_WORDS[READ_AS.get(f, f)] for f in billing if READ_AS.get(f, f) in TIMESTAMP_WORDS))
     read = [c for c in NOTE_COLUMNS if c in result.lines.columns]

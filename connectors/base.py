@@ -99,6 +99,14 @@ class SourceFrame:
     #: the first and last moment the source holds, inside the window or not, where its reader knows
     #: them (an OpenMetrics file: its samples' timestamps); (None, None) where it does not
     extent: tuple[datetime | None, datetime | None] = (None, None)
+    #: the format of the data read, where the connector reads another format's data where it lives
+    #: (a FOCUS table through ``athena`` or ``gcp_billing``): the audit names its lines in its words
+    read_as: str | None = None
+
+    @property
+    def data_format(self) -> str:
+        """The format whose words name this source's lines: ``read_as``, else the source's format."""
+        return self.read_as or self.spec.format
 
 
 def file_sha256(path: Path) -> str:
@@ -181,7 +189,8 @@ class Connector:
         for name, schema in self.schemas.items():
             if name in tables:
                 tables[name] = validate(schema, tables[name], self._local or self.spec.where, name)
-        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint(), self.parsed, self.extent)
+        return SourceFrame(self.spec, tables, rows, covered, self.fingerprint(), self.parsed, self.extent,
+                           getattr(self, "read_as", None))
 
     def fingerprint(self) -> str:
         """sha256 of what was read: the file, or every file of a folder (sorted by name)."""

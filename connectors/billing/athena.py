@@ -207,12 +207,13 @@ class AthenaConnector(Connector):
             finally:
                 for client in clients:
                     client.close()
-            expected = [e.alias_or_name for e in tree.expressions]
+            expected = focus.names if focus else [e.alias_or_name for e in tree.expressions]
             if landed.names and [n.lower() for n in landed.names] != [n.lower() for n in expected]:
                 raise FatalSourceError(f"{opts.name}: Athena query {self.query_execution_id} returned "
                                        f"columns {landed.names[:5]}…, not those of the query")
             self._digest = landed.digest
             if focus:
+                self.read_as = "focus"
                 tables, lines, covered = read_rows(con, results.TABLE, expected, Path(opts.name),
                                                    str(self.query_execution_id), self.ctx)
             else:

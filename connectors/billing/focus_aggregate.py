@@ -59,10 +59,11 @@ STAND_IN = "focus_table"
 SUMMED = tuple(name for name in (*MONEY_FIELDS.values(), *DECIMAL_FIELDS.values())
                if name not in ("ListUnitPrice", "ContractedUnitPrice"))
 UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice")
-#: ``x_*`` columns of AWS's FOCUS exports, spelled as the export's CSV spells them (Glue lower-cases them)
+#: ``x_*`` and extra columns of AWS's FOCUS exports, spelled as the export's CSV spells them (Glue lower-cases them)
 X_NAMES = {name.lower(): name for name in (
     "x_CostCategories", "x_Discounts", "x_Operation", "x_ServiceCode", "x_UsageType",
-    "x_InstanceType", "x_ArmSkuName", "x_SkuMeterName", "x_SkuDescription")}
+    "x_InstanceType", "x_ArmSkuName", "x_SkuMeterName", "x_SkuDescription",
+    "CapacityReservationId", "CapacityReservationStatus")}
 
 # Pseudo-functions of the query and their spelling per dialect ({0}: the argument's SQL).
 PSEUDO = {

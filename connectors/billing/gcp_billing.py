@@ -133,7 +133,8 @@ class GcpBillingConnector(Connector):
         with session() as con:
             if self.in_bigquery:
                 self._aggregate_bigquery(con)
-                if self.focus is not None:  # a FOCUS table in BigQuery
+                if self.focus is not None:  # a FOCUS table in BigQuery: its lines named as FOCUS's
+                    self.read_as = "focus"
                     self._digest = result_digest(con, self.spec.where, "agg")
                     return read_focus_rows(con, self.focus.names, where, self.job_id, self.ctx, self.table_extent)
             else:
