@@ -382,12 +382,12 @@ def test_permission_denied_names_table_and_roles(loaded, proxy, quick_retries):
 
 
 def test_missing_table_and_non_export(loaded, emulator):
-    """A missing table is fatal; a table without the export's columns is an InputError."""
+    """A missing table is fatal; a FOCUS view without the export's columns is read as FOCUS (before
+    issue 18 it was refused as no export; tests/connectors/billing/test_focus_in_place.py)."""
     endpoint = f"http://127.0.0.1:{emulator}"
     with pytest.raises(FatalSourceError, match="not found"):
         connector(table=f"{PROJECT}.{DATASET}.no_such_table", endpoint=endpoint).read()
-    with pytest.raises(InputError, match="ChargeCategory|billing_account_id"):
-        connector(table=f"{PROJECT}.{DATASET}.focus_view", endpoint=endpoint).read()
+    assert connector(table=f"{PROJECT}.{DATASET}.focus_view", endpoint=endpoint).read().read_as == "focus"
 
 
 def test_empty_window(loaded, emulator):
