@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_commitments import DATE_FIELDS
-from connectors.billing.cur_tags import is_text, map_of_text
+from connectors.billing.cur_tags import BAD_MAP, is_text, map_of_text
 from connectors.billing.focus_checks import AMOUNT_RANGE, AMOUNT_TYPE, TIMESTAMP_SPAN
 from connectors.billing.focus_load import NUMBER_PATTERN, TIMESTAMP_RANGE, text_or_null
 from connectors.bounds import shown
@@ -36,8 +36,10 @@ def hash_rows_sql(layouts: list[sql.Layout], index: int) -> str:
 def map_errors(con, layout: sql.Layout, index: int) -> None:
     """An InputError for a Parquet file's MAP column (``product``, ``resource_tags``, ``tags``) that
     is neither a MAP nor JSON object text (naming its first line whose text is no JSON object): read
-    as no MAP, its tags and product attributes would be lost with no word."""
+    as no MAP, its tags and product attributes would be lost with no word. A CSV file's MAP columns
+    are JSON text, each cell checked as the file was read (:data:`cur_tags.BAD_MAP`)."""
     if layout.fmt != "parquet":
+        csv_map_errors(con, layout, index)
         return
     for name, dtype, *_ in con.execute(f"DESCRIBE f{index}").fetchall():
         if name.lower() not in sql.MAP_COLUMNS or dtype.startswith("MAP"):
@@ -51,6 +53,18 @@ def map_errors(con, layout: sql.Layout, index: int) -> None:
         if bad:
             raise InputError(layout.path, f"not a JSON object: {shown(bad[0][1])}", row=bad[0][0], column=name,
                              expected=expected)
+
+
+def csv_map_errors(con, layout: sql.Layout, index: int) -> None:
+    """:func:`map_errors` of a CSV file: its first line with a MAP cell that is no JSON object."""
+    if not layout.csv_maps:
+        return
+    bad = con.execute(f"SELECT rowid + 1, {BAD_MAP} FROM f{index} WHERE {BAD_MAP} IS NOT NULL "
+                      "ORDER BY rowid LIMIT 1").fetchall()
+    if bad:
+        column, text = bad[0][1].split(":", 1)
+        raise InputError(layout.path, f"not a JSON object: {shown(text)}", row=bad[0][0], column=column,
+                         expected="a MAP or a JSON object")
 
 
 def flagged(con) -> bool:

@@ -23,8 +23,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from connectors.billing.cur_amounts import DEC, case_of, dec, dec_text  # noqa: F401 (sql.dec: cur_split)
 from connectors.billing.cur_commitments import DATE_FIELDS
-from connectors.billing.cur_tags import flat_tags, is_text, map_of_text, map_tags, tag_key
+from connectors.billing.cur_tags import BAD_MAP, bad_map_sql, flat_tags, is_text, map_of_text, map_tags, tag_key
 from connectors.billing.focus_load import csv_options, text_or_null
 from connectors.duck import quote_ident, quote_text
 
@@ -71,7 +72,6 @@ CATEGORY = {**{t: "Usage" for t in USAGE_TYPES},
 DISCOUNT_SUFFIX = "Discount"
 # Split cost allocation rows (EKS pods, ECS tasks on EC2) split an instance line that is already billed.
 SPLIT_OPERATIONS = ("EKSPod-EC2", "ECSTask-EC2")
-DEC = "DECIMAL(38,20)"
 # An EC2 Capacity Block for ML's upfront fee (``USE2-CapacityBlockFee:p5.48xlarge``, grafana/cloudcost-exporter
 # billing.go; resource its reservation), a purchase with no list price: it lists at its cost (FOCUS ListCost).
 # Usage run in a block (billed 0, naming it) is contracted at its public on-demand price, as RI-covered usage.
@@ -106,6 +106,7 @@ class Layout:
     repeat_hash: str = ""
     candidate_hash: str = ""  # SQL: :meth:`candidate_key` of a Parquet file
     id_hash: str = ""  # SQL: a hash of identity_line_item_id and identity_time_interval ("": one is missing)
+    csv_maps: tuple[tuple[str, str], ...] = ()
 
     def repeat_key(self) -> str:
         """SQL: the hash that finds candidates for a line repeated whole."""
@@ -144,11 +145,13 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     maps: dict[str, str] = {}
     map_refs: dict[str, str] = {}
     tag_columns: list[tuple[str, str]] = []
+    csv_maps: list[tuple[str, str]] = []  # (name, reference) of a CSV file's MAP columns: JSON text
     for ref, (name, dtype) in zip(refs, described):
         kind = MAP_COLUMNS.get(name.lower())
         if kind and (dtype.startswith("MAP") or csv or (text_maps and is_text(dtype))):
             maps[kind] = ref if dtype.startswith("MAP") and not csv else map_of_text(ref)
             map_refs[kind] = ref
+            csv_maps += [(name, ref)] if csv else []
             continue
         prefix = next((p for p in TAG_PREFIXES if name.startswith(p)), None)
         if prefix:
@@ -181,7 +184,8 @@ def layout_of(path: Path, fmt: str, label: str, described: list[tuple[str, str]]
     line_id, interval = (by_key.get(canonical(name)) for name in ("identity_line_item_id", "identity_time_interval"))
     return Layout(path, fmt, label, len(described), exprs, names, tags, row_hash, sources, tag_sources,
                   frozenset(doubles), types, f"hash({', '.join(sized)})", f"hash({', '.join(cheap)})" if cheap and not
-                  csv else "", f"hash({line_id[0]}, {interval[0]})" if line_id and interval else "")
+                  csv else "", f"hash({line_id[0]}, {interval[0]})" if line_id and interval else "",
+                  tuple(csv_maps))
 
 
 ROW = "__costaudit_row"
@@ -196,6 +200,8 @@ def file_relation_sql(layout: Layout, index: int) -> str:
         return (f"CREATE TEMP VIEW f{index} AS SELECT file_row_number + 1 AS {ROW}, * EXCLUDE (file_row_number) "
                 f"FROM {parquet_read(layout)}")
     ids = f", {layout.id_hash} AS _i" if layout.id_hash else ""  # the hash pass's (cur_checks.py), not raw's
+    if layout.csv_maps:  # the map cells that are no JSON object (cur_checks.py map_errors), not raw's
+        ids += f", {bad_map_sql(layout.csv_maps)} AS {BAD_MAP}"
     return f"CREATE TEMP TABLE f{index} AS SELECT {projection(layout)}{ids} FROM {csv_read(layout)}"
 
 
@@ -208,7 +214,9 @@ def file_rows_sql(layout: Layout, index: int) -> str:
     """SELECT one file's lines as rows of ``raw`` from its relation (:func:`file_relation_sql`)."""
     if layout.fmt == "parquet":
         return f"SELECT {index} AS _file, {row_of(layout)} AS _row, {projection(layout)} FROM f{index}"
-    return f"SELECT {index} AS _file, {row_of(layout)} AS _row, * {'EXCLUDE (_i) ' if layout.id_hash else ''}FROM f{index}"
+    internal = [name for name, kept in (("_i", layout.id_hash), (BAD_MAP, layout.csv_maps)) if kept]
+    excluded = f"EXCLUDE ({', '.join(internal)}) " if internal else ""
+    return f"SELECT {index} AS _file, {row_of(layout)} AS _row, * {excluded}FROM f{index}"
 
 
 def shaped(layout: Layout) -> Layout:
@@ -259,22 +267,6 @@ def is_split(prefix: str = "") -> str:
                                                           "line_item_resource_id", "line_item_operation"))
     return (f"(coalesce({operation} IN ({ops}), FALSE) OR "
             f"({parent} IS NOT NULL AND {parent} IS DISTINCT FROM {own}))")
-
-
-def dec(column: str) -> str:
-    """SQL: a text amount as DECIMAL (null → 0)."""
-    return f"CAST(coalesce({column}, '0') AS {DEC})"
-
-
-def dec_text(expr: str) -> str:
-    """SQL: a DECIMAL as text without trailing zeros."""
-    return f"regexp_replace(CAST({expr} AS VARCHAR), '\\.?0+$', '')"
-
-
-def case_of(mapping: dict[str, str], default: str = "NULL") -> str:
-    """SQL CASE over the line item type ``t``: {type: SQL expression}."""
-    whens = " ".join(f"WHEN {quote_text(t)} THEN {expr}" for t, expr in mapping.items())
-    return f"CASE t {whens} ELSE {default} END"
 
 
 UNBLENDED = "line_item_unblended_cost"

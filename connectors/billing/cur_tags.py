@@ -54,3 +54,17 @@ def map_of_text(ref: str) -> str:
     """SQL: a MAP column written as JSON object text (a CSV export; a Parquet file that keeps it as
     text) as its MAP; NULL where empty (text that is no JSON object: :func:`cur_checks.map_errors`)."""
     return f"TRY_CAST(TRY_CAST({text_or_null(ref)} AS JSON) AS MAP(VARCHAR, VARCHAR))"
+
+
+#: a CSV file's relation's column (:func:`connectors.billing.cur_sql.file_relation_sql`): ``<column>:<text>``
+#: of the line's first MAP cell that is no JSON object (read as no MAP, its tags or product
+#: attributes would be lost with no word), else NULL
+BAD_MAP = "_m"
+
+
+def bad_map_sql(csv_maps: tuple[tuple[str, str], ...]) -> str:
+    """SQL over a CSV file's read: :data:`BAD_MAP` of the line; ``csv_maps`` are the file's MAP columns
+    (name, reference), JSON text in a CSV export."""
+    whens = " ".join(f"WHEN {text_or_null(ref)} IS NOT NULL AND {map_of_text(ref)} IS NULL "
+                     f"THEN {quote_text(name + ':')} || {ref}" for name, ref in csv_maps)
+    return f"CASE {whens} END"

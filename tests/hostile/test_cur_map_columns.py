@@ -37,3 +37,27 @@ def test_a_map_column_that_is_no_map_nor_json_object_names_its_file_and_column(t
     assert_named_error(outcome, path)
     assert outcome.stderr.strip().splitlines()[-1] == (
         f"costaudit: error: {path}: {said} (expected a MAP or a JSON object)")
+
+
+@pytest.mark.parametrize(("column", "value", "said"), [
+    ("resource_tags", "CASE WHEN __r = 3 THEN 'team=ml' ELSE CAST(to_json(resource_tags) AS VARCHAR) END",
+     "row 3, column resource_tags: not a JSON object: 'team=ml'"),
+    ("product", "CASE WHEN __r = 5 THEN '{\"instance_type\": \"p5.48xlarge\"' ELSE CAST(to_json(product) AS VARCHAR) END",
+     """row 5, column product: not a JSON object: '{"instance_type": "p5.48xlarge"'"""),
+])
+def test_a_csv_map_cell_that_is_no_json_object_names_its_row_and_column(tmp_path, column, value, said):
+    """The CSV export's MAP columns are JSON text: a cell that is no JSON object was read as no MAP
+    (its tags, or its product's instance type, lost at exit 0); now it is named as in a Parquet file."""
+    source = write_cur2(tmp_path / "rows.parquet", cur2_rows())
+    path = tmp_path / "export-00001.csv.gz"
+    maps = ", ".join(f"CAST(to_json({c}) AS VARCHAR) AS {c}" for c in ("product", "resource_tags", "cost_category",
+                                                                        "discount") if c != column)
+    duckdb.sql(f"COPY (SELECT * EXCLUDE (__r) REPLACE ({value} AS {column}, {maps}) FROM "
+               f"(SELECT *, row_number() OVER () AS __r FROM read_parquet('{source}'))) TO '{path}' (HEADER)")
+    (tmp_path / "case.toml").write_text('[case]\nname = "maps"\nwindow = ["2026-09-01", "2026-10-01"]\n'
+                                        'currency = "USD"\nloaded_rate = 150\nstep = "1h"\n'
+                                        f'[[billing]]\nname = "bill"\nformat = "cur"\npath = "{path.name}"\n')
+    outcome = costaudit("validate", tmp_path, cwd=tmp_path)
+    assert_named_error(outcome, path)
+    assert outcome.stderr.strip().splitlines()[-1] == (
+        f"costaudit: error: {path}: {said} (expected a MAP or a JSON object)")
