@@ -45,6 +45,9 @@ FOCUS_COLUMNS = {
     "AllocatedResourceId": "allocated_resource_id", "AllocatedResourceName": "allocated_resource_name",
 }
 PART_RE = re.compile(r"(?i)\b(core|cpu|ram|memory|gpu|local ssd)\b")
+#: an Azure VM size as a meter name writes it, normalised ("d8ads_v5", "nd96isr_h100_v5", "b2s",
+#: "d2_v3/d2s_v3"): a family and vCPU count, then words that each hold a digit (a version, an accelerator)
+VM_SIZE_RE = re.compile(r"^[a-z]{1,4}\d+[a-z-]*(?:_[a-z]*\d+[a-z]*)*(?:/.*)?$")
 
 
 @lru_cache(maxsize=1)
@@ -61,7 +64,7 @@ def instance_type_of(line: Mapping, extra: Mapping) -> str:
     for key in ("x_InstanceType", "InstanceType", "x_ArmSkuName", "x_SkuMeterName"):
         value = extra.get(key) or details.get(key)
         if value:
-            return normalise_instance(str(value))
+            return _sized(key, normalise_instance(str(value)))
     usage = str(extra.get("x_UsageType", ""))
     if ":" in usage and INSTANCE_RE.search(usage.split(":", 1)[1]):
         return normalise_instance(usage.split(":", 1)[1])
@@ -70,6 +73,15 @@ def instance_type_of(line: Mapping, extra: Mapping) -> str:
         found = pattern.search(text.lower() if pattern is not AZURE_RE else text)
         if found:
             return normalise_instance(found.group(1))
+    return ""
+
+
+def _sized(key: str, value: str) -> str:
+    """``value``, unless it is a meter name (``x_SkuMeterName``) that names no VM size: Azure's meter
+    name is the VM size on a Virtual Machines line only; another line's ("NVAIE per GPU hour", a
+    marketplace licence) is no machine, and gives no instance type."""
+    if key != "x_SkuMeterName" or value in gpu_instances() or VM_SIZE_RE.match(value):
+        return value
     return ""
 
 

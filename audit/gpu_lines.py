@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from audit.gpu_over import stacked_keys
+from audit.gpu_timeless import on_scale_sets
 from audit.line_facts import LineFacts, capped_fit
 from audit.lines import as_machine, bundled_machines, resource_key
 from audit.money import ZERO
@@ -107,9 +109,11 @@ class LinePlan:
     :mod:`audit.gpu_over`). A key's GPU count (``gpus``: the most any of its lines gives,
     :func:`_machine_gpus`) is its machine's: a GPU meter line's machine type's, else its period's meter
     lines' together, spread over by each meter line (:meth:`LineFacts.on_machine`) and by the lines
-    that give none (the core / RAM part of a machine billed in parts, a line of no instance type)."""
+    that give none (the core / RAM part of a machine billed in parts, a line of no instance type). A
+    scale set's lines that give no GPUs while its VMs' own rows do (a licence billed on the set) take
+    its nodes' GPUs, money only (``nodes_of``: :func:`audit.gpu_timeless.on_scale_sets`)."""
 
-    def __init__(self, lines: GpuLines, grid_of):
+    def __init__(self, lines: GpuLines, grid_of, nodes_of: Mapping[str, tuple[str, ...]] | None = None):
         ids = lines["resource_id"]
         keys_of = {rid: resource_key(rid) for rid in set(ids)}
         self.resources = [keys_of[rid] for rid in ids]
@@ -126,6 +130,7 @@ class LinePlan:
         self.gpus = _machine_gpus(self.keys, self.fact, facts, lines.columns.get("machine_type") or [""] * lines.size,
                                   lines["charge_description"], lines.period)
         self.fact = facts.on_machines(self.fact, self.keys, self.gpus)
+        self.fact = on_scale_sets(self.keys, self.fact, facts, self.gpus, nodes_of or {})
         self.line_gpus = [facts.facts[fact][0] or self.gpus[key] for key, fact in zip(self.keys, self.fact)]
         self.capped = tuple(capped_fit(facts, self.fact, ids, lines["charge_description"]))
         self.line_ids, self.period, self.periods = lines["line_id"], lines.period, lines.periods

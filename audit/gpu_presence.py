@@ -25,6 +25,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Iterable, Mapping
 
+from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO
 
 ONE = Decimal(1)
@@ -38,6 +39,8 @@ class Presence:
         self.seen = seen
         self.series = series
         self._spreads: dict[tuple, tuple[list[tuple], str]] = {}
+        #: (node, period) -> (seconds a line pays, seconds telemetry saw the node) where it saw more
+        self.short: dict[tuple, tuple[Decimal, Decimal]] = {}
 
     @classmethod
     def of(cls, node_intervals: Iterable[tuple], node_series: Iterable[tuple[str, str]]) -> Presence:
@@ -61,10 +64,11 @@ class Presence:
         key = (node, period, occupancy)
         found = self._spreads.get(key)
         if found is None:
-            found = self._spreads[key] = self._placed(node, grid, parts, occupancy)
+            found = self._spreads[key] = self._placed(node, grid, parts, occupancy, period)
         return found
 
-    def _placed(self, node: str, grid: list, parts: list, occupancy: Decimal) -> tuple[list[tuple], str]:
+    def _placed(self, node: str, grid: list, parts: list, occupancy: Decimal, period: tuple = ()
+                ) -> tuple[list[tuple], str]:
         """The paid GPU time of the line (occupancy × the period's seconds in the window) in the
         intervals the node was seen, evenly, at most each interval's seconds; the rest evenly over
         the others; money by paid time. Unplaced (0 < occupancy < 1 only, the node seen in some of the
@@ -72,11 +76,14 @@ class Presence:
         even = [(ts, overlap, part, occupancy) for (ts, overlap), part in zip(grid, parts)]
         seen = self.seen.get(node, ()) if node and ZERO < occupancy < ONE else ()
         here = [ts in seen for ts, _ in grid]
-        if not any(here) or all(here):
+        if not any(here):
             return even, ""
         total = sum((overlap for _, overlap in grid), ZERO)
         paid = occupancy * total
         inside = sum((overlap for (_, overlap), h in zip(grid, here) if h), ZERO)
+        self._seen_beyond(node, period, paid, inside)
+        if all(here):
+            return even, ""
         held = min(ONE, paid / inside)
         left = paid - held * inside
         outside = (left / (total - inside)) if left > 0 else ZERO
@@ -84,6 +91,40 @@ class Presence:
                   for (ts, overlap), o in ((g, held if h else outside) for g, h in zip(grid, here)) if o > 0]
         return placed, self.note(node)
 
+    def _seen_beyond(self, node: str, period: tuple, paid: Decimal, inside: Decimal) -> None:
+        """Keep (paid, seen) seconds of a node-period telemetry saw for longer than a line pays."""
+        if inside > paid:
+            before = self.short.get((node, period), (ZERO, ZERO))[0]
+            self.short[(node, period)] = (max(before, paid), inside)
+
+    def misfits(self) -> list[Misfit]:
+        """A ``telemetry_beyond_billed`` warning naming each node telemetry saw for more hours than the
+        line billing it in a period pays (rule 5: no silent misfit), its billed and seen hours summed
+        over its periods, the most unpaid first."""
+        hours: dict[str, list[Decimal]] = {}
+        for (node, _), (paid, inside) in self.short.items():
+            sums = hours.setdefault(node, [ZERO, ZERO])
+            sums[0] += paid / 3600
+            sums[1] += inside / 3600
+        if not hours:
+            return []
+        order = sorted(hours, key=lambda n: (-(hours[n][1] - hours[n][0]), -hours[n][1], n))
+        shown = "; ".join(f"{text(n)}: billed {_figure(hours[n][0])} h, seen {_figure(hours[n][1])} h"
+                          for n in order[:LISTED])
+        more = f"; … {len(order) - LISTED} more" if len(order) > LISTED else ""
+        message = (f"{len(order):,} GPU node(s) seen in telemetry for more hours than the bill pays for them: "
+                   f"{shown}{more}. Telemetry saw these nodes for hours no line pays (a row missing or cut short, "
+                   "a scale-in billed shorter than the node ran): the paid GPU time is placed in the hours they "
+                   "were seen, and coverage's observed GPU-hours count only that paid time, so the GPU activity "
+                   "of the unpaid hours is in no bucket and a profile checked against it reads as unrepresentative.")
+        return [Misfit("telemetry_beyond_billed", "coverage", message, tuple(text(n) for n in order[:LISTED]))]
+
     def note(self, node: str) -> str:
         """"placed by node presence in <series> (<node>)": the source of a placed line's parts."""
         return f"placed by node presence in {'/'.join(sorted(self.series.get(node, ())))} ({node})"
+
+
+def _figure(value: Decimal) -> str:
+    """Hours to two places without trailing zeros (12.00 → 12, 10.50 → 10.5)."""
+    shown = f"{value.quantize(Decimal('0.01')):f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown

@@ -9,6 +9,10 @@ GPU-interval. :func:`no_gpu_time` gives their money, spread over their periods' 
 line's, to the holder ``NO_GPU_TIME`` (unattributed, ``gpu_time_not_billed``, with no GPU time), and
 names each resource (``gpu_time_not_billed``): before, the split left it nowhere and the audit
 stopped on a broken conservation. Both walks of the split run it, after their own, on the same plan.
+
+A scale set's line that gives no GPUs (a marketplace licence billed per GPU-hour on the set, whose
+VMs' own rows bill their GPU time) is not such a resource: :func:`on_scale_sets` spreads it over the
+set's nodes' GPUs, money only, as METHOD §2 spreads any line billing several nodes of a set.
 """
 from __future__ import annotations
 
@@ -18,6 +22,41 @@ from typing import Mapping
 from audit.ledger import NO_GPU_TIME, Group
 from audit.misfit import LISTED, Misfit, text
 from audit.money import ZERO
+
+
+def on_scale_sets(keys: list[str], fact_of_line: list[int], facts, gpus: dict[str, int],
+                  nodes_of: Mapping[str, tuple[str, ...]]) -> list[int]:
+    """Each line's fact, those of a key with no GPU count (``gpus`` 0) whose resource has nodes that
+    other keys bill GPU time for, all with one GPU count (a scale set billed one row per VM, each row
+    keyed by its VM: audit/gpu_turns.py), made money only over all its nodes
+    (:meth:`~audit.line_facts.LineFacts.money_only`) and its key given their GPU count (``gpus``
+    updated): a line that bills several nodes of a scale set is spread evenly over them (METHOD §2),
+    as the set's own VM line would be. Before, a marketplace licence billed per GPU-hour on the set
+    (NVAIE, no machine type) was unattributed as ``gpu_time_not_billed``."""
+    adopted = _set_gpus({key for key, count in gpus.items() if count <= 0}, keys, gpus, nodes_of)
+    if not adopted:
+        return fact_of_line
+    gpus.update({key: count for key, (count, _) in adopted.items()})
+    return [facts.money_only(fact, *adopted[key]) if key in adopted else fact
+            for key, fact in zip(keys, fact_of_line)]
+
+
+def _set_gpus(timeless: set[str], keys: list[str], gpus: Mapping[str, int],
+              nodes_of: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[int, int]]:
+    """(GPUs per node, nodes) of each ``timeless`` key whose nodes other keys all bill with one GPU count."""
+    if not timeless or not nodes_of:
+        return {}
+    per_node: dict[str, set[int]] = {}
+    for key in dict.fromkeys(keys):
+        for node in nodes_of.get(key, ()) if gpus.get(key, 0) > 0 else ():
+            per_node.setdefault(node, set()).add(gpus[key])
+    out: dict[str, tuple[int, int]] = {}
+    for key in sorted(timeless):
+        known = [node for node in nodes_of.get(key, ()) if node]
+        counts = {count for node in known for count in per_node.get(node, {0})}
+        if known and len(counts) == 1 and min(counts) > 0:
+            out[key] = (min(counts), len(known))
+    return out
 
 
 def no_gpu_time(groups: dict, plan, lines, coverage: Mapping, currency: str) -> tuple[Misfit, ...]:

@@ -81,7 +81,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits())
-                    + tuple(splitter.mig.misfits()))
+                    + tuple(splitter.mig.misfits()) + tuple(splitter.presence.misfits()))
 
 
 class GpuSplitter:
@@ -132,7 +132,7 @@ class GpuSplitter:
         """
         if not lines.size:
             return
-        plan = LinePlan(lines, self._grid)
+        plan = LinePlan(lines, self._grid, self.nodes_of_resource)
         self.misfits += plan.capped
         placed = self._placed(plan, lines)
         held = held_back(plan, lines, placed)
@@ -217,7 +217,7 @@ class GpuSplitter:
         :data:`audit.split_sql.COVERAGE` and :data:`~audit.split_sql.SUMS` over the prepared tables)."""
         if not lines.size:
             return
-        plan = LinePlan(lines, self._grid)
+        plan = LinePlan(lines, self._grid, self.nodes_of_resource)
         self.misfits += plan.capped
         meters: dict = {}
         rows = {"ord": range(lines.size), "rkey": plan.keys, "resource": plan.resources, "period": lines.period,

@@ -88,6 +88,17 @@ class LineFacts:
             self.facts.append((gpus, self.facts[fact][1], self._time(gpu_hours, span, gpus, "GPU-hours", found)))
         return found
 
+    def money_only(self, fact: int, gpus: int, instances: int) -> int:
+        """The facts of a line that pays for ``instances`` instances of ``gpus`` GPUs but bills none of
+        their time (a licence billed on a scale set whose VMs' own rows bill the GPU time,
+        :func:`audit.gpu_timeless.on_scale_sets`): time code 0, as a machine's RAM part."""
+        key = ("money only", fact, gpus, instances)
+        found = self.index.get(key)
+        if found is None:
+            found = self.index[key] = len(self.facts)
+            self.facts.append((gpus, instances, 0))
+        return found
+
     def occupancy(self, code: int) -> Decimal:
         """The share of its period a line of time code ``code`` bills GPU time for (0: none)."""
         return self.occupancies[code]

@@ -30,3 +30,24 @@ def test_the_paid_time_goes_to_the_intervals_seen_and_what_is_left_to_the_others
         (GRID[3][0], Decimal(3600), Decimal("0.5"), Decimal(1))]
     assert note == "placed by node presence in DCGM_FI_DEV_GPU_UTIL (n1)"
     assert presence.spread("n1", PERIOD, GRID, PARTS, Decimal(1))[1] == ""
+
+
+def test_a_node_seen_longer_than_its_line_bills_is_named_with_both_hours():
+    """A scale-in billed short (rule 5: no silent misfit): 1 h of a 4 h period billed (occupancy
+    0.25), the node seen in hours 0-2. Before, the paid hour was spread over the 3 seen hours and
+    nothing said telemetry saw 2 h more than the bill pays; now ``telemetry_beyond_billed`` names the
+    node, its billed and its seen hours. A node seen in every interval of a half-billed period is
+    named too; one seen no longer than billed is not."""
+    presence = Presence.of([("n1", ts) for ts, _ in GRID[:3]] + [("n2", ts) for ts, _ in GRID] +
+                           [("n3", GRID[0][0])], [("n1", "DCGM_FI_DEV_GPU_UTIL")])
+    presence.spread("n1", PERIOD, GRID, PARTS, Decimal("0.25"))
+    presence.spread("n2", PERIOD, GRID, PARTS, Decimal("0.5"))
+    presence.spread("n3", PERIOD, GRID, PARTS, Decimal("0.5"))
+    [misfit] = presence.misfits()
+    assert (misfit.kind, misfit.subject, misfit.nearest) == ("telemetry_beyond_billed", "coverage", ("n2", "n1"))
+    assert misfit.message == (
+        "2 GPU node(s) seen in telemetry for more hours than the bill pays for them: n2: billed 2 h, seen 4 h; "
+        "n1: billed 1 h, seen 3 h. Telemetry saw these nodes for hours no line pays (a row missing or cut "
+        "short, a scale-in billed shorter than the node ran): the paid GPU time is placed in the hours they "
+        "were seen, and coverage's observed GPU-hours count only that paid time, so the GPU activity of the "
+        "unpaid hours is in no bucket and a profile checked against it reads as unrepresentative.")

@@ -872,3 +872,34 @@ def test_rows_telemetry_cannot_tell_apart_keep_their_turn():
                      {VMSS: ("vm-0", "vm-1")})
     chat = [g for (holder, _), g in splitter.groups.items() if holder == "chat"]
     assert sum((g.paid for g in chat), Decimal(0)).quantize(Decimal("0.01")) == Decimal("786.56")
+
+
+SET = "/subscriptions/s/resourcegroups/mc/providers/microsoft.compute/virtualmachinescalesets/aks-h100-vmss"
+
+
+def test_a_licence_billed_on_a_scale_set_whose_vms_are_billed_per_vm_follows_their_gpus():
+    """A marketplace licence (NVAIE per GPU hour, 192.00, no machine type) on a scale set whose two
+    8-GPU VMs each bill their own 24 h row: before, the set key had no GPU count and its 192.00 was
+    unattributed (gpu_time_not_billed); now it is spread evenly over the set's nodes' GPUs and hours
+    (METHOD §2), 192.00 / 384 GPU-hours = 0.50 per GPU-hour on each node, money only: the VM rows'
+    384 GPU-hours stay the paid GPU time."""
+    day = {"end": H0 + 24 * HOUR, "pricing_quantity": Decimal(24), "consumed_quantity": Decimal(24),
+           "instance_type": "nd96isr_h100_v5", "net": Decimal("2359.68"), "pretax": Decimal("2359.68"),
+           "priced": Decimal("2359.68")}
+    rows = [gpu_line(1, resource_id=f"{SET}/virtualmachines/0", **day),
+            gpu_line(2, resource_id=f"{SET}/virtualmachines/1", **day),
+            gpu_line(3, resource_id=SET, end=H0 + 24 * HOUR, pricing_quantity=Decimal(192),
+                     consumed_quantity=Decimal(192), gpus_per_instance=0, instance_type="",
+                     charge_description="NVAIE per GPU hour", net=Decimal("192.00"), pretax=Decimal("192.00"),
+                     priced=Decimal("0"))]
+    nodes_of = {SET: ("vmss000000", "vmss000001"), f"{SET}/virtualmachines/0": ("vmss000000",),
+                f"{SET}/virtualmachines/1": ("vmss000001",)}
+    splitter = split(rows, [], nodes_of)
+    assert not misfits_of(splitter.misfits, "gpu_time_not_billed")
+    assert not any(holder == NO_GPU_TIME for holder, _ in splitter.groups)
+    group = splitter.groups[(NOT_IN_TELEMETRY, H0.to_pydatetime())]
+    assert (group.gpus, group.paid_seconds, group.nodes) == (16, 16 * 3600, {"vmss000000", "vmss000001"})
+    assert abs(group.paid - (2 * Decimal("2359.68") + Decimal("192.00")) / 24) < Decimal("1E-40")
+    assert sum((g.paid for g in splitter.groups.values()), Decimal(0)).quantize(Decimal("0.01")) == Decimal("4911.36")
+    assert sum((g.paid_seconds for g in splitter.groups.values()), Decimal(0)) == 384 * 3600
+    assert splitter.coverage[SET].paid_seconds == 0
