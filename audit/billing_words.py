@@ -54,7 +54,8 @@ BASIS_FIELDS = {
         "billed": "Azure costInBillingCurrency (EA: CostInBillingCurrency or Cost), covered usage and Unused* lines 0 in an "
                   "AmortizedCost export",
         "effective": "Azure costInBillingCurrency (EA: CostInBillingCurrency or Cost), commitment purchases and refunds 0",
-        "list": "Azure PaygCostInBillingCurrency, Unused* lines 0",
+        "list": "Azure PaygCostInBillingCurrency, else PayGPrice × Quantity (MCA: × ExchangeRatePricingToBilling), "
+                "Unused* lines 0",
         "contracted": "Azure UnitPrice × Quantity, Unused* lines 0",
     },
     "gcp_billing": {  # connectors/billing/gcp_billing.py, gcp_commitments.py charge_columns

@@ -194,11 +194,11 @@ RATE_WORDS = {"effective": "their effective rate (EffectiveCost ÷ quantity",
 def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
     out = []
     read = charges[["resource_class", "pretax", "priced", "has_price", "price_fallback", "effective_rate",
-                    "unpurchased", "spread_rate"]]
+                    "unpurchased", "spread_rate", "unused_spread", "zero_price"]]
     for klass, frame in sorted(read.groupby("resource_class"), key=lambda kv: kv[0]):
         top, priced = sum(frame["pretax"], ZERO), sum(frame["priced"], ZERO)
-        unpriced = int((~frame["has_price"]).sum())
-        detail = f"cost {top:.2f} vs quantity × unit price {priced:.2f}"
+        unpriced = int((~frame["has_price"] & ~frame["zero_price"]).sum())
+        detail = f"cost {top:.2f} vs quantity × unit price {priced:.2f}" + _zero_price_words(frame)
         if unpriced:
             detail += (f"; {unpriced} line(s) taken at cost (no quantity or unit price, a purchase, or unused "
                        "commitment that the list / contracted basis counts at 0)")
@@ -213,12 +213,25 @@ def _price_drivers(charges: pd.DataFrame, basis: str) -> list[Driver]:
         if blocks:
             detail += (f"; {blocks} line(s) of no commitment priced at the purchase spread onto them ÷ quantity "
                        "(an EC2 Capacity Block's instance-hours, billed 0: the block's fee)")
+        unused = int(frame["unused_spread"].sum())
+        if unused:
+            detail += (f"; {unused} unused commitment line(s) priced at the commitment purchase spread onto them "
+                       "(their quantity × unit price prices no purchase)")
         unpurchased = int(frame["unpurchased"].sum())
         if unpurchased:
             detail += (f"; {unpurchased} commitment-covered line(s) cost 0 for want of their commitment's purchase in "
                        "scope, priced at their contracted price (fit commitment_purchases_missing)")
         out.append(Driver("price", klass, _gap(top, priced), detail))
     return out
+
+
+def _zero_price_words(frame: pd.DataFrame) -> str:
+    """The lines of unit price 0 with a cost, taken at that cost (audit/prices.py ``zero_price``), named."""
+    zero = frame.loc[frame["zero_price"].astype(bool), "pretax"]
+    if zero.empty:
+        return ""
+    return (f"; {len(zero)} line(s) of unit price 0 with a cost taken at that cost, {sum(zero, ZERO):.2f} (a price "
+            "of 0 is no measured unit price: an Azure Marketplace row's, whose ContractedCost is its cost too)")
 
 
 def _coverage_drivers(coverage: Mapping[str, NodeCoverage]) -> list[Driver]:

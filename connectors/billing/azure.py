@@ -37,13 +37,13 @@ Contracted and list cost (METHOD §1's list and contracted bases; :mod:`connecto
     views, covered usage included (its pre-commitment price). Unused* lines: 0 (no usage priced; the
     unused share is effective cost only). Refund, Tax, Credit, adjustments: the line's cost (a
     commitment refund's cost is −UnitPrice × Quantity, as a purchase's is UnitPrice × Quantity; as a
-    purchase, the contracted basis counts it 0). A usage
-    or purchase line without UnitPrice, or a Marketplace line priced 0 with a cost, takes its cost;
+    purchase, the contracted basis counts it 0). A usage or purchase line without UnitPrice, or a
+    Marketplace line priced 0 with a cost, takes its cost;
     covered usage without UnitPrice is null; an export with no UnitPrice column has no ContractedCost
     (null: the contracted basis then names the file, the column and the rows). ``x_ContractedCostSource``
     says which rule gave each line's amount. UnitPrice is in the billing currency (Microsoft applies
-    the MCA exchange rate to PayGPrice only). ListCost ← PaygCostInBillingCurrency (MCA; EA exports
-    have none), 0 on Unused* lines.
+    the MCA exchange rate to PayGPrice only). ListCost ← PaygCostInBillingCurrency, else PayGPrice × Quantity
+    (× ExchangeRatePricingToBilling), 0 on Unused* lines (:mod:`connectors.billing.azure_list`).
 
 Other columns
     ChargeCategory ← ChargeType (Usage, Purchase, Refund, Tax, Credit, Adjustment as named;
@@ -84,6 +84,7 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.billing.azure_contracted import create_contracted
+from connectors.billing.azure_list import create_listed
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import AMOUNT_RANGE, AMOUNT_TYPE, column_errors
 from connectors.billing.focus_load import NUMBER_PATTERN, file_format, load, null_expr
@@ -121,6 +122,7 @@ AZURE_NAMES: dict[str, tuple[str, ...]] = {
     "payg_price": ("PayGPrice",),
     "payg_cost": ("PaygCostInBillingCurrency",),
     "exchange_rate": ("ExchangeRatePricingToBilling",),
+    "pricing_currency": ("PricingCurrency", "PricingCurrencyCode"),
     "subscription": ("SubscriptionId", "SubscriptionGuid"),
     "billing_account": ("BillingAccountId", "BillingProfileId"),
     "currency": ("BillingCurrency", "BillingCurrencyCode"),
@@ -160,9 +162,10 @@ class AzureExportConnector(Connector):
             create_units(con)
             create_contracted(con, self.path, roles.columns["unit_price"] is not None,
                               *(roles.name(r) if roles.columns[r] else None for r in ("unit_price", "quantity")))
+            create_listed(con, self.path, {r: roles.name(r) if roles.columns[r] else None for r in AZURE_NAMES})
             for statement in mapped_sql(view, source):
                 con.execute(statement)
-            con.execute("DROP TABLE contracted; DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free the raw copy
+            con.execute("DROP TABLE contracted; DROP TABLE listed; DROP VIEW az; DROP VIEW az0; DROP TABLE raw")  # free raw
             columns = load_focus_named(con, "mapped", self.path)
             tables, rows, covered = read_focus_table(con, columns, self.path, self.ctx,
                                                       grain=self.spec.options.get("grain"))
@@ -384,7 +387,7 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "ContractedCost": "k.contracted_cost",
         "ContractedUnitPrice": "trim(unit_price)",
         "ListUnitPrice": "coalesce(trim(payg_price), trim(unit_price))",
-        "ListCost": "CASE WHEN unused THEN '0' ELSE trim(payg_cost) END",
+        "ListCost": "l.list_cost",
         "PricingCategory": ("CASE WHEN pm = 'ondemand' THEN 'Standard' WHEN pm = 'spot' THEN 'Dynamic' "
                             "WHEN pm IN ('reservation', 'savingsplan') THEN 'Committed' "
                             "WHEN pm <> '' THEN 'Other' END"),
@@ -395,6 +398,7 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "x_CostView": quote_text(view),
         "x_CostViewSource": quote_text(source),
         "x_ContractedCostSource": "k.contracted_source",
+        "x_ListCostSource": "l.list_source",
         "x_EffectivePrice": "trim(effective_price)",
         "x_ChargeType": "charge_type",
         "x_InstanceType": instance_type_sql(),
@@ -405,7 +409,8 @@ def mapped_sql(view: str, source: str) -> list[str]:
         "x_ResourceGroupName": "resource_group",
     }
     select = ", ".join(f"{expr} AS {name}" for name, expr in fields.items())
-    joined = "FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit)) LEFT JOIN contracted k ON k.rn = az.rn"
+    joined = ("FROM az LEFT JOIN units u ON u.k = lower(trim(az.unit)) LEFT JOIN contracted k ON k.rn = az.rn "
+              "LEFT JOIN listed l ON l.rn = az.rn")
     rate = "CASE WHEN payg_price IS NOT NULL THEN trim(exchange_rate) END"
     return [f"CREATE TABLE mapped AS SELECT {select} {joined} ORDER BY az.rn",
             f"CREATE TEMP TABLE rescale AS SELECT * FROM (SELECT az.rn, coalesce(u.block, '1') AS block, {rate} AS rate "

@@ -316,3 +316,57 @@ def test_a_commitment_refund_is_no_part_of_the_contracted_basis(aks, tmp_path):
     # outside the scope, by largest remainder); the refund is the amortised export's one commitment transaction
     assert (document["total"], document["bridge"]["contracted"], document["bridge"]["commitment_purchases"]) == (
         "5031.29", "5031.29", "-100.00")
+
+
+def amortized_rows(aks: Path) -> list[dict]:
+    with open(aks / "billing" / AMORTIZED, encoding="utf-8-sig", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def with_monthly_purchases(aks: Path) -> list[dict]:
+    """The AmortizedCost rows and each reservation order's Purchase row for 30 days (Microsoft's FOCUS
+    recipe: the amortised rows plus the actual data's purchases), 30 × 1415.808 and 30 × 211.5648."""
+    purchases = [{**r, **{k: str(Decimal(r[k]) * 30) for k in ("Cost", "UnitPrice", "EffectivePrice")}}
+                 for r in actual_rows(aks) if r["ChargeType"] == "Purchase"]
+    return amortized_rows(aks) + purchases
+
+
+def test_unused_commitment_on_the_billed_basis_is_priced_at_the_purchase_spread_onto_it(aks, tmp_path):
+    """The AmortizedCost export with its 30-day purchases, on the billed basis: the A100 purchase spread
+    onto the day's UnusedReservation line, 1586.736 (a quarter of 6346.944), is its billed cost. Before,
+    it was priced at its quantity × unit price, 52.89: "commitment_unused: cost 1586.74 vs quantity × unit
+    price 52.89, gap 0.966667", does_not_reconcile (gap 0.030158 on cloudgen aks 10504)."""
+    rows = with_monthly_purchases(aks)
+    document = audit_document(variant(aks, tmp_path / "case", rows, "ea_both.csv", "amortized"))
+    assert price_detail(document, "commitment_unused") == (
+        "cost 1586.74 vs quantity × unit price 1586.74; 1 unused commitment line(s) priced at the commitment "
+        "purchase spread onto them (their quantity × unit price prices no purchase)")
+    assert reconciliation(document)[:2] == ("reconciles", "0.000005")
+
+
+def with_marketplace_row(rows: list[dict]) -> list[dict]:
+    """The rows and a Marketplace row on the first on-demand H100 VM: NVIDIA AI Enterprise, 192 GPU-hours,
+    UnitPrice, EffectivePrice and PayGPrice 0, cost 192.00 (AdditionalInfo kept: its VMName)."""
+    h100 = next(r for r in rows if r["PricingModel"] == "OnDemand" and "H100" in r["MeterSubCategory"])
+    return rows + [{**h100, "MeterCategory": "NVIDIA AI Enterprise", "MeterSubCategory": "",
+                    "MeterName": "NVAIE per GPU hour", "PublisherType": "Marketplace", "PublisherName": "NVIDIA",
+                    "Quantity": "192", "UnitPrice": "0", "EffectivePrice": "0", "PayGPrice": "0", "Cost": "192.00",
+                    "ServiceFamily": "", "MeterId": ""}]
+
+
+def test_a_marketplace_row_priced_0_is_taken_at_its_cost_bottom_up(aks, tmp_path):
+    """A Marketplace row priced 0 with a cost of 192.00 on the effective basis: the money lands on the
+    H100 VM, and the Azure reader's ContractedCost takes the row at its cost. Before, the bottom-up priced
+    it at 192 × 0: "gpu_compute: cost 4126.16 vs quantity × unit price 3934.16, gap 0.046532",
+    does_not_reconcile (0.043 on cloudgen aks 10504); now at its cost, named in the driver."""
+    variant(aks, tmp_path / "case", with_marketplace_row(amortized_rows(aks)), "ea_mkt.csv", "amortized")
+    case = (tmp_path / "case" / "case.toml").read_text(encoding="utf-8")
+    (tmp_path / "case" / "case.toml").write_text(case.replace('cost_basis = "billed"', 'cost_basis = "effective"'),
+                                                 encoding="utf-8")
+    document = audit_document(tmp_path / "case")
+    assert price_detail(document, "gpu_compute") == (
+        "cost 4126.16 vs quantity × unit price 4126.16; 1 line(s) of unit price 0 with a cost taken at that cost, "
+        "192.00 (a price of 0 is no measured unit price: an Azure Marketplace row's, whose ContractedCost is its "
+        "cost too); 4 commitment-covered line(s) priced at their effective rate (EffectiveCost ÷ quantity: the "
+        "contracted price excludes the commitment discount)")
+    assert reconciliation(document)[:2] == ("reconciles", "0.000003")

@@ -284,11 +284,16 @@ def test_focus_sample_with_contracted_cost_missing_on_some_lines():
         basis_amount(lines, "contracted")
 
 
-@pytest.mark.parametrize("name", ["EA_ActualCost_Small.csv", "EA_AmortizedCost_Small.csv"])
-def test_azure_exports_without_list_say_so(name):
+@pytest.mark.parametrize("name, listed, reason", [
+    ("EA_ActualCost_Small.csv", Decimal("5.295007719"), None),
+    ("EA_AmortizedCost_Small.csv", None, "ListCost is missing on 1 in-scope line(s)")])
+def test_azure_ea_exports_list_paygprice_times_quantity_or_name_what_lacks_it(name, listed, reason):
+    """An EA export has no PaygCostInBillingCurrency: ListCost is PayGPrice × Quantity (before, the list
+    basis was never measured on one). The amortised sample's reservation-covered line has PayGPrice 0
+    under UnitPrice 0.146: no list price, so the list basis is not measured, and says on how many lines."""
     lines = azure_lines(TOOLKIT / name)
     found = {s.key: s for s in bridge(lines).steps}
-    assert found["list"].amount is None and "ListCost is missing" in found["list"].reason
+    assert (found["list"].amount, found["list"].reason) == (listed, reason)
     # ContractedCost is UnitPrice × Quantity (tests/connectors/billing/test_azure_contracted.py)
     assert found["contracted"].amount == sum(basis_amount(lines, "contracted"), Decimal(0))
     with duckdb.connect() as con:

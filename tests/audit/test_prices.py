@@ -111,3 +111,45 @@ def test_usage_of_no_commitment_a_capacity_block_s_fee_was_spread_onto_is_priced
     # the other hour, no fee spread onto it, at its unit price: 0, or on the list basis its list price
     assert out["priced"].tolist() == [D("755.136"), D(120) if basis == "list" else D(0)]
     assert out["spread_rate"].tolist() == [True, False] and out["effective_rate"].tolist() == [False, False]
+
+
+def test_unused_commitment_a_purchase_was_spread_onto_is_priced_at_the_spread_on_the_billed_basis():
+    """An Azure AmortizedCost export with its reservations' Purchase rows (Microsoft's FOCUS recipe) on
+    the billed basis (cloudgen aks 10504, the A100 order bought for 30 days, 6346.944): the purchase
+    spread onto the day's UnusedReservation line, 1586.736, is its billed cost. Priced at its quantity ×
+    unit price, 24 × 2.2038 = 52.8912, the price driver read "commitment_unused: cost 1586.74 vs quantity
+    × unit price 52.89, gap 0.966667" and the case did not reconcile (gap 0.030158); now at the spread,
+    as covered usage is, and named. The effective basis keeps quantity × unit price."""
+    from audit.reconcile import _price_drivers
+    unused = {"commitment_discount_status": "Unused", "contracted_unit_price": D("2.2038"), "gross": D(0),
+              "commitment": D("1586.736"), "resource_class": "commitment_unused"}
+    out = priced(charges(unused), "billed")
+    assert out["priced"].tolist() == [D("1586.736")] and out["has_price"].tolist() == [True]
+    assert out["unused_spread"].tolist() == [True] and out["effective_rate"].tolist() == [False]
+    (driver,) = _price_drivers(out, "billed")
+    assert (driver.subject, driver.gap) == ("commitment_unused", D(0))
+    assert driver.detail == ("cost 1586.74 vs quantity × unit price 1586.74; 1 unused commitment line(s) priced at "
+                             "the commitment purchase spread onto them (their quantity × unit price prices no "
+                             "purchase)")
+    effective = priced(charges({**unused, "gross": D("52.8912"), "commitment": D(0)}), "effective")
+    assert effective["priced"].tolist() == [D("52.8912")] and effective["unused_spread"].tolist() == [False]
+
+
+@pytest.mark.parametrize("basis", ["effective", "billed", "list", "contracted"])
+def test_a_line_priced_0_with_a_cost_is_taken_at_its_cost(basis):
+    """An Azure Marketplace row (NVIDIA AI Enterprise, PublisherType Marketplace, 192 GPU-hours, UnitPrice
+    and PayGPrice 0, cost 192.00; cloudgen aks 10504 with the row added): a price of 0 with a cost is no
+    measured price, and the Azure reader's ContractedCost takes such a row at its cost. Priced at 192 × 0,
+    the price driver read "gpu_compute: cost 4126.16 vs quantity × unit price 3934.16, gap 0.046532" and
+    the case did not reconcile (gap 0.043); now at its cost, named. A line priced 0 costing 0 stays 0."""
+    from audit.reconcile import _price_drivers
+    row = {"pricing_quantity": D(192), "contracted_unit_price": D(0), "list_unit_price": D(0),
+           "gross": D("192.00"), "resource_class": "gpu_compute"}
+    out = priced(charges(row, {**row, "gross": D(0)}), basis)
+    assert out["priced"].tolist() == [D("192.00"), D(0)]
+    assert out["zero_price"].tolist() == [True, False] and out["has_price"].tolist() == [False, True]
+    (driver,) = _price_drivers(out, basis)
+    assert (driver.gap, driver.detail) == (D(0), (
+        "cost 192.00 vs quantity × unit price 192.00; 1 line(s) of unit price 0 with a cost taken at that cost, "
+        "192.00 (a price of 0 is no measured unit price: an Azure Marketplace row's, whose ContractedCost is its "
+        "cost too)"))
