@@ -22,7 +22,7 @@ from audit.gpumig import mig_request_notes
 from audit.gpuunits import shared_gpu_notes
 from audit.lines import SCOPE_RULE, adjusted, basis_amount, unclassed_note
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, plain, share
-from audit.plan import PartPlan, combined
+from audit.plan import PartPlan, combined, marginal_note
 from audit.result import AuditResult, KernelFinding, Option
 from audit.services import service_of
 from schemas.billing import line_total
@@ -70,7 +70,7 @@ def to_dict(result: AuditResult) -> dict:
         "queue": _queue(result),
         "serving_evidence": _serving_evidence(result),
         "telemetry": _telemetry(result),
-        "profiles": _profiles(result),
+        "profiles": _profiles(result, rounded),
         "options": [_option(o, result) for o in result.options],
         "plan": _plan(result),
         "findings": [_finding(f, i) for f, i in zip(result.evidence.findings,
@@ -267,7 +267,7 @@ def _serving_evidence(result) -> dict:
             for service, figures in result.evidence.serving.items()}
 
 
-def _profiles(result) -> list[dict]:
+def _profiles(result, rounded: audit_cents.Cents) -> list[dict]:
     out = []
     for service, p in sorted(result.profiles.items()):
         total_us = float(p.categories["total_us"].sum()) if len(p.categories) else 0.0
@@ -288,15 +288,22 @@ def _profiles(result) -> list[dict]:
                                      "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
                                     for r in kernels.itertuples()],
                     "top_call_paths": list(result.evidence.call_paths.get(service, ())),
-                    "idle_paths": _idle_paths(result.evidence.idle_paths.get(service, ()))})
+                    "idle_paths": _idle_paths(result.evidence.idle_paths.get(service, ()),
+                                              rounded.parts.get(("serving_path", "in_flight_idle", service)))})
     return out
 
 
-def _idle_paths(rows) -> list[dict]:
-    """A profile's top idle call paths (audit/trace/idle.py), each costed as the idle findings are."""
+def _idle_paths(rows, part: Decimal | None) -> list[dict]:
+    """A profile's top idle call paths (audit/trace/idle.py) and the rest as one row, each costed as the
+    idle findings are (``share_of_part`` of the profile's idle × in_flight_idle), their cents by
+    largest remainder to the part's rounded amount, so that they add up to it."""
+    costs = {str(i): r["cost"] for i, r in enumerate(rows) if r.get("cost") is not None}
+    whole = len(costs) == len(rows) and rows and rows[-1]["category"] == "other"
+    costs = largest_remainder(costs, part if whole and part is not None else None) if costs else {}
     return [{"callpath": r["callpath"], "category": r["category"], "idle_us": r["idle_us"], "gaps": r["gaps"],
-             "share": r["share"], **({} if r.get("cost") is None else {"cost": str(cents(r["cost"]))})}
-            for r in rows]
+             "share": r["share"], "share_of_part": r.get("share_of_part"),
+             **({} if r.get("cost") is None else {"cost": str(costs[str(i)])})}
+            for i, r in enumerate(rows)]
 
 
 def _gap_sensitivity(p) -> dict | None:
@@ -312,8 +319,10 @@ def _gap_sensitivity(p) -> dict | None:
 
 
 def _finding(found: KernelFinding, stable_id: str) -> dict:
-    """A kernel-level finding with its cost: share of the profile's GPU time × the cost of the part
-    it lies in. Findings explain the buckets and never add to them (METHOD §6). ``id`` is its stable
+    """A kernel-level finding with its cost: its share of the part it lies in (``share_of_part``: of
+    the profile's idle for in_flight_idle, of its busy time for kernel_active; ``share`` stays its
+    share of the profile's GPU time) × the cost of that part. Findings explain the buckets and never
+    add to them (METHOD §6). ``id`` is its stable
     id (audit/audit_json_review.py), ``kind`` the analyser's rule."""
     finding, service = found.finding, found.service
     cost = None if found.cost is None else cents(found.cost)
@@ -322,8 +331,11 @@ def _finding(found: KernelFinding, stable_id: str) -> dict:
             "profile_cost": None,
             "reason": None if cost is not None else
             f"part {finding['bucket']}.{finding['part']} of {service} not measured in this case",
-            "cost_basis": (f"share of the profile's GPU time × {finding['bucket']}.{finding['part']}"
-                           f" of {service}")}
+            "cost_basis": (f"share_of_part (of the profile's {_PART_TIME.get(finding['part'], 'GPU time')}) × "
+                           f"{finding['bucket']}.{finding['part']} of {service}")}
+
+
+_PART_TIME = {"in_flight_idle": "idle", "kernel_active": "busy time"}
 
 
 def _option(o: Option, result) -> dict:
@@ -352,7 +364,7 @@ def _planned(o: Option) -> dict:
     def bands(values):
         return None if values is None else {k: fmt(v, 2) for k, v in values.items()}
     return {"counts_towards": o.plan_part, "run_cost_monthly": fmt(o.run_cost, 2),
-            "marginal_saving": bands(o.marginal_saving),
+            "marginal_saving": bands(o.marginal_saving), "marginal_note": marginal_note(o.marginal_saving, o.plan_part),
             "deferred": {"saving_now": bands(o.saving_now), "saving_later": bands(o.saving_deferred),
                          "months_after_window": fmt(o.deferred_months, 2),
                          "committed_share": fmt(o.committed_share, 6)},

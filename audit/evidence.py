@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from connectors.profiles.events import Trace
 
 TOP_CALL_PATHS = 10  # call paths listed per profile in audit.json
+OTHER_IDLE = "(every other idle call path)"
 
 #: figure -> (table, the families/metrics that can measure it, per family)
 EVIDENCE_METRICS = {
@@ -82,12 +83,25 @@ def gather(case: Case, tele: Telemetry, profiles: Mapping[str, ProfileSummary], 
 
 def _costed_idle(idle: Sequence[Mapping[str, Any]], service: str,
                  amounts: Mapping[tuple[str, str, str | None], Decimal]) -> tuple[dict[str, Any], ...]:
-    """A profile's top idle call paths, each costed as the idle findings are: its share of the
-    profile's GPU time × the service's serving_path.in_flight_idle (unrounded; None unmeasured)."""
+    """A profile's top idle call paths, each costed as the idle findings are: its idle as a share of
+    the profile's idle (``share_of_part``: the GPU time serving_path.in_flight_idle stands for) × the
+    service's in_flight_idle (unrounded; None unmeasured). ``share`` stays its share of the
+    profile's GPU time. The idle the listed paths leave out is one last row, ``category`` "other",
+    so that the rows partition the part's cost."""
     amount = amounts.get(("serving_path", "in_flight_idle", service))
+    total = sum((Decimal(repr(v)) for group in idle for v in group["by_category_us"].values()), Decimal(0))
     rows = sorted((row for group in idle for row in group["top"]), key=lambda r: -r["idle_us"])[:TOP_CALL_PATHS]
-    return tuple({**row, "cost": Decimal(row["share"]) * amount if amount is not None and row["share"] else None}
-                 for row in rows)
+    rest = total - sum((Decimal(repr(r["idle_us"])) for r in rows), Decimal(0))
+    if rows and rest > Decimal("0.0005"):
+        window = sum((Decimal(repr(group.get("window_us") or 0)) for group in idle), Decimal(0))
+        rows.append({"callpath": OTHER_IDLE, "category": "other", "idle_us": float(round(rest, 3)), "gaps": None,
+                     "share": f"{rest / window:.6f}" if window > 0 else None})
+    out = []
+    for row in rows:
+        of_part = Decimal(repr(row["idle_us"])) / total if total > 0 else None
+        out.append({**row, "share_of_part": None if of_part is None else f"{of_part:.6f}",
+                    "cost": of_part * amount if amount is not None and of_part is not None else None})
+    return tuple(out)
 
 
 def _trace_of(profile: ProfileSummary) -> Trace | None:
@@ -103,9 +117,10 @@ def _trace_of(profile: ProfileSummary) -> Trace | None:
 
 def _costed(finding: Mapping[str, Any], service: str, profile: str,
             amounts: Mapping[tuple[str, str, str | None], Decimal]) -> KernelFinding:
-    """A finding's cost: its share of the profile's GPU time × the part it lies in (unrounded)."""
+    """A finding's cost: its share of the part it lies in (``share_of_part``: of the profile's idle
+    for in_flight_idle, of its busy time for kernel_active) × that part's amount (unrounded)."""
     amount = amounts.get((finding["bucket"], finding["part"], service))
-    share_of = Decimal(finding["share"]) if finding.get("share") else None
+    share_of = Decimal(finding["share_of_part"]) if finding.get("share_of_part") else None
     cost = share_of * amount if amount is not None and share_of is not None else None
     return KernelFinding(service, profile, finding, cost)
 

@@ -311,14 +311,39 @@ def fractions(options: Sequence[Option], part_monthly: Decimal, band: str) -> li
 
 
 def marginals(part_monthly: Decimal, fs: Sequence[Decimal], keys: Sequence[str]) -> tuple[dict[str, Decimal], Decimal]:
-    """Each option's gross marginal saving to the cent (largest remainder) and the combined saving
-    part · (1 − Π(1 − fᵢ)) they add up to exactly."""
+    """Each option's gross marginal saving to the cent and the combined saving part · (1 − Π(1 − fᵢ))
+    they add up to exactly. The first option on the part takes its own gross saving's cents (its
+    marginal is part · f₁, its gross saving: the two never read a cent apart); the others share
+    what is left of the combined saving by largest remainder."""
     left, raw = ONE, {}
     for key, f in zip(keys, fs):
         raw[key] = part_monthly * f * left
         left *= ONE - f
     combined = cents(part_monthly * (ONE - left))
-    return largest_remainder(raw, combined) if raw else {}, combined
+    if not raw:
+        return {}, combined
+    first, *rest = raw
+    taken = cents(raw[first])
+    out = {first: taken}
+    if rest:
+        out.update(largest_remainder({k: raw[k] for k in rest}, combined - taken))
+    return out, combined
+
+
+def marginal_note(marginal: dict[str, Decimal] | None, part: str | None) -> str | None:
+    """A plain word where an option's marginal bands do not read low ≤ expected ≤ high (METHOD §7:
+    each band is computed in its own case, where the options ranked above it take their own band's
+    share of the part first); None where they do."""
+    if not marginal:
+        return None
+    low, expected, high = (cents(marginal[b]) for b in ("low", "expected", "high"))
+    if low <= expected <= high:
+        return None
+    which = [f"{a} {x} < {b} {y}" for a, x, b, y in (("high", high, "expected", expected),
+                                                       ("expected", expected, "low", low)) if x < y]
+    return (f"marginal saving {'; '.join(which)}: not an error. Each band is its own case: in the higher band "
+            f"the options ranked above this one on {part or 'its part'} save more of the part first, so less "
+            "is left for this one. Its own saving (monthly_saving) runs low ≤ expected ≤ high.")
 
 
 def combine(options: Sequence[Option]) -> list[Option]:

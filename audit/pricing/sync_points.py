@@ -2,14 +2,15 @@
 
 Per service with a kernel profile, the idle classification (audit/trace/idle.py) gives the GPU idle
 of the profile whose gaps a synchronisation or blocking copy drained (*sync drain*) and the idle
-while the host ran work that launches nothing (*host compute*), each as a share of the profile's
-GPU time: the findings' denominator, so that the saving is what the sync and host-compute findings
-and idle paths cost, summed. The money is that share × the service's
-``serving_path.in_flight_idle`` over the window (the part the option acts on), as the evidence
-stage costs every idle finding:
+while the host ran work that launches nothing (*host compute*). Both are shown as a share of the
+profile's GPU time (what the findings show), and priced as a share of the profile's idle: the
+GPU time that the part the option acts on, the service's ``serving_path.in_flight_idle`` (S),
+stands for. A share of S × the cost of S is what the evidence stage charges every idle finding and
+idle path, so that the idle paths of a profile, untraced included, partition S's cost exactly and
+the saving is what the sync and host-compute idle paths cost, summed (METHOD §6, §7):
 
-- expected = in_flight_idle × (sync-drain share + host-compute share);
-- low = in_flight_idle × sync-drain share (the host work stays on the critical path, only the
+- expected = in_flight_idle × (sync-drain idle + host-compute idle) ÷ the profile's idle;
+- low = in_flight_idle × sync-drain idle ÷ the profile's idle (the host work stays on the critical path, only the
   blocking waits go);
 - high = expected (no more than the measured idle of those two classes can be recovered).
 
@@ -42,9 +43,14 @@ class ServiceIdle:
 
     service: str
     profile: str
-    sync_share: Decimal        # sync-drain idle ÷ the profile's GPU time
-    host_share: Decimal        # host-compute idle ÷ the profile's GPU time
+    sync_share: Decimal        # sync-drain idle ÷ the profile's GPU time (shown)
+    host_share: Decimal        # host-compute idle ÷ the profile's GPU time (shown)
+    idle_share: Decimal        # the profile's whole idle ÷ its GPU time: the time S stands for
     part: Decimal | None       # its serving_path.in_flight_idle over the window (None: not measured)
+
+    def of_part(self, share: Decimal) -> Decimal:
+        """A share of the profile's GPU time as a share of its idle (of the part S); 0 without idle."""
+        return share / self.idle_share if self.idle_share > 0 else ZERO
 
 
 def sync_points(services: list[ServiceIdle]) -> Modelled | str:
@@ -59,11 +65,16 @@ def sync_points(services: list[ServiceIdle]) -> Modelled | str:
             inputs.append(("not modelled", f"{s.service}: {NO_PART.split(' was')[0]} not measured", "ledger"))
             continue
         priced += 1
-        low += s.part * s.sync_share
-        expected += s.part * (s.sync_share + s.host_share)
+        sync, host = s.of_part(s.sync_share), s.of_part(s.host_share)
+        low += s.part * sync
+        expected += s.part * (sync + host)
         source = f"kernel profile {s.profile} ({SOURCE})"
         inputs += [(f"sync-drain idle share of the profile's GPU time ({s.service})", f"{s.sync_share:.6f}", source),
                    (f"host-compute idle share of the profile's GPU time ({s.service})", f"{s.host_share:.6f}", source),
+                   (f"idle share of the profile's GPU time, the time in_flight_idle stands for ({s.service})",
+                    f"{s.idle_share:.6f}", source),
+                   (f"sync-drain share of the profile's idle, used for cost ({s.service})", f"{sync:.6f}", source),
+                   (f"host-compute share of the profile's idle, used for cost ({s.service})", f"{host:.6f}", source),
                    (f"serving_path.in_flight_idle over the window ({s.service})", f"{s.part:.2f}",
                     "ledger (METHOD §3: S = min(g × B, P − B))")]
     if not priced:
@@ -91,5 +102,5 @@ def service_idle(profiles: Mapping[str, ProfileSummary], ledger: Ledger) -> list
             continue
         part = ledger.parts.get(("serving_path", "in_flight_idle", name))
         out.append(ServiceIdle(name, profile.name, shares["sync_drain"], shares["host_compute"],
-                               None if part is None else part.amount))
+                               sum(shares.values(), ZERO), None if part is None else part.amount))
     return out

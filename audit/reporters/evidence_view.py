@@ -68,10 +68,11 @@ def finding_row(f: dict, m) -> dict[str, str]:
     reads as the report names parts elsewhere ('Model compute · Kernel-active time'): words that
     break between words in the PDF's narrow Part column, where 'model_compute.kernel_active' could
     only break inside a name."""
-    share = f.get("share")
+    share, of_part = f.get("share"), f.get("share_of_part")
     return {"title": str(f.get("title") or f.get("id") or ""), "service": str(f.get("service") or ""),
             "kernel": str(f.get("kernel") or ""), "call_path": str(f.get("call_path") or "")[-300:],
             "share": f"{float(share) * 100:.2f} %" if share not in (None, "") else "—",
+            "share_of_part": f"{float(of_part) * 100:.2f} %" if of_part not in (None, "") else "—",
             "part": option_target(f"{f.get('bucket', '')}.{f.get('part', '')}"),
             "cost": m(f["cost"]) if f.get("cost") is not None else "not measured",
             "fix": str(f.get("fix") or "")}

@@ -65,6 +65,11 @@ def marginal(o: dict, m: Callable[[Any], str]) -> str:
     return DASH if not values else m(values.get("expected"))
 
 
+def marginal_note(o: dict) -> str:
+    """audit.json's note where the marginal bands read high < expected (or expected < low), else ''."""
+    return str(o.get("marginal_note") or "")
+
+
 def break_even(o: dict, m: Callable[[Any], str]) -> str:
     value = o.get("break_even_monthly_saving")
     if value is None:

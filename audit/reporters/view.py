@@ -102,6 +102,7 @@ class OptionView:
     #: the plan (audit.reporters.plan_view): who acts, marginal saving, break-even, deferred saving
     who: dict[str, str] = field(default_factory=dict)
     marginal: str = "—"
+    marginal_note: str = ""  # where the marginal bands read high < expected (audit.json marginal_note)
     break_even: str = "—"
     deferred: str = ""
     #: where the saving comes from (METHOD §7): "modelled" from measurements or "assumed" (the
@@ -459,7 +460,8 @@ def _option(o: dict, m) -> OptionView:
         evidence=[f"{e.get('service')}: {str(e.get('figure', '')).replace('_', ' ')} {_evidence_value(e.get('value'))}"
                   for e in o.get("evidence") or []],
         target=wording.option_target(o.get("acts_on") or ""),
-        who=plan_view.who(o), marginal=plan_view.marginal(o, m), break_even=plan_view.break_even(o, m),
+        who=plan_view.who(o), marginal=plan_view.marginal(o, m),
+        marginal_note=plan_view.marginal_note(o), break_even=plan_view.break_even(o, m),
         deferred=plan_view.deferred(o, m),
         basis=BASIS_WORDS.get(str(o.get("basis") or ""), str(o.get("basis") or "")),
         basis_note=str(o.get("basis_note") or ""),

@@ -141,7 +141,7 @@ def kernel_evidence(traces: list[Trace]) -> tuple[list[dict], list[dict], list[d
 
 
 def top_idle_paths(rank: int, trace: Trace, view: ProfileView, price: Decimal | None) -> dict:
-    """One rank's idle by class and its top idle call paths (at most TOP_PATHS): ``callpath``,
+    """One rank's GPU time (``window_us``), its idle by class and its top idle call paths (at most TOP_PATHS): ``callpath``,
     ``category``, ``idle_us``, ``gaps``, ``share`` of the profile's GPU time and, given a price,
     ``cost`` = share × price (per GPU-hour the workload runs, as the findings' cost)."""
     from audit.trace.idle import idle_by_category, idle_groups
@@ -152,7 +152,7 @@ def top_idle_paths(rank: int, trace: Trace, view: ProfileView, price: Decimal | 
         if price is not None and group["share"] is not None:
             row["cost"] = format((Decimal(group["share"]) * price).quantize(Decimal("0.0001")), "f")
         top.append(row)
-    return {"rank": rank, "file": trace.path.name,
+    return {"rank": rank, "file": trace.path.name, "window_us": round(view.window_us, 3),
             "by_category_us": {k: round(v, 3) for k, v in idle_by_category(view).items()}, "top": top}
 
 

@@ -2,10 +2,13 @@
 
 Each finding names the kernel identity and the call path that launched it, its share of the
 profile's GPU time (the sum of the device windows: first to last GPU work per device), the bucket
-part it lies in and, given a price per GPU-hour, its cost: ``cost`` = share × price, what the
+part it lies in, its ``share_of_part``: its GPU time as a share of the profile's time that part
+stands for (its idle for ``in_flight_idle``, its busy time for ``kernel_active``), and, given a
+price per GPU-hour, its cost: ``cost`` = share × price, what the
 waste costs per GPU-hour the profiled workload runs (4 places), and ``profile_cost`` = the
-finding's GPU time in the profile × price (9 places). In an audit, a finding's money is its share
-× the amount of its bucket part (METHOD §6). Findings explain the buckets and never add to them.
+finding's GPU time in the profile × price (9 places). In an audit, a finding's money is its
+``share_of_part`` × the amount of its bucket part (METHOD §6), so that the findings and idle paths
+of a part never cost more than the part. Findings explain the buckets and never add to them.
 ``findings_from_profile`` is the entry point (docs/trace.md lists every rule).
 """
 from __future__ import annotations
@@ -57,16 +60,27 @@ def views_findings(view: ProfileView, price: Decimal | None = None) -> list[dict
     return sorted(out, key=lambda f: (-float(f["gpu_ms"]), f["id"], f["call_path"]))
 
 
+def part_time(view: ProfileView, part: str) -> Decimal:
+    """The profile's GPU time (us) that a bucket part stands for: its idle for ``in_flight_idle``,
+    its busy time (window less idle) for ``kernel_active``."""
+    from audit.trace.idle import idle_by_category
+
+    idle = Decimal(repr(sum(idle_by_category(view).values())))
+    return idle if part == IDLE else Decimal(repr(view.window_us)) - idle
+
+
 def finding_dict(finding: Finding, view: ProfileView, price: Decimal | None) -> dict:
     """The JSON form of one finding: shares to 6 places, money as decimal strings."""
     gpu_us = Decimal(repr(float(finding.gpu_us)))
     window = Decimal(repr(view.window_us)) if view.window_us > 0 else None
     share = gpu_us / window if window else None
+    of_part = part_time(view, finding.part)
     out = {
         "id": finding.id, "title": finding.title, "trace": view.trace.path.name, "rank": view.rank,
         "device": str(view.trace.device_keys[finding.device]), "kernel": finding.kernel,
         "call_path": finding.call_path, "gpu_ms": f"{gpu_us / 1000:.3f}",
         "share": None if share is None else f"{share:.6f}",
+        "share_of_part": f"{gpu_us / of_part:.6f}" if of_part > 0 else None,
         "bucket": BUCKET_OF_PART[finding.part], "part": finding.part,
         "price_per_gpu_hour": None if price is None else str(price),
         "cost": None, "profile_cost": None,

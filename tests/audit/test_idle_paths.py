@@ -196,14 +196,16 @@ def test_the_documented_idle_classes_are_the_traces_own():
 def test_sync_points_model_prices_the_costed_sync_and_host_idle():
     from audit.pricing.sync_points import NO_PART, NO_PROFILE, ServiceIdle, sync_points
 
-    chat = ServiceIdle("chat", "p", Decimal("0.2"), Decimal("0.05"), Decimal("1000"))
-    embed = ServiceIdle("embed", "q", Decimal("0.1"), Decimal("0"), Decimal("200"))
-    found = sync_points([chat, embed])
-    assert found.saving == {"low": Decimal("220.0"), "expected": Decimal("270.00"), "high": Decimal("270.00")}
+    chat = ServiceIdle("chat", "p", Decimal("0.2"), Decimal("0.05"), Decimal("0.5"), Decimal("1000"))
+    embed = ServiceIdle("embed", "q", Decimal("0.1"), Decimal("0"), Decimal("0.25"), Decimal("200"))
+    found = sync_points([chat, embed])          # shares of the idle: chat 0.4 + 0.1, embed 0.4 + 0
+    assert found.saving == {"low": Decimal("480"), "expected": Decimal("580"), "high": Decimal("580")}
     assert ("sync-drain idle share of the profile's GPU time (chat)", "0.200000",
             "kernel profile p (audit/trace/idle.py)") in found.inputs
+    assert ("sync-drain share of the profile's idle, used for cost (chat)", "0.400000",
+            "kernel profile p (audit/trace/idle.py)") in found.inputs
     assert sync_points([]) == NO_PROFILE
-    assert sync_points([ServiceIdle("chat", "p", Decimal("0.2"), Decimal("0"), None)]) == NO_PART
+    assert sync_points([ServiceIdle("chat", "p", Decimal("0.2"), Decimal("0"), Decimal("0.5"), None)]) == NO_PART
 
 
 def test_sync_points_model_reads_the_generated_trace(planted):
@@ -220,5 +222,54 @@ def test_sync_points_model_reads_the_generated_trace(planted):
     want = Decimal(truth["planted"]["sync_drain"]["idle_us"]) / Decimal(truth["window_us"])
     assert abs(idle.sync_share - want) <= Decimal("0.03") * want
     found = sync_points([idle])
-    assert found.saving["low"] == Decimal("500") * idle.sync_share
-    assert found.saving["expected"] == Decimal("500") * (idle.sync_share + idle.host_share)
+    assert found.saving["low"] == Decimal("500") * idle.of_part(idle.sync_share)
+    assert found.saving["expected"] == Decimal("500") * (idle.of_part(idle.sync_share) + idle.of_part(idle.host_share))
+
+
+QWEN = TRACES / "tracelens" / "h100_qwen1.5-0.5b-chat.json.gz"
+
+
+def test_idle_is_costed_as_a_share_of_the_idle_part_o10803():
+    """o10803 (cloudgen AKS seed 10803, window 1 day): chat's S = serving_path.in_flight_idle = 127.63
+    over the window, its profile the qwen1.5-0.5b-chat trace. By hand, from idle_by_category:
+    GPU time 49,652.832 us, idle 4,005.532 us (0.080671 of it): sync drain 28.528, host compute
+    335.072, launch-bound 1,181.709, GPU-side 1,732.580, untraced 727.643 us.
+    A path's cost = its idle ÷ the profile's idle × cost(S): untraced 727.643 / 4,005.532 = 0.181660
+    × 127.63 = 23.18 (before: its share of the whole GPU time, 0.014655 × 127.63 = 1.87); the ten
+    listed paths 81.57 + every other path (1,445.689 us, 0.360923) 46.06 = 127.63, all of S (before:
+    the ten cost 6.58 in all). The cudaDeviceSynchronize finding: 20.801 / 4,005.532 = 0.005193
+    × 127.63 = 0.66 (before 0.05). Remove sync points over the window: (28.528 + 335.072) /
+    4,005.532 = 0.090774 × 127.63 = 11.5855, a month (× 30.4375 / 1 day) 352.63 (before 28.45);
+    low (sync drain alone) 28.528 / 4,005.532 = 0.007122 × 127.63 = 0.9090, a month 27.67 (before 2.23)."""
+    from audit.audit_json import _idle_paths
+    from audit.evidence import _costed, _costed_idle
+    from audit.ledger import Ledger
+    from audit.money import cents
+    from audit.normalised import ProfileSummary
+    from audit.pricing.sync_points import service_idle, sync_points
+    from audit.trace.analyse import kernel_evidence
+
+    part = Decimal("127.63")
+    trace = read_trace(str(QWEN))
+    _, found, idle = kernel_evidence([trace])
+    amounts = {("serving_path", "in_flight_idle", "chat"): part}
+    rows = _idle_paths(_costed_idle(idle, "chat", amounts), part)
+    assert (rows[0]["category"], rows[0]["share"], rows[0]["share_of_part"], rows[0]["cost"]) == \
+        ("untraced", "0.014655", "0.181660", "23.18")
+    assert [r["cost"] for r in rows] == ["23.18", "8.61", "8.38", "7.74", "7.68", "6.88", "5.57", "4.64", "4.47",
+                                         "4.42", "46.06"]
+    assert (rows[-1]["category"], rows[-1]["idle_us"], rows[-1]["share_of_part"]) == ("other", 1445.689, "0.360923")
+    assert sum(Decimal(r["cost"]) for r in rows) == part
+    sync = next(f for f in found if f["kernel"] == "cudaDeviceSynchronize")
+    assert (sync["share"], sync["share_of_part"], cents(_costed(sync, "chat", "p", amounts).cost)) == \
+        ("0.000419", "0.005193", Decimal("0.66"))
+    ledger = Ledger()
+    ledger.add("serving_path", "in_flight_idle", "chat", part, "test", "S")
+    profile = ProfileSummary("chat-profile", "chat", str(QWEN), trace, "gpu_window", Decimal(0), Decimal(0), None,
+                             None, None, {}, None, None)
+    (service,) = service_idle({"chat": profile}, ledger)
+    saving = sync_points([service]).saving
+    assert {k: cents(v) for k, v in saving.items()} == {"low": Decimal("0.91"), "expected": Decimal("11.59"),
+                                                          "high": Decimal("11.59")}
+    month = Decimal("30.4375")
+    assert (cents(saving["low"] * month), cents(saving["expected"] * month)) == (Decimal("27.67"), Decimal("352.63"))
