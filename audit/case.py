@@ -155,12 +155,26 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(path, [exc.message]) from None
     if path.stat().st_size > MAX_CASE_BYTES:
         raise ConfigError(path, [f"larger than {MAX_CASE_BYTES >> 20} MiB: not a case file"])
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # a BOM (Notepad writes one) is no statement
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Notepad writes one) is no statement
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text's newlines
+        return tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, [not_utf8(data, exc.start)]) from None
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, [f"not valid TOML: {exc}"]) from None
     except RecursionError:
         raise ConfigError(path, ["not valid TOML: nested too deeply"]) from None
+
+
+def not_utf8(data: bytes, at: int) -> str:
+    """The problem of a byte that is not UTF-8 at offset ``at`` of ``data``: its line and column
+    (characters, from 1), where the decoder named only the offset ("in position 606")."""
+    before = data[:at]
+    line = before.count(b"\n") + 1
+    column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1
+    return (f"not UTF-8: byte 0x{data[at]:02x} at line {line}, column {column}; "
+            "a case file must be saved as UTF-8")
 
 
 def _table(value, where: str, problems: list[str]) -> dict:

@@ -43,6 +43,8 @@ from connectors.errors import InputError, InputErrors
 #: called with each source's spec as it is read, with the words of each later step as it starts
 #: ("splitting GPU time …", "writing report.pdf"), and with None when the audit is done
 Progress = Callable[[SourceSpec | str | None], None]
+#: where a fit error of a case lies, said in its stead of the case file (audit/whatif.py)
+Blame = Callable[[fit.Misfit], str]
 
 
 def run_case(case: Case, out_dir: Path, formats: Sequence[str],
@@ -106,15 +108,18 @@ def months_without_billing(result: AuditResult, empty: list) -> InputError:
                                "the billing covers")
 
 
-def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None) -> list[AuditResult]:
+def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None,
+                         blames: Sequence[Blame | None] = ()) -> list[AuditResult]:
     """Several cases audited on one reading of the sources of the first (``costaudit whatif``: the
-    same sources under changed settings; the caller makes sure every case names the same sources)."""
+    same sources under changed settings; the caller makes sure every case names the same sources).
+    ``blames``: per case, where its fit errors are said to lie (:func:`misfit_errors`)."""
     use_context()
     collected = collect_sources(cases[0], progress)
     results = []
     for i, case in enumerate(cases, 1):
         _step(progress, f"auditing case {i} of {len(cases)}")
-        results.append(audit_collected(case, collected, strict=True, progress=progress))
+        blame = blames[i - 1] if i <= len(blames) else None
+        results.append(audit_collected(case, collected, strict=True, progress=progress, blame=blame))
     return results
 
 
@@ -154,9 +159,10 @@ def lacking_commitments(case: Case, classified) -> tuple[str, ...]:
     return found.commitments if found is not None else ()
 
 
-def misfit_errors(case: Case, found: fit.Fit) -> InputErrors:
-    """The errors of a fit as input errors naming the case file (exit 1)."""
-    return InputErrors([InputError(case.path, m.message) for m in found.errors])
+def misfit_errors(case: Case, found: fit.Fit, blame: Blame | None = None) -> InputErrors:
+    """The errors of a fit as input errors naming the case file (exit 1), or what ``blame`` says of
+    each (what-if: the --set that made the changed case's service match nothing)."""
+    return InputErrors([InputError(blame(m) if blame else case.path, m.message) for m in found.errors])
 
 
 def _step(progress: Progress | None, words: str) -> None:
@@ -165,10 +171,10 @@ def _step(progress: Progress | None, words: str) -> None:
 
 
 def audit_collected(case: Case, collected: Collected, strict: bool = False,
-                    progress: Progress | None = None) -> AuditResult:
+                    progress: Progress | None = None, blame: Blame | None = None) -> AuditResult:
     """Every stage after collection (tests feed in-memory source frames here); ``strict``: raise the
     fit's errors (a service that matches nothing) before any figure is made; ``progress`` hears of
-    each group of stages as it starts."""
+    each group of stages as it starts; ``blame``: where the fit's errors lie (:func:`misfit_errors`)."""
     use_context()
     _step(progress, "preparing invoice lines and telemetry")
     lines = normalise.billing_lines(case, collected)
@@ -179,7 +185,7 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     classified = classify.classify(lines_where(lines, mask), case.rules, nodes.cluster, nodes.with_gpus, case.services)
     checked = fitted(case, collected, lines, mask, classified, tele, nodes)
     if strict and checked.errors:
-        raise misfit_errors(case, checked)
+        raise misfit_errors(case, checked, blame)
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread, case.cost_basis, lacking_commitments(case, classified))
     checked = replace(checked, misfits=checked.misfits + overdrawn(charges, classified, case.cost_basis))

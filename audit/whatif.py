@@ -59,8 +59,19 @@ def run_whatif(case: Case, settings: Sequence[str], progress: Callable | None = 
     from audit.audit_json import to_dict
     from audit.pipeline import audit_on_one_reading
 
-    before, after = audit_on_one_reading([case, changed], progress)
+    before, after = audit_on_one_reading([case, changed], progress, blames=[None, blamed(case, changes)])
     return WhatIf(tuple(changes), case, changed, to_dict(before), to_dict(after))
+
+
+def blamed(case: Case, changes: Sequence[Change]) -> Callable:
+    """Where a fit error of the changed case lies: the ``--set`` on its service (every ``--set``
+    when none is), on the case file. The case file alone was named before, though the value the
+    error quotes ("embedding") came from the --set and the file holds another ("embed")."""
+    def where(misfit) -> str:
+        named = [c.key for c in changes if len(c.path) > 1 and c.path[0] == "services"
+                 and misfit.subject == f"service {c.path[1]}"] or [c.key for c in changes]
+        return ", ".join(f"--set {key}" for key in dict.fromkeys(named)) + f" on {case.path}"
+    return where
 
 
 def changed_case(case: Case, settings: Sequence[str]) -> tuple[Case, list[Change]]:

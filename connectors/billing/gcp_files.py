@@ -62,6 +62,8 @@ PERIOD_COLUMNS = ("usage_start_time", "usage_end_time")
 
 
 MONEY_COLUMNS = ("cost", "cost_at_list", "currency_conversion_rate")
+#: the amounts inside nested fields (``credits`` a list of them), checked as :data:`MONEY_COLUMNS`
+NESTED_AMOUNTS = ("credits.amount", "usage.amount", "usage.amount_in_pricing_units")
 # The export's columns as the local reader types them: every leaf VARCHAR (money and quantities
 # keep their text; the query casts them to DECIMAL), absent keys read as NULL.
 _KV = "STRUCT(key VARCHAR, value VARCHAR)[]"
@@ -93,9 +95,10 @@ def value_checks() -> list[tuple[str, str, str, str]]:
     number = f"regexp_full_match(trim(v), {quote(NUMBER_PATTERN)})"
     checks = [(c, "TRY_CAST(v AS TIMESTAMPTZ) IS NULL", "unreadable timestamp",
                "a timestamp such as 2026-09-01 00:00:00 UTC") for c in PERIOD_COLUMNS]
-    checks += [(c, f"NOT {number}", "unparseable number", "a decimal number") for c in MONEY_COLUMNS]
+    amounts = (*MONEY_COLUMNS, *NESTED_AMOUNTS)
+    checks += [(c, f"NOT {number}", "unparseable number", "a decimal number") for c in amounts]
     checks += [(c, f"{number} AND TRY_CAST(trim(v) AS {MONEY_TYPE}) IS NULL", "number out of range", MONEY_RANGE)
-               for c in MONEY_COLUMNS]
+               for c in amounts]
     return checks
 
 
@@ -111,7 +114,7 @@ def bad_values(con, files: list[str], fmt: str, names) -> list[InputError]:
     or 96,221 for a bad value on line 234,567 of a 400,000-line export."""
     errors: list[InputError] = []
     for column, test, what, expected in value_checks():
-        if column not in names:
+        if column.split(".")[0] not in names:
             continue
         for file in files:
             query = f"SELECT n AS rn, v FROM ({numbered(file, fmt, column)}) WHERE v IS NOT NULL AND ({test})"
@@ -188,12 +191,22 @@ def nested_message(kind: str, element: str | None, text: str, listed: bool) -> s
 
 
 def numbered(file: str, fmt: str, column: str) -> str:
-    """SQL: (n, v) of one file, ``v`` its column's text, ``n`` its row (a JSON file's line)."""
+    """SQL: (n, v) of one file, ``v`` its column's text, ``n`` its row (a JSON file's line); a nested
+    amount (``credits.amount``) gives a row per element of its list."""
+    parent, _, field = column.partition(".")
     if fmt == "json":
-        source = f"read_json({quote(file)}, format='newline_delimited', columns={{{quote(column)}: 'VARCHAR'}})"
-        return f"SELECT row_number() OVER () AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
-    source = f"read_parquet({quote(file)}, file_row_number=true)"
-    return f"SELECT file_row_number + 1 AS n, CAST({column} AS VARCHAR) AS v FROM {source}"
+        kind = JSON_COLUMNS[parent] if field else "VARCHAR"
+        source = f"read_json({quote(file)}, format='newline_delimited', columns={{{quote(parent)}: {quote(kind)}}})"
+        rows = f"SELECT row_number() OVER () AS n, {parent} AS x FROM {source}"
+    else:
+        rows = f"SELECT file_row_number + 1 AS n, {parent} AS x FROM read_parquet({quote(file)}, file_row_number=true)"
+    if not field:
+        value = "CAST(x AS VARCHAR)"
+    elif nested_shape(parent)[0]:
+        value = f"unnest(list_transform(x, lambda e: CAST(e.{field} AS VARCHAR)))"
+    else:
+        value = f"CAST(x.{field} AS VARCHAR)"
+    return f"SELECT n, {value} AS v FROM ({rows})"
 
 
 #: the fields every record of an export has (a JSON record without one reads them as null)

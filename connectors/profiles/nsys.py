@@ -78,7 +78,10 @@ def read_nsys(path: Path) -> Trace:
     path = Path(path)
     check_source_path(path, expected=EXPECTED)
     with open(path, "rb") as handle:
-        if handle.read(16) != b"SQLite format 3\x00":
+        head = handle.read(16)
+        if not head:
+            raise InputError(path, "file is empty", expected=EXPECTED)
+        if head != b"SQLite format 3\x00":
             raise InputError(path, "not an SQLite database", expected=EXPECTED)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:

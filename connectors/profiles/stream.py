@@ -151,6 +151,9 @@ class EventStream:
             buf += block
             if len(buf) > HEAD_LIMIT:
                 break
+        if not buf.strip():               # the decoder's own word was "Input data was truncated"
+            raise InputError(self.path, "file is empty" + (" once decompressed" if self.gzipped else "")
+                             + (" (whitespace only)" if buf else ""), expected=EXPECTED_TRACE)
         try:
             value = msgspec.json.decode(buf)
         except msgspec.DecodeError as exc:

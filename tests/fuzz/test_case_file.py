@@ -93,3 +93,30 @@ def test_a_case_file_with_a_utf8_bom_reads(tmp_path):
     path = tmp_path / "case.toml"
     path.write_bytes(b"\xef\xbb\xbf" + (DEMO / "case.toml").read_bytes())
     assert load_case(path).name == load_case(DEMO).name
+
+
+def test_a_case_file_not_in_utf8_names_the_line_and_column(tmp_path):
+    """A Latin-1 é said "not valid TOML: 'utf-8' codec can't decode byte 0xe9 in position 606:
+    invalid continuation byte": a byte offset, no line, and no word of the encoding wanted."""
+    path = tmp_path / "case.toml"
+    text = (DEMO / "case.toml").read_text().replace("[case]", "[case]\n# café au lait", 1)
+    path.write_bytes(text.encode("latin-1"))
+    line = text.splitlines().index("# café au lait") + 1
+    try:
+        load_case(path)
+    except ConfigError as exc:
+        assert str(exc) == (f"{path}: not UTF-8: byte 0xe9 at line {line}, column 6; a case file must be "
+                            "saved as UTF-8")
+    else:
+        raise AssertionError("a Latin-1 case file loaded")
+
+
+def test_a_case_file_with_a_bom_and_a_latin1_byte_counts_columns_after_the_bom(tmp_path):
+    path = tmp_path / "case.toml"
+    path.write_bytes(b"\xef\xbb\xbf# na\xefve\n" + (DEMO / "case.toml").read_bytes())
+    try:
+        load_case(path)
+    except ConfigError as exc:
+        assert str(exc) == f"{path}: not UTF-8: byte 0xef at line 1, column 5; a case file must be saved as UTF-8"
+    else:
+        raise AssertionError("a Latin-1 case file loaded")

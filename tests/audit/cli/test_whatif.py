@@ -157,6 +157,21 @@ def test_a_bad_value_is_exit_1_naming_the_key(tmp_path, setting, words):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("others", [(), ("--set", "target_utilisation=0.7")])
+def test_a_service_the_setting_makes_match_nothing_names_the_setting_not_the_file(others):
+    """Before: "…/case.toml: service embed matches nothing in the data: namespace = "embedding" …", the
+    case file blamed for a value it does not hold (it says "embed"); the --set is named now, and
+    only the one on that service."""
+    result = invoke(*others, "--set", 'services.embed.namespace="embedding"', "--quiet")
+    assert result.exit_code == 1, result.output
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("costaudit: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert errors[0].startswith(f"costaudit: error: --set services.embed.namespace on {DEMO / 'case.toml'}: "
+                                'service embed matches nothing in the data: namespace = "embedding" matches no '
+                                "namespace; "), errors[0]
+    assert "did you mean `embed`?" in errors[0] and "target_utilisation" not in errors[0]
+
+
 # -- the API on one reading of the demo's sources ----------------------------------------------------
 
 def test_a_lower_target_keeps_more_headroom_and_right_sizes_less(demo_base):
