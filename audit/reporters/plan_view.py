@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from audit.reporters.formatting import NOT_MEASURED, number
-from audit.reporters.wording import option_target
+from audit.reporters.formatting import NOT_MEASURED, day, number, percent, plain
+from audit.reporters.wording import glossary, option_target, page_one_texts
 
 NO_SAVING = "no saving in this case"
 #: the kind of a sensitivity input's low / high (audit/plan.py names them); any other input: a quantity
 INPUT_KINDS = {"saving (recoverable share or model inputs)": "money", "loaded rate (per hour)": "money",
                "effort (hours)": "qty"}
 DASH = "—"
+#: a payback where that band saves nothing (audit.json null), and its entry in page 1's Terms
+NEVER = "none"
+NEVER_TERM = (NEVER, "the low case saves nothing, so it never pays back")
 STATUS_WORDS = {"priced": "priced", "no_saving": NO_SAVING, "not_measured": NOT_MEASURED}
 
 
@@ -38,8 +41,31 @@ def unpriced(o: dict, figure: str, m: Callable[[Any], str]) -> tuple[str, str, s
 
 
 def months(value: Any) -> str:
-    """A payback in months; '—' where there is none (no positive saving at that band)."""
-    return DASH if value is None else number(value, 1)
+    """A payback in months; "none" where there is none (no positive saving at that band: it never
+    pays back), which page 1's Terms and the options table's note explain."""
+    return NEVER if value is None else number(value, 1)
+
+
+def never_pays_back(options: list[dict]) -> bool:
+    """Whether any of ``options`` (audit.json's) has a band with no payback (its low saves nothing)."""
+    return any(v is None for o in options for v in (o.get("payback_months") or {}).values())
+
+
+def committed_note(o: dict) -> str:
+    """Where an option leaves out the share of its part on committed capacity with no known end
+    date (audit.json ``deferred.committed_share`` with no ``months_after_window``): "excludes 59 %
+    on commitments without an end date"; else ''."""
+    d = o.get("deferred") or {}
+    if d.get("committed_share") is None or d.get("months_after_window") is not None:
+        return ""
+    return f"excludes {percent(d['committed_share'], 0)} on commitments without an end date"
+
+
+def window_line(audit: dict) -> str:
+    """Page 1's line under the plan: the monthly savings are scaled from the audit window."""
+    window = audit.get("window") or {}
+    return (f"Savings are per month, scaled from the {plain(window.get('days'))}-day window "
+            f"({day(window.get('start'))} – {day(window.get('end'))}, end exclusive).")
 
 
 def who(o: dict) -> dict[str, str]:
@@ -85,6 +111,20 @@ def deferred(o: dict, m: Callable[[Any], str]) -> str:
         return ""
     return (f"{m(now.get('expected'))} a month available now, {m(later.get('expected'))} more from "
             f"{number(d.get('months_after_window'), 1)} months after the window")
+
+
+def top_options(audit: dict) -> list[dict]:
+    """The options page 1 shows: the first three priced (audit.reporters.view.ReportModel.top_options)."""
+    return [o for o in audit.get("options") or []
+            if o.get("status") == "priced" and o.get("monthly_saving") is not None][:3]
+
+
+def page_one_glossary(audit: dict) -> list[tuple[str, str]]:
+    """Page 1's Terms: those its texts use (audit.reporters.wording.glossary), its options' notes on
+    committed shares among them, and "none" where a payback it shows has none."""
+    shown = top_options(audit)
+    terms = glossary(page_one_texts(audit) + [committed_note(o) for o in shown])
+    return terms + ([NEVER_TERM] if never_pays_back(shown) else [])
 
 
 def plan_rows(audit: dict, m: Callable[[Any], str]) -> list[dict[str, str]]:

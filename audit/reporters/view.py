@@ -111,6 +111,7 @@ class OptionView:
     basis_note: str = ""
     inputs: list[str] = field(default_factory=list)
     brief: bool = False  # the PDF prints its reason and basis only (audit.reporters.print_view)
+    committed: str = ""  # page 1: the committed share it leaves out (plan_view.committed_note)
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,7 @@ class ReportModel:
     allocation: str = ""
     #: the combined saving per part and for the plan; the sensitivity table (audit.reporters.plan_view)
     plan: list[dict[str, str]] = field(default_factory=list)
+    plan_window: str = ""  # page 1: the monthly savings are scaled from the window (plan_view.window_line)
     sensitivity: list[dict[str, str]] = field(default_factory=list)
     #: the quarter as months (audit.reporters.months_view): None when audit.json has no months
     months: MonthsView | None = None
@@ -305,6 +307,7 @@ def build_model(audit: dict) -> ReportModel:
         profiles=[_profile(p) for p in audit.get("profiles") or []],
         options=[_option(o, m) for o in audit.get("options") or []],
         plan=plan_view.plan_rows(audit, m), sensitivity=plan_view.sensitivity_rows(audit, m),
+        plan_window=plan_view.window_line(audit), glossary=plan_view.page_one_glossary(audit),
         sources=[_source(s) for s in audit.get("sources") or []],
         notes=[str(n) for n in audit.get("notes") or []],
         findings_count=len(audit.get("findings") or []),
@@ -318,7 +321,6 @@ def build_model(audit: dict) -> ReportModel:
         excluded_samples=quality.excluded_rows(audit.get("telemetry") or {}),
         counter_resets=quality.reset_rows(audit.get("telemetry") or {}),
         top_down_note=wording.top_down_line(audit),
-        glossary=wording.glossary(wording.page_one_texts(audit)),
         measurements=wording.measurements(audit),
         months=months_view(audit),
     )
@@ -462,7 +464,7 @@ def _option(o: dict, m) -> OptionView:
         target=wording.option_target(o.get("acts_on") or ""),
         who=plan_view.who(o), marginal=plan_view.marginal(o, m),
         marginal_note=plan_view.marginal_note(o), break_even=plan_view.break_even(o, m),
-        deferred=plan_view.deferred(o, m),
+        deferred=plan_view.deferred(o, m), committed=plan_view.committed_note(o),
         basis=BASIS_WORDS.get(str(o.get("basis") or ""), str(o.get("basis") or "")),
         basis_note=str(o.get("basis_note") or ""),
         inputs=[plan_view.input_line(i) for i in o.get("inputs") or []],

@@ -294,3 +294,68 @@ def test_two_billing_formats_name_both_and_page_one_glossary_reads_the_same_word
         "billed: as invoiced, commitments charged when bought (CUR line_item_unblended_cost, Savings Plan "
         "covered usage and its negation 0; FOCUS BilledCost)")
     assert wording.cost_basis_words(audit) in wording.page_one_texts(audit)
+
+
+# ---- the plan on page 1: a payback the low case never reaches, the month, committed shares ----------
+
+NONE_TERM = ("none", "the low case saves nothing, so it never pays back")
+WINDOW_LINE = "Savings are per month, scaled from the 30-day window (2026-09-01 – 2026-10-01, end exclusive)."
+COMMITTED = "excludes 59 % on commitments without an end date"
+
+
+def planned() -> dict:
+    """The sample with option 2 saving nothing in its low case (no payback at the high end) and
+    option 1 leaving out a committed share whose end date is not known (c10801's autoscaling and
+    right-size)."""
+    audit = demo_shaped()
+    first, second = audit["options"][0], audit["options"][1]
+    second["monthly_saving"]["low"] = "0.00"
+    second["payback_months"]["high"] = None
+    first["deferred"] = {"committed_share": "0.592618", "months_after_window": None, "saving_later": None,
+                         "saving_now": dict(first["monthly_saving"])}
+    return audit
+
+
+def test_a_payback_the_low_case_never_reaches_reads_none_and_page_one_says_why():
+    """Before: "0.1 – —", the dash unexplained (c10801's autoscaling: "1.6 – —")."""
+    model = build_model(planned())
+    assert model.top_options[1].payback.range == "0.1 – none"
+    assert NONE_TERM in model.glossary
+    assert NONE_TERM not in build_model(demo_shaped()).glossary  # only where a shown payback has none
+
+
+def test_page_one_says_savings_are_per_month_from_the_window_and_what_an_option_leaves_out():
+    """Before: nothing on page 1 said the monthly savings were scaled from the window (c10801:
+    $4,919.75 a month from a 1-day window of $2,573.89), nor that right-size leaves out the 59 %
+    of its part on commitments with no known end date (only its assumptions did)."""
+    model = build_model(planned())
+    assert model.plan_window == WINDOW_LINE
+    assert [o.committed for o in model.top_options] == [COMMITTED, "", ""]
+    audit = planned()
+    audit["window"]["days"] = "1.00"
+    assert build_model(audit).plan_window.startswith("Savings are per month, scaled from the 1-day window (")
+
+
+def test_the_html_page_one_and_the_options_table_print_the_same_words():
+    from audit.reporters.html import render_html
+
+    page = render_html(build_model(planned()))
+    summary = page[:page.index("Where the money goes</h2>")]
+    assert '<span class="range">0.1 – none</span>' in summary
+    assert '<span class="term">none</span>: the low case saves nothing, so it never pays back' in summary
+    assert WINDOW_LINE in summary and COMMITTED in summary
+    options = page[page.index("Options, ranked by payback</h2>"):]
+    assert '<span class="range">0.1 – none</span>' in options and " – —" not in options
+    assert 'A payback of "none" means the saving at that band is nothing, so it never pays back.' in options
+
+
+def test_the_printed_page_one_carries_the_plan_lines_and_stays_one_page(tmp_path):
+    from audit.reporters.pdf import fitted_html, page_one_pages
+
+    audit = planned()
+    assert page_one_pages(fitted_html(build_model(audit))) == 1
+    render(audit, tmp_path, ["pdf"])
+    page1 = re.sub(r"\s+", " ", pdf_text(tmp_path / "report.pdf", 1, 1))
+    assert "0.1 – none" in page1 and "– —" not in page1
+    assert "none: the low case saves nothing, so it never pays back" in page1
+    assert WINDOW_LINE in page1 and COMMITTED in page1
