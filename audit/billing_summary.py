@@ -99,13 +99,12 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
         kind = kind or sniff_format(path)
         shown = mask_url(source)
         if kind in PUSHDOWN:
-            rows, lines = _pushdown(out, path, kind, (start, end), currency)
-            found = None
+            rows, lines, found = _pushdown(out, path, kind, (start, end), currency)
             notes.append(f"{shown}: {NOT_CHECKED[kind]}")
         else:
             rows, lines, found = _connector(out, path, kind, (start, end), currency)
-            notes += [f"{shown}: row {n['row']}{', ' + n['column'] if n['column'] else ''}: {n['note']}"
-                      for n in found or []]
+        notes += [f"{shown}: row {n['row']}{', ' + n['column'] if n['column'] else ''}: {n['note']}"
+                  for n in found or []]
         out["sources"].append({"source": shown, "format": kind, "rows": rows, "lines": lines,
                                **({"notes": found} if found else {})})
     return _finish(out)
@@ -159,8 +158,10 @@ def _local(source: str) -> Path:
     return resolved(source)
 
 
-def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> tuple[int, int]:
-    """Add one source's totals, aggregated in DuckDB; returns (rows read, lines in the window)."""
+def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime],
+              currency: str) -> tuple[int, int, list[dict]]:
+    """Add one source's totals, aggregated in DuckDB; returns (rows read, lines in the window, the
+    connector's notes on the period cells whose hour past 23 the totals carried into the next day)."""
     from connectors.billing.totals import read_totals
 
     totals = read_totals(path, kind, window, currency)
@@ -174,7 +175,19 @@ def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime
             slot[1] += effective
     for name, hours in totals.gpu_hours.items():
         out["gpu_hours"][name] += hours
-    return totals.rows, totals.lines
+    return totals.rows, totals.lines, _carried_notes(path, kind, window, currency) if totals.carried_hours else []
+
+
+def _carried_notes(path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> list[dict]:
+    """The connector's notes on the period cells whose hour ran past 23 (``…T30:00:00Z`` read as the
+    next day at 06:00), as `costaudit run` shows them: the source is read through its connector, only
+    where the totals found such a cell (before: read so without a word)."""
+    from connectors.base import ReadContext, SourceSpec
+    from connectors.billing.focus_checks import HOUR_PAST_23
+    from connectors.registry import resolve
+
+    frame = resolve(kind)(SourceSpec(path.name, "billing", kind, path, {}), ReadContext(window[0], window[1], currency)).read()
+    return [n for n in _notes_of(frame.tables.get("notes")) if n["note"].startswith(HOUR_PAST_23)]
 
 
 def _connector(out: dict, path: Path, kind: str, window: tuple[datetime, datetime],

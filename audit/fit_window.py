@@ -119,12 +119,7 @@ def billed_days(case: Case, lines: pd.DataFrame) -> np.ndarray | None:
     needed = {"start", "end", "charge_category"}
     if not len(lines) or not needed <= set(lines.columns):
         return None
-    start = pd.DatetimeIndex(lines["start"]).as_unit("ns").asi8
-    end = pd.DatetimeIndex(lines["end"]).as_unit("ns").asi8
-    count = lines["line_count"].to_numpy(dtype=np.int64) if "line_count" in lines.columns else np.ones(len(lines), np.int64)
-    # a run of hourly lines the reader joined into one keeps its line count: a day or less per line
-    usage = ((lines["charge_category"] == "Usage").to_numpy(dtype=bool) & (end >= start)
-             & (end - start <= DAY_NS * np.maximum(count, 1)))
+    start, end, usage = _usage_lines(lines)
     if not usage.any():
         return None
     lo = pd.Timestamp(case.start).floor("D").value
@@ -137,6 +132,28 @@ def billed_days(case: Case, lines: pd.DataFrame) -> np.ndarray | None:
     np.add.at(marks, first, 1)
     np.add.at(marks, last + 1, -1)
     return np.cumsum(marks)[:days] > 0
+
+
+def _usage_lines(lines: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, whether each line is a usage line of a day or less per line it joins), in ns."""
+    start = pd.DatetimeIndex(lines["start"]).as_unit("ns").asi8
+    end = pd.DatetimeIndex(lines["end"]).as_unit("ns").asi8
+    count = lines["line_count"].to_numpy(dtype=np.int64) if "line_count" in lines.columns else np.ones(len(lines), np.int64)
+    # a run of hourly lines the reader joined into one keeps its line count: a day or less per line
+    usage = ((lines["charge_category"] == "Usage").to_numpy(dtype=bool) & (end >= start)
+             & (end - start <= DAY_NS * np.maximum(count, 1)))
+    return start, end, usage
+
+
+def usage_span(lines: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """The first start and last end of the usage lines :func:`billed_days` tells days by (UTC), None
+    without any: ``costaudit init`` proposes their whole days, so that this check finds every day billed."""
+    if not len(lines) or not {"start", "end", "charge_category"} <= set(lines.columns):
+        return None
+    start, end, usage = _usage_lines(lines)
+    if not usage.any():
+        return None
+    return pd.Timestamp(int(start[usage].min()), tz="UTC"), pd.Timestamp(int(end[usage].max()), tz="UTC")
 
 
 def _span_text(case: Case, first: int, last: int) -> str:

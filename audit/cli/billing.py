@@ -36,30 +36,45 @@ def billing(sources: List[str] = typer.Argument(..., help="billing files, folder
 
 
 def render_text(summary: dict) -> str:
-    """A plain-text rendering of the summary: each money table per currency, never summed across."""
+    """A plain-text rendering of the summary: each money table per currency, never summed across.
+    The name column is as wide as the longest name (at least :data:`NAME_WIDTH`): no name is cut."""
     lines = []
     for s in summary["sources"]:
         lines.append(f"{s['source']}: {s['format']}, {s['rows']} rows, {s['lines']} lines in the window")
     only = [row["name"] for row in summary["by_currency"]]
+    width = name_width(summary)
     for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service")):
         for money in sorted(only) or [""]:
             rows = [row for row in summary[key] if row.get("currency", money) == money]
-            lines += money_table(f"{title}, {money}" if money else title, rows)
-    lines += money_table("By currency", summary["by_currency"])
+            lines += money_table(f"{title}, {money}" if money else title, rows, width)
+    lines += money_table("By currency", summary["by_currency"], width)
     lines.append("\nGPU-hours by instance type:")
-    for row in summary["gpu_hours_by_instance_type"] or [{"instance_type": "(no GPU instance lines)", "gpu_hours": ""}]:
-        lines.append(f"  {row['instance_type']:<46}{row['gpu_hours']:>16}")
+    if not summary["gpu_hours_by_instance_type"]:
+        lines.append("  (no GPU instance lines)")
+    for row in summary["gpu_hours_by_instance_type"]:
+        lines.append(f"  {row['instance_type']:<{width}}{row['gpu_hours']:>16}")
     if summary.get("notes"):
         lines.append("\nNotes:")
         lines += [f"  {note}" for note in summary["notes"]]
     return "\n".join(lines)
 
 
-def money_table(title: str, rows: list[dict]) -> list[str]:
+#: the narrowest name column of the text tables
+NAME_WIDTH = 46
+
+
+def name_width(summary: dict) -> int:
+    """The name column's width: the longest service, category, currency or instance type name."""
+    names = [row["name"] for key in ("by_charge_category", "by_service", "by_currency") for row in summary[key]]
+    names += [row["instance_type"] for row in summary["gpu_hours_by_instance_type"]]
+    return max([NAME_WIDTH, *(len(name) for name in names)])
+
+
+def money_table(title: str, rows: list[dict], width: int = NAME_WIDTH) -> list[str]:
     """One table of billed / effective amounts, all in one currency (or one row per currency)."""
-    lines = [f"\n{title + ':':<48}{'billed':>16}{'effective':>16}"]
+    lines = [f"\n{title + ':':<{width + 2}}{'billed':>16}{'effective':>16}"]
     for row in rows:
-        lines.append(f"  {row['name'][:46]:<46}{row['billed']:>16}{row['effective']:>16}")
+        lines.append(f"  {row['name']:<{width}}{row['billed']:>16}{row['effective']:>16}")
     return lines
 
 

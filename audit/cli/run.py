@@ -148,7 +148,8 @@ def _summary(document: dict, target: Path, written) -> None:
     cur = document["currency"]
     typer.echo(f"total in scope ({document['cost_basis']}): {document['total']} {cur}")
     for name in ("model_compute", "serving_path", "platform_overhead", "unattributed"):
-        typer.echo(f"  {name:<18} {b[name]['amount']:>14} {cur}  ({b[name]['share']})")
+        share = b[name]["share"] if b[name]["share"] is not None else "no spend in scope"  # a total of 0
+        typer.echo(f"  {name:<18} {b[name]['amount']:>14} {cur}  ({share})")
     gap = r["gap"] if r["gap"] is not None else "n/a"
     typer.echo(f"reconciliation: {r['verdict']} (gap {gap}, tolerance {r['tolerance']})")
     typer.echo(f"reports in {target}")

@@ -28,8 +28,9 @@ def discover(sources: list[str], folder: Path, name: str,
              window: tuple[datetime, datetime] | None = None) -> Discovered:
     """Sniff and read ``sources`` (paths, Prometheus urls, or one existing case), propose a case."""
     from audit.discover.propose import propose
-    from audit.discover.read import covered_days, read_all, source_names
+    from audit.discover.read import read_all, source_names
     from audit.discover.sniff import sniff_all
+    from audit.discover.window import window_note
     from audit.discover.write import render
 
     case = _case_of(sources)
@@ -46,7 +47,7 @@ def discover(sources: list[str], folder: Path, name: str,
     if span is None:
         raise UsageError("no source covers any time (no billing line, no timestamped telemetry sample): "
                          "give --window START END")
-    note = _window_note(window, reads, covered_days)
+    note = window_note(window is not None, span, reads, case.cost_basis if case is not None else "effective")
     proposal = propose(name, reads, span, note, case)
     return Discovered(render(proposal, folder), tuple(proposal.warnings),
                       tuple(s.name for s in proposal.services),
@@ -73,19 +74,3 @@ def _from_case(source):
     options = dict(source.options)
     kind = KIND_OF.get(source.format, source.kind)
     return Sniffed(kind, source.format, source.path, "from the case", options)
-
-
-def _window_note(window, reads, covered_days) -> str:
-    if window is not None:
-        return "the window given with --window"
-    spans = [r.frame.covered for r in reads if r.frame is not None and r.source.kind == "billing"]
-    which = "billing lines"
-    if not spans:
-        spans = [r.frame.covered for r in reads if r.frame is not None and r.source.kind == "telemetry"]
-        which = "telemetry samples (no billing given)"
-    starts = [s for s, _ in spans if s is not None]
-    ends = [e for _, e in spans if e is not None]
-    if not starts:
-        return "the window"
-    return (f"the whole UTC days the {which} cover: {min(starts):%Y-%m-%d %H:%M} – "
-            f"{max(ends):%Y-%m-%d %H:%M} UTC (end exclusive)")

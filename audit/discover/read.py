@@ -1,7 +1,8 @@
 """Reading the sources ``costaudit init --from`` was given, each through its registered connector.
 
 Billing is read first, over a window wide enough for any export (1970–2200): the lines it keeps
-give the window the case will audit (the whole UTC days they cover) unless ``--window`` names one.
+give the window the case will audit (the whole UTC days of its usage lines, else of every line:
+audit/discover/window.py) unless ``--window`` names one.
 Telemetry and profiles are then read over that window (telemetry at the source's own step), or,
 with no billing and no ``--window``, over the wide window too, and their span becomes the window.
 A Prometheus url is queried in place, so it needs a window first. A billing source that cannot
@@ -11,11 +12,12 @@ cannot be read is kept with its error, and written commented out with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
 from audit.discover.sniff import Sniffed
+from audit.discover.window import covered_days, usage_window
 from connectors.base import ReadContext, SourceFrame, SourceSpec
 from connectors.errors import InputError, InputErrors, SourceError
 from connectors.registry import resolve
@@ -51,7 +53,8 @@ def read_all(found: list[Sniffed], names: list[str], window: tuple[datetime, dat
         if source.kind == "billing":
             reads[i] = _read(source, names[i], WIDE, step, strict=True)
     if window is None:
-        window = covered_days([r.frame.covered for r in reads.values() if r.frame is not None])
+        window = usage_window(list(reads.values())) or covered_days(
+            [r.frame.covered for r in reads.values() if r.frame is not None])
     urls = [s for s in found if s.kind != "billing" and s.options.get("url")]
     if urls and window is None:
         raise UsageError(f"{urls[0].options['url']}: a Prometheus url is queried over a window; give a "
@@ -102,20 +105,6 @@ def _step_of(connector, frame: SourceFrame) -> int | None:
             if len(positive):
                 return int(positive.min().total_seconds())
     return None
-
-
-def covered_days(spans: list[tuple[datetime | None, datetime | None]]) -> tuple[datetime, datetime] | None:
-    """The whole UTC days that the spans cover together (start floored, end rounded up to midnight)."""
-    starts = [s for s, _ in spans if s is not None]
-    ends = [e for _, e in spans if e is not None]
-    if not starts or not ends:
-        return None
-    start, end = min(starts), max(ends)
-    first = datetime(start.year, start.month, start.day, tzinfo=timezone.utc)
-    last = datetime(end.year, end.month, end.day, tzinfo=timezone.utc)
-    if last < end.astimezone(timezone.utc) or last <= first:
-        last += timedelta(days=1)
-    return first, last
 
 
 def source_names(found: list[Sniffed], taken: list[str | None] | None = None) -> list[str]:

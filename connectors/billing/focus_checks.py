@@ -239,13 +239,17 @@ def check_duplicate_ids(con, columns: Columns, path: Path) -> list[InputError]:
     return errors[:MAX_ERRORS]
 
 
+#: how a note on a period cell whose hour ran past 23 begins (`costaudit billing` picks them out)
+HOUR_PAST_23 = "hour past 23"
+
+
 def hour_notes(con) -> list[tuple[int, str, str]]:
     """(row, column, note) for every period cell whose hour ran past 23 and was carried over."""
     notes = []
     for name, parsed in zip(PERIOD, ("_ps", "_pe")):
         sql = (f"SELECT rn, {name}, strftime({parsed}, '%Y-%m-%dT%H:%M:%SZ') FROM n "
                f"WHERE TRY_CAST({name} AS TIMESTAMPTZ) IS NULL AND {parsed} IS NOT NULL ORDER BY rn")
-        notes += [(rn, name, f"hour past 23 in {text!r}, read as {moment}")
+        notes += [(rn, name, f"{HOUR_PAST_23} in {text!r}, read as {moment}")
                   for rn, text, moment in con.execute(sql).fetchall()]
     return notes
 

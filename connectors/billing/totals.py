@@ -81,6 +81,8 @@ class Totals:
     by_service: dict[str, list[Decimal]] = field(default_factory=dict)
     by_currency: dict[str, list[Decimal]] = field(default_factory=dict)
     gpu_hours: dict[str, Decimal] = field(default_factory=dict)
+    #: lines whose charge period has an hour past 23 carried into the next day (FOCUS text periods)
+    carried_hours: int = 0
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     WITH grouped AS (
       SELECT w, _clip, ChargeCategory AS cat, coalesce(ServiceName, '') AS svc, BillingCurrency AS cur, {keys},
              sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(GpuQuantity) AS quantity,
-             sum(Lines) AS n, sum(Inexact) AS inexact,
+             sum(Lines) AS n, sum(Inexact) AS inexact, sum(Carried) AS carried,
              sum(CASE WHEN w IS NULL OR BilledCost IS NULL OR EffectiveCost IS NULL THEN Lines ELSE 0 END) AS bad
       FROM focus_lines GROUP BY ALL
     ), currencies AS (
@@ -184,6 +186,7 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     UNION ALL SELECT 'bad', NULL, NULL, NULL, NULL, (SELECT sum(bad) FROM grouped), NULL
     UNION ALL SELECT 'currencies', NULL, NULL, NULL, NULL, (SELECT currencies FROM currencies), NULL
     UNION ALL SELECT 'inexact', NULL, NULL, NULL, NULL, (SELECT sum(inexact) FROM grouped), NULL
+    UNION ALL SELECT 'carried', NULL, NULL, NULL, NULL, (SELECT sum(carried) FROM grouped), NULL
     UNION ALL SELECT 'unknown category', cat, NULL, NULL, NULL, sum(n), NULL FROM grouped
       WHERE cat IS NULL OR cat NOT IN ({categories}) GROUP BY cat
     """
@@ -215,6 +218,8 @@ def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
             problem = f"unknown charge category or line item type {name!r}"
         elif kind == "inexact":
             inexact_lines = int(n or 0)
+        elif kind == "carried":
+            totals.carried_hours = int(n or 0)
     return totals, problem, inexact_lines
 
 

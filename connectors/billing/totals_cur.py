@@ -263,6 +263,7 @@ def cur_lines_sql() -> str:
     select = [f"{pick([cols.get(name, 'NULL') for cols, _, _ in parts])} AS {name}" for name in names]
     select.append(f"{pick([lines for _, lines, _ in parts])} AS Lines")
     select.append(f"{pick(['_inexact'] + ['0'] * (len(parts) - 1))} AS Inexact")
+    select.append("0 AS Carried")  # the CUR mapping carries no hour past 23
     where = " OR ".join(f"(part = {i} AND {when})" for i, (_, _, when) in enumerate(parts))
     numbers = ", ".join(f"({i})" for i in range(len(parts)))
     staged = (f"SELECT w, _clip, {', '.join(select)} FROM {sql.money_source()}, (VALUES {numbers}) AS parts(part) "

@@ -16,6 +16,7 @@ from connectors.billing.totals_sql import (
     TEXT_COLUMNS,
     Column,
     as_text,
+    carried_hours,
     clip_key,
     exact_text,
     group_sql,
@@ -69,6 +70,8 @@ def focus_groups_sql(found: dict[str, Column], source: str, window: tuple[dateti
     line["_inexact"] = inexact([(units(c.ref), c.ref) for c in fast])
     aggregates["GpuQuantity"] = "sum(GpuQuantity)"
     aggregates["_inexact"] = "count_if(_inexact)"
+    line["_carried"] = carried_hours(*period)
+    aggregates["_carried"] = "count_if(_carried)"
     lines = f"SELECT {', '.join(keys)}, {', '.join(f'{e} AS {a}' for a, e in line.items())} FROM {source}"
     return group_sql(lines, list(TEXT_COLUMNS) + ["w", "_clip"], aggregates)
 
@@ -86,5 +89,6 @@ def focus_lines_sql() -> str:
     """FOCUS-named groups: null literals of the raw keys turned into NULL."""
     keys = [f"{sql.text_or_null(n)} AS {n}" for n in TEXT_COLUMNS]
     sums = [f"CASE WHEN {n}__nulls > 0 THEN NULL ELSE {n} END AS {n}" for n in ("BilledCost", "EffectiveCost")]
-    return (f"SELECT w, _clip, {', '.join(keys)}, {', '.join(sums)}, GpuQuantity, _n AS Lines, _inexact AS Inexact "
+    return (f"SELECT w, _clip, {', '.join(keys)}, {', '.join(sums)}, GpuQuantity, _n AS Lines, _inexact AS Inexact, "
+            "_carried AS Carried "
             "FROM line_groups")

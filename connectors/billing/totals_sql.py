@@ -121,6 +121,15 @@ def moment(column: Column) -> str:
     return f"coalesce({moment_sql(column.text)}, CAST({column.text} AS TIMESTAMPTZ))"
 
 
+def carried_hours(start: Column, end: Column) -> str:
+    """SQL, per line: a period cell read only by carrying an hour past 23 into the next day (it is
+    text, not NULL, and no TIMESTAMPTZ as it stands; any other such text fails :func:`moment`'s CAST).
+    The totals then ask the connector for its notes on those cells, as `costaudit run` gives them."""
+    tests = [f"({c.text} IS NOT NULL AND TRY_CAST({c.text} AS TIMESTAMPTZ) IS NULL)" for c in (start, end)
+             if moment(c) != c.ref]
+    return " OR ".join(tests) if tests else "FALSE"
+
+
 def bound(column: Column, when: datetime) -> str:
     """SQL literal of a window bound, of the type :func:`moment` gives the column."""
     kind = "TIMESTAMP" if column.dtype.upper() in NAIVE else "TIMESTAMPTZ"
@@ -152,4 +161,4 @@ def focus_select() -> str:
     """The columns of focus_lines, typed."""
     text = [f"CAST({n} AS VARCHAR) AS {n}" for n in TEXT_COLUMNS]
     sums = [f"CAST({n} AS {SUM_TYPE}) AS {n}" for n in SUM_COLUMNS]
-    return f"w, _clip, {', '.join(text)}, {', '.join(sums)}, Lines, Inexact"
+    return f"w, _clip, {', '.join(text)}, {', '.join(sums)}, Lines, Inexact, Carried"

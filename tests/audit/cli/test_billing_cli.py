@@ -213,3 +213,34 @@ def test_a_g2_whose_l4s_are_billed_in_its_core_line_counts_its_gpu_hours(tmp_pat
     found = summarise([str(path)], "gcp_billing", None)
     assert found["gpu_hours_by_instance_type"] == [{"instance_type": "H100 80GB", "gpu_hours": "16.00"},
                                                    {"instance_type": "g2-standard-48", "gpu_hours": "6.00"}]
+
+
+def test_a_pushed_down_focus_notes_an_hour_past_23_as_run_does():
+    """FOCUS spec example commitment_discount_purchase_scenario_2 ends row 3 at 2023-02-01T30:00:00Z.
+    Before: `billing` printed Purchase 0.06 (the line read as ending 2023-02-02T06:00) with no note,
+    where `run` notes it. Now the source carries the connector's note, as `run` shows it."""
+    path = DATA / "billing" / "focus_spec_examples" / "commitment_discount_purchase_scenario_2.csv"
+    result = billing(path, "--window", "2023-01-01", "2023-01-02", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    note = "hour past 23 in '2023-02-01T30:00:00Z', read as 2023-02-02T06:00:00Z"
+    assert summary["sources"][0]["notes"] == [{"row": 3, "column": "ChargePeriodEnd", "note": note}]
+    assert summary["notes"] == [f"{path}: {FOCUS_NOT_CHECKED}", f"{path}: row 3, ChargePeriodEnd: {note}"]
+    assert [(r["name"], r["billed"]) for r in summary["by_charge_category"]] == [("Purchase", "0.06")]
+
+
+def test_text_output_keeps_long_service_names_and_says_no_gpu_lines_per_currency():
+    """Before: "Amazon Elastic Container Service for Kubernete" (cut at 46 characters), and with two
+    currencies and no GPU line the section's one row was padded blanks after its words. Now the name
+    column is as wide as the longest name (the JSON has them whole too) and the section reads
+    "(no GPU instance lines)" alone."""
+    import re
+
+    cad = DATA / "billing" / "focus_converters" / "azure_ea_anonymized_cad.csv"
+    cur = DATA / "billing" / "focus_converters" / "aws_cur1_anonymized_2023-11.csv"
+    text = billing(cad, cur).stdout
+    assert "\nGPU-hours by instance type:\n  (no GPU instance lines)\n" in text
+    text = billing(cad, SAMPLE).stdout
+    assert re.search(r"\n  Amazon Elastic Container Service for Kubernetes +0\.10 +0\.00\n", text), text
+    header, row = (line for line in text.splitlines() if line.startswith(("By currency:", "  USD")))
+    assert len(header) == len(row)  # the columns stay aligned under the widened name column

@@ -160,3 +160,20 @@ def test_a_command_runs_with_the_tuned_collector_and_gives_the_thresholds_back(m
     with pytest.raises(SystemExit):
         cli.main(["validate", "nowhere"])
     assert seen == [cli.GC_THRESHOLDS] and gc.get_threshold() == before != cli.GC_THRESHOLDS
+
+
+def test_the_summary_says_no_spend_in_scope_where_shares_are_none(capsys, tmp_path):
+    """A case over FOCUS purchase_scenario_2 keeps 0 in scope: every bucket's share is None, which
+    the console printed as "(None)". Now "(no spend in scope)"; a share is printed as before."""
+    from audit.cli.run import _summary
+
+    buckets = {name: {"amount": "0.00", "share": None}
+               for name in ("model_compute", "serving_path", "platform_overhead", "unattributed")}
+    document = {"buckets": buckets, "currency": "USD", "cost_basis": "effective", "total": "0.00",
+                "reconciliation": {"verdict": "reconciled", "gap": "0.00", "tolerance": "0.02"}}
+    _summary(document, tmp_path, [])
+    out = capsys.readouterr().out
+    assert "  model_compute                0.00 USD  (no spend in scope)\n" in out and "(None)" not in out
+    buckets["model_compute"] = {"amount": "1.00", "share": "100.0%"}
+    _summary(document, tmp_path, [])
+    assert "  model_compute                1.00 USD  (100.0%)\n" in capsys.readouterr().out

@@ -62,3 +62,29 @@ def test_init_from_with_a_window_clips_the_case(tmp_path):
     assert done.returncode == 0, done.stderr
     written = tomllib.loads((tmp_path / "w" / "case.toml").read_text())
     assert written["case"]["window"] == ["2026-09-10", "2026-09-20"]
+
+
+def test_init_proposes_the_usage_days_and_names_what_lies_outside(tmp_path):
+    """Before: the window was every line's span (a month of Tax lines, a Purchase dated 09-21), and
+    the case's own validate warned "no billing source has a usage line on 16 of the window's 30
+    day(s)" (18 for the EA file). Now the window is the usage lines' whole days, and the comment
+    names the lines reaching outside it and that widening the window takes them in."""
+    billing = DATA / "billing"
+    cur = costaudit("init", tmp_path / "cur", "--from", billing / "focus_converters" / "aws_cur1_anonymized_2023-11.csv")
+    assert cur.returncode == 0, cur.stderr
+    text = (tmp_path / "cur" / "case.toml").read_text()
+    assert tomllib.loads(text)["case"]["window"] == ["2023-11-01", "2023-11-15"]
+    assert ("# the whole UTC days of the billing's usage lines: 2023-11-01 00:00 – 2023-11-14 04:00 UTC "
+            "(end exclusive)\n# outside it: 12 Tax line(s) of 2023-11-01 – 2023-12-01, 0.08 USD "
+            "(0.04 USD of it after 2023-11-15, left out)\n"
+            "# a window widened to 2023-11-01 – 2023-12-01 takes them in\n") in text
+    checked = costaudit("validate", tmp_path / "cur")
+    assert checked.returncode == 0 and "usage line on" not in checked.stderr, checked.stderr
+    ea = costaudit("init", tmp_path / "ea", "--from", billing / "msft_finops_toolkit" / "EA_ActualCost_Small.csv")
+    assert ea.returncode == 0, ea.stderr
+    text = (tmp_path / "ea" / "case.toml").read_text()
+    assert tomllib.loads(text)["case"]["window"] == ["2023-09-04", "2023-09-06"]
+    assert ("# outside it: 1 Purchase line(s) of 2023-09-21 – 2023-09-22, 0.00 USD effective, billed 3.25 (all of it after "
+            "2023-09-06, left out)\n# a window widened to 2023-09-04 – 2023-09-22 takes them in\n") in text
+    checked = costaudit("validate", tmp_path / "ea")
+    assert checked.returncode == 0 and "usage line on" not in checked.stderr, checked.stderr
