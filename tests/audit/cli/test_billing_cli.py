@@ -213,3 +213,33 @@ def test_a_g2_whose_l4s_are_billed_in_its_core_line_counts_its_gpu_hours(tmp_pat
     found = summarise([str(path)], "gcp_billing", None)
     assert found["gpu_hours_by_instance_type"] == [{"instance_type": "H100 80GB", "gpu_hours": "16.00"},
                                                    {"instance_type": "g2-standard-48", "gpu_hours": "6.00"}]
+
+
+def test_a_folder_of_focus_files_is_read_file_by_file(tmp_path):
+    """A folder of FOCUS files, as sniffed, named --format focus, or with a trailing "/": each data file
+    is totalled as a source of its own. Before: "…/focus: unknown file extension '(none)' (expected a
+    .csv, .csv.gz or .parquet file)", exit 1."""
+    folder = tmp_path / "focus"
+    (folder / "2026-09").mkdir(parents=True)
+    (folder / "a.csv").write_bytes(SAMPLE.read_bytes())
+    (folder / "2026-09" / "b.csv").write_bytes(SAMPLE.read_bytes())
+    (folder / "README.txt").write_text("not billing data\n")
+    for args in ((folder,), (folder, "--format", "focus"), (f"{folder}/",)):
+        result = billing(*args, "--json")
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout)
+        assert [(s["source"], s["format"], s["rows"]) for s in summary["sources"]] == [
+            (str(folder / "2026-09" / "b.csv"), "focus", 1000), (str(folder / "a.csv"), "focus", 1000)]
+        assert summary["by_currency"] == [{"name": "USD", "billed": "41.04", "effective": "29.95"}]  # exact sums, rounded once
+
+
+def test_a_focus_folder_with_no_data_file_is_named_with_what_it_holds(tmp_path):
+    folder = tmp_path / "focus"
+    folder.mkdir()
+    (folder / "README.txt").write_text("x\n")
+    (folder / "manifest.json").write_text("{}\n")
+    result = billing(folder, "--format", "focus")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"costaudit: error: {folder}: no FOCUS data file in the folder; it holds 2 file(s): README.txt, "
+        "manifest.json (expected FOCUS export files (.csv, .csv.gz, .parquet))")
