@@ -59,8 +59,9 @@ def _header(path: Path) -> list[str]:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES))
         if not files:
+            from connectors.billing.focus_load import folder_held
             from connectors.errors import InputError
-            raise InputError(path, "no billing data file in the folder",
+            raise InputError(path, f"no billing data file in the folder; {folder_held(path)}",
                              expected=f"billing export files ({', '.join(DATA_SUFFIXES)}), or a case folder")
         return _header(files[0])
     if name.endswith(".parquet"):
@@ -97,17 +98,29 @@ def summarise(sources: list[str], fmt_name: str | None, window: tuple[datetime, 
     for source, path, kind in _expanded(sources, fmt_name, notes):
         check_source_path(path, EITHER, expected="a billing export file or folder")  # a FIFO would block the read
         kind = kind or sniff_format(path)
-        shown = mask_url(source)
-        if kind in PUSHDOWN:
-            rows, lines, found = _pushdown(out, path, kind, (start, end), currency)
-            notes.append(f"{shown}: {NOT_CHECKED[kind]}")
-        else:
-            rows, lines, found = _connector(out, path, kind, (start, end), currency)
-        notes += [f"{shown}: row {n['row']}{', ' + n['column'] if n['column'] else ''}: {n['note']}"
-                  for n in found or []]
-        out["sources"].append({"source": shown, "format": kind, "rows": rows, "lines": lines,
-                               **({"notes": found} if found else {})})
+        if kind == "focus" and path.is_dir():  # each FOCUS file a source of its own (no FOCUS reader takes a folder)
+            from connectors.billing.focus_load import focus_files
+
+            for file in focus_files(path):
+                _total(out, f"{source.rstrip('/')}/{file.relative_to(path).as_posix()}", file, kind, (start, end),
+                       currency)
+            continue
+        _total(out, source, path, kind, (start, end), currency)
     return _finish(out)
+
+
+def _total(out: dict, source: str, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> None:
+    """Add one source file's (or CUR / GCP folder's) totals and its entry in ``sources``."""
+    shown = mask_url(source)
+    if kind in PUSHDOWN:
+        rows, lines, found = _pushdown(out, path, kind, window, currency)
+        out["notes"].append(f"{shown}: {NOT_CHECKED[kind]}")
+    else:
+        rows, lines, found = _connector(out, path, kind, window, currency)
+    out["notes"] += [f"{shown}: row {n['row']}{', ' + n['column'] if n['column'] else ''}: {n['note']}"
+                     for n in found or []]
+    out["sources"].append({"source": shown, "format": kind, "rows": rows, "lines": lines,
+                           **({"notes": found} if found else {})})
 
 
 PUSHDOWN = ("focus", "cur")
@@ -251,7 +264,6 @@ def bundled_lines(records: list[dict]) -> list:
     hourly = [is_hourly_usage(line) for line in records]
     usage = [line for line, flag in zip(records, hourly) if flag]
     kinds = iter(bundled_machines([resource_key(line["resource_id"] or "") or line["line_id"] for line in usage],
-                                  [(line["start"], line["end"]) for line in usage],
                                   [line["machine_type"] for line in usage],
                                   [line["charge_description"] or "" for line in usage],
                                   [line["gpus_per_instance"] for line in usage]))

@@ -5,8 +5,8 @@ that service's GPU time to *undeclared workload*, a ``[scope]`` tag key no line 
 of 0.00, a request-log source naming an undeclared service counts its requests for nobody. :func:`fit`
 finds each such piece and says what the data holds instead, nearest values first (``difflib``):
 
-* ``service_matcher``: a matcher of a service that finds no pod (with the pods it could have meant and,
-  for a value written with regular-expression characters but without ``re:``, the ``re:`` form);
+* ``service_matcher``: a matcher of a service that finds no pod (with the pods it could have meant and, for a
+  value written with regular-expression characters but without ``re:``, the ``re:`` form);
 * ``service_shadowed``: a service whose matchers find pods, every one of them owned by a service
   declared before it (the first service whose matchers hold owns a pod), so it gets none;
 * ``undeclared_pods``: the pods no service matches (their GPU time is undeclared workload), each
@@ -15,29 +15,28 @@ finds each such piece and says what the data holds instead, nearest values first
   no request-log source naming it — while telemetry names pods; ``validate`` and ``run`` exit 1;
 * ``scope_tag``, ``scope_account``, ``scope_service``: a ``[scope]`` value no billing line carries;
 * ``request_log_service``: a telemetry source's ``service`` with no ``[services]`` entry;
-* ``service_claim``, ``claim_out_of_scope``, ``claim_taken``, ``claim_partial``: a service's claim that
-  matches no billing line; only lines the scope leaves out; lines another service or the GPU split has;
-  part of a resource's lines of one class in scope, leaving the rest to no service; ``claim_key_case``:
-  lines left whose tag key differs from the claimed one in case alone (audit/fit_claims.py);
+* ``service_claim``, ``claim_out_of_scope``, ``claim_taken``, ``claim_partial``: a service's claim that matches
+  no billing line; only lines the scope leaves out; lines another service or the GPU split has; part of a
+  resource's lines of one class in scope, leaving the rest to no service; ``claim_key_case``: lines left whose
+  tag key differs from the claimed one in case alone (audit/fit_claims.py);
 * ``lines_unmatched``: charges in scope that no class rule matches (unattributed), named largest
   first, with what claims them and how to class them (audit/fit_unmatched.py);
 * ``commitment_purchases_missing``: the billed basis with commitment-covered usage billed 0 and no
   purchase of its commitment in scope (an amortised export, or a billed one without the purchase) (audit/fit_commitments.py);
-* ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never
-  names, or whose resource no billing line bills;
-* ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a
-  telemetry GPU node that do not meet, each with the identifiers the other side carries;
-* ``billed_gpu_model``: a joined node whose telemetry reports another GPU model than its billing
-  lines bill (audit/fit_models.py);
+* ``node_not_in_telemetry``, ``node_not_billed``: a ``[nodes]`` entry whose node telemetry never names, or
+  whose resource no billing line bills;
+* ``gpu_resource_not_in_telemetry``, ``telemetry_node_not_billed``: a billed GPU resource and a telemetry
+  GPU node that do not meet, each with the identifiers the other side carries;
+* ``billed_gpu_model``: a joined node whose telemetry reports another GPU model than its billing lines
+  bill (audit/fit_models.py); ``billed_part_missing``: the hours a machine billed in parts (GCP: Core,
+  RAM, GPU lines) lacks a part its other hours bill, by resource, part and hours (audit/fit_parts.py);
 * ``gpu_lines_without_resource``: GPU lines in scope that name no resource at all, which nothing can
   join to telemetry (with the instance types they bill and the telemetry GPU nodes);
 * ``step_finer_than_samples``: the case's step finer than the GPU activity samples are apart, with
   the spacing they have and a step that fits (audit/fit_step.py);
-* ``window_not_billed``: days of the window on which no billing source has a usage line, with the
-  span the usage covers; ``telemetry_gap``: days GPU time is billed with no GPU activity sample at
-  all (audit/fit_window.py);
-* ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on
-  (audit/fit_profiles.py);
+* ``window_not_billed``: days of the window on which no billing source has a usage line, with the span the usage
+  covers; ``telemetry_gap``: days GPU time is billed with no GPU activity sample at all (audit/fit_window.py);
+* ``profile_gpu_model``: a profile recorded on another GPU model than its service runs on (audit/fit_profiles.py);
 * ``gpus_per_replica``: a service whose pods hold another number of GPUs than its gpus_per_replica
   (1 unless the case says otherwise); ``replica_settings_unused``: replica settings of a service
   with no matcher, which holds no GPU (audit/fit_replicas.py).
@@ -59,6 +58,7 @@ from audit.case import Case, Service
 from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
 from audit.fit_models import billed_models, gpu_models_fit, node_gpu_models, same_model_nodes
+from audit.fit_parts import parts_fit
 from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
 from audit.fit_quantities import list_fit, quantities_fit
 from audit.fit_replicas import replicas_fit
@@ -114,7 +114,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + claims_fit(case, lines, request_log_services(case), lines.index.isin(classified.index))
              + claims_taken_fit(case, classified) + claims_partial_fit(case, classified)
              + unmatched_fit(case, classified) + purchases_fit(case, classified, lines, beyond)
-             + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified)
+             + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified) + parts_fit(gpu_lines, nodes)
              + list_fit(classified, case.cost_basis)
              + telemetry_days_fit(case, gpu_lines, tele)
              + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))

@@ -121,8 +121,7 @@ class LinePlan:
         hours = [line_hours(start, end) for start, end in lines.periods]
         self.grids = [grid_of(start, end) for start, end in lines.periods]
         facts = self.facts = LineFacts()
-        bundled = bundled_machines(self.keys, [lines.periods[p] for p in lines.period], lines["machine"],
-                                   lines["charge_description"], lines["gpus_per_instance"])
+        bundled = bundled_machines(self.keys, lines["machine"], lines["charge_description"], lines["gpus_per_instance"])
         self.fact = [_fact_of(facts, kind, gpi, pq, cq, text, hours[period])
                      for kind, gpi, pq, cq, text, period in zip(
                          bundled, lines["gpus_per_instance"], lines["pricing_quantity"], lines["consumed_quantity"],

@@ -5,7 +5,6 @@ kept out of the stages so that none of them imports another.
 """
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from decimal import Decimal
@@ -351,28 +350,30 @@ def gpu_sku_model(line: Mapping) -> str:
     return ""
 
 
-def bundled_machines(resources: Sequence, periods: Sequence[tuple], machines: Sequence[str], texts: Sequence[str],
+def bundled_machines(resources: Sequence, machines: Sequence[str], texts: Sequence[str],
                      gpis: Sequence[int]) -> list[GpuType | None]:
     """Each line's GPU machine type where it bills the machine's GPUs with its cores, else None: the
-    Core line of a GCP GPU machine (:func:`~connectors.billing.catalogue.bundling_machine`) whose
-    resource has no line of its own billing GPU time (a GPU meter, or an instance of a GPU type) over
-    any part of its period. GPU-hours then come from its instance-hours (vCPU-hours ÷ the machine's
-    vCPUs) × the machine's GPUs (METHOD §2). ``periods`` are (start, end) pairs."""
-    metered: dict = {}
+    Core line of a GCP GPU machine (:func:`~connectors.billing.catalogue.bundling_machine`) whose GPUs
+    the bill never bills apart: neither its resource nor any machine of its type has a line of its
+    own billing GPU time (a GPU meter, or an instance of a GPU type). GPU-hours then come from its
+    instance-hours (vCPU-hours ÷ the machine's vCPUs) × the machine's GPUs (METHOD §2). A machine
+    whose GPUs have their own meter line in some hours bills them apart: in an hour its meter line
+    misses, its Core line is no GPU time (before, it was read as the machine's GPUs there, which a
+    FOCUS copy of the bill, naming no machine type, did not: the two disagreed on the GPU-hours)."""
     meters: dict[str, bool] = {}
+    metered: set = set()  # the resources, and the machine types, a line of which bills GPU time
     machine_of: dict[tuple, GpuType | None] = {}
     found: list[GpuType | None] = []
-    for resource, period, machine, described, gpi in zip(resources, periods, machines, texts, gpis):
+    for resource, machine, described, gpi in zip(resources, machines, texts, gpis):
         if described not in meters:
             meters[described] = bool(gpu_sku_model({"charge_description": described}))
         if gpi or meters[described]:
-            metered.setdefault(resource, []).append(period)
+            metered.update(((0, resource), (1, machine)) if machine else ((0, resource),))
         if (machine, described) not in machine_of:
             machine_of[(machine, described)] = None if meters[described] else bundling_machine(machine, described)
         found.append(None if gpi else machine_of[(machine, described)])
-    spans = {resource: _Spans(periods) for resource, periods in metered.items()}
-    return [kind if kind is not None and not (resource in spans and spans[resource].overlaps(period)) else None
-            for kind, resource, period in zip(found, resources, periods)]
+    return [kind if kind is not None and (0, resource) not in metered and (1, machine) not in metered else None
+            for kind, resource, machine in zip(found, resources, machines)]
 
 
 def as_machine(kind: GpuType, pricing_quantity, consumed_quantity) -> tuple[int, Decimal | None, Decimal | None]:
@@ -380,23 +381,6 @@ def as_machine(kind: GpuType, pricing_quantity, consumed_quantity) -> tuple[int,
     machine: (GPUs per instance, its quantities ÷ the machine's vCPUs: instance-hours)."""
     priced, consumed = (None if q is None else Decimal(q) / kind.vcpus for q in (pricing_quantity, consumed_quantity))
     return kind.gpus, priced, consumed
-
-
-class _Spans:
-    """(start, end) periods, sorted, asked whether any overlaps a period (by bisection)."""
-
-    def __init__(self, periods: list[tuple]):
-        ordered = sorted(set(periods))
-        self.starts = [start for start, _ in ordered]
-        self.reach, last = [], None
-        for _, end in ordered:  # the latest end among the periods starting up to each one
-            last = end if last is None or end > last else last
-            self.reach.append(last)
-
-    def overlaps(self, period: tuple) -> bool:
-        start, end = period
-        before = bisect.bisect_left(self.starts, end)  # the periods that start before this one ends
-        return before > 0 and self.reach[before - 1] > start
 
 
 def gpu_hours_of(line: Mapping) -> Decimal:

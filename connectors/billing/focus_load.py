@@ -113,6 +113,36 @@ def file_format(path: Path) -> str:
                      expected="a .csv, .csv.gz or .parquet file")
 
 
+#: the files of a folder a message about it lists
+FOLDER_LISTED = 5
+
+
+def focus_files(path: Path) -> list[Path]:
+    """The FOCUS data files of a source: the file itself, else every .csv, .csv.gz and .parquet file
+    under the folder (dot files and folders left out), by path; a folder with none is an InputError
+    naming what it holds."""
+    if not path.is_dir():
+        return [path]
+    data = [p for p in folder_files(path) if p.name.lower().endswith(tuple(SUFFIXES))]
+    if data:
+        return data
+    raise InputError(path, f"no FOCUS data file in the folder; {folder_held(path)}",
+                     expected="FOCUS export files (.csv, .csv.gz, .parquet)")
+
+
+def folder_files(path: Path) -> list[Path]:
+    """The files under a folder, dot files and folders left out, by path."""
+    return sorted(p for p in path.rglob("*") if p.is_file()
+                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+def folder_held(path: Path) -> str:
+    """What a folder holds, for a message: "it holds N file(s): a, b … (k more)", or "it is empty"."""
+    names = [p.relative_to(path).as_posix() for p in folder_files(path)]
+    more = f" … ({len(names) - FOLDER_LISTED} more)" if len(names) > FOLDER_LISTED else ""
+    return f"it holds {len(names)} file(s): {', '.join(names[:FOLDER_LISTED])}{more}" if names else "it is empty"
+
+
 def load(con, path: Path, fmt: str, kind: str = "FOCUS") -> Columns:
     """Copy the file into table ``src`` (columns c0..cN, all VARCHAR, file order); ``kind``: the
     export the messages name ("FOCUS", "Azure cost details")."""

@@ -389,6 +389,29 @@ def test_a_g2_core_line_beside_its_gpu_meter_bills_no_gpu_time():
     assert half.coverage["g2-1"].paid_seconds == 2 * 3600
 
 
+def a3_part(n: int, description: str, quantity: int, net: str, hour: int, resource: str = "a3-1") -> dict:
+    """An hour of an a3-highgpu-8g billed in parts (machine_spec a3-highgpu-8g): its Core (208 vCPU-hours),
+    Ram or H100 meter (8 GPU-hours) line."""
+    return gpu_line(n, resource_id=resource, instance_type="", machine_type="a3-highgpu-8g", gpus_per_instance=0,
+                    start=H0 + hour * HOUR, end=H0 + (hour + 1) * HOUR, pricing_quantity=Decimal(quantity),
+                    consumed_quantity=Decimal(quantity), charge_description=f"{description} running in Americas",
+                    net=Decimal(net), pretax=Decimal(net), priced=Decimal(net))
+
+
+def test_an_a3_core_line_in_an_hour_its_gpu_meter_misses_bills_no_gpu_time():
+    """An a3-highgpu-8g whose H100s are billed on their own meter, the meter line missing in hour 1 (its
+    Core and Ram lines there): the machine bills its GPUs apart, so hour 1's Core line is no GPU time.
+    Before, the Core line was read as the machine's 8 GPUs for hour 1: 16 GPU-hours, not the 8 billed
+    (the GKE seed 10401 bill with 3 meter hours removed: native 480 paid GPU-hours, its FOCUS twin 456)."""
+    rows = [a3_part(1, "Nvidia H100 80GB GPU", 8, "80", 0), a3_part(2, "A3 Instance Core", 208, "10", 0),
+            a3_part(3, "A3 Instance Ram", 1872, "5", 0), a3_part(4, "A3 Instance Core", 208, "10", 1),
+            a3_part(5, "A3 Instance Ram", 1872, "5", 1)]
+    splitter = split(rows, None, {"a3-1": ("gke-a3-1",)})
+    cover = splitter.coverage["a3-1"]
+    assert (cover.gpus, cover.paid_seconds) == (8, 8 * 3600)
+    assert sum((g.paid for g in splitter.groups.values()), Decimal(0)) == Decimal(110)
+
+
 def test_split_gpus_reads_only_gpu_compute_lines():
     rows = [gpu_line(1), gpu_line(2, resource_class="storage", net=Decimal("5"))]
     case = make_case()

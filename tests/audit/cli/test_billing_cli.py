@@ -244,3 +244,33 @@ def test_text_output_keeps_long_service_names_and_says_no_gpu_lines_per_currency
     assert re.search(r"\n  Amazon Elastic Container Service for Kubernetes +0\.10 +0\.00\n", text), text
     header, row = (line for line in text.splitlines() if line.startswith(("By currency:", "  USD")))
     assert len(header) == len(row)  # the columns stay aligned under the widened name column
+
+
+def test_a_folder_of_focus_files_is_read_file_by_file(tmp_path):
+    """A folder of FOCUS files, as sniffed, named --format focus, or with a trailing "/": each data file
+    is totalled as a source of its own. Before: "…/focus: unknown file extension '(none)' (expected a
+    .csv, .csv.gz or .parquet file)", exit 1."""
+    folder = tmp_path / "focus"
+    (folder / "2026-09").mkdir(parents=True)
+    (folder / "a.csv").write_bytes(SAMPLE.read_bytes())
+    (folder / "2026-09" / "b.csv").write_bytes(SAMPLE.read_bytes())
+    (folder / "README.txt").write_text("not billing data\n")
+    for args in ((folder,), (folder, "--format", "focus"), (f"{folder}/",)):
+        result = billing(*args, "--json")
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout)
+        assert [(s["source"], s["format"], s["rows"]) for s in summary["sources"]] == [
+            (str(folder / "2026-09" / "b.csv"), "focus", 1000), (str(folder / "a.csv"), "focus", 1000)]
+        assert summary["by_currency"] == [{"name": "USD", "billed": "41.04", "effective": "29.95"}]  # exact sums, rounded once
+
+
+def test_a_focus_folder_with_no_data_file_is_named_with_what_it_holds(tmp_path):
+    folder = tmp_path / "focus"
+    folder.mkdir()
+    (folder / "README.txt").write_text("x\n")
+    (folder / "manifest.json").write_text("{}\n")
+    result = billing(folder, "--format", "focus")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"costaudit: error: {folder}: no FOCUS data file in the folder; it holds 2 file(s): README.txt, "
+        "manifest.json (expected FOCUS export files (.csv, .csv.gz, .parquet))")
