@@ -38,7 +38,10 @@ covered usage costing 0 on both bases whose commitment no in-scope line prices o
 export of the billed view (Azure ActualCost) without the purchase (bought upfront in an earlier
 month, or in another subscription), where that usage's amortised cost is in no line; it is named at
 its contracted price, the nearest figure the lines hold. The bridge measures what the lines say
-(``commitment_purchases`` 0); the billed audit says what that leaves out.
+(``commitment_purchases`` 0); the billed audit says what that leaves out. Likewise usage without a
+list price (ListCost 0 and no ListUnitPrice, as AWS writes Spot usage) at a ContractedCost: the list
+total counts it 0 and the negotiated discounts step holds its ContractedCost, no discount; both stay
+sums of lines and their ``lacks`` says so, with the lines and the step on the others (:func:`_unlisted`).
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ import pandas as pd
 
 from audit.billing_words import NO_CONTRACTED
 from audit.block_ties import block_lines
+from audit.fit_quantities import unlisted_usage
 from audit.lines import CREDIT_CATEGORIES, commitment_purchases
 from audit.misfit import text
 from audit.money import ZERO, cents, dsum, largest_remainder
@@ -61,7 +65,7 @@ NAMES = {"L": "ListCost", "C": "ContractedCost", "B": "BilledCost", "E": "Effect
 #: the columns the bridge reads (a narrow copy of the lines, split by :func:`split_billed_unused`);
 #: ``extra`` and ``resource_id`` tie a Capacity Block's fee to its usage (audit/block_ties.py)
 READ = ("charge_category", "commitment_discount_id", "commitment_discount_status", *COLUMNS.values(), "line_id",
-        "line_count", "source", "extra", "resource_id")
+        "line_count", "source", "extra", "resource_id", "list_unit_price")
 EXAMPLES = 3  # line ids named for a step carried by lines outside the commitment groups
 
 #: (key, label, groups, to-column, from-column); a total sums its column over its groups
@@ -144,7 +148,29 @@ def bridge(lines: pd.DataFrame, sources: Mapping[str, tuple[str, str]] | None = 
     unamortised = unamortised_reason(lines)
     if unamortised:
         steps = tuple(_unamortised(s, unamortised) if s.key == "amortised_commitment" else s for s in steps)
-    return Bridge(steps)
+    return Bridge(_unlisted(steps, read, groups))
+
+
+#: the rows a usage line without a list price moves: the list total counts it 0, the step to contracted holds it
+UNLISTED_ROWS = ("list", "negotiated_discounts")
+
+
+def _unlisted(steps: tuple[Step, ...], read: pd.DataFrame, groups: dict[str, pd.Series]) -> tuple[Step, ...]:
+    """``steps`` with the list total and the negotiated discounts step saying what they hold where some
+    usage line the list total counts has no list price (ListCost 0, no ListUnitPrice: AWS Spot usage)
+    at a ContractedCost: the list total counts it 0 and the step adds its ContractedCost, no discount.
+    The rows stay sums of lines (METHOD §1); ``lacks`` names the lines and the money on each side."""
+    found = read[unlisted_usage(read) & ~groups["purchases"].to_numpy(dtype=bool)]
+    by_key = {s.key: s for s in steps}
+    if found.empty or any(by_key[k].amount is None for k in UNLISTED_ROWS):
+        return steps
+    held = dsum(found["contracted_cost"])
+    ids = ", ".join([*map(str, found["line_id"].head(EXAMPLES))] + ["…"] * (line_total(found) > EXAMPLES))
+    said = (f"{line_total(found):,} usage line(s) carry no list price (ListCost 0 and no ListUnitPrice, as AWS writes "
+            f"Spot usage; ContractedCost {cents(held):,}; lines {ids}): the list total counts them 0, so it is "
+            f"understated by {cents(held):,}, and negotiated_discounts includes that {cents(held):+,} (on the other "
+            f"lines: {cents(by_key['negotiated_discounts'].amount - held):,})")
+    return tuple(replace(s, lacks=said) if s.key in UNLISTED_ROWS else s for s in steps)
 
 
 def _unamortised(step: Step, reason: str) -> Step:

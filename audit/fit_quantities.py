@@ -77,6 +77,17 @@ def list_fit(lines: pd.DataFrame, basis: str = "") -> list[Misfit]:
     return _below_contracted(lines[below]) + (_unpriced(lines[counted]) if basis == "list" else [])
 
 
+def unlisted_usage(lines: pd.DataFrame) -> np.ndarray:
+    """Whether each line is usage without a list price (ListCost 0, no ListUnitPrice: AWS Spot usage)
+    at a ContractedCost other than 0: what the list total counts 0 (audit/bridge.py names them)."""
+    if lines.empty or "list_cost" not in lines.columns or "contracted_cost" not in lines.columns:
+        return np.zeros(len(lines), dtype=bool)
+    usage = (lines["charge_category"] == "Usage").to_numpy(dtype=bool)
+    contracted = lines["contracted_cost"].to_numpy(dtype=object)
+    priced = np.array([_above(c) or _below(c) for c in contracted], dtype=bool)
+    return usage & _no_list_price(lines, lines["list_cost"].to_numpy(dtype=object)) & priced
+
+
 def _no_list_price(lines: pd.DataFrame, listed) -> np.ndarray:
     """Whether each line carries no list price: ListCost 0 and no ListUnitPrice."""
     rate = lines["list_unit_price"] if "list_unit_price" in lines.columns else pd.Series(None, index=lines.index)

@@ -12,12 +12,16 @@ failed, how many and their statuses (nearest: the statuses; the filter is right,
 failed), else the paths the log does hold, most frequent first, every request counted *outside the
 path filter* (nearest: those paths), from the reader's tables ``filter_failed`` and ``other_paths``
 (:mod:`connectors.telemetry.access_log`).
+
+A billing source that names no currency (a FOCUS file without BillingCurrency, which FOCUS makes
+mandatory) is read in the case's currency: ``currency_assumed`` says so, from the reader's note.
 """
 from __future__ import annotations
 
 from audit.collected import Collected
 from audit.misfit import LISTED, Misfit, text
 from connectors.billing.cur_split import money_words
+from connectors.billing.focus_lines import currency_assumed
 
 
 def split_money_fit(collected: Collected) -> list[Misfit]:
@@ -30,6 +34,17 @@ def split_money_fit(collected: Collected) -> list[Misfit]:
         subject = f"billing source {text(frame.spec.name)}"
         rows = tuple(text(r) for r in summary["money_at"].iloc[0].split(", "))
         out.append(Misfit("split_rows_money", subject, f"{subject}: {money_words(summary)}", rows))
+    return out
+
+
+def currency_fit(collected: Collected) -> list[Misfit]:
+    """A ``currency_assumed`` warning per billing source that names no currency (no BillingCurrency
+    column, or the column empty): its amounts were read in the case's currency, an assumption."""
+    out = []
+    for frame in collected.of("billing"):
+        subject = f"billing source {text(frame.spec.name)}"
+        out += [Misfit("currency_assumed", subject, f"{subject}: {note}", ())
+                for note in currency_assumed(frame.tables.get("notes"))]
     return out
 
 

@@ -32,6 +32,7 @@ from audit.lines import (
     names_machine,
     resource_key,
 )
+from connectors.billing.focus_lines import currency_assumed
 
 ZERO = Decimal(0)
 #: tag keys the provider writes itself (AWS's aws:createdBy, aws:autoscaling:groupName; a CUR's
@@ -86,6 +87,9 @@ class Billing:
     #: (tag key, value) -> the spend of the GPU lines and the lines of no instance that carry it: a
     #: claim of that tag would take them too (a cluster's tag on its GPU nodes and control plane)
     shared_tags: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    #: source name -> what its reader said of a file that names no currency ("no BillingCurrency
+    #: column"): its lines' currency is the one the reader was told, so it names none here
+    unnamed: dict[str, str] = field(default_factory=dict)
 
 
 def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "effective",
@@ -104,8 +108,11 @@ def billing_facts(reads: list[Read], rules: Iterable[Rule] = (), basis: str = "e
         nodes = collected_node_map(telemetry, declared or {}, read.tables["lines"])
         lines = classify(read.tables["lines"], tuple(rules), nodes.cluster, nodes.with_gpus)
         records = lines.to_dict("records")
+        said = currency_assumed(read.tables.get("notes"))
+        if said:
+            out.unnamed[read.name] = said[0].split(":")[0]
         for line, amount, kind in zip(records, basis_amount(lines, basis), bundled_lines(records)):
-            _add(out, _as_machine(line, kind) if kind is not None else line, amount)
+            _add(out, _as_machine(line, kind) if kind is not None else line, amount, named=not said)
     return out
 
 
@@ -119,11 +126,12 @@ def _as_machine(line: dict, kind) -> dict:
             "instance_type": line.get("instance_type") or line.get("machine_type") or ""}
 
 
-def _add(out: Billing, line: dict, amount: Decimal) -> None:
+def _add(out: Billing, line: dict, amount: Decimal, named: bool = True) -> None:
+    """Count one line; its currency only where its file ``named`` one (not the reader's assumption)."""
     count = int(line.get("line_count") or 1)
     out.lines += count
     currency = str(line.get("currency") or "")
-    if currency:
+    if currency and named:
         out.currencies[currency] = out.currencies.get(currency, 0) + count
     account_id = str(line.get("sub_account_id") or line.get("billing_account_id") or "")
     name = str(line.get("sub_account_name") or line.get("billing_account_name") or "")

@@ -114,13 +114,22 @@ def _settings(case: Case | None) -> dict[str, Any]:
 
 
 def _currency(billing: Billing, case: Case | None) -> tuple[str | None, str]:
+    """The billing's one currency, with what it rests on; a file that names none (no BillingCurrency
+    column) counts for none, and where no file names one the currency written is an assumption."""
     found = sorted(billing.currencies, key=lambda c: -billing.currencies[c])
     if len(found) == 1:
-        return found[0], f"the billing's currency ({billing.currencies[found[0]]:,} lines)"
+        unnamed = "".join(f"; {name} names none ({said}) and is read in it, assumed"
+                          for name, said in billing.unnamed.items())
+        return found[0], f"the billing's currency ({billing.currencies[found[0]]:,} lines){unnamed}"
     if len(found) > 1:
         listed = ", ".join(f"{c} ({billing.currencies[c]:,} lines)" for c in found)
         return None, (f"the billing holds several currencies: {listed}; an audit is in one currency, so "
                       "none is chosen: write currency = \"XXX\" and give only the billing in it")
+    if billing.unnamed:
+        what = "; ".join(f"{name}: {said}" for name, said in billing.unnamed.items())
+        currency = case.currency if case is not None else "USD"
+        return currency, (f"the billing names no currency ({what}): {currency} is the case's assumption, "
+                          "not the file's; write the currency it bills in")
     if case is not None:
         return case.currency, "the case's currency (the billing names none)"
     return "USD", "no billing line names a currency: USD assumed"

@@ -26,8 +26,9 @@ Conventions (see docs/architecture.md, "focus → table lines"):
   error instead (``duplicates="error"``).
   A repeated ``Id`` / ``x_Id`` is always an error.
 * A null BillingCurrency cell takes the file's one currency (the case currency if the column is
-  all null or absent); two currencies in one file are an error. A currency that differs from
-  the case's is left for the audit to report.
+  all null or absent: BillingCurrency is mandatory in FOCUS, so table ``notes`` says first that the
+  amounts were read in the case's currency, assumed); two currencies in one file are an error. A
+  currency that differs from the case's is left for the audit to report.
 * ``extra`` holds every ``x_*`` column and SkuPriceDetails that is not null, as text (sorted
   keys); SkuPriceDetails is embedded as an object when it parses as a JSON object.
 * FOCUS 1.3: ServiceProviderName is the provider (ProviderName / PublisherName, deprecated, are
@@ -64,7 +65,14 @@ from connectors.billing.focus_checks import (
     repeated_lines,
 )
 from connectors.billing.focus_commitments import read_commitments
-from connectors.billing.focus_lines import build_lines, covered, file_currency, purchases_outside, select_window
+from connectors.billing.focus_lines import (
+    build_lines,
+    covered,
+    currency_notes,
+    file_currency,
+    purchases_outside,
+    select_window,
+)
 from connectors.billing.focus_load import (
     ID_COLUMNS,
     Columns,
@@ -150,7 +158,8 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     lines, clipped = clip_to_window(build_lines(kept, columns, path), (ctx.start, ctx.end))
     lines, blocks = blocks_to_window(con, columns, lines, (ctx.start, ctx.end), label)
     clipped += blocks
-    notes = hour_notes(con) + clipped + (repeat_notes(repeated) if duplicates == "note" else [])
+    notes = currency_notes(con, columns, ctx.currency) + hour_notes(con) + clipped
+    notes += repeat_notes(repeated) if duplicates == "note" else []
     notes += extent_notes(con) if lines.empty and rows else []
     return {"lines": lines, "notes": notes_table(notes), "purchases_outside": beyond}, int(rows), covered(lines)
 

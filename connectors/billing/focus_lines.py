@@ -31,12 +31,37 @@ from schemas.billing import BillingLine
 OUTPUT_COLUMNS = list(BillingLine.to_schema().columns)
 
 
+#: how a note on a file that names no currency ends (audit/fit_sources.py, audit/discover/billing.py read it)
+CURRENCY_ASSUMED = "the case's currency (assumed)"
+
+
 def file_currency(con, columns: Columns, case_currency: str) -> str:
     """The file's one BillingCurrency (checked already), else the case currency."""
     if not columns.has("BillingCurrency"):
         return case_currency
     found = con.execute("SELECT min(BillingCurrency) FROM n").fetchall()[0][0]
     return found if found is not None else case_currency
+
+
+def currency_notes(con, columns: Columns, case_currency: str) -> list[tuple[int, str, str]]:
+    """(0, BillingCurrency, note) where the file names no currency (no BillingCurrency column, or the
+    column empty on every row) and its amounts are read in the case currency: BillingCurrency is
+    mandatory in FOCUS, so the currency is the case's assumption, and the note says so."""
+    if not columns.has("BillingCurrency"):
+        said = "no BillingCurrency column"
+    elif con.execute("SELECT count(BillingCurrency) FROM n").fetchall()[0][0] == 0:
+        said = "BillingCurrency empty on every row"
+    else:
+        return []
+    return [(0, "BillingCurrency", f"{said}: amounts read as {case_currency}, {CURRENCY_ASSUMED}")]
+
+
+def currency_assumed(notes) -> list[str]:
+    """The notes of table ``notes`` (None or a frame) that say the file names no currency."""
+    if notes is None or not len(notes):
+        return []
+    return [str(n) for c, n in zip(notes["column"], notes["note"])
+            if c == "BillingCurrency" and str(n).endswith(CURRENCY_ASSUMED)]
 
 
 def select_window(con, columns: Columns, window: tuple[datetime, datetime], name: str,

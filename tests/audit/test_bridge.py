@@ -192,6 +192,31 @@ def test_savings_plan_day_bridges_to_the_cent():
     assert found["list"] == Decimal("77.15") and found["negotiated_discounts"] == Decimal("-0.06")
 
 
+OCT_SPOT = ("1,313 usage line(s) carry no list price (ListCost 0 and no ListUnitPrice, as AWS writes Spot usage; "
+            "ContractedCost 31.51; lines Oct2018-WorkshopCUR-00001.snappy.parquet:1321, "
+            "Oct2018-WorkshopCUR-00001.snappy.parquet:1322, Oct2018-WorkshopCUR-00001.snappy.parquet:1323, …): the list "
+            "total counts them 0, so it is understated by 31.51, and negotiated_discounts includes that +31.51 (on the "
+            "other lines: -16.46)")
+
+
+def test_spot_usage_without_a_list_price_is_named_on_the_list_total_and_negotiated_discounts():
+    """The Oct 2018 workshop CUR on the effective basis (a verifier's find): the bridge read list 4237.68 →
+    negotiated_discounts +15.05 → contracted 4252.73 with no word; 1,313 SpotUsage lines list at 0 against
+    31.505516 contracted, the other lines' discount being -16.458892. The step stays a sum of lines (METHOD §1),
+    and both rows now say what it holds."""
+    found = bridge(read_cur_once(LABS / "Oct2018-WorkshopCUR-00001.snappy.parquet", *ALWAYS).tables["lines"])
+    steps = {s.key: s for s in found.steps}
+    assert (steps["list"].amount, steps["negotiated_discounts"].amount) == (Decimal("4237.6817354175"),
+                                                                           Decimal("15.0466235700"))
+    assert steps["list"].lacks == steps["negotiated_discounts"].lacks == OCT_SPOT
+    assert all(s.lacks is None for s in found.steps if s.key not in ("list", "negotiated_discounts"))
+
+
+def test_a_cur_whose_usage_all_has_a_list_price_has_no_list_note():
+    found = bridge(read_cur_once(LABS / CUR_FILES[0], *ALWAYS).tables["lines"])
+    assert all(s.lacks is None for s in found.steps)
+
+
 @pytest.mark.parametrize("path", sorted(SPEC.glob("*.csv")), ids=lambda p: p.stem)
 def test_focus_spec_examples(path):
     with duckdb.connect() as con:

@@ -241,6 +241,24 @@ def test_several_currencies_choose_none(tmp_path):
         load_case(tmp_path)
 
 
+NO_CURRENCY = BILLING / "focus_spec_examples" / "zero_percent_utilization_without_commitment_discount_flexibility.csv"
+
+
+def test_a_file_naming_no_currency_is_proposed_in_an_assumed_one_said_so(tmp_path):
+    """The spec example has no BillingCurrency column (mandatory in FOCUS): before, init wrote "the billing's
+    currency (3 lines)" above currency = "USD", as if the file named it; now the comment says it names none."""
+    found = discover([str(NO_CURRENCY)], tmp_path, "nocur")
+    assert ('# the billing names no currency (zero_percent_utilization_without_commitment_discount_flexibility: '
+            'no BillingCurrency column): USD is the case\'s assumption, not the file\'s; write the currency it '
+            'bills in\ncurrency = "USD"\n') in found.text
+
+
+def test_a_file_naming_no_currency_beside_one_that_does_takes_its_currency_and_says_so(tmp_path):
+    found = discover([str(NO_CURRENCY), str(BILLING / "focus_sample_data" / "focus_sample_1000.csv")], tmp_path, "two")
+    assert ("# the billing's currency (1,000 lines); zero_percent_utilization_without_commitment_discount_flexibility "
+            "names none (no BillingCurrency column) and is read in it, assumed\ncurrency = \"USD\"\n") in found.text
+
+
 def test_telemetry_alone_gives_the_window_and_services_from_pods(tmp_path):
     found = discover([str(FIXTURES / "telemetry_small" / "cluster.om"),
                       str(FIXTURES / "offline_telemetry" / "sacct.txt")], tmp_path, "tele")

@@ -1,6 +1,7 @@
 """audit/fit_sources.py: split cost allocation rows that carry money of their own, named as a fit warning."""
 from __future__ import annotations
 
+import json
 import re
 
 from audit.collected import Collected
@@ -49,3 +50,28 @@ def test_a_path_filter_whose_requests_all_failed_says_so(eks, tmp_path):
     assert [w for w in validated(case) if "path_filter" in w] == [
         'telemetry source gateway-access: path_filter "/v1/models" matches 522 request(s) of the window, all failed '
         "(5xx / 4xx; statuses 503 (522)): service gateway counts 0 successful requests from it"]
+
+
+def test_a_focus_file_naming_no_currency_is_a_warning_and_a_source_note(tmp_path):
+    """The verifier's repro: init on the spec example (no BillingCurrency column), the case edited to EUR,
+    run: before, "total in scope (effective): 3.50 EUR", exit 0, and nothing said the currency was the
+    case's; now a warning and a note on the source in audit.json say so (the run goes on: the reader's
+    documented fallback)."""
+    from tests.audit.test_discover import NO_CURRENCY
+    from tests.audit.test_fit import costaudit, warnings_of
+
+    case = tmp_path / "nocur"
+    assert costaudit("init", case, "--from", NO_CURRENCY).returncode == 0
+    toml = case / "case.toml"
+    toml.write_text(toml.read_text().replace('currency = "USD"', 'currency = "EUR"'))
+    result = costaudit("run", case, "--out", tmp_path / "out", "--quiet", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    said = "no BillingCurrency column: amounts read as EUR, the case's currency (assumed)"
+    # a source name past 60 characters is cut in the middle, as every fit subject is (audit/misfit.py text)
+    assert f"billing source zero_percent_utilization…out_commitment_discount_flexibility: {said}" in (
+        warnings_of(result.stderr))
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    [source] = doc["sources"]
+    assert source["notes"] == [{"row": 0, "column": "BillingCurrency", "note": said}]
+    assert [f["kind"] for f in doc["fit"] if "currency" in f["kind"]] == ["currency_assumed"]
+    assert "3.50 EUR" in result.stdout

@@ -10,7 +10,7 @@ import pytest
 from tests.connectors.billing.test_focus import read, total, utc
 
 HEADER = ("ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,ListCost,ContractedCost,"
-          "ResourceId,x_InstanceType,PricingQuantity,ConsumedQuantity,ListUnitPrice")
+          "ResourceId,x_InstanceType,PricingQuantity,ConsumedQuantity,ListUnitPrice,BillingCurrency")
 START, END = utc(2024, 1, 1, 6, 30), utc(2024, 1, 2)
 
 
@@ -29,7 +29,7 @@ def bill(tmp_path):
              f"{period('01T12:00:00', '02T12:00:00')},Usage,4.80,4.80,4.80,4.80,vol-2,,24,24,0.2",
              f"{period('01T10:00:00', '01T11:00:00')},Usage,0.10,0.10,0.10,0.10,vol-3,,1,1,0.1"]
     path = tmp_path / "straddle.csv"
-    path.write_text(HEADER + "\n" + "".join(row + "\n" for row in rows), encoding="utf-8")
+    path.write_text(HEADER + "\n" + "".join(row + ",USD\n" for row in rows), encoding="utf-8")
     return path
 
 

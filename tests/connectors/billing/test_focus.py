@@ -118,16 +118,18 @@ SPEC_SUMS = {
     "one_hundred_percent_utilization_without_commitment_discount_flexibility.csv": "1.5",
     "zero_percent_utilization_without_commitment_discount_flexibility.csv": "3.5",
 }
+#: the note on every spec example: none has a BillingCurrency column
+USD_ASSUMED = (0, "BillingCurrency", "no BillingCurrency column: amounts read as USD, the case's currency (assumed)")
 # Spec files that are not strictly valid as published: they load, and table ``notes`` says how.
 SPEC_NOTED = {
     "commitment_discount_purchase_scenario_2.csv":
-        ("3.00", [(3, "ChargePeriodEnd",
+        ("3.00", [USD_ASSUMED, (3, "ChargePeriodEnd",
                    "hour past 23 in '2023-02-01T30:00:00Z', read as 2023-02-02T06:00:00Z")]),
     "commitment_discount_purchase_scenario_3.csv":
-        ("4381.50", [(4, "ChargePeriodEnd",
+        ("4381.50", [USD_ASSUMED, (4, "ChargePeriodEnd",
                       "hour past 23 in '2023-02-01T30:00:00Z', read as 2023-02-02T06:00:00Z")]),
     "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_2_resources.csv":
-        ("2.0", [(3, "", "counted again: identical in every column to row 2")]),
+        ("2.0", [USD_ASSUMED, (3, "", "counted again: identical in every column to row 2")]),
 }
 
 
@@ -169,6 +171,8 @@ def test_repeated_lines_are_counted_and_noted_with_a_total(tmp_path):
     frame = read(path)
     assert total(frame.tables["lines"].billed_cost) == Decimal("37.50")
     notes = frame.tables["notes"]
+    assert tuple(notes.iloc[0]) == USD_ASSUMED  # first: audit.json shows 20 notes, this one among them
+    notes = notes.iloc[1:]
     assert len(notes) == 20 and notes.row.tolist() == list(range(2, 22))
     assert notes.note.iloc[-1].endswith("(29 such lines in all)")
 
@@ -177,6 +181,31 @@ def test_spec_example_takes_the_case_currency_whatever_it_is():
     lines = read(SPEC / "commitment_discount_usage_scenario_4.csv", currency="EUR").tables["lines"]
     assert set(lines.currency) == {"EUR"}
     assert total(lines.effective_cost) == Decimal("1.50")
+
+
+NO_CURRENCY = "zero_percent_utilization_without_commitment_discount_flexibility.csv"
+
+
+def test_a_file_without_billingcurrency_is_read_in_the_case_currency_and_noted():
+    """BillingCurrency is mandatory in FOCUS; the spec example has none (a verifier's find: the case's EUR
+    was taken, 3.50 EUR in scope, and nothing said so). The reader still takes the case currency (its
+    documented fallback) and table notes says so first, so that audit.json and the console do."""
+    frame = read(SPEC / NO_CURRENCY, currency="EUR")
+    assert set(frame.tables["lines"].currency) == {"EUR"}
+    assert list(frame.tables["notes"].itertuples(index=False, name=None)) == [
+        (0, "BillingCurrency", "no BillingCurrency column: amounts read as EUR, the case's currency (assumed)")]
+
+
+def test_a_billingcurrency_column_empty_on_every_row_is_noted_too(tmp_path):
+    path = tmp_path / "blank.csv"
+    path.write_text("ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,EffectiveCost,BillingCurrency\n"
+                    "2024-01-01T00:00:00Z,2024-01-01T01:00:00Z,Usage,1,1,\n")
+    assert read(path, currency="GBP").tables["notes"].note.tolist() == [
+        "BillingCurrency empty on every row: amounts read as GBP, the case's currency (assumed)"]
+
+
+def test_a_file_naming_its_currency_has_no_currency_note():
+    assert read(DIALECTS / "focus12_dialect.csv", currency="USD").tables["notes"].empty
 
 
 def test_spec_x_column_goes_to_extra_and_lower_case_header_is_matched():
