@@ -403,7 +403,6 @@ def _coverage(c: dict) -> dict[str, Any]:
     beyond = to_decimal(c.get("seen_unpaid_gpu_hours"))
     return {"paid": _hours(c.get("paid_gpu_hours")), "observed": _hours(c.get("observed_gpu_hours")),
             "unmeasured": _hours(c.get("unmeasured_gpu_hours")), "by_node": rows,
-            # telemetry's GPU-hours beyond the paid time (a node seen longer than billed): a column only where any
             "seen_unpaid": _hours(c.get("seen_unpaid_gpu_hours")) if beyond else ""}
 
 
