@@ -190,8 +190,10 @@ def _coverage(result) -> dict:
     seen = dsum(c.observed_seconds for c in rows)
     return {"paid_gpu_hours": _hours(paid), "observed_gpu_hours": _hours(seen),
             "unmeasured_gpu_hours": _hours(paid - seen),
+            "seen_unpaid_gpu_hours": _hours(dsum(c.seen_unpaid_seconds for c in rows)),
             "by_node": [{"node": c.node or None, "resource_id": c.resource_id, "instance_type": c.instance_type,
-                         "paid_gpu_hours": _hours(c.paid_seconds), "observed_gpu_hours": _hours(c.observed_seconds)}
+                         "paid_gpu_hours": _hours(c.paid_seconds), "observed_gpu_hours": _hours(c.observed_seconds),
+                         "seen_unpaid_gpu_hours": _hours(c.seen_unpaid_seconds)}
                         for c in rows]}
 
 

@@ -41,6 +41,8 @@ class Presence:
         self._spreads: dict[tuple, tuple[list[tuple], str]] = {}
         #: (node, period) -> (seconds a line pays, seconds telemetry saw the node) where it saw more
         self.short: dict[tuple, tuple[Decimal, Decimal]] = {}
+        #: (node, period) -> (interval, seconds of it seen and paid by no line) of each interval it was seen in
+        self.unpaid: dict[tuple, list[tuple]] = {}
 
     @classmethod
     def of(cls, node_intervals: Iterable[tuple], node_series: Iterable[tuple[str, str]]) -> Presence:
@@ -81,7 +83,7 @@ class Presence:
         total = sum((overlap for _, overlap in grid), ZERO)
         paid = occupancy * total
         inside = sum((overlap for (_, overlap), h in zip(grid, here) if h), ZERO)
-        self._seen_beyond(node, period, paid, inside)
+        self._seen_beyond(node, period, paid, inside, [g for g, h in zip(grid, here) if h])
         if all(here):
             return even, ""
         held = min(ONE, paid / inside)
@@ -91,11 +93,30 @@ class Presence:
                   for (ts, overlap), o in ((g, held if h else outside) for g, h in zip(grid, here)) if o > 0]
         return placed, self.note(node)
 
-    def _seen_beyond(self, node: str, period: tuple, paid: Decimal, inside: Decimal) -> None:
-        """Keep (paid, seen) seconds of a node-period telemetry saw for longer than a line pays."""
-        if inside > paid:
-            before = self.short.get((node, period), (ZERO, ZERO))[0]
-            self.short[(node, period)] = (max(before, paid), inside)
+    def _seen_beyond(self, node: str, period: tuple, paid: Decimal, inside: Decimal, seen: list[tuple]) -> None:
+        """Keep (paid, seen) seconds of a node-period telemetry saw for longer than a line pays, and
+        the unpaid seconds of each ``seen`` (interval, overlap): the paid time is placed evenly over
+        them (:meth:`_placed`), so each holds the same unpaid share."""
+        if inside <= paid:
+            return
+        before = self.short.get((node, period), (ZERO, ZERO))[0]
+        if paid < before:
+            return
+        self.short[(node, period)] = (paid, inside)
+        left = ONE - paid / inside
+        self.unpaid[(node, period)] = [(ts, overlap * left) for ts, overlap in seen]
+
+    def unpaid_intervals(self) -> list[tuple]:
+        """(node, interval, seconds) of each interval a node was seen in for time no line pays."""
+        return [(node, ts, seconds) for (node, _), rows in sorted(self.unpaid.items(), key=lambda kv: kv[0][0])
+                for ts, seconds in rows if seconds > 0]
+
+    def unpaid_hours(self) -> dict[str, Decimal]:
+        """Per node, the hours telemetry saw it that no line pays, summed over its periods."""
+        out: dict[str, Decimal] = {}
+        for (node, _), (paid, inside) in self.short.items():
+            out[node] = out.get(node, ZERO) + (inside - paid) / 3600
+        return out
 
     def misfits(self) -> list[Misfit]:
         """A ``telemetry_beyond_billed`` warning naming each node telemetry saw for more hours than the
@@ -109,14 +130,15 @@ class Presence:
         if not hours:
             return []
         order = sorted(hours, key=lambda n: (-(hours[n][1] - hours[n][0]), -hours[n][1], n))
-        shown = "; ".join(f"{text(n)}: billed {_figure(hours[n][0])} h, seen {_figure(hours[n][1])} h"
+        shown = "; ".join(f"{text(n)}: billed {hours_figure(hours[n][0])} h, seen {hours_figure(hours[n][1])} h"
                           for n in order[:LISTED])
         more = f"; … {len(order) - LISTED} more" if len(order) > LISTED else ""
         message = (f"{len(order):,} GPU node(s) seen in telemetry for more hours than the bill pays for them: "
                    f"{shown}{more}. Telemetry saw these nodes for hours no line pays (a row missing or cut short, "
                    "a scale-in billed shorter than the node ran): the paid GPU time is placed in the hours they "
-                   "were seen, and coverage's observed GPU-hours count only that paid time, so the GPU activity "
-                   "of the unpaid hours is in no bucket and a profile checked against it reads as unrepresentative.")
+                   "were seen, and coverage's observed GPU-hours count only that paid time: the rest is its "
+                   "seen_unpaid_gpu_hours, in no bucket, and the reconciliation names its kernel activity as a "
+                   "coverage driver (the bottom-up counts the requests served in it, no line pays it).")
         return [Misfit("telemetry_beyond_billed", "coverage", message, tuple(text(n) for n in order[:LISTED]))]
 
     def note(self, node: str) -> str:
@@ -124,7 +146,7 @@ class Presence:
         return f"placed by node presence in {'/'.join(sorted(self.series.get(node, ())))} ({node})"
 
 
-def _figure(value: Decimal) -> str:
+def hours_figure(value: Decimal) -> str:
     """Hours to two places without trailing zeros (12.00 → 12, 10.50 → 10.5)."""
     shown = f"{value.quantize(Decimal('0.01')):f}"
     return shown.rstrip("0").rstrip(".") if "." in shown else shown

@@ -15,7 +15,7 @@ ask for more of them than the node has are scaled to them (``gpu_requests_exceed
 The walk is per line, in the lines' order, and every sum is added to in the order it always was (Decimal sums at 50
 digits round, so the order is part of the result). What does not depend on the line is worked out once: a billing
 period's intervals, a resource's key, and what telemetry says of a node's GPUs in an interval
-(:meth:`GpuSplitter._holdings`), which every line billing that node and interval replays with its own money.
+(:meth:`GpuSplitter.held_at`), which every line billing that node and interval replays with its own money.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from audit.gpu_lines import LINE_COLUMNS, GpuLines, LinePlan, interval_grid, tak
 from audit.gpu_over import Beyond, held_back, over_fit
 from audit.gpu_timeless import no_gpu_time
 from audit.gpu_turns import line_turns
+from audit.gpu_unpaid import add_unpaid
 from audit.gpumig import MigLedger, asked_profile, mig_groups, whole_gpu_units
 from audit.gpuunits import (
     UnitIds,
@@ -79,6 +80,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
         from audit import split_sql
 
         splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
+    add_unpaid(splitter.presence, splitter.coverage, splitter.held_at)
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits())
                     + tuple(splitter.mig.misfits()) + tuple(splitter.presence.misfits()))
@@ -281,7 +283,7 @@ class GpuSplitter:
             else None
         if kept is not None:
             time, money, lines = kept
-        observed, holdings = self._held.get((node, ts, gpus)) or self._holdings(node, ts, gpus)
+        observed, holdings = self.held_at(node, ts, gpus)
         cover.observed_seconds += time * observed
         net, gross, priced, committed = money
         counted: dict = {}
@@ -318,10 +320,12 @@ class GpuSplitter:
         for holder, n in counted.items():
             self.groups[(holder, ts)].count_gpus(node, cover.instance_type, n, lines)
 
-    def _holdings(self, node, ts, gpus) -> tuple[int, tuple]:
+    def held_at(self, node, ts, gpus) -> tuple[int, tuple]:
         """What telemetry says of ``gpus`` billed GPUs of a node in an interval: how many it observed,
         and (holder, weight, busy fraction, source, pod, owner) of each part, in the order their sums
         take them; worked out once per node, interval and GPU count (kept in ``_held``)."""
+        if (node, ts, gpus) in self._held:
+            return self._held[(node, ts, gpus)]
         rows = self.samples.get((node, ts), []) if node else []
         found = devices(rows)
         if len(found) > gpus:

@@ -106,6 +106,12 @@ class NodeCoverage:
     paid_seconds: Decimal = ZERO
     observed_seconds: Decimal = ZERO
     gpus: int = 0                 # GPUs per instance billed (the instance table, or the GPU meter)
+    #: telemetry's GPU time beyond what the lines pay (a node seen for more hours than billed,
+    #: audit/gpu_unpaid.py): its hours, its GPU-seconds, and its kernel-active GPU-seconds per
+    #: (holder, interval); in no bucket
+    unpaid_hours: Decimal = ZERO
+    seen_unpaid_seconds: Decimal = ZERO
+    unpaid_busy: dict = field(default_factory=dict)
 
 
 @dataclass

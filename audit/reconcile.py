@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from audit.errors import AuditError
+from audit.gpu_unpaid import unpaid_busy, unpaid_drivers
 from audit.ledger import UNMEASURED_HOLDERS, Group, Ledger, NodeCoverage, ServiceInterval, is_service
 from audit.lines import basis_amount
 from audit.money import ZERO, dsum
@@ -52,8 +53,8 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     conservation = conserved(given)
     charges, tolerance = given.charges, given.tolerance
     drivers: list[Driver] = []
-    td_gpu, bu_gpu, net_gpu, covered, unestimated = _gpu_sides(given.groups, given.intervals, given.profiles,
-                                                               given.traffic, drivers)
+    td_gpu, bu_gpu, net_gpu, covered, unestimated, priced_at = _gpu_sides(
+        given.groups, given.intervals, given.profiles, given.traffic, drivers, unpaid_busy(given.coverage))
     non_gpu = charges.loc[charges["resource_class"] != "gpu_compute", ["pretax", "priced", "net"]]
     td_lines = sum(non_gpu["pretax"], ZERO)
     bu_lines = sum(non_gpu["priced"], ZERO)
@@ -68,13 +69,14 @@ def reconcile(given: ReconcileInput) -> Reconciliation:
     if given.unpurchased:
         sensitive += (f"; {given.unpurchased}: their usage costs 0 on the {given.cost_basis} basis while the "
                       "bottom-up prices it (fit commitment_purchases_missing)")
+    # tax and credits pass through both sides unchanged
+    passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
+    top = td_gpu + td_lines + passthrough
+    drivers[:0] = unpaid_drivers(given.coverage, priced_at, top)
     if covered == 0:
         return Reconciliation(net_lines, None, None, tolerance, "not_measured",
                               "no GPU-interval is covered by kernel-activity telemetry" + sensitive, covered,
                               tuple(drivers), conservation)
-    # tax and credits pass through both sides unchanged
-    passthrough = (net_gpu - td_gpu) + (net_lines - td_lines)
-    top = td_gpu + td_lines + passthrough
     if unestimated:
         return Reconciliation(top, None, None, tolerance, "not_measured", unestimated + sensitive, covered,
                               tuple(drivers), conservation)
@@ -100,12 +102,20 @@ def conserved(given: ReconcileInput) -> Conservation:
 
 def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence[ServiceInterval],
                profiles: Mapping[str, ProfileSummary], traffic: Mapping[str, TrafficTotals],
-               drivers: list[Driver]) -> tuple[Decimal, Decimal, Decimal, Decimal, str]:
-    """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits), and why the
-    bottom-up is not measured where no served GPU time is estimated from a profile ("" where it is)."""
+               drivers: list[Driver], beyond: Mapping[tuple, Decimal]
+               ) -> tuple[Decimal, Decimal, Decimal, Decimal, str, dict[tuple, Decimal]]:
+    """Top-down and bottom-up of the covered GPU-intervals (pre tax and credits), why the bottom-up
+    is not measured where no served GPU time is estimated from a profile ("" where it is), and the
+    price per GPU-second of each (service, interval) whose kernel time is estimated from requests.
+
+    The requests of an interval are all it served, those served in time telemetry saw a node beyond
+    its lines (``beyond``: kernel-active GPU-seconds per (holder, interval)) included: the profile's
+    estimate is checked against the kernel-active seconds of the same requests."""
     top = bottom = net = covered = ZERO
     kernel_est: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
     kernel_seen: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
+    kernel_unpaid: defaultdict[str, Decimal] = defaultdict(lambda: ZERO)
+    priced_at: dict[tuple, Decimal] = {}
     for iv in intervals:
         if iv.paid_seconds == 0:
             continue
@@ -116,6 +126,8 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
         if kps is not None and t is not None and t.requests is not None:  # requests measured
             kernel = t.requests_of(iv.ts, iv.pods) * kps
             kernel_est[iv.service] += kernel
+            kernel_unpaid[iv.service] += beyond.get((iv.service, iv.ts), ZERO)
+            priced_at[(iv.service, iv.ts)] = price
         else:
             kernel = iv.busy_seconds  # no profile or no request count: telemetry's kernel-active seconds
         kernel_seen[iv.service] += iv.busy_seconds
@@ -130,10 +142,12 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
             bottom += group.priced  # measured whole-GPU time (idle or undeclared) × unit price
             covered += group.paid_seconds
     for service, estimate in sorted(kernel_est.items()):
-        seen = kernel_seen[service]
+        paid, unpaid = kernel_seen[service], kernel_unpaid[service]
+        seen = paid + unpaid
+        split = f" ({paid:.0f} s in paid time, {unpaid:.0f} s in time no line pays)" if unpaid else ""
         drivers.append(Driver("representativeness", service, _gap(seen, estimate) if seen else None,
                               f"profile kernel-seconds per request × requests = {estimate:.0f} s vs "
-                              f"telemetry kernel-active {seen:.0f} s"))
+                              f"telemetry kernel-active {seen:.0f} s{split}"))
     for service in sorted(set(kernel_seen) - set(kernel_est)):
         drivers.append(Driver("representativeness", service, None, _no_estimate(profiles.get(service))))
     unestimated = ""
@@ -141,7 +155,7 @@ def _gpu_sides(groups: Mapping[tuple[str, datetime], Group], intervals: Sequence
         unestimated = ("no service's kernel time is estimated from a kernel profile with its traffic (services "
                        f"{', '.join(sorted(kernel_seen))}): the bottom-up would take telemetry's kernel-active seconds, "
                        "as the top-down does, and their gap would say nothing")
-    return top, bottom, net, covered, unestimated
+    return top, bottom, net, covered, unestimated, priced_at
 
 
 def _no_estimate(profile: ProfileSummary | None) -> str:
@@ -240,9 +254,12 @@ def _coverage_drivers(coverage: Mapping[str, NodeCoverage]) -> list[Driver]:
         if c.paid_seconds == 0:
             continue
         share = (c.paid_seconds - c.observed_seconds) / c.paid_seconds
+        beyond = (f"; {c.seen_unpaid_seconds / 3600:.1f} GPU-h more seen in hours no line pays"
+                  if c.seen_unpaid_seconds else "")
         out.append(Driver("coverage", c.node or c.resource_id or key, share,
                           f"paid {c.paid_seconds / 3600:.1f} GPU-h, seen in telemetry "
-                          f"{c.observed_seconds / 3600:.1f} GPU-h (uncovered share is unattributed, outside the gap)"))
+                          f"{c.observed_seconds / 3600:.1f} GPU-h (uncovered share is unattributed, outside the gap)"
+                          f"{beyond}"))
     return out
 
 

@@ -47,7 +47,7 @@ SHARED = ("audit", "audit.case", "audit.catalogue", "audit.money", "audit.errors
           "audit.gpuunits", "audit.table_rows", "audit.split_sql", "audit.split_limbs", "audit.overlap",
           "audit.line_facts", "audit.gpu_lines", "audit.gpu_over", "audit.gpu_timeless", "audit.gpumig",
           "audit.mismatches", "audit.billing_words", "audit.capacity_blocks", "audit.gpu_index",
-          "audit.gpu_presence", "audit.gpu_turns")
+          "audit.gpu_presence", "audit.gpu_turns", "audit.gpu_unpaid")
 #: packages of helpers a stage may use: trace analyzers (evidence), reporters (render)
 STAGE_HELPERS = ("audit.trace", "audit.reporters", "audit.pricing")
 #: the modules that may import a stage: the pipeline (the order), the CLI, `costaudit billing`'s summary

@@ -112,7 +112,7 @@ def reconciliation_table(a: dict) -> Table:
 
 
 def coverage_table(a: dict) -> Table:
-    cols = ["node", "resource_id", "instance_type", "paid_gpu_hours", "observed_gpu_hours"]
+    cols = ["node", "resource_id", "instance_type", "paid_gpu_hours", "observed_gpu_hours", "seen_unpaid_gpu_hours"]
     return cols, [[n.get(c) for c in cols] for n in (a.get("coverage") or {}).get("by_node") or []]
 
 

@@ -237,8 +237,10 @@ def _node_rest(raw: list[dict], shown: int, limit: int) -> dict[str, str]:
     if not rest:
         return {}
     paid, seen = _total(rest, "paid_gpu_hours"), _total(rest, "observed_gpu_hours")
+    beyond = _total(rest, "seen_unpaid_gpu_hours")
     return {"count": f"{len(rest):,}", "paid": number(paid, 2) if paid is not None else NOT_MEASURED,
-            "observed": number(seen, 2) if seen is not None else NOT_MEASURED}
+            "observed": number(seen, 2) if seen is not None else NOT_MEASURED,
+            "seen_unpaid": number(beyond, 2) if beyond is not None else "0.00"}
 
 
 def _number(value: Any) -> Decimal:

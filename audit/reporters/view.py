@@ -400,9 +400,12 @@ def _coverage(c: dict) -> dict[str, Any]:
                      "instance_type": n.get("instance_type") or "",
                      "paid": _hours(n.get("paid_gpu_hours")),
                      "observed": _hours(n.get("observed_gpu_hours")),
+                     "seen_unpaid": _hours(n.get("seen_unpaid_gpu_hours", "0")),
                      "share": percent(seen / paid) if paid and seen is not None else "—"})
+    beyond = to_decimal(c.get("seen_unpaid_gpu_hours"))
     return {"paid": _hours(c.get("paid_gpu_hours")), "observed": _hours(c.get("observed_gpu_hours")),
-            "unmeasured": _hours(c.get("unmeasured_gpu_hours")), "by_node": rows}
+            "unmeasured": _hours(c.get("unmeasured_gpu_hours")), "by_node": rows,
+            "seen_unpaid": _hours(c.get("seen_unpaid_gpu_hours")) if beyond else ""}
 
 
 def _gpu_split(g: dict) -> dict[str, str]:

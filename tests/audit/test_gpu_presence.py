@@ -49,5 +49,20 @@ def test_a_node_seen_longer_than_its_line_bills_is_named_with_both_hours():
         "2 GPU node(s) seen in telemetry for more hours than the bill pays for them: n2: billed 2 h, seen 4 h; "
         "n1: billed 1 h, seen 3 h. Telemetry saw these nodes for hours no line pays (a row missing or cut "
         "short, a scale-in billed shorter than the node ran): the paid GPU time is placed in the hours they "
-        "were seen, and coverage's observed GPU-hours count only that paid time, so the GPU activity of the "
-        "unpaid hours is in no bucket and a profile checked against it reads as unrepresentative.")
+        "were seen, and coverage's observed GPU-hours count only that paid time: the rest is its "
+        "seen_unpaid_gpu_hours, in no bucket, and the reconciliation names its kernel activity as a coverage "
+        "driver (the bottom-up counts the requests served in it, no line pays it).")
+
+
+def test_the_seen_time_no_line_pays_is_kept_per_interval():
+    """The hours behind ``telemetry_beyond_billed``, interval by interval: n1 (1 h paid, seen 3 h)
+    leaves 2/3 of each seen hour unpaid (2400 s), n2 (2 h paid, seen all 4 h) half of each (1800 s);
+    n3, seen no longer than billed, none. Before, coverage and reconciliation saw only the paid time."""
+    presence = Presence.of([("n1", ts) for ts, _ in GRID[:3]] + [("n2", ts) for ts, _ in GRID] +
+                           [("n3", GRID[0][0])], [("n1", "DCGM_FI_DEV_GPU_UTIL")])
+    presence.spread("n1", PERIOD, GRID, PARTS, Decimal("0.25"))
+    presence.spread("n2", PERIOD, GRID, PARTS, Decimal("0.5"))
+    presence.spread("n3", PERIOD, GRID, PARTS, Decimal("0.5"))
+    assert sorted(presence.unpaid_intervals()) == sorted(
+        [("n1", ts, Decimal(2400)) for ts, _ in GRID[:3]] + [("n2", ts, Decimal(1800)) for ts, _ in GRID])
+    assert presence.unpaid_hours() == {"n1": Decimal(2), "n2": Decimal(2)}
