@@ -15,6 +15,7 @@ from typing import Any
 from audit.buckets import BUCKETS
 from audit.reporters import evidence_view, phases_view, plan_view, quality, wording
 from audit.reporters.bridge_view import bridge_rows
+from audit.reporters.coverage_view import coverage_view as _coverage
 from audit.reporters.formatting import (
     BUCKET_LABELS,
     NOT_MEASURED,
@@ -390,22 +391,6 @@ def _reconciliation(r: dict, m) -> ReconciliationView:
 
 def _hours(v: Any) -> str:
     return number(v, 2) if v is not None else NOT_MEASURED
-
-
-def _coverage(c: dict) -> dict[str, Any]:
-    rows = []
-    for n in c.get("by_node") or []:
-        paid, seen = to_decimal(n.get("paid_gpu_hours")), to_decimal(n.get("observed_gpu_hours"))
-        rows.append({"node": n.get("node") or "", "resource_id": n.get("resource_id") or "",
-                     "instance_type": n.get("instance_type") or "",
-                     "paid": _hours(n.get("paid_gpu_hours")),
-                     "observed": _hours(n.get("observed_gpu_hours")),
-                     "seen_unpaid": _hours(n.get("seen_unpaid_gpu_hours", "0")),
-                     "share": percent(seen / paid) if paid and seen is not None else "—"})
-    beyond = to_decimal(c.get("seen_unpaid_gpu_hours"))
-    return {"paid": _hours(c.get("paid_gpu_hours")), "observed": _hours(c.get("observed_gpu_hours")),
-            "unmeasured": _hours(c.get("unmeasured_gpu_hours")), "by_node": rows,
-            "seen_unpaid": _hours(c.get("seen_unpaid_gpu_hours")) if beyond else ""}
 
 
 def _gpu_split(g: dict) -> dict[str, str]:
