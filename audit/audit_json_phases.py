@@ -77,5 +77,5 @@ def phases_entry(result, uc, held: ServiceCents) -> dict[str, Any]:
         "cost_per_1m_prompt_tokens": _per_million(prefill_whole, prompt),
         "cost_per_1m_generated_tokens": _per_million(whole - prefill_whole, generated),
         "also": [{"source": m.source, "prefill_share": share(m.prefill, m.prefill + m.decode)} for m in split.others],
-        "reason": "; ".join([used.note, *reasons] if used.note else reasons) or None,
+        "reason": "; ".join([*used.notes, *reasons]) or None,
     }

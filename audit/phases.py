@@ -9,7 +9,8 @@ prefill + decode time, from
    the quantity ``model_compute.kernel_active`` measures;
 2. else the servers' phase timers over the window, summed over the service's pod-intervals that time
    both phases (a pod-interval timing one phase only would weigh that phase with time the other
-   phase never measured: it is left out and named, :func:`one_phase`): vLLM
+   phase never measured: it is left out and named, :func:`one_phase`; pods with no phase timer at
+   all are stood for by the timed pods' ratio, and named, :func:`untimed_pods`): vLLM
    ``vllm:request_prefill_time_seconds_sum`` and ``vllm:request_decode_time_seconds_sum`` (decode
    falls back to ``vllm:time_per_output_token_seconds_sum`` or ``vllm:inter_token_latency_seconds_sum``,
    one observation per generated token after the first: their sum is decode time), TGI
@@ -62,6 +63,13 @@ class Measured:
     source: str
     note: str | None = None      # the pod-intervals left out: they time one phase only (rule 5)
     one_phase: tuple[str, ...] = ()  # the pods with such pod-intervals, by name
+    untimed: str | None = None   # the service's pods with no phase timer, which the split stands for (rule 1)
+    untimed_pods: tuple[str, ...] = ()  # those pods, by name
+
+    @property
+    def notes(self) -> list[str]:
+        """What the split leaves out or stands for, in words (none: every pod times both phases)."""
+        return [n for n in (self.note, self.untimed) if n]
 
     @property
     def share(self) -> Decimal:
@@ -126,9 +134,10 @@ def timer_split(rows: pd.DataFrame, service: str) -> Measured | str:
             apart = apart or math.isfinite(_total(mine, column))
             if math.isfinite(decode) and timed > 0 and decode > 0:
                 note, pods = one_phase(mine, column, PREFILL_TIMERS[family], name)
+                untimed, bare, alone = untimed_pods(rows, both, PREFILL_TIMERS[family], name)
                 return Measured(_dec(timed), _dec(decode),
                                 f"{PREFILL_TIMERS[family]} and {name} over the window "
-                                f"({measured_by(both, ['prefill_seconds', column])})", note, pods)
+                                f"({measured_by(both, ['prefill_seconds', column])}){alone}", note, pods, untimed, bare)
         if apart:
             return f"{service}: its phase timers time prefill and decode on no common pod and interval"
         return (f"{service}: its phase timers measure {prefill:g} s of prefill and no decode time"
@@ -159,6 +168,27 @@ def one_phase(rows: pd.DataFrame, column: str, prefill_name: str, decode_name: s
     return ("phase split over the pod-intervals that time both phases only; " + "; ".join(clauses)
             + f"; the split stands on {len(both)} pod-intervals of {both.nunique()} pod(s): "
             + listing(sorted(set(both))), tuple(pods))
+
+
+def untimed_pods(rows: pd.DataFrame, both: pd.DataFrame, prefill_name: str,
+                 decode_name: str) -> tuple[str | None, tuple[str, ...], str]:
+    """The service's pods (``rows``, any family) none of whose pod-intervals carries a phase timer (a
+    rolling upgrade's older servers, or a server that times no phase): the split measured on the
+    pod-intervals ``both`` is applied to them too. The words naming them with the pods the split
+    stands on, those pods, and the source's suffix; (None, (), "") where every pod carries a timer."""
+    timers = [c for c in ("prefill_seconds", *(column for column, _ in DECODE_TIMERS.values())) if c in rows]
+    timed = rows[timers].notna().any(axis=1).groupby(rows["pod"].astype(str)).any()
+    bare = timed.index[~timed.to_numpy()]
+    if not len(bare):
+        return None, (), ""
+    per_pod = rows.loc[rows["pod"].astype(str).isin(bare)].groupby(rows["pod"].astype(str), sort=True).size()
+    on = both["pod"].astype(str)
+    words = (f"{len(bare)} of the service's {len(timed)} pods carry no phase timer (neither {prefill_name} nor "
+             f"{decode_name}) on {int(per_pod.sum())} of its {len(rows)} pod-intervals: "
+             + listing([f"{p} ({n})" for p, n in per_pod.items()])
+             + f"; the split stands on {len(on)} pod-intervals of {on.nunique()} pod(s): {listing(sorted(set(on)))}, "
+             "and is their prefill / decode ratio applied to the whole service")
+    return words, tuple(per_pod.index), f"; on {on.nunique()} of the service's {len(timed)} pods, applied to all"
 
 
 def measured_by(rows: pd.DataFrame, columns: list[str]) -> str:

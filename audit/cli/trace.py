@@ -95,6 +95,8 @@ def trace_command(paths: list[Path], as_json: bool, price: Decimal | None, folde
             if problem:
                 print(f"costaudit: error: {problem}", file=sys.stderr)
                 return 1
+    for warning in document["warnings"]:
+        print(f"costaudit: warning: {warning}", file=sys.stderr)
     print(json.dumps(document, indent=1, sort_keys=True) if as_json else render(document))
     return 0
 

@@ -55,8 +55,11 @@ def _analyse(paths: list[Path], price: Decimal | None) -> tuple[dict, list[str],
     from audit.trace.findings import load_profile
 
     traces = [load_profile(Path(p)) for p in paths]
-    ranks, filter_steps, origin = set_terms([rank_header(t) for t in traces])
-    return assemble(paths, price, [rank_parts(t, r, filter_steps, origin, price) for r, t in zip(ranks, traces)])
+    headers = [rank_header(t) for t in traces]
+    ranks, filter_steps, origin = set_terms(headers)
+    warnings = rank_claims(paths, [written for written, _, _ in headers], ranks)
+    return assemble(paths, price, [rank_parts(t, r, filter_steps, origin, price) for r, t in zip(ranks, traces)],
+                    warnings)
 
 
 def rank_header(trace: Trace) -> tuple[int | None, list[str], float | None]:
@@ -83,6 +86,54 @@ def set_terms(headers: list[tuple[int | None, list[str], float | None]]) -> tupl
     steps = {name for _, names, _ in headers for name in names}
     origin = min((base for _, _, base in headers if base is not None), default=0.0)
     return ranks, len(steps) > 1, origin
+
+
+def rank_claims(paths: list[Path], written: list[int | None], ranks: list[int]) -> list[str]:
+    """What the set's ranks say of its files (``written``: each file's distributedInfo rank, ``ranks``
+    those :func:`set_terms` gave). Two files of the same content (sha256) are an error naming both:
+    one trace given twice, whose GPU time would be counted twice. A file whose rank an earlier file
+    holds is read at the rank it was given (docs/trace.md), with a warning naming both files, the
+    rank claimed and the rank given."""
+    _no_copies(paths, written)
+    holder = {rank: (path, claim) for path, claim, rank in zip(paths, written, ranks)}
+    warnings = []
+    for path, claim, rank in zip(paths, written, ranks):
+        if claim is not None and claim != rank:
+            other, its_claim = holder[claim]
+            held = "as {} does" if its_claim == claim else "which {} holds (its position in the list)"
+            warnings.append(f"{path} claims rank {claim} (distributedInfo.rank), {held.format(other)}: read as rank "
+                            f"{rank} instead (its position in the list, else the next rank free); check that both "
+                            "files are ranks of this job")
+    return warnings
+
+
+def _no_copies(paths: list[Path], written: list[int | None]) -> None:
+    """An error naming two files of one content (only files of one size are read for their sha256)."""
+    from connectors.errors import InputError
+
+    seen: dict[tuple[int, str], tuple[Path, int | None]] = {}
+    sizes = [Path(p).stat().st_size for p in paths]
+    for path, claim, size in zip(paths, written, sizes):
+        if sizes.count(size) < 2:
+            continue
+        digest = _sha256(Path(path))
+        if (size, digest) in seen:
+            other, _ = seen[(size, digest)]
+            said = f"claims rank {claim} (distributedInfo.rank), as {other} does, and " if claim is not None else ""
+            raise InputError(path, f"{said}is the same trace{' as ' + str(other) if not said else ''} (same sha256 "
+                                   f"{digest}): its GPU time would be counted twice", expected="each rank's trace once")
+        seen[(size, digest)] = (path, claim)
+
+
+def _sha256(path: Path) -> str:
+    """The file's sha256, read in blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def rank_parts(trace: Trace, rank: int, filter_steps: bool, origin: float, price: Decimal | None) -> dict:
@@ -113,9 +164,12 @@ def rank_parts(trace: Trace, rank: int, filter_steps: bool, origin: float, price
     return parts
 
 
-def assemble(paths: list[Path], price: Decimal | None, parts: list[dict]) -> tuple[dict, list[str], list[str]]:
-    """The document of a rank set and its folded stacks, from its ranks' parts in order."""
+def assemble(paths: list[Path], price: Decimal | None, parts: list[dict],
+             warnings: list[str] = ()) -> tuple[dict, list[str], list[str]]:
+    """The document of a rank set and its folded stacks, from its ranks' parts in order; ``warnings``
+    what the set's reading said (:func:`rank_claims`)."""
     document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),
+                "warnings": list(warnings),
                 "ranks": [p["rank"] for p in parts], "hta_compatible": [p["hta"] for p in parts],
                 "call_paths": [p["call_paths"] for p in parts if p["call_paths"] is not None],
                 "idle_paths": [p["idle_paths"] for p in parts if p["idle_paths"] is not None],

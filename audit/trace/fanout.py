@@ -66,16 +66,17 @@ def analyse_fanout(paths: list[Path], price: Decimal | None, workers: int = 2,
     per rank (in order) what its worker reported: ``file``, ``bytes`` (the file's size), ``pid``,
     ``host``, ``vmhwm_kib`` (the worker's peak resident memory so far) and ``seconds`` (the second
     round's time for that rank)."""
-    from audit.trace.analyse import assemble, set_terms
+    from audit.trace.analyse import assemble, rank_claims, set_terms
 
     paths = [Path(p) for p in paths]
     with (_dask(scheduler) if scheduler else _pool(workers)) as run:
         headers = _collect(run(_header_task, [(str(p),) for p in paths]))
         ranks, filter_steps, origin = set_terms([h["header"] for h in headers])
+        warnings = rank_claims(paths, [h["header"][0] for h in headers], ranks)
         tasks = [(str(p), rank, filter_steps, origin, price) for p, rank in zip(paths, ranks)]
         parts = _collect(run(_rank_task, tasks))
     workers_seen = [{"file": p.name, "bytes": p.stat().st_size, **part.pop("worker")} for p, part in zip(paths, parts)]
-    document, stacks, idle_stacks = assemble(paths, price, [part["parts"] for part in parts])
+    document, stacks, idle_stacks = assemble(paths, price, [part["parts"] for part in parts], warnings)
     return document, stacks, idle_stacks, workers_seen
 
 

@@ -123,7 +123,11 @@ def test_the_phase_costs_add_up_to_the_part_the_demo_shows(demo_with_timers):
     assert (phases["prefill"]["service_cost"], phases["decode"]["service_cost"]) == ("16771.54", "50314.64")
     assert phases["prefill"]["source"] == ("vllm:request_prefill_time_seconds_sum and "
                                            "vllm:request_decode_time_seconds_sum over the window "
-                                           "(phase-timers (openmetrics))")
+                                           "(phase-timers (openmetrics)); on 1 of the service's 13 pods, "
+                                           "applied to all")
+    # one chat pod of 13 carries the timers: the split stands for the other 12, and says so
+    assert phases["reason"].startswith("12 of the service's 13 pods carry no phase timer")
+    assert [m["kind"] for m in demo_with_timers["fit"] if m["kind"].startswith("phase_")] == ["phase_timers_some_pods"]
     [part] = demo_with_timers["buckets"]["model_compute"]["parts"]
     assert part["source"].startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE (prometheus-export) × ")
 

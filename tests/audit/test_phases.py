@@ -308,3 +308,29 @@ def test_pods_timing_prefill_alone_are_left_out_of_the_split_and_named(metrics):
     assert phases["reason"] == words
     [warning] = [m for m in document["fit"] if m["kind"] == "phase_timers_one_phase"]
     assert warning["message"] == f"service chat: {words}" and warning["nearest"] == ["vllm-qwen-7d9f8-fghij"]
+
+
+def test_pods_with_no_phase_timer_are_named_and_the_split_said_to_stand_for_them(metrics):
+    """A rolling vLLM upgrade: a second pod of the service whose older server exports no phase timer
+    (the verifier's c10701u: timers on 2 of 13 chat pods). Before: share 0.375000 applied to the
+    whole service, reason null, no fit entry. The share is unchanged (it stands on the pods that time
+    both phases); now the reason and a fit warning say how many of the service's pods carry no phase
+    timer, on how many pod-intervals, and that the split is the timed pods' ratio applied to them."""
+    read, _ = metrics
+    serving = read.tables["serving_stats"]
+    alone = to_dict(audited({"vllm": dict(read.tables)}))["services"]["chat"]["phases"]
+    assert alone["reason"] is None and alone["prefill"]["source"].endswith("(vllm (openmetrics))")
+    old = serving.assign(pod="vllm-qwen-7d9f8-old01", prefill_seconds=float("nan"), decode_seconds=float("nan"),
+                         tpot_seconds=float("nan"), itl_seconds=float("nan"))
+    document = to_dict(audited({"vllm": {**read.tables, "serving_stats": pd.concat([serving, old])}}))
+    phases = document["services"]["chat"]["phases"]
+    assert phases["prefill"]["share"] == alone["prefill"]["share"]
+    words = ("1 of the service's 2 pods carry no phase timer (neither vllm:request_prefill_time_seconds_sum nor "
+             "vllm:request_decode_time_seconds_sum) on 12 of its 24 pod-intervals: vllm-qwen-7d9f8-old01 (12); "
+             "the split stands on 12 pod-intervals of 1 pod(s): vllm-qwen-7d9f8-abcde, and is their prefill / "
+             "decode ratio applied to the whole service")
+    assert phases["reason"] == words
+    assert phases["prefill"]["source"] == alone["prefill"]["source"] + "; on 1 of the service's 2 pods, applied to all"
+    [warning] = [m for m in document["fit"] if m["kind"] == "phase_timers_some_pods"]
+    assert warning["message"] == f"service chat: {words}" and warning["nearest"] == ["vllm-qwen-7d9f8-old01"]
+    assert not [m for m in document["fit"] if m["kind"] == "phase_timers_one_phase"]

@@ -93,6 +93,26 @@ def test_cli_workers_prints_the_same_bytes_and_a_bad_file_is_the_same_one_error(
     assert fanned.stderr.count("\n") == 1 and "Traceback" not in fanned.stderr
 
 
+def test_workers_refuse_a_copy_of_a_rank_and_warn_of_a_rank_claimed_twice(rank_set, tmp_path, capsys):
+    """A copy of rank 0 is the in-process error (same sha256); rank 1's file with rank 0 claimed is
+    read as rank 1 with the same warning and document. Before: both silently counted."""
+    paths, _ = rank_set
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(paths[0].read_bytes())
+    assert trace_command([paths[0], copy], False, None) == 1
+    alone_error = capsys.readouterr().err
+    assert "same sha256" in alone_error and str(copy) in alone_error and str(paths[0]) in alone_error
+    fanned = costaudit(paths[0], copy, "--workers", "2")
+    assert fanned.returncode == 1 and fanned.stderr == alone_error
+    claims = tmp_path / "claims0.json"
+    claims.write_text(paths[1].read_text().replace('"rank":1,', '"rank":0,', 1))
+    assert trace_command([paths[0], claims], True, None) == 0
+    alone = capsys.readouterr()
+    assert f"{claims} claims rank 0 (distributedInfo.rank), as {paths[0]} does: read as rank 1" in alone.err
+    fanned = costaudit(paths[0], claims, "--json", "--workers", "2")
+    assert (fanned.returncode, fanned.stdout, fanned.stderr) == (0, alone.out, alone.err)
+
+
 def test_an_unreachable_scheduler_is_one_error_naming_it(rank_set):
     pytest.importorskip("distributed")
     with socket.socket() as probe:           # a port nobody listens on

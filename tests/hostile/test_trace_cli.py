@@ -11,6 +11,8 @@ past int64 reads as none.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 
 import pytest
@@ -70,6 +72,63 @@ def test_a_price_no_gpu_hour_has_is_refused(trace, price):
 
 def test_a_trace_given_twice_is_refused(trace):
     assert_usage(invoke(trace, trace), "given twice")
+
+
+def ranked_trace(tmp_path, name, rank):
+    """A trace whose distributedInfo claims ``rank`` (its traceName is its file's: other content)."""
+    doc = trace_doc(host_events(CURRENT) + gpu_events(CURRENT))
+    return write_trace(tmp_path, {**doc, "traceName": name, "distributedInfo": {"rank": rank, "world_size": 128}}, name)
+
+
+def test_two_identical_files_claiming_one_rank_are_refused(tmp_path):
+    """Before: exit 0, "rank 0 dupA.json.gz" and "rank 1 dupB.json.gz", the job's GPU time doubled."""
+    a = ranked_trace(tmp_path, "dupA.json", 0)
+    b = tmp_path / "dupB.json"
+    b.write_bytes(a.read_bytes())
+    digest = hashlib.sha256(a.read_bytes()).hexdigest()
+    assert_usage(invoke(a, b), f"costaudit: error: {b}: claims rank 0 (distributedInfo.rank), as {a} does, "
+                               f"and is the same trace (same sha256 {digest}): its GPU time would be counted twice "
+                               "(expected each rank's trace once)")
+
+
+def test_two_identical_files_claiming_no_rank_are_refused(trace, tmp_path):
+    """Before: read as ranks 0 and 1, the GPU time doubled."""
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(trace.read_bytes())
+    digest = hashlib.sha256(trace.read_bytes()).hexdigest()
+    assert_usage(invoke(trace, copy), f"costaudit: error: {copy}: is the same trace as {trace} (same sha256 {digest}): "
+                                      "its GPU time would be counted twice (expected each rank's trace once)")
+
+
+def test_a_file_claiming_a_rank_held_by_position_is_warned(tmp_path):
+    """The first file names no rank and is rank 0 by its position; the second claims 0 too."""
+    a = write_trace(tmp_path, trace_doc(host_events(CURRENT) + gpu_events(CURRENT)), "a.json")
+    b = ranked_trace(tmp_path, "b.json", 0)
+    result = invoke(a, b)
+    assert result.exit_code == 0, result.output
+    assert (f"costaudit: warning: {b} claims rank 0 (distributedInfo.rank), which {a} holds (its position in the "
+            "list): read as rank 1 instead") in result.output
+
+
+def test_two_files_claiming_one_rank_are_read_at_their_positions_with_a_warning(tmp_path):
+    """Before: the second file silently became rank 1. docs/trace.md: a taken rank gives way to the
+    file's position; now said, in the text and in --json's ``warnings``."""
+    a, b = ranked_trace(tmp_path, "a.json", 0), ranked_trace(tmp_path, "b.json", 0)
+    warning = (f"{b} claims rank 0 (distributedInfo.rank), as {a} does: read as rank 1 instead "
+               "(its position in the list, else the next rank free); check that both files are ranks of this job")
+    result = invoke(a, b)
+    assert result.exit_code == 0, result.output
+    assert f"costaudit: warning: {warning}" in result.output.splitlines()
+    assert "rank 1  b.json" in result.output
+    document = json.loads(CliRunner().invoke(app, ["trace", str(a), str(b), "--json"]).stdout)
+    assert document["warnings"] == [warning]
+
+
+def test_a_set_without_clashing_ranks_has_no_warning(tmp_path):
+    a, b = ranked_trace(tmp_path, "a.json", 0), ranked_trace(tmp_path, "b.json", 1)
+    result = CliRunner().invoke(app, ["trace", str(a), str(b), "--json"])
+    assert result.exit_code == 0 and "warning" not in result.stderr
+    assert json.loads(result.stdout)["warnings"] == []
 
 
 def test_an_id_past_int64_reads_as_none(tmp_path):
