@@ -169,7 +169,7 @@ def _unlisted(steps: tuple[Step, ...], read: pd.DataFrame, groups: dict[str, pd.
     said = (f"{line_total(found):,} usage line(s) carry no list price (ListCost 0 and no ListUnitPrice, as AWS writes "
             f"Spot usage; ContractedCost {cents(held):,}; lines {ids}): the list total counts them 0, so it is "
             f"understated by {cents(held):,}, and negotiated_discounts includes that {cents(held):+,} (on the other "
-            f"lines: {cents(by_key['negotiated_discounts'].amount - held):,})")
+            f"lines: {cents(by_key['negotiated_discounts'].amount - held):,})")  # type: ignore[operator]
     return tuple(replace(s, lacks=said) if s.key in UNLISTED_ROWS else s for s in steps)
 
 

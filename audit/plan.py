@@ -330,7 +330,7 @@ def marginals(part_monthly: Decimal, fs: Sequence[Decimal], keys: Sequence[str])
     return out, combined
 
 
-def marginal_note(marginal: dict[str, Decimal] | None, part: str | None) -> str | None:
+def marginal_note(marginal: Mapping[str, Decimal] | None, part: str | None) -> str | None:
     """A plain word where an option's marginal bands do not read low ≤ expected ≤ high (METHOD §7:
     each band is computed in its own case, where the options ranked above it take their own band's
     share of the part first); None where they do."""

@@ -60,7 +60,7 @@ def priced(charges: pd.DataFrame, basis: str, lacking: Collection[str] = ()) -> 
     its instance priced the instance's day at 0 bottom-up against the fee top-down: gap 0.47)."""
     before_commitments = basis in PRE_COMMITMENT
     ids = charges["commitment_discount_id"].tolist() if lacking else [""] * len(charges)
-    rows = [_line(basis, before_commitments, lacking, *values, cid)
+    rows = [_line(basis, before_commitments, lacking, *values, cid)  # type: ignore[call-arg]
             for *values, cid in zip(*(charges[c].tolist() for c in PRICE_COLUMNS), ids)]
     columns = dict(zip(FLAGS, map(list, zip(*rows)))) if rows else {name: [] for name in FLAGS}
     pretax = [g + c for g, c in zip(charges["gross"], charges["commitment"])]

@@ -37,6 +37,7 @@ def window_note(given: bool, window: tuple[datetime, datetime], reads: list, bas
     from audit.fit_window import usage_span
 
     first, last = usage_span(lines)  # type: ignore[misc]
+    assert lines is not None  # outside is None where lines is
     widened = covered_days([(lines["start"].min().to_pydatetime(), lines["end"].max().to_pydatetime())])
     out = [f"the whole UTC days of the billing's usage lines: {first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC "
            "(end exclusive)"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 if TYPE_CHECKING:
     from audit.trace.profile_view import ProfileView
@@ -165,7 +165,7 @@ def rank_parts(trace: Trace, rank: int, filter_steps: bool, origin: float, price
 
 
 def assemble(paths: list[Path], price: Decimal | None, parts: list[dict],
-             warnings: list[str] = ()) -> tuple[dict, list[str], list[str]]:
+             warnings: Sequence[str] = ()) -> tuple[dict, list[str], list[str]]:
     """The document of a rank set and its folded stacks, from its ranks' parts in order; ``warnings``
     what the set's reading said (:func:`rank_claims`)."""
     document = {"format": 1, "traces": [str(p) for p in paths], "price_per_gpu_hour": None if price is None else str(price),

@@ -62,7 +62,7 @@ class QueryTimeout(Exception):
     """The query outran timeout_s: not retried, as a rerun would bill the scan again."""
 
 
-def table_extent(client, table: str, columns: tuple[str, str], limit: int,
+def table_extent(client, table: str, columns: tuple[str, ...], limit: int,
                  timeout_s: float) -> tuple[datetime, datetime] | None:
     """The earliest of ``columns[0]`` and the latest of ``columns[1]`` over the whole table, for a
     window that holds no row (rule 5: say where the data lies). Asked only then, under the same

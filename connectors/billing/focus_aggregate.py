@@ -246,10 +246,10 @@ def render(tree: exp.Expr, dialect: str, table: str, pretty: bool = False) -> st
                              [exp.to_identifier(p, quoted=True) for p in reversed(parts)]))
             for key in ("this", "db", "catalog"):
                 node.set(key, names.get(key))
-    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):
-        spelling = PSEUDO.get(node.name.lower())
+    for call in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):
+        spelling = PSEUDO.get(call.name.lower())
         if spelling is None:
             continue
-        args = [arg.sql(dialect=dialect) for arg in node.expressions]
-        node.replace(sqlglot.parse_one(spelling[dialect].format(*args), read=dialect))
+        args = [arg.sql(dialect=dialect) for arg in call.expressions]
+        call.replace(sqlglot.parse_one(spelling[dialect].format(*args), read=dialect))
     return tree.sql(dialect=dialect, pretty=pretty)
