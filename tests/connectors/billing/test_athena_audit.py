@@ -62,8 +62,8 @@ def test_the_audit_through_athena_equals_the_audit_of_the_local_file(moto, glue,
     assert local.spec.name == remote.spec.name == "cur"
     through_athena, from_the_file = audit(remote), audit(local)
     assert through_athena["sources"][0]["format"] == "athena" and from_the_file["sources"][0]["format"] == "cur"
-    assert {k: v for k, v in through_athena.items() if k != "sources"} == \
-        {k: v for k, v in from_the_file.items() if k != "sources"}
+    assert without_line_ids(through_athena) == without_line_ids(from_the_file)
+    assert "<line>" in without_line_ids(from_the_file)  # the bridge names its Spot lines without list price
     # not an empty agreement: the month's money is all there, in every bucket it reaches
     assert through_athena["invoice_total"] == "408.38"
     assert through_athena["total"] == "539.85"  # effective cost: the amortised commitments
@@ -171,6 +171,13 @@ def test_the_eks_case_with_its_gpu_split_through_athena_too(moto, aws_env, eks_d
     assert runs == [3]  # three GPU instances, each a run of identical hours
     assert split_doc == local_doc
     assert compare(split_doc, truth)["ok"]
+
+
+def without_line_ids(document: dict) -> str:
+    """audit.json without ``sources``; a line a note names (the Parquet file's row, or the Athena
+    query's result row: ``<execution id>:<row>``) as <line>."""
+    text = json.dumps({k: v for k, v in document.items() if k != "sources"}, sort_keys=True)
+    return re.sub(r"[\w.-]+\.parquet:\d+|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}:\d+", "<line>", text)
 
 
 def comparable_text(document: dict) -> str:
