@@ -45,6 +45,7 @@ from sqlglot import exp
 from connectors.billing import cur_sql as sql
 from connectors.billing.cur_sql import text_or_null
 from connectors.billing.focus_lines import CREDITED
+from connectors.billing.gcp_sql import set_table
 from connectors.duck import quote_ident as ident
 from connectors.duck import quote_text
 from schemas.errors import UsageError
@@ -331,19 +332,17 @@ def render(tree: exp.Expr, dialect: str, table: str, pretty: bool = False) -> st
     if dialect not in DIALECTS:
         raise UsageError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
     tree = tree.copy()
-    parts = [p.strip('"') for p in table.split(".")]
-    if not 1 <= len(parts) <= 3 or not all(parts):
-        raise UsageError(f"table {table!r} is not [catalog.][schema.]table")
-    for node in tree.find_all(exp.Table):
-        if node.name == STAND_IN:
-            names = dict(zip(("this", "db", "catalog"),
-                             [exp.to_identifier(p, quoted=True) for p in reversed(parts)]))
-            for key in ("this", "db", "catalog"):
-                node.set(key, names.get(key))
-    for node in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):
-        spelling = PSEUDO.get(node.name.lower())
+    set_table(tree, table, dialect, STAND_IN)
+    spell_pseudo(tree, PSEUDO, dialect)
+    return tree.sql(dialect=dialect, pretty=pretty)
+
+
+def spell_pseudo(tree: exp.Expr, pseudo: dict[str, dict[str, str]], dialect: str) -> None:
+    """Replace each call of a pseudo-function of ``pseudo`` (name → {dialect: format text of its
+    arguments' SQL}) by its spelling in ``dialect``, innermost first."""
+    for call in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):
+        spelling = pseudo.get(call.name.lower())
         if spelling is None:
             continue
-        args = [arg.sql(dialect=dialect) for arg in node.expressions]
-        node.replace(sqlglot.parse_one(spelling[dialect].format(*args), read=dialect))
-    return tree.sql(dialect=dialect, pretty=pretty)
+        args = [arg.sql(dialect=dialect) for arg in call.expressions]
+        call.replace(sqlglot.parse_one(spelling[dialect].format(*args), read=dialect))

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from connectors.billing.cur_aggregate import PERIOD_FORMAT, kind_of, literal
+from connectors.billing.cur_aggregate import PERIOD_FORMAT, kind_of, literal, spell_pseudo
 from connectors.billing.focus_load import (
     DECIMAL_FIELDS,
     EXTRA_COLUMNS,
@@ -49,6 +49,7 @@ from connectors.billing.focus_load import (
     PERIOD,
     null_expr,
 )
+from connectors.billing.gcp_sql import set_table
 from connectors.duck import quote_ident as ident
 from schemas.errors import UsageError
 
@@ -234,22 +235,9 @@ def extent_query(plan_: Plan) -> exp.Expr:
 def render(tree: exp.Expr, dialect: str, table: str, pretty: bool = False) -> str:
     """The query as SQL of ``dialect`` over ``table`` (``[catalog.][schema.]table``, BigQuery
     ``project.dataset.table``, or a DuckDB view name)."""
-    from connectors.billing.gcp_sql import split_table
-
     if dialect not in DIALECTS:
         raise UsageError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
     tree = tree.copy()
-    parts = split_table(table, dialect)
-    for node in tree.find_all(exp.Table):
-        if node.name == STAND_IN:
-            names = dict(zip(("this", "db", "catalog"),
-                             [exp.to_identifier(p, quoted=True) for p in reversed(parts)]))
-            for key in ("this", "db", "catalog"):
-                node.set(key, names.get(key))
-    for call in reversed(list(tree.find_all(exp.Anonymous, bfs=False))):
-        spelling = PSEUDO.get(call.name.lower())
-        if spelling is None:
-            continue
-        args = [arg.sql(dialect=dialect) for arg in call.expressions]
-        call.replace(sqlglot.parse_one(spelling[dialect].format(*args), read=dialect))
+    set_table(tree, table, dialect, STAND_IN)
+    spell_pseudo(tree, PSEUDO, dialect)
     return tree.sql(dialect=dialect, pretty=pretty)

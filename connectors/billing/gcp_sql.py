@@ -229,7 +229,7 @@ def render(name: str, dialect: str, *, table: str, start: datetime, end: datetim
         raise UsageError(f"unknown grain {grain!r}; known: {', '.join(GRAINS)}")
     tree = _parsed(name, grain).copy()
     tree = exp.replace_placeholders(tree, start=_timestamp(start), end=_timestamp(end))
-    _set_table(tree, table, dialect)
+    set_table(tree, table, dialect)
     if not detailed:
         _drop_columns(tree, lambda column: column.table == "resource", "VARCHAR")
     if not list_cost:
@@ -257,11 +257,11 @@ def _timestamp(moment: datetime) -> exp.Literal:
     return exp.Literal.string(f"{text} UTC")
 
 
-def _set_table(tree: exp.Expr, table: str, dialect: str) -> None:
-    """Put the real table (quoted parts) where the stand-in is, keeping its alias."""
+def set_table(tree: exp.Expr, table: str, dialect: str, stand_in: str = STAND_IN) -> None:
+    """Put the real table (quoted parts, :func:`split_table`) where the stand-in is, keeping its alias."""
     parts = split_table(table, dialect)
     for node in tree.find_all(exp.Table):
-        if node.name != STAND_IN:
+        if node.name != stand_in:
             continue
         names = dict(zip(("this", "db", "catalog"), [exp.to_identifier(p, quoted=True)
                                                       for p in reversed(parts)]))

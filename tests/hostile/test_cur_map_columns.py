@@ -30,13 +30,7 @@ def test_a_map_column_that_is_no_map_nor_json_object_names_its_file_and_column(t
     path = tmp_path / "export-00001.snappy.parquet"
     duckdb.sql(f"COPY (SELECT * EXCLUDE (__r) REPLACE ({value} AS {column}) FROM "
                f"(SELECT *, row_number() OVER () AS __r FROM read_parquet('{source}'))) TO '{path}' (FORMAT parquet)")
-    (tmp_path / "case.toml").write_text('[case]\nname = "maps"\nwindow = ["2026-09-01", "2026-10-01"]\n'
-                                        'currency = "USD"\nloaded_rate = 150\nstep = "1h"\n'
-                                        f'[[billing]]\nname = "bill"\nformat = "cur"\npath = "{path.name}"\n')
-    outcome = costaudit("validate", tmp_path, cwd=tmp_path)
-    assert_named_error(outcome, path)
-    assert outcome.stderr.strip().splitlines()[-1] == (
-        f"costaudit: error: {path}: {said} (expected a MAP or a JSON object)")
+    assert_validate_names(tmp_path, path, said)
 
 
 @pytest.mark.parametrize(("column", "value", "said"), [
@@ -54,6 +48,12 @@ def test_a_csv_map_cell_that_is_no_json_object_names_its_row_and_column(tmp_path
                                                                         "discount") if c != column)
     duckdb.sql(f"COPY (SELECT * EXCLUDE (__r) REPLACE ({value} AS {column}, {maps}) FROM "
                f"(SELECT *, row_number() OVER () AS __r FROM read_parquet('{source}'))) TO '{path}' (HEADER)")
+    assert_validate_names(tmp_path, path, said)
+
+
+def assert_validate_names(tmp_path, path, said: str) -> None:
+    """`costaudit validate` on a case billing ``path`` (in ``tmp_path``) is exit 1 with one error line:
+    the file, then ``said``, then what was expected."""
     (tmp_path / "case.toml").write_text('[case]\nname = "maps"\nwindow = ["2026-09-01", "2026-10-01"]\n'
                                         'currency = "USD"\nloaded_rate = 150\nstep = "1h"\n'
                                         f'[[billing]]\nname = "bill"\nformat = "cur"\npath = "{path.name}"\n')
