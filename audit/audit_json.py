@@ -395,12 +395,22 @@ def _sources(result) -> list[dict]:
                     "path": _relative(f.spec, folder), "rows": f.rows,
                     "covered": {"start": _iso(f.covered[0]), "end": _iso(f.covered[1])},
                     "sha256": f.sha256, "status": "read", "reason": None, **_read_notes(f),
-                    **({} if f.read_as else cost_columns(f.spec))})
+                    **({} if f.read_as else cost_columns(f.spec)), **_split_here(result, f.spec.name)})
     for m in result.collected.missing:
         out.append({"name": m.spec.name, "kind": m.spec.kind, "format": m.spec.format,
                     "path": _relative(m.spec, folder), "rows": None, "covered": None, "sha256": None,
                     "status": "missing", "reason": redact(m.reason)})
     return out
+
+
+def _split_here(result, name: str) -> dict:
+    """For the billing source whose engine ran the GPU split's sums (``split_in_place``): that engine,
+    its queries and the bytes they scanned."""
+    record = result.split_in_place
+    if record is None or record.source != name:
+        return {}
+    return {"split_in_place": {"engine": record.engine, "queries": [j for j, _ in record.jobs],
+                               "bytes_scanned": sum(b for _, b in record.jobs), "note": record.describe()}}
 
 
 def _read_notes(frame) -> dict:

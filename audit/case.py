@@ -51,7 +51,9 @@ SOURCE_KEYS = {"name", "format", "path", "uri", "table", "url",
                "workgroup", "database", "output_location", "catalog", "view", "service", "health_path", "path_filter",
                "token_env", "username_env", "password_env", "ca_file", "insecure_skip_verify",
                "grain", "partition_slack_days", "api_endpoint", "timeout_s", "parallel_queries",
-               "node", "utc_offset", "start", "interval_ms", "contract_commitment", "results"}
+               "node", "utc_offset", "start", "interval_ms", "contract_commitment", "results",
+               # the GPU split run in the bill's engine (audit/split_remote.py)
+               "split_in_place", "scratch_dataset", "scratch_location", "scratch_database"}
 PROFILE_KEYS = SOURCE_KEYS | {"service", "requests", "prompt_tokens", "generated_tokens"}
 SCOPE_KEYS = {"accounts", "services", "tags"}
 SOURCE_KINDS = ("billing", "telemetry", "profiles")
@@ -364,7 +366,29 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
             out.append(Source(kind, name, str(entry["format"]), path, MappingProxyType(options)))
     if not any(s.kind == "billing" for s in out):
         problems.append("no [[billing]] source: an audit needs an invoice")
+    _split_in_place(out, problems)
     return out
+
+
+def _split_in_place(sources: list[Source], problems) -> None:
+    """``split_in_place = true``: one billing source, a table read where it lives (Athena, BigQuery)."""
+    asking = []
+    for s in sources:
+        value = s.options.get("split_in_place")
+        if value is None:
+            continue
+        where = f"[[{s.kind}]] {shown(s.name)}.split_in_place"
+        if not isinstance(value, bool):
+            problems.append(f"{where}: expected true or false, got {shown(value)}")
+        elif value and not (s.kind == "billing" and s.format in ("athena", "gcp_billing") and s.options.get("table")):
+            problems.append(f"{where}: only a billing table read where it lives (format \"athena\", or "
+                            f"\"gcp_billing\" with a table) runs the GPU split in its engine; this is a {s.format} "
+                            f"{'table' if s.options.get('table') else 'file'}")
+        elif value:
+            asking.append(s.name)
+    if len(asking) > 1:
+        problems.append(f"split_in_place = true on {len(asking)} billing sources ({', '.join(map(shown, asking))}): "
+                        "the GPU split runs in one engine")
 
 
 def _credentials(options, where: str, problems) -> None:

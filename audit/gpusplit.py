@@ -62,13 +62,13 @@ from audit.services import PodModels, pod_models, service_of
 from audit.table_rows import column_values
 
 
-def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap, engine: str | None = None) -> GpuSplit:
+def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMap, engine=None) -> GpuSplit:
     """Spread every gpu_compute charge over its GPUs and intervals; sum per holder and interval.
-    ``engine`` (else ``$COSTAUDIT_SPLIT``, else "python"): "python" walks the lines here; an engine
-    of :data:`audit.split_sql.ENGINES` ("duckdb") places them and sums their money with the query
-    BigQuery and Trino run too. Every walk gives the same coverage and groups (time and GPUs exactly,
-    money to its last digits: the engine divides a key's summed money once)."""
-    walk = walk_named(engine)
+    ``engine`` (else ``$COSTAUDIT_SPLIT``, else "python"): "python" walks the lines here; an engine of
+    :data:`audit.split_sql.ENGINES` ("duckdb") or the bill's (a callable: :mod:`audit.split_remote`) sums
+    them with the query BigQuery and Trino run too. Every walk gives the same coverage and groups (time
+    and GPUs exactly, money to its last digits: the engine divides a key's summed money once)."""
+    walk = "remote" if callable(engine) else walk_named(engine)
     wanted = [c for c in LINE_COLUMNS if c in charges.columns]  # the columns read, not a copy of every one
     lines = GpuLines(charges.loc[(charges["resource_class"] == "gpu_compute").to_numpy(dtype=bool), wanted])
     splitter = GpuSplitter(case, case.services, tele.activity, nodes.nodes_of, tele.requests,
@@ -79,7 +79,7 @@ def split_gpus(case: Case, charges: pd.DataFrame, tele: Telemetry, nodes: NodeMa
     else:
         from audit import split_sql
 
-        splitter.add_lines_in_engine(lines, split_sql.ENGINES[walk])
+        splitter.add_lines_in_engine(lines, engine if callable(engine) else split_sql.ENGINES[walk])
     add_unpaid(splitter.presence, splitter.coverage, splitter.held_at)
     return GpuSplit(splitter.groups, splitter.coverage, frozenset(splitter.extra_gpus),
                     splitter.misfits + tuple(splitter.placement_misfits()) + tuple(splitter.oversubscription_misfits())

@@ -22,6 +22,7 @@ from audit import (
     prices,
     rank,
     reconcile,
+    split_remote,
     unit_costs,
 )
 from audit.bridge import unpurchased
@@ -189,8 +190,10 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     spread, leftovers = adjust.spread(classified, case.cost_basis)
     charges = prices.priced(spread, case.cost_basis, lacking_commitments(case, classified))
     checked = replace(checked, misfits=checked.misfits + overdrawn(charges, classified, case.cost_basis))
-    _step(progress, "splitting GPU time per service and interval")
-    split = gpusplit.split_gpus(case, charges, tele, nodes)
+    in_place = split_remote.engine_for(case)
+    _step(progress, "splitting GPU time per service and interval"
+          + (f" (its sums in {in_place[1].engine}, beside {in_place[1].table})" if in_place else ""))
+    split = gpusplit.split_gpus(case, charges, tele, nodes, in_place[0] if in_place else None)
     attributed = attribute.attribute(case, collected, charges, leftovers, split, profiles, checked.undeclared)
     ledger, intervals = attributed.ledger, attributed.intervals
     _step(progress, "unit costs, reconciliation and options")
@@ -206,4 +209,4 @@ def audit_collected(case: Case, collected: Collected, strict: bool = False,
     found = evidence.gather(case, tele, profiles, ledger)
     return AuditResult(case, collected, lines, mask, tuple(reasons), charges, ledger, intervals, split.groups,
                        split.coverage, tele, profiles, traffic, costs, recon, tuple(options), split.extra_gpus, found,
-                       fit.Fit(checked.misfits + split.misfits), shared)
+                       fit.Fit(checked.misfits + split.misfits), shared, split_in_place=in_place[1] if in_place else None)

@@ -350,6 +350,9 @@ class AuditResult:
     #: each calendar month of a window that spans two or more, audited as a sub-window on the same
     #: reading of the sources (audit/pipeline.py; METHOD §10); () for a window inside one month
     months: tuple[AuditResult, ...] = ()
+    #: where the GPU split's sums ran when a billing source asked for its own engine
+    #: (audit/split_remote.py ``InPlace``); None: here
+    split_in_place: Any = None
 
     @property
     def commitments(self) -> tuple[Commitment, ...]:

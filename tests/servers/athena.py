@@ -8,6 +8,7 @@ query would give. ``create_table`` puts the table into moto's Glue catalogue.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from functools import lru_cache
 
@@ -189,11 +190,15 @@ class JsonProxyHandler(ProxyHandler):
 
     page_rows = 1000
     results: dict  # query execution id → moto's answer (set per proxy)
+    starts: tuple = ()  # callables told each StartQueryExecution's text before moto hears it (seeders)
 
     def handle_any(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         kind = (self.headers.get("X-Amz-Target") or "").rpartition(".")[2] or "other"
+        if kind == "StartQueryExecution":
+            for hear in self.starts:
+                hear(json.loads(body or b"{}").get("QueryString", ""))
         fault = self.proxy.take(kind)
         if fault in JSON_FAULTS:
             status, code, message = JSON_FAULTS[fault]
@@ -237,3 +242,49 @@ def connector(proxy, window=HOUR, **extra):
     """An Athena source over the workshop table, talking to moto through ``proxy``, for ``window``."""
     spec = SourceSpec("athena-cur", "billing", "athena", None, options(proxy.url, **extra))
     return resolve("athena")(spec, ReadContext(window[0], window[1], "USD"))
+
+
+SCRATCH_TABLE = re.compile(r'"?([A-Za-z0-9_-]+)"?\."?(costaudit_split_[0-9a-f]+_[a-z_]+)"?')
+
+
+def scratch_seeder(moto):
+    """A ``starts`` hearer for the split run in place (audit/split_remote.py): a query over the scratch
+    tables is run by DuckDB over the Parquet objects the audit wrote to moto's S3, at the locations its
+    Glue tables name, and its rows are seeded as the answer moto gives (moto runs no SQL). ``heard``
+    lists the scratch queries, ``tables`` the scratch tables seen."""
+    import io
+
+    import pyarrow.parquet as pq
+    import sqlglot
+
+    heard: list[str] = []
+    tables: set[tuple[str, str]] = set()
+
+    def hear(text: str) -> None:
+        found = set(SCRATCH_TABLE.findall(text))
+        if not found:
+            return
+        heard.append(text)
+        tables.update(found)
+        glue = boto3.client("glue", endpoint_url=moto.url, region_name="us-east-1")
+        s3 = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1")
+        try:
+            with duckdb.connect() as con:
+                for database, table in found:
+                    location = glue.get_table(DatabaseName=database, Name=table)["Table"]["StorageDescriptor"]["Location"]
+                    bucket, _, prefix = location[len("s3://"):].partition("/")
+                    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
+                    frame = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read())).to_pandas()
+                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{database}"')
+                    con.register("frame", frame)
+                    con.execute(f'CREATE TABLE "{database}"."{table}" AS SELECT * FROM frame')
+                    con.unregister("frame")
+                rows = con.execute(sqlglot.transpile(text, read="trino", write="duckdb")[0]).fetchall()
+        finally:
+            glue.close()
+            s3.close()
+        width = len(rows[0]) if rows else 1
+        seed(moto, [f"c{c}" for c in range(width)], [[_as_text(v) for v in row] for row in rows])
+
+    hear.heard, hear.tables = heard, tables  # type: ignore[attr-defined]
+    return hear

@@ -5,7 +5,7 @@ import botocore.retries.standard
 import pytest
 
 import connectors.billing.athena as athena
-from tests.servers.athena import OUTPUT, JsonProxyHandler, create_bucket, create_table
+from tests.servers.athena import OUTPUT, JsonProxyHandler, create_bucket, create_table, scratch_seeder
 from tests.servers.moto import serve_proxy
 
 
@@ -26,3 +26,13 @@ def glue(moto, aws_env, monkeypatch):
 def proxy(moto):
     """A FaultProxy for Athena / Glue requests on a free port of 127.0.0.1, in front of moto."""
     yield from serve_proxy(moto.port, JsonProxyHandler, results={})
+
+
+@pytest.fixture
+def scratch_proxy(moto):
+    """The proxy, its scratch queries (the GPU split run in place) answered by DuckDB over the objects
+    the audit wrote (``state.hear``: what it heard)."""
+    hear = scratch_seeder(moto)
+    for state in serve_proxy(moto.port, JsonProxyHandler, results={}, starts=(hear,)):
+        state.hear = hear
+        yield state

@@ -158,14 +158,19 @@ def create_glue_table(moto, name: str, columns: list[tuple[str, str]]) -> None:
         client.close()
 
 
-def test_the_demo_through_athena_equals_the_local_file(moto, glue, proxy, local_doc, tmp_path):
+@pytest.mark.parametrize("in_place", [False, True], ids=["split-here", "split-in-athena"])
+def test_the_demo_through_athena_equals_the_local_file(moto, glue, scratch_proxy, local_doc, tmp_path, in_place):
     create_glue_table(moto, FOCUS_TABLE, athena_columns())
     names, rows = duck_rows()
     seed(moto, names, [tuple(None if v is None else str(v) for v in row) for row in rows])
     source = "\n".join(f"{k} = {json.dumps(v)}" for k, v in
-                       options(proxy.url, table=f"{DATABASE}.{FOCUS_TABLE}").items())
-    remote = audit_document(case_through(tmp_path / "athena", f'format = "athena"\n{source}'))
+                       options(scratch_proxy.url, table=f"{DATABASE}.{FOCUS_TABLE}").items())
+    remote = audit_document(case_through(tmp_path / "athena", f'format = "athena"\n{source}'
+                                         + ("\nsplit_in_place = true" if in_place else "")))
     assert_same_audit(remote, local_doc, "athena")
+    assert len(scratch_proxy.hear.heard) == (2 if in_place else 0)
+    [billing] = [s for s in remote["sources"] if s["kind"] == "billing"]
+    assert ("split_in_place" in billing) is in_place
 
 
 def test_a_table_neither_cur_nor_focus_is_one_error(moto, glue, proxy):
@@ -191,7 +196,8 @@ def bigquery_records() -> list[dict]:
                  for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
-def test_the_demo_through_bigquery_equals_the_local_file(emulator, local_doc, tmp_path):
+@pytest.mark.parametrize("in_place", [False, True], ids=["split-here", "split-in-bigquery"])
+def test_the_demo_through_bigquery_equals_the_local_file(emulator, local_doc, tmp_path, in_place):
     from google.cloud.bigquery import SchemaField
 
     client = client_for(emulator)
@@ -201,6 +207,8 @@ def test_the_demo_through_bigquery_equals_the_local_file(emulator, local_doc, tm
     finally:
         client.close()
     source = (f'format = "gcp_billing"\ntable = "{BQ_TABLE}"\nproject = "{PROJECT}"\n'
-              f'api_endpoint = "http://127.0.0.1:{emulator}"')
+              f'api_endpoint = "http://127.0.0.1:{emulator}"' + ("\nsplit_in_place = true" if in_place else ""))
     remote = audit_document(case_through(tmp_path / "bigquery", source))
     assert_same_audit(remote, local_doc, "gcp_billing")
+    [billing] = [s for s in remote["sources"] if s["kind"] == "billing"]
+    assert ("split_in_place" in billing) is in_place
