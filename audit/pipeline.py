@@ -33,6 +33,7 @@ from audit.fit_commitments import window_purchases
 from audit.fit_phases import phases_fit
 from audit.fit_profiles import devices_of
 from audit.fit_sources import currency_fit, path_filter_fit, split_money_fit
+from audit.fit_traffic import traffic_fit
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
 from audit.months import calendar_months, narrowed
@@ -139,11 +140,12 @@ def fit_of(case: Case, collected: Collected) -> fit.Fit:
 def fitted(case: Case, collected: Collected, lines, mask, classified, tele, nodes) -> fit.Fit:
     """The case's fit against its data (audit/fit.py), what the billing readers set apart with
     money on it and a request log's path filter that matches nothing (audit/fit_sources.py), and the
-    pods whose phase timers time one phase only (audit/fit_phases.py)."""
+    pods whose phase timers time one phase only (audit/fit_phases.py), and traffic files unlike their
+    service's counters (audit/fit_traffic.py)."""
     found = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected),
                     window_purchases(collected))
     return replace(found, misfits=found.misfits + tuple(currency_fit(collected)) + tuple(split_money_fit(collected))
-                   + tuple(path_filter_fit(collected)) + tuple(phases_fit(case, tele)))
+                   + tuple(path_filter_fit(collected)) + tuple(phases_fit(case, tele)) + tuple(traffic_fit(case, tele)))
 
 
 def billed_lacks(case: Case, scoped) -> str | None:

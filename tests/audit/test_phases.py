@@ -248,6 +248,35 @@ def test_a_traffic_file_gives_the_generation_cap_its_share_exactly(metrics, tmp_
     assert ("chat: share of generated tokens above the cap", f"{exact:.6f}",
             f"traffic file {trace}: {len(per_request):,} requests, {sum(per_request):,} generated tokens, "
             f"{above:,} requests above the cap (exact: Σ max(0, n − cap) ÷ Σ n)") in cap.inputs
+    assert not [m for m in again.fit.misfits if m.kind == "traffic_unlike_service"]  # the file is the service's
+
+
+def test_a_traffic_file_unlike_its_service_is_named(metrics, tmp_path):
+    """Rule 5: a traffic file whose requests generate three times what the service's own counters
+    measure (another service's, model's or period's traffic) is named with both means; before, the
+    option was priced on it with no word. The saving stays the file's."""
+    from dataclasses import replace
+
+    _, truth = metrics
+    per_request = [3 * n for n in truth["generated_per_request"]]
+    trace = tmp_path / "other_requests.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"2025-03-01 00:{i // 60 % 60:02d}:{i % 60:02d}.0000000,100,{n}\n" for i, n in enumerate(per_request)),
+        encoding="utf-8")
+    result = audit(metrics, QWEN)
+    overrides = {"generation_cap": {"id": "generation_cap", "traffic": {"chat": str(trace)}}}
+    again = audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+    [found] = [m for m in again.fit.misfits if m.kind == "traffic_unlike_service"]
+    serving = again.telemetry.serving
+    ours = Decimal(repr(float(serving["generated_tokens"].sum()))) / Decimal(repr(float(serving["requests"].sum())))
+    theirs = Decimal(sum(per_request)) / len(per_request)
+    assert found.message == (
+        f"[[options]] generation_cap traffic chat: the file {trace} averages {theirs:,.1f} generated tokens per "
+        f"request over {len(per_request):,} requests; service chat's own counters measure {ours:,.1f} over "
+        f"{float(serving['requests'].sum()):,.0f} requests in the window. The generation cap's share of tokens above "
+        "the cap is the file's, not the service's: check that the file is this service's traffic")
+    assert found.nearest == (f"{ours:,.1f} generated tokens per request, measured",)
+    assert {o.id: o for o in again.options}["generation_cap"].basis == "modelled"
 
 
 def test_a_traffic_file_the_case_cannot_use_is_named(tmp_path):
