@@ -9,8 +9,10 @@ kind, and raised together by :func:`raise_all`.
 """
 from __future__ import annotations
 
+import gzip
 import os
 import weakref
+import zlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -143,3 +145,60 @@ def raise_all(errors: list[InputError]) -> None:
         raise errors[0]
     if errors:
         raise InputErrors(errors)
+
+
+DEFAULT_MAX_LINE = 2_000_000
+"""DuckDB read_csv's default max_line_size: the longest line a reader that keeps it takes."""
+TAIL_BLOCK = 1 << 16
+"""Bytes read at a time when a file's last line is measured."""
+_BREAKS = (b"\n", b"\r")
+
+
+def last_line_longer(path: Path, limit: int, compressed: bool = False) -> bool:
+    """Whether the file's last line (trailing blanks and line breaks left out) is longer than
+    ``limit`` bytes. DuckDB's read_csv drops a last line longer than its buffer without a word
+    (a row, money, lost), so every CSV read through it asks this of each file it read: a plain file is
+    read from its end, a few blocks; a gzip stream (``compressed``) is decompressed once, in
+    TAIL_BLOCK pieces, so memory stays bounded either way."""
+    return (_gzip_last_line(path) if compressed else _plain_last_line(path, limit)) > limit
+
+
+def _plain_last_line(path: Path, limit: int) -> int:
+    """Bytes of a plain file's last line (more than ``limit`` once known to be), read backwards."""
+    with open(path, "rb") as handle:
+        pos = handle.seek(0, os.SEEK_END)
+        end = None
+        while pos > 0:
+            size = min(TAIL_BLOCK, pos)
+            pos -= size
+            handle.seek(pos)
+            block = handle.read(size)
+            if end is None:
+                block = block.rstrip()
+                if not block:
+                    continue
+                end = pos + len(block)
+            cut = max(block.rfind(brk) for brk in _BREAKS)
+            if cut >= 0:
+                return end - (pos + cut + 1)
+            if end - pos > limit:
+                return end - pos
+    return end or 0
+
+
+def _gzip_last_line(path: Path) -> int:
+    """Bytes of a gzip stream's last line: where the last break before the last non-blank byte lies."""
+    offset, start, end, last_break = 0, 0, 0, 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            for block in iter(lambda: stream.read(TAIL_BLOCK * 16), b""):
+                text = block.rstrip()
+                if text:
+                    cut = max(text.rfind(brk) for brk in _BREAKS)
+                    start, end = (offset + cut + 1) if cut >= 0 else last_break, offset + len(text)
+                cut = max(block.rfind(brk) for brk in _BREAKS)
+                last_break = offset + cut + 1 if cut >= 0 else last_break
+                offset += len(block)
+    except (OSError, EOFError, zlib.error):  # the read that came first judged the stream
+        return 0
+    return end - start

@@ -55,7 +55,7 @@ from connectors.billing.cur_split import split_notes, split_summary
 from connectors.billing.focus import load_focus_named, read_focus_table
 from connectors.billing.focus_checks import extent_notes, notes_table
 from connectors.billing.focus_lines import covered
-from connectors.billing.focus_load import csv_header, file_format, read_error
+from connectors.billing.focus_load import check_last_line, csv_header, file_format, read_error
 from connectors.bounds import EITHER, shown
 from connectors.duck import MAX_ERRORS, first_line, raise_all, session
 from connectors.errors import InputError, InputErrors
@@ -269,6 +269,7 @@ def describe(con, path: Path, label: str) -> sql.Layout:
         columns = [(name, dtype) for name, dtype, *_ in described]
     else:
         columns = [(name, "VARCHAR") for name in csv_header(path, fmt, "CUR")]
+        check_last_line(path, fmt)
     no_duplicates(path, [name for name, _ in columns])
     return sql.layout_of(path, fmt, label, columns)
 

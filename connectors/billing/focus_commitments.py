@@ -22,6 +22,7 @@ import pandas as pd
 
 from connectors.billing.focus_load import (
     NUMBER_PATTERN,
+    check_last_line,
     csv_header,
     csv_sql,
     file_format,
@@ -57,6 +58,7 @@ def read_commitments(path: Path, currency: str) -> pd.DataFrame:
     with session() as con:
         header = csv_header(path, fmt) if fmt != "parquet" else parquet_header(con, path)
         found = resolve(header, path)
+        check_last_line(path, fmt)
         try:
             con.execute(parquet_sql(con, path) if fmt == "parquet" else csv_sql(len(header), fmt),
                         [] if fmt == "parquet" else [str(path)])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.duck import first_line, quote_ident, quote_text
+from connectors.duck import first_line, last_line_longer, quote_ident, quote_text
 from connectors.errors import InputError
 from connectors.header_hint import foreign_delimiter, header_hint, utf16_hint
 
@@ -148,6 +148,7 @@ def load(con, path: Path, fmt: str, kind: str = "FOCUS") -> Columns:
     export the messages name ("FOCUS", "Azure cost details")."""
     header = csv_header(path, fmt, kind) if fmt != "parquet" else parquet_header(con, path)
     columns = resolve_columns(header, path)
+    check_last_line(path, fmt)
     try:
         if fmt == "parquet":
             con.execute(parquet_sql(con, path))
@@ -410,15 +411,27 @@ def read_error(path: Path, fmt: str, exc: duckdb.Error) -> InputError:
                           expected="a Parquet file")
     found = long_line(path, fmt) if any(sign in message for sign in LONG_LINE_SIGNS) else None
     if found is not None:
-        row, index = found
-        header = header_or_none(path, fmt) or []
-        return InputError(path, f"line longer than {LINE_LIMIT}", row=row,
-                          column=header[index] if index is not None and index < len(header) else None,
-                          expected=f"CSV lines of at most {MAX_CSV_LINE:,} bytes")
+        return long_line_error(path, fmt, found)
     line = re.search(r"CSV Error on Line: (\d+)", message)
     reason = shown_reason(message) or first_line(exc)
     where = f"malformed CSV at file line {line.group(1)}: " if line else "unreadable CSV: "
     return InputError(path, where + reason + delimiter_hint(path, fmt), expected="RFC 4180 CSV, one value per header column")
+
+
+def check_last_line(path: Path, fmt: str) -> None:
+    """Raise the long-line InputError where a CSV file's last line is longer than MAX_CSV_LINE:
+    DuckDB drops a last line longer than its buffer without a word (:func:`connectors.duck.last_line_longer`)."""
+    if fmt != "parquet" and last_line_longer(path, MAX_CSV_LINE, fmt == "csv.gz"):
+        raise long_line_error(path, fmt, long_line(path, fmt))
+
+
+def long_line_error(path: Path, fmt: str, found: tuple[int, int | None] | None) -> InputError:
+    """The InputError for a line past MAX_CSV_LINE at ``found`` (row, field index or None)."""
+    row, index = found or (None, None)
+    header = header_or_none(path, fmt) or []
+    return InputError(path, f"line longer than {LINE_LIMIT}", row=row,
+                      column=header[index] if index is not None and index < len(header) else None,
+                      expected=f"CSV lines of at most {MAX_CSV_LINE:,} bytes")
 
 
 REASON_CHARS = 200

@@ -10,7 +10,14 @@ from datetime import datetime
 from pathlib import Path
 
 from connectors.billing import cur_sql as sql
-from connectors.billing.focus_load import csv_header, file_format, parquet_header, require, resolve_columns
+from connectors.billing.focus_load import (
+    check_last_line,
+    csv_header,
+    file_format,
+    parquet_header,
+    require,
+    resolve_columns,
+)
 from connectors.billing.totals_sql import (
     SUM_TYPE,
     TEXT_COLUMNS,
@@ -40,6 +47,7 @@ def focus_views(con, path: Path, window: tuple[datetime, datetime], exact: bool)
         source = f"read_parquet({quote_text(str(path))}, hive_partitioning = false)"
     else:
         header = csv_header(path, fmt)
+        check_last_line(path, fmt)
         dtypes = {}
         refs = [f"c{i}" for i in range(len(header))]
         source = sql.csv_read(sql.Layout(path, fmt, path.name, len(header), {}, {}, "'{}'", "0"))

@@ -43,7 +43,17 @@ import pandas as pd
 
 from connectors.base import Connector
 from connectors.bounds import EITHER, shown
-from connectors.duck import MAX_ERRORS, bound, first_line, quote_ident, quote_text, raise_all, utc_text
+from connectors.duck import (
+    DEFAULT_MAX_LINE,
+    MAX_ERRORS,
+    bound,
+    first_line,
+    last_line_longer,
+    quote_ident,
+    quote_text,
+    raise_all,
+    utc_text,
+)
 from connectors.errors import InputError
 from schemas.serving import ServiceTraffic
 
@@ -143,6 +153,10 @@ def load_text(con, files: list[Path], where: Path) -> None:
     Lines are read as Latin-1, which never fails on stray bytes and leaves ASCII (every field
     matched here) unchanged.
     """
+    for file in files:  # read_csv would drop a last line longer than its buffer without a word
+        if last_line_longer(file, DEFAULT_MAX_LINE, file.name.lower().endswith(".gz")):
+            raise InputError(file, f"last line longer than {DEFAULT_MAX_LINE:,} bytes (the log reader's max_line_size)",
+                             expected=f"log lines of at most {DEFAULT_MAX_LINE:,} bytes")
     names = ", ".join(quote_text(str(f)) for f in files)
     reader = (f"read_csv([{names}], columns={{'line': 'VARCHAR'}}, auto_detect=false, header=false, "
               f"delim={quote_text(chr(31))}, quote='', escape='', encoding='latin-1', strict_mode=false, "
