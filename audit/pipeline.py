@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import pandas as pd
+
 from audit import (
     adjust,
     attribute,
@@ -96,18 +98,27 @@ def with_months(result: AuditResult, progress: Progress | None = None) -> AuditR
 
 
 def months_without_billing(result: AuditResult, empty: list) -> InputError:
-    """The calendar months of the window no billing line falls in, with what the billing covers: a
-    quarter audited from two months' invoices would be a quarter's figures short of a month."""
+    """The calendar months of the window no billing line falls in, with what the billing's lines in the
+    window cover: a quarter audited from two months' invoices would be a quarter's figures short of a
+    month. Moments off midnight (a window given with an offset) are shown with their UTC time."""
     case, frames = result.case, result.collected.of("billing")
-    named = ", ".join(f"{s:%Y-%m} ({s:%Y-%m-%d} – {e:%Y-%m-%d})" for s, e in empty)
+    named = ", ".join(f"{s:%Y-%m} ({_span(s, e)})" for s, e in empty)
     starts = [f.covered[0] for f in frames if f.covered[0] is not None]
     ends = [f.covered[1] for f in frames if f.covered[1] is not None]
-    covers = f"; the billing covers {min(starts):%Y-%m-%d %H:%M} – {max(ends):%Y-%m-%d %H:%M} UTC" if starts and ends else ""
+    covers = (f"; the billing's lines in the window cover {min(starts):%Y-%m-%d %H:%M} – {max(ends):%Y-%m-%d %H:%M} UTC"
+              if starts and ends else "")
     paths = ", ".join(f.spec.where for f in frames) or str(case.path)
-    return InputError(paths, f"no billing line falls in {named}, of the window {case.start:%Y-%m-%d} – "
-                      f"{case.end:%Y-%m-%d}{covers}", column="ChargePeriodStart",
-                      expected="billing lines in every calendar month of the window, or a window inside what "
-                               "the billing covers")
+    return InputError(paths, f"no billing line falls in {named}, of the window {_span(case.start, case.end)}{covers}",
+                      column="ChargePeriodStart", expected="billing lines in every calendar month of the window, or "
+                                                           "a window inside what the billing covers")
+
+
+def _span(start, end) -> str:
+    """``start – end`` as dates, or as UTC times where either is off midnight."""
+    start, end = (pd.Timestamp(m).tz_convert("UTC") if pd.Timestamp(m).tzinfo else pd.Timestamp(m) for m in (start, end))
+    if all(m == m.normalize() for m in (start, end)):
+        return f"{start:%Y-%m-%d} – {end:%Y-%m-%d}"
+    return f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
 
 
 def audit_on_one_reading(cases: Sequence[Case], progress: Progress | None = None,

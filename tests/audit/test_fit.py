@@ -402,8 +402,22 @@ def test_a_calendar_month_without_billing_is_one_named_error(eks, tmp_path):
     result = costaudit("run", case, "--out", out, "--format", "json")
     assert result.returncode == 1 and "Traceback" not in result.stderr and not out.exists()
     assert ("column ChargePeriodStart: no billing line falls in 2026-08 (2026-08-31 – 2026-09-01), of the window "
-            "2026-08-31 – 2026-09-02; the billing covers 2026-09-01 00:00 – 2026-09-02 00:00 UTC (expected billing "
-            "lines in every calendar month of the window, or a window inside what the billing covers)") in result.stderr
+            "2026-08-31 – 2026-09-02; the billing's lines in the window cover 2026-09-01 00:00 – 2026-09-02 00:00 UTC "
+            "(expected billing lines in every calendar month of the window, or a window inside what the billing "
+            "covers)") in result.stderr
+
+
+def test_a_window_given_with_an_offset_is_named_in_utc_times(eks, tmp_path):
+    """A window of 2026-09-01 – 2026-09-02 at +05:30 starts at 18:30 UTC on 31 August: the error named the
+    window as whole days and said "the billing covers 2026-09-01 00:00 – 2026-09-01 18:30 UTC", what lies in
+    the window, as if it were all the file held; now both in UTC times, and what the lines in the window cover."""
+    case = edited(eks, tmp_path, 'window = ["2026-09-01", "2026-09-02"]',
+                  'window = ["2026-09-01T00:00:00+05:30", "2026-09-02T00:00:00+05:30"]')
+    result = costaudit("run", case, "--out", tmp_path / "out", "--format", "json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert ("no billing line falls in 2026-08 (2026-08-31 18:30 – 2026-09-01 00:00 UTC), of the window "
+            "2026-08-31 18:30 – 2026-09-01 18:30 UTC; the billing's lines in the window cover "
+            "2026-09-01 00:00 – 2026-09-01 18:30 UTC") in result.stderr
 
 
 def test_billed_days_count_short_usage_lines_only():
