@@ -188,7 +188,25 @@ def _pushdown(out: dict, path: Path, kind: str, window: tuple[datetime, datetime
             slot[1] += effective
     for name, hours in totals.gpu_hours.items():
         out["gpu_hours"][name] += hours
+    if totals.unamortised:
+        _unamortised_note(out, path, kind, window, currency)
     return totals.rows, totals.lines, _carried_notes(path, kind, window, currency) if totals.carried_hours else []
+
+
+def _unamortised_note(out: dict, path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> None:
+    """The note a line-level source gets (:func:`_connector`) where a commitment purchase's cost is in no
+    line of the effective total: the source read through its connector, only where the totals saw a purchase
+    billed but not effective and no commitment usage carrying amortisation (before: a FOCUS file of a
+    purchase alone, billed 8760.00, effective 0.00, said nothing)."""
+    from audit.bridge import unamortised_reason
+    from audit.classify import classify
+    from connectors.base import ReadContext, SourceSpec
+    from connectors.registry import resolve
+
+    frame = resolve(kind)(SourceSpec(path.name, "billing", kind, path, {}), ReadContext(window[0], window[1], currency)).read()
+    unamortised = unamortised_reason(classify(frame.tables["lines"], (), set(), set()))
+    if unamortised:
+        out["notes"].append(f"{path.name}: effective total: {unamortised}")
 
 
 def _carried_notes(path: Path, kind: str, window: tuple[datetime, datetime], currency: str) -> list[dict]:

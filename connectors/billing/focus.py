@@ -38,6 +38,9 @@ Conventions (see docs/architecture.md, "focus → table lines"):
   every row counts once; the allocated columns stay on the line (AllocatedTags as canonical JSON)
   for the scope and the services to match. ContractApplied keeps its ContractCommitmentIds (JSON
   array text); ContractApplied and AllocatedMethodDetails must be ``{"Elements": [...]}`` objects.
+* A usage correction without a quantity (ChargeCategory Usage, ChargeClass Correction, PricingQuantity
+  0 or null: a refund, which FOCUS 1.0+ writes in the category of the charge it corrects) is read as
+  ChargeCategory ``Refund``, as a dialect's refund is (:func:`connectors.billing.focus_lines.charge_category_sql`).
 * Source option ``contract_commitment``: a FOCUS 1.3 Contract Commitment dataset read beside the
   lines into table ``commitments`` (:mod:`connectors.billing.focus_commitments`).
 

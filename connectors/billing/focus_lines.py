@@ -81,6 +81,8 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
         text = f"coalesce({', '.join(names)}, '')"
         if out == "resource_id" and info:  # Microsoft's per-VM rows of a scale set name their VM
             text = vm_resource_id_sql(text, info)
+        if out == "charge_category":
+            text = charge_category_sql(text)
         parts.append(f"{text} AS {out}")
     parts += [f"trim({col}) AS {out}" for out, col in {**MONEY_FIELDS, **DECIMAL_FIELDS}.items()]
     parts += [f"coalesce(BillingCurrency, {quote_text(currency)}) AS currency", "Tags AS tags",
@@ -110,6 +112,28 @@ def select_window(con, columns: Columns, window: tuple[datetime, datetime], name
     if len(rn) > 1 and not pc.all(pc.greater(rn[1:], rn[:-1])).as_py():
         table = table.sort_by("rn")
     return table
+
+
+#: the ChargeCategory a usage correction without a quantity is read as (:func:`charge_category_sql`)
+CORRECTION_CATEGORY = "Refund"
+
+
+def charge_category_sql(category: str) -> str:
+    """SQL: the line's charge category, ``category`` (its ChargeCategory text), but for a usage
+    correction that bills no quantity (ChargeCategory Usage, ChargeClass Correction, PricingQuantity
+    null or 0: money given back or charged again for a prior charge), read as ``Refund``.
+
+    FOCUS 1.0+ has no Refund category: a correction keeps the category of the charge it corrects and
+    says so in ChargeClass. Priced as usage, its quantity × unit price is 0 against its cost, and the
+    bottom-up missed the whole refund (cloudgen aks 10909 with a NAT Gateway refund −25.00 and an
+    H100 VM refund −100.00: gap −0.030883 in FOCUS against 0.000031 in the Azure export, whose
+    ChargeType Refund the Azure reader names Refund). Read as a refund it nets into the charges of its
+    resource and passes through both sides, as the export's does (METHOD §5). A correction with a
+    quantity stays usage, priced at quantity × unit price; a purchase's correction (a commitment
+    refund) stays a purchase."""
+    quantity = f"TRY_CAST(trim(PricingQuantity) AS {SUM_TYPE})"
+    return (f"CASE WHEN ChargeCategory = 'Usage' AND ChargeClass = 'Correction' AND "
+            f"(PricingQuantity IS NULL OR {quantity} = 0) THEN {quote_text(CORRECTION_CATEGORY)} ELSE {category} END")
 
 
 def purchases_outside(con, window: tuple[datetime, datetime], name: str) -> pd.DataFrame:

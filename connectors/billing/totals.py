@@ -83,6 +83,10 @@ class Totals:
     gpu_hours: dict[str, Decimal] = field(default_factory=dict)
     #: lines whose charge period has an hour past 23 carried into the next day (FOCUS text periods)
     carried_hours: int = 0
+    #: whether a purchase billed but not effective (EffectiveCost 0) meets no commitment line that carries
+    #: amortisation (Effective ≠ Billed): the effective total may lack that purchase, which only the
+    #: lines tell (audit.bridge.unamortised_reason, as `costaudit run` and the line-level sources do)
+    unamortised: bool = False
 
 
 # --- entry point -----------------------------------------------------------------------------
@@ -187,9 +191,21 @@ def totals_sql(rows_sql: str, currency: str) -> str:
     UNION ALL SELECT 'currencies', NULL, NULL, NULL, NULL, (SELECT currencies FROM currencies), NULL
     UNION ALL SELECT 'inexact', NULL, NULL, NULL, NULL, (SELECT sum(inexact) FROM grouped), NULL
     UNION ALL SELECT 'carried', NULL, NULL, NULL, NULL, (SELECT sum(carried) FROM grouped), NULL
+    UNION ALL SELECT 'unamortised', NULL, NULL, NULL, NULL, (SELECT {unamortised_sql()} FROM kept), NULL
     UNION ALL SELECT 'unknown category', cat, NULL, NULL, NULL, sum(n), NULL FROM grouped
       WHERE cat IS NULL OR cat NOT IN ({categories}) GROUP BY cat
     """
+
+
+def unamortised_sql() -> str:
+    """SQL aggregate over the kept groups: 1 where some purchase group is billed but not effective and no
+    usage group of a commitment (CommitmentDiscountStatus Used / Unused) carries amortisation, else 0.
+
+    Only a hint: the groups hold no CommitmentDiscountId, so the lines themselves say which purchase
+    lacks what (:func:`audit.bridge.unamortised_reason`, run on them only then)."""
+    leaving = "count_if(cat = 'Purchase' AND billed <> 0 AND effective = 0)"
+    carrying = "count_if(status IS NOT NULL AND billed IS DISTINCT FROM effective)"
+    return f"CASE WHEN {leaving} > 0 AND {carrying} = 0 THEN 1 ELSE 0 END"
 
 
 def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
@@ -220,6 +236,8 @@ def totals_from_rows(result: list[tuple]) -> tuple[Totals, str | None, int]:
             inexact_lines = int(n or 0)
         elif kind == "carried":
             totals.carried_hours = int(n or 0)
+        elif kind == "unamortised":
+            totals.unamortised = bool(n)
     return totals, problem, inexact_lines
 
 

@@ -225,8 +225,50 @@ def test_a_pushed_down_focus_notes_an_hour_past_23_as_run_does():
     summary = json.loads(result.stdout)
     note = "hour past 23 in '2023-02-01T30:00:00Z', read as 2023-02-02T06:00:00Z"
     assert summary["sources"][0]["notes"] == [{"row": 3, "column": "ChargePeriodEnd", "note": note}]
-    assert summary["notes"] == [f"{path}: {FOCUS_NOT_CHECKED}", f"{path}: row 3, ChargePeriodEnd: {note}"]
+    lacks = unamortised_note(path.name, "3 commitment purchase line(s) (commitment_discount_purchase_scenario_2.csv:1, "
+                             "commitment_discount_purchase_scenario_2.csv:2, commitment_discount_purchase_scenario_2.csv:3), "
+                             "billed 0.06")
+    assert summary["notes"] == [lacks, f"{path}: {FOCUS_NOT_CHECKED}", f"{path}: row 3, ChargePeriodEnd: {note}"]
     assert [(r["name"], r["billed"]) for r in summary["by_charge_category"]] == [("Purchase", "0.06")]
+
+
+def unamortised_note(name: str, purchases: str) -> str:
+    """The note `billing` gives a source whose commitment purchases are in no line of the effective
+    total (audit.bridge.unamortised_reason, as `costaudit run` warns)."""
+    return (f"{name}: effective total: {purchases}, leave the effective basis (EffectiveCost 0) and no in-scope "
+            "line carries their amortisation, so the effective total lacks these commitments: an export of the "
+            "billed view (Azure's ActualCost export, in which covered usage costs 0) shows a purchase but not its "
+            "amortisation. Read the amortised view as well (Azure: the AmortizedCost export), or audit on the "
+            "billed basis")
+
+
+def test_a_pushed_down_focus_notes_a_purchase_missing_from_the_effective_total():
+    """FOCUS spec example commitment_discount_purchase_scenario_1: a purchase billed 8760.00, effective
+    0.00, and no usage carrying its amortisation. Before: no note (the DuckDB totals never asked), where
+    the Azure path (EA_ActualCost_Small.csv) and `costaudit run` say the effective total lacks it."""
+    spec = DATA / "billing" / "focus_spec_examples"
+    path = spec / "commitment_discount_purchase_scenario_1.csv"
+    summary = json.loads(billing(path, "--json").stdout)
+    assert summary["notes"] == [
+        unamortised_note(path.name, f"1 commitment purchase line(s) ({path.name}:1), billed 8760.00"),
+        f"{path}: {FOCUS_NOT_CHECKED}"]
+    assert [(r["name"], r["billed"], r["effective"]) for r in summary["by_charge_category"]] == [
+        ("Purchase", "8760.00", "0.00")]
+    for n, billed in ((2, "3.00"), (3, "4381.50")):
+        notes = json.loads(billing(spec / f"commitment_discount_purchase_scenario_{n}.csv", "--json").stdout)["notes"]
+        assert [note.split(", billed ")[1].split(",")[0] for note in notes if "lacks these commitments" in note] == [billed]
+
+
+def test_a_focus_export_carrying_its_amortisation_has_no_such_note():
+    """FOCUS spec examples whose purchases are amortised onto the usage they cover (and its unused share),
+    and the FOCUS sample (no purchase): no purchase is missing from the effective total, so no note."""
+    spec = DATA / "billing" / "focus_spec_examples"
+    for path in [spec / f"{name}.csv" for name in (
+            "one_hundred_percent_utilization_with_commitment_discount_flexibility_with_2_resources",
+            "one_hundred_percent_utilization_without_commitment_discount_flexibility",
+            "zero_percent_utilization_without_commitment_discount_flexibility")] + [SAMPLE]:
+        notes = json.loads(billing(path, "--json").stdout)["notes"]
+        assert [n for n in notes if "lacks these commitments" in n] == []
 
 
 def test_text_output_keeps_long_service_names_and_says_no_gpu_lines_per_currency():
@@ -274,3 +316,24 @@ def test_a_focus_folder_with_no_data_file_is_named_with_what_it_holds(tmp_path):
     assert result.stderr.strip() == (
         f"costaudit: error: {folder}: no FOCUS data file in the folder; it holds 2 file(s): README.txt, "
         "manifest.json (expected FOCUS export files (.csv, .csv.gz, .parquet))")
+
+
+def test_a_pushed_down_cur_notes_a_savings_plan_fee_missing_from_the_effective_total(tmp_path):
+    """The workshop's Savings Plans CUR without its covered usage (SavingsPlanCoveredUsage, SavingsPlanNegation):
+    the 48 recurring fees, billed 12.70, leave the effective basis and no line carries their amortisation.
+    Before: no note, as for FOCUS; now the CUR's totals note it too."""
+    import csv
+    import gzip
+
+    source = DATA / "billing" / "aws_wa_labs" / "workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz"
+    path = tmp_path / "fees_only.csv"
+    with gzip.open(source, "rt", encoding="utf-8", newline="") as handle, open(path, "w", newline="") as out:
+        rows = csv.reader(handle)
+        header = next(rows)
+        kind = header.index("line_item_line_item_type")
+        csv.writer(out).writerows([header] + [r for r in rows
+                                              if r[kind] not in ("SavingsPlanCoveredUsage", "SavingsPlanNegation")])
+    notes = json.loads(billing(path, "--json").stdout)["notes"]
+    assert notes == [unamortised_note(path.name, "48 commitment purchase line(s) (fees_only.csv:1, fees_only.csv:2, "
+                                                 "fees_only.csv:7, …), billed 12.70"),
+                     f"{path}: {CUR_NOT_CHECKED}"]
