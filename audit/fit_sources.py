@@ -13,15 +13,27 @@ failed), else the paths the log does hold, most frequent first, every request co
 path filter* (nearest: those paths), from the reader's tables ``filter_failed`` and ``other_paths``
 (:mod:`connectors.telemetry.access_log`).
 
+A billing line whose charge period lies outside its own billing period (a 1970 or 2099 date in a
+September bill) is an out-of-range date, not a line of another month: ``charge_period_outside_billing_period``
+names the lines, their money and the first rows (nearest: those rows, ``file:row``), from the reader's
+note (:mod:`connectors.billing.window_outside`). Lines of the month before or after the window are
+only the source's note.
+
 A billing source that names no currency (a FOCUS file without BillingCurrency, which FOCUS makes
 mandatory) is read in the case's currency: ``currency_assumed`` says so, from the reader's note.
 """
 from __future__ import annotations
 
+import re
+
 from audit.collected import Collected
 from audit.misfit import LISTED, Misfit, text
 from connectors.billing.cur_split import money_words
 from connectors.billing.focus_lines import currency_assumed
+from connectors.billing.window_outside import OUT_OF_PERIOD, ROWS_FOLLOW
+
+#: a row a charge-period note names, ``file:row (moment in period)``
+NAMED_ROW = re.compile(r"(?:^|, )(.+?:\d+) \(\d{4}-\d{2}-\d{2} \d{2}:\d{2} in ")
 
 
 def split_money_fit(collected: Collected) -> list[Misfit]:
@@ -45,6 +57,21 @@ def currency_fit(collected: Collected) -> list[Misfit]:
         subject = f"billing source {text(frame.spec.name)}"
         out += [Misfit("currency_assumed", subject, f"{subject}: {note}", ())
                 for note in currency_assumed(frame.tables.get("notes"))]
+    return out
+
+
+def charge_period_fit(collected: Collected) -> list[Misfit]:
+    """A ``charge_period_outside_billing_period`` warning per billing source with lines whose charge
+    period lies outside their billing period, nearest: the rows the reader's note names."""
+    out = []
+    for frame in collected.of("billing"):
+        notes = frame.tables.get("notes")
+        if notes is None or not len(notes):
+            continue
+        subject = f"billing source {text(frame.spec.name)}"
+        for note in (str(n) for n in notes["note"] if str(n).startswith(OUT_OF_PERIOD)):
+            rows = tuple(text(r) for r in NAMED_ROW.findall(note.split(ROWS_FOLLOW, 1)[-1]))
+            out.append(Misfit("charge_period_outside_billing_period", subject, f"{subject}: {note}", rows[:LISTED]))
     return out
 
 

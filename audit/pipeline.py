@@ -34,7 +34,7 @@ from audit.collected import Collected
 from audit.fit_commitments import window_purchases
 from audit.fit_phases import phases_fit
 from audit.fit_profiles import devices_of
-from audit.fit_sources import currency_fit, path_filter_fit, split_money_fit
+from audit.fit_sources import charge_period_fit, currency_fit, path_filter_fit, split_money_fit
 from audit.fit_traffic import traffic_fit
 from audit.lines import basis_amount, lines_where
 from audit.money import use_context
@@ -155,8 +155,9 @@ def fitted(case: Case, collected: Collected, lines, mask, classified, tele, node
     service's counters (audit/fit_traffic.py)."""
     found = fit.fit(case, lines, adjust.charges_in_scope(lines, mask), classified, tele, nodes, devices_of(collected),
                     window_purchases(collected))
-    return replace(found, misfits=found.misfits + tuple(currency_fit(collected)) + tuple(split_money_fit(collected))
-                   + tuple(path_filter_fit(collected)) + tuple(phases_fit(case, tele)) + tuple(traffic_fit(case, tele)))
+    return replace(found, misfits=found.misfits + tuple(currency_fit(collected)) + tuple(charge_period_fit(collected))
+                   + tuple(split_money_fit(collected)) + tuple(path_filter_fit(collected)) + tuple(phases_fit(case, tele))
+                   + tuple(traffic_fit(case, tele)))
 
 
 def billed_lacks(case: Case, scoped) -> str | None:

@@ -126,7 +126,7 @@ def read_raw(con, layouts: list[sql.Layout], source: Path, ctx, rows: int | None
         # Every field of raw went through text_or_null and every mapped column is a field, a
         # literal, tags JSON or a number's text: no null literal is left in table src.
         tables, _, _ = read_focus_table(con, columns, source, ctx, duplicates="error", grain=grain,
-                                        normalised=True)
+                                        normalised=True, name=lambda rn: row_name(con, layouts, rn))
     except InputError as exc:
         raise translate(con, exc, layouts, source) from None
     except InputErrors as exc:
@@ -371,6 +371,12 @@ def in_file_order(files: np.ndarray, rows: np.ndarray, subs: np.ndarray) -> bool
     (f1, f0), (r1, r0), (s1, s0) = step
     later = (f1 > f0) | ((f1 == f0) & ((r1 > r0) | ((r1 == r0) & (s1 > s0))))
     return bool(later.all())
+
+
+def row_name(con, layouts: list[sql.Layout], rn: int) -> str:
+    """Row ``rn`` of the mapped table as ``file:row`` of the CUR file it came from (a note's example)."""
+    where = origin_of(con, rn)
+    return f"{layouts[where[0]].label}:{where[1]}" if where else f"row {rn}"
 
 
 def origin_of(con, rn: int) -> tuple[int, int, int] | None:

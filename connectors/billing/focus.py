@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -86,6 +87,7 @@ from connectors.billing.focus_load import (
     resolve_columns,
     varchar_columns,
 )
+from connectors.billing.window_outside import outside_notes, period_notes
 from connectors.bounds import check_source_path
 from connectors.duck import quote_ident, raise_all, session
 from connectors.errors import InputError
@@ -132,7 +134,8 @@ def commitment_path(value, lines_path: Path) -> Path | None:
 
 def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "note",
                      grain: str = "auto", normalised: bool = False,
-                     label: str | None = None) -> tuple[dict[str, pd.DataFrame], int, tuple]:
+                     label: str | None = None,
+                     name: Callable[[int], str] | None = None) -> tuple[dict[str, pd.DataFrame], int, tuple]:
     """From table ``src`` (VARCHAR columns c0..cN described by ``columns``) to the ``lines`` table.
 
     Every dialect connector (CUR, Azure exports, ...) maps its own columns to FOCUS names in SQL,
@@ -143,7 +146,10 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     (:func:`connectors.billing.focus_lines.purchases_outside`).
     ``normalised``: the dialect turned every null literal into NULL already
     (:func:`connectors.billing.focus_load.create_view`). ``label``: what line ids start with
-    (default the file's name; a table read in place: its query's id).
+    (default the file's name; a table read in place: its query's id). ``name``: a row of table ``src``
+    as the notes name it (default ``label:row``; a dialect whose rows are not the file's gives its own).
+    The lines wholly outside the window, and those whose charge period lies outside their billing
+    period, are named in ``notes`` (:mod:`connectors.billing.window_outside`).
     """
     require(columns, path)
     create_view(con, columns, normalised)
@@ -164,6 +170,9 @@ def read_focus_table(con, columns: Columns, path: Path, ctx, duplicates: str = "
     notes = currency_notes(con, columns, ctx.currency) + hour_notes(con) + clipped
     notes += repeat_notes(repeated) if duplicates == "note" else []
     notes += extent_notes(con) if lines.empty and rows else []
+    named = name or (lambda rn: f"{label}:{rn}")
+    notes += outside_notes(con, (ctx.start, ctx.end), currency, named) if len(lines) else []
+    notes += period_notes(con, currency, named)
     return {"lines": lines, "notes": notes_table(notes), "purchases_outside": beyond}, int(rows), covered(lines)
 
 

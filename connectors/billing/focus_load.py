@@ -71,6 +71,8 @@ DECIMAL_FIELDS = {
     "consumed_quantity": "ConsumedQuantity",
 }
 PERIOD = ("ChargePeriodStart", "ChargePeriodEnd")
+#: the billing period a line's charge period should lie in (FOCUS; not one of the line's fields)
+BILLING_PERIOD = ("BillingPeriodStart", "BillingPeriodEnd")
 # Line-id columns: a repeated value is a duplicated line even when other columns differ.
 ID_COLUMNS = ("Id", "x_Id")
 # JSON columns: Tags and AllocatedTags (key-value objects), ContractApplied (FOCUS 1.3: the contract
@@ -99,6 +101,11 @@ class Columns:
     def has(self, name: str) -> bool:
         """Whether the file has the FOCUS column ``name``."""
         return name in self.focus
+
+    def internal(self, name: str) -> str | None:
+        """The internal column of header column ``name`` (case-insensitive), or None."""
+        found = [i for i, header in enumerate(self.header) if header.lower() == name.lower()]
+        return f"c{found[0]}" if found else None
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -327,9 +334,13 @@ def create_view(con, columns: Columns, normalised: bool = False) -> None:
     for i, internal in enumerate(columns.extras.values()):
         parts.append(f"{null(internal)} AS e{i}")
     parts.append(f"CAST({columns.weight} AS BIGINT) AS _n" if columns.weight else "1::BIGINT AS _n")
+    for name in BILLING_PERIOD:  # read only to judge the charge period (connectors/billing/window_outside.py)
+        internal = columns.internal(name)
+        parts.append(f"{null(internal) if internal else 'NULL::VARCHAR'} AS _{name}")
     con.execute(f"CREATE TEMP VIEW m AS SELECT {', '.join(parts)} FROM src")
     con.execute(f"CREATE TEMP VIEW n AS SELECT *, {moment_sql('ChargePeriodStart')} AS _ps, "
-                f"{moment_sql('ChargePeriodEnd')} AS _pe FROM m")
+                f"{moment_sql('ChargePeriodEnd')} AS _pe, {moment_sql('_BillingPeriodStart')} AS _bs, "
+                f"{moment_sql('_BillingPeriodEnd')} AS _be FROM m")
 
 
 # ISO date, then the hour: an hour past 23 carries into the next day(s).

@@ -75,3 +75,37 @@ def test_a_focus_file_naming_no_currency_is_a_warning_and_a_source_note(tmp_path
     assert source["notes"] == [{"row": 0, "column": "BillingCurrency", "note": said}]
     assert [f["kind"] for f in doc["fit"] if "currency" in f["kind"]] == ["currency_assumed"]
     assert "3.50 EUR" in result.stdout
+
+
+def test_billing_rows_dated_1970_and_2099_are_a_source_note_and_a_warning(eks, tmp_path):
+    """The verifier's repro (eks 10931, here eks 1: rows 3 and 4 of the FOCUS bill dated 1970-01-01 and 2099-12-31):
+    before, run exited 0 with the two lines gone and nothing in audit.json said so; now the source's notes
+    name the lines outside the window and the fit warns of charge periods outside their billing period,
+    naming the rows."""
+    from tests.audit.test_fit import costaudit
+    from tests.builders import rewritten_billing
+
+    def dated(rows):
+        for row, day in ((rows[2], "1970-01-01"), (rows[3], "2099-12-31")):
+            row["ChargePeriodStart"], row["ChargePeriodEnd"] = f"{day}T00:00:00.000Z", f"{day}T01:00:00.000Z"
+        return rows
+
+    case = rewritten_billing(eks, tmp_path / "case", dated)
+    result = costaudit("run", case, "--out", tmp_path / "out", "--quiet", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text())
+    [source] = [s for s in doc["sources"] if s["kind"] == "billing"]
+    assert (source["rows"], source["lines"]) == (364, 362)
+    said = ("charge period outside its billing period: 2 lines (110.08 USD billed) charged from 1970-01-01 00:00 to "
+            "2099-12-31 01:00 UTC, outside the billing period of the line: focus_aws.csv:3 (1970-01-01 00:00 in "
+            "2026-09-01 to 2026-10-01), focus_aws.csv:4 (2099-12-31 00:00 in 2026-09-01 to 2026-10-01)")
+    assert source["notes"] == [
+        {"row": 3, "column": "ChargePeriodStart", "note": (
+            "2 lines wholly outside the window (2026-09-01 00:00 to 2026-09-02 00:00 UTC), left out: 110.08 USD billed, "
+            "110.08 USD effective; charge periods from 1970-01-01 00:00 to 2099-12-31 01:00 UTC; rows focus_aws.csv:3, "
+            "focus_aws.csv:4")},
+        {"row": 3, "column": "ChargePeriodStart", "note": said}]
+    [warning] = [f for f in doc["fit"] if f["kind"] == "charge_period_outside_billing_period"]
+    assert warning == {"kind": "charge_period_outside_billing_period", "subject": "billing source focus",
+                       "severity": "warning", "message": f"billing source focus: {said}",
+                       "nearest": ["focus_aws.csv:3", "focus_aws.csv:4"]}

@@ -29,9 +29,15 @@ def test_the_total_counts_only_the_time_inside_the_window(from_half_past_six):
     doc = from_half_past_six
     assert doc["total"] == "2157.20"  # 2225.95 with the straddling lines counted whole
     assert Decimal(doc["total"]) + Decimal(doc["outside_scope"]["amount"]) == Decimal(doc["invoice_total"])
-    [note] = doc["sources"][0]["notes"]
+    [note, outside] = doc["sources"][0]["notes"]
     assert note["note"] == ("19 lines straddle the window's start (2026-09-01 06:30 UTC): 68.84 USD of their "
                             "150.73 USD billed is for time before the window and left out (clipped pro rata by time)")
+    # the lines of 00:00-06:00 are left out whole, and said so (364 rows = 274 lines kept + 90 outside)
+    assert outside == {"row": 1, "column": "ChargePeriodStart", "note": (
+        "90 lines wholly outside the window (2026-09-01 06:30 to 2026-09-02 00:00 UTC), left out: 733.45 USD billed, "
+        "733.45 USD effective; charge periods from 2026-09-01 00:00 to 2026-09-01 06:00 UTC; rows focus_aws.csv:1, "
+        "focus_aws.csv:2, focus_aws.csv:3, …")}
+    assert (doc["sources"][0]["rows"], doc["sources"][0]["lines"]) == (364, 274)
 
 
 def test_a_clipped_gpu_hour_is_priced_at_its_own_price(from_half_past_six):

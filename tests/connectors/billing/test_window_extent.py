@@ -91,3 +91,75 @@ def test_a_source_with_no_line_in_the_window_beside_one_with_lines_is_refused(tm
             "window 2026-09-01 – 2026-10-01; sample: no line in the window: its charge periods run from "
             "2024-09-01 00:00 to 2024-10-01 00:00 UTC (expected lines whose charge period overlaps the window, else "
             "the source left out of the case)") in " ".join(done.stderr.split())
+
+
+# --- lines wholly outside the window, and charge periods outside their billing period ----------------
+
+BILL = ("BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,BilledCost,"
+        "EffectiveCost,BillingCurrency\n"
+        "2026-09-01,2026-10-01,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z,Usage,10.00,9.00,USD\n"
+        "2026-08-01,2026-09-01,2026-08-31T23:00:00Z,2026-09-01T00:00:00Z,Usage,2.00,1.50,USD\n"
+        "2026-09-01,2026-10-01,1970-01-01T00:00:00.000Z,1970-01-01T01:00:00.000Z,Usage,55.04,55.04,USD\n"
+        "2026-09-01,2026-10-01,2099-12-31T00:00:00.000Z,2099-12-31T01:00:00.000Z,Usage,55.04,50.00,USD\n"
+        "2026-09-01,2026-10-01,2026-09-01T01:00:00+05:30,2026-09-01T02:00:00+05:30,Usage,1.00,1.00,USD\n")
+SEPTEMBER_1 = (datetime(2026, 9, 1, tzinfo=timezone.utc), datetime(2026, 9, 2, tzinfo=timezone.utc))
+
+
+def outside(found: dict) -> list[str]:
+    notes = found.get("notes")
+    return [] if notes is None else [n for n in notes["note"] if "outside" in n]
+
+
+def test_lines_wholly_outside_the_window_are_named_and_an_out_of_range_date_is_noted(tmp_path):
+    """The verifier's repro (cloudgen eks 10931 with rows 3 and 4 dated 1970 and 2099, row 3 at +05:30):
+    before, the lines left the audit with no note; now the source's notes say how many, their money,
+    their periods and rows; a charge period outside the line's billing period has a note of its own
+    (audit/fit_sources.py makes it a warning), a line of the month before (its own billing period) not."""
+    path = tmp_path / "bill.csv"
+    path.write_text(BILL, encoding="utf-8")
+    found = tables("focus", path, SEPTEMBER_1)
+    assert int(found["lines"]["line_count"].sum()) == 1
+    assert outside(found) == [
+        "4 lines wholly outside the window (2026-09-01 00:00 to 2026-09-02 00:00 UTC), left out: 113.08 USD billed, "
+        "107.54 USD effective; charge periods from 1970-01-01 00:00 to 2099-12-31 01:00 UTC; rows bill.csv:2, "
+        "bill.csv:3, bill.csv:4, …",
+        "charge period outside its billing period: 2 lines (110.08 USD billed) charged from 1970-01-01 00:00 to "
+        "2099-12-31 01:00 UTC, outside the billing period of the line: bill.csv:3 (1970-01-01 00:00 in 2026-09-01 "
+        "to 2026-10-01), bill.csv:4 (2099-12-31 00:00 in 2026-09-01 to 2026-10-01)"]
+    assert found["notes"].query("note.str.contains('outside')")["row"].tolist() == [2, 3]
+
+
+OUTSIDE_NOTES = {
+    "azure": ((2024, 5, 2), (2024, 5, 3), 3,
+              "3 lines wholly outside the window (2024-05-02 00:00 to 2024-05-03 00:00 UTC), left out: 652.73 USD "
+              "billed, 2,572.73 USD effective; charge periods from 2024-05-01 00:00 to 2024-05-02 00:00 UTC; rows "
+              "mca_amortized_gpu.csv:1, mca_amortized_gpu.csv:2, mca_amortized_gpu.csv:3"),
+    "cur-csv": ((2019, 11, 30), (2019, 11, 30, 12), 2956,
+                "2,985 lines wholly outside the window (2019-11-30 00:00 to 2019-11-30 12:00 UTC), left out: 36.11 USD "
+                "billed, 36.11 USD effective; charge periods from 2019-11-29 20:00 to 2019-11-30 21:00 UTC; rows "
+                "workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz:1, "
+                "workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz:3, "
+                "workload_efficiency_step5_cur_2019-11-29_savingsplans.csv.gz:5, …"),
+    "cur-parquet": ((2018, 12, 10), (2018, 12, 11), 2858,
+                    "88,409 lines wholly outside the window (2018-12-10 00:00 to 2018-12-11 00:00 UTC), left out: "
+                    "247.69 USD billed, 471.46 USD effective; charge periods from 2018-12-01 00:00 to 2019-01-01 00:00 "
+                    "UTC; rows Dec2018-WorkshopCUR-00001.snappy.parquet:10, Dec2018-WorkshopCUR-00001.snappy.parquet:11, "
+                    "Dec2018-WorkshopCUR-00001.snappy.parquet:12, …"),
+    "focus": ((2024, 9, 10), (2024, 9, 11), 29,
+              "971 lines wholly outside the window (2024-09-10 00:00 to 2024-09-11 00:00 UTC), left out: 20.16 USD "
+              "billed, 14.98 USD effective; charge periods from 2024-09-01 00:00 to 2024-10-01 00:00 UTC; rows "
+              "focus_sample_1000.csv:1, focus_sample_1000.csv:2, focus_sample_1000.csv:3, …"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE_NOTES))
+def test_every_reader_names_the_lines_outside_the_window(name):
+    """Every local reader (FOCUS, CUR CSV and Parquet, Azure) names the lines it leaves out as outside the
+    window, by the file's own rows; the lines kept and those named make the file's lines. The FOCUS
+    sample's line billed 2024-09-30 22:00 in October's billing period (2 h early, a provider's time zone) is no
+    out-of-range date."""
+    fmt, path = SOURCES[name]
+    start, end, kept, note = OUTSIDE_NOTES[name]
+    found = tables(fmt, path, (datetime(*start, tzinfo=timezone.utc), datetime(*end, tzinfo=timezone.utc)))
+    assert int(found["lines"]["line_count"].sum()) == kept
+    assert outside(found) == [note]
