@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from audit.audit_json_cents import Cents
+from audit.audit_json_cents import Cents, rounded
 from audit.buckets import BUCKETS
 from audit.money import ZERO, cents, dsum, fmt, largest_remainder, share
 from audit.result import AuditResult
@@ -66,23 +66,27 @@ def month_entry(month: AuditResult) -> dict[str, Any]:
     for part in month.ledger.parts.values():
         raw[part.bucket] += part.amount
     buckets = largest_remainder(raw, total)
+    held = rounded(month, total).services  # the month's services rounded together, as the headline's are
     paid = dsum(c.paid_seconds for c in month.coverage.values())
     seen = dsum(c.observed_seconds for c in month.coverage.values())
     return {"month": month.case.start.strftime("%Y-%m"),
             "window": {"start": _iso(month.case.start), "end": _iso(month.case.end)},
             "total": str(total), "buckets": {b: str(buckets[b]) for b in BUCKETS},
             "shares": {b: share(buckets[b], total) for b in BUCKETS},
-            "services": {name: _service(uc) for name, uc in sorted(month.unit_costs.items())},
+            "services": {name: _service(uc, held[name].total) for name, uc in sorted(month.unit_costs.items())},
             "coverage": {"gpu_hours_paid": fmt(paid / 3600, 2), "gpu_hours_observed": fmt(seen / 3600, 2),
                          "share": share(seen, paid)}}
 
 
-def _service(uc) -> dict[str, Any]:
+def _service(uc, cost: Decimal) -> dict[str, Any]:
+    """A service's month: ``cost`` its total rounded with the month's other figures (audit/audit_json_cents.py:
+    services, unattributed and the unallocated share add to the month's total), its unit costs from the
+    exact own + shared cost."""
     full = uc.own + uc.shared
     t = uc.traffic
     requests = int(t.requests) if t is not None and t.requests is not None else None
     tokens = int(t.tokens) if t is not None and t.tokens is not None else None
-    return {"total_cost": str(cents(full)), "requests": requests,
+    return {"total_cost": str(cost), "requests": requests,
             "cost_per_1k_requests": fmt(full * 1000 / requests, UNIT_PLACES) if requests else None,
             "cost_per_1m_tokens": fmt(full * 1_000_000 / tokens, UNIT_PLACES) if tokens else None}
 

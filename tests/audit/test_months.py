@@ -126,3 +126,25 @@ def test_the_months_pass_the_contract_checker(audited, tmp_path):
     run = subprocess.run([sys.executable, str(SHARED / "tools" / "check_audit_json.py"), str(path)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_months_services_are_rounded_with_its_other_figures():
+    """METHOD §4 on each month: its services, its unattributed bucket and the shared cost no service took
+    add to its total to the cent, as the month audited alone gives them. Before, each month's service
+    cost was rounded on its own (the verifier's L71 September: 2582.75 against a total of 2582.74); here,
+    with a 13.333 line across the months' edge, the services summed 551.59 and 531.43 against 551.60
+    and 531.44."""
+    crossing = line(9999, service_name="AmazonCloudWatch", billed_cost=Decimal("13.333"),
+                    effective_cost=Decimal("13.333"), start=pd.Timestamp("2026-08-31T12:00:00Z"),
+                    end=pd.Timestamp("2026-09-01T12:00:00Z"))
+    read = Collected((frame("billing", "focus", {"lines": lines_frame(billing_rows() + [crossing])}),
+                      frame("telemetry", "openmetrics", telemetry_tables()), profile_frame()))
+    result = with_months(audit_collected(two_day_case(), read), lambda *said: None)
+    doc = to_dict(result)
+    for entry, month in zip(doc["months"]["months"], result.months):
+        alone = to_dict(month)
+        assert {n: s["total_cost"] for n, s in entry["services"].items()} == \
+            {n: s["total_cost"] for n, s in alone["services"].items()}
+        unallocated = Decimal(alone["allocation"]["unallocated"]) if alone.get("allocation") else Decimal(0)
+        assert sum((Decimal(s["total_cost"]) for s in entry["services"].values()), Decimal(0)) \
+            + Decimal(entry["buckets"]["unattributed"]) + unallocated == Decimal(entry["total"])
