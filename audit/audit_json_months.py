@@ -69,13 +69,14 @@ def month_entry(month: AuditResult) -> dict[str, Any]:
     held = rounded(month, total).services  # the month's services rounded together, as the headline's are
     paid = dsum(c.paid_seconds for c in month.coverage.values())
     seen = dsum(c.observed_seconds for c in month.coverage.values())
+    unpaid = dsum(c.seen_unpaid_seconds for c in month.coverage.values())  # GPU-hours seen that no line pays
     return {"month": month.case.start.strftime("%Y-%m"),
             "window": {"start": _iso(month.case.start), "end": _iso(month.case.end)},
             "total": str(total), "buckets": {b: str(buckets[b]) for b in BUCKETS},
             "shares": {b: share(buckets[b], total) for b in BUCKETS},
             "services": {name: _service(uc, held[name].total) for name, uc in sorted(month.unit_costs.items())},
             "coverage": {"gpu_hours_paid": fmt(paid / 3600, 2), "gpu_hours_observed": fmt(seen / 3600, 2),
-                         "share": share(seen, paid)}}
+                         "share": share(seen, paid), "seen_unpaid_gpu_hours": fmt(unpaid / 3600, 2)}}
 
 
 def _service(uc, cost: Decimal) -> dict[str, Any]:

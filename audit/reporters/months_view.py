@@ -91,6 +91,9 @@ def months_table(audit: dict) -> Table | None:
     row("coverage:gpu_hours_observed", "GPU-hours observed by telemetry", "qty", seen + [seen_q])
     row("coverage:share", "Coverage (observed / paid GPU-hours)", "pct",
         [(m.get("coverage") or {}).get("share") for m in entries] + [_ratio(seen_q, paid_q)])
+    unpaid = [(m.get("coverage") or {}).get("seen_unpaid_gpu_hours") for m in entries]
+    if any(to_decimal(u) for u in unpaid if u is not None):  # only where a month saw GPUs no line pays
+        row("coverage:seen_unpaid_gpu_hours", "GPU-hours seen but not billed", "qty", unpaid + [_sum(unpaid)])
     return head, rows, kinds
 
 

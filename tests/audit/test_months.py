@@ -107,8 +107,8 @@ def test_services_per_month_and_quarter(audited):
             assert abs(Decimal(m["cost_per_1k_requests"]) - cost * 1000 / m["requests"]) <= slack
     coverage = doc["months"]["months"][0]["coverage"]
     # two p5.48xlarge (8 GPUs each) billed for 24 h; telemetry names 6 of the 16 GPUs
-    assert (coverage["gpu_hours_paid"], coverage["gpu_hours_observed"], coverage["share"]) == \
-        ("384.00", "144.00", "0.375000")
+    assert (coverage["gpu_hours_paid"], coverage["gpu_hours_observed"], coverage["share"],
+            coverage["seen_unpaid_gpu_hours"]) == ("384.00", "144.00", "0.375000", "0.00")
 
 
 def test_narrowed_keeps_only_the_month(audited):

@@ -87,6 +87,17 @@ def test_the_quarter_is_the_sum_of_the_months_and_the_audit_total(sample):
     assert dict(zip((r[0] for r in rows), kinds))["share:unattributed"] == "pct"
 
 
+def test_gpu_hours_seen_but_not_billed_are_a_row_only_where_a_month_has_them(sample):
+    audit = with_months(sample)
+    _, rows, _ = months_table(audit)
+    assert "coverage:seen_unpaid_gpu_hours" not in {r[0] for r in rows}
+    for month, unpaid in zip(audit["months"]["months"], ("0.00", "72.00", "0.00")):
+        month["coverage"]["seen_unpaid_gpu_hours"] = unpaid
+    _, rows, _ = months_table(audit)
+    assert {r[0]: r for r in rows}["coverage:seen_unpaid_gpu_hours"][1:] == [
+        "GPU-hours seen but not billed", "0.00", "72.00", "0.00", "72.00"]
+
+
 def test_the_report_shows_month_by_month_with_a_chart(sample):
     model = build_model(with_months(sample))
     page = render_html(model)
