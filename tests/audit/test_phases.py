@@ -218,22 +218,27 @@ def test_per_token_costs_of_tokens_not_measured_and_counted_zero_say_which(metri
         "vllm (openmetrics): vllm:request_success_total counted no generated tokens in the window")
 
 
-def test_a_traffic_file_gives_the_generation_cap_its_share_exactly(metrics, tmp_path):
-    """METHOD §7: a traffic file gives the share of generated tokens above the cap exactly (before:
-    docs/telemetry.md said so, but no case key read one and the model always bracketed it by the
-    histogram's bucket edges). The case's ``traffic = { chat = "…" }`` names an Azure LLM inference
-    trace; the saving is decode cost × Σ max(0, n − 1024) ÷ Σ n in all three bands."""
+def with_traffic_file(metrics, trace: Path, per_request: list[int]):
+    """(the traffic file written with ``per_request`` generated tokens, the audit whose generation cap
+    reads it for chat)."""
     from dataclasses import replace
 
-    _, truth = metrics
-    per_request = truth["generated_per_request"]
-    trace = tmp_path / "chat_requests.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
         f"2025-03-01 00:{i // 60 % 60:02d}:{i % 60:02d}.0000000,100,{n}\n" for i, n in enumerate(per_request)),
         encoding="utf-8")
     result = audit(metrics, QWEN)
     overrides = {"generation_cap": {"id": "generation_cap", "traffic": {"chat": str(trace)}}}
-    again = audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+    return trace, audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+
+
+def test_a_traffic_file_gives_the_generation_cap_its_share_exactly(metrics, tmp_path):
+    """METHOD §7: a traffic file gives the share of generated tokens above the cap exactly (before:
+    docs/telemetry.md said so, but no case key read one and the model always bracketed it by the
+    histogram's bucket edges). The case's ``traffic = { chat = "…" }`` names an Azure LLM inference
+    trace; the saving is decode cost × Σ max(0, n − 1024) ÷ Σ n in all three bands."""
+    _, truth = metrics
+    per_request = truth["generated_per_request"]
+    trace, again = with_traffic_file(metrics, tmp_path / "chat_requests.csv", per_request)
     cap = {o.id: o for o in again.options}["generation_cap"]
     part = again.ledger.parts[("model_compute", "kernel_active", "chat")].amount
     serving = again.telemetry.serving
@@ -255,17 +260,9 @@ def test_a_traffic_file_unlike_its_service_is_named(metrics, tmp_path):
     """Rule 5: a traffic file whose requests generate three times what the service's own counters
     measure (another service's, model's or period's traffic) is named with both means; before, the
     option was priced on it with no word. The saving stays the file's."""
-    from dataclasses import replace
-
     _, truth = metrics
     per_request = [3 * n for n in truth["generated_per_request"]]
-    trace = tmp_path / "other_requests.csv"
-    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
-        f"2025-03-01 00:{i // 60 % 60:02d}:{i % 60:02d}.0000000,100,{n}\n" for i, n in enumerate(per_request)),
-        encoding="utf-8")
-    result = audit(metrics, QWEN)
-    overrides = {"generation_cap": {"id": "generation_cap", "traffic": {"chat": str(trace)}}}
-    again = audit_collected(replace(result.case, option_overrides=overrides), result.collected)
+    trace, again = with_traffic_file(metrics, tmp_path / "other_requests.csv", per_request)
     [found] = [m for m in again.fit.misfits if m.kind == "traffic_unlike_service"]
     serving = again.telemetry.serving
     ours = Decimal(repr(float(serving["generated_tokens"].sum()))) / Decimal(repr(float(serving["requests"].sum())))
