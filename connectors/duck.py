@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import weakref
 import zlib
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ import duckdb
 import pandas as pd
 
 from connectors.errors import InputError, InputErrors
+from schemas.errors import UsageError
 
 MAX_ERRORS = 20
 
@@ -70,15 +72,28 @@ def bound(con, memory_limit: str | None = None) -> None:
     _LIVE.add(con)
     con.execute(f"SET memory_limit = {quote_text(memory_limit or default_memory_limit())}")
     folder = spill_folder()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"COSTAUDIT_CACHE: the spill folder {folder} cannot be made ({exc.strerror or exc}); "
+                         "expected a writable folder") from None
     con.execute(f"SET temp_directory = {quote_text(str(folder))}")
 
 
+#: a memory size DuckDB reads: a positive number and a unit (``4GB``, ``512MiB``, ``1.5 GB``)
+MEMORY_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
+
+
 def default_memory_limit() -> str:
-    """``$COSTAUDIT_DUCKDB_MEMORY``, else 4 GB, or half the physical memory where that is less."""
+    """``$COSTAUDIT_DUCKDB_MEMORY``, else 4 GB, or half the physical memory where that is less. A value
+    that is no positive size is a ``UsageError`` naming the variable (DuckDB would raise its parser's
+    error, or read ``-1GB`` as no limit at all)."""
     given = os.environ.get("COSTAUDIT_DUCKDB_MEMORY")
-    if given:
-        return given
+    if given is not None and given.strip():
+        size = MEMORY_SIZE.fullmatch(given)
+        if size is None or float(size.group(1)) <= 0:
+            raise UsageError(f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB or 512MiB")
+        return f"{size.group(1)}{size.group(2)}"
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

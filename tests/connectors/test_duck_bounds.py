@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from connectors import duck
+from schemas.errors import UsageError
 
 
 def test_session_has_memory_limit_and_spill_folder_under_cache(tmp_path, monkeypatch):
@@ -39,3 +42,29 @@ def test_spill_goes_to_the_cache_folder_not_cwd(tmp_path, monkeypatch):
         assert duck.spilled_bytes(con) >= 0
     assert n == 3_000_000
     assert not any(work.iterdir())
+
+
+@pytest.mark.parametrize("given", ["4 gigs", "0", "abc", "-1GB", "0MB", "4GB; SET threads=1"])
+def test_a_memory_limit_that_is_no_size_is_named(monkeypatch, given):
+    """Before: DuckDB's parser error as a traceback ('4 gigs', '0', 'abc'), or '-1GB' read as no limit."""
+    monkeypatch.setenv("COSTAUDIT_DUCKDB_MEMORY", given)
+    with pytest.raises(UsageError) as caught:
+        duck.default_memory_limit()
+    assert str(caught.value) == f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB or 512MiB"
+
+
+@pytest.mark.parametrize("given, read", [("4GB", "4GB"), (" 512 MiB ", "512MiB"), ("1.5gb", "1.5gb")])
+def test_a_memory_limit_is_read_as_written(monkeypatch, given, read):
+    monkeypatch.setenv("COSTAUDIT_DUCKDB_MEMORY", given)
+    assert duck.default_memory_limit() == read
+
+
+def test_a_cache_that_cannot_hold_the_spill_folder_is_named(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("COSTAUDIT_CACHE", str(blocker))
+    with pytest.raises(UsageError) as caught:
+        with duck.session():
+            pass
+    assert str(caught.value).startswith(f"COSTAUDIT_CACHE: the spill folder {blocker / 'duckdb-tmp'} cannot be made (")
+    assert str(caught.value).endswith("); expected a writable folder")

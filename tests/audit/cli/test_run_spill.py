@@ -87,3 +87,15 @@ def test_a_run_out_of_duckdb_memory_is_one_line_naming_the_limit(tmp_path, limit
     assert "Traceback" not in done.stderr and "╭" not in done.stderr
     assert str(tmp_path / "cache" / "duckdb-tmp") in errors[0]  # where it spilled
     assert not out.exists()  # whether a spill line came first depends on the watch's timing: see above
+
+
+@pytest.mark.parametrize("name, value, said", [
+    ("COSTAUDIT_DUCKDB_MEMORY", "4 gigs", "COSTAUDIT_DUCKDB_MEMORY='4 gigs': expected a positive size such as 4GB or 512MiB"),
+    ("COSTAUDIT_CACHE", "/proc/nope", "COSTAUDIT_CACHE: the spill folder /proc/nope/duckdb-tmp cannot be made")])
+def test_a_bad_duckdb_setting_is_one_line(tmp_path, name, value, said):
+    """Before: a 300-line traceback of DuckDB's parser, or of mkdir, and exit 1."""
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "audit", "run", str(ROOT / "fixtures" / "demo"), "--out", str(out), "-q"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, name: value})
+    assert done.returncode == 1 and "Traceback" not in done.stderr and not out.exists()
+    assert done.stderr.startswith(f"costaudit: error: {said}") and len(done.stderr.splitlines()) == 1
