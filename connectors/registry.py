@@ -25,16 +25,31 @@ CONNECTORS: dict[str, str] = {
 }
 
 
-def names() -> list[str]:
-    """The registered format names."""
-    return sorted(CONNECTORS)
+KINDS = {"billing": "connectors.billing.", "telemetry": "connectors.telemetry.", "profiles": "connectors.profiles."}
+
+
+def names(kind: str | None = None) -> list[str]:
+    """The registered format names (of one kind of source: billing, telemetry, profiles)."""
+    return sorted(n for n, target in CONNECTORS.items() if kind is None or target.startswith(KINDS[kind]))
+
+
+def unknown(name: str, kind: str | None = None) -> str | None:
+    """Why ``name`` is no format (of ``kind``), with the nearest one; None where it is one."""
+    if name in names(kind):
+        return None
+    import difflib
+
+    near = difflib.get_close_matches(name.lower(), names(kind), n=1, cutoff=0.6)
+    other = f"; {name!r} reads {next(k for k, p in KINDS.items() if CONNECTORS[name].startswith(p))} sources" \
+        if name in CONNECTORS else ""
+    return (f"unknown {kind + ' ' if kind else ''}format {name!r}{other}"
+            f"{f'; did you mean {near[0]!r}?' if near and not other else ''} (expected one of {', '.join(names(kind))})")
 
 
 def resolve(name: str, *, where: str = "case.toml"):
     """Import and return the connector class registered as ``name``."""
     target = CONNECTORS.get(name)
     if target is None:
-        raise InputError(where, f"unknown format {name!r}", column="format",
-                         expected="one of " + ", ".join(names()))
+        raise InputError(where, str(unknown(name)), column="format")
     module_name, class_name = target.split(":")
     return getattr(importlib.import_module(module_name), class_name)

@@ -13,6 +13,9 @@ import typer
 from audit.cli.common import reports_errors
 from schemas.errors import UsageError
 
+#: the formats `costaudit billing` reads from files (a table in Athena or BigQuery is read by a case)
+LOCAL_FORMATS = ("focus", "cur", "azure", "gcp_billing")
+
 
 @reports_errors
 def billing(sources: List[str] = typer.Argument(..., help="billing files, folders or s3:// uris"),
@@ -25,6 +28,12 @@ def billing(sources: List[str] = typer.Argument(..., help="billing files, folder
 
     from audit.billing_summary import summarise
 
+    if format is not None and format not in LOCAL_FORMATS:
+        import difflib
+
+        near = difflib.get_close_matches(format.lower(), LOCAL_FORMATS, n=1, cutoff=0.6)
+        raise UsageError(f"--format {format!r}: unknown billing format{f'; did you mean {near[0]!r}?' if near else ''} "
+                         f"(expected one of {', '.join(LOCAL_FORMATS)})")
     span = None
     if window and window[0]:
         try:

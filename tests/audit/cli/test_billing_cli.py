@@ -29,6 +29,14 @@ def test_real_focus_sample_totals_and_gpu_hours():
     assert hours == {"g5.4xlarge", "g3.4xlarge"}
 
 
+def test_an_unknown_format_names_the_option_and_the_nearest():
+    """Before: "case.toml: column format: unknown format 'fcus'" (no case file involved) listing telemetry formats."""
+    result = billing(SAMPLE, "--format", "fcus")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("costaudit: error: --format 'fcus': unknown billing format; did you mean 'focus'? "
+                                     "(expected one of focus, cur, azure, gcp_billing)")
+
+
 def test_window_limits_the_lines():
     result = billing(DEMO / "billing" / "focus_2026-09.csv.gz", "--window", "2026-09-01", "2026-09-02", "--json")
     summary = json.loads(result.stdout)
