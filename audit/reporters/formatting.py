@@ -125,6 +125,23 @@ def percent(value: Any, places: int = 1) -> str:
     return f"{pct:,.{places}f} %"
 
 
+def gap_places(gap: Any, tolerance: Any, most: int = 6) -> tuple[int, int]:
+    """Decimal places of a reconciliation's gap and tolerance as percentages: 2 and 1, more where fewer
+    would show a tolerance of 0 or a gap that reads on the wrong side of it (a tolerance of 0.00001
+    beside a gap of -0.000017 read "Gap 0.00 %, tolerance 0.0 %: the gap exceeds the tolerance")."""
+    g, t = to_decimal(gap), to_decimal(tolerance)
+    if g is None or t is None or not (g.is_finite() and t.is_finite()):
+        return 2, 1
+
+    def shown(d: Decimal, places: int) -> Decimal:
+        return (abs(d) * 100).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+
+    for places in range(2, most + 1):
+        if (t == 0 or shown(t, places) != 0) and (abs(g) > t) == (shown(g, places) > shown(t, places)):
+            return (2, 1) if places == 2 and shown(t, 1) == shown(t, 2) else (places, places)
+    return most, most
+
+
 def number(value: Any, places: int | None = None) -> str:
     """Counts and quantities with thousands separators; None → 'not measured'."""
     d = to_decimal(value)

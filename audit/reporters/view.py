@@ -21,6 +21,7 @@ from audit.reporters.formatting import (
     NOT_MEASURED,
     VERDICTS,
     day,
+    gap_places,
     label,
     money,
     number,
@@ -378,9 +379,10 @@ def _sum(*values: Any) -> Decimal | None:
 def _reconciliation(r: dict, m) -> ReconciliationView:
     token = r.get("verdict") or "not_measured"
     title, words = VERDICTS.get(token, (label(token), ""))
+    places = gap_places(r.get("gap"), r.get("tolerance"))
     return ReconciliationView(
         top_down=m(r.get("top_down")), bottom_up=m(r.get("bottom_up")),
-        gap=percent(r.get("gap"), 2), tolerance=percent(r.get("tolerance"), 1),
+        gap=percent(r.get("gap"), places[0]), tolerance=percent(r.get("tolerance"), places[1]),
         verdict=token, verdict_title=title, verdict_words=words, reason=r.get("reason") or "",
         covered_hours=number(r.get("covered_hours"), 2) if r.get("covered_hours") else "—",
         drivers=[{"name": d.get("name") or "", "subject": d.get("subject") or "",

@@ -359,3 +359,15 @@ def test_the_printed_page_one_carries_the_plan_lines_and_stays_one_page(tmp_path
     assert "0.1 – none" in page1 and "– —" not in page1
     assert "none: the low case saves nothing, so it never pays back" in page1
     assert WINDOW_LINE in page1 and COMMITTED in page1
+
+
+@pytest.mark.parametrize("gap, tolerance, shown", [
+    ("-0.000017", "0.00001", ("-0.002 %", "0.001 %")),   # was "0.00 %" and "0.0 %": "the gap exceeds the tolerance"
+    ("0.02001", "0.02", ("2.001 %", "2.000 %")),          # was "2.00 %" against "2.0 %"
+    ("-0.000017", "0.05", ("0.00 %", "5.0 %")),           # plain where the plain places tell them apart
+    ("0.0301", "0.02", ("3.01 %", "2.0 %"))])
+def test_the_gap_and_tolerance_show_the_places_that_tell_them_apart(gap, tolerance, shown):
+    audit = sample()
+    audit["reconciliation"].update(gap=gap, tolerance=tolerance)
+    view = build_model(audit).reconciliation
+    assert (view.gap, view.tolerance) == shown
