@@ -371,3 +371,17 @@ def test_the_gap_and_tolerance_show_the_places_that_tell_them_apart(gap, toleran
     audit["reconciliation"].update(gap=gap, tolerance=tolerance)
     view = build_model(audit).reconciliation
     assert (view.gap, view.tolerance) == shown
+
+
+def test_an_unattributed_part_of_no_service_beside_one_of_a_service_says_so():
+    """The demo's page 1 read "No kernel-activity sample (chat) $840.05" then "No kernel-activity sample $504.03":
+    whose was the second? GPUs no service held: "(no service)"."""
+    from audit.reporters.html import render_html
+
+    audit = demo_shaped()
+    audit["buckets"]["unattributed"]["parts"].insert(0, {
+        "name": "no_activity_sample", "amount": "2000.00", "gpu_hours": "200.00", "service": "chat",
+        "source": "no kernel-activity sample", "reason": "GPU-intervals with no kernel-activity sample"})
+    page = render_html(build_model(audit)).split("<h4>Unattributed, and why</h4>")[1].split("</table>")[0]
+    assert "No kernel-activity sample (chat)" in page and "No kernel-activity sample (no service)" in page
+    assert "Unmatched line (no service)" not in page  # no part of that name belongs to a service
