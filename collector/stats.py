@@ -181,6 +181,8 @@ def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str
         verdict = "net_gain"
     elif lat_b < lat_a and not cheaper:
         verdict = "faster_but_dearer"
+    elif cost_b < cost_a and not faster:
+        verdict = "slower_but_cheaper"
     elif lat_a == lat_b and cost_a == cost_b:
         verdict = "no_change"
     else:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from audit.cli.common import ms_or_na as _ms
 from audit.cli.common import reports_errors
 from schemas.errors import UsageError
 
@@ -57,8 +56,9 @@ def render_compare(result: dict) -> str:
         lines.append(f"  {result['reason']}")
     for p in result["points"]:
         lat, cost = p["latency_ms"], p["cost_per_1000"]
+        shown_a, shown_b = _latencies(lat["a"], lat["b"])
         lines.append(f"  b={p['batch_size']:<3} c={p['concurrency']:<3} {result['percentile']} "
-                     f"{_ms(lat['a'])} → {_ms(lat['b'])}  cost/1k {cost['a'] or 'n/a'} → {cost['b'] or 'n/a'}  "
+                     f"{shown_a} → {shown_b}  cost/1k {cost['a'] or 'n/a'} → {cost['b'] or 'n/a'}  "
                      f"{p['verdict'].replace('_', ' ')}")
     if result["verdict"] != "not_comparable":
         lines.append(f"  holds at batch sizes: {_sizes(result['holds_at_batch_sizes'])}; "
@@ -66,6 +66,16 @@ def render_compare(result: dict) -> str:
                      + (f"; not measured at: {_sizes(result['not_measured_at_batch_sizes'])}"
                         if result["not_measured_at_batch_sizes"] else ""))
     return "\n".join(lines)
+
+
+def _latencies(a, b, most: int = 4) -> tuple[str, str]:
+    """Two latencies in ms to one decimal place, or as many more (up to ``most``) as it takes for two
+    that differ not to read alike (0.1506 and 0.1574 ms both read "0.2 ms")."""
+    for places in range(1, most + 1):
+        shown = tuple("   n/a" if v is None else f"{v:{6 + places}.{places}f} ms" for v in (a, b))
+        if a is None or b is None or a == b or shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 def _sizes(sizes: list[int]) -> str:

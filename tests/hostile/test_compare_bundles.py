@@ -134,3 +134,24 @@ def test_costs_that_differ_past_the_sixth_decimal_are_compared_exactly():
     closer = compare(a, b, Decimal("1.00"), Decimal("1.005"))
     assert closer["points"][0]["cost_per_1000"] == {"a": "0.00001736", "b": "0.00001745"}
     assert closer["verdict"] == "no_gain"
+
+
+def test_slower_but_cheaper_is_said_and_close_latencies_read_apart(tmp_path):
+    """The verifier's bundles: B 4.5 % slower (0.1574 against 0.1506 ms) and 30 % cheaper read
+    "p95 0.2 ms → 0.2 ms … no gain"; now the latencies to the places that tell them apart and the
+    verdict "slower but cheaper" (still no net gain: exit 3)."""
+    b = bundle()
+    for point in b["sweep"]:
+        point["latency_ms"] = {"p50": 0.1, "p95": 0.1574, "p99": 0.2}
+    a = bundle()
+    for point in a["sweep"]:
+        point["latency_ms"] = {"p50": 0.1, "p95": 0.1506, "p99": 0.2}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "profile.json").write_text(json.dumps(a))
+    (tmp_path / "b" / "profile.json").write_text(json.dumps(b))
+    result = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                                      "--price-a", "2.0", "--price-b", "1.5"])
+    assert result.exit_code == 3, result.output
+    assert "p95     0.15 ms →     0.16 ms" in result.output and "slower but cheaper" in result.output
+    assert {p["verdict"] for p in compare(a, b, Decimal("2.0"), Decimal("1.5"))["points"]} == {"slower_but_cheaper"}
