@@ -33,8 +33,10 @@ def load_profile(path: Path) -> Trace:
     """A Kineto Chrome trace (.json, .json.gz) or an Nsight Systems SQLite export (.sqlite)."""
     path = Path(path)
     if path.suffix in (".sqlite", ".db", ".sqlite3"):
-        from connectors.profiles.nsys import read_nsys
-        return read_nsys(path)
+        from connectors.profiles.nsys import kernel_view, read_nsys
+        trace = read_nsys(path)
+        kernel_view(path, trace)  # an export of copies alone is refused, as in a case
+        return trace
     from connectors.profiles.events import read_trace
     return read_trace(path)
 

@@ -57,12 +57,7 @@ class NsysConnector(Connector):
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Read the export and build the profile, kernels and categories tables."""
         trace = read_nsys(self.path)
-        view = gpu_view(trace)
-        if view.kind.size == 0:
-            raise InputError(self.path, "no GPU kernel, memcpy or memset rows", expected=EXPECTED)
-        if not (view.kind == KERNEL).any():
-            raise InputError(self.path, f"no {KERNEL_TABLE} row, only memcpy / memset: nothing in it measures "
-                             "the model's compute", expected=EXPECTED)
+        view = kernel_view(self.path, trace)
         self.parsed = trace  # the whole export's columns, for the audit's kernel evidence
         events = event_frame(view)
         tables = {"profile": profile_table(view, self.path.name), "kernels": kernel_table(events),
@@ -71,6 +66,19 @@ class NsysConnector(Connector):
         if len(notes):
             tables["notes"] = notes
         return tables, trace.rows, (None, None)
+
+
+def kernel_view(path: Path, trace: Trace):
+    """The GPU rows of an export (``gpu_view``); an export without kernel rows (none at all, or
+    copies alone: its kernel table empty or dropped) is an InputError, in a case as in
+    `costaudit trace`: nothing in it measures the model's compute."""
+    view = gpu_view(trace)
+    if view.kind.size == 0:
+        raise InputError(path, "no GPU kernel, memcpy or memset rows", expected=EXPECTED)
+    if not (view.kind == KERNEL).any():
+        raise InputError(path, f"no {KERNEL_TABLE} row, only memcpy / memset: nothing in it measures "
+                         "the model's compute", expected=EXPECTED)
+    return view
 
 
 def read_nsys(path: Path) -> Trace:

@@ -97,6 +97,9 @@ class Family:
         #: the distinct (series name, namespace, pod, node, GPU model) its series name: which pods
         #: and GPUs each family names, kept once per series, never per sample (``series_labels``)
         self.named: set[tuple[str, str, str, str, str]] = set()
+        #: where each sample was read (files, file per sample, row per sample), for finding
+        #: repeated samples (``om_repeats``); None where the reader keeps no row per sample
+        self.at: list | None = [[], array("q"), array("q")]
 
     def add(self, name: str, raw: str | None, value: float, t: float, path, lineno: int) -> None:
         """Record one sample; a new label set is parsed and described first."""
@@ -107,6 +110,16 @@ class Family:
             self.sid.append(sid)
             self.t.append(t)
             self.v.append(value)
+            if self.at is not None:
+                self._seen_at(path, lineno)
+
+    def _seen_at(self, path, lineno: int) -> None:
+        """Note the file and row of the sample just added."""
+        files = self.at[0]
+        if not files or files[-1] != str(path):
+            files.append(str(path))
+        self.at[1].append(len(files) - 1)
+        self.at[2].append(lineno)
 
     def _new_series(self, name: str, raw: str | None, path, lineno: int) -> int:
         """Describe a new series; -1 marks one the family does not want (e.g. CPU requests)."""

@@ -50,6 +50,7 @@ from connectors.telemetry.grid import Grid
 from connectors.telemetry.om_busy import sample_cells
 from connectors.telemetry.om_cells import drain, gauge_cells
 from connectors.telemetry.om_counters import counter_cells
+from connectors.telemetry.om_repeats import Ascending, Repeated
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
 
 BLOCK = 1 << 20  # bytes read at a time (whole lines are handed on)
@@ -108,6 +109,9 @@ class Reader:
         self.scan = Scan()
         self.cache: dict[str, int] = {}       # series text -> series number (gid)
         self.families: list[Family] = list({id(f): f for f in self.roles.values()}.values())
+        for family in self.families:
+            family.at = None  # no row per sample: ``ascending`` checks each series' timestamps
+        self.ascending = Ascending()
         self.family_of: list[int] = []        # gid -> index in self.families, or UNWANTED
         self.sid_of: list[int] = []           # gid -> the family's series id
         self.lineno = 0
@@ -213,6 +217,7 @@ class Reader:
         if not lines:
             return
         rows, untimed = self.scan.rows, self.scan.untimestamped
+        held = [len(family.sid) for family in self.families]
         try:
             if not plain:
                 raise _Slow
@@ -221,6 +226,8 @@ class Reader:
             self.scan.rows, self.scan.untimestamped = rows, untimed
             omtext.scan_lines([line + "\n" for line in lines], self.path, self.by_name,
                               self.scan, first)
+            for index, (family, n) in enumerate(zip(self.families, held)):
+                self.ascending.check(index, _view(family.sid, np.int64)[n:], _view(family.t, float)[n:])
             for cells in self.cells.values():
                 drain(cells)  # what the line-by-line reader appended, in file order
         self.lineno += len(lines)
@@ -370,6 +377,7 @@ class Reader:
                 continue
             family = self.families[index]
             keep = family_of == index
+            self.ascending.check(int(index), sid_of[keep], t[keep])
             if id(family) in self.reduce:
                 self.reduce[id(family)].add(sid_of[keep], t[keep], v[keep])
                 continue
@@ -430,7 +438,7 @@ def read_reduced(path, grid: Grid | None) -> tuple[dict[str, Family], Scan, dict
     reader = Reader(path, grid)
     try:
         reader.run()
-    except (_Exact, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
+    except (_Exact, Repeated, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
         roles, scan = omtext.read_families(path)
         return roles, scan, (reduced(roles, grid) if grid else None)
     omtext.check_eof(path, reader.scan, reader.lineno)

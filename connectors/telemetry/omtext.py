@@ -20,6 +20,7 @@ import numpy as np
 from connectors.bounds import MAX_LINE, bounded, open_binary, shown
 from connectors.errors import InputError
 from connectors.telemetry.families import Family, new_families
+from connectors.telemetry.om_repeats import drop_repeats
 
 MS_THRESHOLD = 1e11  # 1e11 s is the year 5138; 1e11 ms is 1973
 MS_RANGE = (1e12, 1e14)  # a timestamp in milliseconds: 2001 to 5138 (above MS_THRESHOLD, out of range)
@@ -108,6 +109,8 @@ class Scan:
         self.openmetrics = False
         #: counter families named without ``_total`` (OpenMetrics names their samples ``x_total``)
         self.counters: set[str] = set()
+        #: ``excluded_samples`` rows of repeated samples dropped (``om_repeats``); None: not looked for
+        self.repeats = None
 
     def see_one(self, t: float) -> None:
         """Widen :attr:`first` and :attr:`last` by one timestamp (NaN: none)."""
@@ -221,5 +224,6 @@ def read_families(path) -> tuple[dict[str, Family], Scan]:
         raise InputError(path, f"not UTF-8 text ({exc.reason})", row=scan.eof_line + 1,
                          expected="UTF-8 OpenMetrics text") from None
     check_eof(path, scan, scan.eof_line)
+    scan.repeats = drop_repeats(list({id(f): f for f in roles.values()}.values()))
     return roles, scan
 

@@ -48,6 +48,7 @@ from connectors.telemetry.tables import (
     traffic_from_increases,
     with_unplaced,
 )
+from connectors.telemetry.validity import merge_excluded
 from schemas.serving import QueueDepth, ServiceTraffic, ServingStats
 from schemas.usage import GpuEvidence, GpuInterval, GpuRequest, NodeInfo, Replicas
 
@@ -58,6 +59,11 @@ def near_series(scan: Scan) -> dict[str, pd.DataFrame]:
     are none (the audit names the nearest where no GPU request was read: audit/mismatches.py)."""
     near = near_requests(scan.unread)
     return {"unread_series": pd.DataFrame({"metric": near}, dtype="str")} if near else {}
+
+
+def with_repeats(excluded: pd.DataFrame, scan: Scan) -> pd.DataFrame:
+    """``excluded_samples`` with the repeated samples the read dropped (``om_repeats``)."""
+    return excluded if scan.repeats is None else merge_excluded(excluded, scan.repeats)
 
 
 class OpenMetricsConnector(Connector):
@@ -95,6 +101,7 @@ class OpenMetricsConnector(Connector):
             raise InputError(self.path, "no samples in the file", expected=SAMPLE_FORM)
         tables, covered_span = self._tables(roles, cells)
         tables.update(near_series(scan))
+        tables["excluded_samples"] = with_repeats(tables["excluded_samples"], scan)
         self.untimestamped = scan.untimestamped
         self.extent = scan.extent()
         return tables, scan.rows, covered_span

@@ -24,8 +24,9 @@ import pandas as pd
 from connectors.bounds import EITHER, nested_too_deep, shown
 from connectors.errors import InputError
 from connectors.telemetry.families import new_families
+from connectors.telemetry.om_repeats import drop_repeats
 from connectors.telemetry.omtext import MS_THRESHOLD, Scan
-from connectors.telemetry.openmetrics import OpenMetricsConnector, near_series
+from connectors.telemetry.openmetrics import OpenMetricsConnector, near_series, with_repeats
 
 DUMP_FORM = ('{"status": "success", "data": {"resultType": "matrix", '
              '"result": [{"metric": {...}, "values": [[ts, "v"], ...]}]}}')
@@ -132,8 +133,10 @@ class PromDumpConnector(OpenMetricsConnector):
             scan_matrix(load_matrix(path), path, by_name, scan)
         if scan.rows == 0:
             raise InputError(self.path, "no samples in the dump", expected=DUMP_FORM)
+        scan.repeats = drop_repeats(list({id(f): f for f in roles.values()}.values()))
         tables, covered_span = self._tables(roles)
         tables.update(near_series(scan))
+        tables["excluded_samples"] = with_repeats(tables["excluded_samples"], scan)
         self.untimestamped = 0
         self.extent = scan.extent()
         return tables, scan.rows, covered_span

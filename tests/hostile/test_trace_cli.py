@@ -137,3 +137,20 @@ def test_an_id_past_int64_reads_as_none(tmp_path):
     kernel["args"]["correlation"] = 10 ** 25
     loaded = read_trace(write_trace(tmp_path, trace_doc(events)))
     assert loaded.correlation.min() >= -1
+
+
+def test_an_nsys_export_without_its_kernel_table_is_refused_as_in_a_case(tmp_path):
+    """Before: an export whose CUPTI_ACTIVITY_KIND_KERNEL table was dropped printed
+    "kernel-active 0.000 ms", exit 0; a case refused it. Now `costaudit trace` names it the same way."""
+    import shutil
+    import sqlite3
+
+    from tests.paths import DATA
+
+    path = shutil.copy(DATA / "traces" / "nsys-extrap" / "con_kernel.sqlite", tmp_path / "copies.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    result = invoke(path)
+    assert_usage(result, f"{path}: no CUPTI_ACTIVITY_KIND_KERNEL row, only memcpy / memset: nothing in it "
+                 "measures the model's compute")
+    assert "kernel-active" not in result.output

@@ -128,6 +128,25 @@ def test_prom_dump_folder_of_files(tmp_path):
         pd.testing.assert_frame_equal(split[name], table)
 
 
+def test_prom_dump_overlapping_files_repeat_nothing(tmp_path):
+    """Before: two dumps over overlapping windows averaged their shared samples twice over; now the
+    repeats are dropped and counted, and a shared sample with another value is one error."""
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    dump(folder / "a.json", [series(GR, GPU0, [(0, 0.2), (30, 0.4)])])
+    dump(folder / "b.json", [series(GR, GPU0, [(30, 0.4), (60, 0.9)])])
+    got = read(PromDumpConnector, folder).tables
+    once = read(PromDumpConnector, dump(tmp_path / "q.json", [series(GR, GPU0, [(0, 0.2), (30, 0.4), (60, 0.9)])]))
+    pd.testing.assert_frame_equal(got["gpu_activity"], once.tables["gpu_activity"])
+    excluded = got["excluded_samples"]
+    assert excluded[["metric", "count"]].to_dict("records") == [{"metric": GR, "count": 1}]
+    assert excluded["example"].item() == f"0.4 ({folder / 'b.json'} row 1, a repeat of row 1 of {folder / 'a.json'})"
+    dump(folder / "b.json", [series(GR, GPU0, [(30, 0.5)])])
+    error = fails(PromDumpConnector, folder)
+    assert (error.path, error.row) == (str(folder / "b.json"), 1)
+    assert "has two samples at timestamp" in error.message and f"0.4 (row 1 of {folder / 'a.json'}) and 0.5 (row 1)" in error.message
+
+
 def test_prom_dump_label_escapes(tmp_path):
     labels = {**GPU0, "pod": 'odd "pod" \\ name'}
     frame = read(PromDumpConnector, dump(tmp_path / "q.json", [series(GR, labels, [(0, 0.5)])]))

@@ -424,3 +424,51 @@ def test_dcgm_samples_without_a_gpu_label_are_counted_and_named(tmp_path, step):
         ["DCGM_FI_PROF_SM_ACTIVE", "no GPU label (gpu, UUID): placed on no GPU", 3, "a gpu or UUID label"]]
     assert excluded["first_ts"].tolist() == [pd.Timestamp(START)] * 2
     assert tables["unmeasured_intervals"].empty  # no GPU-interval is left without its samples
+
+
+def repeated(tmp_path: Path, second: str, gz: bool = False):
+    """A GR_ENGINE_ACTIVE series with its sample at minute 1 written twice (rows 2 and 3), the
+    second time with value ``second``."""
+    labels = gpu()
+    lines = [line(GR, labels, 0.5, 0), line(GR, labels, 0.25, 60),
+             line(GR, labels, second, 60), line(GR, labels, 0.75, 120)]
+    return read(tmp_path, lines, gz=gz)
+
+
+def once(tmp_path: Path):
+    """The same series without the repeat."""
+    (tmp_path / "once").mkdir()
+    return read(tmp_path / "once", [line(GR, gpu(), v, 60 * i) for i, v in enumerate([0.5, 0.25, 0.75])])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_an_identical_repeat_is_dropped_and_counted(tmp_path, gz):
+    """Before: the repeat was averaged in (its minute weighed twice); now it changes no figure and
+    is named in excluded_samples with its file and row."""
+    frame = repeated(tmp_path, "0.25", gz)
+    pd.testing.assert_frame_equal(frame.tables["gpu_activity"], once(tmp_path).tables["gpu_activity"])
+    excluded = frame.tables["excluded_samples"]
+    assert excluded[["metric", "reason", "count", "expected"]].to_dict("records") == [
+        {"metric": GR, "reason": "repeated sample (same series, timestamp and value)", "count": 1,
+         "expected": "one sample per series and timestamp"}]
+    name = "m.om.gz" if gz else "m.om"
+    assert excluded["example"].iloc[0] == f"0.25 ({tmp_path / name} row 3, a repeat of row 2)"
+    assert excluded["first_ts"].iloc[0] == pd.Timestamp(START) + pd.Timedelta(seconds=60)
+
+
+def test_a_conflicting_repeat_is_one_error_naming_both_values(tmp_path):
+    """Before: 0.25 and 0.999 at one timestamp were averaged, no word; now one error."""
+    with pytest.raises(InputError) as raised:
+        repeated(tmp_path, "0.999")
+    assert str(raised.value) == (
+        f'{tmp_path / "m.om"}: row 3: series {GR}{{gpu="0",UUID="GPU-node-a-0",modelName="NVIDIA H100 80GB HBM3",'
+        f'Hostname="node-a"}} has two samples at timestamp {float(T0 + 60)!r}: 0.25 (row 2) and 0.999 (row 3) '
+        "(expected one sample per series and timestamp)")
+
+
+def test_a_repeat_out_of_order_is_found(tmp_path):
+    """A file written twice over (two overlapping scrapes): the repeats are not adjacent."""
+    rows = [line(GR, gpu(), v, 60 * i) for i, v in enumerate([0.5, 0.25, 0.75])]
+    frame = read(tmp_path, rows + rows[1:])
+    pd.testing.assert_frame_equal(frame.tables["gpu_activity"], once(tmp_path).tables["gpu_activity"])
+    assert frame.tables["excluded_samples"]["count"].tolist() == [2]
