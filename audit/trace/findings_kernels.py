@@ -36,8 +36,9 @@ def memory_bound_chains(view: ProfileView) -> list[Finding]:
     total = sum(g[0] for g in groups.values())
     if total < CHAIN_MIN_SHARE * view.window_us:
         return []
-    return [Finding("memory_bound_chain", f"Chains of {round(kernels_n / chains, 1)} short memory-bound kernels "
-                    f"(fusion candidates)", top_kernel, path, us, KERNEL_TIME, device,
+    return [Finding("memory_bound_chain", f"{chains:,} chain{'s' if chains != 1 else ''} of short memory-bound kernels, "
+                    f"{round(kernels_n / chains, 1)} kernels long on average (fusion candidates)",
+                    top_kernel, path, us, KERNEL_TIME, device,
                     {"chains": chains, "kernels": kernels_n, "mean_kernel_us": round(us / kernels_n, 3),
                      "fusion_saving_us": round(saving, 3),
                      "median_flop_per_byte": _median(intensities)},

@@ -153,6 +153,8 @@ def test_memory_bound_chain_from_shapes(tmp_path):
     assert chain["evidence"]["chains"] == 1 and chain["evidence"]["kernels"] == 4
     assert chain["evidence"]["median_flop_per_byte"] == pytest.approx(4096 / (3 * 4096 * 4), abs=1e-3)
     assert chain["bucket"] == "model_compute" and chain["gpu_ms"] == "0.016"
+    # the mean length read as a count ("Chains of 4.0 short memory-bound kernels")
+    assert chain["title"] == "1 chain of short memory-bound kernels, 4.0 kernels long on average (fusion candidates)"
 
 
 def test_a_chain_launched_from_unrelated_paths_names_its_longest_kernel_s_path(tmp_path):
