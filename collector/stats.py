@@ -166,7 +166,7 @@ def point_verdict(a: dict, b: dict, price_a: Decimal, price_b: Decimal, pct: str
     shown_a, shown_b = shown_costs(cost_a, cost_b)
     out = {"latency_ms": {"a": lat_a, "b": lat_b}, "cost_per_1000": {"a": shown_a, "b": shown_b},
            "error_rate": {"a": a.get("error_rate"), "b": b.get("error_rate")}}
-    if None in (cost_a, cost_b, lat_a, lat_b):
+    if cost_a is None or cost_b is None or lat_a is None or lat_b is None:
         return {**out, "verdict": "not_measured", "reason": _unserved(a, b, cost_a, cost_b)}
     bound = min(error_bound(a), error_bound(b))  # one fixed error rate for both: the stricter one recorded
     over_b, over_a = over_bound(b, bound), over_bound(a, bound)

@@ -71,11 +71,13 @@ def render_compare(result: dict) -> str:
 def _latencies(a, b, most: int = 4) -> tuple[str, str]:
     """Two latencies in ms to one decimal place, or as many more (up to ``most``) as it takes for two
     that differ not to read alike (0.1506 and 0.1574 ms both read "0.2 ms")."""
-    for places in range(1, most + 1):
-        shown = tuple("   n/a" if v is None else f"{v:{6 + places}.{places}f} ms" for v in (a, b))
-        if a is None or b is None or a == b or shown[0] != shown[1]:
-            return shown
-    return shown
+    def text(v, places: int) -> str:
+        return "   n/a" if v is None else f"{v:{6 + places}.{places}f} ms"
+
+    places = 1
+    while places < most and a is not None and b is not None and a != b and text(a, places) == text(b, places):
+        places += 1
+    return text(a, places), text(b, places)
 
 
 def _sizes(sizes: list[int]) -> str:

@@ -115,11 +115,13 @@ class Family:
 
     def _seen_at(self, path, lineno: int) -> None:
         """Note the file and row of the sample just added."""
-        files = self.at[0]
+        at = self.at
+        assert at is not None  # called only where rows are kept
+        files = at[0]
         if not files or files[-1] != str(path):
             files.append(str(path))
-        self.at[1].append(len(files) - 1)
-        self.at[2].append(lineno)
+        at[1].append(len(files) - 1)
+        at[2].append(lineno)
 
     def _new_series(self, name: str, raw: str | None, path, lineno: int) -> int:
         """Describe a new series; -1 marks one the family does not want (e.g. CPU requests)."""

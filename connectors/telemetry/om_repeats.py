@@ -105,8 +105,10 @@ def _repeats(family: Family) -> pd.DataFrame:
     for name, code in (("sid", "q"), ("t", "d"), ("v", "d")):
         kept = np.frombuffer(getattr(family, name), dtype=np.int64 if code == "q" else float)[keep]
         setattr(family, name, array(code, kept.tobytes()))
-    family.at = [family.at[0], array("q", np.frombuffer(family.at[1], np.int64)[keep].tobytes()),
-                 array("q", np.frombuffer(family.at[2], np.int64)[keep].tobytes())]
+    at = family.at
+    assert at is not None  # repeats are found on a reading that keeps rows
+    family.at = [at[0], array("q", np.frombuffer(at[1], np.int64)[keep].tobytes()),
+                 array("q", np.frombuffer(at[2], np.int64)[keep].tobytes())]
     return table
 
 
@@ -117,6 +119,7 @@ def _series(family: Family) -> dict[int, tuple[str, str]]:
 
 def _where(family: Family, i: int) -> tuple[str, int]:
     """(file, row) of a family's sample ``i``."""
+    assert family.at is not None
     files, file_of, rows = family.at
     return files[file_of[i]], rows[i]
 
