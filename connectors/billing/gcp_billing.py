@@ -31,7 +31,7 @@ The aggregates become FOCUS-named rows in DuckDB (:func:`focus_table`), then the
   (the ``compute.googleapis.com/machine_spec`` system label; deliberately not x_InstanceType, which
   would make the engine multiply vCPU- and GPU-part quantities by the machine's GPU count) and x_ExportRows go to ``extra``.
 
-``rows`` is the number of export rows aggregated (those whose usage period overlaps the window).
+``rows``: the export rows aggregated (their usage period overlaps the window; the rest: gcp_outside).
 A BigQuery table with FOCUS's columns instead (GCP's FOCUS export or view, a FOCUS export loaded
 into BigQuery) is read as FOCUS: :mod:`connectors.billing.focus_remote`.
 """
@@ -52,7 +52,7 @@ from connectors.billing import focus_aggregate as fagg
 from connectors.billing import gcp_commitments as cud
 from connectors.billing.bigquery_jobs import QueryTimeout, dry_run, guard, no_retry, run_query, table_extent
 from connectors.billing.focus import load_focus_named, read_focus_table
-from connectors.billing.focus_checks import extent_note, extent_notes, notes_table
+from connectors.billing.focus_checks import extent_note, notes_table
 from connectors.billing.focus_lines import canonical_object
 from connectors.billing.focus_load import other_format_hint
 from connectors.billing.focus_remote import bigquery_columns, focus_plan, read_focus_rows
@@ -65,6 +65,7 @@ from connectors.billing.gcp_files import (
     parquet_nested,
     shared_rows,
 )
+from connectors.billing.gcp_outside import window_notes
 from connectors.billing.gcp_sql import (
     CONVERSION_RATE,
     CREDIT_TYPES,
@@ -101,7 +102,6 @@ CREDIT_COLUMNS = [f"credit_{kind.lower()}" for kind in CREDIT_TYPES]
 #: and contractual discounts (negotiated: the gap between list and contracted, which FOCUS puts in
 #: ContractedCost, never in ListCost)
 UNLISTED_CREDITS = (cud.CUD_CREDIT, cud.SPEND_CREDIT, cud.OFFSET_CREDIT, "credit_discount")
-
 
 
 class GcpBillingConnector(Connector):
@@ -153,16 +153,16 @@ class GcpBillingConnector(Connector):
                 found = missing_field(con, *export_files(self.path))
                 if found:
                     raise found
-            notes += [] if len(tables["lines"]) else self._extent_notes(con)
+            notes += self._window_notes(con, len(tables["lines"]))
         if notes:
             tables["notes"] = pd.concat([tables["notes"], notes_table(notes)], ignore_index=True)
         return tables, int(export_rows), covered
 
-    def _extent_notes(self, con) -> list[tuple[int, str, str]]:
-        """Where the source's rows lie, for a window that holds none of them."""
-        if not self.in_bigquery:
-            return extent_notes(con, "billing_export", *PERIOD_COLUMNS)
-        return extent_note(*self.table_extent) if self.table_extent else []
+    def _window_notes(self, con, lines: int) -> list[tuple[int, str, str]]:
+        """The rows wholly outside the window (local files: gcp_outside); no line: where the rows lie."""
+        if self.in_bigquery:
+            return [] if lines or not self.table_extent else extent_note(*self.table_extent)
+        return window_notes(con, export_files(self.path), self.ctx, lines)
 
     def fingerprint(self) -> str:
         """Files: their bytes (base class); a BigQuery table: the query and what it returned."""

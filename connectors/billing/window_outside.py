@@ -34,10 +34,11 @@ MOMENT = "%Y-%m-%d %H:%M"
 SLACK = "1 DAY"
 
 
-def outside_sql(window: tuple[datetime, datetime]) -> str:
-    """SQL: a row of view ``n`` lies wholly outside ``window`` (the negation of the reader's kept test)."""
+def outside_sql(window: tuple[datetime, datetime], start: str = "_ps", end: str = "_pe") -> str:
+    """SQL: a row of view ``n`` lies wholly outside ``window`` (the negation of the reader's kept test);
+    ``start`` / ``end``: its period's columns (TIMESTAMPTZ)."""
     lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
-    return f"NOT (_ps < {hi} AND (_ps >= {lo} OR _pe > {lo}))"
+    return f"NOT ({start} < {hi} AND ({start} >= {lo} OR {end} > {lo}))"
 
 
 def summary_sql(where: str) -> str:
@@ -61,13 +62,20 @@ def outside_notes(con, window: tuple[datetime, datetime], currency: str,
     if not count:
         return []
     said = currency if found is None else found
+    return [(int(min(rows)), "ChargePeriodStart", outside_text(
+        window, (count, billed, effective, first, last), [name(int(rn)) for rn in sorted(rows)], said))]
+
+
+def outside_text(window: tuple[datetime, datetime], summary: tuple, examples: list[str], currency: str) -> str:
+    """The note on lines wholly outside ``window``: ``summary`` is (count, billed and effective sums' text,
+    first start and last end as :data:`MOMENT` text), ``examples`` the first rows' names (the GCP
+    export reader, connectors/billing/gcp_outside.py, says it in these words too)."""
+    count, billed, effective, first, last = summary
     lo, hi = (f"{moment:{MOMENT}}" for moment in window)
-    examples = ", ".join(name(int(rn)) for rn in sorted(rows))
-    more = ", …" if count > len(rows) else ""
-    return [(int(min(rows)), "ChargePeriodStart",
-             f"{count:,} line{'' if count == 1 else 's'} {OUTSIDE} ({lo} to {hi} UTC), left out: {money(billed, said)} billed, "
-             f"{money(effective, said)} effective; charge periods from {first} to {last} UTC; "
-             f"rows {examples}{more}")]
+    more = ", …" if count > len(examples) else ""
+    return (f"{count:,} line{'' if count == 1 else 's'} {OUTSIDE} ({lo} to {hi} UTC), left out: {money(billed, currency)} "
+            f"billed, {money(effective, currency)} effective; charge periods from {first} to {last} UTC; "
+            f"rows {', '.join(examples)}{more}")
 
 
 def period_notes(con, currency: str, name: Callable[[int], str]) -> list[tuple[int, str, str]]:

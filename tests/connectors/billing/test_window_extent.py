@@ -163,3 +163,66 @@ def test_every_reader_names_the_lines_outside_the_window(name):
     found = tables(fmt, path, (datetime(*start, tzinfo=timezone.utc), datetime(*end, tzinfo=timezone.utc)))
     assert int(found["lines"]["line_count"].sum()) == kept
     assert outside(found) == [note]
+
+
+# --- the GCP export's rows wholly outside the window (its reader drops them in its own aggregate) ------------
+
+GKE_EXPORT = "gcp_billing_export_resource_v1.jsonl"
+CASE_DAY = (datetime(2026, 9, 1, tzinfo=timezone.utc), datetime(2026, 9, 2, tzinfo=timezone.utc))
+
+
+@pytest.fixture(scope="module")
+def gke_records(tmp_path_factory) -> list[dict]:
+    """The export records of cloudgen's GKE case, seed 5 (505 rows over 2026-09-01, no credit)."""
+    from benchmarks.cloudgen.generate import generate
+
+    folder = tmp_path_factory.mktemp("gke") / "case"
+    generate("gke", 5, folder, billing="native")
+    return [json.loads(line) for line in (folder / "billing" / GKE_EXPORT).read_text().splitlines()]
+
+
+def moved(record: dict, start: str, end: str, credit: str | None = None) -> dict:
+    """``record`` at another usage period, with a credit of ``credit`` where given."""
+    credits = [{"name": "Sustained use", "amount": float(credit), "full_name": "Sustained use", "id": "sud",
+                "type": "SUSTAINED_USAGE_DISCOUNT"}] if credit else record["credits"]
+    return {**record, "usage_start_time": start, "usage_end_time": end, "credits": credits}
+
+
+def test_gcp_export_rows_dated_1970_and_2099_are_named_as_outside_the_window(tmp_path, gke_records):
+    """cloudgen gke 5 with rows 3 and 4 moved to 1970 and 2099 (row 4 with a 0.50 credit): before, the rows
+    vanished inside the GCP aggregate with no note (503 rows read of 505, total down 10.51); now the note the
+    FOCUS readers write, in its words: billed = their cost (5.2572 each), effective = cost + credits."""
+    records = list(gke_records)
+    records[2] = moved(records[2], "1970-01-01 00:00:00 UTC", "1970-01-01 01:00:00 UTC")
+    records[3] = moved(records[3], "2099-12-31 00:00:00 UTC", "2099-12-31 01:00:00 UTC", credit="-0.5")
+    path = tmp_path / GKE_EXPORT
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    spec = SourceSpec(name="bill", kind="billing", format="gcp_billing", path=path, options={})
+    frame = resolve("gcp_billing")(spec, ReadContext(start=CASE_DAY[0], end=CASE_DAY[1], currency="USD")).read()
+    assert frame.rows == 503
+    assert outside(frame.tables) == [
+        "2 lines wholly outside the window (2026-09-01 00:00 to 2026-09-02 00:00 UTC), left out: 10.51 USD billed, "
+        "10.01 USD effective; charge periods from 1970-01-01 00:00 to 2099-12-31 01:00 UTC; rows "
+        f"{GKE_EXPORT}:3, {GKE_EXPORT}:4"]
+    assert frame.tables["notes"].query("note.str.contains('outside')")["row"].tolist() == [3]
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_a_window_narrower_than_the_gcp_export_names_the_rest(tmp_path, gke_records, fmt):
+    """The GKE day read over its first 12 hours: the 252 rows of the afternoon (rows 13 on; the one daily row
+    that straddles noon is read and clipped) are a note, 2,230.466174151 USD of cost, 0.25 less effective
+    for the credit put on row 13 (Parquet: FLOAT64 money, as the export stores it)."""
+    from tests.servers.gcp_export import write_parquet
+
+    records = list(gke_records)
+    records[12] = moved(records[12], records[12]["usage_start_time"], records[12]["usage_end_time"], credit="-0.25")
+    if fmt == "json":
+        path = tmp_path / GKE_EXPORT
+        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    else:
+        path = write_parquet(records, tmp_path / "export.parquet")
+    found = tables("gcp_billing", path, (CASE_DAY[0], datetime(2026, 9, 1, 12, tzinfo=timezone.utc)))
+    assert outside(found) == [
+        "252 lines wholly outside the window (2026-09-01 00:00 to 2026-09-01 12:00 UTC), left out: 2,230.47 USD "
+        "billed, 2,230.22 USD effective; charge periods from 2026-09-01 12:00 to 2026-09-02 00:00 UTC; rows "
+        f"{path.name}:13, {path.name}:14, {path.name}:15, …"]
