@@ -64,6 +64,21 @@ def test_init_from_with_a_window_clips_the_case(tmp_path):
     assert written["case"]["window"] == ["2026-09-10", "2026-09-20"]
 
 
+def test_init_warns_when_no_billing_line_falls_in_the_window_given(tmp_path):
+    """Before: exit 0, no word, and the case's comments described September; only validate said
+    "no billing line falls in the window". Now a warning on stderr and above the window."""
+    done = costaudit("init", tmp_path / "w", "--from", BILL, "--window", "2027-01-01", "2027-02-01")
+    assert done.returncode == 0, done.stderr
+    said = (f"no billing line of {BILL} falls in the window 2027-01-01 – 2027-02-01; "
+            "the billing covers 2026-09-01 – 2026-10-01")
+    assert f"costaudit: warning: {said}\n" in done.stderr
+    text = (tmp_path / "w" / "case.toml").read_text()
+    assert (f"# the window given with --window\n# warning: {said}\n"
+            'window = ["2027-01-01", "2027-02-01"]\n') in text
+    inside = costaudit("init", tmp_path / "v", "--from", BILL, "--window", "2026-09-10", "2026-09-20")
+    assert "falls in the window" not in inside.stderr + (tmp_path / "v" / "case.toml").read_text()
+
+
 def test_init_proposes_the_usage_days_and_names_what_lies_outside(tmp_path):
     """Before: the window was every line's span (a month of Tax lines, a Purchase dated 09-21), and
     the case's own validate warned "no billing source has a usage line on 16 of the window's 30
