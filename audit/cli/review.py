@@ -39,6 +39,7 @@ def review(audits: List[Path] = typer.Argument(..., help="two or more audits, ol
     from audit.reporters.review_render import check_review_target, render_review
     from audit.review import load
     from audit.review import review as build
+    from audit.review.load import check_exists
 
     if len(audits) < 2:
         raise UsageError(f"costaudit review needs two audits or more (got {len(audits)}): "
@@ -46,6 +47,8 @@ def review(audits: List[Path] = typer.Argument(..., help="two or more audits, ol
     formats = [f.strip() for f in format.split(",") if f.strip()]
     target = out if out is not None else DEFAULT_OUT
     _check_out(target, audits)
+    for path in audits:
+        check_exists(path)
     check_review_target(target)
     say = (lambda words: None) if quiet else (lambda words: typer.echo(f"costaudit: {words}", err=True))
     try:

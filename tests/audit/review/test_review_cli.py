@@ -59,6 +59,18 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path):
     assert result.returncode == 1 and "missing.json: no such file or folder" in result.stderr
 
 
+def test_every_path_is_checked_before_any_audit(tmp_path):
+    """Before: `review CASE nothere` audited CASE (~70 s, "auditing case …", "reading nothere") and only
+    then said nothere was missing. Now one error line, exit 1, before any audit."""
+    from tests.paths import DEMO
+
+    missing = tmp_path / "nothere"
+    result = costaudit("review", DEMO, missing, "--out", tmp_path / "review")
+    assert result.returncode == 1
+    assert result.stderr == (f"costaudit: error: {missing}: no such file or folder "
+                             "(give an audit.json or a case folder)\n")
+
+
 def test_out_may_not_hold_an_input(tmp_path):
     a = write(tmp_path, "q2.json", audit("q2", {"chat": CHAT_Q2}))
     b = write(tmp_path, "q3.json", audit("q3", {"chat": CHAT_Q3}))
