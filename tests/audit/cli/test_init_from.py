@@ -79,6 +79,25 @@ def test_init_warns_when_no_billing_line_falls_in_the_window_given(tmp_path):
     assert "falls in the window" not in inside.stderr + (tmp_path / "v" / "case.toml").read_text()
 
 
+def test_a_profile_without_requests_is_named_by_validate_and_run(tmp_path):
+    """Before: `init --from` bill, metrics and profile wrote [[profiles]] without requests; validate said
+    "valid" and run "reconciliation: not_measured (gap n/a, tolerance 0.02)" with no word on why."""
+    profile = DEMO / "profiles" / "h100_qwen1.5-0.5b-chat.prefill_decode.derived.json.gz"
+    case = tmp_path / "c"
+    done = costaudit("init", case, "--from", BILL, DEMO / "telemetry" / "metrics.om.gz", profile)
+    assert done.returncode == 0, done.stderr
+    said = ("costaudit: warning: profile h100_qwen1.5-0.5b-chat.prefill_decode.derived of service chat states no "
+            "requests count: its kernel-seconds per request cannot be measured, so the bottom-up cost per request "
+            "cannot be reconciled (reconciliation not_measured); give requests = N, the requests served in the "
+            "traced window\n")
+    valid = costaudit("validate", case)
+    assert valid.returncode == 0 and said in valid.stderr
+    run = costaudit("run", case, "--out", tmp_path / "out", "--format", "json", "--quiet")
+    assert run.returncode == 0 and said in run.stderr
+    assert ("reconciliation: not_measured (gap n/a, tolerance 0.02): no service's kernel time is estimated from a "
+            "kernel profile with its traffic (services chat, embed)") in run.stdout
+
+
 def test_init_proposes_the_usage_days_and_names_what_lies_outside(tmp_path):
     """Before: the window was every line's span (a month of Tax lines, a Purchase dated 09-21), and
     the case's own validate warned "no billing source has a usage line on 16 of the window's 30
