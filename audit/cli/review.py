@@ -82,15 +82,26 @@ def summary(document: dict) -> None:
     head = document["pairs"][-1]
     earlier, later = document["audits"][head["from"]], document["audits"][head["to"]]
     currency = later["currency"]
-    typer.echo(f"review: {earlier['case']} {earlier['total']} {earlier['currency']} → "
-               f"{later['case']} {later['total']} {currency}")
+    typer.echo(f"review: {earlier['case']} {_grouped(earlier['total'])} {earlier['currency']} → "
+               f"{later['case']} {_grouped(later['total'])} {currency}")
     if head["bridge"] is None:
         typer.echo("no bridge: " + "; ".join(head["reasons"]))
     else:
         for step in head["bridge"]["steps"]:
             if step["amount"] not in ("0.00", "-0.00"):
-                typer.echo(f"  {step['label']:<40} {step['amount']:>14} {currency}")
+                typer.echo(f"  {step['label']:<40} {_grouped(step['amount']):>14} {currency}")
     for item in head["realised"]:
-        shown = item["realised"] if item["realised"] is not None else "n/a"
+        shown = _grouped(item["realised"]) if item["realised"] is not None else "n/a"
         typer.echo(f"shipped {item['option']} ({item['service']}, {item['shipped']}): realised {shown} {currency} "
                    f"a month, {item['verdict']}" + (f" ({item['note']})" if item["note"] else ""))
+
+
+def _grouped(amount) -> str:
+    """A decimal string with thousands separators, its digits kept (the notes write amounts so);
+    anything that is not a number as it is."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return f"{Decimal(str(amount)):,}"
+    except (InvalidOperation, ValueError):
+        return str(amount)
