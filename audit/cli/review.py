@@ -34,7 +34,7 @@ def review(audits: List[Path] = typer.Argument(..., help="two or more audits, ol
     """Compare audits of the same scope over time: per service the cost change split into volume,
     price, efficiency and overhead (a bridge from the earlier total to the later), buckets and unit
     costs side by side, lines that appeared or vanished, and the realised saving of each option the
-    later case shipped against its projection. Each step is named on stderr unless ``--quiet``."""
+    later case shipped against its projection. Each step is named on stderr unless --quiet."""
     from audit.cli.interrupts import Interrupted, interruptible
     from audit.reporters.review_render import check_review_target, render_review
     from audit.review import load

@@ -34,7 +34,7 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr (warnings and errors still)")
         ) -> None:
     """Run the audit on a case and write the report; each step is named on stderr as it starts
-    (a spinner on a terminal, one line per step otherwise) unless ``--quiet``."""
+    (a spinner on a terminal, one line per step otherwise) unless --quiet."""
     from audit.case import load_case
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
