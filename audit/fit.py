@@ -59,7 +59,7 @@ from audit.fit_claims import claims_fit, claims_partial_fit, claims_taken_fit
 from audit.fit_commitments import purchases_fit
 from audit.fit_models import billed_models, gpu_models_fit, node_gpu_models, same_model_nodes
 from audit.fit_parts import parts_fit
-from audit.fit_profiles import profile_gpu_fit, profiles_unused_fit
+from audit.fit_profiles import profile_gpu_fit, profiles_fit
 from audit.fit_quantities import list_fit, quantities_fit
 from audit.fit_replicas import replicas_fit
 from audit.fit_scope import scope_adjustments_fit
@@ -117,7 +117,7 @@ def fit(case: Case, lines: pd.DataFrame, scoped: int, classified: pd.DataFrame, 
              + step_fit(case, tele) + window_fit(case, lines) + quantities_fit(classified) + parts_fit(gpu_lines, nodes)
              + list_fit(classified, case.cost_basis)
              + telemetry_days_fit(case, gpu_lines, tele)
-             + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_unused_fit(case))
+             + activity_fit(case, devices or {}, gpu_lines, tele, nodes) + profiles_fit(case))
     return Fit(tuple(found), tuple(sorted({pod_name(p) for p in orphans})))
 
 

@@ -9,7 +9,9 @@ telemetry) by model family (H100, L40S, A10G, MI300X …) and warns where they d
 (``profile_gpu_model``). Where either side names no model, nothing is said.
 
 One profile per service gives its gap ratio and kernel figures, the first declared:
-:func:`profiles_unused_fit` names every later profile of the same service (``profile_unused``).
+:func:`profiles_unused_fit` names every later profile of the same service (``profile_unused``), and
+:func:`profiles_uncounted_fit` each profile in use that states no ``requests`` count
+(``profile_requests_missing``): its kernel-seconds per request, and so the reconciliation, go unmeasured.
 """
 from __future__ import annotations
 
@@ -115,4 +117,30 @@ def profiles_unused_fit(case: Case) -> list[Misfit]:
                    f"come from profile {text(first[service])}, declared before it (one profile per service); declare "
                    "first the one recorded on traffic like the service's, or leave the other out")
         out.append(Misfit("profile_unused", f"profile {text(source.name)}", message, (text(first[service]),)))
+    return out
+
+
+def profiles_fit(case: Case) -> list[Misfit]:
+    """The profiles declared and not used, then those in use that state no requests."""
+    return profiles_unused_fit(case) + profiles_uncounted_fit(case)
+
+
+def profiles_uncounted_fit(case: Case) -> list[Misfit]:
+    """A ``profile_requests_missing`` warning per profile in use (the first of its service) that states
+    no ``requests``: kernel-seconds per request divides by it, so the bottom-up cost per request cannot
+    be reconciled (audit/reconcile.py: not_measured)."""
+    seen: set[str] = set()
+    out = []
+    for source in case.sources:
+        service = source.options.get("service") if source.kind == "profiles" else None
+        if not isinstance(service, str) or service in seen:
+            continue
+        seen.add(service)
+        if source.options.get("requests") is not None:
+            continue
+        message = (f"profile {text(source.name)} of service {text(service)} states no requests count: its "
+                   "kernel-seconds per request cannot be measured, so the bottom-up cost per request cannot be "
+                   "reconciled (reconciliation not_measured); give requests = N, the requests served in the "
+                   "traced window")
+        out.append(Misfit("profile_requests_missing", f"profile {text(source.name)}", message, ()))
     return out

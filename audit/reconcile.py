@@ -163,7 +163,10 @@ def _no_estimate(profile: ProfileSummary | None) -> str:
     if profile is not None and profile.requests == 0:
         return (f"profile {profile.name} served no request in its window (requests = 0): kernel-seconds "
                 "per request unmeasured, telemetry kernel-active seconds used on both sides")
-    if profile is not None and profile.requests is not None:
+    if profile is not None and profile.requests is None:
+        return (f"profile {profile.name} states no requests count: kernel-seconds per request unmeasured, "
+                "telemetry kernel-active seconds used on both sides")
+    if profile is not None:
         return (f"profile {profile.name} states its requests, but no request counter or log counts this "
                 "service's requests: telemetry kernel-active seconds used on both sides")
     return "no profile with stated traffic: telemetry kernel-active seconds used on both sides"

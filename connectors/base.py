@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Mapping, final
 import pandas as pd
 
 from connectors.bounds import FILE, check_source_path, shown
-from connectors.errors import InputError, RetriableSourceError
+from connectors.errors import InputError, RetriableSourceError, with_article
 from schemas.secrets import mask_url, url_credentials
 
 
@@ -182,9 +182,9 @@ class Connector:
         local = self._locate_with_retries()
         if local is not None:
             self._local = local
-            check_source_path(local, self.accepts, expected=f"a {self.format_name} {self.accepts}")
+            check_source_path(local, self.accepts, expected=f"{with_article(self.format_name)} {self.accepts}")
             if local.is_file() and local.stat().st_size == 0:
-                raise InputError(local, "file is empty", expected=f"a {self.format_name} file")
+                raise InputError(local, "file is empty", expected=f"{with_article(self.format_name)} file")
         tables, rows, covered = self._fetch_with_retries()
         for name, schema in self.schemas.items():
             if name in tables:

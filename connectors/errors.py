@@ -73,3 +73,8 @@ def missing_library(where: str, error: ImportError, extra: str) -> FatalSourceEr
     """The error for a source that needs an optional library which is not installed."""
     return FatalSourceError(f"{where}: needs {error.name or 'a library'} that is not installed: "
                             f"pip install 'costaudit[{extra}]'")
+
+
+def with_article(word: str) -> str:
+    """``word`` after "a" or "an" as its first letter is a consonant or a vowel ("an openmetrics")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

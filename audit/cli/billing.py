@@ -49,7 +49,7 @@ def render_text(summary: dict) -> str:
     The name column is as wide as the longest name (at least :data:`NAME_WIDTH`): no name is cut."""
     lines = []
     for s in summary["sources"]:
-        lines.append(f"{s['source']}: {s['format']}, {s['rows']} rows, {s['lines']} lines in the window")
+        lines.append(f"{s['source']}: {s['format']}, {_count(s['rows'])} rows, {_count(s['lines'])} lines in the window")
     only = [row["name"] for row in summary["by_currency"]]
     width = name_width(summary)
     for title, key in (("By charge category", "by_charge_category"), ("By service", "by_service")):
@@ -66,6 +66,11 @@ def render_text(summary: dict) -> str:
         lines.append("\nNotes:")
         lines += [f"  {note}" for note in summary["notes"]]
     return "\n".join(lines)
+
+
+def _count(value) -> str:
+    """A count with thousands separators, as `costaudit init` writes it; anything else as it is."""
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 #: the narrowest name column of the text tables

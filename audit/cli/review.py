@@ -34,11 +34,12 @@ def review(audits: List[Path] = typer.Argument(..., help="two or more audits, ol
     """Compare audits of the same scope over time: per service the cost change split into volume,
     price, efficiency and overhead (a bridge from the earlier total to the later), buckets and unit
     costs side by side, lines that appeared or vanished, and the realised saving of each option the
-    later case shipped against its projection. Each step is named on stderr unless ``--quiet``."""
+    later case shipped against its projection. Each step is named on stderr unless --quiet."""
     from audit.cli.interrupts import Interrupted, interruptible
     from audit.reporters.review_render import check_review_target, render_review
     from audit.review import load
     from audit.review import review as build
+    from audit.review.load import check_exists
 
     if len(audits) < 2:
         raise UsageError(f"costaudit review needs two audits or more (got {len(audits)}): "
@@ -46,6 +47,8 @@ def review(audits: List[Path] = typer.Argument(..., help="two or more audits, ol
     formats = [f.strip() for f in format.split(",") if f.strip()]
     target = out if out is not None else DEFAULT_OUT
     _check_out(target, audits)
+    for path in audits:
+        check_exists(path)
     check_review_target(target)
     say = (lambda words: None) if quiet else (lambda words: typer.echo(f"costaudit: {words}", err=True))
     try:
@@ -79,15 +82,26 @@ def summary(document: dict) -> None:
     head = document["pairs"][-1]
     earlier, later = document["audits"][head["from"]], document["audits"][head["to"]]
     currency = later["currency"]
-    typer.echo(f"review: {earlier['case']} {earlier['total']} {earlier['currency']} → "
-               f"{later['case']} {later['total']} {currency}")
+    typer.echo(f"review: {earlier['case']} {_grouped(earlier['total'])} {earlier['currency']} → "
+               f"{later['case']} {_grouped(later['total'])} {currency}")
     if head["bridge"] is None:
         typer.echo("no bridge: " + "; ".join(head["reasons"]))
     else:
         for step in head["bridge"]["steps"]:
             if step["amount"] not in ("0.00", "-0.00"):
-                typer.echo(f"  {step['label']:<40} {step['amount']:>14} {currency}")
+                typer.echo(f"  {step['label']:<40} {_grouped(step['amount']):>14} {currency}")
     for item in head["realised"]:
-        shown = item["realised"] if item["realised"] is not None else "n/a"
+        shown = _grouped(item["realised"]) if item["realised"] is not None else "n/a"
         typer.echo(f"shipped {item['option']} ({item['service']}, {item['shipped']}): realised {shown} {currency} "
                    f"a month, {item['verdict']}" + (f" ({item['note']})" if item["note"] else ""))
+
+
+def _grouped(amount) -> str:
+    """A decimal string with thousands separators, its digits kept (the notes write amounts so);
+    anything that is not a number as it is."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return f"{Decimal(str(amount)):,}"
+    except (InvalidOperation, ValueError):
+        return str(amount)

@@ -34,7 +34,7 @@ def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or t
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr (warnings and errors still)")
         ) -> None:
     """Run the audit on a case and write the report; each step is named on stderr as it starts
-    (a spinner on a terminal, one line per step otherwise) unless ``--quiet``."""
+    (a spinner on a terminal, one line per step otherwise) unless --quiet."""
     from audit.case import load_case
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
@@ -151,7 +151,8 @@ def _summary(document: dict, target: Path, written) -> None:
         share = b[name]["share"] if b[name]["share"] is not None else "no spend in scope"  # a total of 0
         typer.echo(f"  {name:<18} {b[name]['amount']:>14} {cur}  ({share})")
     gap = r["gap"] if r["gap"] is not None else "n/a"
-    typer.echo(f"reconciliation: {r['verdict']} (gap {gap}, tolerance {r['tolerance']})")
+    why = f": {r['reason']}" if r["verdict"] == "not_measured" and r.get("reason") else ""
+    typer.echo(f"reconciliation: {r['verdict']} (gap {gap}, tolerance {r['tolerance']}){why}")
     typer.echo(f"reports in {target}")
     for path in written:
         typer.echo(f"wrote {path}")

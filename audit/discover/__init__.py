@@ -30,7 +30,7 @@ def discover(sources: list[str], folder: Path, name: str,
     from audit.discover.propose import propose
     from audit.discover.read import read_all, source_names
     from audit.discover.sniff import sniff_all
-    from audit.discover.window import window_note
+    from audit.discover.window import empty_window_warnings, window_note
     from audit.discover.write import render
 
     case = _case_of(sources)
@@ -48,8 +48,10 @@ def discover(sources: list[str], folder: Path, name: str,
         raise UsageError("no source covers any time (no billing line, no timestamped telemetry sample): "
                          "give --window START END")
     note = window_note(window is not None, span, reads, case.cost_basis if case is not None else "effective")
+    empty = empty_window_warnings(span, reads) if window is not None else []
+    note = "\n".join([note] + [f"warning: {text}" for text in empty])
     proposal = propose(name, reads, span, note, case)
-    return Discovered(render(proposal, folder), tuple(proposal.warnings),
+    return Discovered(render(proposal, folder), tuple(proposal.warnings) + tuple(empty),
                       tuple(s.name for s in proposal.services),
                       tuple(f"{s.kind} {s.name} ({s.format})" + (" [commented out]" if s.disabled else "")
                             for s in proposal.sources))

@@ -47,6 +47,21 @@ def window_note(given: bool, window: tuple[datetime, datetime], reads: list, bas
     return "\n".join(out)
 
 
+def empty_window_warnings(window: tuple[datetime, datetime], reads: list) -> list[str]:
+    """One line per billing source none of whose lines falls in a window given with ``--window``,
+    with the days its lines cover (the case's validate would stop on it)."""
+    lo, hi = pd.Timestamp(window[0]), pd.Timestamp(window[1])
+    out = []
+    for read in reads:
+        lines = read.tables.get("lines") if read.source.kind == "billing" else None
+        if lines is None or not len(lines) or ((lines["start"] < hi) & (lines["end"] > lo)).any():
+            continue
+        first, last = read.frame.covered
+        out.append(f"no billing line of {read.source.path} falls in the window {_when(lo)} – {_when(hi)}; "
+                   f"the billing covers {_when(first)} – {_when(last)}")
+    return out
+
+
 def covered_days(spans: list[tuple[datetime | None, datetime | None]]) -> tuple[datetime, datetime] | None:
     """The whole UTC days that the spans cover together (start floored, end rounded up to midnight)."""
     starts = [s for s, _ in spans if s is not None]

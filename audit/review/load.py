@@ -90,6 +90,16 @@ def _version(audit: Audit) -> str:
     return str(meta.get("version")) if isinstance(meta, dict) else "(unknown version)"
 
 
+MISSING = "no such file or folder (give an audit.json or a case folder)"
+
+
+def check_exists(path: str | Path) -> None:
+    """An InputError for a path that names nothing: every input of a review is checked so before
+    any is audited (a case folder takes a minute to audit)."""
+    if not Path(path).exists():
+        raise InputError(str(path), MISSING)
+
+
 def load(path: str | Path) -> Audit:
     """An audit.json file read, or a case folder (or case.toml) audited in memory."""
     given = str(path)
@@ -104,7 +114,7 @@ def load(path: str | Path) -> Audit:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(given, "no such file or folder (give an audit.json or a case folder)") from None
+        raise InputError(given, MISSING) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(given, f"could not be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:

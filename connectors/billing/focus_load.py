@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from connectors.duck import first_line, last_line_longer, quote_ident, quote_text
-from connectors.errors import InputError
+from connectors.errors import InputError, with_article
 from connectors.header_hint import foreign_delimiter, header_hint, utf16_hint
 
 NULL_TEXT = ("", "NULL", "null", "\\N")
@@ -195,7 +195,7 @@ def csv_header(path: Path, fmt: str, kind: str = "FOCUS") -> list[str]:
                 return [_utf8(field.strip(), path, expected) for field in record]
     except csv.Error as exc:
         raise InputError(path, f"unreadable header: {exc}", row=0, expected=expected) from None
-    raise InputError(path, "file is empty (no header)", expected=f"a {kind} CSV header and data rows")
+    raise InputError(path, "file is empty (no header)", expected=f"{with_article(kind)} CSV header and data rows")
 
 
 def _utf8(name: str, path: Path, expected: str) -> str:

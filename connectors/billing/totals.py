@@ -62,7 +62,7 @@ from connectors.billing.gpu_sql import gpu_meter_sql, hint_sql, instance_type_sq
 from connectors.billing.totals_cur import cur_views
 from connectors.billing.totals_focus import focus_views
 from connectors.duck import first_line, prepare, quote_text
-from connectors.errors import InputError
+from connectors.errors import InputError, with_article
 from schemas.errors import UsageError
 
 FORMATS = ("focus", "cur")
@@ -102,7 +102,7 @@ def read_totals(path: Path, fmt: str, window: tuple[datetime, datetime], currenc
         raise UsageError(f"no pushdown for format {fmt!r}; known: {', '.join(FORMATS)}")
     path = Path(path)
     if not path.exists():
-        raise InputError(path, "file not found", expected=f"a {fmt} file or folder")
+        raise InputError(path, "file not found", expected=f"{with_article(fmt)} file or folder")
     for exact in (False, True):
         with connect(memory_limit, threads) as con:
             rows_sql = build_views(con, path, fmt, window, exact)
@@ -260,4 +260,4 @@ def explain(path: Path, fmt: str, window: tuple[datetime, datetime], currency: s
     spec = SourceSpec(path.name, "billing", fmt, path, {})
     resolve(fmt)(spec, ReadContext(window[0], window[1], currency)).fetch()
     raise InputError(path, f"cannot total the source: {problem}",
-                     expected=f"a {fmt} source whose lines the connector reads")
+                     expected=f"{with_article(fmt)} source whose lines the connector reads")

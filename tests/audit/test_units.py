@@ -47,7 +47,8 @@ def test_the_representativeness_driver_says_why_a_service_has_no_kernel_estimate
     uncounted = _no_estimate(SimpleNamespace(name="chat-trace", requests=16))
     assert "profile chat-trace states its requests, but no request counter or log counts" in uncounted
     assert _no_estimate(None).startswith("no profile with stated traffic")
-    assert _no_estimate(SimpleNamespace(name="x", requests=None)).startswith("no profile with stated traffic")
+    assert _no_estimate(SimpleNamespace(name="x", requests=None)).startswith(  # before: "no profile with stated traffic"
+        "profile x states no requests count: kernel-seconds per request unmeasured")
 
 
 def test_the_sources_of_one_kind_of_count_are_added():

@@ -345,3 +345,11 @@ def test_a_pushed_down_cur_notes_a_savings_plan_fee_missing_from_the_effective_t
     assert notes == [unamortised_note(path.name, "48 commitment purchase line(s) (fees_only.csv:1, fees_only.csv:2, "
                                                  "fees_only.csv:7, …), billed 12.70"),
                      f"{path}: {CUR_NOT_CHECKED}"]
+
+
+def test_the_header_counts_have_thousands_separators():
+    """Before: "16113 rows, 16113 lines in the window" where init says "16,113 rows"."""
+    bill = DEMO / "billing" / "focus_2026-09.csv.gz"
+    result = billing(bill)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"{bill}: focus, 16,113 rows, 16,113 lines in the window"

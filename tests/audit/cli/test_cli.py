@@ -192,3 +192,19 @@ def test_the_summary_says_no_spend_in_scope_where_shares_are_none(capsys, tmp_pa
     buckets["model_compute"] = {"amount": "1.00", "share": "100.0%"}
     _summary(document, tmp_path, [])
     assert "  model_compute                1.00 USD  (100.0%)\n" in capsys.readouterr().out
+
+
+def test_an_empty_source_names_its_format_with_the_right_article(demo_copy):
+    """Before: "file is empty (expected a openmetrics file)"."""
+    (demo_copy / "telemetry" / "metrics.om.gz").write_bytes(b"")
+    result = costaudit("validate", demo_copy)
+    assert result.returncode == 1
+    assert "metrics.om.gz: file is empty (expected an openmetrics file)" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "review"])
+def test_help_names_quiet_in_plain_text(command):
+    """Before: `run --help` and `review --help` showed "``--quiet``"."""
+    result = costaudit(command, "--help")
+    assert result.returncode == 0 and "``" not in result.stdout
+    assert "unless --quiet." in " ".join(result.stdout.split())

@@ -64,6 +64,40 @@ def test_init_from_with_a_window_clips_the_case(tmp_path):
     assert written["case"]["window"] == ["2026-09-10", "2026-09-20"]
 
 
+def test_init_warns_when_no_billing_line_falls_in_the_window_given(tmp_path):
+    """Before: exit 0, no word, and the case's comments described September; only validate said
+    "no billing line falls in the window". Now a warning on stderr and above the window."""
+    done = costaudit("init", tmp_path / "w", "--from", BILL, "--window", "2027-01-01", "2027-02-01")
+    assert done.returncode == 0, done.stderr
+    said = (f"no billing line of {BILL} falls in the window 2027-01-01 – 2027-02-01; "
+            "the billing covers 2026-09-01 – 2026-10-01")
+    assert f"costaudit: warning: {said}\n" in done.stderr
+    text = (tmp_path / "w" / "case.toml").read_text()
+    assert (f"# the window given with --window\n# warning: {said}\n"
+            'window = ["2027-01-01", "2027-02-01"]\n') in text
+    inside = costaudit("init", tmp_path / "v", "--from", BILL, "--window", "2026-09-10", "2026-09-20")
+    assert "falls in the window" not in inside.stderr + (tmp_path / "v" / "case.toml").read_text()
+
+
+def test_a_profile_without_requests_is_named_by_validate_and_run(tmp_path):
+    """Before: `init --from` bill, metrics and profile wrote [[profiles]] without requests; validate said
+    "valid" and run "reconciliation: not_measured (gap n/a, tolerance 0.02)" with no word on why."""
+    profile = DEMO / "profiles" / "h100_qwen1.5-0.5b-chat.prefill_decode.derived.json.gz"
+    case = tmp_path / "c"
+    done = costaudit("init", case, "--from", BILL, DEMO / "telemetry" / "metrics.om.gz", profile)
+    assert done.returncode == 0, done.stderr
+    said = ("costaudit: warning: profile h100_qwen1.5-0.5b-chat.prefill_decode.derived of service chat states no "
+            "requests count: its kernel-seconds per request cannot be measured, so the bottom-up cost per request "
+            "cannot be reconciled (reconciliation not_measured); give requests = N, the requests served in the "
+            "traced window\n")
+    valid = costaudit("validate", case)
+    assert valid.returncode == 0 and said in valid.stderr
+    run = costaudit("run", case, "--out", tmp_path / "out", "--format", "json", "--quiet")
+    assert run.returncode == 0 and said in run.stderr
+    assert ("reconciliation: not_measured (gap n/a, tolerance 0.02): no service's kernel time is estimated from a "
+            "kernel profile with its traffic (services chat, embed)") in run.stdout
+
+
 def test_init_proposes_the_usage_days_and_names_what_lies_outside(tmp_path):
     """Before: the window was every line's span (a month of Tax lines, a Purchase dated 09-21), and
     the case's own validate warned "no billing source has a usage line on 16 of the window's 30

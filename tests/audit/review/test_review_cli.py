@@ -59,6 +59,34 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path):
     assert result.returncode == 1 and "missing.json: no such file or folder" in result.stderr
 
 
+def test_every_path_is_checked_before_any_audit(tmp_path):
+    """Before: `review CASE nothere` audited CASE (~70 s, "auditing case …", "reading nothere") and only
+    then said nothere was missing. Now one error line, exit 1, before any audit."""
+    from tests.paths import DEMO
+
+    missing = tmp_path / "nothere"
+    result = costaudit("review", DEMO, missing, "--out", tmp_path / "review")
+    assert result.returncode == 1
+    assert result.stderr == (f"costaudit: error: {missing}: no such file or folder "
+                             "(give an audit.json or a case folder)\n")
+
+
+def test_the_summary_amounts_have_thousands_separators(capsys):
+    """Before: "realised 23039.13 USD a month" beside a note's "9,924.07 a month", totals "89258.43"."""
+    from audit.cli.review import summary
+
+    document = {"audits": [{"case": "q2", "total": "89258.43", "currency": "USD"},
+                           {"case": "q3", "total": "91234.00", "currency": "USD"}],
+                "pairs": [{"from": 0, "to": 1, "bridge": {"steps": [{"label": "chat: volume", "amount": "-12345.60"}]},
+                           "realised": [{"option": "o", "service": "chat", "shipped": "2026-09", "realised": "23039.13",
+                                         "verdict": "realised", "note": "9,924.07 a month"}]}]}
+    summary(document)
+    assert capsys.readouterr().out.splitlines() == [
+        "review: q2 89,258.43 USD → q3 91,234.00 USD",
+        f"  {'chat: volume':<40} {'-12,345.60':>14} USD",
+        "shipped o (chat, 2026-09): realised 23,039.13 USD a month, realised (9,924.07 a month)"]
+
+
 def test_out_may_not_hold_an_input(tmp_path):
     a = write(tmp_path, "q2.json", audit("q2", {"chat": CHAT_Q2}))
     b = write(tmp_path, "q3.json", audit("q3", {"chat": CHAT_Q3}))
