@@ -36,7 +36,6 @@ from audit.errors import ConfigError
 from connectors.base import url_credential_problems
 from connectors.bounds import check_source_path, resolved, shown
 from connectors.errors import InputError
-from connectors.registry import unknown
 from schemas.secrets import remember_env
 
 #: the cost bases of METHOD §1: FOCUS EffectiveCost, BilledCost, ListCost, ContractedCost
@@ -357,9 +356,6 @@ def _sources(raw, folder: Path, problems) -> list[Source]:
                 problems.append(f"{where}.{wrong[0]}: expected a string, got {shown(entry[wrong[0]])}")
                 continue
             name = str(entry.get("name", f"{kind}-{i}"))
-            wrong_format = unknown(str(entry["format"]), kind)
-            if wrong_format:  # said, and the source kept: no second error for a source it lacks
-                problems.append(f"[[{kind}]] {shown(name)}.format: {wrong_format}")
             if name in names:
                 problems.append(f"{where}: duplicate source name {shown(name)}")
             names.add(name)

@@ -14,7 +14,7 @@ from audit.collected import Collected, MissingSource
 from connectors.base import Connector, ReadContext, SourceFrame, SourceSpec, file_sha256
 from connectors.duck import close_all, interrupt_all
 from connectors.errors import FatalSourceError, InputError, InputErrors, SourceError
-from connectors.registry import resolve
+from connectors.registry import names, resolve, unknown
 from schemas.errors import UsageError
 
 
@@ -91,6 +91,8 @@ def _read(case: Case, spec: SourceSpec, unreadable: str = "") -> SourceFrame | M
 
 def connector_of(case: Case, spec: SourceSpec) -> Connector:
     """The connector of a source, refused where its format reads another kind of data."""
+    if spec.format not in names():  # the nearest format of the source's kind, checked with every other source
+        raise InputError(case.path, f"source {spec.name!r}: {unknown(spec.format, spec.kind)}", column="format")
     connector = resolve(spec.format, where=str(case.path))(spec, context_of(case))
     if connector.kind and connector.kind != spec.kind:
         raise InputError(case.path, f"source {spec.name!r}: format {spec.format!r} reads "

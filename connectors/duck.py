@@ -80,8 +80,9 @@ def bound(con, memory_limit: str | None = None) -> None:
     con.execute(f"SET temp_directory = {quote_text(str(folder))}")
 
 
-#: a memory size DuckDB reads: a positive number and a unit (``4GB``, ``512MiB``, ``1.5 GB``)
-MEMORY_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*", re.IGNORECASE)
+#: a memory size DuckDB reads: a positive number and a unit (``4GB``, ``512MiB``, ``1.5 GB``, ``4G``), or a
+#: share of the machine's memory (``80%``)
+MEMORY_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB|K|M|G|T|%)\s*", re.IGNORECASE)
 
 
 def default_memory_limit() -> str:
@@ -92,7 +93,7 @@ def default_memory_limit() -> str:
     if given is not None and given.strip():
         size = MEMORY_SIZE.fullmatch(given)
         if size is None or float(size.group(1)) <= 0:
-            raise UsageError(f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB or 512MiB")
+            raise UsageError(f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB, 512MiB or 80%")
         return f"{size.group(1)}{size.group(2)}"
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

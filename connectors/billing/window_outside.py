@@ -82,8 +82,11 @@ def period_notes(con, currency: str, name: Callable[[int], str]) -> list[tuple[i
     """(first row, ChargePeriodStart, note) on the lines whose charge period ends more than SLACK
     before their billing period starts or starts more than SLACK after it ends: wholly outside it, as
     a 1970 or 2099 date in a September bill (a period that only runs past an edge, as the FOCUS spec's
-    purchase examples do, is not judged; nor a line without a readable billing period)."""
-    where = (f"_bs IS NOT NULL AND _be IS NOT NULL AND (_pe < _bs - INTERVAL {SLACK} OR _ps > _be + INTERVAL {SLACK})")
+    purchase examples do, is not judged; nor a line without a readable billing period; nor a correction,
+    ChargeClass "Correction", which FOCUS bills in the current billing period with the charge period of
+    the line it corrects)."""
+    where = (f"_bs IS NOT NULL AND _be IS NOT NULL AND (_pe < _bs - INTERVAL {SLACK} OR _ps > _be + INTERVAL {SLACK})"
+             + not_a_correction(con))
     count, billed, _, first, last, rows, found = con.execute(summary_sql(where)).fetchone()
     if not count:
         return []
@@ -96,3 +99,13 @@ def period_notes(con, currency: str, name: Callable[[int], str]) -> list[tuple[i
              f"{OUT_OF_PERIOD}: {count:,} line{'' if count == 1 else 's'} ({money(billed, found or currency)} "
              f"billed) charged from {first} to {last} UTC, {ROWS_FOLLOW}"
              f"{examples}{more}")]
+
+
+def not_a_correction(con) -> str:
+    """SQL ``AND …``: the row of ``n`` is no correction (ChargeClass, in any letter case); empty where the
+    bill has no ChargeClass column."""
+    named = [row[0] for row in con.execute("DESCRIBE n").fetchall() if str(row[0]).lower() == "chargeclass"]
+    if not named:
+        return ""
+    column = '"' + named[0].replace('"', '""') + '"'
+    return f" AND coalesce(lower(trim(CAST({column} AS VARCHAR))), '') <> 'correction'"

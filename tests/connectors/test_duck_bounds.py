@@ -50,10 +50,11 @@ def test_a_memory_limit_that_is_no_size_is_named(monkeypatch, given):
     monkeypatch.setenv("COSTAUDIT_DUCKDB_MEMORY", given)
     with pytest.raises(UsageError) as caught:
         duck.default_memory_limit()
-    assert str(caught.value) == f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB or 512MiB"
+    assert str(caught.value) == f"COSTAUDIT_DUCKDB_MEMORY={given!r}: expected a positive size such as 4GB, 512MiB or 80%"
 
 
-@pytest.mark.parametrize("given, read", [("4GB", "4GB"), (" 512 MiB ", "512MiB"), ("1.5gb", "1.5gb")])
+@pytest.mark.parametrize("given, read", [("4GB", "4GB"), (" 512 MiB ", "512MiB"), ("1.5gb", "1.5gb"), ("4G", "4G"),
+                                         ("80%", "80%")])  # DuckDB's own spellings
 def test_a_memory_limit_is_read_as_written(monkeypatch, given, read):
     monkeypatch.setenv("COSTAUDIT_DUCKDB_MEMORY", given)
     assert duck.default_memory_limit() == read

@@ -90,7 +90,7 @@ def test_a_run_out_of_duckdb_memory_is_one_line_naming_the_limit(tmp_path, limit
 
 
 @pytest.mark.parametrize("name, value, said", [
-    ("COSTAUDIT_DUCKDB_MEMORY", "4 gigs", "COSTAUDIT_DUCKDB_MEMORY='4 gigs': expected a positive size such as 4GB or 512MiB"),
+    ("COSTAUDIT_DUCKDB_MEMORY", "4 gigs", "COSTAUDIT_DUCKDB_MEMORY='4 gigs': expected a positive size such as 4GB, 512MiB or 80%"),
     ("COSTAUDIT_CACHE", "/proc/nope", "COSTAUDIT_CACHE: the spill folder /proc/nope/duckdb-tmp cannot be made")])
 def test_a_bad_duckdb_setting_is_one_line(tmp_path, name, value, said):
     """Before: a 300-line traceback of DuckDB's parser, or of mkdir, and exit 1."""

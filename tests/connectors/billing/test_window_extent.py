@@ -129,6 +129,19 @@ def test_lines_wholly_outside_the_window_are_named_and_an_out_of_range_date_is_n
     assert found["notes"].query("note.str.contains('outside')")["row"].tolist() == [2, 3]
 
 
+def test_a_correction_of_an_earlier_period_is_no_out_of_range_date(tmp_path):
+    """FOCUS bills a correction of a past period in the current billing period with the charge period of
+    the line it corrects (the verifier's eks 11001 row 365: a refund of an August hour in the September bill
+    was warned of as a date out of range). It is still a line outside the window, and said so."""
+    bill = BILL.replace("ChargeCategory,", "ChargeCategory,ChargeClass,").replace(",Usage,", ",Usage,,")
+    bill += "2026-09-01,2026-10-01,2026-08-20T00:00:00Z,2026-08-20T01:00:00Z,Usage,Correction,-55.04,-55.04,USD\n"
+    path = tmp_path / "bill.csv"
+    path.write_text(bill, encoding="utf-8")
+    notes = outside(tables("focus", path, SEPTEMBER_1))
+    assert notes[0].startswith("5 lines wholly outside the window") and "bill.csv:3 (1970-01-01" in notes[1]
+    assert notes[1].startswith("charge period outside its billing period: 2 lines (110.08 USD billed)")
+
+
 OUTSIDE_NOTES = {
     "azure": ((2024, 5, 2), (2024, 5, 3), 3,
               "3 lines wholly outside the window (2024-05-02 00:00 to 2024-05-03 00:00 UTC), left out: 652.73 USD "
