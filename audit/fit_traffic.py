@@ -33,9 +33,9 @@ def traffic_fit(case: Case, tele: Telemetry) -> list[Misfit]:
         measured = _measured(tele, case, service)
         if measured is None:
             continue
-        from audit.pricing.generation_cap import _generated_per_request
+        from audit.pricing.generation_cap import generated_per_request
 
-        generated = _generated_per_request(str(path))
+        generated = generated_per_request(str(path))
         if not generated:
             continue
         requests, tokens = measured

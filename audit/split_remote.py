@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from connectors.base import ReadContext, SourceSpec
-from connectors.errors import FatalSourceError, RetriableSourceError
+from connectors.base import ReadContext, SourceSpec, with_retries
+from connectors.errors import FatalSourceError
 from connectors.registry import resolve
 
 if TYPE_CHECKING:
@@ -69,7 +68,9 @@ def engine_for(case) -> tuple[Callable, InPlace] | None:
     record = InPlace(source.name, ENGINE_NAMES[source.format], spec.where)
 
     def run(prepared: Tables) -> tuple[list[tuple], list[tuple]]:
-        return with_retries(lambda: run_once(connector, scratch, prepared, record), record)
+        return with_retries(lambda: run_once(connector, scratch, prepared, record), RETRIES, BACKOFF_S,
+                            lambda delay: log.info("split: a transient fault in %s; retrying in %.1f s",
+                                                   record.engine, delay))
 
     return run, record
 
@@ -97,21 +98,6 @@ def with_permissions(error: Exception, permissions: str) -> Exception:
         return FatalSourceError(f"{error}; running the GPU split in place (split_in_place = true) also needs "
                                 f"{permissions}")
     return error
-
-
-def with_retries(step: Callable, record: InPlace):
-    """``step`` retried with exponential backoff on a transient fault."""
-    delay = BACKOFF_S
-    for attempt in range(RETRIES + 1):
-        try:
-            return step()
-        except RetriableSourceError:
-            if attempt == RETRIES:
-                raise
-            log.info("split: a transient fault in %s; retrying in %.1f s", record.engine, delay)
-            time.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")
 
 
 def typed(rows: Sequence[Sequence], texts: int) -> list[tuple]:

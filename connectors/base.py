@@ -212,16 +212,25 @@ class Connector:
 
     def _with_retries(self, step):
         """Call ``step``; a RetriableSourceError is retried with exponential backoff."""
-        delay = self.backoff_seconds
-        for attempt in range(self.retries + 1):
-            try:
-                return step()
-            except RetriableSourceError:
-                if attempt == self.retries:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        return with_retries(step, self.retries, self.backoff_seconds)
+
+
+def with_retries(step, retries: int, backoff_seconds: float, on_retry=None):
+    """Call ``step``; a RetriableSourceError is retried up to ``retries`` times with exponential backoff
+    from ``backoff_seconds`` (``on_retry`` hears each wait first). Connectors' reads and the split run in
+    the bill's engine (audit/split_remote.py) retry alike."""
+    delay = backoff_seconds
+    for attempt in range(retries + 1):
+        try:
+            return step()
+        except RetriableSourceError:
+            if attempt == retries:
+                raise
+            if on_retry is not None:
+                on_retry(delay)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
 
 
 def validate(schema, frame: pd.DataFrame, path: Path, table: str) -> pd.DataFrame:

@@ -147,7 +147,7 @@ def _decode_cost(given, name: str, split) -> Decimal:
 def _traffic_inputs(name: str, path: str, cap: int) -> tuple[Decimal, list[Input]]:
     """The exact share of generated tokens above ``cap`` from the service's traffic file (one request
     a row) and the inputs that say so; a file that cannot be read raises its one-line input error."""
-    generated = _generated_per_request(path)
+    generated = generated_per_request(path)
     share = exact_share(generated, cap)
     above = sum(1 for n in generated if n > cap)
     return share, [(f"{name}: share of generated tokens above the cap", f"{share:.6f}",
@@ -156,7 +156,7 @@ def _traffic_inputs(name: str, path: str, cap: int) -> tuple[Decimal, list[Input
 
 
 @functools.lru_cache(maxsize=8)
-def _generated_per_request(path: str) -> tuple[int, ...]:
+def generated_per_request(path: str) -> tuple[int, ...]:
     """GeneratedTokens of every request of an Azure LLM inference trace CSV (collector/trace_file.py),
     read once a process."""
     from collector.trace_file import read_azure_trace

@@ -14,7 +14,7 @@ expires after a day, should the run die first).
   project where it does not exist yet), besides the reading roles.
 
 Faults map as the connector's do (:func:`connectors.billing.gcp_billing.source_error`); a transient one
-is retried with backoff by :func:`run_with_retries`.
+is retried with backoff by :func:`connectors.base.with_retries`.
 """
 from __future__ import annotations
 
