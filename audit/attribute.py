@@ -65,7 +65,7 @@ def attribute(case: Case, collected: Collected, charges: pd.DataFrame, leftovers
     billing = lines_of(formats.values(), collected.names("billing"))
     attribute_lines(ledger, charges, billing, formats)
     attribute_leftovers(ledger, leftovers, noun(formats.values()), collected.names("billing"))
-    gaps = {s: (p.gap_ratio, f"{p.name} ({p.path.rsplit('/', 1)[-1]})")
+    gaps = {s: (p.gap_ratio, f"{p.name} ({p.trace_label})")
             for s, p in profiles.items() if p.gap_ratio is not None}
     intervals = split_groups(ledger, split.groups, gaps, case.target_utilisation,
                              describer(collected, billing), undeclared_reason(undeclared))

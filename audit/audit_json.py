@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal
 
-from audit import __version__
+from audit import __version__, audit_json_profiles
 from audit import audit_json_cents as audit_cents
 from audit import audit_json_review as review
 from audit import audit_json_units as units
@@ -280,7 +280,7 @@ def _profiles(result, rounded: audit_cents.Cents) -> list[dict]:
                     "kernel_active_ms": fmt(p.kernel_active_us / 1000, 3),
                     "gpu_window_ms": fmt(p.gpu_window_us / 1000, 3),
                     "gap_ratio": fmt(p.gap_ratio, 6), "gap_basis": p.gap_basis,
-                    "gap_sensitivity": _gap_sensitivity(p),
+                    "gap_sensitivity": audit_json_profiles.gap_sensitivity(p),
                     "kernel_seconds_per_request": fmt(kps, 9),
                     "categories": [{"category": r.category, "ms": f"{r.total_us / 1000:.3f}",
                                     "share": f"{r.total_us / total_us:.4f}" if total_us else None}
@@ -290,34 +290,10 @@ def _profiles(result, rounded: audit_cents.Cents) -> list[dict]:
                                      "share": f"{r.total_us / kernel_total:.4f}" if kernel_total else None}
                                     for r in kernels.itertuples()],
                     "top_call_paths": list(result.evidence.call_paths.get(service, ())),
-                    "idle_paths": _idle_paths(result.evidence.idle_paths.get(service, ()),
-                                              rounded.parts.get(("serving_path", "in_flight_idle", service)))})
+                    "idle_paths": audit_json_profiles.idle_paths(result.evidence.idle_paths.get(service, ()),
+                                              rounded.parts.get(("serving_path", "in_flight_idle", service))),
+                    **audit_json_profiles.ranks(p)})
     return out
-
-
-def _idle_paths(rows, part: Decimal | None) -> list[dict]:
-    """A profile's top idle call paths (audit/trace/idle.py) and the rest as one row, each costed as the
-    idle findings are (``share_of_part`` of the profile's idle × in_flight_idle), their cents by
-    largest remainder to the part's rounded amount, so that they add up to it."""
-    costs = {str(i): r["cost"] for i, r in enumerate(rows) if r.get("cost") is not None}
-    whole = len(costs) == len(rows) and rows and rows[-1]["category"] == "other"
-    costs = largest_remainder(costs, part if whole and part is not None else None) if costs else {}
-    return [{"callpath": r["callpath"], "category": r["category"], "idle_us": r["idle_us"], "gaps": r["gaps"],
-             "share": r["share"], "share_of_part": r.get("share_of_part"),
-             **({} if r.get("cost") is None else {"cost": str(costs[str(i)])})}
-            for i, r in enumerate(rows)]
-
-
-def _gap_sensitivity(p) -> dict | None:
-    """g over the served traffic's window and over the whole GPU window, and what lies between
-    (connectors/profiles/window.py); None for a profile table without the window columns."""
-    sens = p.gap_sensitivity
-    if sens is None:
-        return None
-    return {"served_window": fmt(sens.served_window, 6), "full_window": fmt(sens.full_window, 6),
-            "window_ms": fmt(sens.window_us / 1000, 3), "excluded_kernels": sens.excluded_kernels,
-            "excluded_kernel_ms": fmt(sens.excluded_kernel_us / 1000, 3),
-            "excluded_ms": fmt(sens.excluded_us / 1000, 3), "note": sens.note or None}
 
 
 def _finding(found: KernelFinding, stable_id: str) -> dict:

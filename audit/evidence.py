@@ -71,11 +71,18 @@ def gather(case: Case, tele: Telemetry, profiles: Mapping[str, ProfileSummary], 
     findings: list[KernelFinding] = []
     amounts = ledger.amounts()
     for service, profile in sorted(profiles.items()):
-        trace = _trace_of(profile)
-        if trace is None:
-            continue
-        paths, found, idle = kernel_evidence([trace])
-        call_paths[service] = tuple(row for group in paths for row in group["top"])[:TOP_CALL_PATHS]
+        if profile.rank_set is not None:
+            from audit.trace.rankset import set_evidence, top_call_paths
+
+            of_set = set_evidence(profile.rank_set)
+            found, idle = of_set.findings, of_set.idle
+            call_paths[service] = top_call_paths(of_set, TOP_CALL_PATHS)
+        else:
+            trace = _trace_of(profile)
+            if trace is None:
+                continue
+            paths, found, idle = kernel_evidence([trace])
+            call_paths[service] = tuple(row for group in paths for row in group["top"])[:TOP_CALL_PATHS]
         idle_paths[service] = _costed_idle(idle, service, amounts)
         findings += [_costed(finding, service, profile.name, amounts) for finding in found]
     return Evidence(serving, option_evidence(serving), call_paths, tuple(findings), idle_paths)

@@ -40,6 +40,7 @@ from audit.services import service_of
 from connectors.base import SourceFrame
 from connectors.billing.focus_checks import WINDOW_EXTENT
 from connectors.errors import InputError, InputErrors
+from connectors.profiles.rankset import RankSet
 from connectors.telemetry.families import REQUEST_COUNTER, REQUEST_SERIES
 from schemas.billing import line_total
 
@@ -321,8 +322,9 @@ def profiles(collected: Collected) -> dict[str, ProfileSummary]:
             generated_tokens=opts.get("generated_tokens"), summary=row,
             kernels=_with_columns(frame.tables.get("kernels"), ["name", "category", "count", "total_us"]),
             categories=_with_columns(frame.tables.get("categories"), ["category", "total_us"]),
-            trace=frame.parsed, sweep=_with_columns(frame.tables.get("sweep"), SWEEP_COLUMNS),
-            gap_sensitivity=sensitivity)
+            trace=None if isinstance(frame.parsed, RankSet) else frame.parsed,
+            sweep=_with_columns(frame.tables.get("sweep"), SWEEP_COLUMNS), gap_sensitivity=sensitivity,
+            rank_set=frame.parsed if isinstance(frame.parsed, RankSet) else None, ranks=frame.tables.get("ranks"))
         out.setdefault(summary.service, summary)
     return out
 

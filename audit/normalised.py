@@ -101,6 +101,19 @@ class ProfileSummary:
     trace: Trace | None = field(default=None, repr=False)
     sweep: pd.DataFrame = field(default_factory=lambda: empty_table(SWEEP_COLUMNS), repr=False)
     gap_sensitivity: GapSensitivity | None = None
+    #: a rank set's files and ranks (connectors/profiles/rankset.py ``RankSet``), and its ``ranks``
+    #: table (each rank's own figures); None for a profile of one trace
+    rank_set: Any = field(default=None, repr=False)
+    ranks: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def trace_label(self) -> str:
+        """The profile's file name; a rank set's folder name with its number of ranks."""
+        name = self.path.rstrip("/").rsplit("/", 1)[-1]
+        if self.rank_set is None:
+            return name
+        count = len(self.rank_set.files)
+        return f"{name}/, {count} rank{'s' if count != 1 else ''}"
 
     @property
     def kernel_seconds_per_request(self) -> Decimal | None:

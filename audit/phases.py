@@ -207,6 +207,9 @@ def profile_split(profile) -> PhaseSplit | None:
     """The phase split of a profile's parsed trace (None where the profile has no trace); computed
     once per trace (the audit.json writer and the option models read it; a weak reference keeps
     the cache from holding a trace, or from answering for another one at the same address)."""
+    rank_set = getattr(profile, "rank_set", None)
+    if rank_set is not None:  # a rank set's split, added over its ranks as they were read
+        return rank_set.phases
     trace = getattr(profile, "trace", None)
     if trace is None:
         return None

@@ -31,17 +31,23 @@ MAX_FOLDER_CHARS, MAX_FOLDER_BYTES = 64, 200
 def run(case: Path = typer.Argument(..., help="case folder (with case.toml) or the case file"),
         out: Optional[Path] = typer.Option(None, "--out", help="output folder (default out/<case name>)"),
         format: str = typer.Option(FORMATS, "--format", help="comma-separated: " + FORMATS),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr (warnings and errors still)")
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress on stderr (warnings and errors still)"),
+        workers: str = typer.Option("1", "--workers", help="read the ranks of a profile's rank set (a folder of "
+                                    "traces) in N worker processes (auto: one per rank, at most the CPUs)"),
+        scheduler: Optional[str] = typer.Option(None, "--scheduler", help="read the ranks of a profile's rank set "
+                                                "on the Dask cluster at tcp://host:port")
         ) -> None:
     """Run the audit on a case and write the report; each step is named on stderr as it starts
     (a spinner on a terminal, one line per step otherwise) unless --quiet."""
     from audit.case import load_case
+    from connectors.profiles.workers import fanout_settings
 
     formats = [f.strip() for f in format.split(",") if f.strip()]
     loaded = load_case(case)
     target = out if out is not None else Path("out") / folder_name(loaded.name)
     _check_out(target, loaded.folder, out is None)
-    document, written = _run_interruptibly(loaded, target, formats, quiet)
+    with fanout_settings(workers, scheduler):
+        document, written = _run_interruptibly(loaded, target, formats, quiet)
     for misfit in document.get("fit") or []:
         typer.echo(f"costaudit: warning: {misfit['message']}", err=True)
     _summary(document, target, written)

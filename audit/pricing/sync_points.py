@@ -90,17 +90,25 @@ def service_idle(profiles: Mapping[str, ProfileSummary], ledger: Ledger) -> list
 
     out = []
     for name, profile in sorted(profiles.items()):
-        trace = profile.trace
-        if trace is None and Path(profile.path).is_file():
-            from audit.trace.findings import load_profile
-
-            trace = load_profile(Path(profile.path))
-        if trace is None:
-            continue
-        shares = profile_idle_shares(trace)
+        shares = _idle_shares(profile, profile_idle_shares)
         if shares is None:
             continue
         part = ledger.parts.get(("serving_path", "in_flight_idle", name))
         out.append(ServiceIdle(name, profile.name, shares["sync_drain"], shares["host_compute"],
                                sum(shares.values(), ZERO), None if part is None else part.amount))
     return out
+
+
+def _idle_shares(profile: ProfileSummary, of_trace) -> dict[str, Decimal] | None:
+    """The profile's idle by class as a share of its GPU time: its rank set's
+    (audit/trace/rankset.py), its trace's, or its file's parsed here; None without GPU work or trace."""
+    if profile.rank_set is not None:
+        from audit.trace.rankset import set_evidence
+
+        return set_evidence(profile.rank_set).idle_shares
+    trace = profile.trace
+    if trace is None and Path(profile.path).is_file():
+        from audit.trace.findings import load_profile
+
+        trace = load_profile(Path(profile.path))
+    return None if trace is None else of_trace(trace)

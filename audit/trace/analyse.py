@@ -75,14 +75,9 @@ def set_terms(headers: list[tuple[int | None, list[str], float | None]]) -> tupl
     """From the headers of a set's ranks (:func:`rank_header`), in order: the distinct rank of each
     (as ``breakdown.ranks``), whether HTA's rules drop the last ProfilerStep (the set names more
     than one) and HTA's time origin (the set's earliest base), as ``breakdown.hta_breakdown``."""
-    taken: set[int] = set()
-    ranks = []
-    for position, (written, _, _) in enumerate(headers):
-        rank = written if written is not None and written not in taken else position
-        while rank in taken:
-            rank += 1
-        taken.add(rank)
-        ranks.append(rank)
+    from connectors.profiles.rankset import distinct_ranks
+
+    ranks = distinct_ranks([written for written, _, _ in headers])
     steps = {name for _, names, _ in headers for name in names}
     origin = min((base for _, _, base in headers if base is not None), default=0.0)
     return ranks, len(steps) > 1, origin
@@ -94,46 +89,10 @@ def rank_claims(paths: list[Path], written: list[int | None], ranks: list[int]) 
     one trace given twice, whose GPU time would be counted twice. A file whose rank an earlier file
     holds is read at the rank it was given (docs/trace.md), with a warning naming both files, the
     rank claimed and the rank given."""
-    _no_copies(paths, written)
-    holder = {rank: (path, claim) for path, claim, rank in zip(paths, written, ranks)}
-    warnings = []
-    for path, claim, rank in zip(paths, written, ranks):
-        if claim is not None and claim != rank:
-            other, its_claim = holder[claim]
-            held = "as {} does" if its_claim == claim else "which {} holds (its position in the list)"
-            warnings.append(f"{path} claims rank {claim} (distributedInfo.rank), {held.format(other)}: read as rank "
-                            f"{rank} instead (its position in the list, else the next rank free); check that both "
-                            "files are ranks of this job")
-    return warnings
+    from connectors.profiles.rankset import claimed_twice, no_copies
 
-
-def _no_copies(paths: list[Path], written: list[int | None]) -> None:
-    """An error naming two files of one content (only files of one size are read for their sha256)."""
-    from connectors.errors import InputError
-
-    seen: dict[tuple[int, str], tuple[Path, int | None]] = {}
-    sizes = [Path(p).stat().st_size for p in paths]
-    for path, claim, size in zip(paths, written, sizes):
-        if sizes.count(size) < 2:
-            continue
-        digest = _sha256(Path(path))
-        if (size, digest) in seen:
-            other, _ = seen[(size, digest)]
-            said = f"claims rank {claim} (distributedInfo.rank), as {other} does, and " if claim is not None else ""
-            raise InputError(path, f"{said}is the same trace{' as ' + str(other) if not said else ''} (same sha256 "
-                                   f"{digest}): its GPU time would be counted twice", expected="each rank's trace once")
-        seen[(size, digest)] = (path, claim)
-
-
-def _sha256(path: Path) -> str:
-    """The file's sha256, read in blocks."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    no_copies(paths, written)
+    return claimed_twice(paths, written, ranks)
 
 
 def rank_parts(trace: Trace, rank: int, filter_steps: bool, origin: float, price: Decimal | None) -> dict:

@@ -28,19 +28,11 @@ from connectors.profiles.intervals import among, distinct_keys, group_sums, look
 HTA_DEVICE_SYNCS = ("Event Sync", "Context Sync")
 
 
-def rank_of(trace: Trace, position: int, taken: set[int]) -> int:
-    """The trace's distributedInfo rank, else its position in the set (when free)."""
-    rank = trace.rank if trace.rank is not None and trace.rank not in taken else position
-    while rank in taken:
-        rank += 1
-    taken.add(rank)
-    return rank
-
-
 def ranks(traces: list[Trace]) -> list[int]:
-    """A distinct rank per trace of a set."""
-    taken: set[int] = set()
-    return [rank_of(trace, position, taken) for position, trace in enumerate(traces)]
+    """A distinct rank per trace of a set (connectors/profiles/rankset.py ``distinct_ranks``)."""
+    from connectors.profiles.rankset import distinct_ranks
+
+    return distinct_ranks([trace.rank for trace in traces])
 
 
 # ---------------------------------------------------------------- default rules

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from connectors.base import Connector
+from connectors.bounds import EITHER
 from connectors.errors import InputError
 from connectors.profiles.categories import (  # noqa: F401
     KERNEL_CATEGORIES,
@@ -34,7 +35,7 @@ from connectors.profiles.categories import (  # noqa: F401
 )
 from connectors.profiles.events import KERNEL, Trace, TraceData, length, load_trace, overlap_text
 from connectors.profiles.intervals import PER_EVENT_ROWS, distinct_keys, group_sums
-from connectors.profiles.window import devices, gap_window
+from connectors.profiles.window import devices, gap_window, ratio
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 NO_GPU_EVENTS = "no GPU kernel, memcpy or memset events"
@@ -44,19 +45,22 @@ EXPECTED_CUDA = "a trace recorded with ProfilerActivity.CUDA"
 
 
 class KinetoConnector(Connector):
-    """Reads one PyTorch profiler Chrome trace (.json or .json.gz)."""
+    """Reads one PyTorch profiler Chrome trace (.json or .json.gz), or a folder of one job's rank
+    traces as one profile (connectors/profiles/rankset.py)."""
 
     format_name = "kineto"
     kind = "profiles"
+    accepts = EITHER
     schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Parse the trace and build the three tables; a profile covers no fixed time."""
-        trace = load_trace(self.path)
-        if trace.kind.size == 0:
-            raise InputError(self.path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
-        if not (trace.kind == KERNEL).any():
-            raise InputError(self.path, NO_KERNEL_EVENTS, expected=EXPECTED_CUDA)
+        if self.path.is_dir():
+            from connectors.profiles.rankset import read_rank_set
+
+            tables, rows, self.parsed = read_rank_set(self.path, self.format_name)
+            return tables, rows, (None, None)
+        trace = read_view(self.path)
         self.parsed = trace.trace  # the whole trace's columns, for the audit's kernel evidence
         events = event_frame(trace)
         tables = {
@@ -68,6 +72,17 @@ class KinetoConnector(Connector):
         if notes is not None and len(notes):
             tables["notes"] = notes
         return tables, trace.rows, (None, None)
+
+
+def read_view(path) -> TraceData:
+    """The GPU view of the trace at ``path``; a trace without GPU work, or with copies alone, is
+    refused (an InputError naming it)."""
+    trace = load_trace(path)
+    if trace.kind.size == 0:
+        raise InputError(path, NO_GPU_EVENTS, expected=EXPECTED_CUDA)
+    if not (trace.kind == KERNEL).any():
+        raise InputError(path, NO_KERNEL_EVENTS, expected=EXPECTED_CUDA)
+    return trace
 
 
 EXCLUDED_NOTES = {"negative_dur": ("dur", "", "with a negative duration"),
@@ -99,31 +114,59 @@ def trace_notes(trace: Trace) -> pd.DataFrame:
 
 def profile_table(trace: TraceData, name: str) -> pd.DataFrame:
     """The one-row ``profile`` table; g over the served traffic's window (connectors/profiles/window.py)."""
+    return profile_row(profile_sums(trace), name)
+
+
+#: the figures of :func:`profile_sums` that add up over devices, and over the ranks of a set
+ADDITIVE = ("gpu_window_us", "kernel_active_us", "busy_us", "kernels", "sync_us", "gap_window_us",
+            "gap_kernel_active_us", "full_window_us", "full_kernel_active_us", "excluded_kernels",
+            "excluded_kernel_us", "excluded_us")
+
+
+def profile_sums(trace: TraceData) -> dict:
+    """What the ``profile`` row is made of, summed over the trace's devices: the :data:`ADDITIVE`
+    figures (the window and kernel-active time the row shows are the request spans' when the trace
+    has them, else the whole GPU window's), the basis and note of g's window, and the device with the
+    most kernel-active time (``device``, ``device_kernel_us``). The ranks of a set add up alike
+    (connectors/profiles/rankset.py)."""
     work = devices(trace)
     gap = gap_window(trace, work)
     spans = gap.basis == "request_spans"
     per_device = [length(*d.kernels) for d in work]
-    busy = gap.busy_us if spans else float(sum(length(*d.busy) for d in work))
-    window = gap.window_us if spans else gap.full_window_us
     primary = trace.device_keys[int(np.argmax(per_device))]
+    return {"device": trace.device_names.get(primary, ""), "device_kernel_us": float(max(per_device)),
+            "gpu_window_us": gap.window_us if spans else gap.full_window_us,
+            "kernel_active_us": gap.kernel_active_us if spans else gap.full_kernel_active_us,
+            "busy_us": gap.busy_us if spans else float(sum(length(*d.busy) for d in work)),
+            "kernels": int(np.count_nonzero(trace.kind == KERNEL)), "sync_us": trace.sync_us,
+            "gap_basis": gap.basis, "gap_note": gap.note,
+            "gap_window_us": gap.window_us, "gap_kernel_active_us": gap.kernel_active_us,
+            "full_window_us": gap.full_window_us, "full_kernel_active_us": gap.full_kernel_active_us,
+            "excluded_kernels": gap.excluded_kernels, "excluded_kernel_us": gap.excluded_kernel_us,
+            "excluded_us": gap.excluded_us}
+
+
+def profile_row(sums: dict, name: str) -> pd.DataFrame:
+    """The one-row ``profile`` table of :func:`profile_sums` (of a trace, or added over a set's ranks)."""
+    window = sums["gpu_window_us"]
     return pd.DataFrame({
         "trace": [name],
-        "device": [trace.device_names.get(primary, "")],
+        "device": [sums["device"]],
         "gpu_window_us": [window],
-        "kernel_active_us": [gap.kernel_active_us if spans else gap.full_kernel_active_us],
-        "busy_us": [busy],
-        "idle_us": [max(window - busy, 0.0)],
-        "gap_ratio": [gap.gap_ratio],
-        "gap_basis": [gap.basis],
-        "kernels": [int(np.count_nonzero(trace.kind == KERNEL))],
-        "sync_us": [trace.sync_us],
-        "gap_window_us": [gap.window_us],
-        "gap_kernel_active_us": [gap.kernel_active_us],
-        "gap_ratio_full": [gap.gap_ratio_full],
-        "excluded_kernels": [gap.excluded_kernels],
-        "excluded_kernel_us": [gap.excluded_kernel_us],
-        "excluded_us": [gap.excluded_us],
-        "gap_note": [gap.note],
+        "kernel_active_us": [sums["kernel_active_us"]],
+        "busy_us": [sums["busy_us"]],
+        "idle_us": [max(window - sums["busy_us"], 0.0)],
+        "gap_ratio": [ratio(sums["gap_window_us"], sums["gap_kernel_active_us"])],
+        "gap_basis": [sums["gap_basis"]],
+        "kernels": [int(sums["kernels"])],
+        "sync_us": [sums["sync_us"]],
+        "gap_window_us": [sums["gap_window_us"]],
+        "gap_kernel_active_us": [sums["gap_kernel_active_us"]],
+        "gap_ratio_full": [ratio(sums["full_window_us"], sums["full_kernel_active_us"])],
+        "excluded_kernels": [int(sums["excluded_kernels"])],
+        "excluded_kernel_us": [sums["excluded_kernel_us"]],
+        "excluded_us": [sums["excluded_us"]],
+        "gap_note": [sums["gap_note"]],
     })
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from connectors.base import Connector
-from connectors.bounds import check_source_path, shown
+from connectors.bounds import EITHER, check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
 from connectors.profiles.events import EXCLUDED_KINDS, Trace, gpu_view, times
@@ -48,14 +48,21 @@ NS_RANGE = "integer nanoseconds from 0 to 2^62"
 
 
 class NsysConnector(Connector):
-    """Reads one Nsight Systems SQLite export (.sqlite)."""
+    """Reads one Nsight Systems SQLite export (.sqlite), or a folder of one job's rank exports as
+    one profile (connectors/profiles/rankset.py)."""
 
     format_name = "nsys"
     kind = "profiles"
+    accepts = EITHER
     schemas = {"profile": KernelSummary, "kernels": KernelEvent, "categories": CategoryTime}
 
     def fetch(self) -> tuple[dict[str, pd.DataFrame], int, tuple]:
         """Read the export and build the profile, kernels and categories tables."""
+        if self.path.is_dir():
+            from connectors.profiles.rankset import read_rank_set
+
+            tables, rows, self.parsed = read_rank_set(self.path, self.format_name)
+            return tables, rows, (None, None)
         trace = read_nsys(self.path)
         view = kernel_view(self.path, trace)
         self.parsed = trace  # the whole export's columns, for the audit's kernel evidence

@@ -241,7 +241,7 @@ def test_idle_is_costed_as_a_share_of_the_idle_part_o10803():
     × 127.63 = 0.66 (before 0.05). Remove sync points over the window: (28.528 + 335.072) /
     4,005.532 = 0.090774 × 127.63 = 11.5855, a month (× 30.4375 / 1 day) 352.63 (before 28.45);
     low (sync drain alone) 28.528 / 4,005.532 = 0.007122 × 127.63 = 0.9090, a month 27.67 (before 2.23)."""
-    from audit.audit_json import _idle_paths
+    from audit.audit_json_profiles import idle_paths as _idle_paths
     from audit.evidence import _costed, _costed_idle
     from audit.ledger import Ledger
     from audit.money import cents
