@@ -167,13 +167,16 @@ def part_id(bucket: str, name: str, service: str | None) -> str:
 
 
 def finding_ids(findings: Iterable[KernelFinding]) -> list[str]:
-    """Stable ids "<service>/<profile>/<kind>/<kernel>" (the call path is added where two findings
-    would share an id)."""
+    """Stable ids "<service>/<profile>/<kind>/<kernel>": the call path is added where two findings
+    would share an id, then, where two still would (the ranks of a rank set finding the same waste
+    on the same call path), the rank, then the device."""
     found = list(findings)
-    base = [f"{f.service}/{f.profile}/{f.finding.get('id')}/{f.finding.get('kernel') or f.finding.get('call_path')}"
-            for f in found]
-    twice = {b for b in base if base.count(b) > 1}
-    return [f"{b}@{f.finding.get('call_path')}" if b in twice else b for b, f in zip(base, found)]
+    ids = [f"{f.service}/{f.profile}/{f.finding.get('id')}/{f.finding.get('kernel') or f.finding.get('call_path')}"
+           for f in found]
+    for key, said in (("call_path", "@{}"), ("rank", "@rank {}"), ("device", "@device {}")):
+        twice = {i for i in ids if ids.count(i) > 1}
+        ids = [i + said.format(f.finding.get(key)) if i in twice else i for i, f in zip(ids, found)]
+    return ids
 
 
 def by_service(option: Option) -> dict[str, dict[str, str | None]] | None:

@@ -118,6 +118,8 @@ def test_the_set_adds_up_its_ranks_as_costaudit_trace_reads_them(sixteen):
     # what the findings and idle paths of in_flight_idle cost stays within the part, whatever the ranks
     part = next(p for p in document["buckets"]["serving_path"]["parts"] if p["name"] == "in_flight_idle"
                 and p["service"] == "chat")
+    ids = [f["id"] for f in document["findings"]]  # ranks finding the same waste stay apart, by rank
+    assert len(set(ids)) == len(ids) and any(i.endswith("@rank 15") for i in ids)
     idle = [f for f in document["findings"] if f["part"] == "in_flight_idle" and f.get("cost") is not None]
     assert idle and sum(Decimal(f["cost"]) for f in idle) <= Decimal(part["amount"])
     assert sum(Decimal(r["cost"]) for r in profile["idle_paths"]) == Decimal(part["amount"])
