@@ -82,6 +82,9 @@ def rank_files(folder: Path, fmt: str) -> list[Path]:
     """The folder's rank files of the format, in natural order of their names; none is an error
     naming the folder and what it holds."""
     suffixes = SUFFIXES[fmt]
+    if (Path(folder) / "profile.json").is_file():
+        raise InputError(folder, "is a bundle of costaudit collect (it holds profile.json), not a folder of rank "
+                                 "traces", column="format", expected='format = "profile_bundle" for a bundle')
     files = [p for p in Path(folder).iterdir() if p.is_file() and p.name.lower().endswith(suffixes)]
     if not files:
         held = sorted(p.name for p in Path(folder).iterdir())

@@ -198,3 +198,14 @@ def test_an_unreachable_scheduler_is_one_error_naming_it(sixteen, tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_collector_bundle_given_as_kineto_is_named_a_bundle(tmp_path):
+    def fill(folder):
+        write_rank_set(folder, 1, 200, seed=3)
+        (folder / "profile.json").write_text("{}")
+    case = demo_with_profile(tmp_path, fill)
+    done = costaudit("run", case, "--out", tmp_path / "out")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "is a bundle of costaudit collect (it holds profile.json)" in done.stderr
+    assert 'format = "profile_bundle"' in done.stderr
