@@ -116,13 +116,14 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = None, code: Path = ROOT) -> dict:
-    """``costaudit run case --out out`` in a fresh process, with the code of source tree ``code``
+def run_costaudit(case: Path, out: Path, cap_bytes: int, formats: str | None = None, code: Path = ROOT,
+                  flags: tuple[str, ...] = ()) -> dict:
+    """``costaudit run case --out out [flags]`` in a fresh process, with the code of source tree ``code``
     (this checkout, or a baseline's tree): wall, peak RSS, stage split, exit code."""
     hwm_file = out.parent / f".{out.name}.hwm"
     env = {**os.environ, "FLEET_HWM_FILE": str(hwm_file)}
     began = time.perf_counter()
-    command = ["run", str(case), "--out", str(out)] + (["--format", formats] if formats else [])
+    command = ["run", str(case), "--out", str(out)] + (["--format", formats] if formats else []) + list(flags)
     child = subprocess.Popen([sys.executable, "-c", LAUNCH, *command],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=code, env=env)
     steps: list[tuple[float, str]] = []
