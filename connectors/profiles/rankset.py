@@ -53,6 +53,8 @@ class RankSet:
     ranks: tuple[int, ...]
     format: str
     phases: PhaseSplit | None = field(default=None, compare=False)
+    #: each file's (size, mtime in ns) as read: a set read again after its files changed is another set
+    stamps: tuple[tuple[int, int], ...] = ()
 
 
 def read_rank_set(folder: Path, fmt: str) -> tuple[dict[str, pd.DataFrame], int, RankSet]:
@@ -75,7 +77,7 @@ def read_rank_set(folder: Path, fmt: str) -> tuple[dict[str, pd.DataFrame], int,
         notes = pd.DataFrame({"row": [0] * len(claims), "column": ["distributedInfo.rank"] * len(claims), "note": claims})
         tables["notes"] = pd.concat([tables.get("notes"), notes], ignore_index=True) if "notes" in tables else notes
     phases = set_phases(files, [PhaseSplit(**part["phases"]) for part in parts])
-    return tables, sum(part["rows"] for part in parts), RankSet(folder, tuple(files), tuple(ranks), fmt, phases)
+    return tables, sum(part["rows"] for part in parts), RankSet(folder, tuple(files), tuple(ranks), fmt, phases, stamps_of(files))
 
 
 def rank_files(folder: Path, fmt: str) -> list[Path]:
@@ -91,6 +93,11 @@ def rank_files(folder: Path, fmt: str) -> list[Path]:
         what = f"it holds {', '.join(held[:5])}{' …' if len(held) > 5 else ''}" if held else "it is empty"
         raise InputError(folder, f"no {' or '.join(suffixes)} file in the folder ({what})", expected=EXPECTED[fmt])
     return sorted(files, key=natural_key)
+
+
+def stamps_of(files: list[Path]) -> tuple[tuple[int, int], ...]:
+    """Each file's (size, mtime in ns)."""
+    return tuple((stat.st_size, stat.st_mtime_ns) for stat in (f.stat() for f in files))
 
 
 def natural_key(path: Path) -> list:
