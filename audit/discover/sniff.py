@@ -4,9 +4,10 @@ A path is told by its content, never by its name alone: binary signatures first 
 gzip), then JSON (Kineto traces, Prometheus ``query_range`` dumps, OpenCost allocations, GCP
 billing export lines), then text (OpenMetrics, nvidia-smi CSV, ``dcgmi dmon``, ``sacct
 --parsable2``, access logs), then the billing exports that :func:`audit.billing_summary.sniff_format`
-tells by their header. A folder is a profile bundle (``profile.json``), a folder of dumps, logs or
-export files. An ``http(s)://`` address is a Prometheus-API endpoint. A path that fits no format is
-one InputError naming it and what was tried, each with the reason it did not fit.
+tells by their header. A folder is a profile bundle (``profile.json``), a rank set (two or more
+Kineto traces or nsys exports, one per rank), a folder of dumps, logs or export files. An
+``http(s)://`` address is a Prometheus-API endpoint. A path that fits no format is one InputError
+naming it and what was tried, each with the reason it did not fit.
 """
 from __future__ import annotations
 
@@ -240,6 +241,9 @@ def _folder(path: Path, tried: Tried) -> Sniffed | None:
     if not files:
         tried.miss("every folder format", "the folder holds no file")
         return None
+    ranks = _rank_set(path, tried)
+    if ranks is not None:
+        return ranks
     jsons = [p for p in files if p.name.endswith(".json") and "manifest" not in p.name.lower()]
     if jsons and len(jsons) == len(files):
         found = _json(jsons[0], _head_text(jsons[0], b"", tried) or "", tried)
@@ -251,6 +255,23 @@ def _folder(path: Path, tried: Tried) -> Sniffed | None:
         if found is not None:
             return Sniffed(found.kind, found.format, path, f"a folder of access logs ({len(logs)} files)")
     return _billing(path, tried)
+
+
+def _rank_set(path: Path, tried: Tried) -> Sniffed | None:
+    """A folder of two or more Kineto traces or nsys exports, one per rank: a rank set (the folder is
+    the profile's path, connectors/profiles/rankset.py), told by its first file."""
+    from connectors.profiles.rankset import SUFFIXES, natural_key
+
+    for fmt, suffixes in SUFFIXES.items():
+        files = sorted((p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(suffixes)), key=natural_key)
+        if len(files) < 2:
+            continue
+        found = _file(files[0], Tried())
+        if found is not None and found.format == fmt:
+            return Sniffed("profiles", fmt, path, f"a folder of {len(files)} {fmt} traces, one per rank "
+                                                  f"({files[0].name} …)")
+    tried.miss("kineto / nsys rank set", "not two or more traces of one format in the folder")
+    return None
 
 
 def _magic(path: Path) -> bytes:

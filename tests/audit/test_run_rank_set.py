@@ -209,3 +209,19 @@ def test_a_collector_bundle_given_as_kineto_is_named_a_bundle(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "is a bundle of costaudit collect (it holds profile.json)" in done.stderr
     assert 'format = "profile_bundle"' in done.stderr
+
+
+def test_init_reads_a_folder_of_rank_traces_as_one_profile(tmp_path):
+    from audit.discover.sniff import sniff
+
+    folder = tmp_path / "ranks"
+    write_rank_set(folder, 3, 200, seed=3)
+    found = sniff(str(folder))
+    assert (found.kind, found.format, found.path) == ("profiles", "kineto", folder)
+    assert found.why == "a folder of 3 kineto traces, one per rank (rank_00.json …)"
+    nsys = tmp_path / "nsys"
+    nsys.mkdir()
+    for name in ("con_kernel.sqlite", "profile16.sqlite"):
+        shutil.copy(DATA / "traces" / "nsys-extrap" / name, nsys / name)
+    assert (sniff(str(nsys)).format, sniff(str(nsys)).why) == ("nsys", "a folder of 2 nsys traces, one per rank "
+                                                                       "(con_kernel.sqlite …)")
