@@ -30,7 +30,7 @@ from connectors.bounds import EITHER, check_source_path, shown
 from connectors.errors import InputError
 from connectors.profiles.columns import ANNOTATION, KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC, Table
 from connectors.profiles.events import EXCLUDED_KINDS, Trace, gpu_view, times
-from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_table, trace_notes
+from connectors.profiles.trace_tables import category_table, event_frame, kernel_table, profile_table, trace_notes
 from schemas.profile import CategoryTime, KernelEvent, KernelSummary
 
 EXPECTED = "an Nsight Systems SQLite export (nsys export --type sqlite) with CUDA trace tables"
@@ -61,7 +61,7 @@ class NsysConnector(Connector):
         if self.path.is_dir():
             from connectors.profiles.rankset import read_rank_set
 
-            tables, rows, self.parsed = read_rank_set(self.path, self.format_name)
+            tables, rows, self.parsed = read_rank_set(self.path, self.format_name, read_rank)
             return tables, rows, (None, None)
         trace = read_nsys(self.path)
         view = kernel_view(self.path, trace)
@@ -73,6 +73,12 @@ class NsysConnector(Connector):
         if len(notes):
             tables["notes"] = notes
         return tables, trace.rows, (None, None)
+
+
+def read_rank(path: Path) -> tuple[Any, Trace, int]:
+    """One rank of a rank set: its GPU view (:func:`kernel_view`), its whole export and its rows read."""
+    whole = read_nsys(path)
+    return kernel_view(path, whole), whole, whole.rows
 
 
 def kernel_view(path: Path, trace: Trace):

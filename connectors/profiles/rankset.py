@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -31,13 +31,10 @@ from connectors.errors import FatalSourceError, InputError, SourceError
 from connectors.profiles.phases import PhaseSplit
 from connectors.profiles.workers import collect, guarded, runner_for
 
-if TYPE_CHECKING:
-    from connectors.profiles.events import Trace
-
 SUFFIXES = {"kineto": (".json", ".json.gz"), "nsys": (".sqlite", ".sqlite3", ".db")}
 EXPECTED = {"kineto": "a folder of one job's Kineto traces, one per rank (.json or .json.gz)",
             "nsys": "a folder of one job's Nsight Systems SQLite exports, one per rank (.sqlite)"}
-#: what a rank adds to its set's ``profile`` row (connectors/profiles/kineto.py ``profile_sums``)
+#: what a rank adds to its set's ``profile`` row (connectors/profiles/trace_tables.py ``profile_sums``)
 RANK_COLUMNS = ("file", "rank", "device", "gpu_window_us", "kernel_active_us", "gap_ratio", "gap_basis", "kernels")
 
 
@@ -57,13 +54,15 @@ class RankSet:
     stamps: tuple[tuple[int, int], ...] = ()
 
 
-def read_rank_set(folder: Path, fmt: str) -> tuple[dict[str, pd.DataFrame], int, RankSet]:
+def read_rank_set(folder: Path, fmt: str, reader: Callable) -> tuple[dict[str, pd.DataFrame], int, RankSet]:
     """The set's tables (``profile``, ``kernels``, ``categories``, ``ranks``, ``notes`` where there
-    are notes), the rows (events) read over its ranks, and the :class:`RankSet`."""
+    are notes), the rows (events) read over its ranks, and the :class:`RankSet`. ``reader`` is the
+    format's module-level ``read_rank(path)`` (its GPU view, whole trace and rows: kineto.py,
+    nsys.py), sent to the workers by name."""
     files = rank_files(folder, fmt)
     try:
         with runner_for(len(files)) as (run, _):
-            parts = collect(run(rank_task, [(str(f), fmt) for f in files]))
+            parts = collect(run(rank_task, [(str(f), reader) for f in files]))
     except InputError:
         raise
     except SourceError as exc:  # the Dask cluster asked for cannot be reached: the run stops, it is not run without
@@ -77,7 +76,8 @@ def read_rank_set(folder: Path, fmt: str) -> tuple[dict[str, pd.DataFrame], int,
         notes = pd.DataFrame({"row": [0] * len(claims), "column": ["distributedInfo.rank"] * len(claims), "note": claims})
         tables["notes"] = pd.concat([tables.get("notes"), notes], ignore_index=True) if "notes" in tables else notes
     phases = set_phases(files, [PhaseSplit(**part["phases"]) for part in parts])
-    return tables, sum(part["rows"] for part in parts), RankSet(folder, tuple(files), tuple(ranks), fmt, phases, stamps_of(files))
+    return tables, sum(part["rows"] for part in parts), RankSet(folder, tuple(files), tuple(ranks), fmt, phases,
+                                                               stamps_of(files))
 
 
 def rank_files(folder: Path, fmt: str) -> list[Path]:
@@ -105,29 +105,20 @@ def natural_key(path: Path) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 
 
-def rank_task(path: str, fmt: str) -> dict:
+def rank_task(path: str, reader: Callable) -> dict:
     """One rank read on its own (in a worker, or in this process): its distributedInfo rank
     (``written``), the figures its set adds up (``sums``), its kernels, categories and notes as
-    column lists, and the events read (``rows``)."""
-    return guarded(path, lambda: rank_tables(Path(path), fmt))
+    column lists, its prefill / decode split, and the events read (``rows``)."""
+    return guarded(path, lambda: rank_tables(Path(path), reader))
 
 
-def rank_tables(path: Path, fmt: str) -> dict:
-    """:func:`rank_task`'s work: the trace read, checked and reduced as its connector reads one file."""
-    from connectors.profiles.kineto import category_table, event_frame, kernel_table, profile_sums, trace_notes
+def rank_tables(path: Path, reader: Callable) -> dict:
+    """:func:`rank_task`'s work: the trace read and checked by its format's ``reader``, and reduced
+    as its connector reduces one file."""
     from connectors.profiles.phases import split_phases
+    from connectors.profiles.trace_tables import category_table, event_frame, kernel_table, profile_sums, trace_notes
 
-    whole: Trace | None
-    if fmt == "nsys":
-        from connectors.profiles.nsys import kernel_view, read_nsys
-
-        whole = read_nsys(path)
-        view, rows = kernel_view(path, whole), whole.rows
-    else:
-        from connectors.profiles.kineto import read_view
-
-        view = read_view(path)
-        whole, rows = view.trace, view.rows
+    view, whole, rows = reader(path)
     events = event_frame(view)
     notes = trace_notes(whole) if whole is not None else None
     return {"written": getattr(whole, "rank", None), "sums": profile_sums(view), "rows": int(rows),
@@ -139,7 +130,7 @@ def rank_tables(path: Path, fmt: str) -> dict:
 def set_tables(files: list[Path], ranks: list[int], parts: list[dict]) -> dict[str, pd.DataFrame]:
     """The set's tables from its ranks' parts, in the order of the files."""
     from connectors.profiles.columns import KERNEL
-    from connectors.profiles.kineto import ADDITIVE, kernel_table, profile_row
+    from connectors.profiles.trace_tables import ADDITIVE, kernel_table, profile_row
     from connectors.profiles.window import ratio
 
     sums = [part["sums"] for part in parts]

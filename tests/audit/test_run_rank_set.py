@@ -168,15 +168,20 @@ def test_a_rank_given_twice_is_one_error_naming_both_files(tmp_path):
     assert "rank_01.json" in done.stderr and "rank_00.json" in done.stderr and "counted twice" in done.stderr
 
 
+def refused(case: Path, out: Path, *flags) -> str:
+    """stderr of a run that must stop with one error: exit 1, no traceback, nothing written."""
+    done = costaudit("run", case, "--out", out, *flags)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and not out.exists()
+    return done.stderr
+
+
 def test_a_bad_rank_in_a_worker_is_the_error_of_this_process(tmp_path):
-    def fill(folder):
+    def truncated(folder):
         write_rank_set(folder, 3, 200, seed=5)
         (folder / "rank_01.json").write_text('{"traceEvents": [')
-    case = demo_with_profile(tmp_path, fill)
-    alone = costaudit("run", case, "--out", tmp_path / "a")
-    workers = costaudit("run", case, "--out", tmp_path / "b", "--workers", "2")
-    assert alone.returncode == workers.returncode == 1
-    assert "rank_01.json" in alone.stderr and alone.stderr.splitlines()[-1] == workers.stderr.splitlines()[-1]
+    case = demo_with_profile(tmp_path, truncated)
+    alone, workers = refused(case, tmp_path / "a"), refused(case, tmp_path / "b", "--workers", "2")
+    assert "rank_01.json" in alone and alone.splitlines()[-1] == workers.splitlines()[-1]
 
 
 @pytest.mark.parametrize("flags, said", [
@@ -201,14 +206,11 @@ def test_an_unreachable_scheduler_is_one_error_naming_it(sixteen, tmp_path):
 
 
 def test_a_collector_bundle_given_as_kineto_is_named_a_bundle(tmp_path):
-    def fill(folder):
+    def bundle(folder):
         write_rank_set(folder, 1, 200, seed=3)
         (folder / "profile.json").write_text("{}")
-    case = demo_with_profile(tmp_path, fill)
-    done = costaudit("run", case, "--out", tmp_path / "out")
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "is a bundle of costaudit collect (it holds profile.json)" in done.stderr
-    assert 'format = "profile_bundle"' in done.stderr
+    said = refused(demo_with_profile(tmp_path, bundle), tmp_path / "out")
+    assert "is a bundle of costaudit collect (it holds profile.json)" in said and 'format = "profile_bundle"' in said
 
 
 def test_init_reads_a_folder_of_rank_traces_as_one_profile(tmp_path):

@@ -11,6 +11,7 @@ import audit.trace.callpath as callpath
 import connectors.profiles.blocks as blocks
 import connectors.profiles.intervals as intervals
 import connectors.profiles.kineto as kineto
+import connectors.profiles.trace_tables as trace_tables
 from audit.trace.analyse import analyse
 from connectors.profiles.events import gpu_view, read_trace
 from tests.builders import CURRENT, gpu_events, host_events, trace_doc, write_trace, x
@@ -106,7 +107,7 @@ def test_sums_per_group_match_the_per_event_tables(monkeypatch):
     reference = (callpath.path_table(trace, paths), callpath.folded_stacks(trace, paths, "ns"),
                  kineto.kernel_table(kineto.event_frame(view)), kineto.category_table(kineto.event_frame(view)))
     monkeypatch.setattr(callpath, "PER_EVENT_ROWS", 0)
-    monkeypatch.setattr(kineto, "PER_EVENT_ROWS", 0)
+    monkeypatch.setattr(trace_tables, "PER_EVENT_ROWS", 0)
     grouped = (callpath.path_table(trace, paths), callpath.folded_stacks(trace, paths, "ns"),
                kineto.kernel_table(kineto.event_frame(view)), kineto.category_table(kineto.event_frame(view)))
     table, ours = reference[0], grouped[0]
