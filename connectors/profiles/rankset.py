@@ -19,7 +19,6 @@ at the next free rank, with a note.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from connectors.base import file_sha256
 from connectors.errors import FatalSourceError, InputError, SourceError
 from connectors.profiles.phases import PhaseSplit
 from connectors.profiles.workers import collect, guarded, runner_for
@@ -218,19 +218,10 @@ def no_copies(paths: list[Path], written: list[int | None]) -> None:
     for path, claim, size in zip(paths, written, sizes):
         if sizes.count(size) < 2:
             continue
-        digest = sha256_of(Path(path))
+        digest = file_sha256(Path(path))
         if (size, digest) in seen:
             other, _ = seen[(size, digest)]
             said = f"claims rank {claim} (distributedInfo.rank), as {other} does, and " if claim is not None else ""
             raise InputError(path, f"{said}is the same trace{' as ' + str(other) if not said else ''} (same sha256 "
                                    f"{digest}): its GPU time would be counted twice", expected="each rank's trace once")
         seen[(size, digest)] = (path, claim)
-
-
-def sha256_of(path: Path) -> str:
-    """The file's sha256, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
