@@ -9,6 +9,10 @@ psutil and stops a process that passes ``--cap-gib``):
 - ``duckdb``: the floor. One GROUP BY over the same 21 columns costaudit reads (the text columns
   as keys, the amounts summed as DOUBLE, the period's min and max, a count), same DuckDB settings
   (threads, memory limit) as costaudit.
+- ``duckdb_keyed``: the keyed floor, the same engine and settings grouped on what ``costaudit run``'s
+  audit path must keep lines apart by (every CUR field it reads but the five summed amounts and
+  the period, the tag MAP, the UTC day of the start: ``connectors.billing.cur_compact.group_keys``),
+  for ``benchmarks/fleet``, which compares the whole run with both floors.
 - ``pandas``: what a user would write: ``pd.read_parquet`` of those columns per file, the product
   name taken out of the ``product`` MAP, ``groupby`` on the keys with sums.
 - ``costaudit``: ``audit.billing_summary.summarise([folder])``, the stage behind ``costaudit billing``
@@ -46,7 +50,7 @@ AMOUNTS = ("line_item_unblended_cost", "line_item_usage_amount", "reservation_ef
            "savings_plan_used_commitment", "reservation_unused_amortized_upfront_fee_for_billing_period",
            "reservation_unused_recurring_fee")
 PERIOD = ("line_item_usage_start_date", "line_item_usage_end_date")
-CASES = ("duckdb", "pandas", "costaudit")
+CASES = ("duckdb", "duckdb_keyed", "pandas", "costaudit")
 
 
 # --- data ------------------------------------------------------------------------------------
@@ -84,6 +88,34 @@ def run_duckdb(export: Path) -> int:
     return len(con.execute(query, [data_files(export)]).fetchall())
 
 
+def run_duckdb_keyed(export: Path) -> int:
+    """The keyed floor: the same engine, settings, DOUBLE sums and period, grouped as costaudit's
+    audit path must keep lines apart before it maps them (``connectors.billing.cur_compact``): on
+    every CUR field it reads but the five summed amounts and the period (the ``product`` MAP by
+    the values it looks up, the tag MAP whole) and the UTC day of the start. No check, text,
+    exact sum or window: what the engine alone takes for that grouping."""
+    import duckdb
+
+    from connectors.billing import cur_sql
+    from connectors.billing.cur import describe
+    from connectors.billing.cur_compact import SUMMED_FIELDS, group_keys
+    files = data_files(export)
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET TimeZone = 'UTC'")
+    layouts = {tuple(group_keys(cur_sql.shaped(describe(con, Path(f), Path(f).name)))) for f in files}
+    if len(layouts) != 1:
+        raise SystemExit(f"the export's files have {len(layouts)} layouts; the keyed floor needs one")
+    own = cur_sql.shaped(describe(con, Path(files[0]), Path(files[0]).name))
+    start, end = (f"CAST({own.sources[name]} AS TIMESTAMPTZ)" for name in cur_sql.PERIOD)
+    sums = ", ".join(f"sum(CAST({own.sources[name]} AS DOUBLE))" for name in SUMMED_FIELDS if name in own.sources)
+    keys = ", ".join(layouts.pop() + (f"date_trunc('day', {start})",))
+    query = (f"SELECT {sums}, min({start}), max({end}), count(*) "
+             f"FROM read_parquet(?, hive_partitioning = false) GROUP BY {keys}")
+    return len(con.execute(query, [files]).fetchall())
+
+
 def run_pandas(export: Path) -> int:
     """What a user would write: read_parquet, the product name out of the MAP, groupby."""
     import pandas as pd
@@ -104,12 +136,15 @@ def run_costaudit(export: Path) -> int:
 
 def child(case: str, export: Path) -> None:
     """Run one case and print {seconds, peak_rss, result} as JSON."""
-    runner = {"duckdb": run_duckdb, "pandas": run_pandas, "costaudit": run_costaudit}[case]
+    runner = {"duckdb": run_duckdb, "duckdb_keyed": run_duckdb_keyed, "pandas": run_pandas,
+              "costaudit": run_costaudit}[case]
     if case == "costaudit":  # import outside the timing, as for the others' libraries
         import audit.billing_summary  # noqa: F401
         import connectors.billing.totals  # noqa: F401
     elif case == "pandas":
         import pandas  # noqa: F401
+    elif case == "duckdb_keyed":
+        import connectors.billing.cur  # noqa: F401
     else:
         import duckdb  # noqa: F401
     began = time.perf_counter()
@@ -182,9 +217,9 @@ def bench(rows: int, repeat: int, cap_bytes: int, skip_pandas_above: int | None)
     export = export_for(rows)
     subprocess.run([sys.executable, "-c", "import sys; [open(f, 'rb').read() for f in sys.argv[1:]]",
                     *data_files(export)], check=True)  # the files in the page cache for everyone
-    runs: dict[str, list[dict]] = {"duckdb": [], "costaudit": []}
+    runs: dict[str, list[dict]] = {"duckdb": [], "duckdb_keyed": [], "costaudit": []}
     for _ in range(repeat):
-        for case in ("duckdb", "costaudit"):
+        for case in runs:
             runs[case].append(measure(case, export, cap_bytes))
     if skip_pandas_above is not None and rows > skip_pandas_above:
         runs["pandas"] = [{"case": "pandas", "failed": "not run (--skip-pandas-above)", "peak_rss": 0}]
@@ -195,7 +230,7 @@ def bench(rows: int, repeat: int, cap_bytes: int, skip_pandas_above: int | None)
 
 def table(reports: list[dict]) -> str:
     """The figures as a text table, with the ratios."""
-    lines = [f"{'rows':>11} {'case':<10} {'time s':>9} {'process s':>10} {'peak RSS MiB':>13}   "
+    lines = [f"{'rows':>11} {'case':<12} {'time s':>9} {'process s':>10} {'peak RSS MiB':>13}   "
              "vs DuckDB   pandas / this"]
     for report in reports:
         results = report["results"]
@@ -204,12 +239,12 @@ def table(reports: list[dict]) -> str:
         for case in CASES:
             r = results[case]
             if "failed" in r:
-                lines.append(f"{report['rows']:>11,} {case:<10} {'-':>9} {'-':>10} "
+                lines.append(f"{report['rows']:>11,} {case:<12} {'-':>9} {'-':>10} "
                              f"{r['peak_rss'] / 2**20:>13,.0f}   {r['failed']}")
                 continue
             versus = f"{r['seconds'] / floor:>8.2f}x" if floor else f"{'-':>9}"
             faster = f"{pandas / r['seconds']:>12.1f}x" if pandas else f"{'-':>13}"
-            lines.append(f"{report['rows']:>11,} {case:<10} {r['seconds']:>9.2f} {r['process_s']:>10.2f} "
+            lines.append(f"{report['rows']:>11,} {case:<12} {r['seconds']:>9.2f} {r['process_s']:>10.2f} "
                          f"{r['peak_rss'] / 2**20:>13,.0f}   {versus}  {faster}")
     return "\n".join(lines)
 

@@ -7,6 +7,10 @@ Prometheus TSDB of the same 1,000 GPUs), then runs, each in a fresh process:
 
 - ``duckdb``: the floor, ``benchmarks/billing/run.py``'s one GROUP BY over the 21 columns
   costaudit's billing stage reads (its own function and child, same DuckDB settings);
+- ``keyed``: the keyed floor, the same engine and settings grouped on the keys the audit path must
+  keep lines apart by (``run_duckdb_keyed``: every CUR field it reads but the summed amounts and
+  the period, the tag MAP, the UTC day): what the engine alone takes for the grouping the audit
+  cannot do without;
 - ``billing``: ``costaudit run CASE --out DIR`` with the CUR source only;
 - ``prometheus``: the same with the TSDB behind a Prometheus server on 127.0.0.1 (the Debian
   package, as the tests start it) and the chat profile.
@@ -187,9 +191,10 @@ def split(steps: list[tuple[float, str]], wall: float, peaks: dict[int, int] | N
     return [[name, round(end - t, 3), peaks.get(i, 0)] for i, ((t, name), end) in enumerate(zip(marks, ends))]
 
 
-def floor(export: Path, cap_bytes: int, repeat: int) -> dict:
-    """The billing benchmark's DuckDB GROUP BY over the same export (best of ``repeat``)."""
-    runs = [billing.measure("duckdb", export, cap_bytes) for _ in range(repeat)]
+def floor(export: Path, cap_bytes: int, repeat: int, case: str = "duckdb") -> dict:
+    """The billing benchmark's DuckDB GROUP BY ``case`` (``duckdb`` or ``duckdb_keyed``) over the same
+    export (best of ``repeat``)."""
+    runs = [billing.measure(case, export, cap_bytes) for _ in range(repeat)]
     done = [r for r in runs if "failed" not in r]
     if not done:
         return {"failed": runs[-1]["failed"], "peak_rss": runs[-1]["peak_rss"]}
@@ -232,7 +237,8 @@ def bench(fleet: Fleet, lines: int, args, work: Path) -> dict:
     export = cur_export(fleet, lines)
     subprocess.run([sys.executable, "-c", "import sys; [open(f, 'rb').read() for f in sys.argv[1:]]",
                     *billing.data_files(export)], check=True)  # the files in the page cache for everyone
-    report: dict = {"lines": lines, "floor": floor(export, cap, args.repeat)}
+    report: dict = {"lines": lines, "floor": floor(export, cap, args.repeat),
+                    "keyed_floor": floor(export, cap, args.repeat, "duckdb_keyed")}
     case = write_case(work / f"case-{lines}-billing", fleet, export, None)
     report.update(in_turn("billing", case, work / f"out-{lines}-billing", cap, args))
     if not args.no_prometheus:
@@ -276,18 +282,21 @@ RUNS = ("billing", "billing@base", "prometheus", "prometheus@base")
 
 def table(reports: list[dict]) -> str:
     """Per size: the floor and each run, with the ratios."""
-    out = [f"{'lines':>11} {'run':<12} {'wall s':>8} {'peak RSS MiB':>13} {'vs floor':>9} {'s per M lines':>14}  note"]
+    out = [f"{'lines':>11} {'run':<12} {'wall s':>8} {'peak RSS MiB':>13} {'vs floor':>9} {'vs keyed':>9} "
+           f"{'s per M lines':>14}  note"]
     for r in reports:
-        base = r["floor"]
-        rows = [("duckdb floor", base)] + [(name, r[name]) for name in RUNS if name in r]
+        base, keyed = r["floor"], r.get("keyed_floor", {})
+        rows = [("duckdb floor", base)] + ([("keyed floor", keyed)] if keyed else []) + \
+            [(name, r[name]) for name in RUNS if name in r]
         for name, run in rows:
             mib = f"{run['peak_rss'] / 2**20:>13,.0f}"
             if "failed" in run:
-                out.append(f"{r['lines']:>11,} {name:<12} {'-':>8} {mib} {'-':>9} {'-':>14}  {run['failed']}")
+                out.append(f"{r['lines']:>11,} {name:<12} {'-':>8} {mib} {'-':>9} {'-':>9} {'-':>14}  {run['failed']}")
                 continue
             ratio = f"{run['wall_s'] / base['wall_s']:>8.1f}x" if "wall_s" in base else f"{'-':>9}"
+            ratio += f" {run['wall_s'] / keyed['wall_s']:>8.1f}x" if "wall_s" in keyed else f" {'-':>9}"
             note = ""
-            if name == "duckdb floor":
+            if name in ("duckdb floor", "keyed floor"):
                 note = f"query alone {run['seconds']:.2f} s"
             elif "server_rss" in run:
                 note = f"Prometheus server apart: {run['server_rss'] / 2**20:,.0f} MiB peak RSS"
@@ -305,7 +314,7 @@ def table(reports: list[dict]) -> str:
 def curve(reports: list[dict]) -> str:
     """The scaling curve of each run: wall and RSS per size, the constant per million lines."""
     out = ["scaling curve (wall s / peak RSS MiB; marginal = extra seconds per extra million lines)"]
-    for name in ("floor",) + RUNS:
+    for name in ("floor", "keyed_floor") + RUNS:
         points = [(r["lines"], r[name]) for r in reports if name in r and "failed" not in r[name]]
         if not points:
             continue

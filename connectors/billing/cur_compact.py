@@ -286,6 +286,13 @@ def period_of(own: sql.Layout, name: str) -> str:
     return f"CAST({FIELD}{name} AS TIMESTAMPTZ)"
 
 
+def group_keys(own: sql.Layout) -> list[str]:
+    """SQL of the file columns (and MAP lookups) a line's group is keyed on, as ``own`` reads them:
+    every field's source but the summed amounts and the period, and the tag columns."""
+    return sorted({own.sources[n] for n in sql.FIELDS if n in own.sources and n not in SUMMED_FIELDS
+                   and n not in sql.PERIOD} | set(own.tag_sources))
+
+
 def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:
     """SELECT one file's lines as rows of the new ``raw``, from its relation ``f<index>`` laid out as
     ``own``: grouped on the file columns the key fields and tags are read from, the UTC day of the
@@ -293,8 +300,7 @@ def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) ->
     the window is a group of its own (its row is a key). Every row's ``_h`` is new and its own: no two lines shared a row hash."""
     lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
     first, last = sql.PERIOD
-    keys = sorted({own.sources[n] for n in sql.FIELDS if n in own.sources and n not in SUMMED_FIELDS
-                   and n not in sql.PERIOD} | set(own.tag_sources))
+    keys = group_keys(own)
     side = f"CASE WHEN __s >= {hi} THEN 1 WHEN __s >= {lo} OR __e > {lo} THEN 0 ELSE -1 END"
     out = [f"{index} AS _file", "min(__r) AS _row", f"hash({index}, min(__r), 'summed') AS _h"]
     for name in sql.FIELDS:

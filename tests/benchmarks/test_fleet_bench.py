@@ -40,7 +40,7 @@ def tiny(tmp_path_factory):
 def test_prints_the_table_the_curve_and_the_stage_split(tiny):
     _folder, text, _figures = tiny
     assert "fleet benchmark: 16 GPUs (2 p5.48xlarge) x 24 h" in text
-    for run in ("duckdb floor", "billing", "prometheus"):
+    for run in ("duckdb floor", "keyed floor", "billing", "prometheus"):
         assert f"20,000 {run}" in text
     assert "Prometheus server apart:" in text
     assert "scaling curve" in text
@@ -55,7 +55,8 @@ def test_figures_are_measured_per_child(tiny):
     _folder, _text, figures = tiny
     (size,) = figures
     assert size["lines"] == 20000
-    assert size["floor"]["wall_s"] > 0 and size["floor"]["peak_rss"] > 0
+    for floor in ("floor", "keyed_floor"):  # the 11-key GROUP BY, and the one on the audit's own keys
+        assert size[floor]["wall_s"] > 0 and size[floor]["peak_rss"] > 0
     for name in ("billing", "prometheus"):
         run = size[name]
         assert "failed" not in run and run["exit"] in (0, 2)
