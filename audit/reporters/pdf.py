@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import mimetypes
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -87,7 +88,7 @@ def make_fetcher(root: Path = TEMPLATES):
 
 
 def _document(html: str, fetcher=None):
-    """weasyprint's document of ``html``; relative URLs resolve inside templates/."""
+    """weasyprint's document of ``html`` (:func:`breakable`); relative URLs resolve inside templates/."""
     try:
         module = weasyprint()
     except ImportError as error:
@@ -95,7 +96,7 @@ def _document(html: str, fetcher=None):
             from error
 
     fetcher = fetcher if fetcher is not None else make_fetcher()
-    return module.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
+    return module.HTML(string=breakable(html), base_url=TEMPLATES.as_uri() + "/", url_fetcher=fetcher)
 
 
 def write_pdf(html: str, path: Path, fetcher=None) -> None:
@@ -155,3 +156,28 @@ def pdf_html(model: ReportModel, limit: int = PDF_ROWS, tight: bool = False) -> 
     if tight:
         printed = dataclasses.replace(printed, print_limits={**printed.print_limits, "tight": 1})
     return render_html(printed, charts=charts_of(model), limit=limit)
+
+
+#: a run of text longer than this many characters, with no space, gets a zero-width space after
+#: every this many (:func:`breakable`)
+RUN = 24
+_TEXT = re.compile(r"(<style\b.*?</style>|<script\b.*?</script>|<[^>]*>)|([^<]+)", re.S | re.I)
+_LONG = re.compile(r"[^\s\u200b]{%d,}" % (RUN + 1))
+_UNIT = re.compile(r"&#?\w+;|.", re.S)
+
+
+def breakable(html: str) -> str:
+    """``html`` with a zero-width space (a break opportunity that prints nothing) after every
+    :data:`RUN` characters of each longer run of text without a space, outside tags, styles and
+    scripts (an entity counts as one character and is never cut): a pod name, a commitment id or a
+    path of any length can then wrap inside its column with ``overflow-wrap: break-word``
+    (templates/report.css, print), which weasyprint lays out in about half the time ``anywhere``
+    takes."""
+    def text(found: re.Match) -> str:
+        if found.group(1) is not None:
+            return found.group(1)
+        return _LONG.sub(lambda run: "\u200b".join(
+            "".join(units[i:i + RUN]) for units in [_UNIT.findall(run.group(0))]
+            for i in range(0, len(units), RUN)), found.group(2))
+    return _TEXT.sub(text, html)
+
