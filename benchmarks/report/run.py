@@ -71,6 +71,17 @@ absolutely placed boxes cost more layout, +0.2 s, than the SVG text they replace
 writing), whitespace stripped between tags, fixed layout for page 1's tables. The step is still
 above issue 17's 3 s here: what is left is the import (0.45 s), the report model on large cases,
 and weasyprint's cascade, layout and drawing (about 0.07 ms a character of text printed).
+
+7 December 2026, against the code before (433c875, same run, fresh process each, best of 3, load
+average 0.6-0.9): the step had grown back to 3.3-4.0 s since 4 December (7a51714: 1.75 s on the
+fleet's 1 M-line audit.json, where this code took 3.27 s). The cause: ``overflow-wrap: anywhere``
+on paragraphs and reason, detail and source cells (6 December, so that a 5,000-character string
+wraps inside the page): weasyprint finds such a cell's narrowest width by breaking its text after
+every letter, and the report's full layout went from 1.4 to 2.25 s. Print now wraps with
+``break-word`` at zero-width spaces placed every 24 characters of a longer run of text
+(audit/reporters/pdf.py ``breakable``; screens keep ``anywhere``): the fleet's 1 M-line case 3.30 ->
+2.17 s (0.66x, 14 pages both), the demo 4.04 -> 2.35 s (0.58x, 15 pages both), the 5,000-row case
+2.94 -> 2.64 s (0.90x, 12 pages both); the long-reason test still prints inside the right margin.
 """
 from __future__ import annotations
 
