@@ -174,10 +174,11 @@ def breakable(html: str) -> str:
     (templates/report.css, print), which weasyprint lays out in about half the time ``anywhere``
     takes."""
     def text(found: re.Match) -> str:
-        if found.group(1) is not None:
-            return found.group(1)
-        return _LONG.sub(lambda run: "\u200b".join(
-            "".join(units[i:i + RUN]) for units in [_UNIT.findall(run.group(0))]
-            for i in range(0, len(units), RUN)), found.group(2))
+        return found.group(1) if found.group(1) is not None else _LONG.sub(_broken, found.group(2))
     return _TEXT.sub(text, html)
 
+
+def _broken(run: re.Match) -> str:
+    """A long run of text (:func:`breakable`) with a zero-width space after every :data:`RUN` units."""
+    units = _UNIT.findall(run.group(0))
+    return "\u200b".join("".join(units[i:i + RUN]) for i in range(0, len(units), RUN))

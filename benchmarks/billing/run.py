@@ -104,13 +104,14 @@ def run_duckdb_keyed(export: Path) -> int:
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("SET preserve_insertion_order = false")
     con.execute("SET TimeZone = 'UTC'")
-    layouts = {tuple(group_keys(cur_sql.shaped(describe(con, Path(f), Path(f).name)))) for f in files}
-    if len(layouts) != 1:
-        raise SystemExit(f"the export's files have {len(layouts)} layouts; the keyed floor needs one")
-    own = cur_sql.shaped(describe(con, Path(files[0]), Path(files[0]).name))
+    layouts = [cur_sql.shaped(describe(con, Path(f), Path(f).name)) for f in files]
+    keyed = {tuple(group_keys(layout)) for layout in layouts}
+    if len(keyed) != 1:
+        raise SystemExit(f"the export's files have {len(keyed)} layouts; the keyed floor needs one")
+    own = layouts[0]
     start, end = (f"CAST({own.sources[name]} AS TIMESTAMPTZ)" for name in cur_sql.PERIOD)
     sums = ", ".join(f"sum(CAST({own.sources[name]} AS DOUBLE))" for name in SUMMED_FIELDS if name in own.sources)
-    keys = ", ".join(layouts.pop() + (f"date_trunc('day', {start})",))
+    keys = ", ".join(group_keys(own) + [f"date_trunc('day', {start})"])
     query = (f"SELECT {sums}, min({start}), max({end}), count(*) "
              f"FROM read_parquet(?, hive_partitioning = false) GROUP BY {keys}")
     return len(con.execute(query, [files]).fetchall())
