@@ -193,7 +193,7 @@ def claims_taken_fit(case: Case, classified: pd.DataFrame) -> list[Misfit]:
     claimants = [s for s in case.services.values() if s.claims_lines]
     if not claimants or classified.empty:
         return []
-    classified = classified[~classified["charge_category"].isin(ADJUSTING_CATEGORIES)]
+    classified = lines_where(classified, ~classified["charge_category"].isin(ADJUSTING_CATEGORIES))
     if classified.empty:
         return []
     tags = tags_of(classified)

@@ -22,10 +22,12 @@ raw CUR lines first, once, in one hash aggregate, and the later stages work on i
   ``_credited`` keeps them), a line whose period ends before it starts (the FOCUS checks name it),
   and a line whose period straddles an edge of the window (:mod:`connectors.billing.clip` clips it by
   its own period).
-* **Per file, on the file's own columns.** The keys are the Parquet columns the key fields and tags
-  are read from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their
-  text: two values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader
-  joins. Groups never span files, for the same reason.
+* **On the files' own columns.** The keys are the Parquet columns the key fields and tags are read
+  from (a tag MAP as a MAP; a ``product`` MAP by the values the fields look up), not their text: two
+  values with one text (``''`` and ``NULL``) only make two groups, which the FOCUS reader joins.
+  Groups span files only where the files are laid out alike (the parts of one export, summed in one
+  query: a day's charge split between two parts is one group, 38 % fewer rows at 50 M lines);
+  files laid out otherwise are summed apart, and the FOCUS reader joins their groups too.
 * **When nothing is summed:** grain ``line``; a repeat hash seen twice (:meth:`cur_sql.Layout.repeat_key`:
   a candidate for a line repeated whole, which must reach the
   duplicate check as two lines; the hash pass hashes a few columns,
@@ -39,7 +41,8 @@ exact sums is the same exact sum, and ``line_count`` adds the ``_n`` of its rows
 """
 from __future__ import annotations
 
-from datetime import datetime
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 import duckdb
 import numpy as np
@@ -69,6 +72,8 @@ FIELD = "__f_"
 FAST = "__x_"
 FAST_TYPE = "DECIMAL(18, 10)"
 FAST_LIMIT = 2 ** 18
+# A window for SQL that is only compared (:func:`alike_runs`).
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], grain: str | None = None) -> bool:
@@ -77,8 +82,9 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
 
     ``raw`` is :func:`connectors.billing.cur.read_cur`'s view over the files' relations ``f<i>``; it has
     passed :func:`connectors.billing.cur.check_raw` (types, amounts and periods read). Each file is
-    summed on its own columns (no text made of a value that the sum does not need), so the groups
-    never span files: the FOCUS reader joins them as it joins lines. Where it sums nothing, every
+    summed on its own columns (no text made of a value that the sum does not need); consecutive
+    files laid out alike (:func:`alike_runs`: an export's parts) are summed together, so a day's
+    charge split between two parts is one group. Where it sums nothing, every
     value of the files has been read (:func:`read_whole`), and ``_hashes`` holds whole-row hashes."""
     if (grain or "auto") != "auto":
         read_whole(con, layouts)
@@ -93,21 +99,56 @@ def compact(con, layouts: list[sql.Layout], window: tuple[datetime, datetime], g
     con.execute(f"CREATE TEMP TABLE _apart AS {apart_sql()}")
     con.execute("DROP TABLE _probed")
     con.execute("CREATE TEMP TABLE _compact AS SELECT *, 1::BIGINT AS _n, FALSE AS _lossy FROM raw LIMIT 0")
-    for index, layout in enumerate(layouts):
-        try:  # the file's tag sets are made JSON here: one that cannot be names its file
-            con.execute(f"INSERT INTO _compact {group_sql(sql.shaped(layout), index, window)} ORDER BY _row")
-        except duckdb.Error as exc:
-            raise read_error(layout.path, layout.fmt, exc) from None
+    for run in alike_runs(con, layouts):
+        sum_files(con, layouts, run, window)
     lossy = con.execute("SELECT coalesce(bool_or(_lossy), FALSE) FROM _compact").fetchall()[0][0]
     if lossy:
         con.execute("DROP TABLE _compact")
         if not read_all:
             read_whole(con, layouts)
-    else:  # each file's groups were inserted in row order, the files in turn: raw is in file order
+    else:  # each run's groups were inserted in file and row order, the runs in turn: raw is in file order
         con.execute("DROP VIEW raw")
         con.execute("ALTER TABLE _compact RENAME TO raw")
     con.execute("DROP TABLE _apart")
     return not lossy
+
+
+def alike_runs(con, layouts: list[sql.Layout]) -> list[list[int]]:
+    """The files in runs of consecutive ones that are summed together: the same columns in the same
+    order and types (their relations ``f<i>``), and the same SQL summing them (:func:`group_sql`),
+    so that their lines are one table's. A file unlike the one before it starts a run."""
+    runs: list[list[int]] = []
+    seen = None
+    for index, layout in enumerate(layouts):
+        shape = (con.execute(f"DESCRIBE f{index}").fetchall(), group_sql(sql.shaped(layout), [0], (EPOCH, EPOCH)))
+        if runs and shape == seen:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+        seen = shape
+    return runs
+
+
+def sum_files(con, layouts: list[sql.Layout], run: list[int], window: tuple[datetime, datetime]) -> None:
+    """Insert the groups of the files ``run`` (laid out alike, :func:`alike_runs`) into ``_compact``
+    in file and row order: first with each DOUBLE amount summed as the DECIMAL :func:`fast_decimal`
+    reads it (no text, no test of one); where some group has an amount that is not read so, they are
+    summed again from the amounts' text (:func:`group_sql` ``fast=False``). A file whose tag sets
+    cannot be made JSON (made here) is named: a run that fails is summed again file by file."""
+    own = sql.shaped(layouts[run[0]])
+    fast = any(name in own.doubles for name in SUMMED_FIELDS)
+    files = ", ".join(str(index) for index in run)
+    try:
+        con.execute(f"INSERT INTO _compact {group_sql(own, run, window, fast=fast)} ORDER BY _file, _row")
+        if fast and con.execute(f"SELECT bool_or(_lossy) FROM _compact WHERE _file IN ({files})").fetchall()[0][0]:
+            con.execute(f"DELETE FROM _compact WHERE _file IN ({files})")
+            con.execute(f"INSERT INTO _compact {group_sql(own, run, window)} ORDER BY _file, _row")
+    except duckdb.Error as exc:
+        if len(run) == 1:
+            raise read_error(layouts[run[0]].path, layouts[run[0]].fmt, exc) from None
+        con.execute(f"DELETE FROM _compact WHERE _file IN ({files})")
+        for index in run:
+            sum_files(con, layouts, [index], window)
 
 
 def read_whole(con, layouts: list[sql.Layout]) -> None:
@@ -142,16 +183,29 @@ def repeated_values(con, column: str, first: bool = False) -> np.ndarray:
     the memory does not grow with the export."""
     rows = con.execute(f"SELECT count({column}) FROM _hashes").fetchall()[0][0]
     passes = max(1, -(-rows // HASHES_PER_PASS))
-    found = []
-    for part in range(passes):
+
+    def fetch(part: int) -> np.ndarray:
         where = f" AND {column} % {passes} = {part}" if passes > 1 else ""
         hashes = con.execute(f"SELECT {column} FROM _hashes WHERE {column} IS NOT NULL{where}").fetchnumpy()[column]
-        hashes = np.sort(np.asarray(hashes, dtype=np.uint64))
-        same = hashes[1:][hashes[1:] == hashes[:-1]]
-        found.append(np.unique(same))
-        if first and len(same):
-            break
-    return np.concatenate(found) if found else np.zeros(0, dtype=np.uint64)
+        return np.asarray(hashes, dtype=np.uint64)
+
+    found: list[np.ndarray] = []
+    with ThreadPoolExecutor(1) as sorter:  # a pass is sorted (numpy, one core) while the next is read
+        pending = sorter.submit(shared_values, fetch(0))
+        for part in range(1, passes):
+            hashes = fetch(part)
+            found.append(pending.result())
+            if first and len(found[-1]):
+                return found[-1]
+            pending = sorter.submit(shared_values, hashes)
+        found.append(pending.result())
+    return np.concatenate(found)
+
+
+def shared_values(hashes: np.ndarray) -> np.ndarray:
+    """The values that occur more than once in ``hashes``, sorted, each once."""
+    hashes = np.sort(hashes)
+    return np.unique(hashes[1:][hashes[1:] == hashes[:-1]])
 
 
 def lossy(own: sql.Layout) -> str:
@@ -163,6 +217,17 @@ def lossy(own: sql.Layout) -> str:
         f"(CASE WHEN {FAST}{name} IS NULL THEN {lossy_sql(amount_text(own, name))} ELSE FALSE END)"
         if name in own.doubles
         else lossy_sql(amount_text(own, name)) for name in SUMMED_FIELDS) + ")"
+
+
+def unread(own: sql.Layout) -> str:
+    """SQL aggregate over lines of :func:`marked_sql` (the fast sums, :func:`group_sql`): some DOUBLE
+    amount that is not NULL was not read by :func:`fast_decimal` (its text must be read), or some
+    text amount does not fit DECIMAL(38,20) exactly. Counting what is not NULL costs no test per line."""
+    tests = [f"count({own.sources[name]}) > count({FAST}{name})" for name in SUMMED_FIELDS if name in own.doubles]
+    texts = [lossy_sql(amount_text(own, name)) for name in SUMMED_FIELDS if name not in own.doubles]
+    if texts:
+        tests.append(f"bool_or({' OR '.join(texts)})")
+    return "(" + " OR ".join(tests) + ")"
 
 
 def amount_text(own: sql.Layout, name: str) -> str:
@@ -187,14 +252,19 @@ def fast_decimal(ref: str) -> str:
     return f"CASE WHEN abs({ref}) < {FAST_LIMIT} AND CAST({exact} AS DOUBLE) = {ref} THEN {exact} END"
 
 
-def amount_sum(own: sql.Layout, name: str) -> str:
+def amount_sum(own: sql.Layout, name: str, fast: bool = False) -> str:
     """SQL aggregate over lines of :func:`marked_sql`: summed field ``name`` as text
-    (:func:`connectors.billing.focus_lines.sum_text_sql`)."""
+    (:func:`connectors.billing.focus_lines.sum_text_sql`). ``fast``: a DOUBLE's sum is the sum of the
+    DECIMAL(18, 10) values :func:`fast_decimal` read (DECIMAL(38, 10): its text without trailing
+    zeros is the DECIMAL(38, 20) sum's); a line it did not read is left out, and :func:`unread` says so."""
     text = amount_text(own, name)
     if name not in own.doubles:
         return sum_text_sql(text)
+    alone = f"CAST(any_value({own.sources[name]}) AS VARCHAR)"
+    if fast:
+        return sum_text_sql(text, value=f"{FAST}{name}", alone=alone)
     value = f"coalesce(CAST({FAST}{name} AS {SUM_TYPE}), TRY_CAST({text} AS {SUM_TYPE}))"
-    return sum_text_sql(text, value=value, alone=f"CAST(any_value({own.sources[name]}) AS VARCHAR)")
+    return sum_text_sql(text, value=value, alone=alone)
 
 
 def probe_key(prefix: str = "") -> str:
@@ -259,10 +329,14 @@ def whole(prefix: str, start: str, end: str) -> str:
             f"OR {probe_key(prefix)} IN (SELECT k FROM _apart))")
 
 
+# A line's place in the export: its file's index times this, plus its row (a file has fewer rows).
+POSITION = 2 ** 40
+
+
 def marked_sql(own: sql.Layout, index: int) -> str:
-    """SELECT every column of file relation ``f<index>``, its row ``__r``, the fields this stage reads
-    (``__f_<field>``: the sums, the period, what the GPU rules and :func:`whole` read) and the period
-    as ``__s`` / ``__e``."""
+    """SELECT every column of file relation ``f<index>``, its place ``__r`` (:data:`POSITION`), the
+    fields this stage reads (``__f_<field>``: the sums, the period, what the GPU rules and
+    :func:`whole` read) and the period as ``__s`` / ``__e``."""
     needed = [n for n in sql.FIELDS if n in SUMMED_FIELDS or n in sql.PERIOD or n in PROBE.values()
               or n in ("line_item_operation", "split_line_item_parent_resource_id")]
     fields = ", ".join([f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {FIELD}{name}" for name in needed
@@ -270,7 +344,8 @@ def marked_sql(own: sql.Layout, index: int) -> str:
                        + [f"{fast_decimal(own.sources[name])} AS {FAST}{name}" for name in SUMMED_FIELDS
                           if name in own.doubles])
     start, end = (period_of(own, name) for name in sql.PERIOD)
-    return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {sql.row_of(own)} AS __r, {fields} FROM f{index})"
+    place = f"{index} * {POSITION} + {sql.row_of(own)}"
+    return f"SELECT *, {start} AS __s, {end} AS __e FROM (SELECT *, {place} AS __r, {fields} FROM f{index})"
 
 
 # DuckDB types of a period column that become the same TIMESTAMPTZ cast directly or through their text.
@@ -293,27 +368,33 @@ def group_keys(own: sql.Layout) -> list[str]:
                    and n not in sql.PERIOD} | set(own.tag_sources))
 
 
-def group_sql(own: sql.Layout, index: int, window: tuple[datetime, datetime]) -> str:
-    """SELECT one file's lines as rows of the new ``raw``, from its relation ``f<index>`` laid out as
-    ``own``: grouped on the file columns the key fields and tags are read from, the UTC day of the
-    start and the side of the window; a line that stays whole (:func:`whole`) or straddles an edge of
-    the window is a group of its own (its row is a key). Every row's ``_h`` is new and its own: no two lines shared a row hash."""
+def group_sql(own: sql.Layout, run: list[int], window: tuple[datetime, datetime], fast: bool = False) -> str:
+    """SELECT the lines of the files ``run`` as rows of the new ``raw``, from their relations ``f<i>``
+    laid out as ``own`` (:func:`alike_runs`): grouped on the file columns the key fields and tags are
+    read from, the UTC day of the start and the side of the window; a line that stays whole
+    (:func:`whole`) or straddles an edge of the window is a group of its own (its place is a key). A
+    group's ``_file`` and ``_row`` are its first line's. Every row's ``_h`` is new and its own: no two
+    lines shared a row hash.
+    ``fast``: DOUBLE amounts are summed as :func:`fast_decimal` reads them, and ``_lossy`` says where
+    that left a line out (:func:`unread`)."""
     lo, hi = (f"CAST({quote_text(utc_text(moment))} AS TIMESTAMPTZ)" for moment in window)
     first, last = sql.PERIOD
     keys = group_keys(own)
     side = f"CASE WHEN __s >= {hi} THEN 1 WHEN __s >= {lo} OR __e > {lo} THEN 0 ELSE -1 END"
-    out = [f"{index} AS _file", "min(__r) AS _row", f"hash({index}, min(__r), 'summed') AS _h"]
+    file, row = f"CAST(min(__r) // {POSITION} AS INTEGER)", f"min(__r) % {POSITION}"
+    out = [f"{file} AS _file", f"{row} AS _row", f"hash({file}, {row}, 'summed') AS _h"]
     for name in sql.FIELDS:
         if name in SUMMED_FIELDS:
-            out.append(f"{amount_sum(own, name)} AS {name}")
+            out.append(f"{amount_sum(own, name, fast)} AS {name}")
         elif name == first:
             out.append(f"arg_min({FIELD}{name}, __s) AS {name}")
         elif name == last:
             out.append(f"arg_max({FIELD}{name}, __e) AS {name}")
         else:
             out.append(f"{own.exprs.get(name, 'NULL::VARCHAR')} AS {name}")
-    out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"bool_or({lossy(own)}) AS _lossy"]
+    out += [f"{own.tags} AS _tags", "count(*)::BIGINT AS _n", f"{unread(own) if fast else f'bool_or({lossy(own)})'} AS _lossy"]
     straddles = f"(__s < {lo} AND __e > {lo}) OR (__s < {hi} AND __e > {hi})"
     alone = f"CASE WHEN {whole(FIELD, '__s', '__e')} OR {straddles} THEN __r END"
     group = keys + ["epoch(date_trunc('day', __s))", side, alone]
-    return f"SELECT {', '.join(out)} FROM ({marked_sql(own, index)}) GROUP BY {', '.join(group)}"
+    lines = " UNION ALL ".join(marked_sql(own, index) for index in run)
+    return f"SELECT {', '.join(out)} FROM ({lines}) GROUP BY {', '.join(group)}"

@@ -432,3 +432,29 @@ def test_a_column_the_hash_pass_does_not_read_still_names_its_file(tmp_path, mon
     with pytest.raises(InputError) as info:
         read(folder, *SEPTEMBER, True, monkeypatch, grain=grain)
     assert info.value.path == str(bad) and "not a readable Parquet file" in info.value.message
+
+
+def test_doubles_are_summed_once_fast_and_a_run_with_an_unread_amount_again(export, tmp_path, monkeypatch):
+    """The parts of an export are summed in one query, each DOUBLE amount as its fast decimal
+    alone; where some amount was not read so (more than 10 places) they are summed again from the text."""
+    from connectors.billing import cur_compact
+
+    calls = []
+    real = cur_compact.group_sql
+
+    def recorded(own, run, window, fast=False):
+        if window[0] != cur_compact.EPOCH:  # not the comparison of alike_runs
+            calls.append((list(run), fast))
+        return real(own, run, window, fast=fast)
+
+    monkeypatch.setattr(cur_compact, "group_sql", recorded)
+    read(export, utc(2025, 1, 1), utc(2025, 2, 1), True, monkeypatch)
+    assert len(calls) == 1 and len(calls[0][0]) > 1 and calls[0][1]  # every file at once, every amount fast
+
+    folder = tmp_path / "export"
+    rows = cur2_rows()[:3]
+    write_cur2(folder / "a.parquet", rows)
+    write_cur2(folder / "b.parquet", [{**row, "line_item_unblended_cost": 0.12345678901} for row in rows])
+    calls.clear()
+    assert_same(folder, utc(2024, 1, 1), utc(2026, 1, 1), monkeypatch)
+    assert calls == [([0, 1], True), ([0, 1], False)]
