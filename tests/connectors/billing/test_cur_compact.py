@@ -458,3 +458,23 @@ def test_doubles_are_summed_once_fast_and_a_run_with_an_unread_amount_again(expo
     calls.clear()
     assert_same(folder, utc(2024, 1, 1), utc(2026, 1, 1), monkeypatch)
     assert calls == [([0, 1], True), ([0, 1], False)]
+
+
+@pytest.mark.parametrize("limit", [1, 30_000])
+def test_a_run_of_parts_stops_at_its_line_limit_and_the_tables_stay_the_same(export, monkeypatch, limit):
+    """One query sums at most RUN_LINES lines (a file alone where it has more): the runs split
+    there, and the tables are still those of every line mapped."""
+    from connectors.billing import cur_compact
+
+    runs = []
+    real = cur_compact.sum_files
+
+    def recorded(con, layouts, run, window):
+        runs.append([pq.ParquetFile(layouts[index].path).metadata.num_rows for index in run])
+        return real(con, layouts, run, window)
+
+    monkeypatch.setattr(cur_compact, "RUN_LINES", limit)
+    monkeypatch.setattr(cur_compact, "sum_files", recorded)
+    assert_same(export, utc(2025, 1, 1), utc(2025, 2, 1), monkeypatch)
+    assert len(runs) > 1 and all(len(run) == 1 or sum(run) <= limit for run in runs)
+    assert sum(map(sum, runs)) == 40_000
