@@ -21,8 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from audit.block_ties import block_ties
-from audit.capacity_blocks import Block, block_spreads, idle_reason
+from audit.capacity_blocks import Block, block_spreads, has_block_fee, idle_reason
 from audit.ledger import Leftover
 from audit.lines import (
     ADJUSTING_CATEGORIES,
@@ -146,10 +145,10 @@ def spread(lines: pd.DataFrame, basis: str) -> tuple[pd.DataFrame, list[Leftover
         spent = list(lines.index[prepaid(lines)])
     else:
         spent = _spread_purchases(work, purchase_spreads(work, lines[is_purchase]), amount)
-        # an EC2 Capacity Block's fee: AWS bills its instance-hours 0 and the block up front (a fee
-        # is told by its own line: only a bill with one takes the charges' rows, every column, for it)
+        # an EC2 Capacity Block's fee: AWS bills its instance-hours 0 and the block up front (only a
+        # bill with a fee takes the charges' rows, every column, for it)
         rest = is_charge & ~lines.index.isin(spent)
-        blocks = block_spreads(lines[rest]) if bool((block_ties(lines)[0] & rest).any()) else []
+        blocks = block_spreads(lines[rest]) if has_block_fee(lines, rest) else []
         spent += _spread_blocks(work, blocks, amount)
     if spent:
         is_charge &= ~lines.index.isin(spent)

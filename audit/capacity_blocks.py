@@ -62,6 +62,12 @@ class Block(NamedTuple):
         return max(self.reserved - self.ran, ZERO) if self.reserved else ZERO
 
 
+def has_block_fee(lines: pd.DataFrame, among) -> bool:
+    """Whether some line ``among`` (a mask) is a Capacity Block's fee: a fee is told by its own line,
+    so this reads the lines where they are, and only a bill with a fee needs them taken."""
+    return bool((block_ties(lines)[0] & among).any())
+
+
 def block_spreads(charges: pd.DataFrame) -> list[Block]:
     """The Capacity Blocks among ``charges`` whose fee moves onto their instances' lines
     (:func:`audit.lines.purchase_spreads`, as a commitment purchase onto its commitment's lines), with
