@@ -111,7 +111,7 @@ def run_duckdb_keyed(export: Path) -> int:
     own = layouts[0]
     start, end = (f"CAST({own.sources[name]} AS TIMESTAMPTZ)" for name in cur_sql.PERIOD)
     sums = ", ".join(f"sum(CAST({own.sources[name]} AS DOUBLE))" for name in SUMMED_FIELDS if name in own.sources)
-    keys = ", ".join(group_keys(own) + [f"date_trunc('day', {start})"])
+    keys = ", ".join(keyed.pop() + (f"date_trunc('day', {start})",))
     query = (f"SELECT {sums}, min({start}), max({end}), count(*) "
              f"FROM read_parquet(?, hive_partitioning = false) GROUP BY {keys}")
     return len(con.execute(query, [files]).fetchall())
